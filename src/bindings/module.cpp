@@ -1,0 +1,43 @@
+// nvmelab._native: module entry point and build_info().
+#include "bindings.h"
+
+#include <string>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_native, m) {
+    m.doc() = "nvmelab native core: user-space NVMe driver, emulated controllers, engines";
+    nvmelab::bind_driver(m);
+    nvmelab::bind_perf(m);
+    nvmelab::bind_blksum(m);
+    nvmelab::bind_cuda(m);
+
+    m.def("build_info", [] {
+        py::dict d;
+        d["version"] = NVMELAB_VERSION;
+#ifdef NVMELAB_HAVE_CUDA
+        d["cuda"] = true;
+        d["cuda_architectures"] = std::string(NVMELAB_CUDA_ARCHS);
+#else
+        d["cuda"] = false;
+        d["cuda_architectures"] = std::string();
+#endif
+#ifdef NVMELAB_HAVE_LIBURING
+        d["io_uring"] = true;
+#else
+        d["io_uring"] = false;
+#endif
+#ifdef NVMELAB_HAVE_BLKSUM
+        d["blksum"] = true;
+#else
+        d["blksum"] = false;
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+        d["sanitizers"] = true;
+#else
+        d["sanitizers"] = false;
+#endif
+        d["compiler"] = std::string(__VERSION__);
+        return d;
+    }, "What was compiled into this build (CUDA, io_uring, blksum, compiler).");
+}

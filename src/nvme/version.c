@@ -1,0 +1,4 @@
+/* nvmelab driver version string. */
+#include "nvme/version.h"
+
+const char *nvme_version(void) { return NVME_VERSION_STRING; }

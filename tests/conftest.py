@@ -1,0 +1,36 @@
+"""Shared pytest configuration: GPU tests skip with a reason where no CUDA device exists."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> tuple[bool, str]:
+    try:
+        import nvmelab
+
+        if not nvmelab.build_info().get("cuda"):
+            return False, "nvmelab was built without CUDA (no nvcc at build time)"
+    except Exception as exc:  # extension missing or broken: say so
+        return False, f"nvmelab native extension unavailable: {exc}"
+    try:
+        from nvmelab import _native
+
+        n = _native.cuda_device_count() if hasattr(_native, "cuda_device_count") else 0
+    except Exception as exc:
+        return False, f"CUDA runtime unavailable: {exc}"
+    if n <= 0:
+        return False, "no CUDA GPU on this machine (GPU tests run on a lent GPU host; see README)"
+    return True, ""
+
+
+def pytest_collection_modifyitems(config, items):
+    ok, why = gpu_available() if any("gpu" in i.keywords for i in items) else (True, "")
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"GPU test skipped: {why}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
