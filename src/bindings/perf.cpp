@@ -1,5 +1,338 @@
-// Placeholder until the perf part lands; replaced by its owner.
+// nvmelab._native perf part: the closed-loop engine (perf.h) on every target.
+//
+// PerfTarget(uri, backend=None, allow_write=False, need_write=False) opens a target;
+// .info() describes it, .check(**cfg) validates a configuration without I/O,
+// .run(**cfg) / .fill(**cfg) drive it. The GIL is released while the engine runs on
+// its own native thread; the calling thread checks for signals every
+// SIGNAL_POLL_MS, and on Ctrl-C sets the engine's stop flag, waits for the workers
+// to drain and close their queues, and re-raises KeyboardInterrupt (no result).
 #include "bindings.h"
+
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nvme/kio.h"
+#include "nvme/perf.h"
+
+namespace py = pybind11;
+
 namespace nvmelab {
-void bind_perf(pybind11::module_ &) {}
+namespace {
+
+constexpr int SIGNAL_POLL_MS = 50;
+constexpr double NS_PER_S = 1e9;
+
+[[noreturn]] void raise_errno(int rc, const std::string &msg)
+{
+    int e = -rc;
+    if (e == EINVAL || e == ERANGE || e == E2BIG)
+        throw py::value_error(msg);
+    // OSError(errno, msg) picks the subclass (FileNotFoundError, PermissionError, ...)
+    py::object exc = py::module_::import("builtins").attr("OSError")(e, msg);
+    PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
+    throw py::error_already_set();
+}
+
+struct Cfg {
+    std::string rw = "randread";
+    uint32_t rwmix = 50, iosize = 4096, qdepth = 1, nqueues = 1, nthreads = 1, ndevs = 0, align = 0, batch = 0;
+    std::vector<int> cpus;
+    double runtime_s = 1.0, warmup_s = 0.0;
+    uint64_t lba_start = 0, lba_count = 0, seed = 1;
+    bool verify = false, lat = true;
+
+    perf_config to_c(int *stop) const
+    {
+        perf_config c{};
+        if (perf_pattern_parse(rw.c_str(), &c.pattern))
+            throw py::value_error("rw='" + rw + "': unknown pattern (read, randread, write, randwrite, randrw)");
+        if (!(runtime_s >= 0) || !(warmup_s >= 0))
+            throw py::value_error("runtime and warmup must be >= 0 seconds");
+        if (!cpus.empty() && cpus.size() != nthreads)
+            throw py::value_error("cpus: " + std::to_string(cpus.size()) + " CPU ids given for " +
+                                  std::to_string(nthreads) + " threads");
+        c.rwmix = rwmix;
+        c.iosize = iosize;
+        c.qdepth = qdepth;
+        c.nqueues = nqueues;
+        c.nthreads = nthreads;
+        c.cpus = cpus.empty() ? nullptr : cpus.data();
+        c.ndevs = ndevs;
+        c.runtime_ns = static_cast<uint64_t>(runtime_s * NS_PER_S);
+        c.warmup_ns = static_cast<uint64_t>(warmup_s * NS_PER_S);
+        c.lba_start = lba_start;
+        c.lba_count = lba_count;
+        c.align = align;
+        c.batch = batch;
+        c.seed = seed;
+        c.verify = verify;
+        c.lat = lat;
+        c.stop = stop;
+        return c;
+    }
+};
+
+py::dict result_dict(const perf_result &r, const perf_config &c)
+{
+    py::dict d;
+    d["ios"] = r.ios;
+    d["reads"] = r.reads;
+    d["writes"] = r.writes;
+    d["bytes"] = r.bytes;
+    d["errors"] = r.errors;
+    d["iops"] = r.iops;
+    d["bytes_per_s"] = r.bytes_per_s;
+    d["window_s"] = r.window_s;
+    d["cpu_s"] = r.cpu_s;
+    py::list dev;
+    for (uint32_t i = 0; i < r.ndevs; i++)
+        dev.append(r.dev_ios[i]);
+    d["dev_ios"] = dev;
+    py::list thr;
+    for (uint32_t i = 0; i < r.nthreads; i++) {
+        const perf_thread_result &t = r.thr[i];
+        py::dict td;
+        td["cpu"] = t.cpu;
+        td["cpu_last"] = t.cpu_last;
+        td["affinity"] = std::string(t.affinity);
+        td["nchans"] = t.nchans;
+        td["ios"] = t.ios;
+        td["errors"] = t.errors;
+        td["polls"] = t.polls;
+        td["empty_polls"] = t.empty_polls;
+        td["window_s"] = t.window_s;
+        td["cpu_s"] = t.cpu_s;
+        thr.append(td);
+    }
+    d["threads"] = thr;
+    if (c.lat && r.lat.count) {
+        py::dict l;
+        l["count"] = r.lat.count;
+        l["min"] = r.lat.min_ns;
+        l["mean"] = static_cast<double>(r.lat.sum_ns) / static_cast<double>(r.lat.count);
+        l["p50"] = stats_hist_percentile(&r.lat, 50.0);
+        l["p90"] = stats_hist_percentile(&r.lat, 90.0);
+        l["p99"] = stats_hist_percentile(&r.lat, 99.0);
+        l["p999"] = stats_hist_percentile(&r.lat, 99.9);
+        l["max"] = r.lat.max_ns;
+        py::list buckets;  // non-empty buckets: [low_ns, high_ns, count]
+        for (uint32_t i = 0; i < STATS_NBUCKETS; i++)
+            if (r.lat.bucket[i])
+                buckets.append(py::make_tuple(stats_bucket_low(i),
+                                              i == STATS_NBUCKETS - 1 ? r.lat.max_ns : stats_bucket_high(i),
+                                              r.lat.bucket[i]));
+        l["buckets"] = buckets;
+        d["lat"] = l;
+    } else {
+        d["lat"] = py::none();
+    }
+    d["verify_errors"] = r.verify_errors;
+    if (r.verify_errors) {
+        py::dict b;
+        b["dev"] = r.first_bad_dev;
+        b["lba"] = r.first_bad_lba;
+        d["first_bad"] = b;
+    } else {
+        d["first_bad"] = py::none();
+    }
+    if (r.first_err < 0) {
+        py::dict e;
+        e["errno"] = -r.first_err;
+        e["message"] = std::string(std::strerror(-r.first_err));
+        d["first_error"] = e;
+    } else if (r.first_err > 0) {
+        py::dict e;
+        e["sct"] = (r.first_err >> 8) & 0xff;
+        e["sc"] = r.first_err & 0xff;
+        e["dnr"] = (r.first_err & PERF_STATUS_DNR) != 0;
+        d["first_error"] = e;
+    } else {
+        d["first_error"] = py::none();
+    }
+    return d;
+}
+
+class PerfTarget {
+  public:
+    PerfTarget(const std::string &uri, const std::string &backend, bool allow_write, bool need_write) : uri_(uri)
+    {
+        perf_target_opts o{};
+        o.backend = backend.empty() ? nullptr : backend.c_str();
+        o.allow_write = allow_write;
+        o.need_write = need_write;
+        char err[PERF_ERRLEN] = "";
+        int rc;
+        {
+            py::gil_scoped_release nogil;
+            rc = perf_target_open(uri.c_str(), &o, &t_, err, sizeof(err));
+        }
+        if (rc)
+            raise_errno(rc, err[0] ? err : uri + ": " + std::strerror(-rc));
+    }
+    ~PerfTarget() { close(); }
+
+    void close()
+    {
+        if (t_) {
+            perf_target_close(t_);
+            t_ = nullptr;
+        }
+    }
+
+    perf_target *get()
+    {
+        if (!t_)
+            throw py::value_error(uri_ + ": target is closed");
+        return t_;
+    }
+
+    py::dict info()
+    {
+        perf_target *t = get();
+        py::dict d;
+        d["uri"] = uri_;
+        d["backend"] = std::string(t->backend);
+        d["ndevs"] = t->ndevs;
+        d["profile"] = t->profile[0] ? py::object(py::str(t->profile)) : py::object(py::none());
+        d["scale"] = t->profile[0] ? py::object(py::float_(t->scale)) : py::object(py::none());
+        py::list devs;
+        for (uint32_t i = 0; i < t->ndevs; i++) {
+            py::dict dv;
+            dv["lba_size"] = t->dev[i].lba_size;
+            dv["nlbas"] = t->dev[i].nlbas;
+            dv["nsid"] = t->dev[i].nsid;
+            dv["max_qdepth"] = t->dev[i].max_qdepth;
+            dv["max_io_bytes"] = t->dev[i].max_io_bytes;
+            devs.append(dv);
+        }
+        d["devices"] = devs;
+        return d;
+    }
+
+    void check(const Cfg &cfg)
+    {
+        perf_config c = cfg.to_c(nullptr);
+        char err[PERF_ERRLEN] = "";
+        int rc = perf_config_check(get(), &c, err, sizeof(err));
+        if (rc)
+            raise_errno(rc, err);
+    }
+
+    py::dict run(const Cfg &cfg, bool fill)
+    {
+        perf_target *t = get();
+        int stop = 0;  // written with __atomic_store_n, read by the workers with __atomic_load_n
+        perf_config c = cfg.to_c(&stop);
+        auto res = std::make_unique<perf_result>();
+        char err[PERF_ERRLEN] = "";
+        int rc = 0;
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+        std::thread runner([&] {
+            int r = fill ? perf_fill(t, &c, res.get(), err, sizeof(err)) : perf_run(t, &c, res.get(), err, sizeof(err));
+            std::lock_guard<std::mutex> g(mu);
+            rc = r;
+            done = true;
+            cv.notify_all();
+        });
+        bool interrupted = false;
+        for (;;) {
+            {
+                py::gil_scoped_release nogil;
+                std::unique_lock<std::mutex> lk(mu);
+                cv.wait_for(lk, std::chrono::milliseconds(SIGNAL_POLL_MS), [&] { return done; });
+                if (done)
+                    break;
+            }
+            if (PyErr_CheckSignals() != 0) {
+                interrupted = true;
+                __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+                py::gil_scoped_release nogil;
+                std::unique_lock<std::mutex> lk(mu);
+                cv.wait(lk, [&] { return done; });
+                break;
+            }
+        }
+        {
+            py::gil_scoped_release nogil;
+            runner.join();
+        }
+        if (interrupted)
+            throw py::error_already_set();  // KeyboardInterrupt (or what the handler raised)
+        if (rc)
+            raise_errno(rc, err[0] ? err : std::string(std::strerror(-rc)));
+        return result_dict(*res, c);
+    }
+
+  private:
+    std::string uri_;
+    perf_target *t_ = nullptr;
+};
+
+Cfg cfg_from_kwargs(const py::kwargs &kw)
+{
+    Cfg c;
+    for (auto item : kw) {
+        std::string k = py::str(item.first);
+        py::handle v = item.second;
+        try {
+            if (k == "rw") c.rw = v.cast<std::string>();
+            else if (k == "rwmix") c.rwmix = v.cast<uint32_t>();
+            else if (k == "iosize") c.iosize = v.cast<uint32_t>();
+            else if (k == "qdepth") c.qdepth = v.cast<uint32_t>();
+            else if (k == "nqueues") c.nqueues = v.cast<uint32_t>();
+            else if (k == "nthreads") c.nthreads = v.cast<uint32_t>();
+            else if (k == "ndevs") c.ndevs = v.cast<uint32_t>();
+            else if (k == "align") c.align = v.cast<uint32_t>();
+            else if (k == "batch") c.batch = v.cast<uint32_t>();
+            else if (k == "cpus") c.cpus = v.is_none() ? std::vector<int>{} : v.cast<std::vector<int>>();
+            else if (k == "runtime") c.runtime_s = v.cast<double>();
+            else if (k == "warmup") c.warmup_s = v.cast<double>();
+            else if (k == "lba_start") c.lba_start = v.cast<uint64_t>();
+            else if (k == "lba_count") c.lba_count = v.cast<uint64_t>();
+            else if (k == "seed") c.seed = v.cast<uint64_t>();
+            else if (k == "verify") c.verify = v.cast<bool>();
+            else if (k == "lat") c.lat = v.cast<bool>();
+            else throw py::value_error("unknown engine parameter '" + k + "'");
+        } catch (const py::cast_error &) {
+            throw py::value_error("engine parameter '" + k + "': bad value " + std::string(py::repr(v)));
+        }
+    }
+    return c;
+}
+
+}  // namespace
+
+void bind_perf(py::module_ &m)
+{
+    py::class_<PerfTarget>(m, "PerfTarget",
+                           "A target opened for the closed-loop engine (file://, blk://, emu://, pci://).")
+        .def(py::init<const std::string &, const std::string &, bool, bool>(), py::arg("uri"),
+             py::arg("backend") = "", py::arg("allow_write") = false, py::arg("need_write") = false)
+        .def("info", &PerfTarget::info, "Backend, devices (LBA size, capacity, limits), profile and scale.")
+        .def("check", [](PerfTarget &t, py::kwargs kw) { t.check(cfg_from_kwargs(kw)); },
+             "Validate engine parameters against this target without any I/O (ValueError names the parameter).")
+        .def("run", [](PerfTarget &t, py::kwargs kw) { return t.run(cfg_from_kwargs(kw), false); },
+             "One timed run: rw, rwmix, iosize, qdepth, nqueues, nthreads, cpus, ndevs, runtime, warmup, "
+             "lba_start, lba_count, align, batch, seed, verify, lat. Returns a dict of raw results.")
+        .def("fill", [](PerfTarget &t, py::kwargs kw) { return t.run(cfg_from_kwargs(kw), true); },
+             "Write the verify stamp over the LBA range once (untimed).")
+        .def("close", &PerfTarget::close)
+        .def("__enter__", [](PerfTarget &t) -> PerfTarget & { return t; }, py::return_value_policy::reference)
+        .def("__exit__", [](PerfTarget &t, py::args) { t.close(); });
+    m.def("perf_io_uring_available", &kio_io_uring_available, "True when io_uring works in this build and kernel.");
+    m.attr("PERF_STAMP_BYTES") = PERF_STAMP_BYTES;
+    m.attr("PERF_MAX_THREADS") = PERF_MAX_THREADS;
+}
+
 }  // namespace nvmelab

@@ -1,0 +1,241 @@
+"""Sphinx extension for the nvmelab book.
+
+What it adds (all configured from book/conf.py):
+
+* The study chapters. ``conf.STUDIES`` lists (notebook stem, label, title). In any
+  source, a line holding only ``NVMELAB_STUDIES`` (inside a toctree) becomes one entry
+  per study: ``notebooks/<stem>`` when the notebook exists, else
+  ``placeholders/<stem>``. If a notebook does not carry its label, the label is
+  attached to the notebook's first section, so ``{ref}`` to a study always works.
+* Offline charts. Altair's HTML output loads Vega, Vega-Lite and vega-embed from a
+  CDN; every such URL in a page's raw HTML is pointed at the vendored bundle
+  ``_static/vega/vega-bundle.js`` (see ``vendor_vega.py``).
+* ``{nvmelab-environments}`` directive: the hosts that produced the committed records
+  under ``data/results`` (from their provenance; code in ``nvmelab.environments``).
+* ``{published}`` role: a published number from ``data/reference/headline.csv``,
+  written ``{published}`experiment|quantity|config|format```` (config and format
+  optional), so that prose never types a published figure by hand.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective, SphinxRole
+from sphinx.util.osutil import relative_uri
+
+logger = logging.getLogger(__name__)
+
+STUDIES_TOKEN = "NVMELAB_STUDIES"
+VEGA_BUNDLE = "_static/vega/vega-bundle.js"
+#: Altair's loader URLs for the three libraries (and the legacy vega-lib), any version.
+VEGA_CDN_RE = re.compile(r"https://cdn\.jsdelivr\.net/npm/vega(?:-lite|-embed|-lib)?(?:@[\w.\-]+)?(?:\?noext)?")
+
+
+# ---------------------------------------------------------------- studies ---
+def _study_doc(app: Sphinx, stem: str) -> str:
+    nb = Path(app.srcdir) / "notebooks" / f"{stem}.ipynb"
+    return f"notebooks/{stem}" if nb.exists() else f"placeholders/{stem}"
+
+
+def fill_study_toctree(app: Sphinx, docname: str, source: list[str]) -> None:
+    """source-read: replace the NVMELAB_STUDIES line with the study documents."""
+    text = source[0]
+    if STUDIES_TOKEN not in text:
+        return
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.strip() == STUDIES_TOKEN:
+            indent = line[: len(line) - len(line.lstrip())]
+            lines.extend(f"{indent}{_study_doc(app, stem)}\n" for stem, _, _ in app.config.nvmelab_studies)
+        else:
+            lines.append(line)
+    source[0] = "".join(lines)
+
+
+def ensure_study_labels(app: Sphinx, doctree: nodes.document) -> None:
+    """doctree-read (after the std domain): give a study notebook its label if it lacks it."""
+    docname = app.env.docname
+    want = {f"notebooks/{stem}": label for stem, label, _ in app.config.nvmelab_studies}
+    label = want.get(docname)
+    if not label:
+        return
+    std = app.env.domains.standard_domain
+    if label in std.labels:
+        if std.labels[label][0] != docname:
+            logger.warning("label %s belongs to %s, expected %s", label, std.labels[label][0], docname, location=docname)
+        return
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None or not section["ids"]:
+        logger.warning("study notebook %s has no heading to carry label %s", docname, label, location=docname)
+        return
+    title = section[0].astext() if section.children else label
+    std.anonlabels[label] = (docname, section["ids"][0])
+    std.labels[label] = (docname, section["ids"][0], title)
+
+
+# ----------------------------------------------------------- offline vega ---
+def localise_vega(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """doctree-resolved: point Altair's CDN script URLs at the vendored bundle."""
+    if app.builder.format != "html":
+        return
+    local = relative_uri(app.builder.get_target_uri(docname), VEGA_BUNDLE)
+    for raw in list(doctree.findall(nodes.raw)):
+        if "html" not in raw.get("format", "").split():
+            continue
+        text = raw.astext()
+        if "cdn.jsdelivr.net/npm/vega" not in text:
+            continue
+        new = VEGA_CDN_RE.sub(local, text)
+        raw.replace_self(nodes.raw(new, new, format=raw["format"], classes=raw.get("classes", [])))
+
+
+def check_vega_bundle(app: Sphinx) -> None:
+    """builder-inited: the vendored bundle must be there (run _ext/vendor_vega.py)."""
+    if not (Path(app.srcdir) / VEGA_BUNDLE).is_file():
+        logger.warning("%s is missing: run .venv/bin/python book/_ext/vendor_vega.py", VEGA_BUNDLE)
+
+
+# ----------------------------------------------------------- environments ---
+def _table(header: list[str], rows: list[list[str]], widths: list[int] | None = None) -> nodes.table:
+    table = nodes.table(classes=["nvmelab-table"])
+    tgroup = nodes.tgroup(cols=len(header))
+    table += tgroup
+    for w in widths or [1] * len(header):
+        tgroup += nodes.colspec(colwidth=w)
+    thead = nodes.thead()
+    tgroup += thead
+    row = nodes.row()
+    for h in header:
+        row += nodes.entry("", nodes.paragraph(text=h))
+    thead += row
+    tbody = nodes.tbody()
+    tgroup += tbody
+    for r in rows:
+        row = nodes.row()
+        for cell in r:
+            row += nodes.entry("", nodes.paragraph(text=cell))
+        tbody += row
+    return table
+
+
+def _counts(d: dict[str, int]) -> str:
+    return ", ".join(f"{k} ({v})" for k, v in d.items()) or "none"
+
+
+class EnvironmentsDirective(SphinxDirective):
+    """Tables of the hosts behind the committed records (nvmelab.environments)."""
+
+    has_content = False
+    option_spec = {"results": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        from nvmelab import environments
+        from nvmelab.records import RecordError
+
+        root = Path(self.options.get("results") or self.config.nvmelab_results_dir)
+        if not root.is_absolute():
+            root = Path(self.env.srcdir) / root
+        for f in environments.result_files(root):
+            self.env.note_dependency(str(f))
+        try:
+            hosts = environments.collect(root)
+        except RecordError as exc:
+            return [self.state.document.reporter.error(f"committed records unusable: {exc}", line=self.lineno)]
+        if not hosts:
+            para = nodes.paragraph(
+                text=(
+                    "No records are committed under data/results yet, so no environment of ours can be "
+                    "listed. Running a study notebook writes records there, with their provenance."
+                )
+            )
+            return [para]
+        out: list[nodes.Node] = [
+            _table(
+                ["host", "CPU", "kernel", "GPU", "records", "studies"],
+                [[h.host, h.cpu_model(), h.kernel(), h.gpu(), str(h.records), _counts(h.studies)] for h in hosts],
+                [2, 4, 3, 3, 1, 4],
+            )
+        ]
+        detail = nodes.definition_list()
+        for h in hosts:
+            item = nodes.definition_list_item()
+            item += nodes.term(text=h.host)
+            body = nodes.definition()
+            facts = nodes.bullet_list()
+            for name, value in (
+                ("targets", _counts(h.targets)),
+                ("emulated profile and scale", _counts(h.emulation)),
+                ("packages", environments.package_versions(h)),
+                ("git commits", ", ".join(h.git_commits) or environments.UNKNOWN),
+                ("runs (UTC)", h.span()),
+            ):
+                li = nodes.list_item()
+                li += nodes.paragraph(text=f"{name}: {value}")
+                facts += li
+            body += facts
+            item += body
+            detail += item
+        out.append(detail)
+        return out
+
+
+# -------------------------------------------------------------- published ---
+class PublishedRole(SphinxRole):
+    """``{published}`experiment|quantity|config|format```: a number from headline.csv."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        from nvmelab import reference
+
+        parts = self.text.split("|")
+        if len(parts) < 2 or len(parts) > 4:
+            msg = self.inliner.reporter.error(
+                f"published: expected 'experiment|quantity[|config[|format]]', got {self.text!r}", line=self.lineno
+            )
+            return [], [msg]
+        experiment, quantity = parts[0].strip(), parts[1].strip()
+        config = parts[2].strip() if len(parts) > 2 and parts[2].strip() else None
+        fmt = parts[3].strip() if len(parts) > 3 and parts[3].strip() else None
+        try:
+            table = reference.headline()
+            path = reference.reference_dir() / "headline.csv"
+        except (FileNotFoundError, OSError) as exc:
+            return [], [self.inliner.reporter.error(f"published: {exc}", line=self.lineno)]
+        self.env.note_dependency(str(path))
+        sel = table[(table["experiment"] == experiment) & (table["quantity"] == quantity)]
+        if config is not None:
+            sel = sel[sel["config"] == config]
+        if len(sel) != 1:
+            msg = self.inliner.reporter.error(
+                f"published: {len(sel)} rows of headline.csv match {self.text!r} (need exactly 1)", line=self.lineno
+            )
+            return [], [msg]
+        row = sel.iloc[0]
+        value: Any = row["value"]
+        text = str(value)
+        if fmt:
+            try:
+                text = format(float(value), fmt)
+            except ValueError:
+                text = str(value)  # a range or bound such as "44-45" or ">512" stays as published
+        unit = str(row.get("unit", "") or "")
+        title = f"published: {experiment}, {quantity}, {row['config']} ({unit}); source {row['source']}"
+        wrapper = nodes.abbreviation(text, text, explanation=title, classes=["published"])
+        return [wrapper], []
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("nvmelab_studies", [], "env")
+    app.add_config_value("nvmelab_results_dir", "", "env")
+    app.connect("builder-inited", check_vega_bundle)
+    app.connect("source-read", fill_study_toctree)
+    app.connect("doctree-read", ensure_study_labels, priority=900)
+    app.connect("doctree-resolved", localise_vega)
+    app.add_directive("nvmelab-environments", EnvironmentsDirective)
+    app.add_role("published", PublishedRole())
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,90 @@
+/* source.c — open what blksum reads: a regular file, a block device or a pipe. */
+#include "blksum/blksum.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void probe_sparse(struct blksum_source *src)
+{
+    /* SEEK_DATA either finds data, or fails with ENXIO when none is left (an empty or
+     * fully sparse file); any other failure means the file system cannot tell us. */
+    off_t r = lseek(src->fd, 0, SEEK_DATA);
+    src->sparse = (r >= 0 || errno == ENXIO);
+    (void)lseek(src->fd, 0, SEEK_SET);
+}
+
+int blksum_source_from_fd(struct blksum_source *src, int fd)
+{
+    struct stat st;
+    memset(src, 0, sizeof(*src));
+    src->fd = -1;
+    if (fd < 0)
+        return -EBADF;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    src->fd = fd;
+    if (S_ISDIR(st.st_mode)) {
+        src->fd = -1;
+        return -EISDIR;
+    }
+    if (S_ISREG(st.st_mode)) {
+        src->kind = "file";
+        src->seekable = true;
+        src->size = (uint64_t)st.st_size;
+        probe_sparse(src);
+    } else if (S_ISBLK(st.st_mode)) {
+        uint64_t bytes = 0;
+        if (ioctl(fd, BLKGETSIZE64, &bytes) < 0) {
+            int e = -errno;
+            src->fd = -1;
+            return e;
+        }
+        src->kind = "block";
+        src->seekable = true;
+        src->size = bytes;
+        probe_sparse(src);
+    } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        src->kind = "pipe";
+        src->seekable = false;
+        src->sparse = false;
+        src->size = 0;
+    } else {
+        src->fd = -1;
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int blksum_source_open(struct blksum_source *src, const char *path)
+{
+    int fd, rc;
+    memset(src, 0, sizeof(*src));
+    src->fd = -1;
+    if (!path || !*path)
+        return -EINVAL;
+    if (strcmp(path, "-") == 0)
+        return blksum_source_from_fd(src, STDIN_FILENO);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    rc = blksum_source_from_fd(src, fd);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    src->owns_fd = true;
+    return 0;
+}
+
+void blksum_source_close(struct blksum_source *src)
+{
+    if (src->owns_fd && src->fd >= 0)
+        close(src->fd);
+    src->fd = -1;
+    src->owns_fd = false;
+}

@@ -1,0 +1,77 @@
+/*
+ * dma.h — DMA memory internals: one nvme_dma object type with pluggable address translation, and the
+ * per-target DMA domain that owns every object (public calls are in nvme.h).
+ *
+ *   NVME_DMA_IDENTITY  emu://: anonymous mmap, iova == process virtual address.
+ *   NVME_DMA_PAGEMAP   pci:// on uio_pci_generic: 2 MiB hugepages (MAP_HUGETLB), mlock'ed, physical
+ *                      address of each hugepage looked up in /proc/self/pagemap (needs CAP_SYS_ADMIN).
+ *   NVME_DMA_VFIO      pci:// on vfio-pci: anonymous memory mapped into the VFIO type1 container at an
+ *                      IOVA the domain hands out (bump allocator), unmapped on free.
+ *
+ * Key functions: nvme_dma_domain_init/fini, nvme_dma_find (slow, locked registry lookup),
+ * nvme_dma_iova_at (hot path: offset -> bus address, no locks, no division).
+ *
+ * Caveats: translation granularity is d->page_shift (12 for identity/vfio where it is contiguous anyway,
+ * 21 for hugepages); PRP building asks for one address per controller page, which never straddles a
+ * translation page because controller pages (4 KiB) divide 2 MiB. fini frees objects the user leaked.
+ */
+#ifndef NVME_DMA_H
+#define NVME_DMA_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvme/nvme.h"
+
+#define NVME_HUGEPAGE_SHIFT 21u                         /* 2 MiB hugepages */
+#define NVME_HUGEPAGE_SIZE  ((size_t)1 << NVME_HUGEPAGE_SHIFT)
+#define NVME_HOST_PAGE_SHIFT 12u                        /* 4 KiB host pages */
+#define NVME_HOST_PAGE_SIZE ((size_t)1 << NVME_HOST_PAGE_SHIFT)
+#define NVME_VFIO_IOVA_BASE ((uint64_t)1 << 32)         /* first IOVA handed out (keeps 0 unused) */
+
+enum nvme_dma_kind { NVME_DMA_IDENTITY, NVME_DMA_PAGEMAP, NVME_DMA_VFIO };
+
+struct nvme_dma_domain {
+    enum nvme_dma_kind kind;
+    int vfio_container_fd;        /* NVME_DMA_VFIO: the type1 container; -1 otherwise */
+    uint64_t next_iova;           /* NVME_DMA_VFIO: bump allocator */
+    pthread_mutex_t lock;         /* protects the registry and next_iova */
+    struct nvme_dma *head;        /* registry of live objects */
+    struct nvme_target *target;
+};
+
+struct nvme_dma {
+    uint8_t *vaddr;
+    size_t size;                  /* usable bytes (rounded to the translation page) */
+    uint64_t iova;                /* contiguous kinds: bus address of vaddr */
+    uint64_t *pages;              /* NVME_DMA_PAGEMAP: bus address of each hugepage; NULL otherwise */
+    unsigned page_shift;          /* translation granularity */
+    struct nvme_dma_domain *dom;
+    struct nvme_dma *prev, *next; /* registry links */
+};
+
+int nvme_dma_domain_init(struct nvme_dma_domain *dom, struct nvme_target *t, enum nvme_dma_kind kind,
+                         int vfio_container_fd);
+/* Frees leaked objects (with a warning); does not close the VFIO container (pci.c owns it). */
+void nvme_dma_domain_fini(struct nvme_dma_domain *dom);
+int nvme_dma_alloc_in(struct nvme_dma_domain *dom, size_t size, struct nvme_dma **out);
+/* The object holding [p, p + len), or NULL. Takes the domain lock. */
+struct nvme_dma *nvme_dma_find(struct nvme_dma_domain *dom, const void *p, size_t len);
+
+static inline bool nvme_dma_contains(const struct nvme_dma *d, const void *p, size_t len)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    return d && b >= d->vaddr && len <= d->size && (size_t)(b - d->vaddr) <= d->size - len;
+}
+
+/* Bus address of byte `off` of d (off < d->size). */
+static inline uint64_t nvme_dma_iova_at(const struct nvme_dma *d, size_t off)
+{
+    if (!d->pages)
+        return d->iova + off;
+    return d->pages[off >> d->page_shift] + (off & (((size_t)1 << d->page_shift) - 1));
+}
+
+#endif /* NVME_DMA_H */

@@ -1,0 +1,138 @@
+/*
+ * emu.h — the embedded emulated NVMe controller behind `emu://` URIs.
+ *
+ * Purpose: a set of in-process NVMe controllers that implement the controller
+ * side of the real register interface (CAP/VS/CC/CSTS/AQA/ASQ/ACQ, doorbells
+ * with CAP.DSTRD stride), queues in host memory, admin and NVM command
+ * semantics with spec status codes, RAM or sparse-file namespaces, and a
+ * device model (latency, IOPS/bandwidth caps, fetch limit, shared link cap).
+ * The driver sees each controller as a `struct nvme_bar` (bar.h): BAR0 is
+ * ordinary memory; after every store the driver calls bar->ops->write(), and
+ * after an empty completion poll it calls bar->ops->idle().
+ *
+ * Key functions:
+ *   nvme_emu_target_open()     parse + validate an emu:// URI, create controllers
+ *   nvme_emu_target_open_kv()  the same over a plain (key, value) array
+ *   nvme_emu_set_count() / nvme_emu_set_bar() / nvme_emu_set_close()
+ *   nvme_emu_inject()          arm a fault (delay/drop completion, CSTS.CFS, status)
+ *   nvme_emu_queue_stats()     per-queue command counters
+ *   nvme_emu_set_describe()    profile, scale, mode (for record provenance)
+ *
+ * Caveats:
+ *   - DMA addresses are identity: PRP entries are process virtual addresses.
+ *     They are validated for alignment and PRP offset rules, not for mapping;
+ *     a PRP pointing at unmapped memory crashes the process like a DMA fault
+ *     would corrupt a real host.  Null PRPs are refused (Data Transfer Error).
+ *   - mode=inline (default): commands run on the thread that rings the SQ
+ *     doorbell or polls an empty CQ.  Different host threads may drive
+ *     different qpairs of one controller concurrently; one qpair belongs to
+ *     one thread.  Admin commands and register writes come from one thread.
+ *   - mode=thread: one service thread per controller polls the doorbell words.
+ *   - Errors: functions return 0 or a negative errno; URI problems also write
+ *     one message naming the key and the value into err.
+ *   The URI parameter table lives in src/README.md ("Emulated controller").
+ */
+#ifndef NVME_EMU_EMU_H
+#define NVME_EMU_EMU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct nvme_uri;     /* nvme/uri.h: generic parsed URI (scheme, authority, key=value list) */
+struct nvme_bar;     /* nvme/bar.h: BAR0 memory + transport ops */
+struct nvme_emu_set; /* opaque: the controllers of one emu:// target */
+
+/* One key=value pair of an emu:// query string. */
+struct nvme_emu_kv {
+    const char *key;
+    const char *val;
+};
+
+/* Open an emu:// target. Every parameter is validated first (unknown key, bad
+ * value, out of range: -EINVAL and a message naming key and value in err);
+ * then the controllers are created (-ENOMEM, or -errno of a backing file).
+ * On success *out owns everything; release it with nvme_emu_set_close(). */
+int nvme_emu_target_open(const struct nvme_uri *u, struct nvme_emu_set **out,
+                         char *err, size_t errlen);
+int nvme_emu_target_open_kv(const struct nvme_emu_kv *kv, size_t nkv,
+                            struct nvme_emu_set **out, char *err, size_t errlen);
+
+unsigned nvme_emu_set_count(const struct nvme_emu_set *set);
+/* BAR of controller i (0-based), NULL when i is out of range. */
+const struct nvme_bar *nvme_emu_set_bar(const struct nvme_emu_set *set, unsigned i);
+/* Stops service threads, frees queues state, namespaces and BAR memory. Host
+ * memory (queues, buffers) belongs to the host and is never touched here. */
+void nvme_emu_set_close(struct nvme_emu_set *set);
+
+/* "profile=pm1753 scale=64 mode=inline ndev=4" — for provenance; returns the
+ * length snprintf would have written. */
+int nvme_emu_set_describe(const struct nvme_emu_set *set, char *buf, size_t len);
+const char *nvme_emu_set_profile(const struct nvme_emu_set *set);
+double nvme_emu_set_scale(const struct nvme_emu_set *set);
+
+/* ---- fault injection (tests) ---- */
+enum nvme_emu_fault_kind {
+    NVME_EMU_FAULT_CLEAR = 0, /* disarm every fault of the controller (CFS stays until reset) */
+    NVME_EMU_FAULT_DELAY,     /* post the completion of the nth command delay_ms later */
+    NVME_EMU_FAULT_DROP,      /* never post the completion of the nth command */
+    NVME_EMU_FAULT_CFS,       /* set CSTS.CFS now; the controller stops fetching until CC.EN 1->0 */
+    NVME_EMU_FAULT_STATUS,    /* complete the nth command with sct/sc/dnr, without executing it */
+};
+
+#define NVME_EMU_FAULT_ANY_QUEUE (-1) /* count commands of every I/O queue of the controller */
+
+struct nvme_emu_fault {
+    enum nvme_emu_fault_kind kind;
+    int32_t qid;       /* 0 = admin, >0 = that I/O SQ, NVME_EMU_FAULT_ANY_QUEUE = any I/O SQ */
+    uint32_t nth;      /* 1 = the next command fetched on qid after injection */
+    uint32_t count;    /* consecutive commands affected from nth on (0 is taken as 1) */
+    uint32_t delay_ms; /* NVME_EMU_FAULT_DELAY */
+    uint8_t sct, sc;   /* NVME_EMU_FAULT_STATUS */
+    bool dnr;          /* NVME_EMU_FAULT_STATUS */
+};
+
+/* Arm a fault on controller ctrl. At most NVME_EMU_MAX_FAULTS are armed at once
+ * (-ENOSPC beyond); -EINVAL for a bad kind/qid/ctrl. Thread-safe against the
+ * command path (faults are published with release semantics). */
+#define NVME_EMU_MAX_FAULTS 8
+int nvme_emu_inject(struct nvme_emu_set *set, unsigned ctrl, const struct nvme_emu_fault *f);
+
+/* ---- DMA windows (an IOMMU for the identity mapping) ----
+ * With no window registered every PRP is trusted (the driver's own buffers).
+ * Once one is registered, every PRP entry, PRP list and queue base must lie
+ * inside a window, else the command fails with Data Transfer Error (queue
+ * creation: Invalid Field; admin queue at CC.EN: CSTS.CFS).  Tests that feed
+ * random SQEs register their buffers so that wild addresses are refused
+ * instead of dereferenced.  -ENOSPC past NVME_EMU_MAX_DMA_WINDOWS. */
+#define NVME_EMU_MAX_DMA_WINDOWS 64
+int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len);
+void nvme_emu_dma_clear(struct nvme_emu_set *set);
+
+/* ---- statistics ---- */
+struct nvme_emu_qstats {
+    uint64_t fetched;      /* SQEs consumed from the SQ */
+    uint64_t completed;    /* CQEs posted for commands of this SQ */
+    uint64_t errors;       /* CQEs posted with a non-zero status */
+    uint64_t cq_full_held; /* times a due completion waited because the CQ was full */
+    uint64_t dropped;      /* completions dropped by fault injection */
+};
+
+/* Counters of SQ sqid (0 = admin) of controller ctrl; counters survive queue
+ * deletion until the qid is created again. -EINVAL for a bad ctrl/sqid. */
+int nvme_emu_queue_stats(const struct nvme_emu_set *set, unsigned ctrl, uint16_t sqid,
+                         struct nvme_emu_qstats *out);
+
+/* Commands still held by the device model (fetched, completion not yet posted)
+ * on controller ctrl, all queues. */
+uint64_t nvme_emu_inflight(const struct nvme_emu_set *set, unsigned ctrl);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVME_EMU_EMU_H */

@@ -1,0 +1,501 @@
+/*
+ * io.c — the command path of the emulated controller: fetch SQEs, execute NVM
+ * commands, walk PRPs, hold and post completions.
+ *
+ * Fast path (profile without timing, no faults armed, no ooo, nothing held,
+ * CQ not shared): each fetched command executes and its CQE is written at
+ * once — no clock read, no allocation, no lock, no CID bookkeeping (a command
+ * that completes before the next is fetched cannot conflict).  Everything else
+ * goes through the per-SQ min-heap of pending completions keyed by due time
+ * (ties: fetch order, or a random key with ooo=1, which shuffles the
+ * completions of one fetch batch).  A due completion waits while its CQ is
+ * full and is posted when the host frees a slot (CQ head doorbell) or polls.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "nvme/emu/emu_internal.h"
+
+#define EMU_DSM_BUF (NVME_DSM_MAX_RANGES * NVME_DSM_RANGE_SIZE)
+
+static inline void st_add(_Atomic uint64_t *x, uint64_t n)
+{
+    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- DMA windows */
+bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
+{
+    unsigned n = atomic_load_explicit(&((struct nvme_emu_set *)set)->ndma, memory_order_acquire);
+    if (!n)
+        return true;
+    if (addr + len < addr)
+        return false;
+    for (unsigned i = 0; i < n; i++)
+        if (addr >= set->dma[i].lo && addr + len <= set->dma[i].hi)
+            return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------- PRPs */
+uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len,
+                      emu_seg_fn fn, void *arg)
+{
+    const uint64_t pmask = EMU_PAGE_SIZE - 1;
+    if (!len)
+        return EMU_ST_OK;
+    if (prp1 & (NVME_PRP_ALIGN - 1))
+        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+    uint64_t n = EMU_PAGE_SIZE - (prp1 & pmask);
+    if (n > len)
+        n = len;
+    if (!prp1 || !emu_dma_ok(set, prp1, n))
+        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+    int st;
+    if (fn && (st = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
+        return (uint16_t)st;
+    uint64_t done = n, rem = len - n;
+    if (!rem)
+        return EMU_ST_OK;
+    if (rem <= EMU_PAGE_SIZE) {
+        if (prp2 & pmask)
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+        if (!prp2 || !emu_dma_ok(set, prp2, rem))
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+        if (fn && (st = fn(arg, (uint8_t *)(uintptr_t)prp2, (size_t)rem, done)))
+            return (uint16_t)st;
+        return EMU_ST_OK;
+    }
+    /* PRP2 points at a PRP list (qword aligned, any offset in its page) */
+    if (prp2 & (NVME_PRP_ENTRY_SIZE - 1))
+        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+    uint64_t list = prp2, hops = 0, max_hops = len / EMU_PAGE_SIZE + 2;
+    while (rem) {
+        if (!list || ++hops > max_hops)
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+        uint64_t nent = (EMU_PAGE_SIZE - (list & pmask)) / NVME_PRP_ENTRY_SIZE;
+        if (!emu_dma_ok(set, list, nent * NVME_PRP_ENTRY_SIZE))
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+        const volatile uint64_t *ent = (const volatile uint64_t *)(uintptr_t)list;
+        uint64_t next = 0;
+        for (uint64_t i = 0; i < nent && rem; i++) {
+            uint64_t e = ent[i];
+            if (i == nent - 1 && rem > EMU_PAGE_SIZE) { /* last slot of the page chains to the next list */
+                if (e & (NVME_PRP_ENTRY_SIZE - 1))
+                    return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+                next = e;
+                break;
+            }
+            if (e & pmask)
+                return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+            n = rem < EMU_PAGE_SIZE ? rem : EMU_PAGE_SIZE;
+            if (!e || !emu_dma_ok(set, e, n))
+                return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+            if (fn && (st = fn(arg, (uint8_t *)(uintptr_t)e, (size_t)n, done)))
+                return (uint16_t)st;
+            done += n, rem -= n;
+        }
+        list = next;
+    }
+    return EMU_ST_OK;
+}
+
+struct xfer {
+    struct emu_ns *ns;
+    uint64_t off; /* namespace byte offset of the transfer */
+    uint8_t *buf; /* DSM: bounce buffer */
+};
+
+static int seg_read(void *arg, uint8_t *host, size_t len, uint64_t xo)
+{
+    struct xfer *x = arg;
+    return emu_ns_read(x->ns, x->off + xo, host, len) ? EMU_ST(NVME_SCT_GENERIC, NVME_SC_INTERNAL) : 0;
+}
+
+static int seg_write(void *arg, uint8_t *host, size_t len, uint64_t xo)
+{
+    struct xfer *x = arg;
+    int r = emu_ns_write(x->ns, x->off + xo, host, len);
+    if (r == -ENOSPC)
+        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_CAP_EXCEEDED);
+    return r ? EMU_ST(NVME_SCT_GENERIC, NVME_SC_INTERNAL) : 0;
+}
+
+static int seg_copy_in(void *arg, uint8_t *host, size_t len, uint64_t xo)
+{
+    struct xfer *x = arg;
+    memcpy(x->buf + xo, host, len);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- NVM commands */
+static inline struct emu_ns *ns_of(struct emu_ctrl *c, uint32_t nsid)
+{
+    return nsid - 1u < c->cfg.nns ? &c->ns[nsid - 1] : NULL;
+}
+
+static uint16_t range_ok(const struct emu_ns *ns, uint64_t slba, uint64_t nlb)
+{
+    return slba < ns->nlb && nlb <= ns->nlb - slba ? EMU_ST_OK : EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
+}
+
+static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t *bytes)
+{
+    const bool data = c->set->cfg.data;
+    struct emu_ns *ns;
+    if (cmd->flags & (NVME_SQE_FUSE_MASK | NVME_SQE_PSDT_MASK))
+        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+    switch (cmd->opc) {
+    case NVME_CMD_READ:
+    case NVME_CMD_WRITE: {
+        if (!(ns = ns_of(c, cmd->nsid)))
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        uint64_t slba = cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
+        uint64_t nlb = (cmd->cdw12 & NVME_RW_NLB_MASK) + 1u;
+        uint16_t st = range_ok(ns, slba, nlb);
+        if (st)
+            return st;
+        uint64_t len = nlb << ns->lba_shift;
+        if (c->cfg.mdts && len > c->cfg.mdts)
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+        struct xfer x = {ns, slba << ns->lba_shift, NULL};
+        emu_seg_fn fn = !data ? NULL : cmd->opc == NVME_CMD_READ ? seg_read : seg_write;
+        st = emu_prp_walk(c->set, cmd->prp1, cmd->prp2, len, fn, &x);
+        if (!st)
+            *bytes = len;
+        return st;
+    }
+    case NVME_CMD_FLUSH:
+        if (cmd->nsid != UINT32_MAX && !ns_of(c, cmd->nsid))
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        return EMU_ST_OK;
+    case NVME_CMD_WRITE_ZEROES: {
+        if (!(ns = ns_of(c, cmd->nsid)))
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        uint64_t slba = cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
+        uint64_t nlb = (cmd->cdw12 & NVME_RW_NLB_MASK) + 1u;
+        uint16_t st = range_ok(ns, slba, nlb);
+        if (st)
+            return st;
+        if (data && emu_ns_zero(ns, slba << ns->lba_shift, nlb << ns->lba_shift))
+            return EMU_ST(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
+        return EMU_ST_OK;
+    }
+    case NVME_CMD_DSM: {
+        if (!(ns = ns_of(c, cmd->nsid)))
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        uint32_t nr = (cmd->cdw10 & NVME_DSM_NR_MASK) + 1u;
+        uint8_t buf[EMU_DSM_BUF];
+        struct xfer x = {ns, 0, buf};
+        uint16_t st = emu_prp_walk(c->set, cmd->prp1, cmd->prp2, (uint64_t)nr * NVME_DSM_RANGE_SIZE, seg_copy_in, &x);
+        if (st)
+            return st;
+        const struct nvme_dsm_range *r = (const struct nvme_dsm_range *)buf;
+        for (uint32_t i = 0; i < nr; i++)
+            if (r[i].nlb && (st = range_ok(ns, r[i].slba, r[i].nlb)))
+                return st;
+        if ((cmd->cdw11 & NVME_DSM_AD) && data)
+            for (uint32_t i = 0; i < nr; i++)
+                if (r[i].nlb && emu_ns_zero(ns, r[i].slba << ns->lba_shift, (uint64_t)r[i].nlb << ns->lba_shift))
+                    return EMU_ST(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
+        return EMU_ST_OK;
+    }
+    default:
+        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
+    }
+}
+
+/* ---------------------------------------------------------------- completion queue */
+static inline bool cq_post(struct emu_cq *cq, uint16_t sqid, uint16_t sqhd, uint16_t cid, uint16_t status,
+                           uint32_t dw0)
+{
+    uint32_t next = cq->tail + 1 == cq->size ? 0 : cq->tail + 1;
+    if (next == cq->head)
+        return false;
+    struct nvme_cqe *e = (struct nvme_cqe *)&cq->ring[cq->tail];
+    uint64_t lo = dw0, hi = (uint64_t)sqhd | ((uint64_t)sqid << 16) | ((uint64_t)cid << 32) |
+                            ((uint64_t)(uint16_t)(status | cq->phase) << 48);
+    __atomic_store_n((uint64_t *)(void *)e, lo, __ATOMIC_RELAXED);
+    /* the phase tag is in the last word: the host sees the entry only after the rest is written */
+    __atomic_store_n((uint64_t *)(void *)&e->sqhd, hi, __ATOMIC_RELEASE);
+    cq->tail = next;
+    if (!next)
+        cq->phase ^= NVME_CQE_P;
+    return true;
+}
+
+static inline void cq_lock(struct emu_cq *cq)
+{
+    if (cq->nsq > 1)
+        while (atomic_flag_test_and_set_explicit(&cq->lock, memory_order_acquire))
+            ;
+}
+
+static inline void cq_unlock(struct emu_cq *cq)
+{
+    if (cq->nsq > 1)
+        atomic_flag_clear_explicit(&cq->lock, memory_order_release);
+}
+
+/* ---------------------------------------------------------------- pending heap */
+static inline bool pend_lt(const struct emu_pend *a, const struct emu_pend *b)
+{
+    return a->due < b->due || (a->due == b->due && a->key < b->key);
+}
+
+static void heap_push(struct emu_sq *sq, const struct emu_pend *p)
+{
+    uint32_t i = sq->nheap++;
+    while (i) {
+        uint32_t parent = (i - 1) / 2;
+        if (!pend_lt(p, &sq->heap[parent]))
+            break;
+        sq->heap[i] = sq->heap[parent];
+        i = parent;
+    }
+    sq->heap[i] = *p;
+}
+
+static void heap_pop(struct emu_sq *sq)
+{
+    struct emu_pend last = sq->heap[--sq->nheap];
+    uint32_t i = 0, n = sq->nheap;
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        const struct emu_pend *best = &last;
+        if (l < n && pend_lt(&sq->heap[l], best)) m = l, best = &sq->heap[l];
+        if (r < n && pend_lt(&sq->heap[r], best)) m = r;
+        if (m == i)
+            break;
+        sq->heap[i] = sq->heap[m];
+        i = m;
+    }
+    if (n)
+        sq->heap[i] = last;
+}
+
+static inline void cid_clear(struct emu_sq *sq, uint16_t cid)
+{
+    sq->cid_bits[cid >> 6] &= ~(1ull << (cid & 63));
+}
+
+void emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now)
+{
+    if (!sq->nheap)
+        return;
+    struct emu_cq *cq = sq->cq;
+    uint64_t posted = 0, errors = 0, held = 0;
+    cq_lock(cq);
+    while (sq->nheap) {
+        struct emu_pend *p = &sq->heap[0];
+        if (p->due > now) {
+            if (p->due == EMU_DUE_NEVER || now) /* `now` already read, or a dropped command: stop */
+                break;
+            now = emu_now_ns(c->set);
+            if (p->due > now)
+                break;
+        }
+        if (!cq_post(cq, sq->id, (uint16_t)sq->head, p->cid, p->status, p->dw0)) {
+            held = 1;
+            break;
+        }
+        posted++;
+        errors += p->status != 0;
+        cid_clear(sq, p->cid);
+        heap_pop(sq);
+    }
+    cq_unlock(cq);
+    st_add(&sq->st->completed, posted);
+    st_add(&sq->st->errors, errors);
+    st_add(&sq->st->cq_full_held, held);
+    atomic_store_explicit(&sq->st->inflight, sq->nheap, memory_order_relaxed);
+}
+
+void emu_complete(struct emu_ctrl *c, struct emu_sq *sq, uint16_t cid, uint16_t status, uint32_t dw0, uint64_t due)
+{
+    (void)c;
+    struct emu_pend p = {.due = due, .key = sq->seq++, .dw0 = dw0, .cid = cid, .status = status};
+    heap_push(sq, &p);
+}
+
+/* ---------------------------------------------------------------- faults */
+enum fault_effect { FX_NONE, FX_STATUS, FX_DROP, FX_DELAY };
+
+static enum fault_effect fault_check(struct emu_ctrl *c, uint16_t sqid, uint16_t *status, uint32_t *delay_ms)
+{
+    enum fault_effect fx = FX_NONE;
+    unsigned n = atomic_load_explicit(&c->nfaults, memory_order_acquire);
+    for (unsigned i = 0; i < n && i < NVME_EMU_MAX_FAULTS; i++) {
+        struct emu_fault *f = &c->faults[i];
+        if (!atomic_load_explicit(&f->armed, memory_order_acquire))
+            continue;
+        int32_t q = f->f.qid;
+        if (!(q == sqid || (q == NVME_EMU_FAULT_ANY_QUEUE && sqid != 0)))
+            continue;
+        uint64_t seen = atomic_fetch_add_explicit(&f->seen, 1, memory_order_relaxed) + 1;
+        uint64_t count = f->f.count ? f->f.count : 1;
+        if (seen < f->f.nth)
+            continue;
+        if (seen >= f->f.nth + count - 1)
+            atomic_store_explicit(&f->armed, false, memory_order_release);
+        if (seen >= f->f.nth + count)
+            continue;
+        switch (f->f.kind) {
+        case NVME_EMU_FAULT_STATUS:
+            *status = (uint16_t)(EMU_ST(f->f.sct & 0x7u, f->f.sc) | (f->f.dnr ? NVME_CQE_DNR : 0));
+            fx = FX_STATUS;
+            break;
+        case NVME_EMU_FAULT_DROP:
+            return FX_DROP;
+        case NVME_EMU_FAULT_DELAY:
+            *delay_ms = f->f.delay_ms;
+            if (fx == FX_NONE)
+                fx = FX_DELAY;
+            break;
+        default:
+            break;
+        }
+    }
+    return fx;
+}
+
+/* ---------------------------------------------------------------- fetch */
+static inline uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* one command through the general path: faults, CID conflicts, model, heap */
+static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint64_t *now,
+                       uint64_t *rd, uint64_t *wr, uint64_t *rdb, uint64_t *wrb)
+{
+    const struct emu_cfg *cfg = &c->set->cfg;
+    uint16_t status = 0;
+    uint32_t dw0 = 0, delay_ms = 0;
+    uint64_t bytes = 0, due = 0;
+    bool admin = sq->id == 0;
+    enum fault_effect fx = atomic_load_explicit(&c->nfaults, memory_order_relaxed)
+                               ? fault_check(c, sq->id, &status, &delay_ms) : FX_NONE;
+    uint16_t cid = cmd->cid;
+    uint64_t bit = 1ull << (cid & 63);
+    struct emu_pend p = {.cid = cid};
+    if (sq->cid_bits[cid >> 6] & bit) {
+        /* Command ID Conflict: completes at once, the outstanding command keeps its CID */
+        p.status = EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_CID_CONFLICT);
+        p.key = cfg->ooo ? rng_next(&sq->rng) : sq->seq++;
+        heap_push(sq, &p);
+        return;
+    }
+    sq->cid_bits[cid >> 6] |= bit;
+    if (fx != FX_STATUS) {
+        if (admin) {
+            bool hold = false;
+            status = 0;
+            emu_admin_exec(c, sq, cmd, &status, &dw0, &hold);
+            if (hold)
+                due = EMU_DUE_NEVER;
+        } else {
+            status = io_exec(c, cmd, &bytes);
+            if (!status) {
+                if (cmd->opc == NVME_CMD_READ) (*rd)++, *rdb += bytes;
+                else if (cmd->opc == NVME_CMD_WRITE) (*wr)++, *wrb += bytes;
+            }
+        }
+    }
+    if (!admin && cfg->model.timed && due != EMU_DUE_NEVER) {
+        if (!*now)
+            *now = emu_now_ns(c->set);
+        due = emu_model_due(c, sq, *now, bytes);
+    }
+    if (fx == FX_DELAY) {
+        if (!*now)
+            *now = emu_now_ns(c->set);
+        uint64_t d = *now + (uint64_t)delay_ms * EMU_NS_PER_MS;
+        due = due > d ? due : d;
+    } else if (fx == FX_DROP) {
+        due = EMU_DUE_NEVER;
+        st_add(&sq->st->dropped, 1);
+    }
+    p.due = due;
+    p.status = status;
+    p.dw0 = dw0;
+    p.key = cfg->ooo ? rng_next(&sq->rng) : sq->seq++;
+    heap_push(sq, &p);
+}
+
+void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
+{
+    if (atomic_load_explicit(&c->cfs, memory_order_relaxed))
+        return;
+    const struct emu_cfg *cfg = &c->set->cfg;
+    struct emu_cq *cq = sq->cq;
+    uint32_t head = sq->head, tail = sq->tail, size = sq->size;
+    uint32_t avail = tail >= head ? tail - head : tail + size - head;
+    uint32_t burst = cfg->model.fetch_burst;
+    if (burst && avail > burst)
+        avail = burst;
+    uint64_t now = 0, rd = 0, wr = 0, rdb = 0, wrb = 0, fetched = 0;
+    const struct nvme_sqe *ring = (const struct nvme_sqe *)(uintptr_t)sq->ring;
+
+    if (avail && sq->id && !sq->nheap && !cfg->model.timed && !cfg->ooo && cq->nsq == 1 &&
+        !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
+        /* fast path: execute and post in order */
+        uint64_t posted = 0, errors = 0;
+        while (avail) {
+            struct nvme_sqe cmd = ring[head];
+            head = head + 1 == size ? 0 : head + 1;
+            avail--;
+            fetched++;
+            uint64_t bytes = 0;
+            uint16_t st = io_exec(c, &cmd, &bytes);
+            if (!st) {
+                if (cmd.opc == NVME_CMD_READ) rd++, rdb += bytes;
+                else if (cmd.opc == NVME_CMD_WRITE) wr++, wrb += bytes;
+            }
+            if (cq_post(cq, sq->id, (uint16_t)head, cmd.cid, st, 0)) {
+                posted++;
+                errors += st != 0;
+            } else {
+                /* CQ full: hold this one, the rest of the batch takes the general path */
+                sq->cid_bits[cmd.cid >> 6] |= 1ull << (cmd.cid & 63);
+                struct emu_pend p = {.due = 0, .key = sq->seq++, .cid = cmd.cid, .status = st};
+                heap_push(sq, &p);
+                break;
+            }
+        }
+        st_add(&sq->st->completed, posted);
+        st_add(&sq->st->errors, errors);
+        sq->head = head;
+    }
+    while (avail && sq->nheap < sq->size) {
+        struct nvme_sqe cmd = ring[head];
+        head = head + 1 == size ? 0 : head + 1;
+        sq->head = head;
+        avail--;
+        fetched++;
+        fetch_slow(c, sq, &cmd, &now, &rd, &wr, &rdb, &wrb);
+        if (atomic_load_explicit(&c->cfs, memory_order_relaxed) || sq->ring == NULL)
+            break; /* an admin command (e.g. its own deletion is impossible) or CFS stopped us */
+    }
+    if (fetched) {
+        st_add(&sq->st->fetched, fetched);
+        st_add(&sq->st->rd_cmds, rd);
+        st_add(&sq->st->wr_cmds, wr);
+        st_add(&sq->st->rd_bytes, rdb);
+        st_add(&sq->st->wr_bytes, wrb);
+    }
+    emu_sq_drain(c, sq, now);
+}
+
+void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq)
+{
+    for (uint16_t i = 0; i < cq->nsq; i++) {
+        struct emu_sq *sq = atomic_load_explicit(&c->sqs[cq->sqids[i]], memory_order_acquire);
+        if (sq)
+            emu_sq_service(c, sq);
+    }
+}

@@ -1,0 +1,165 @@
+/*
+ * ns.c — namespaces of the emulated controller: sparse RAM or a sparse file.
+ *
+ * RAM: a table of EMU_CHUNK_SIZE pieces, each calloc'ed on its first write
+ * (published with a CAS so concurrent writers of one namespace agree), so a
+ * 64 GiB namespace costs its chunk table until data is written; unwritten
+ * chunks read as zeros.  `ncap` limits how many chunks may be allocated
+ * (thin provisioning): a write past it fails with Capacity Exceeded, as does
+ * a failed allocation.  File: pread/pwrite at the byte offset; zeroing punches
+ * holes when the file system can, else writes zeros.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nvme/emu/emu_internal.h"
+
+#define EMU_ZERO_BUF 65536u
+
+int emu_ns_init(struct emu_ns *ns, uint32_t nsid, const struct emu_ctrl_cfg *cc, int fd)
+{
+    memset(ns, 0, sizeof(*ns));
+    ns->nsid = nsid;
+    ns->lba_shift = cc->lbads == 4096 ? 12 : 9;
+    ns->bytes = cc->nsze;
+    ns->nlb = cc->nsze >> ns->lba_shift;
+    ns->fd = fd;
+    if (fd >= 0)
+        return 0;
+    ns->nchunks = (cc->nsze + EMU_CHUNK_SIZE - 1) >> EMU_CHUNK_SHIFT;
+    ns->cap_chunks = (cc->ncap + EMU_CHUNK_SIZE - 1) >> EMU_CHUNK_SHIFT;
+    ns->chunks = calloc(ns->nchunks, sizeof(*ns->chunks));
+    return ns->chunks ? 0 : -ENOMEM;
+}
+
+void emu_ns_fini(struct emu_ns *ns)
+{
+    if (ns->chunks) {
+        for (uint64_t i = 0; i < ns->nchunks; i++)
+            free(atomic_load_explicit(&ns->chunks[i], memory_order_relaxed));
+        free(ns->chunks);
+    }
+    if (ns->fd >= 0)
+        close(ns->fd);
+    memset(ns, 0, sizeof(*ns));
+    ns->fd = -1;
+}
+
+uint64_t emu_ns_used_lbas(const struct emu_ns *ns)
+{
+    if (ns->fd >= 0)
+        return ns->nlb;
+    uint64_t b = atomic_load_explicit(&((struct emu_ns *)ns)->used_chunks, memory_order_relaxed) << EMU_CHUNK_SHIFT;
+    return (b > ns->bytes ? ns->bytes : b) >> ns->lba_shift;
+}
+
+static uint8_t *chunk_get(struct emu_ns *ns, uint64_t i, bool alloc)
+{
+    uint8_t *p = atomic_load_explicit(&ns->chunks[i], memory_order_acquire);
+    if (p || !alloc)
+        return p;
+    uint64_t used = atomic_fetch_add_explicit(&ns->used_chunks, 1, memory_order_relaxed);
+    if (used >= ns->cap_chunks) {
+        atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
+        return NULL;
+    }
+    uint8_t *fresh = calloc(1, EMU_CHUNK_SIZE);
+    if (!fresh) {
+        atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
+        return NULL;
+    }
+    uint8_t *expect = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&ns->chunks[i], &expect, fresh, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        free(fresh);
+        atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
+        return expect;
+    }
+    return fresh;
+}
+
+int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
+{
+    uint8_t *d = dst;
+    if (ns->fd >= 0) {
+        while (len) {
+            ssize_t r = pread(ns->fd, d, len, (off_t)off);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return -EIO;
+            if (r == 0) { /* past the end of a shorter file: zeros */
+                memset(d, 0, len);
+                return 0;
+            }
+            d += r, off += (uint64_t)r, len -= (size_t)r;
+        }
+        return 0;
+    }
+    while (len) {
+        uint64_t ci = off >> EMU_CHUNK_SHIFT, co = off & (EMU_CHUNK_SIZE - 1);
+        size_t n = EMU_CHUNK_SIZE - co < len ? (size_t)(EMU_CHUNK_SIZE - co) : len;
+        uint8_t *p = chunk_get(ns, ci, false);
+        if (p)
+            memcpy(d, p + co, n);
+        else
+            memset(d, 0, n);
+        d += n, off += n, len -= n;
+    }
+    return 0;
+}
+
+int emu_ns_write(struct emu_ns *ns, uint64_t off, const void *src, size_t len)
+{
+    const uint8_t *s = src;
+    if (ns->fd >= 0) {
+        while (len) {
+            ssize_t r = pwrite(ns->fd, s, len, (off_t)off);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return errno == ENOSPC || errno == EDQUOT || errno == EFBIG ? -ENOSPC : -EIO;
+            s += r, off += (uint64_t)r, len -= (size_t)r;
+        }
+        return 0;
+    }
+    while (len) {
+        uint64_t ci = off >> EMU_CHUNK_SHIFT, co = off & (EMU_CHUNK_SIZE - 1);
+        size_t n = EMU_CHUNK_SIZE - co < len ? (size_t)(EMU_CHUNK_SIZE - co) : len;
+        uint8_t *p = chunk_get(ns, ci, true);
+        if (!p)
+            return -ENOSPC;
+        memcpy(p + co, s, n);
+        s += n, off += n, len -= n;
+    }
+    return 0;
+}
+
+int emu_ns_zero(struct emu_ns *ns, uint64_t off, uint64_t len)
+{
+    if (ns->fd >= 0) {
+        if (fallocate(ns->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
+            return 0;
+        static const uint8_t zeros[EMU_ZERO_BUF];
+        while (len) {
+            size_t n = len < EMU_ZERO_BUF ? (size_t)len : EMU_ZERO_BUF;
+            int r = emu_ns_write(ns, off, zeros, n);
+            if (r)
+                return r;
+            off += n, len -= n;
+        }
+        return 0;
+    }
+    while (len) {
+        uint64_t ci = off >> EMU_CHUNK_SHIFT, co = off & (EMU_CHUNK_SIZE - 1);
+        uint64_t n = EMU_CHUNK_SIZE - co < len ? EMU_CHUNK_SIZE - co : len;
+        uint8_t *p = chunk_get(ns, ci, false); /* unwritten chunks already read as zeros */
+        if (p)
+            memset(p + co, 0, (size_t)n);
+        off += n, len -= n;
+    }
+    return 0;
+}

@@ -1,0 +1,576 @@
+/* kio.c — psync and io_uring backends on file:// and blk:// (see kio.h). */
+#include "nvme/kio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifdef NVME_HAVE_LIBURING
+#include <liburing.h>
+#endif
+
+enum kio_kind { KIO_PSYNC, KIO_URING };
+
+struct kio_ctx {
+    enum kio_kind kind;
+    int fd;
+    uint32_t lba_size;
+    char path[PATH_MAX];
+};
+
+/* ------------------------------------------------------------------ URI */
+
+static int parse_bool(const char *v, int *out)
+{
+    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) { *out = 1; return 0; }
+    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) { *out = 0; return 0; }
+    return -EINVAL;
+}
+
+/* file:///path[?backend=psync|io_uring][&allow_write=0|1] */
+static int parse_uri(const char *uri, int *is_blk, char *path, size_t pathlen, char *backend,
+                     size_t backendlen, int *allow_write, char *err, size_t errlen)
+{
+    const char *rest;
+    if (!strncmp(uri, "file://", 7)) { *is_blk = 0; rest = uri + 7; }
+    else if (!strncmp(uri, "blk://", 6)) { *is_blk = 1; rest = uri + 6; }
+    else {
+        snprintf(err, errlen, "%s: not a kernel-path URI (expected file:///path or blk:///dev/X)", uri);
+        return -EINVAL;
+    }
+    const char *q = strchr(rest, '?');
+    size_t plen = q ? (size_t)(q - rest) : strlen(rest);
+    if (plen == 0 || rest[0] != '/') {
+        snprintf(err, errlen, "%s: the path must be absolute (e.g. %s/tmp/data.bin)", uri, *is_blk ? "blk://" : "file://");
+        return -EINVAL;
+    }
+    if (plen >= pathlen) {
+        snprintf(err, errlen, "%s: path too long", uri);
+        return -ENAMETOOLONG;
+    }
+    memcpy(path, rest, plen);
+    path[plen] = 0;
+    while (q && *q) {
+        q++;
+        char kv[128];
+        size_t n = strcspn(q, "&");
+        if (n >= sizeof(kv)) { snprintf(err, errlen, "%s: URI parameter too long", uri); return -EINVAL; }
+        memcpy(kv, q, n);
+        kv[n] = 0;
+        q += n;
+        char *eq = strchr(kv, '=');
+        if (!eq) { snprintf(err, errlen, "%s: URI parameter '%s' needs a value (key=value)", uri, kv); return -EINVAL; }
+        *eq = 0;
+        const char *v = eq + 1;
+        if (!strcmp(kv, "backend")) {
+            if (strlen(v) >= backendlen) { snprintf(err, errlen, "%s: unknown backend '%s'", uri, v); return -EINVAL; }
+            strcpy(backend, v);
+        } else if (!strcmp(kv, "allow_write")) {
+            if (parse_bool(v, allow_write)) { snprintf(err, errlen, "%s: allow_write must be 0 or 1, got '%s'", uri, v); return -EINVAL; }
+        } else {
+            snprintf(err, errlen, "%s: unknown URI parameter '%s' (known: backend, allow_write)", uri, kv);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ blk safety */
+
+/* realpath of /sys/dev/block/MAJ:MIN for a device number */
+static int sysfs_dev_path(dev_t rdev, char *out, size_t outlen)
+{
+    char link[64];
+    snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(rdev), minor(rdev));
+    char buf[PATH_MAX];
+    if (!realpath(link, buf))
+        return -errno;
+    if (strlen(buf) >= outlen)
+        return -ENAMETOOLONG;
+    strcpy(out, buf);
+    return 0;
+}
+
+/* does sysfs path `inner` lie at or below `outer` (device itself or a partition)? */
+static int sys_within(const char *outer, const char *inner)
+{
+    size_t n = strlen(outer);
+    return !strncmp(outer, inner, n) && (inner[n] == 0 || inner[n] == '/');
+}
+
+static int dir_nonempty(const char *dir)
+{
+    int found = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { found = 1; break; }
+    }
+    closedir(d);
+    return found;
+}
+
+int kio_blk_check(const char *path, int want_write, int allow_write, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st)) {
+        int e = errno;
+        snprintf(err, errlen, "blk://%s: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISBLK(st.st_mode)) {
+        snprintf(err, errlen, "blk://%s: not a block device (use file:// for regular files)", path);
+        return -ENOTBLK;
+    }
+    if (want_write && !allow_write) {
+        snprintf(err, errlen, "blk://%s: this run writes to the device; refused unless allow_write=1 is given", path);
+        return -EPERM;
+    }
+    char me[PATH_MAX];
+    int rc = sysfs_dev_path(st.st_rdev, me, sizeof(me));
+    if (rc) {
+        snprintf(err, errlen, "blk://%s: cannot resolve its sysfs entry (%s)", path, strerror(-rc));
+        return rc;
+    }
+    /* holders (device-mapper, md, ...) of the device or any partition of it */
+    char holders[PATH_MAX + 16];
+    snprintf(holders, sizeof(holders), "%s/holders", me);
+    if (dir_nonempty(holders)) {
+        snprintf(err, errlen, "blk://%s: refused, the device is held by another driver (see %s)", path, holders);
+        return -EBUSY;
+    }
+    /* mounted: any mount source or swap area that is this device or one of its partitions */
+    const char *tables[] = {"/proc/self/mounts", "/proc/swaps"};
+    for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+        FILE *f = fopen(tables[t], "r");
+        if (!f)
+            continue;
+        char line[4096];
+        while (fgets(line, sizeof(line), f)) {
+            char src[PATH_MAX];
+            if (sscanf(line, "%4095s", src) != 1 || strncmp(src, "/dev/", 5))
+                continue;
+            struct stat s2;
+            if (stat(src, &s2) || !S_ISBLK(s2.st_mode))
+                continue;
+            char other[PATH_MAX];
+            if (sysfs_dev_path(s2.st_rdev, other, sizeof(other)))
+                continue;
+            if (sys_within(me, other)) {
+                fclose(f);
+                snprintf(err, errlen, "blk://%s: refused, %s is %s (%s)", path, src,
+                         t == 0 ? "mounted" : "a swap area", tables[t]);
+                return -EBUSY;
+            }
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ psync */
+
+struct psync_chan {
+    struct perf_chan pub;
+    int fd;
+    uint32_t iosize, lba_size;
+    uint8_t *buf;
+    int pending;     /* a completion is waiting for reap */
+    uint32_t pslot;
+    int pstatus;
+};
+
+static int psync_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
+                      struct perf_chan **out, char *err, size_t errlen)
+{
+    struct kio_ctx *ctx = vctx;
+    (void)dev;
+    if (qdepth != 1) {
+        snprintf(err, errlen, "qdepth=%u: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend=io_uring", qdepth);
+        return -EINVAL;
+    }
+    struct psync_chan *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    if (posix_memalign((void **)&c->buf, KIO_BUF_ALIGN, iosize)) {
+        free(c);
+        snprintf(err, errlen, "psync: cannot allocate a %u-byte buffer", iosize);
+        return -ENOMEM;
+    }
+    memset(c->buf, 0, iosize);
+    c->fd = ctx->fd;
+    c->iosize = iosize;
+    c->lba_size = ctx->lba_size;
+    *out = &c->pub;
+    return 0;
+}
+
+static void psync_close(struct perf_chan *ch)
+{
+    struct psync_chan *c = (struct psync_chan *)ch;
+    free(c->buf);
+    free(c);
+}
+
+static void *psync_buf(struct perf_chan *ch, uint32_t slot)
+{
+    (void)slot;
+    return ((struct psync_chan *)ch)->buf;
+}
+
+static int psync_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
+{
+    struct psync_chan *c = (struct psync_chan *)ch;
+    if (c->pending)
+        return -EBUSY;
+    off_t off = (off_t)(slba * c->lba_size);
+    size_t len = (size_t)nlb * c->lba_size;
+    ssize_t n = write ? pwrite(c->fd, c->buf, len, off) : pread(c->fd, c->buf, len, off);
+    c->pending = 1;
+    c->pslot = slot;
+    c->pstatus = n < 0 ? -errno : ((size_t)n == len ? 0 : -EIO);
+    return 0;
+}
+
+static int psync_kick(struct perf_chan *ch, uint32_t wait_min)
+{
+    (void)ch;
+    (void)wait_min;
+    return 0;
+}
+
+static int psync_reap(struct perf_chan *ch, uint32_t max)
+{
+    struct psync_chan *c = (struct psync_chan *)ch;
+    if (!c->pending || max == 0)
+        return 0;
+    c->pending = 0;
+    c->pub.done(&c->pub, c->pslot, c->pstatus);
+    return 1;
+}
+
+static void kio_destroy(void *vctx)
+{
+    struct kio_ctx *ctx = vctx;
+    if (ctx->fd >= 0)
+        close(ctx->fd);
+    free(ctx);
+}
+
+static const struct perf_backend_ops psync_ops = {
+    .chan_open = psync_open,
+    .chan_close = psync_close,
+    .chan_buf = psync_buf,
+    .submit = psync_submit,
+    .kick = psync_kick,
+    .reap = psync_reap,
+    .destroy = kio_destroy,
+};
+
+/* ------------------------------------------------------------------ io_uring */
+
+#ifdef NVME_HAVE_LIBURING
+struct uring_chan {
+    struct perf_chan pub;
+    struct io_uring ring;
+    uint32_t iosize, lba_size, qdepth;
+    int fixed_files, fixed_bufs;
+    int fd;
+    uint8_t *bufs;        /* qdepth * iosize, page aligned */
+    struct iovec *iov;
+    uint32_t queued;      /* SQEs prepared since the last kick */
+};
+
+static int uring_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
+                      struct perf_chan **out, char *err, size_t errlen)
+{
+    struct kio_ctx *ctx = vctx;
+    (void)dev;
+    struct uring_chan *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->iosize = iosize;
+    c->qdepth = qdepth;
+    c->lba_size = ctx->lba_size;
+    c->fd = ctx->fd;
+    size_t total = (size_t)qdepth * iosize;
+    if (posix_memalign((void **)&c->bufs, KIO_BUF_ALIGN, total)) {
+        free(c);
+        snprintf(err, errlen, "io_uring: cannot allocate %zu bytes of buffers", total);
+        return -ENOMEM;
+    }
+    memset(c->bufs, 0, total);
+    c->iov = calloc(qdepth, sizeof(*c->iov));
+    if (!c->iov) {
+        free(c->bufs);
+        free(c);
+        return -ENOMEM;
+    }
+    /* The owning thread is the only submitter; completions are reaped by peeking
+     * the CQ ring, so ask the kernel to flag pending task work instead of IPIs. */
+    struct io_uring_params p;
+    memset(&p, 0, sizeof(p));
+    p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+    p.flags |= IORING_SETUP_CQSIZE;
+    p.cq_entries = 2u * qdepth;
+    int rc = io_uring_queue_init_params(qdepth, &c->ring, &p);
+    if (rc == -EINVAL) {
+        memset(&p, 0, sizeof(p));
+        rc = io_uring_queue_init_params(qdepth, &c->ring, &p);
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "io_uring: cannot set up a ring of %u entries: %s", qdepth, strerror(-rc));
+        free(c->iov);
+        free(c->bufs);
+        free(c);
+        return rc;
+    }
+    if (io_uring_register_files(&c->ring, &c->fd, 1) == 0)
+        c->fixed_files = 1;
+    for (uint32_t i = 0; i < qdepth; i++) {
+        c->iov[i].iov_base = c->bufs + (size_t)i * iosize;
+        c->iov[i].iov_len = iosize;
+    }
+    if (io_uring_register_buffers(&c->ring, c->iov, qdepth) == 0)
+        c->fixed_bufs = 1;
+    *out = &c->pub;
+    return 0;
+}
+
+static void uring_close(struct perf_chan *ch)
+{
+    struct uring_chan *c = (struct uring_chan *)ch;
+    if (c->fixed_bufs)
+        io_uring_unregister_buffers(&c->ring);
+    if (c->fixed_files)
+        io_uring_unregister_files(&c->ring);
+    io_uring_queue_exit(&c->ring);
+    free(c->iov);
+    free(c->bufs);
+    free(c);
+}
+
+static void *uring_buf(struct perf_chan *ch, uint32_t slot)
+{
+    struct uring_chan *c = (struct uring_chan *)ch;
+    return c->bufs + (size_t)slot * c->iosize;
+}
+
+static int uring_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
+{
+    struct uring_chan *c = (struct uring_chan *)ch;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+    if (!sqe)
+        return -EBUSY;
+    void *buf = c->bufs + (size_t)slot * c->iosize;
+    unsigned len = nlb * c->lba_size;
+    uint64_t off = slba * c->lba_size;
+    int fd = c->fixed_files ? 0 : c->fd;
+    if (c->fixed_bufs) {
+        if (write)
+            io_uring_prep_write_fixed(sqe, fd, buf, len, off, (int)slot);
+        else
+            io_uring_prep_read_fixed(sqe, fd, buf, len, off, (int)slot);
+    } else {
+        if (write)
+            io_uring_prep_write(sqe, fd, buf, len, off);
+        else
+            io_uring_prep_read(sqe, fd, buf, len, off);
+    }
+    if (c->fixed_files)
+        sqe->flags |= IOSQE_FIXED_FILE;
+    sqe->user_data = ((uint64_t)len << 32) | slot;
+    c->queued++;
+    return 0;
+}
+
+static int uring_kick(struct perf_chan *ch, uint32_t wait_min)
+{
+    struct uring_chan *c = (struct uring_chan *)ch;
+    if (!c->queued && !wait_min)
+        return 0;
+    int rc = wait_min ? io_uring_submit_and_wait(&c->ring, wait_min) : io_uring_submit(&c->ring);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+        return rc;
+    c->queued = 0;
+    return 0;
+}
+
+static int uring_reap(struct perf_chan *ch, uint32_t max)
+{
+    struct uring_chan *c = (struct uring_chan *)ch;
+    struct io_uring_cqe *cqe;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&c->ring, head, cqe) {
+        if (n == max)
+            break;
+        uint32_t slot = (uint32_t)cqe->user_data;
+        uint32_t len = (uint32_t)(cqe->user_data >> 32);
+        int st = cqe->res < 0 ? cqe->res : ((uint32_t)cqe->res == len ? 0 : -EIO);
+        c->pub.done(&c->pub, slot, st);
+        n++;
+    }
+    if (n)
+        io_uring_cq_advance(&c->ring, n);
+    else if (io_uring_cq_has_overflow(&c->ring) || (IO_URING_READ_ONCE(*c->ring.sq.kflags) & IORING_SQ_TASKRUN))
+        io_uring_get_events(&c->ring); /* let the kernel post completions it holds */
+    return (int)n;
+}
+
+static const struct perf_backend_ops uring_ops = {
+    .chan_open = uring_open,
+    .chan_close = uring_close,
+    .chan_buf = uring_buf,
+    .submit = uring_submit,
+    .kick = uring_kick,
+    .reap = uring_reap,
+    .destroy = kio_destroy,
+};
+#endif
+
+int kio_io_uring_available(void)
+{
+#ifdef NVME_HAVE_LIBURING
+    struct io_uring ring;
+    if (io_uring_queue_init(2, &ring, 0) < 0)
+        return 0;
+    io_uring_queue_exit(&ring);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* ------------------------------------------------------------------ open */
+
+int kio_target_open(const char *uri, const struct perf_target_opts *opts,
+                    struct perf_target **out, char *err, size_t errlen)
+{
+    int is_blk = 0, allow_write = 0;
+    char path[PATH_MAX], backend[PERF_NAMELEN] = "";
+    int rc = parse_uri(uri, &is_blk, path, sizeof(path), backend, sizeof(backend), &allow_write, err, errlen);
+    if (rc)
+        return rc;
+    if (opts && opts->backend && opts->backend[0]) {
+        if (backend[0] && strcmp(backend, opts->backend)) {
+            snprintf(err, errlen, "%s: the URI asks for backend=%s but backend=%s was given", uri, backend, opts->backend);
+            return -EINVAL;
+        }
+        snprintf(backend, sizeof(backend), "%s", opts->backend);
+    }
+    if (!backend[0])
+        strcpy(backend, "io_uring");
+    if (opts && opts->allow_write)
+        allow_write = 1;
+    int need_write = opts ? opts->need_write : 0;
+
+    enum kio_kind kind;
+    if (!strcmp(backend, "psync"))
+        kind = KIO_PSYNC;
+    else if (!strcmp(backend, "io_uring")) {
+        kind = KIO_URING;
+#ifndef NVME_HAVE_LIBURING
+        snprintf(err, errlen, "%s: backend=io_uring is not available (nvmelab was built without liburing)", uri);
+        return -ENOTSUP;
+#endif
+    } else {
+        snprintf(err, errlen, "%s: unknown backend '%s' (use psync or io_uring)", uri, backend);
+        return -EINVAL;
+    }
+
+    if (is_blk) {
+        rc = kio_blk_check(path, need_write, allow_write, err, errlen);
+        if (rc)
+            return rc;
+    } else {
+        struct stat st;
+        if (stat(path, &st)) {
+            int e = errno;
+            if (e == ENOENT)
+                snprintf(err, errlen, "%s: no such file (create one with nvmelab.perf.make_file(path, size))", uri);
+            else
+                snprintf(err, errlen, "%s: %s", uri, strerror(e));
+            return -e;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            snprintf(err, errlen, "%s: not a regular file (use blk:// for block devices)", uri);
+            return -EINVAL;
+        }
+    }
+
+    int flags = (need_write ? O_RDWR : O_RDONLY) | O_DIRECT | O_CLOEXEC | (is_blk ? O_EXCL : 0);
+    int fd = open(path, flags);
+    if (fd < 0) {
+        int e = errno;
+        if (e == EINVAL)
+            snprintf(err, errlen, "%s: the file system does not support O_DIRECT; put the file on another file system", uri);
+        else if (e == EBUSY)
+            snprintf(err, errlen, "%s: device busy (in use by the kernel)", uri);
+        else
+            snprintf(err, errlen, "%s: cannot open: %s", uri, strerror(e));
+        return -e;
+    }
+    uint32_t lba_size = KIO_FILE_LBA_SIZE;
+    uint64_t bytes = 0;
+    if (is_blk) {
+        int ssz = 0;
+        if (ioctl(fd, BLKSSZGET, &ssz) == 0 && ssz > 0)
+            lba_size = (uint32_t)ssz;
+        if (ioctl(fd, BLKGETSIZE64, &bytes)) {
+            int e = errno;
+            close(fd);
+            snprintf(err, errlen, "%s: cannot read the device size: %s", uri, strerror(e));
+            return -e;
+        }
+    } else {
+        struct stat st;
+        fstat(fd, &st);
+        bytes = (uint64_t)st.st_size;
+    }
+    if (bytes < lba_size) {
+        close(fd);
+        snprintf(err, errlen, "%s: holds %llu bytes, less than one %u-byte block (make_file writes a usable file)",
+                 uri, (unsigned long long)bytes, lba_size);
+        return -EINVAL;
+    }
+    struct kio_ctx *ctx = calloc(1, sizeof(*ctx));
+    struct perf_target *t = calloc(1, sizeof(*t));
+    if (!ctx || !t) {
+        free(ctx);
+        free(t);
+        close(fd);
+        return -ENOMEM;
+    }
+    ctx->kind = kind;
+    ctx->fd = fd;
+    ctx->lba_size = lba_size;
+    snprintf(ctx->path, sizeof(ctx->path), "%s", path);
+#ifdef NVME_HAVE_LIBURING
+    t->ops = kind == KIO_PSYNC ? &psync_ops : &uring_ops;
+#else
+    t->ops = &psync_ops;
+#endif
+    t->ctx = ctx;
+    t->ndevs = 1;
+    t->flags = PERF_TGT_BLOCKING;
+    snprintf(t->backend, sizeof(t->backend), "%s", backend);
+    t->dev[0].lba_size = lba_size;
+    t->dev[0].nlbas = bytes / lba_size;
+    t->dev[0].nsid = 0;
+    t->dev[0].max_qdepth = kind == KIO_PSYNC ? 1 : 4096;
+    t->dev[0].max_io_bytes = KIO_MAX_IO_BYTES;
+    *out = t;
+    return 0;
+}

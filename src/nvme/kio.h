@@ -1,0 +1,54 @@
+/*
+ * kio.h — kernel I/O paths for the perf engine: psync and io_uring on file:// and blk://.
+ *
+ * Purpose: the same engine interface (struct perf_backend_ops) over the kernel
+ * block layer, so CPU-initiated user-space I/O and the kernel stacks are measured
+ * with the same parameters and produce the same record.
+ *
+ * Key functions:
+ *   kio_target_open()  file:///path or blk:///dev/X, backend "psync" or "io_uring"
+ *   kio_blk_check()    may this block device be used? (named, not mounted, no holders)
+ *
+ * Backends:
+ *   psync     pread/pwrite on an O_DIRECT descriptor; one command in flight per
+ *             channel, so qdepth must be 1 (deeper queues are refused, not emulated).
+ *   io_uring  one ring per channel (liburing), O_DIRECT, registered file and
+ *             buffers (read_fixed/write_fixed), batched submit, completions reaped
+ *             from the CQ ring without a system call; SQPOLL is not used.
+ *
+ * Caveats: O_DIRECT needs buffers, offsets and sizes aligned to the logical block
+ * size (512 B assumed for files; BLKSSZGET for block devices). A file target must
+ * exist and hold data (nvmelab.perf.make_file writes real data, so reads are not
+ * served from holes). blk:// refuses a device that is mounted, has holders or is
+ * used for swap, and refuses writes unless allow_write is set.
+ */
+#ifndef NVME_KIO_H
+#define NVME_KIO_H
+
+#include <stddef.h>
+
+#include "nvme/perf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KIO_FILE_LBA_SIZE 512u          /* O_DIRECT granularity assumed for files */
+#define KIO_MAX_IO_BYTES (1u << 20)     /* largest single command we issue */
+#define KIO_BUF_ALIGN 4096u             /* buffer alignment (page) */
+
+int kio_target_open(const char *uri, const struct perf_target_opts *opts,
+                    struct perf_target **out, char *err, size_t errlen);
+
+/* 0 if the block device at path may be opened (writable only when allow_write and
+ * want_write), else a negative errno and the reason in err. */
+int kio_blk_check(const char *path, int want_write, int allow_write, char *err, size_t errlen);
+
+/* 1 when io_uring is compiled in and the kernel accepts a ring, else 0. */
+int kio_io_uring_available(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVME_KIO_H */

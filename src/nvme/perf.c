@@ -1,0 +1,771 @@
+/* perf.c — closed-loop engine (see perf.h). */
+#include "nvme/perf.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "nvme/kio.h"
+
+#define NS_PER_S 1000000000ull
+#define PERF_DRAIN_TIMEOUT_NS (10ull * NS_PER_S) /* outstanding commands after the end */
+#define PERCENT 100u
+
+static const char *const pattern_names[] = {
+    [PERF_PAT_READ] = "read",
+    [PERF_PAT_RANDREAD] = "randread",
+    [PERF_PAT_WRITE] = "write",
+    [PERF_PAT_RANDWRITE] = "randwrite",
+    [PERF_PAT_RANDRW] = "randrw",
+};
+#define NPATTERNS (sizeof(pattern_names) / sizeof(pattern_names[0]))
+
+const char *perf_pattern_name(enum perf_pattern p)
+{
+    return (unsigned)p < NPATTERNS ? pattern_names[p] : "?";
+}
+
+int perf_pattern_parse(const char *name, enum perf_pattern *out)
+{
+    for (unsigned i = 0; i < NPATTERNS; i++)
+        if (!strcmp(name, pattern_names[i])) {
+            *out = (enum perf_pattern)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* ------------------------------------------------------------------ targets */
+
+int perf_target_open(const char *uri, const struct perf_target_opts *opts,
+                     struct perf_target **out, char *err, size_t errlen)
+{
+    if (!uri || !*uri) {
+        snprintf(err, errlen, "target: empty URI (use emu://..., pci://..., file:///path or blk:///dev/X)");
+        return -EINVAL;
+    }
+    if (!strncmp(uri, "file://", 7) || !strncmp(uri, "blk://", 6))
+        return kio_target_open(uri, opts, out, err, errlen);
+    if (!strncmp(uri, "emu://", 6) || !strncmp(uri, "pci://", 6)) {
+        if (!perf_nvme_target_open) {
+            snprintf(err, errlen, "%s: the NVMe driver backend is not built into this library", uri);
+            return -ENOTSUP;
+        }
+        if (opts && opts->backend && opts->backend[0]) {
+            snprintf(err, errlen, "%s: backend=%s applies to file:// and blk:// only", uri, opts->backend);
+            return -EINVAL;
+        }
+        return perf_nvme_target_open(uri, opts, out, err, errlen);
+    }
+    snprintf(err, errlen, "%s: unknown target scheme (use emu://, pci://, file:// or blk://)", uri);
+    return -EINVAL;
+}
+
+void perf_target_close(struct perf_target *t)
+{
+    if (!t)
+        return;
+    if (t->ops && t->ops->destroy)
+        t->ops->destroy(t->ctx);
+    free(t);
+}
+
+/* ------------------------------------------------------------------ engine state */
+
+struct range {
+    uint64_t lba0;       /* first LBA */
+    uint64_t nblocks;    /* I/O positions in the range */
+    uint32_t align_lbas; /* LBAs between positions */
+    uint32_t nlb;        /* LBAs per I/O */
+    uint32_t lba_size;
+    uint32_t nchans;     /* channels on this device over all threads */
+};
+
+struct eng_slot {
+    uint64_t t_sub;
+    uint64_t slba;
+    uint32_t nlb;
+    uint32_t write;
+};
+
+struct worker;
+
+struct eng_chan {
+    struct perf_chan *ch;
+    struct worker *w;
+    uint32_t dev;
+    uint32_t k;          /* index among the channels of this device */
+    uint32_t qdepth;
+    uint32_t outstanding;
+    uint32_t nfree;
+    uint32_t *freel;
+    struct eng_slot *slots;
+    uint64_t seq_next, seq_begin, seq_end; /* positions */
+    int exhausted;       /* fill: slice written */
+};
+
+struct engine;
+
+struct worker {
+    pthread_t th;
+    uint32_t idx;
+    int cpu;
+    struct engine *e;
+    struct eng_chan *chans;
+    uint32_t nchans;
+    uint64_t rng;
+    int measuring;
+    int lat;
+    uint64_t now_cache;
+    int now_valid;
+    /* counted in the window */
+    uint64_t ios, reads, writes, bytes;
+    uint64_t dev_ios[PERF_MAX_DEVS];
+    struct stats_hist *hist;
+    /* counted always */
+    uint64_t errors, verify_errors, first_bad_lba;
+    uint32_t first_bad_dev;
+    int first_err;
+    uint64_t polls, empty_polls;
+    uint64_t t_start, t_stop;
+    double cpu_start, cpu_stop;
+    int rc;
+    int cpu_last;
+    char affinity[64];
+    char err[PERF_ERRLEN];
+};
+
+struct engine {
+    struct perf_target *t;
+    struct perf_config cfg;
+    int fill;
+    uint32_t ndevs;
+    uint32_t seed32;
+    struct range rg[PERF_MAX_DEVS];
+    struct worker *w;
+    pthread_mutex_t mu;     /* start gate (cold path only) */
+    pthread_cond_t cv;
+    uint32_t ready;         /* workers done with setup */
+    int go;                 /* 1 run, -1 abort */
+    atomic_int setup_failed;
+    uint64_t t0, t_meas, t_end;
+};
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+static double thread_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru))
+        return 0.0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* xorshift64*: a few instructions, good enough to spread LBAs */
+static inline uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+static inline uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64);
+}
+
+static uint32_t fold_seed(uint64_t seed)
+{
+    return PERF_STAMP_MAGIC ^ (uint32_t)seed ^ (uint32_t)(seed >> 32);
+}
+
+/* ------------------------------------------------------------------ hot path */
+
+static void stamp_write(struct engine *e, uint8_t *buf, uint32_t dev, uint64_t slba, uint32_t nlb, uint32_t lba_size)
+{
+    for (uint32_t i = 0; i < nlb; i++) {
+        struct perf_stamp st = {.lba = slba + i, .dev = dev, .seed32 = e->seed32};
+        memcpy(buf + (size_t)i * lba_size, &st, sizeof(st));
+    }
+}
+
+static void stamp_check(struct worker *w, const uint8_t *buf, uint32_t dev, uint64_t slba, uint32_t nlb, uint32_t lba_size)
+{
+    for (uint32_t i = 0; i < nlb; i++) {
+        struct perf_stamp want = {.lba = slba + i, .dev = dev, .seed32 = w->e->seed32};
+        if (memcmp(buf + (size_t)i * lba_size, &want, sizeof(want))) {
+            if (!w->verify_errors) {
+                w->first_bad_dev = dev;
+                w->first_bad_lba = slba + i;
+            }
+            w->verify_errors++;
+        }
+    }
+}
+
+static void eng_done(struct perf_chan *ch, uint32_t slot, int status)
+{
+    struct eng_chan *c = ch->eng;
+    struct worker *w = c->w;
+    struct eng_slot *s = &c->slots[slot];
+    c->outstanding--;
+    c->freel[c->nfree++] = slot;
+    if (status) {
+        if (!w->errors)
+            w->first_err = status;
+        w->errors++;
+        return;
+    }
+    if (w->e->cfg.verify && !s->write)
+        stamp_check(w, w->e->t->ops->chan_buf(ch, slot), c->dev, s->slba, s->nlb, w->e->rg[c->dev].lba_size);
+    if (!w->measuring)
+        return;
+    w->ios++;
+    w->writes += s->write;
+    w->dev_ios[c->dev]++;
+    if (w->lat) {
+        if (!w->now_valid) {
+            w->now_cache = now_ns();
+            w->now_valid = 1;
+        }
+        stats_hist_add(w->hist, w->now_cache - s->t_sub);
+    }
+}
+
+/* Queue new commands into the free slots of one channel. */
+static int refill(struct worker *w, struct eng_chan *c)
+{
+    struct engine *e = w->e;
+    const struct perf_backend_ops *ops = e->t->ops;
+    const struct range *r = &e->rg[c->dev];
+    uint64_t ts = (w->lat && c->nfree) ? now_ns() : 0;
+    uint32_t batch = e->cfg.batch ? e->cfg.batch : c->qdepth;
+    uint32_t queued = 0;
+    enum perf_pattern pat = e->fill ? PERF_PAT_WRITE : e->cfg.pattern;
+    while (c->nfree) {
+        uint32_t write;
+        uint64_t pos;
+        switch (pat) {
+        case PERF_PAT_READ:
+        case PERF_PAT_WRITE:
+            if (e->fill && c->seq_next >= c->seq_end) {
+                c->exhausted = 1;
+                return 0;
+            }
+            pos = c->seq_next++;
+            if (c->seq_next >= r->nblocks && !e->fill)
+                c->seq_next = 0;
+            write = pat == PERF_PAT_WRITE;
+            break;
+        case PERF_PAT_RANDREAD:
+            pos = rng_below(&w->rng, r->nblocks);
+            write = 0;
+            break;
+        case PERF_PAT_RANDWRITE:
+            pos = rng_below(&w->rng, r->nblocks);
+            write = 1;
+            break;
+        default: /* PERF_PAT_RANDRW */
+            write = rng_below(&w->rng, PERCENT) >= e->cfg.rwmix;
+            pos = rng_below(&w->rng, r->nblocks);
+            break;
+        }
+        uint32_t slot = c->freel[--c->nfree];
+        struct eng_slot *s = &c->slots[slot];
+        s->slba = r->lba0 + pos * r->align_lbas;
+        s->nlb = r->nlb;
+        s->write = write;
+        s->t_sub = ts;
+        if (write && e->cfg.verify)
+            stamp_write(e, ops->chan_buf(c->ch, slot), c->dev, s->slba, s->nlb, r->lba_size);
+        int rc = ops->submit(c->ch, slot, (int)write, s->slba, s->nlb);
+        if (rc) {
+            c->nfree++;
+            if (e->fill && (pat == PERF_PAT_WRITE))
+                c->seq_next--; /* retry this position */
+            if (rc == -EBUSY)
+                break;
+            return rc;
+        }
+        c->outstanding++;
+        if (++queued == batch) {
+            rc = ops->kick(c->ch, 0);
+            if (rc)
+                return rc;
+            queued = 0;
+        }
+    }
+    return 0;
+}
+
+static void fmt_affinity(char *out, size_t outlen)
+{
+    cpu_set_t set;
+    out[0] = 0;
+    if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set))
+        return;
+    size_t used = 0;
+    for (int i = 0; i < CPU_SETSIZE; i++) {
+        if (!CPU_ISSET(i, &set))
+            continue;
+        int j = i;
+        while (j + 1 < CPU_SETSIZE && CPU_ISSET(j + 1, &set))
+            j++;
+        int n = j > i ? snprintf(out + used, outlen - used, "%s%d-%d", used ? "," : "", i, j)
+                      : snprintf(out + used, outlen - used, "%s%d", used ? "," : "", i);
+        if (n < 0 || (size_t)n >= outlen - used) {
+            out[outlen - 1] = 0;
+            return;
+        }
+        used += (size_t)n;
+        i = j;
+    }
+}
+
+static int worker_setup(struct worker *w)
+{
+    struct engine *e = w->e;
+    if (w->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w->cpu, &set);
+        int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+        if (rc) {
+            snprintf(w->err, sizeof(w->err), "cpus: cannot pin thread %u to CPU %d: %s", w->idx, w->cpu, strerror(rc));
+            return -rc;
+        }
+    }
+    for (uint32_t i = 0; i < w->nchans; i++) {
+        struct eng_chan *c = &w->chans[i];
+        c->slots = calloc(c->qdepth, sizeof(*c->slots));
+        c->freel = calloc(c->qdepth, sizeof(*c->freel));
+        if (!c->slots || !c->freel) {
+            snprintf(w->err, sizeof(w->err), "out of memory for %u slots", c->qdepth);
+            return -ENOMEM;
+        }
+        for (uint32_t s = 0; s < c->qdepth; s++)
+            c->freel[s] = c->qdepth - 1 - s;
+        c->nfree = c->qdepth;
+        int rc = e->t->ops->chan_open(e->t->ctx, c->dev, c->qdepth, e->cfg.iosize, &c->ch, w->err, sizeof(w->err));
+        if (rc) {
+            if (!w->err[0])
+                snprintf(w->err, sizeof(w->err), "device %u: cannot open a channel: %s", c->dev, strerror(-rc));
+            c->ch = NULL;
+            return rc;
+        }
+        c->ch->done = eng_done;
+        c->ch->eng = c;
+    }
+    return 0;
+}
+
+static void worker_teardown(struct worker *w)
+{
+    for (uint32_t i = 0; i < w->nchans; i++) {
+        struct eng_chan *c = &w->chans[i];
+        if (c->ch)
+            w->e->t->ops->chan_close(c->ch);
+        c->ch = NULL;
+        free(c->slots);
+        free(c->freel);
+        c->slots = NULL;
+        c->freel = NULL;
+    }
+}
+
+static void begin_window(struct worker *w, uint64_t now)
+{
+    w->ios = w->reads = w->writes = w->bytes = 0;
+    memset(w->dev_ios, 0, sizeof(w->dev_ios));
+    stats_hist_reset(w->hist);
+    w->polls = w->empty_polls = 0;
+    w->cpu_start = thread_cpu_s();
+    w->t_start = now;
+    w->measuring = 1;
+}
+
+static void end_window(struct worker *w, uint64_t now)
+{
+    if (w->measuring) {
+        w->t_stop = now;
+        w->cpu_stop = thread_cpu_s();
+    }
+    w->measuring = 0;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct engine *e = w->e;
+    const struct perf_backend_ops *ops = e->t->ops;
+    w->rc = worker_setup(w);
+    fmt_affinity(w->affinity, sizeof(w->affinity));
+    if (w->rc)
+        atomic_store(&e->setup_failed, 1);
+    pthread_mutex_lock(&e->mu);
+    e->ready++;
+    pthread_cond_broadcast(&e->cv);
+    while (!e->go)
+        pthread_cond_wait(&e->cv, &e->mu);
+    int go = e->go;
+    pthread_mutex_unlock(&e->mu);
+    if (go < 0)
+        goto out;
+
+    const int blocking = (e->t->flags & PERF_TGT_BLOCKING) && w->nchans == 1;
+    int stopping = 0;
+    uint64_t t_meas = e->t_meas, t_end = e->t_end;
+    if (e->fill)
+        begin_window(w, now_ns());
+    for (;;) {
+        uint64_t now = now_ns();
+        if (!e->fill) {
+            if (!w->measuring && !stopping && now >= t_meas)
+                begin_window(w, now);
+            if (!stopping && now >= t_end) {
+                end_window(w, now);
+                stopping = 1;
+            }
+        }
+        if (!stopping && e->cfg.stop && __atomic_load_n(e->cfg.stop, __ATOMIC_RELAXED)) {
+            end_window(w, now);
+            stopping = 1;
+        }
+        uint32_t outstanding = 0, live = 0;
+        for (uint32_t i = 0; i < w->nchans; i++) {
+            struct eng_chan *c = &w->chans[i];
+            w->now_valid = 0;
+            int n = ops->reap(c->ch, c->qdepth);
+            if (n < 0) {
+                snprintf(w->err, sizeof(w->err), "device %u: completion error: %s", c->dev, strerror(-n));
+                w->rc = n;
+                goto drain_fail;
+            }
+            w->polls++;
+            w->empty_polls += n == 0;
+            if (!stopping && !c->exhausted) {
+                int rc = refill(w, c);
+                if (rc) {
+                    snprintf(w->err, sizeof(w->err), "device %u: submit failed: %s", c->dev, strerror(-rc));
+                    w->rc = rc;
+                    goto drain_fail;
+                }
+            }
+            int rc = ops->kick(c->ch, blocking && c->outstanding ? 1u : 0u);
+            if (rc) {
+                snprintf(w->err, sizeof(w->err), "device %u: kick failed: %s", c->dev, strerror(-rc));
+                w->rc = rc;
+                goto drain_fail;
+            }
+            outstanding += c->outstanding;
+            live += !c->exhausted;
+        }
+        if (e->fill && !live && !outstanding) {
+            end_window(w, now_ns());
+            break;
+        }
+        if (stopping && !outstanding)
+            break;
+        if (stopping && now > t_end + PERF_DRAIN_TIMEOUT_NS && now > w->t_stop + PERF_DRAIN_TIMEOUT_NS) {
+            snprintf(w->err, sizeof(w->err), "%u commands still outstanding %llu s after the end of the run",
+                     outstanding, (unsigned long long)(PERF_DRAIN_TIMEOUT_NS / NS_PER_S));
+            w->rc = -ETIMEDOUT;
+            break;
+        }
+    }
+    goto out;
+drain_fail:
+    end_window(w, now_ns());
+    /* give outstanding commands a bounded chance to finish before the channels close */
+    {
+        uint64_t until = now_ns() + PERF_DRAIN_TIMEOUT_NS;
+        uint32_t left;
+        do {
+            left = 0;
+            for (uint32_t i = 0; i < w->nchans; i++) {
+                struct eng_chan *c = &w->chans[i];
+                ops->reap(c->ch, c->qdepth);
+                ops->kick(c->ch, 0);
+                left += c->outstanding;
+            }
+        } while (left && now_ns() < until);
+    }
+out:
+    w->cpu_last = sched_getcpu();
+    worker_teardown(w);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ checks */
+
+int perf_config_check(const struct perf_target *t, const struct perf_config *cfg, char *err, size_t errlen)
+{
+    if ((unsigned)cfg->pattern >= NPATTERNS) {
+        snprintf(err, errlen, "rw: unknown pattern %d", (int)cfg->pattern);
+        return -EINVAL;
+    }
+    if (cfg->rwmix > PERCENT) {
+        snprintf(err, errlen, "rwmix=%u: must be a read percentage in 0..100", cfg->rwmix);
+        return -EINVAL;
+    }
+    if (cfg->nthreads < 1 || cfg->nthreads > PERF_MAX_THREADS) {
+        snprintf(err, errlen, "ncpus=%u: must be 1..%d", cfg->nthreads, PERF_MAX_THREADS);
+        return -EINVAL;
+    }
+    if (cfg->nqueues < 1) {
+        snprintf(err, errlen, "nqueues=%u: must be >= 1", cfg->nqueues);
+        return -EINVAL;
+    }
+    uint32_t ndevs = cfg->ndevs ? cfg->ndevs : t->ndevs;
+    if (ndevs > t->ndevs) {
+        snprintf(err, errlen, "ndevs=%u: the target has %u device(s)", ndevs, t->ndevs);
+        return -EINVAL;
+    }
+    if (cfg->qdepth < 1 || cfg->qdepth > PERF_MAX_QDEPTH) {
+        snprintf(err, errlen, "qdepth=%u: must be 1..%d", cfg->qdepth, PERF_MAX_QDEPTH);
+        return -EINVAL;
+    }
+    if (cfg->iosize == 0) {
+        snprintf(err, errlen, "iosize=0: must be a positive multiple of the LBA size");
+        return -EINVAL;
+    }
+    for (uint32_t d = 0; d < ndevs; d++) {
+        const struct perf_dev_info *di = &t->dev[d];
+        if (cfg->qdepth > di->max_qdepth) {
+            if (di->max_qdepth == 1)
+                snprintf(err, errlen, "qdepth=%u: the %s backend keeps one I/O in flight per thread; use qdepth=1 (or backend=io_uring)",
+                         cfg->qdepth, t->backend);
+            else
+                snprintf(err, errlen, "qdepth=%u: device %u allows at most %u", cfg->qdepth, d, di->max_qdepth);
+            return -EINVAL;
+        }
+        if (cfg->iosize % di->lba_size) {
+            snprintf(err, errlen, "iosize=%u: must be a multiple of the LBA size %u of device %u", cfg->iosize, di->lba_size, d);
+            return -EINVAL;
+        }
+        if (cfg->iosize > di->max_io_bytes) {
+            snprintf(err, errlen, "iosize=%u: device %u accepts at most %u bytes per command", cfg->iosize, d, di->max_io_bytes);
+            return -EINVAL;
+        }
+        uint32_t align = cfg->align ? cfg->align : cfg->iosize;
+        if (align % di->lba_size) {
+            snprintf(err, errlen, "align=%u: must be a multiple of the LBA size %u of device %u", align, di->lba_size, d);
+            return -EINVAL;
+        }
+        if (cfg->lba_start >= di->nlbas) {
+            snprintf(err, errlen, "lba_start=%llu: device %u has %llu LBAs", (unsigned long long)cfg->lba_start, d,
+                     (unsigned long long)di->nlbas);
+            return -EINVAL;
+        }
+        uint64_t count = cfg->lba_count ? cfg->lba_count : di->nlbas - cfg->lba_start;
+        if (cfg->lba_start + count > di->nlbas) {
+            snprintf(err, errlen, "lba range %llu+%llu: beyond the %llu LBAs of device %u", (unsigned long long)cfg->lba_start,
+                     (unsigned long long)count, (unsigned long long)di->nlbas, d);
+            return -EINVAL;
+        }
+        if (count * di->lba_size < cfg->iosize) {
+            snprintf(err, errlen, "iosize=%u: larger than the LBA range (%llu bytes) of device %u", cfg->iosize,
+                     (unsigned long long)(count * di->lba_size), d);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ run */
+
+static int engine_run(struct perf_target *t, const struct perf_config *cfg, int fill, struct perf_result *res,
+                      char *err, size_t errlen)
+{
+    int rc = perf_config_check(t, cfg, err, errlen);
+    if (rc)
+        return rc;
+    if (!fill && cfg->runtime_ns == 0) {
+        snprintf(err, errlen, "runtime: must be > 0");
+        return -EINVAL;
+    }
+    struct engine *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    e->t = t;
+    e->cfg = *cfg;
+    e->fill = fill;
+    if (fill) {
+        e->cfg.verify = 1;
+        e->cfg.align = cfg->iosize;
+        e->cfg.pattern = PERF_PAT_WRITE;
+    }
+    e->ndevs = cfg->ndevs ? cfg->ndevs : t->ndevs;
+    e->seed32 = fold_seed(cfg->seed);
+    const uint32_t nthr = cfg->nthreads;
+    for (uint32_t d = 0; d < e->ndevs; d++) {
+        const struct perf_dev_info *di = &t->dev[d];
+        struct range *r = &e->rg[d];
+        uint32_t align = e->cfg.align ? e->cfg.align : cfg->iosize;
+        uint64_t count = cfg->lba_count ? cfg->lba_count : di->nlbas - cfg->lba_start;
+        r->lba0 = cfg->lba_start;
+        r->lba_size = di->lba_size;
+        r->nlb = cfg->iosize / di->lba_size;
+        r->align_lbas = align / di->lba_size;
+        r->nblocks = (count * di->lba_size - cfg->iosize) / align + 1;
+    }
+    e->w = calloc(nthr, sizeof(*e->w));
+    if (!e->w) {
+        free(e);
+        return -ENOMEM;
+    }
+    /* assign channels: devices round-robin over threads, nqueues per device */
+    rc = 0;
+    for (uint32_t i = 0; i < nthr && !rc; i++) {
+        struct worker *w = &e->w[i];
+        w->idx = i;
+        w->e = e;
+        w->cpu = cfg->cpus ? cfg->cpus[i] : -1;
+        w->lat = cfg->lat && !fill;
+        w->rng = (cfg->seed ^ 0x9E3779B97F4A7C15ull * (i + 1)) | 1u;
+        w->hist = malloc(sizeof(*w->hist));
+        uint32_t ndev_w = 0;
+        uint32_t devs[PERF_MAX_DEVS];
+        if (e->ndevs >= nthr) {
+            for (uint32_t d = i; d < e->ndevs; d += nthr)
+                devs[ndev_w++] = d;
+        } else {
+            devs[ndev_w++] = i % e->ndevs;
+        }
+        w->nchans = ndev_w * cfg->nqueues;
+        w->chans = calloc(w->nchans, sizeof(*w->chans));
+        if (!w->hist || !w->chans) {
+            rc = -ENOMEM;
+            break;
+        }
+        stats_hist_reset(w->hist);
+        for (uint32_t j = 0; j < w->nchans; j++) {
+            struct eng_chan *c = &w->chans[j];
+            c->w = w;
+            c->dev = devs[j / cfg->nqueues];
+            c->qdepth = cfg->qdepth;
+            c->k = e->rg[c->dev].nchans++;
+        }
+    }
+    if (!rc) {
+        for (uint32_t i = 0; i < nthr; i++)
+            for (uint32_t j = 0; j < e->w[i].nchans; j++) {
+                struct eng_chan *c = &e->w[i].chans[j];
+                const struct range *r = &e->rg[c->dev];
+                c->seq_begin = r->nblocks * c->k / r->nchans;
+                c->seq_end = r->nblocks * (c->k + 1) / r->nchans;
+                c->seq_next = c->seq_begin;
+            }
+    }
+    uint32_t started = 0;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    for (; !rc && started < nthr; started++) {
+        int prc = pthread_create(&e->w[started].th, NULL, worker_main, &e->w[started]);
+        if (prc) {
+            snprintf(err, errlen, "cannot start worker thread %u: %s", started, strerror(prc));
+            rc = -prc;
+            break;
+        }
+    }
+    pthread_mutex_lock(&e->mu);
+    while (e->ready < started)
+        pthread_cond_wait(&e->cv, &e->mu);
+    e->t0 = now_ns();
+    e->t_meas = e->t0 + cfg->warmup_ns;
+    e->t_end = e->t_meas + cfg->runtime_ns;
+    e->go = (rc || atomic_load(&e->setup_failed)) ? -1 : 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(e->w[i].th, NULL);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+
+    if (!rc) {
+        memset(res, 0, sizeof(*res));
+        stats_hist_reset(&res->lat);
+        res->ndevs = e->ndevs;
+        res->nthreads = nthr;
+        double wsum = 0;
+        for (uint32_t i = 0; i < nthr; i++) {
+            struct worker *w = &e->w[i];
+            if (w->rc && !rc) {
+                rc = w->rc;
+                snprintf(err, errlen, "thread %u: %s", i, w->err[0] ? w->err : strerror(-w->rc));
+            }
+            struct perf_thread_result *tr = &res->thr[i];
+            tr->cpu = w->cpu;
+            tr->cpu_last = w->cpu_last;
+            memcpy(tr->affinity, w->affinity, sizeof(tr->affinity));
+            tr->nchans = w->nchans;
+            tr->ios = w->ios;
+            tr->bytes = w->ios * cfg->iosize;
+            tr->errors = w->errors;
+            tr->polls = w->polls;
+            tr->empty_polls = w->empty_polls;
+            tr->window_s = w->t_stop > w->t_start ? (double)(w->t_stop - w->t_start) / 1e9 : 0.0;
+            tr->cpu_s = w->cpu_stop - w->cpu_start;
+            res->ios += w->ios;
+            res->writes += w->writes;
+            res->errors += w->errors;
+            if (w->verify_errors && !res->verify_errors) {
+                res->first_bad_dev = w->first_bad_dev;
+                res->first_bad_lba = w->first_bad_lba;
+            }
+            res->verify_errors += w->verify_errors;
+            if (w->errors && !res->first_err)
+                res->first_err = w->first_err;
+            for (uint32_t d = 0; d < e->ndevs; d++)
+                res->dev_ios[d] += w->dev_ios[d];
+            if (tr->window_s > 0)
+                res->iops += (double)w->ios / tr->window_s;
+            wsum += tr->window_s;
+            res->cpu_s += tr->cpu_s;
+            stats_hist_merge(&res->lat, w->hist);
+        }
+        res->reads = res->ios - res->writes;
+        res->bytes = res->ios * cfg->iosize;
+        res->bytes_per_s = res->iops * cfg->iosize;
+        res->window_s = wsum / nthr;
+        if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
+            res->interrupted = 1;
+            rc = -EINTR;
+            snprintf(err, errlen, "interrupted");
+        }
+    } else if (!err[0]) {
+        snprintf(err, errlen, "setup failed: %s", strerror(-rc));
+    }
+    for (uint32_t i = 0; i < nthr; i++) {
+        free(e->w[i].hist);
+        free(e->w[i].chans);
+    }
+    free(e->w);
+    free(e);
+    return rc;
+}
+
+int perf_run(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res, char *err, size_t errlen)
+{
+    return engine_run(t, cfg, 0, res, err, errlen);
+}
+
+int perf_fill(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res, char *err, size_t errlen)
+{
+    return engine_run(t, cfg, 1, res, err, errlen);
+}

@@ -1,0 +1,208 @@
+/*
+ * perf.h — the closed-loop performance engine (CPU-initiated I/O on any target).
+ *
+ * Purpose: drive a target with N worker threads, each pinned to a logical CPU and
+ * owning its channels (one channel = one NVMe qpair, one io_uring ring, or one
+ * synchronous file descriptor slot), keep qdepth commands in flight per channel,
+ * and report IOPS, bytes, a latency histogram, CPU time and per-device counts.
+ *
+ * Key functions:
+ *   perf_target_open()  open a target by URI (file://, blk://, emu://, pci://)
+ *   perf_run()          one timed run (warm-up not counted) on an open target
+ *   perf_fill()         write the verify stamp over a range once (untimed)
+ *   perf_target_close()
+ *
+ * Backends implement struct perf_backend_ops; the engine calls them from the
+ * worker thread that owns the channel (a channel never changes threads). The hot
+ * path takes no locks and allocates nothing; on emu:// and pci:// it makes no
+ * system calls; the clock (CLOCK_MONOTONIC, vDSO, ~20 ns) is read once per
+ * submit batch and once per reap pass, not per command.
+ *
+ * Latency of a command = (first clock read in the reap pass that saw its
+ * completion) - (clock read before the submit batch that carried it). Set
+ * perf_config.lat = 0 to skip latency sampling entirely.
+ *
+ * Verify: every LBA written carries a 16-byte stamp (struct perf_stamp) at its
+ * start; reads check it. A read of an LBA never written fails the check, so fill
+ * the range first (perf_fill) before a verified read run.
+ *
+ * Errors: functions return 0 or a negative errno and put a one-line message in
+ * the caller's buffer. Command errors are counted; the first one is kept with its
+ * kind: a negative errno (kernel paths) or an NVMe status (SCT/SC, DNR) — never
+ * mixed.
+ */
+#ifndef NVME_PERF_H
+#define NVME_PERF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvme/stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#define PERF_STATIC_ASSERT static_assert
+#else
+#define PERF_STATIC_ASSERT _Static_assert
+#endif
+
+#define PERF_MAX_THREADS 256
+#define PERF_MAX_DEVS 64
+#define PERF_MAX_QDEPTH 65536
+#define PERF_ERRLEN 256
+#define PERF_NAMELEN 32
+#define PERF_STAMP_BYTES 16u
+#define PERF_STAMP_MAGIC 0x6e766d65u /* "nvme" */
+
+enum perf_pattern {
+    PERF_PAT_READ = 0,
+    PERF_PAT_RANDREAD,
+    PERF_PAT_WRITE,
+    PERF_PAT_RANDWRITE,
+    PERF_PAT_RANDRW,
+};
+
+/* Per-LBA verify stamp, written at the start of every LBA. */
+struct perf_stamp {
+    uint64_t lba;
+    uint32_t dev;
+    uint32_t seed32; /* PERF_STAMP_MAGIC ^ folded seed */
+};
+PERF_STATIC_ASSERT(sizeof(struct perf_stamp) == PERF_STAMP_BYTES, "perf_stamp is 16 bytes");
+
+/* Geometry of one device (namespace / file / block device) of a target. */
+struct perf_dev_info {
+    uint32_t lba_size;     /* bytes */
+    uint64_t nlbas;        /* capacity in LBAs */
+    uint32_t nsid;         /* NVMe namespace id, 0 for kernel paths */
+    uint32_t max_qdepth;   /* deepest channel the backend can open */
+    uint32_t max_io_bytes; /* largest single command */
+};
+
+/* A channel as the engine sees it; a backend embeds it first in its own struct.
+ * The backend calls done() once per completed command from reap(). status: 0 ok,
+ * < 0 negative errno, > 0 NVMe status as (SCT << 8 | SC) | PERF_STATUS_DNR. */
+#define PERF_STATUS_DNR (1 << 16)
+struct perf_chan {
+    void (*done)(struct perf_chan *ch, uint32_t slot, int status);
+    void *eng; /* engine-private per-channel state */
+};
+
+struct perf_backend_ops {
+    /* Open a channel of qdepth slots of iosize bytes each on device dev; called in
+     * the worker thread that will own it. */
+    int (*chan_open)(void *ctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
+                     struct perf_chan **out, char *err, size_t errlen);
+    void (*chan_close)(struct perf_chan *ch);
+    /* The I/O buffer of one slot (iosize bytes, DMA-able where it matters). */
+    void *(*chan_buf)(struct perf_chan *ch, uint32_t slot);
+    /* Queue one command (not yet visible to the device until kick). 0, -EBUSY, <0. */
+    int (*submit)(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb);
+    /* Make queued commands visible (doorbell / io_uring_enter); wait_min > 0 lets a
+     * blocking backend sleep until that many completions are ready. */
+    int (*kick)(struct perf_chan *ch, uint32_t wait_min);
+    /* Deliver up to max completions through ch->done; returns the count or <0. */
+    int (*reap)(struct perf_chan *ch, uint32_t max);
+    void (*destroy)(void *ctx);
+};
+
+/* Target flags */
+#define PERF_TGT_BLOCKING 0x1u /* kick() can wait for completions (kernel paths) */
+
+struct perf_target {
+    const struct perf_backend_ops *ops;
+    void *ctx;
+    uint32_t ndevs;
+    uint32_t flags;
+    char backend[PERF_NAMELEN]; /* "psync", "io_uring", "nvmelab-emu", "nvmelab-pci" */
+    char profile[PERF_NAMELEN]; /* emulated targets: device-model profile, else "" */
+    double scale;               /* emulated targets: profile scale, else 0 */
+    struct perf_dev_info dev[PERF_MAX_DEVS];
+};
+
+struct perf_target_opts {
+    const char *backend; /* kernel paths: "psync" or "io_uring" (default); NULL elsewhere */
+    int allow_write;     /* blk://: writes need this; file:// always may write */
+    int need_write;      /* the run will write: open read-write */
+};
+
+struct perf_config {
+    enum perf_pattern pattern;
+    uint32_t rwmix;     /* randrw: percent reads (0..100) */
+    uint32_t iosize;    /* bytes, a multiple of the LBA size */
+    uint32_t qdepth;    /* commands in flight per channel */
+    uint32_t nqueues;   /* channels per device per thread */
+    uint32_t nthreads;  /* worker threads */
+    const int *cpus;    /* nthreads logical CPU ids to pin to (NULL: no pinning; -1: that one unpinned) */
+    uint32_t ndevs;     /* devices to use, the first ndevs of the target (0: all) */
+    uint64_t runtime_ns;
+    uint64_t warmup_ns;
+    uint64_t lba_start; /* first LBA of the range on every device */
+    uint64_t lba_count; /* LBAs in the range (0: to the end of the device) */
+    uint32_t align;     /* offset alignment in bytes (0: iosize) */
+    uint32_t batch;     /* submissions per kick (0: qdepth) */
+    uint64_t seed;
+    int verify;         /* stamp writes, check reads */
+    int lat;            /* sample latency */
+    int *stop;          /* set non-zero (__atomic_store_n) to end the run early (Ctrl-C); may be NULL */
+};
+
+struct perf_thread_result {
+    int cpu;              /* requested CPU, -1 if unpinned */
+    int cpu_last;         /* sched_getcpu() at the end of the run */
+    char affinity[64];    /* the thread's affinity list as read back, e.g. "0" or "0-3" */
+    uint32_t nchans;
+    uint64_t ios, bytes, errors;
+    uint64_t polls, empty_polls;
+    double window_s;      /* measured window of this thread */
+    double cpu_s;         /* user+system CPU time in the window (getrusage RUSAGE_THREAD) */
+};
+
+struct perf_result {
+    uint64_t ios, reads, writes, bytes, errors;
+    double iops;          /* sum over threads of ios / window */
+    double bytes_per_s;
+    double window_s;      /* mean measured window */
+    double cpu_s;         /* sum of thread CPU time in the windows */
+    uint64_t dev_ios[PERF_MAX_DEVS];
+    uint32_t ndevs, nthreads;
+    struct perf_thread_result thr[PERF_MAX_THREADS];
+    struct stats_hist lat;
+    uint64_t verify_errors;
+    uint32_t first_bad_dev;
+    uint64_t first_bad_lba;
+    int first_err;        /* first command error: <0 errno, >0 NVMe status, 0 none */
+    int interrupted;      /* the stop flag ended the run */
+};
+
+const char *perf_pattern_name(enum perf_pattern p);
+int perf_pattern_parse(const char *name, enum perf_pattern *out);
+
+int perf_target_open(const char *uri, const struct perf_target_opts *opts,
+                     struct perf_target **out, char *err, size_t errlen);
+void perf_target_close(struct perf_target *t);
+
+/* Check a configuration against a target without doing I/O. */
+int perf_config_check(const struct perf_target *t, const struct perf_config *cfg, char *err, size_t errlen);
+
+/* One run; the result is written into *res (caller-allocated; large). Returns 0,
+ * -EINTR when the stop flag ended it (res->interrupted set, figures partial), or
+ * another negative errno with a message. */
+int perf_run(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res,
+             char *err, size_t errlen);
+
+/* Write the verify stamp over [lba_start, lba_start+lba_count) of the used devices
+ * once, with the threads/queues/qdepth of cfg (pattern and times are ignored). */
+int perf_fill(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res,
+              char *err, size_t errlen);
+
+/* The NVMe-driver target (emu://, pci://; perf_nvme.c), weak so that the engine
+ * builds before the driver; perf_target_open() dispatches on the URI scheme. */
+int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts,
+                          struct perf_target **out, char *err, size_t errlen) __attribute__((weak));
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVME_PERF_H */

@@ -1,0 +1,93 @@
+/*
+ * qpair.h — queue pair internals shared by qpair.c (I/O queues) and ctrl.c (the admin queue runs on the
+ * same code with qid 0). Public calls are in nvme.h.
+ *
+ * A qpair owns one DMA block holding the SQ ring, the CQ ring and one PRP-list page per CID tracker.
+ * Trackers (depth - 1 of them: the N-1 rule) sit on a free list; the CID of a command is its tracker's
+ * index, so a completion finds its tracker by CID with one bounds check.
+ *
+ * Key functions: nvme_qpair_setup (rings + trackers over a fresh DMA block), nvme_qpair_teardown,
+ * nvme_qpair_reset_rings (after a controller reset, for the admin queue), nvme_clock_ticks.
+ *
+ * Caveats: no locks; one thread per qpair. The clock is the TSC on x86-64 (cntvct on aarch64), read once
+ * per poll; submit never reads it. Timeouts are stamped lazily: a command's deadline is set by the first
+ * expiry scan that sees it, so a timeout fires between timeout and timeout + 2 scan intervals after
+ * submission, and submit costs no clock read.
+ */
+#ifndef NVME_QPAIR_H
+#define NVME_QPAIR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nvme/bar.h"
+#include "nvme/dma.h"
+#include "nvme/nvme.h"
+
+#define NVME_TRK_NONE       UINT16_MAX   /* end of the free list */
+#define NVME_SCAN_DIVISOR   4u           /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
+#define NVME_SCAN_MAX_MS    250u
+
+enum nvme_trk_state { NVME_TRK_FREE = 0, NVME_TRK_ACTIVE = 1, NVME_TRK_ZOMBIE = 2 /* timed out, CQE owed */ };
+
+struct nvme_tracker {
+    nvme_cb cb;
+    void *arg;
+    uint64_t deadline;     /* clock ticks; 0 = not yet stamped by an expiry scan */
+    uint64_t *prp_list;    /* this tracker's PRP-list page (vaddr) */
+    uint64_t prp_iova;     /* and its bus address */
+    uint16_t next_free;
+    uint8_t state;
+    uint8_t opc;
+};
+
+struct nvme_qpair {
+    /* hot fields first */
+    struct nvme_sqe *sq;
+    volatile struct nvme_cqe *cq;
+    struct nvme_tracker *trk;
+    const struct nvme_bar *bar;
+    struct nvme_dma *dma_cache;     /* last DMA object a buffer was found in */
+    uint32_t depth;                 /* entries in each ring */
+    uint32_t sq_tail;
+    uint32_t cq_head;
+    uint32_t pending;               /* SQEs written since the last SQ doorbell */
+    uint32_t batch;
+    uint32_t outstanding;
+    uint16_t free_head;
+    uint16_t qid;
+    uint8_t phase;
+    bool dead;                      /* controller reset under us */
+    uint32_t sq_db_off;
+    uint32_t cq_db_off;
+    uint32_t page_shift;            /* controller memory page */
+    uint32_t max_xfer;
+    uint32_t gen;                   /* controller generation at creation */
+    const uint32_t *ctrl_gen;       /* live generation of the controller */
+    uint64_t now;                   /* clock at the last poll */
+    uint64_t next_scan;
+    uint64_t scan_ticks;
+    uint64_t timeout_ticks;
+    /* cold */
+    uint32_t ntrk;
+    uint32_t nzombie;
+    uint16_t sq_head;               /* last SQHD the controller reported */
+    struct nvme_ctrl *ctrl;
+    struct nvme_dma *mem;           /* rings + PRP pages */
+    struct nvme_qpair *prev, *next; /* controller's list of live I/O qpairs */
+    uint64_t spurious;              /* completions with an unknown CID */
+};
+
+/* Build rings and trackers for qid over a new DMA block of the controller's target. */
+int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t timeout_ms,
+                     uint32_t batch);
+void nvme_qpair_teardown(struct nvme_qpair *q);
+/* Empty both rings (zero the CQ), reset indices and phase, free every tracker (callbacks NOT run). */
+void nvme_qpair_reset_rings(struct nvme_qpair *q);
+/* Complete every outstanding command with err (callbacks run); trackers become free. */
+void nvme_qpair_fail_all(struct nvme_qpair *q, int err);
+
+uint64_t nvme_clock_ticks(void);
+uint64_t nvme_clock_ticks_per_ms(void);
+
+#endif /* NVME_QPAIR_H */

@@ -1,0 +1,176 @@
+/* target.c — nvme_target_open: parse the URI (uri.c), dispatch on the scheme to its backend (emu:// ->
+ * src/nvme/emu, pci:// -> pci.c), bring each controller up (ctrl.c); close unwinds in reverse. */
+#include "nvme/target.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvme/ctrl.h"
+#include "nvme/pci.h"
+
+#if defined(__has_include)
+#if __has_include("nvme/emu/emu.h")
+#include "nvme/emu/emu.h"
+#define NVME_HAVE_EMU 1
+#endif
+#endif
+
+static int errf(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+#ifdef NVME_HAVE_EMU
+static void emu_close(void *b)
+{
+    nvme_emu_set_close(b);
+}
+#endif
+
+/* Ask the scheme's backend for the controllers' BARs and the DMA translation. */
+static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, unsigned *nbars, char *err,
+                        size_t errlen)
+{
+    const struct nvme_uri *u = t->parsed;
+    if (strcmp(u->scheme, "emu") == 0) {
+#ifdef NVME_HAVE_EMU
+        struct nvme_emu_set *set = NULL;
+        int rc = nvme_emu_target_open(u, &set, err, errlen);
+        if (rc)
+            return rc;
+        t->backend = set;
+        t->backend_close = emu_close;
+        unsigned n = nvme_emu_set_count(set);
+        if (n > NVME_URI_MAX_ITEMS * 4u)
+            n = NVME_URI_MAX_ITEMS * 4u;
+        for (unsigned i = 0; i < n; i++)
+            bars[i] = nvme_emu_set_bar(set, i);
+        *nbars = n;
+        return nvme_dma_domain_init(&t->dma, t, NVME_DMA_IDENTITY, -1);
+#else
+        return errf(err, errlen, -ENOSYS, "emu:// is not compiled into this build");
+#endif
+    }
+    if (strcmp(u->scheme, "pci") == 0) {
+        struct nvme_pci *p = NULL;
+        int rc = nvme_pci_open(u, &p, err, errlen);
+        if (rc)
+            return rc;
+        t->backend = p;
+        t->backend_close = nvme_pci_close;
+        unsigned n = nvme_pci_count(p);
+        for (unsigned i = 0; i < n; i++)
+            bars[i] = nvme_pci_bar(p, i);
+        *nbars = n;
+        return nvme_dma_domain_init(&t->dma, t, nvme_pci_dma_kind(p), nvme_pci_vfio_container(p));
+    }
+    if (strcmp(u->scheme, "file") == 0 || strcmp(u->scheme, "blk") == 0)
+        return errf(err, errlen, -EINVAL,
+                    "%s:// is a kernel I/O path (psync, io_uring): use it with the perf engine, not the NVMe driver",
+                    u->scheme);
+    return errf(err, errlen, -EINVAL, "unsupported scheme '%s://' (the driver takes emu:// or pci://)", u->scheme);
+}
+
+#define MAX_CTRLS (NVME_URI_MAX_ITEMS * 4u)
+
+int nvme_target_open(const char *uri, struct nvme_target **out, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out)
+        return errf(err, errlen, -EINVAL, "no output pointer");
+    *out = NULL;
+    struct nvme_target *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    int rc = nvme_uri_parse(uri, &t->parsed, err, errlen);
+    if (rc) {
+        free(t);
+        return rc;
+    }
+    t->uri = strdup(uri);
+    snprintf(t->scheme, sizeof(t->scheme), "%s", t->parsed->scheme);
+    const struct nvme_bar *bars[MAX_CTRLS];
+    unsigned nbars = 0;
+    if (!t->uri) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = backend_open(t, bars, &nbars, err, errlen);
+    if (rc)
+        goto fail;
+    t->dma_ready = true;
+    if (nbars == 0) {
+        rc = errf(err, errlen, -ENODEV, "%s: names no controller", uri);
+        goto fail;
+    }
+    t->ctrls = calloc(nbars, sizeof(*t->ctrls));
+    if (!t->ctrls) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (unsigned i = 0; i < nbars; i++) {
+        rc = nvme_ctrl_attach(t, i, bars[i], &t->ctrls[i], err, errlen);
+        if (rc)
+            goto fail;
+        t->nctrl++;
+    }
+    *out = t;
+    return 0;
+fail:
+    nvme_target_close(t);
+    if (err && errlen && !err[0])
+        snprintf(err, errlen, "%s: %s", uri, strerror(-rc));
+    return rc;
+}
+
+void nvme_target_close(struct nvme_target *t)
+{
+    if (!t)
+        return;
+    for (unsigned i = t->nctrl; i-- > 0;)
+        nvme_ctrl_detach(t->ctrls[i]);
+    free(t->ctrls);
+    if (t->dma_ready)
+        nvme_dma_domain_fini(&t->dma);
+    if (t->backend_close)
+        t->backend_close(t->backend);
+    nvme_uri_free(t->parsed);
+    free(t->uri);
+    free(t);
+}
+
+unsigned nvme_target_nctrl(const struct nvme_target *t)
+{
+    return t->nctrl;
+}
+
+struct nvme_ctrl *nvme_target_ctrl(struct nvme_target *t, unsigned i)
+{
+    return i < t->nctrl ? t->ctrls[i] : NULL;
+}
+
+const char *nvme_target_uri(const struct nvme_target *t)
+{
+    return t->uri;
+}
+
+const char *nvme_target_scheme(const struct nvme_target *t)
+{
+    return t->scheme;
+}
+
+void *nvme_target_backend(const struct nvme_target *t)
+{
+    return t->backend;
+}

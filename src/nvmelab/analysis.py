@@ -1,0 +1,219 @@
+"""Analysis of run records: aggregation, rooflines, saturation points, comparisons.
+
+Every number a notebook shows is computed here from records (ours under
+``data/results/`` or the published ones under ``data/reference/``):
+
+* :func:`to_frame` flattens records (dicts) into a pandas DataFrame.
+* :func:`aggregate` reduces repetitions to the arithmetic mean and the
+  **population** standard deviation (ddof=0), as the published pipeline does.
+* :func:`roofline` is the maximum single-device result times the number of
+  devices (the published method), or a given constant.
+* :func:`saturation` is the smallest x whose mean reaches
+  :data:`SATURATION_FRACTION` of the roofline.
+* :func:`compare` sets published and reproduced means side by side.
+
+Caveat: the functions never drop or invent rows; a configuration without records
+simply has no row, and a saturation that is not reached is reported as ``None``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+#: A configuration "saturates" when its mean reaches this fraction of the roofline.
+SATURATION_FRACTION = 0.95
+#: Bytes in a MiB (records carry bandwidth as MiB/s).
+MIB = 1024 * 1024
+#: Bytes in a GB (bandwidth in the published text is in decimal GB/s).
+GB = 1_000_000_000
+
+#: Columns that identify a configuration in records (the independent variables).
+CONFIG_COLUMNS = (
+    "source", "study", "tool", "backend", "target", "profile", "scale", "host", "rw", "iosize",
+    "qdepth", "nqueues", "ndevs", "ncpus", "governor", "turbo", "smt", "thr_sib", "stress",
+)
+
+
+def to_frame(records: Iterable[dict[str, Any]], source: str = "nvmelab") -> pd.DataFrame:
+    """Flatten run records into a DataFrame, one row per record.
+
+    Scalar fields are kept as columns; ``lat_ns`` becomes ``lat_p50_ns`` ...;
+    provenance ``host``, ``profile`` and ``scale`` become columns; ``source``
+    says where the rows came from (ours or published). Derived columns:
+    ``gbps`` (payload bandwidth in GB/s, decimal) and, where the record has a
+    ``dcgm`` byte rate, ``dcgm_gbps``.
+    """
+    rows = []
+    for rec in records:
+        row = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
+        lat = rec.get("lat_ns") or {}
+        for k in ("p50", "p99", "p999", "max"):
+            row[f"lat_{k}_ns"] = lat.get(k)
+        prov = rec.get("provenance") or {}
+        for k in ("host", "profile", "scale", "cpu_model"):
+            if k not in row:
+                row[k] = prov.get(k)
+        row.setdefault("source", source)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    if "mibs" in df:
+        df["gbps"] = df["mibs"].astype(float) * MIB / GB
+    if "dcgm" in df:
+        df["dcgm_gbps"] = pd.to_numeric(df["dcgm"], errors="coerce") / GB
+    return df
+
+
+def aggregate(df: pd.DataFrame, by: Sequence[str] | None = None,
+              metrics: Sequence[str] = ("iops", "mibs")) -> pd.DataFrame:
+    """Mean and population std (ddof=0) of `metrics` over repetitions.
+
+    `by` defaults to the configuration columns present in `df`. The result has
+    one row per configuration with ``<metric>_mean``, ``<metric>_std`` and ``n``
+    (number of repetitions), sorted by `by`.
+    """
+    if by is None:
+        by = [c for c in CONFIG_COLUMNS if c in df.columns]
+    by = list(by)
+    missing = [c for c in list(by) + list(metrics) if c not in df.columns]
+    if missing:
+        raise ValueError(f"aggregate: columns not in the data: {', '.join(missing)}")
+    if df.empty:
+        cols = by + [f"{m}_{s}" for m in metrics for s in ("mean", "std")] + ["n"]
+        return pd.DataFrame(columns=cols)
+    g = df.groupby(by, dropna=False, sort=True)
+    out = pd.DataFrame({"n": g.size()})
+    for m in metrics:
+        vals = pd.to_numeric(df[m], errors="coerce")
+        gm = vals.groupby([df[c] for c in by], dropna=False, sort=True)
+        out[f"{m}_mean"] = gm.mean()
+        out[f"{m}_std"] = gm.std(ddof=0)
+    return out.reset_index()
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """A ceiling for a metric, and how it was obtained (stated in notebooks)."""
+
+    value: float
+    method: str
+    per_device: float | None = None
+    ndevs: int | None = None
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+def roofline(df: pd.DataFrame | None = None, *, ndevs: int | None = None, metric: str = "iops",
+             constant: float | None = None) -> Roofline:
+    """The roofline for `ndevs` devices.
+
+    Published method (default): the maximum `metric` of any single run with one
+    device (``ndevs == 1``) times `ndevs`. With `constant`, that value is used
+    as is (e.g. a link rate). Raises ValueError when there is no single-device
+    run to derive it from.
+    """
+    if constant is not None:
+        return Roofline(float(constant), "given constant")
+    if df is None or ndevs is None:
+        raise ValueError("roofline: give records (df) and ndevs, or a constant")
+    if ndevs < 1:
+        raise ValueError(f"roofline: ndevs must be >= 1, got {ndevs}")
+    single = df[df["ndevs"] == 1]
+    if single.empty:
+        raise ValueError("roofline: no single-device run (ndevs == 1) to derive the device capacity from")
+    per_dev = float(pd.to_numeric(single[metric]).max())
+    return Roofline(per_dev * ndevs, f"max single-device {metric} x {ndevs} devices", per_dev, int(ndevs))
+
+
+def saturation(agg: pd.DataFrame, x: str, roof: float | Roofline, *, mean: str = "iops_mean",
+               by: Sequence[str] = (), fraction: float = SATURATION_FRACTION) -> pd.DataFrame:
+    """Smallest `x` whose mean reaches ``fraction * roof``, per group of `by`.
+
+    Returns one row per group with ``saturating_x`` (None when never reached),
+    ``best_x``, ``best_mean`` and ``best_fraction`` (best mean over the roofline).
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"saturation: fraction must be in (0, 1], got {fraction}")
+    ceiling = float(roof)
+    if ceiling <= 0:
+        raise ValueError(f"saturation: roofline must be > 0, got {ceiling}")
+    groups = agg.groupby(list(by), sort=True, dropna=False) if by else [((), agg)]
+    rows = []
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        g = g.sort_values(x)
+        reached = g[g[mean] >= fraction * ceiling]
+        best = g.loc[g[mean].idxmax()] if not g.empty else None
+        row = dict(zip(by, key))
+        row.update(
+            saturating_x=None if reached.empty else _py(reached[x].iloc[0]),
+            best_x=None if best is None else _py(best[x]),
+            best_mean=None if best is None else float(best[mean]),
+            best_fraction=None if best is None else float(best[mean]) / ceiling,
+        )
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if not out.empty:  # keep None (not reached) as None, not NaN
+        out["saturating_x"] = pd.Series([r["saturating_x"] for r in rows], dtype=object)
+    return out
+
+
+def _py(v: Any) -> Any:
+    """A numpy scalar as the plain Python value (for tables and glue)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def compare(published: pd.DataFrame, ours: pd.DataFrame, on: Sequence[str],
+            metric: str = "iops_mean") -> pd.DataFrame:
+    """Published vs reproduced means for the configurations in `on`.
+
+    Outer join on `on`: a configuration present on one side only keeps its row
+    with the other side empty. ``ratio`` is ours / published.
+    """
+    on = list(on)
+    a = published[on + [metric]].rename(columns={metric: "published"})
+    b = ours[on + [metric]].rename(columns={metric: "nvmelab"})
+    out = a.merge(b, on=on, how="outer").sort_values(on).reset_index(drop=True)
+    out["ratio"] = out["nvmelab"] / out["published"]
+    return out
+
+
+def best_configuration(agg: pd.DataFrame, mean: str = "iops_mean") -> pd.Series:
+    """The configuration row with the highest mean."""
+    if agg.empty:
+        raise ValueError("best_configuration: no data")
+    return agg.loc[agg[mean].idxmax()]
+
+
+def protocol_overhead(agg: pd.DataFrame) -> pd.DataFrame:
+    """PCIe link bytes over payload bytes per configuration (needs dcgm_gbps and gbps means)."""
+    out = agg.copy()
+    out["overhead_ratio"] = out["dcgm_gbps_mean"] / out["gbps_mean"]
+    return out
+
+
+def per_io_cost_ns(agg: pd.DataFrame, mean: str = "iops_mean", ncpus: str = "ncpus") -> pd.Series:
+    """CPU time per I/O in ns for busy-polling engines: ncpus / IOPS (one core busy per thread)."""
+    return agg[ncpus].astype(float) * 1e9 / agg[mean].astype(float)
+
+
+def relative_change(new: float, old: float) -> float:
+    """(new - old) / old; the published text quotes these as percent changes."""
+    if old == 0:
+        return float("nan")
+    return (new - old) / old
+
+
+def round_sig(x: float, digits: int = 3) -> float:
+    """Round to `digits` significant figures (for stable text in notebooks)."""
+    if x == 0 or not np.isfinite(x):
+        return x
+    return float(f"{x:.{digits}g}")

@@ -1,0 +1,124 @@
+"""`nvmelab blksum [IMAGE]`: blkhash-compatible checksum of an image (file, block device, pipe)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+from . import UsageError
+
+COMMAND = "blksum"
+HELP = "blkhash-compatible parallel checksum of a disk image, block device or pipe"
+DESCRIPTION = (
+    "Compute the blkhash digest of IMAGE (a file, a block device, '-' for stdin, or nothing when "
+    "stdin is a pipe) with hash threads in C and up to QUEUE_DEPTH reads in flight. Holes are "
+    "skipped, zero blocks use a precomputed hash; the digest does not depend on threads, queue "
+    "depth, read size or I/O mode. Prints '<hexdigest>  <image>' like the original tool. "
+    "Example: nvmelab blksum -d sha256 -t 4 -q 16 --io io_uring disk.raw"
+)
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)(i?[bB])?\s*$")
+_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30}
+
+
+def parse_size(text: str) -> int:
+    """'262144', '256k', '256KiB', '1m', '1MiB' -> bytes (binary units)."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 262144, 256k, 1MiB)")
+    return int(m.group(1)) << _SHIFT[m.group(2).lower()]
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .. import blksum
+
+    p.add_argument("image", nargs="?", help="image path, block device, or '-' for stdin (default: stdin if a pipe)")
+    p.add_argument("-d", "--digest", default=blksum.DEFAULT_DIGEST,
+                   help=f"digest name (default {blksum.DEFAULT_DIGEST}; 'null' times the I/O only)")
+    p.add_argument("-t", "--threads", type=_positive, default=None,
+                   help="hash threads (default: the CPUs this process may use)")
+    p.add_argument("-q", "--queue-depth", type=_positive, default=blksum.DEFAULT_QUEUE_DEPTH,
+                   help=f"chunks in flight (default {blksum.DEFAULT_QUEUE_DEPTH})")
+    p.add_argument("--read-size", type=parse_size, default=blksum.DEFAULT_READ_SIZE,
+                   help=f"bytes per read, a multiple of 64 KiB (default {blksum.DEFAULT_READ_SIZE // 1024}k)")
+    p.add_argument("--io", choices=blksum.IO_MODES, default="psync",
+                   help="kernel I/O path: psync (pread) or io_uring (default psync)")
+    p.add_argument("-p", "--progress", action="store_true", help="show progress on stderr")
+    p.add_argument("-l", "--list-digests", action="store_true", help="list the digest names and exit")
+    p.add_argument("--json", action="store_true", help="print one JSON object with the digest and timing")
+
+
+def _human(n: float) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{int(n)} B"
+
+
+class _Progress:
+    """A one-line progress display on stderr (the CLI's own output, not library logging)."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if total:
+            text = f"\r{100.0 * done / total:5.1f}%  {_human(done)} / {_human(total)}"
+        else:
+            text = f"\r{_human(done)}"
+        sys.stderr.write(text + "   ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def end(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import blksum
+
+    if args.list_digests:
+        try:
+            for name in blksum.digests():
+                print(name)
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. piped into head
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    image = args.image
+    if image is None:
+        if sys.stdin.isatty():
+            raise UsageError("no image given and stdin is a terminal (give a path, or pipe data in)")
+        image = "-"
+    if args.read_size < blksum.BLOCK_SIZE or args.read_size % blksum.BLOCK_SIZE:
+        raise UsageError(f"--read-size must be a positive multiple of 64 KiB, got {args.read_size}")
+    progress = _Progress() if args.progress else None
+    try:
+        res = blksum.run(image, args.digest, threads=args.threads, queue_depth=args.queue_depth, io=args.io,
+                         read_size=args.read_size, progress=progress)
+    except OSError as exc:
+        raise UsageError(f"{image}: {exc.strerror or exc}") from None
+    finally:
+        if progress:
+            progress.end()
+    if args.json:
+        d = res.as_dict()
+        d.pop("extra", None)
+        print(json.dumps(d, sort_keys=True))
+    else:
+        print(res.line())
+    return 0

@@ -1,0 +1,91 @@
+"""`nvmelab study`: list the studies, show a plan, run (or resume) a sweep."""
+from __future__ import annotations
+
+import argparse
+import logging
+
+from . import UsageError
+
+COMMAND = "study"
+HELP = "run a study's sweep (records under data/results/<study>/<host>/)"
+DESCRIPTION = """\
+Run the sweep of a study (src/nvmelab/experiments/specs/<study>.toml) on a target.
+
+  nvmelab study list
+  nvmelab study plan cpu_initiated --preset standard
+  nvmelab study run cpu_initiated --preset standard [--target URI]
+
+Presets: quick (CI, seconds), standard (a small host, minutes), paper (the full
+published grid, for real hardware: pass --target pci://... naming the allow-listed
+controllers). Records are appended after every run, so an interrupted sweep
+resumes where it stopped. Host variables (governor, turbo, SMT, stress) are
+applied when the host allows it and restored afterwards; runs asking for a value
+the host cannot be set to are skipped and listed.
+"""
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    sub.add_parser("list", help="the studies and their presets")
+    for name, help_ in (("plan", "print the runs a preset would do"), ("run", "run or resume a sweep")):
+        q = sub.add_parser(name, help=help_)
+        q.add_argument("study", help="study name (see `nvmelab study list`) or path to a spec .toml")
+        q.add_argument("--preset", default="quick", help="quick | standard | paper (default: quick)")
+        q.add_argument("--target", default=None, help="target URI replacing the spec's default (emu://, pci://, file://)")
+        if name == "run":
+            q.add_argument("--results", default=None, help="results root (default: data/results; quick: build/results)")
+            q.add_argument("--no-host-changes", action="store_true",
+                           help="never write sysfs; runs needing another governor/turbo/SMT are skipped")
+            q.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs")
+            q.add_argument("--no-progress", action="store_true", help="no progress bar")
+            q.add_argument("--scheduler", default=None,
+                           help="Dask scheduler address: spread runs over its workers (one per host)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..experiments import PRESETS, list_specs, load_spec, run_study
+
+    if args.action == "list":
+        for name in list_specs():
+            spec = load_spec(name)
+            counts = ", ".join(f"{p}: {len(spec.plan(p).runs)} runs" for p in spec.preset_names())
+            print(f"{name:18s} {spec.title}  [{spec.engine}; {counts}]")
+        return 0
+    spec = load_spec(args.study)
+    if args.preset not in spec.presets:
+        raise UsageError(f"study {spec.study!r} has no preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
+    if args.action == "plan":
+        plan = spec.plan(args.preset, target=args.target)
+        for r in plan.runs:
+            print(f"{r.params.get('target')}  {r.label()}")
+        print(f"{len(plan.runs)} runs; sweeps: {', '.join(f'{k} ({len(v)})' for k, v in plan.sweeps.items())}")
+        return 0
+    if args.max_runs is not None and args.max_runs < 1:
+        raise UsageError(f"--max-runs must be >= 1, got {args.max_runs}")
+    executor = None
+    client = None
+    if args.scheduler:
+        from distributed import Client
+
+        from ..experiments.distributed import DaskExecutor
+
+        client = Client(args.scheduler)
+        executor = DaskExecutor(client, allow_host_changes=not args.no_host_changes)
+    try:
+        rep = run_study(spec, args.preset, target=args.target, results_root=args.results, executor=executor,
+                        progress=not args.no_progress, allow_host_changes=not args.no_host_changes,
+                        max_runs=args.max_runs)
+    except RuntimeError as exc:  # engine missing (e.g. no CUDA build)
+        raise UsageError(str(exc)) from None
+    finally:
+        if client is not None:
+            client.close()
+    print(rep.summary())
+    for path in sorted(rep.paths):
+        print(f"records: {path}")
+    for label, why in rep.skipped:
+        print(f"skipped: {label}: {why}")
+    return 0

@@ -1,0 +1,261 @@
+"""CPU topology and host CPU state: which logical CPUs to pin to, and how the CPUs are set.
+
+The CPU-initiated study varies host variables (governor, turbo, SMT, thread
+siblings, stress). This module reads them; it never changes them.
+
+    topology()                 logical CPUs grouped by physical core and socket
+    cpumask(n, thr_sib)        n logical CPUs: one per physical core first, or both
+                               siblings of each core when thr_sib is True
+    governor() turbo() smt()   the host state as found (None where unreadable)
+    FreqSampler(cpus)          samples scaling_cur_freq every 0.5 s during a run and
+                               summarises it as the published method did (first and
+                               last 10 % of the samples dropped)
+
+Sources: /sys/devices/system/cpu/cpuN/topology/*, .../cpufreq/*, .../smt/*,
+/sys/devices/system/cpu/intel_pstate/no_turbo, /sys/devices/system/cpu/cpufreq/boost.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+#: Interval between frequency samples (seconds), as in the published method.
+FREQ_INTERVAL_S = 0.5
+#: Fraction of the samples dropped at the start and at the end of a run.
+FREQ_TRIM_FRACTION = 0.10
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """Parse a kernel CPU list ("0-3,8,10-11") into sorted ids; ValueError on bad input."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            a, b = int(lo), int(hi)
+            if b < a:
+                raise ValueError(f"bad CPU range {part!r}")
+            out.update(range(a, b + 1))
+        else:
+            out.add(int(part))
+    return sorted(out)
+
+
+def format_cpu_list(cpus: list[int]) -> str:
+    """Inverse of parse_cpu_list: [0,1,2,5] -> "0-2,5"."""
+    s = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        parts.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+@dataclass
+class Topology:
+    """Logical CPUs this process may use, grouped by physical core (siblings together)."""
+
+    cores: list[tuple[int, ...]]          # each physical core: its usable logical CPUs, ascending
+    socket_of: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def logical(self) -> list[int]:
+        return sorted(c for core in self.cores for c in core)
+
+    @property
+    def nlogical(self) -> int:
+        return sum(len(c) for c in self.cores)
+
+    @property
+    def nphysical(self) -> int:
+        return len(self.cores)
+
+    @property
+    def nsockets(self) -> int:
+        return len(set(self.socket_of.values())) or 1
+
+    @property
+    def threads_per_core(self) -> int:
+        return max((len(c) for c in self.cores), default=1)
+
+    def describe(self) -> dict:
+        """A JSON-able summary for provenance."""
+        return {
+            "logical": self.nlogical,
+            "physical": self.nphysical,
+            "sockets": self.nsockets,
+            "threads_per_core": self.threads_per_core,
+            "cores": [list(c) for c in self.cores],
+        }
+
+
+def topology(allowed: set[int] | None = None) -> Topology:
+    """Read the topology of the CPUs in `allowed` (default: this process's affinity)."""
+    if allowed is None:
+        allowed = set(os.sched_getaffinity(0))
+    groups: dict[tuple[int, int], list[int]] = {}
+    socket_of: dict[int, int] = {}
+    for cpu in sorted(allowed):
+        topo = SYS_CPU / f"cpu{cpu}" / "topology"
+        core = _read(topo / "core_id")
+        pkg = _read(topo / "physical_package_id")
+        sib = _read(topo / "thread_siblings_list")
+        if core is None or pkg is None:
+            key = (0, cpu) if sib is None else (0, min(parse_cpu_list(sib)))
+            socket_of[cpu] = 0
+        else:
+            key = (int(pkg), int(core))
+            socket_of[cpu] = int(pkg)
+        groups.setdefault(key, []).append(cpu)
+    cores = [tuple(sorted(v)) for _, v in sorted(groups.items(), key=lambda kv: min(kv[1]))]
+    return Topology(cores=cores, socket_of=socket_of)
+
+
+def cpumask(ncpus: int, thr_sib: bool = False, topo: Topology | None = None) -> list[int]:
+    """Choose `ncpus` logical CPUs to pin worker threads to.
+
+    thr_sib=False: one logical CPU per physical core (cores in order), never two
+    siblings; more CPUs than physical cores is an error.
+    thr_sib=True: fill each core with all its siblings before the next core, so
+    worker threads share physical cores (on a host without SMT this is the same
+    as thr_sib=False).
+    """
+    if isinstance(ncpus, bool) or not isinstance(ncpus, int) or ncpus < 1:
+        raise ValueError(f"ncpus={ncpus!r}: must be an integer >= 1")
+    topo = topo or topology()
+    if thr_sib:
+        order = [c for core in topo.cores for c in core]
+        if ncpus > len(order):
+            raise ValueError(f"ncpus={ncpus}: this process may use {len(order)} logical CPUs ({format_cpu_list(order)})")
+        return order[:ncpus]
+    order = [core[0] for core in topo.cores]
+    if ncpus > len(order):
+        raise ValueError(
+            f"ncpus={ncpus}: only {len(order)} physical cores are usable without thread siblings; "
+            f"pass thr_sib=True to use siblings ({topo.nlogical} logical CPUs)"
+        )
+    return order[:ncpus]
+
+
+def check_cpus(cpus: list[int]) -> list[int]:
+    """Validate an explicit CPU list against this process's affinity; ValueError names the bad id."""
+    allowed = os.sched_getaffinity(0)
+    out: list[int] = []
+    for c in cpus:
+        if isinstance(c, bool) or not isinstance(c, int):
+            raise ValueError(f"cpus: {c!r} is not a CPU id")
+        if c not in allowed:
+            raise ValueError(f"cpus: CPU {c} is not available to this process (allowed: {format_cpu_list(sorted(allowed))})")
+        if c in out:
+            raise ValueError(f"cpus: CPU {c} is listed twice")
+        out.append(c)
+    return out
+
+
+def governor(cpu: int = 0) -> str | None:
+    """cpufreq scaling governor of `cpu`, None where cpufreq is absent (VMs, containers)."""
+    return _read(SYS_CPU / f"cpu{cpu}" / "cpufreq" / "scaling_governor")
+
+
+def turbo() -> int | None:
+    """1 when turbo/boost is enabled, 0 when disabled, None when the host does not say."""
+    v = _read(SYS_CPU / "intel_pstate" / "no_turbo")
+    if v is not None and v.isdigit():
+        return 0 if int(v) else 1
+    v = _read(SYS_CPU / "cpufreq" / "boost")
+    if v is not None and v.isdigit():
+        return 1 if int(v) else 0
+    return None
+
+
+def smt() -> int | None:
+    """1 when SMT is active, 0 when not; from /sys/.../smt/active, else from the topology."""
+    v = _read(SYS_CPU / "smt" / "active")
+    if v is not None and v.isdigit():
+        return int(v)
+    try:
+        return 1 if topology(set(range(os.cpu_count() or 1))).threads_per_core > 1 else 0
+    except OSError:
+        return None
+
+
+def host_state() -> dict:
+    """governor, turbo and smt as found on the host (None where unreadable)."""
+    return {"governor": governor(), "turbo": turbo(), "smt": smt()}
+
+
+def read_freq_khz(cpu: int) -> int | None:
+    v = _read(SYS_CPU / f"cpu{cpu}" / "cpufreq" / "scaling_cur_freq")
+    return int(v) if v is not None and v.isdigit() else None
+
+
+def summarise_freqs(samples: list[int], trim: float = FREQ_TRIM_FRACTION) -> list[float] | None:
+    """[mean, population variance] in kHz after dropping `trim` of the samples at each end."""
+    if not samples:
+        return None
+    k = int(len(samples) * trim)
+    kept = samples[k: len(samples) - k] if len(samples) - 2 * k > 0 else samples
+    mean = sum(kept) / len(kept)
+    var = sum((x - mean) ** 2 for x in kept) / len(kept)
+    return [mean, var]
+
+
+class FreqSampler:
+    """Sample scaling_cur_freq of `cpus` every FREQ_INTERVAL_S on a background thread.
+
+    Use as a context manager around a run; `result()` gives, per CPU in order,
+    [mean_khz, variance_khz2] (first and last 10 % dropped), or None when no CPU
+    frequency can be read on this host.
+    """
+
+    def __init__(self, cpus: list[int], interval: float = FREQ_INTERVAL_S):
+        self.cpus = list(cpus)
+        self.interval = interval
+        self.samples: dict[int, list[int]] = {c: [] for c in self.cpus}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.readable = any(read_freq_khz(c) is not None for c in self.cpus)
+
+    def _loop(self) -> None:
+        while True:
+            for c in self.cpus:
+                f = read_freq_khz(c)
+                if f is not None:
+                    self.samples[c].append(f)
+            if self._stop.wait(self.interval):
+                break
+
+    def __enter__(self) -> "FreqSampler":
+        if self.readable:
+            self._thread = threading.Thread(target=self._loop, name="nvmelab-freq", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> list[list[float] | None] | None:
+        if not self.readable:
+            return None
+        return [summarise_freqs(self.samples[c]) for c in self.cpus]

@@ -1,0 +1,214 @@
+"""Checks of the built book (run by `make test-book`, after `make book`).
+
+* the build is clean: Sphinx re-run with -W -n into a temporary folder (notebooks come
+  from the execution cache) reports no warning, and no page holds an unresolved reference;
+* every label the book promises exists and points at a built page;
+* no page loads a script, stylesheet or font from the network;
+* in headless Chromium, the device-initiated queue-depth and CPU-initiated pages render
+  their Vega charts from file:// with no console error.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BOOK = ROOT / "book"
+HTML = Path(os.environ.get("NVMELAB_BOOK_HTML", BOOK / "_build" / "html"))  # override: check another build
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+REQUIRED_LABELS = (
+    "sec-introduction",
+    "sec-background",
+    "sec-architecture",
+    "sec-driver",
+    "sec-environments",
+    "sec-experimental-framework",
+    "sec-experiments-cpu-initiated",
+    "sec-experiments-tool-comparison",
+    "sec-experiments-pcie-bandwidth",
+    "sec-experiments-cuda-iosize",
+    "sec-experiments-cuda-qdepth",
+    "sec-experiments-blksum-qdepth",
+    "sec-experiments-vram-cache",
+)
+#: Study pages the browser check opens (label -> notebook stem).
+BROWSER_PAGES = {"sec-experiments-cuda-qdepth": "cuda_qdepth", "sec-experiments-cpu-initiated": "cpu_initiated"}
+#: How long the clean re-build may take (notebooks come from the cache).
+REBUILD_TIMEOUT_S = 1200
+
+
+def built_pages() -> list[Path]:
+    if not (HTML / "index.html").is_file():
+        pytest.fail(f"{HTML}/index.html is missing: run `make book` first")
+    return sorted(p for p in HTML.rglob("*.html") if "_static" not in p.parts)
+
+
+def std_labels() -> dict[str, str]:
+    """label -> built page URI, from the object inventory Sphinx wrote."""
+    from sphinx.util.inventory import InventoryFile
+
+    inv_path = HTML / "objects.inv"
+    if not inv_path.is_file():
+        pytest.fail(f"{inv_path} is missing: run `make book` first")
+    with open(inv_path, "rb") as f:
+        inv = InventoryFile.load(f, "", lambda base, uri: uri)
+    data = inv.data if hasattr(inv, "data") else inv
+    labels = data.get("std:label", {})
+    out = {}
+    for name, item in labels.items():
+        uri = item.uri if hasattr(item, "uri") else item[2]
+        out[name] = uri.split("#", 1)[0]
+    return out
+
+
+# ------------------------------------------------------------ clean build ---
+def test_rebuild_has_no_warnings(tmp_path: Path) -> None:
+    """Re-run the book build with -W -n; any warning (or unresolved reference) fails."""
+    warnings = tmp_path / "warnings.txt"
+    env = dict(os.environ)
+    env.setdefault("NVMELAB_PRESET", "quick")
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
+           "-d", str(tmp_path / "doctrees"), "-w", str(warnings), str(BOOK), str(tmp_path / "html")]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=REBUILD_TIMEOUT_S)
+    text = warnings.read_text() if warnings.exists() else ""
+    assert proc.returncode == 0 and not text.strip(), (
+        f"book build is not clean (exit {proc.returncode}):\n{text}\n{proc.stderr[-4000:]}"
+    )
+
+
+class _XrefFinder(HTMLParser):
+    """Collects cross-reference spans that are not inside a link (= unresolved)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.unresolved: list[str] = []
+        self._grab: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        cls = dict(attrs).get("class") or ""
+        if tag == "span" and "xref" in cls.split() and "a" not in self.stack:
+            self._grab = []
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            if self.stack.pop() == tag:
+                break
+        if tag == "span" and self._grab is not None:
+            self.unresolved.append("".join(self._grab).strip())
+            self._grab = None
+
+    def handle_data(self, data):
+        if self._grab is not None:
+            self._grab.append(data)
+
+
+def test_no_unresolved_references_in_html() -> None:
+    bad = {}
+    for page in built_pages():
+        finder = _XrefFinder()
+        finder.feed(page.read_text(encoding="utf-8"))
+        if finder.unresolved:
+            bad[str(page.relative_to(HTML))] = finder.unresolved
+    assert not bad, f"unresolved cross-references: {bad}"
+
+
+# ----------------------------------------------------------------- labels ---
+def test_required_labels_exist() -> None:
+    labels = std_labels()
+    missing = [lb for lb in REQUIRED_LABELS if lb not in labels]
+    assert not missing, f"labels missing from the book: {', '.join(missing)}"
+    for lb in REQUIRED_LABELS:
+        target = HTML / labels[lb]
+        assert target.is_file(), f"label {lb} points at {labels[lb]}, which was not built"
+
+
+def test_studies_with_notebooks_are_not_placeholders() -> None:
+    """A study whose notebook exists must be shown by the notebook, not by its placeholder."""
+    sys.path.insert(0, str(BOOK))
+    labels = std_labels()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        placeholder = f"placeholders/{nb.stem}.html"
+        owners = [lb for lb, uri in labels.items() if uri == placeholder]
+        assert not owners, f"{nb.name} exists but {owners} still point at {placeholder}"
+        assert (HTML / "notebooks" / f"{nb.stem}.html").is_file(), f"{nb.name} was not built into the book"
+
+
+# ---------------------------------------------------------------- offline ---
+_REMOTE = re.compile(r"""^(https?:)?//""", re.I)
+
+
+class _AssetFinder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.remote: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "script" and a.get("src") and _REMOTE.match(a["src"]):
+            self.remote.append(f"<script src={a['src']}>")
+        rel = (a.get("rel") or "").lower()
+        if tag == "link" and a.get("href") and _REMOTE.match(a["href"]) and (
+            "stylesheet" in rel or "preload" in rel or "modulepreload" in rel or "icon" in rel
+        ):
+            self.remote.append(f"<link rel={rel} href={a['href']}>")
+
+
+def test_no_page_loads_from_the_network() -> None:
+    bad = {}
+    for page in built_pages():
+        text = page.read_text(encoding="utf-8")
+        finder = _AssetFinder()
+        finder.feed(text)
+        # script loaders that fetch by URL at run time (Altair's vega loader, requirejs paths)
+        finder.remote += re.findall(r"https?://cdn\.[^\s\"'<>]+", text)
+        finder.remote += re.findall(r"https?://[^\s\"'<>]+\.js\b", text)
+        if "mathjax" in text.lower():
+            finder.remote.append("MathJax (the book has no local MathJax)")
+        if finder.remote:
+            bad[str(page.relative_to(HTML))] = sorted(set(finder.remote))
+    for css in (HTML / "_static").rglob("*.css"):
+        found = re.findall(r"(?:@import|url\()\s*['\"]?(https?:)?//[^)'\"\s]+", css.read_text(encoding="utf-8", errors="replace"))
+        if found:
+            bad[str(css.relative_to(HTML))] = found
+    assert not bad, f"pages load assets from the network: {bad}"
+
+
+def test_vega_bundle_is_vendored() -> None:
+    bundle = HTML / "_static" / "vega" / "vega-bundle.js"
+    assert bundle.is_file(), "the vendored Vega bundle was not copied into the build"
+    head = bundle.read_text(encoding="utf-8")[:2000]
+    assert "window.vegaEmbed" in bundle.read_text(encoding="utf-8")[-400:], "bundle does not define vegaEmbed"
+    assert "Vega-Lite" in head
+
+
+# ---------------------------------------------------------------- browser ---
+@pytest.mark.parametrize("label", sorted(BROWSER_PAGES))
+def test_study_page_renders_charts_offline(label: str) -> None:
+    import browser
+
+    if browser.chromium_binary() is None:
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+    uri = std_labels().get(label)
+    assert uri, f"label {label} is missing"
+    stem = BROWSER_PAGES[label]
+    assert uri == f"notebooks/{stem}.html", (
+        f"{label} is the placeholder page {uri}: notebooks/{stem}.ipynb is not in the book yet"
+    )
+    page = HTML / uri
+    report = browser.open_page(page.as_uri())
+    remote = [u for u in report.requests if not u.startswith(("file:", "data:", "blob:", "about:"))]
+    assert not remote, f"{uri} requested from the network: {remote}"
+    assert not report.problems(), f"{uri}: browser reported {report.problems()}"
+    assert report.containers > 0, f"{uri}: no Vega chart container in the page"
+    assert report.rendered == report.containers, (
+        f"{uri}: {report.rendered} of {report.containers} charts rendered (no <svg>/<canvas> in the rest)"
+    )

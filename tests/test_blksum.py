@@ -1,0 +1,232 @@
+"""nvmelab.blksum: conformance vectors, independence of the configuration, inputs, errors, Ctrl-C."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nvmelab import blksum, records
+
+VECTORS = Path(os.environ.get("NVMELAB_VECTORS", Path(__file__).resolve().parents[2] / "shared" / "vectors"))
+if not (VECTORS / "blkhash.csv").exists():  # a checkout beside shared/ or one level deeper
+    VECTORS = Path("/work/shared/vectors")
+NVMELAB = [sys.executable, "-m", "nvmelab"]
+
+
+
+def _have_core() -> bool:
+    try:
+        from nvmelab import _native
+    except ImportError:
+        return False
+    return hasattr(_native, "blksum_file")
+
+
+pytestmark = pytest.mark.skipif(not _have_core(), reason="nvmelab native extension without the blksum core")
+
+
+def _rows():
+    path = VECTORS / "blkhash.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+ROWS = _rows()
+
+
+@pytest.fixture(scope="session")
+def vector_images(tmp_path_factory):
+    """Each vector's image, built by the vectors' own make_image.py."""
+    if not ROWS:
+        pytest.skip(f"conformance vectors not found under {VECTORS}")
+    out = tmp_path_factory.mktemp("vectors")
+    images = {}
+    for spec in dict.fromkeys(r["spec"] for r in ROWS):
+        p = out / f"img{len(images)}.raw"
+        subprocess.run([sys.executable, str(VECTORS / "make_image.py"), spec, str(p)], check=True)
+        images[spec] = p
+    return images
+
+
+@pytest.fixture(scope="session")
+def mixed_image(tmp_path_factory):
+    """A 40 MiB image with data, written zeros and holes, plus a short tail."""
+    p = tmp_path_factory.mktemp("mixed") / "mixed.raw"
+    desc = blksum.make_image(p, 40 * blksum.MIB + 12345, seed=3)
+    return p, desc
+
+
+def test_every_vector_row(vector_images):
+    assert len(ROWS) >= 40
+    for row in ROWS:
+        got = blksum.checksum(vector_images[row["spec"]], row["digest"], threads=2, queue_depth=4)
+        assert got == row["blkhash"], f"{row['spec']} {row['digest']}"
+
+
+@pytest.mark.parametrize("io", blksum.IO_MODES)
+@pytest.mark.parametrize("threads,qd,rs", [(1, 1, 64 * 1024), (3, 2, 128 * 1024), (2, 32, 1024 * 1024)])
+def test_vectors_any_configuration(vector_images, io, threads, qd, rs):
+    if io == "io_uring" and not blksum.have_io_uring():
+        pytest.skip("io_uring not compiled in")
+    for row in ROWS:
+        if row["digest"] != "sha256":
+            continue
+        got = blksum.checksum(vector_images[row["spec"]], "sha256", threads=threads, queue_depth=qd, io=io,
+                              read_size=rs)
+        assert got == row["blkhash"], f"{row['spec']} t={threads} q={qd} rs={rs} {io}"
+
+
+def test_python_reference_agrees_with_vectors(vector_images):
+    for row in ROWS:
+        if row["spec"].startswith(("9:",)):  # the largest image: the C path covers it
+            continue
+        assert blksum.blkhash_py(vector_images[row["spec"]], row["digest"]) == row["blkhash"]
+
+
+def test_mixed_image_independent_of_configuration(mixed_image):
+    path, desc = mixed_image
+    ref = blksum.blkhash_py(path, "sha256")
+    seen = set()
+    for io in [m for m in blksum.IO_MODES if m == "psync" or blksum.have_io_uring()]:
+        for threads, qd, rs in [(1, 1, 64 << 10), (2, 8, 256 << 10), (4, 16, 4 << 20), (2, 3, 192 << 10)]:
+            res = blksum.run(path, "sha256", threads=threads, queue_depth=qd, io=io, read_size=rs)
+            seen.add(res.hexdigest)
+            assert res.size == desc["image_bytes"]
+    assert seen == {ref}
+
+
+def test_holes_are_not_read_and_zeros_detected(mixed_image):
+    path, desc = mixed_image
+    res = blksum.run(path, "sha1", threads=2, queue_depth=4)
+    assert res.hole_blocks * blksum.BLOCK_SIZE <= desc["image_hole_bytes"]
+    assert res.hole_blocks > 0 and res.zero_blocks > 0
+    assert res.bytes_read <= res.size - res.hole_blocks * blksum.BLOCK_SIZE
+    assert res.bytes_read + res.hole_blocks * blksum.BLOCK_SIZE == res.size
+
+
+def test_null_digest_is_empty_and_reads(mixed_image):
+    path, _ = mixed_image
+    res = blksum.run(path, "null", threads=1, queue_depth=2)
+    assert res.hexdigest == "" and res.bytes_read > 0 and res.elapsed_s > 0
+
+
+def test_short_zero_tail_hashes_as_itself(tmp_path):
+    p = tmp_path / "z.raw"
+    p.write_bytes(bytes(blksum.BLOCK_SIZE + 100))
+    assert blksum.checksum(p, "sha256", threads=1) == blksum.blkhash_py(p, "sha256")
+    sparse = tmp_path / "s.raw"
+    with open(sparse, "wb") as f:
+        f.truncate(3 * blksum.BLOCK_SIZE + 7)  # all hole, short last block inside the hole
+    assert blksum.checksum(sparse, "md5", threads=2) == blksum.blkhash_py(sparse, "md5")
+
+
+def test_stdin_pipe_matches_file(vector_images):
+    row = next(r for r in ROWS if r["spec"].startswith("6:") and r["digest"] == "sha256")
+    data = vector_images[row["spec"]].read_bytes()
+    out = subprocess.run(NVMELAB + ["blksum", "-t", "2", "-q", "3"], input=data, capture_output=True, check=True)
+    assert out.stdout.decode().split() == [row["blkhash"], "-"]
+
+
+def test_cli_output_and_json(vector_images):
+    row = next(r for r in ROWS if r["spec"].startswith("8:") and r["digest"] == "blake2b512")
+    path = str(vector_images[row["spec"]])
+    out = subprocess.run(NVMELAB + ["blksum", "-d", "blake2b512", path], capture_output=True, text=True, check=True)
+    assert out.stdout == f"{row['blkhash']}  {path}\n"
+    out = subprocess.run(NVMELAB + ["blksum", "-d", "blake2b512", "--io", "io_uring", "--json", path],
+                         capture_output=True, text=True, check=True)
+    d = json.loads(out.stdout)
+    assert d["hexdigest"] == row["blkhash"] and d["elapsed_s"] > 0 and d["size"] == os.path.getsize(path)
+
+
+def test_list_digests():
+    names = blksum.digests()
+    for n in ("null", "sha256", "sha1", "sha512", "blake2b512", "md5"):
+        assert n in names
+    out = subprocess.run(NVMELAB + ["blksum", "-l"], capture_output=True, text=True, check=True)
+    assert "sha256" in out.stdout.split()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"digest": "no-such-digest"}, "unknown digest"),
+    ({"threads": 0}, "threads"),
+    ({"threads": -3}, "threads"),
+    ({"queue_depth": 0}, "queue_depth"),
+    ({"read_size": 0}, "read_size"),
+    ({"read_size": 1000 * 1000}, "multiple"),
+    ({"io": "aio"}, "io must be"),
+])
+def test_bad_parameters(mixed_image, kwargs, match):
+    path, _ = mixed_image
+    digest = kwargs.pop("digest", "sha256")
+    with pytest.raises(ValueError, match=match):
+        blksum.run(path, digest, **kwargs)
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        blksum.checksum(tmp_path / "missing.raw")
+    with pytest.raises(IsADirectoryError):
+        blksum.checksum(tmp_path)
+    p = tmp_path / "secret.raw"
+    p.write_bytes(b"x")
+    p.chmod(0)
+    if os.geteuid() != 0:
+        with pytest.raises(PermissionError):
+            blksum.checksum(p)
+    with pytest.raises(ValueError, match="gpu-emu://"):
+        blksum.checksum("gpu-emu://?ndev=1")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["/no/such/image"], "No such file"),
+    (["-d", "bogus", "-"], "unknown digest"),
+    (["-t", "0", "-"], "must be >= 1"),
+    (["-q", "-4", "-"], "queue-depth"),
+    (["--read-size", "1000", "-"], "multiple of 64 KiB"),
+])
+def test_cli_errors_are_one_line(argv, needle):
+    out = subprocess.run(NVMELAB + ["blksum"] + argv, capture_output=True, text=True, input="")
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert needle in out.stderr and "Traceback" not in out.stderr
+
+
+def test_ctrl_c_stops_promptly_without_digest():
+    """An endless pipe never finishes; SIGINT must end the run quickly, exit 130, print no digest."""
+    producer = subprocess.Popen(["yes", "blksum"], stdout=subprocess.PIPE)
+    try:
+        proc = subprocess.Popen(NVMELAB + ["blksum", "-t", "2"], stdin=producer.stdout,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        producer.stdout.close()
+        time.sleep(1.0)
+        assert proc.poll() is None, "blksum ended on an endless pipe"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        assert time.monotonic() - t0 < 2.0
+        assert proc.returncode == 130
+        assert out == ""
+        assert "interrupted" in err and "Traceback" not in err
+    finally:
+        producer.kill()
+        producer.wait()
+
+
+def test_record_fits_schema(mixed_image):
+    path, desc = mixed_image
+    res = blksum.run(path, "sha256", threads=2, queue_depth=8, io="psync")
+    rec = blksum.to_record(res, repetition=0, image=desc)
+    records.validate(rec)
+    assert rec["study"] == "blksum-qdepth" and rec["target"].startswith("file://")
+    assert rec["qdepth"] == 8 and rec["ncpus"] == 2 and rec["iosize"] == blksum.DEFAULT_READ_SIZE
+    assert rec["digest"] == "sha256" and rec["image_hole_bytes"] == desc["image_hole_bytes"]
+    assert rec["runtime_s"] == res.elapsed_s and rec["mibs"] > 0

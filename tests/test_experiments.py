@@ -1,0 +1,291 @@
+"""The sweep runner: specs, resume, atomic records, host-variable policy, Ctrl-C, Dask executor."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nvmelab import records
+from nvmelab.experiments import (
+    HostControl, SpecError, list_specs, load_results, load_spec, parse_spec, run_study,
+)
+from nvmelab.experiments.fake import fake_run
+from nvmelab.experiments.runner import LocalExecutor
+
+SPEC = """
+study = "t_study"
+engine = "cpu"
+target = "fake://dev"
+[fixed]
+rw = "randread"
+iosize = 512
+ncpus = 1
+runtime = 0.01
+warmup = 0.0
+[[exclude]]
+smt = 0
+thr_sib = 1
+[presets.quick]
+repetitions = 2
+[[presets.quick.sweeps]]
+name = "qdepth"
+qdepth = [1, 4]
+ndevs = 1
+[[presets.quick.sweeps]]
+name = "ndevs"
+qdepth = 4
+ndevs = [1, 2]
+[presets.standard]
+[[presets.standard.sweeps]]
+name = "host"
+qdepth = 4
+governor = ["performance", "powersave"]
+smt = [0, 1]
+thr_sib = [0, 1]
+[presets.paper]
+[[presets.paper.sweeps]]
+name = "stress"
+qdepth = 4
+ncpus = 1
+stress = [0, 1]
+"""
+
+
+@pytest.fixture
+def spec(tmp_path):
+    p = tmp_path / "t_study.toml"
+    p.write_text(SPEC)
+    return load_spec(p)
+
+
+@pytest.fixture
+def fake_sys(tmp_path):
+    """A fake /sys/devices/system/cpu: 2 CPUs, cpufreq with governors, no SMT control."""
+    root = tmp_path / "sys"
+    for c in (0, 1):
+        d = root / f"cpu{c}" / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "scaling_governor").write_text("performance\n")
+        (d / "scaling_available_governors").write_text("performance powersave\n")
+        t = root / f"cpu{c}" / "topology"
+        t.mkdir()
+        (t / "thread_siblings_list").write_text(f"{c}\n")
+    (root / "online").write_text("0-1\n")
+    (root / "smt").mkdir()
+    (root / "smt" / "control").write_text("notsupported\n")
+    (root / "smt" / "active").write_text("0\n")
+    (root / "intel_pstate").mkdir()
+    (root / "intel_pstate" / "no_turbo").write_text("0\n")
+    return root
+
+
+def test_every_study_has_a_valid_spec_with_all_presets():
+    assert set(list_specs()) >= {"cpu_initiated", "tool_comparison", "pcie_saturation", "cuda_iosize", "cuda_qdepth"}
+    for name in list_specs():
+        s = load_spec(name)
+        for preset in ("quick", "standard", "paper"):
+            plan = s.plan(preset)
+            assert plan.runs, (name, preset)
+            assert len({r.key for r in plan.runs}) == len(plan.runs)
+
+
+def test_paper_preset_is_the_published_grid():
+    plan = load_spec("cpu_initiated").plan("paper")
+    grid = plan.sweeps["grid"]
+    # 2 governors x 2 turbo x (SMT on: 2 sibling choices + SMT off: 1) x 2 stress x 3 qd x 2 sizes x 4 cores x 5 devs
+    assert len(grid) == 2 * 2 * 3 * 2 * 3 * 2 * 4 * 5
+    assert not any(p["smt"] == 0 and p["thr_sib"] == 1 for p in grid)
+    assert all(r.repetition < 5 for r in plan.runs) and max(r.repetition for r in plan.runs) == 4
+    q = load_spec("cuda_qdepth").plan("paper").sweeps["grid"]
+    assert sorted({p["qdepth"] for p in q}) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert sorted({p["nqueues"] for p in q}) == [1, 2, 4, 8, 16]
+
+
+def test_plan_union_of_sweeps_and_exclusions(spec):
+    plan = spec.plan("quick")
+    # qdepth sweep {1,4} x ndevs 1, ndevs sweep {1,2} at qd 4: the shared point (qd4, 1 dev) runs once
+    assert len(plan.runs) == 3 * 2
+    shared = [r for r in plan.runs if r.params["qdepth"] == 4 and r.params["ndevs"] == 1]
+    assert shared[0].sweeps == ("qdepth", "ndevs")
+    std = spec.plan("standard")
+    assert not any(r.params["smt"] == 0 and r.params["thr_sib"] == 1 for r in std.runs)
+    assert spec.plan("quick", target="fake://other").runs[0].params["target"] == "fake://other"
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: d.pop("engine"), "missing key 'engine'"),
+    (lambda d: d.update(engine="gpu9"), "engine must be one of"),
+    (lambda d: d["fixed"].update(qdeep=3), "unknown key(s) qdeep"),
+    (lambda d: d["presets"].pop("paper"), "presets paper missing"),
+    (lambda d: d["presets"]["quick"]["sweeps"][0].update(qdepth=[]), "'qdepth' has no values"),
+    (lambda d: d["presets"]["quick"]["sweeps"][0].update(stack=[1, 2]), "unknown variable 'stack'"),
+])
+def test_bad_specs_are_named(mutate, needle):
+    import tomllib
+
+    data = tomllib.loads(SPEC)
+    mutate(data)
+    with pytest.raises(SpecError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        parse_spec(data, Path("x.toml"))
+
+
+def test_unknown_study_and_preset(spec):
+    with pytest.raises(SpecError, match="unknown study 'nope'"):
+        load_spec("nope")
+    with pytest.raises(SpecError, match="no preset 'huge'"):
+        spec.plan("huge")
+
+
+def test_sweep_writes_valid_records_and_resumes(spec, tmp_path):
+    root = tmp_path / "results"
+    calls = []
+
+    def run_fn(**kw):
+        calls.append(kw)
+        return fake_run(**kw)
+
+    rep = run_study(spec, "quick", run_fn=run_fn, results_root=root, progress=False, max_runs=4)
+    assert rep.ran == 4 and rep.planned == 6 and rep.already_done == 0
+    path = next(iter(rep.paths))
+    assert path.parent.parent == root / "t_study" and path.name == "quick.jsonl"
+    recs = records.load_records(path, check=True)
+    assert len(recs) == 4 and all(r["study"] == "t_study" for r in recs)
+    assert {r["repetition"] for r in recs} == {0, 1}
+    rep2 = run_study(spec, "quick", run_fn=run_fn, results_root=root, progress=False)
+    assert rep2.already_done == 4 and rep2.ran == 2 and len(calls) == 6
+    rep3 = run_study(spec, "quick", run_fn=run_fn, results_root=root, progress=False)
+    assert rep3.ran == 0 and len(calls) == 6
+    df = load_results("t_study", "quick", root=root)
+    assert len(df) == 6 and set(df["qdepth"]) == {1, 4}
+    assert len(spec.plan("quick").sweep_frame(df, "ndevs")) == 4
+
+
+def test_interrupt_keeps_finished_records_and_restores_host(spec, tmp_path, fake_sys):
+    root = tmp_path / "results"
+    n = {"calls": 0}
+
+    def run_fn(**kw):
+        n["calls"] += 1
+        if n["calls"] == 3:
+            raise KeyboardInterrupt
+        return fake_run(**kw)
+
+    host = HostControl(root=fake_sys)
+    ex = LocalExecutor(host=host)
+    # standard preset changes the governor to powersave for half of its runs
+    with pytest.raises(KeyboardInterrupt):
+        run_study(spec, "standard", run_fn=run_fn, results_root=root, progress=False, executor=ex)
+    recs = records.load_records(next((root / "t_study").glob("*/standard.jsonl")))
+    assert len(recs) == 2
+    assert (fake_sys / "cpu0" / "cpufreq" / "scaling_governor").read_text().strip() == "performance"
+    assert not list((root / "t_study").rglob(".tmp-*"))
+
+
+def test_host_values_that_cannot_be_set_are_skipped_not_mislabelled(spec, tmp_path, fake_sys):
+    root = tmp_path / "results"
+    seen = []
+
+    def run_fn(**kw):
+        rec = fake_run(**kw)
+        gov = (fake_sys / "cpu0" / "cpufreq" / "scaling_governor").read_text().strip()
+        seen.append(gov)
+        rec["governor"] = gov  # what the engine would record as found
+        return rec
+
+    host = HostControl(root=fake_sys)
+    rep = run_study(spec, "standard", run_fn=run_fn, results_root=root, progress=False,
+                    executor=LocalExecutor(host=host))
+    # smt=1 cannot be set on this host (SMT control notsupported): those runs are skipped, with the reason
+    assert rep.ran == 2 * 5 and len(rep.skipped) == 2 * 2 * 5
+    assert all("could not set smt=1" in why for _, why in rep.skipped)
+    assert "could not set smt=1" in rep.could_not_set()
+    assert set(seen) == {"performance", "powersave"}
+    recs = records.load_records(next(iter(rep.paths)))
+    assert all(r["smt"] is None or r["smt"] == 0 for r in recs)
+    assert not any("host_flags" in r for r in recs)
+    # restored afterwards
+    assert (fake_sys / "cpu1" / "cpufreq" / "scaling_governor").read_text().strip() == "performance"
+
+
+def test_no_host_changes_skips_runs_needing_another_governor(spec, tmp_path, fake_sys):
+    host = HostControl(root=fake_sys, allow_changes=False)
+    rep = run_study(spec, "standard", run_fn=fake_run, results_root=tmp_path, progress=False,
+                    executor=LocalExecutor(host=host))
+    assert any("governor=powersave" in why and "turned off" in why for _, why in rep.skipped)
+    assert all(r["sweeps"] == ["host"] for r in rep.records)
+
+
+def test_stress_without_unused_cpus_is_skipped(spec, tmp_path, fake_sys):
+    (fake_sys / "online").write_text("0\n")
+    host = HostControl(root=fake_sys)
+    rep = run_study(spec, "paper", run_fn=fake_run, results_root=tmp_path, progress=False,
+                    executor=LocalExecutor(host=host))
+    assert rep.ran == 5 and len(rep.skipped) == 5
+    assert all("no unused CPUs" in why for _, why in rep.skipped)
+
+
+def test_stress_runs_stress_ng_on_the_other_cpu(spec, tmp_path, fake_sys):
+    import shutil
+
+    if not shutil.which("stress-ng"):
+        pytest.skip("stress-ng not installed")
+    host = HostControl(root=fake_sys)
+    rep = run_study(spec, "paper", run_fn=lambda **kw: fake_run(sleep=0.05, **kw), results_root=tmp_path,
+                    progress=False, executor=LocalExecutor(host=host))
+    assert rep.ran == 10
+    assert {r["stress"] for r in rep.records} == {0, 1}
+    assert any("stress-ng on CPUs [1]" in n for n in rep.notes)
+    assert host._stress is None
+
+
+def test_engine_refusal_is_skipped_with_reason(spec, tmp_path):
+    def run_fn(**kw):
+        if kw["qdepth"] == 1:
+            raise ValueError("qdepth=1: not on this target")
+        return fake_run(**kw)
+
+    rep = run_study(spec, "quick", run_fn=run_fn, results_root=tmp_path, progress=False)
+    assert rep.ran == 4 and len(rep.skipped) == 2
+    assert "qdepth=1: not on this target" in rep.skipped[0][1]
+
+
+def test_invalid_engine_record_is_an_error(spec, tmp_path):
+    def bad(**kw):
+        rec = fake_run(**kw)
+        rec["iops"] = -1.0
+        return rec
+
+    with pytest.raises(records.RecordError, match="iops"):
+        run_study(spec, "quick", run_fn=bad, results_root=tmp_path, progress=False)
+    assert not list(tmp_path.rglob("*.jsonl"))
+
+
+def test_dask_executor_two_workers(spec, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from nvmelab.experiments.distributed import DaskExecutor
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        # name workers as hosts would be named
+        ex = DaskExecutor(client, host_from="worker-name")
+        rep = run_study(spec, "quick", run_fn=lambda **kw: fake_run(sleep=0.02, **kw), results_root=tmp_path,
+                        progress=False, executor=ex)
+        assert rep.ran == 6
+        hosts = sorted(p.parent.name for p in (tmp_path / "t_study").glob("*/quick.jsonl"))
+        assert len(hosts) == 2  # both workers did runs, each filed under its own host folder
+        assert sorted(records.load_records(tmp_path / "t_study", check=True), key=lambda r: r["run_key"]) \
+            == sorted(rep.records, key=lambda r: r["run_key"])
+        rep2 = run_study(spec, "quick", run_fn=fake_run, results_root=tmp_path, progress=False, executor=ex)
+        assert rep2.ran == 0 and rep2.already_done == 6
+
+
+def test_cli_study_list_and_errors(capsys):
+    from nvmelab.cli import main
+
+    assert main(["study", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu_initiated" in out and "paper:" in out
+    assert main(["study", "run", "nope"]) == 2
+    assert "unknown study 'nope'" in capsys.readouterr().err
+    assert main(["study", "plan", "cpu_initiated", "--preset", "quick"]) == 0
+    assert "6 runs" in capsys.readouterr().out

@@ -1,0 +1,90 @@
+"""nvmelab.plots: figures carry the data, tooltips, rules and source labels; static export works offline."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from nvmelab import analysis, plots, reference
+
+
+def _agg():
+    df = pd.DataFrame({"qdepth": [1, 1, 2, 2, 4, 4], "nqueues": [1] * 6, "iops": [1.0, 3.0, 4.0, 4.0, 8.0, 8.0],
+                       "mibs": [1.0] * 6})
+    return analysis.aggregate(df, by=["nqueues", "qdepth"])
+
+
+def _layers(chart):
+    d = chart.to_dict()
+    return d.get("layer", [])
+
+
+def test_scaling_lines_band_points_tooltips_roofline():
+    ch = plots.scaling_lines(_agg(), "qdepth", series="nqueues", log2=True, roofline=10.0, title="t")
+    d = ch.to_dict()
+    marks = [l["mark"]["type"] if isinstance(l["mark"], dict) else l["mark"] for l in d["layer"]]
+    assert marks == ["area", "line", "point", "rule"]
+    pts = d["layer"][2]["encoding"]
+    assert any(t["field"] == "iops_std" for t in pts["tooltip"])
+    assert d["layer"][0]["encoding"]["y"]["field"] == "lo"
+    data = next(iter(d["datasets"].values()))
+    q1 = [r for r in data if r["qdepth"] == 1][0]
+    assert (q1["lo"], q1["hi"]) == (1.0, 3.0)  # mean 2 +- population std 1
+    assert d["layer"][1]["encoding"]["x"]["scale"] == {"type": "log", "base": 2}
+
+
+def test_panels_beside_each_other_name_their_source():
+    ch = plots.cpu_initiated([("published (AiSIO)", _agg(), 10.0), ("nvmelab, emulated pm1753 (scale 64)", _agg(), 5.0)],
+                             "qdepth", log2=True)
+    d = ch.to_dict()
+    assert [c["title"] for c in d["hconcat"]] == ["published (AiSIO)", "nvmelab, emulated pm1753 (scale 64)"]
+
+
+def test_source_label_names_profile_and_scale():
+    lab = plots.source_label({"source": "nvmelab", "target": "emu://?profile=pm1753", "profile": "pm1753",
+                              "scale": 64.0, "host": "vm"})
+    assert "pm1753" in lab and "scale 64" in lab
+    assert plots.source_label({"source": reference.PUBLISHED}) == reference.PUBLISHED
+
+
+def test_pcie_bars_stack_payload_and_overhead_with_rules():
+    agg = analysis.aggregate(reference.published("pcie-bandwidth-saturation"), by=["iosize"],
+                             metrics=["gbps", "dcgm_gbps"])
+    d = plots.pcie_saturation(agg, line_rate_gbps=64.0, p2p_gbps=56.1).to_dict()
+    rows = [r for ds in d["datasets"].values() for r in ds]
+    parts = {r["part"] for r in rows if "part" in r}
+    assert parts == {"payload (application)", "link overhead (DCGM - payload)"}
+    refs = {r["reference"]: r["gbps"] for r in rows if "reference" in r}
+    assert refs == {"PCIe line rate": 64.0, "P2P reference": 56.1}
+
+
+def test_pcie_bars_without_dcgm_hold_payload_only():
+    agg = pd.DataFrame({"iosize": [512, 4096], "gbps_mean": [1.0, 2.0], "gbps_std": [0.0, 0.0], "n": [2, 2]})
+    d = plots.pcie_saturation(agg).to_dict()
+    rows = [r for ds in d["datasets"].values() for r in ds]
+    assert {r["part"] for r in rows} == {"payload (application)"}
+
+
+def test_tool_comparison_grouped_bars():
+    agg = analysis.aggregate(reference.published("tool-comparison"), by=["stack", "ncpus"])
+    d = plots.tool_comparison(agg, title="x").to_dict()
+    bar = d["layer"][0]
+    assert bar["encoding"]["xOffset"]["field"] == "stack" and bar["encoding"]["x"]["field"] == "ncpus"
+
+
+def test_cuda_charts_with_published_points():
+    pts = pd.DataFrame({"qdepth": [128], "iops": [41.9e6], "label": ["nqueues=1 qd=128"]})
+    d = plots.cuda_qdepth(_agg(), roofline=61.7e6, published_points=pts).to_dict()
+    assert d["layer"][-1]["mark"]["shape"] == "cross"
+    agg = _agg().assign(iosize=[512, 1024, 2048], gbps_mean=[1.0, 2.0, 3.0], gbps_std=[0.0, 0.0, 0.0])
+    d = plots.cuda_iosize(agg, p2p_gbps=56.1).to_dict()
+    assert any(l["mark"]["type"] == "rule" for l in d["layer"] if isinstance(l["mark"], dict))
+
+
+def test_static_export_svg_and_png(tmp_path):
+    ch = plots.scaling_lines(_agg(), "qdepth", title="export")
+    svg = plots.save(ch, tmp_path / "f.svg").read_text()
+    assert svg.startswith("<svg") and "export" in svg
+    png = plots.save(ch, tmp_path / "f.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="unsupported figure format '.gif'"):
+        plots.save(ch, tmp_path / "f.gif")

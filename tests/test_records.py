@@ -1,0 +1,88 @@
+"""The record schema and the atomic JSONL files (nvmelab.records)."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from nvmelab import records
+
+GOOD = {
+    "study": "adhoc", "tool": "nvmelab", "target": "emu://?profile=null", "backend": "nvmelab-emu",
+    "rw": "randread", "iosize": 512, "qdepth": 8, "nqueues": 1, "ndevs": 1, "ncpus": 1,
+    "runtime_s": 1.0, "iops": 1000.0, "mibs": 0.49, "lat_ns": {"p50": 1, "p99": 2, "p999": 3, "max": 4},
+    "cpu_usage": 99.0, "cpu_freqs": None, "governor": None, "turbo": None, "smt": 1, "thr_sib": 0,
+    "stress": 0, "repetition": 0,
+    "provenance": {"git_commit": "x", "host": "h", "cpu_model": "c", "kernel": "k", "packages": {},
+                   "utc": "2026-01-01T00:00:00Z", "profile": "null", "scale": 1.0},
+}
+
+
+def test_good_record_validates():
+    assert records.validate(copy.deepcopy(GOOD)) is not None
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda r: r.pop("iops"), "missing field 'iops'"),
+        (lambda r: r.update(qdepth="8"), "field 'qdepth' must be int"),
+        (lambda r: r.update(qdepth=0), "'qdepth' must be >= 1"),
+        (lambda r: r.update(iops=float("nan")), "'iops' must be a finite number"),
+        (lambda r: r.update(iosize=True), "must be a number, got a boolean"),
+        (lambda r: r["lat_ns"].pop("p99"), "lat_ns lacks p99"),
+        (lambda r: r["provenance"].pop("profile"), "must name its profile and scale"),
+        (lambda r: r["provenance"].pop("host"), "provenance lacks host"),
+    ],
+)
+def test_bad_records_name_the_problem(mutate, needle):
+    rec = copy.deepcopy(GOOD)
+    mutate(rec)
+    with pytest.raises(records.RecordError, match=needle.replace("(", r"\(")):
+        records.validate(rec, "r")
+
+
+def test_write_append_load_roundtrip(tmp_path):
+    p = tmp_path / "study" / "host" / "runs.jsonl"
+    records.write_records(p, [GOOD])
+    r2 = copy.deepcopy(GOOD)
+    r2["repetition"] = 1
+    records.append_records(p, [r2])
+    got = records.load_records(tmp_path)
+    assert [r["repetition"] for r in got] == [0, 1]
+    assert not list(p.parent.glob(".tmp-*"))
+
+
+def test_invalid_new_record_leaves_file_untouched(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    records.write_records(p, [GOOD])
+    before = p.read_bytes()
+    bad = copy.deepcopy(GOOD)
+    del bad["iops"]
+    with pytest.raises(records.RecordError):
+        records.append_records(p, [bad])
+    assert p.read_bytes() == before
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_interrupted_write_leaves_no_partial_file(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    records.write_records(p, [GOOD])
+    before = p.read_bytes()
+
+    def boom():
+        yield copy.deepcopy(GOOD)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        records._atomic_write(p, (records.dumps(r) for r in boom()))
+    assert p.read_bytes() == before
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_corrupt_line_is_named(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(GOOD) + "\n{not json\n")
+    with pytest.raises(records.RecordError, match=r"runs.jsonl:2: not valid JSON"):
+        records.load_records(p)
