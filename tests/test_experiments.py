@@ -289,3 +289,29 @@ def test_cli_study_list_and_errors(capsys):
     assert "unknown study 'nope'" in capsys.readouterr().err
     assert main(["study", "plan", "cpu_initiated", "--preset", "quick"]) == 0
     assert "6 runs" in capsys.readouterr().out
+
+
+def test_study_results_reuses_recorded_runs(spec, tmp_path, monkeypatch):
+    from nvmelab.experiments import study_results
+    from nvmelab.experiments import runner
+
+    monkeypatch.setattr(runner, "load_spec", lambda name: spec)
+    monkeypatch.setenv("NVMELAB_HOST_ID", "hostA")
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep is not None and rep.ran == 6 and len(df) == 6 and set(df["results_host"]) == {"hostA"}
+    monkeypatch.setenv("NVMELAB_HOST_ID", "hostB")  # another host reuses hostA's records, runs nothing
+    df2, rep2 = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep2 is None and len(df2) == 6
+    df3, rep3 = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False, reuse=False)
+    assert rep3.ran == 6 and set(df3["results_host"]) == {"hostB"}
+
+
+def test_emulated_targets_get_their_device_count():
+    from nvmelab.experiments.spec import emu_target_for
+
+    assert emu_target_for("emu://?profile=pm1753", 4) == "emu://?profile=pm1753&ndev=4"
+    assert emu_target_for("emu://", 2) == "emu://?ndev=2"
+    assert emu_target_for("emu://?ndev=16&profile=null", 4) == "emu://?ndev=16&profile=null"
+    assert emu_target_for("pci://0000:4a:00.0", 4) == "pci://0000:4a:00.0"
+    plan = load_spec("cpu_initiated").plan("quick")
+    assert {r.params["target"] for r in plan.runs} == {"emu://?profile=pm1753&ndev=4", "emu://?profile=pm1753&ndev=1"}

@@ -22,6 +22,8 @@ namespace nvmelab {
 #ifdef NVMELAB_HAVE_BLKSUM
 namespace {
 
+// Room for one error line from the driver.
+constexpr size_t NVME_ERRLEN_BLKSUM = 256;
 // How long the waiting Python thread sleeps between checks for signals / progress.
 constexpr int kPollMs = 100;
 
@@ -156,6 +158,52 @@ void bind_blksum(py::module_ &m) {
         py::arg("io") = "psync", py::arg("progress") = py::none(),
         "blkhash digest of a file, block device or pipe ('-' = stdin); returns a dict with the hex digest and "
         "timing. progress(done_bytes, total_bytes) is called about every 100 ms.");
+
+    m.def(
+        "blksum_uri",
+        [](const std::string &uri, const std::string &digest, int threads, int queue_depth, size_t read_size,
+           uint32_t nsid, py::object progress) {
+            blksum_opts o;
+            blksum_opts_init(&o);
+            o.digest = digest.c_str();
+            o.threads = threads;
+            o.queue_depth = queue_depth;
+            o.read_size = read_size;
+            o.io = BLKSUM_IO_ENGINE;
+            char msg[NVME_ERRLEN_BLKSUM];
+            int rc = blksum_opts_check(&o, msg, sizeof(msg));
+            if (rc < 0) throw py::value_error(msg);
+            blksum_source src;
+            blksum_nvme *n = nullptr;
+            msg[0] = '\0';
+            {
+                py::gil_scoped_release nogil;
+                rc = blksum_nvme_open(uri.c_str(), nsid, queue_depth, read_size, &src, &n, msg, sizeof(msg));
+            }
+            if (rc < 0) {
+                if (msg[0]) throw py::value_error(std::string(msg));
+                raise_errno(rc, uri);
+            }
+            auto close = [&]() {
+                py::gil_scoped_release nogil;
+                blksum_nvme_close(n);
+            };
+            try {
+                py::dict d = run_job(src, o, uri, progress);
+                d["source"] = std::string("nvme");
+                d["target_describe"] = std::string(blksum_nvme_describe(n));
+                close();
+                return d;
+            } catch (...) {
+                close();
+                throw;
+            }
+        },
+        py::arg("uri"), py::arg("digest") = BLKSUM_DEFAULT_DIGEST, py::arg("threads"),
+        py::arg("queue_depth") = BLKSUM_DEFAULT_QUEUE_DEPTH, py::arg("read_size") = BLKSUM_DEFAULT_READ_SIZE,
+        py::arg("nsid") = 0, py::arg("progress") = py::none(),
+        "blkhash digest of a namespace of an nvmelab target (emu://, pci://), read through the user-space "
+        "driver with up to queue_depth chunks in flight on one I/O qpair.");
 }
 #else
 void bind_blksum(py::module_ &) {}

@@ -204,6 +204,16 @@ class PerfTarget {
         d["ndevs"] = t->ndevs;
         d["profile"] = t->profile[0] ? py::object(py::str(t->profile)) : py::object(py::none());
         d["scale"] = t->profile[0] ? py::object(py::float_(t->scale)) : py::object(py::none());
+        if (t->profile[0]) {
+            py::dict md;  // the profile at this scale; URI overrides not reflected
+            md["lat_ns"] = t->model.lat_ns;
+            md["dev_iops"] = t->model.dev_iops;
+            md["queue_iops"] = t->model.queue_iops;
+            md["dev_bw"] = t->model.dev_bw;
+            d["model"] = md;
+        } else {
+            d["model"] = py::none();
+        }
         py::list devs;
         for (uint32_t i = 0; i < t->ndevs; i++) {
             py::dict dv;
@@ -274,6 +284,19 @@ class PerfTarget {
         return result_dict(*res, c);
     }
 
+    void write_lba(uint32_t dev, uint64_t lba, const py::bytes &data)
+    {
+        std::string buf = data;
+        char err[PERF_ERRLEN] = "";
+        int rc;
+        {
+            py::gil_scoped_release nogil;
+            rc = perf_target_write_sync(get(), dev, lba, buf.data(), buf.size(), err, sizeof(err));
+        }
+        if (rc)
+            raise_errno(rc, err);
+    }
+
   private:
     std::string uri_;
     perf_target *t_ = nullptr;
@@ -327,6 +350,8 @@ void bind_perf(py::module_ &m)
              "lba_start, lba_count, align, batch, seed, verify, lat. Returns a dict of raw results.")
         .def("fill", [](PerfTarget &t, py::kwargs kw) { return t.run(cfg_from_kwargs(kw), true); },
              "Write the verify stamp over the LBA range once (untimed).")
+        .def("write_lba", &PerfTarget::write_lba, py::arg("dev"), py::arg("lba"), py::arg("data"),
+             "Write whole LBAs synchronously outside any run (fault injection for tests).")
         .def("close", &PerfTarget::close)
         .def("__enter__", [](PerfTarget &t) -> PerfTarget & { return t; }, py::return_value_policy::reference)
         .def("__exit__", [](PerfTarget &t, py::args) { t.close(); });

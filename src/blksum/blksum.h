@@ -29,8 +29,11 @@
  *
  * Errors are negative errno values; blksum_strerror() adds blksum's own meaning for
  * a few (-ENOENT for an unknown digest name is reported via BLKSUM_EDIGEST).
+ *   blksum_nvme_open()     an nvmelab target namespace as an engine source
+ *
  * Caveats: a source opened on a pipe is read sequentially with read(2), whatever the
- * I/O mode; blksum_result.io says which engine actually ran.
+ * I/O mode; blksum_result.io says which engine actually ran. An engine source has no
+ * holes to skip (all blocks are read; zero blocks still use the precomputed hash).
  */
 #ifndef NVMELAB_BLKSUM_H
 #define NVMELAB_BLKSUM_H
@@ -153,6 +156,20 @@ bool blksum_digest_known(const char *name);
 const char *blksum_strerror(int err);
 /** Whether io_uring support was compiled in. */
 bool blksum_have_io_uring(void);
+
+/*
+ * Reading an nvmelab target (emu://, pci://) through the user-space driver (nvme_source.c).
+ * blksum_nvme_open() opens the target, picks namespace nsid of controller 0 (0 = the first
+ * active one), creates one I/O qpair deep enough for queue_depth chunks of read_size bytes,
+ * and fills src with an engine source (use io = BLKSUM_IO_ENGINE). err gets one line on
+ * failure. blksum_nvme_close() unwinds it after the job has finished.
+ */
+struct blksum_nvme;
+int blksum_nvme_open(const char *uri, uint32_t nsid, int queue_depth, size_t read_size, struct blksum_source *src,
+                     struct blksum_nvme **out, char *err, size_t errlen);
+void blksum_nvme_close(struct blksum_nvme *n);
+/** "profile=... scale=..." of an emulated target, "" otherwise. */
+const char *blksum_nvme_describe(const struct blksum_nvme *n);
 
 #ifdef __cplusplus
 }

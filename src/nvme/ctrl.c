@@ -19,6 +19,7 @@
 #define CSTS_CHECK_EVERY     1024u       /* admin wait: read CSTS every this many empty polls */
 #define NS_PER_MS            1000000ull
 #define US_PER_MS            1000u
+#define LBADS_MAX            16u         /* largest LBA data size we accept: 64 KiB */
 #define MAX_XFER_CAP         (2u * 1024u * 1024u) /* one PRP-list page of 4 KiB pages covers 2 MiB */
 
 void nvme_qpair_expire_cid(struct nvme_qpair *q, uint16_t cid, int err);
@@ -235,7 +236,7 @@ static int identify_namespaces(struct nvme_ctrl *c, char *err, size_t errlen)
                 n = 0;
                 break;
             }
-            const uint32_t *l = c->admin_buf->vaddr;
+            const uint32_t *l = (const uint32_t *)c->admin_buf->vaddr;
             uint32_t k = 0;
             while (k < NVME_NS_LIST_MAX && l[k] && n < NVME_NS_LIST_MAX)
                 ids[n++] = l[k++];
@@ -262,15 +263,16 @@ static int identify_namespaces(struct nvme_ctrl *c, char *err, size_t errlen)
             free(ns);
             return rc;
         }
-        const struct nvme_id_ns *idns = c->admin_buf->vaddr;
+        const struct nvme_id_ns *idns = (const struct nvme_id_ns *)c->admin_buf->vaddr;
         if (idns->nsze == 0)
             continue; /* inactive (probing fallback) */
         uint32_t lbads = nvme_id_ns_lbads(idns);
-        if (lbads < NVME_LBADS_MIN || lbads > c->page_shift + 8u) {
+        if (lbads < NVME_LBADS_MIN || lbads > LBADS_MAX) {
+            rc = errf(err, errlen, -EIO, "controller %u: namespace %u reports LBA data size 2^%u", c->index, ids[i],
+                      lbads);
             free(ids);
             free(ns);
-            return errf(err, errlen, -EIO, "controller %u: namespace %u reports LBA data size 2^%u", c->index,
-                        ids[i], lbads);
+            return rc;
         }
         struct nvme_ns *x = &ns[nns++];
         x->ctrl = c;

@@ -261,6 +261,22 @@ static int psync_reap(struct perf_chan *ch, uint32_t max)
     return 1;
 }
 
+static int kio_write_sync(void *vctx, uint32_t dev, uint64_t slba, const void *buf, size_t len)
+{
+    struct kio_ctx *ctx = vctx;
+    (void)dev;
+    void *bounce;
+    if (posix_memalign(&bounce, KIO_BUF_ALIGN, len))
+        return -ENOMEM;
+    memcpy(bounce, buf, len);
+    ssize_t n = pwrite(ctx->fd, bounce, len, (off_t)(slba * ctx->lba_size));
+    int rc = n < 0 ? -errno : ((size_t)n == len ? 0 : -EIO);
+    free(bounce);
+    if (!rc && fdatasync(ctx->fd))
+        rc = -errno;
+    return rc;
+}
+
 static void kio_destroy(void *vctx)
 {
     struct kio_ctx *ctx = vctx;
@@ -277,6 +293,7 @@ static const struct perf_backend_ops psync_ops = {
     .kick = psync_kick,
     .reap = psync_reap,
     .destroy = kio_destroy,
+    .write_sync = kio_write_sync,
 };
 
 /* ------------------------------------------------------------------ io_uring */
@@ -437,6 +454,7 @@ static const struct perf_backend_ops uring_ops = {
     .kick = uring_kick,
     .reap = uring_reap,
     .destroy = kio_destroy,
+    .write_sync = kio_write_sync,
 };
 #endif
 

@@ -53,10 +53,6 @@ int perf_target_open(const char *uri, const struct perf_target_opts *opts,
     if (!strncmp(uri, "file://", 7) || !strncmp(uri, "blk://", 6))
         return kio_target_open(uri, opts, out, err, errlen);
     if (!strncmp(uri, "emu://", 6) || !strncmp(uri, "pci://", 6)) {
-        if (!perf_nvme_target_open) {
-            snprintf(err, errlen, "%s: the NVMe driver backend is not built into this library", uri);
-            return -ENOTSUP;
-        }
         if (opts && opts->backend && opts->backend[0]) {
             snprintf(err, errlen, "%s: backend=%s applies to file:// and blk:// only", uri, opts->backend);
             return -EINVAL;
@@ -74,6 +70,33 @@ void perf_target_close(struct perf_target *t)
     if (t->ops && t->ops->destroy)
         t->ops->destroy(t->ctx);
     free(t);
+}
+
+int perf_target_write_sync(struct perf_target *t, uint32_t dev, uint64_t slba, const void *buf, size_t len,
+                           char *err, size_t errlen)
+{
+    if (dev >= t->ndevs) {
+        snprintf(err, errlen, "dev=%u: the target has %u device(s)", dev, t->ndevs);
+        return -EINVAL;
+    }
+    const struct perf_dev_info *d = &t->dev[dev];
+    if (len == 0 || len % d->lba_size || len > d->max_io_bytes) {
+        snprintf(err, errlen, "len=%zu: must be a whole number of %u-byte LBAs, at most %u bytes", len, d->lba_size,
+                 d->max_io_bytes);
+        return -EINVAL;
+    }
+    if (slba >= d->nlbas || len / d->lba_size > d->nlbas - slba) {
+        snprintf(err, errlen, "lba=%llu: beyond the %llu LBAs of device %u", (unsigned long long)slba,
+                 (unsigned long long)d->nlbas, dev);
+        return -EINVAL;
+    }
+    int rc = t->ops->write_sync(t->ctx, dev, slba, buf, len);
+    if (rc < 0)
+        snprintf(err, errlen, "device %u: write at LBA %llu failed: %s", dev, (unsigned long long)slba, strerror(-rc));
+    else if (rc > 0)
+        snprintf(err, errlen, "device %u: write at LBA %llu failed with NVMe status sct 0x%x sc 0x%x", dev,
+                 (unsigned long long)slba, (rc >> 8) & 0xff, rc & 0xff);
+    return rc > 0 ? -EIO : rc;
 }
 
 /* ------------------------------------------------------------------ engine state */

@@ -104,6 +104,9 @@ struct perf_backend_ops {
     /* Deliver up to max completions through ch->done; returns the count or <0. */
     int (*reap)(struct perf_chan *ch, uint32_t max);
     void (*destroy)(void *ctx);
+    /* Cold path, for tests and fault injection: write len bytes (a whole number of
+     * LBAs) at slba of device dev synchronously. 0 or <0; NVMe status as > 0. */
+    int (*write_sync)(void *ctx, uint32_t dev, uint64_t slba, const void *buf, size_t len);
 };
 
 /* Target flags */
@@ -117,6 +120,11 @@ struct perf_target {
     char backend[PERF_NAMELEN]; /* "psync", "io_uring", "nvmelab-emu", "nvmelab-pci" */
     char profile[PERF_NAMELEN]; /* emulated targets: device-model profile, else "" */
     double scale;               /* emulated targets: profile scale, else 0 */
+    /* emulated targets: the profile's device model at this scale (0 = no cap);
+     * device-model overrides given in the URI are not reflected here */
+    struct {
+        double lat_ns, dev_iops, queue_iops, dev_bw;
+    } model;
     struct perf_dev_info dev[PERF_MAX_DEVS];
 };
 
@@ -182,6 +190,10 @@ int perf_target_open(const char *uri, const struct perf_target_opts *opts,
                      struct perf_target **out, char *err, size_t errlen);
 void perf_target_close(struct perf_target *t);
 
+/* Synchronous write of whole LBAs outside any run (fault injection in tests). */
+int perf_target_write_sync(struct perf_target *t, uint32_t dev, uint64_t slba, const void *buf, size_t len,
+                           char *err, size_t errlen);
+
 /* Check a configuration against a target without doing I/O. */
 int perf_config_check(const struct perf_target *t, const struct perf_config *cfg, char *err, size_t errlen);
 
@@ -196,10 +208,10 @@ int perf_run(struct perf_target *t, const struct perf_config *cfg, struct perf_r
 int perf_fill(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res,
               char *err, size_t errlen);
 
-/* The NVMe-driver target (emu://, pci://; perf_nvme.c), weak so that the engine
- * builds before the driver; perf_target_open() dispatches on the URI scheme. */
+/* The NVMe-driver target (emu://, pci://; perf_nvme.c); perf_target_open()
+ * dispatches on the URI scheme. */
 int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts,
-                          struct perf_target **out, char *err, size_t errlen) __attribute__((weak));
+                          struct perf_target **out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

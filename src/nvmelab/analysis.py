@@ -200,9 +200,13 @@ def protocol_overhead(agg: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def per_io_cost_ns(agg: pd.DataFrame, mean: str = "iops_mean", ncpus: str = "ncpus") -> pd.Series:
-    """CPU time per I/O in ns for busy-polling engines: ncpus / IOPS (one core busy per thread)."""
-    return agg[ncpus].astype(float) * 1e9 / agg[mean].astype(float)
+def per_io_cost_ns(df: pd.DataFrame) -> pd.Series:
+    """CPU time per I/O in ns, per record: measured CPU time (cpu_usage, percent of one CPU)
+    over completed I/Os. Where a record has no cpu_usage, one busy core per worker thread
+    (ncpus x 100 %) is assumed, as for busy-polling engines."""
+    usage = pd.to_numeric(df["cpu_usage"], errors="coerce") if "cpu_usage" in df else pd.Series(float("nan"), index=df.index)
+    usage = usage.fillna(df["ncpus"].astype(float) * 100.0)
+    return usage / 100.0 * 1e9 / df["iops"].astype(float)
 
 
 def relative_change(new: float, old: float) -> float:

@@ -30,9 +30,9 @@ Key functions:
     make_image(path, size, ...)                     a test image with data, zeros, holes
     to_record(result, ...)                          an nvmelab.records run record
 
-Inputs: a file, a block device, ``-`` (stdin, when it is a pipe) or a path to a
-FIFO. ``emu://`` targets are read through the user-space driver once it offers
-namespace reads to this module (see :func:`run`).
+Inputs: a file, a block device, ``-`` (stdin, when it is a pipe), a path to a
+FIFO, or an nvmelab target namespace (``emu://…``, ``pci://…``) read through the
+user-space driver with up to queue-depth chunks in flight on one I/O qpair.
 
 Ctrl-C while :func:`run` waits cancels the C job promptly and raises
 ``KeyboardInterrupt``; no digest is returned.
@@ -61,6 +61,8 @@ DEFAULT_QUEUE_DEPTH = 16
 DEFAULT_READ_SIZE = 256 * 1024
 #: I/O modes of the C core.
 IO_MODES = ("psync", "io_uring")
+#: Target schemes read through the user-space NVMe driver.
+DRIVER_SCHEMES = ("emu", "pci")
 #: Study name and tool label in run records.
 STUDY = "blksum-qdepth"
 TOOL = "nvmelab-blksum"
@@ -148,8 +150,12 @@ def run(
     io: str = "psync",
     read_size: int = DEFAULT_READ_SIZE,
     progress: Optional[ProgressFn] = None,
+    nsid: int = 0,
 ) -> BlksumResult:
-    """Checksum a file, block device or pipe; return the digest with timing and counters.
+    """Checksum a file, block device, pipe or target namespace; return the digest with timing and counters.
+
+    ``emu://`` and ``pci://`` URIs are read through the user-space driver (namespace ``nsid``
+    of the first controller, 0 = the first active one); ``io`` does not apply to them.
 
     ``progress(done_bytes, total_bytes)`` is called about every 100 ms from the calling
     thread (``total_bytes`` is 0 for a pipe). Raises ``ValueError`` for a bad parameter or
@@ -159,16 +165,14 @@ def run(
     spath = os.fspath(path)
     if not isinstance(spath, str) or not spath:
         raise ValueError(f"path must be a non-empty string, got {path!r}")
-    if "://" in spath:
-        scheme = spath.split("://", 1)[0]
-        if scheme == "file":
-            spath = spath[len("file://"):]
-        elif scheme == "blk":
-            spath = spath[len("blk://"):]
-        else:
-            raise ValueError(
-                f"{spath}: {scheme}:// targets are not readable by blksum in this build "
-                "(files, block devices and pipes are)")
+    scheme = spath.split("://", 1)[0] if "://" in spath else ""
+    if scheme == "file":
+        spath = spath[len("file://"):]
+    elif scheme == "blk":
+        spath = spath[len("blk://"):]
+    elif scheme and scheme not in DRIVER_SCHEMES:
+        raise ValueError(f"{spath}: blksum cannot read {scheme}:// targets (files, block devices, pipes, "
+                         f"and {', '.join(s + '://' for s in DRIVER_SCHEMES)} namespaces)")
     if threads is None:
         threads = default_threads()
     _check_int("threads", threads, 1, nat.BLKSUM_MAX_THREADS)
@@ -180,10 +184,18 @@ def run(
         raise ValueError(f"io must be one of {', '.join(IO_MODES)}, got {io!r}")
     if not isinstance(digest, str) or not nat.blksum_digest_known(digest):
         raise ValueError(f"unknown digest {digest!r} (see nvmelab blksum --list-digests)")
-    d = nat.blksum_file(spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size,
-                        io=io, progress=progress)
+    extra: dict[str, Any] = {}
+    if scheme in DRIVER_SCHEMES:
+        if not hasattr(nat, "blksum_uri"):
+            raise RuntimeError("nvmelab was built without the driver path of blksum")
+        d = nat.blksum_uri(spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size,
+                           nsid=nsid, progress=progress)
+        extra["target_describe"] = d.pop("target_describe", "")
+    else:
+        d = nat.blksum_file(spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size,
+                            io=io, progress=progress)
     res = BlksumResult(digest=digest, path=os.fspath(path), threads=threads, queue_depth=queue_depth,
-                       read_size=read_size, **d)
+                       read_size=read_size, extra=extra, **d)
     log.debug("blksum %s: %s in %.3f s (%s, t=%d q=%d)", res.path, res.hexdigest, res.elapsed_s, res.io,
               threads, queue_depth)
     return res
@@ -340,13 +352,20 @@ def to_record(res: BlksumResult, *, repetition: int, tool: str = TOOL, study: st
     image MiB per second. Digest, image description and counters go in extra keys.
     """
     target = res.path if "://" in res.path else "file://" + os.path.abspath(res.path)
+    prov = dict(prov if prov is not None else provenance())
+    desc = res.extra.get("target_describe") or ""
+    if desc:  # an emulated target: name its profile and scale (records require it)
+        kv = dict(item.split("=", 1) for item in desc.split() if "=" in item)
+        prov["profile"] = kv.get("profile")
+        prov["scale"] = float(kv["scale"]) if "scale" in kv else None
+        prov["emu"] = desc
     rec: dict[str, Any] = {
         "study": study, "tool": tool, "target": target, "backend": res.io, "rw": "read",
         "iosize": res.read_size, "qdepth": res.queue_depth, "nqueues": 1, "ndevs": 1, "ncpus": res.threads,
         "runtime_s": res.elapsed_s, "iops": res.reads / res.elapsed_s if res.elapsed_s > 0 else 0.0,
         "mibs": res.mibs, "lat_ns": None, "cpu_usage": None, "cpu_freqs": None, "governor": None,
         "turbo": None, "smt": None, "thr_sib": False, "stress": False, "repetition": repetition,
-        "provenance": prov if prov is not None else provenance(),
+        "provenance": prov,
         "digest": res.digest, "hexdigest": res.hexdigest, "image_size": res.size,
         "bytes_read": res.bytes_read, "zero_blocks": res.zero_blocks, "hole_blocks": res.hole_blocks,
         "reads": res.reads,

@@ -57,7 +57,7 @@ def _with_band(agg: pd.DataFrame, y: str) -> pd.DataFrame:
 
 def _xenc(x: str, log2: bool, ticks: Sequence | None = None) -> alt.X:
     scale = alt.Scale(type="log", base=2) if log2 else alt.Scale(zero=False)
-    axis = alt.Axis(values=[v.item() if hasattr(v, "item") else v for v in ticks]) if ticks is not None else alt.Axis()
+    axis = alt.Axis(values=[v.item() if hasattr(v, "item") else v for v in ticks]) if ticks else alt.Axis()
     return alt.X(f"{x}:Q", scale=scale, title=TITLES.get(x, x), axis=axis)
 
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nvme/bar.h"
 #include "nvme/emu/emu.h"
@@ -45,7 +46,7 @@
 struct th_q {
     struct nvme_sqe *sq;
     struct nvme_cqe *cq;
-    uint32_t size, sqt, cqh;
+    uint32_t size, sqsize, sqt, cqh; /* size: CQ entries, sqsize: SQ entries */
     uint16_t phase;
 };
 
@@ -152,7 +153,7 @@ static inline bool th_enable(struct th *t, uint32_t entries)
 {
     th_free_queues(t);
     struct th_q *q = &t->q[0];
-    q->size = entries;
+    q->size = q->sqsize = entries;
     q->sq = th_alloc(entries * NVME_SQE_SIZE);
     q->cq = th_alloc(entries * NVME_CQE_SIZE);
     q->phase = 1;
@@ -167,7 +168,7 @@ static inline void th_submit(struct th *t, uint16_t qid, const struct nvme_sqe *
 {
     struct th_q *q = &t->q[qid];
     q->sq[q->sqt] = *cmd;
-    q->sqt = (q->sqt + 1) % q->size;
+    q->sqt = (q->sqt + 1) % q->sqsize;
     th_w32(t, nvme_db_sq_off(qid, t->dstrd), q->sqt);
 }
 
@@ -176,7 +177,7 @@ static inline void th_queue(struct th *t, uint16_t qid, const struct nvme_sqe *c
 {
     struct th_q *q = &t->q[qid];
     q->sq[q->sqt] = *cmd;
-    q->sqt = (q->sqt + 1) % q->size;
+    q->sqt = (q->sqt + 1) % q->sqsize;
 }
 
 static inline void th_ring(struct th *t, uint16_t qid)
@@ -230,7 +231,8 @@ static inline struct nvme_cqe th_cmd(struct th *t, uint16_t qid, struct nvme_sqe
 
 static inline struct nvme_cqe th_create_cq(struct th *t, uint16_t qid, uint32_t entries)
 {
-    struct th_q *q = &t->q[qid];
+    static struct th_q scratch; /* qid 0 (a refused request) must not replace the admin queue */
+    struct th_q *q = qid ? &t->q[qid] : &scratch;
     free(q->cq);
     q->cq = th_alloc(entries * NVME_CQE_SIZE);
     q->cqh = 0;
@@ -243,10 +245,12 @@ static inline struct nvme_cqe th_create_cq(struct th *t, uint16_t qid, uint32_t 
 
 static inline struct nvme_cqe th_create_sq(struct th *t, uint16_t qid, uint32_t entries, uint16_t cqid)
 {
-    struct th_q *q = &t->q[qid];
+    static struct th_q scratch;
+    struct th_q *q = qid ? &t->q[qid] : &scratch;
     free(q->sq);
     q->sq = th_alloc(entries * NVME_SQE_SIZE);
     q->sqt = 0;
+    q->sqsize = entries;
     struct nvme_sqe c = {.opc = NVME_ADM_CREATE_SQ, .prp1 = (uintptr_t)q->sq,
                          .cdw10 = NVME_CREATE_Q_CDW10(qid, entries),
                          .cdw11 = NVME_CREATE_Q_PC | ((uint32_t)cqid << NVME_CREATE_SQ_CQID_SHIFT)};

@@ -1,12 +1,13 @@
 /* test_emu_regs.c — emu:// URI validation, register semantics, bring-up and Identify. */
 #include "emu_testhost.h"
+#include "nvme/emu/profiles.h"
 
 static void expect_open_error(const char *uri, const char *needle)
 {
     struct th t;
     char err[256] = "";
     int r = th_open_err(&t, uri, 0, err, sizeof(err));
-    if (r != -EINVAL || !strstr(err, needle)) {
+    if (r >= 0 || !strstr(err, needle)) {
         fprintf(stderr, "URI %s: r=%d err='%s', expected '%s'\n", uri, r, err, needle);
         abort();
     }
@@ -169,8 +170,26 @@ static void test_identify_shapes(void)
     th_close(&t);
 }
 
-int main(void)
+/* --profiles-json: the effective profile table, for tests/test_emu_profiles.py */
+static void dump_profiles(void)
 {
+    const struct nvme_emu_profile *p;
+    printf("[");
+    for (unsigned i = 0; (p = nvme_emu_profile_at(i)); i++)
+        printf("%s{\"name\": \"%s\", \"default_scale\": %.17g, \"lat_ns\": %.17g, \"lat_sigma\": %.17g, "
+               "\"dev_iops\": %.17g, \"dev_bw\": %.17g, \"queue_iops\": %.17g, \"fetch_burst\": %u, "
+               "\"link_bw\": %.17g}",
+               i ? ", " : "", p->name, p->default_scale, p->lat_ns, p->lat_sigma, p->dev_iops, p->dev_bw,
+               p->queue_iops, p->fetch_burst, p->link_bw);
+    printf("]\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--profiles-json") == 0) {
+        dump_profiles();
+        return 0;
+    }
     test_uri_errors();
     test_registers();
     test_identify_shapes();

@@ -44,7 +44,9 @@ def _positive(text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from .. import blksum
 
-    p.add_argument("image", nargs="?", help="image path, block device, or '-' for stdin (default: stdin if a pipe)")
+    p.add_argument("image", nargs="?", help="image path, block device, '-' for stdin (default: stdin if a pipe), "
+                   "or a target URI such as 'emu://?nsze=64MiB' (read through the user-space driver)")
+    p.add_argument("--nsid", type=_positive, default=None, help="namespace of a target URI (default: the first)")
     p.add_argument("-d", "--digest", default=blksum.DEFAULT_DIGEST,
                    help=f"digest name (default {blksum.DEFAULT_DIGEST}; 'null' times the I/O only)")
     p.add_argument("-t", "--threads", type=_positive, default=None,
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress() if args.progress else None
     try:
         res = blksum.run(image, args.digest, threads=args.threads, queue_depth=args.queue_depth, io=args.io,
-                         read_size=args.read_size, progress=progress)
+                         read_size=args.read_size, progress=progress, nsid=args.nsid or 0)
     except OSError as exc:
         raise UsageError(f"{image}: {exc.strerror or exc}") from None
     finally:

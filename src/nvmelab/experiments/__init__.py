@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .hostvars import HostControl
 from .runner import (
-    SweepReport, default_results_root, execute_run, host_id, load_results, results_path, run_study,
+    SweepReport, default_results_root, engine_available, execute_run, host_id, load_results, results_path, run_study,
     scratch_dir, study_results,
 )
 from .spec import HOST_VARS, PRESETS, Plan, Run, SpecError, StudySpec, list_specs, load_spec, parse_spec
@@ -29,6 +29,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "HOST_VARS", "PRESETS", "HostControl", "Plan", "Run", "SpecError", "StudySpec", "SweepReport",
-    "DaskExecutor", "default_results_root", "execute_run", "host_id", "list_specs", "load_results",
+    "DaskExecutor", "default_results_root", "engine_available", "execute_run", "host_id", "list_specs", "load_results",
     "load_spec", "parse_spec", "results_path", "run_study", "scratch_dir", "study_results",
 ]

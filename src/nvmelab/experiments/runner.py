@@ -293,7 +293,12 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
         return to_frame([])
     pattern = f"*/{preset}.jsonl" if preset else "*/*.jsonl"
     files = sorted(p for p in base.glob(pattern) if not p.name.startswith(".tmp-"))
-    return to_frame(_records.load_records(files, check=True) if files else [])
+    recs = []
+    for f in files:
+        for rec in _records.iter_records(f, check=True):
+            rec["results_host"] = f.parent.name  # the folder it is filed under
+            recs.append(rec)
+    return to_frame(recs)
 
 
 def study_results(study: str, preset: str, *, target: str | None = None, reuse: bool = True,
@@ -311,16 +316,31 @@ def study_results(study: str, preset: str, *, target: str | None = None, reuse: 
     if reuse:
         df = load_results(study, preset, root)
         if not df.empty:
-            counts = df["host"].value_counts()
+            counts = df["results_host"].value_counts()
             me = host_id()
-            host = me if me in set(df["host"].map(lambda h: _HOST_RE.sub("_", str(h)))) else None
-            if host is not None:
-                return df[df["host"].map(lambda h: _HOST_RE.sub("_", str(h))) == host].reset_index(drop=True), None
-            top = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))[0][0]
-            return df[df["host"] == top].reset_index(drop=True), None
+            host = me if me in counts.index else sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+            return df[df["results_host"] == host].reset_index(drop=True), None
     rep = run_study(study, preset, target=target, run_fn=run_fn, results_root=root, progress=progress)
-    path = results_path(root, study, host_id(), preset)
-    from ..analysis import to_frame
-
-    df = to_frame(_records.load_records(path, check=True)) if path.exists() else to_frame([])
+    df = load_results(study, preset, root)
+    if not df.empty:
+        df = df[df["results_host"] == host_id()].reset_index(drop=True)
     return df, rep
+
+
+def engine_available(name: str) -> tuple[bool, str]:
+    """(True, "") when the engine can run on this host, else (False, why): the GPU notebooks
+    use it to say plainly why our GPU runs are missing."""
+    try:
+        resolve_engine(name)
+    except RuntimeError as exc:
+        return False, str(exc)
+    if name == "cuda":
+        try:
+            from .. import _native
+
+            n = _native.cuda_device_count() if hasattr(_native, "cuda_device_count") else 0
+        except Exception as exc:  # noqa: BLE001 - any failure means: no usable GPU
+            return False, f"CUDA runtime unavailable: {exc}"
+        if n <= 0:
+            return False, "no CUDA GPU on this host"
+    return True, ""

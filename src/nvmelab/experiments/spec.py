@@ -177,6 +177,7 @@ class StudySpec:
                     else:
                         params[k] = v
                 params = {k: _expand(v, scratch) for k, v in params.items()}
+                params["target"] = emu_target_for(params["target"], params.get("ndevs"))
                 if self._excluded(params):
                     continue
                 sweeps[name].append(params)
@@ -195,6 +196,19 @@ class StudySpec:
     @property
     def where(self) -> str:
         return str(self.path) if self.path else f"spec {self.study}"
+
+
+def emu_target_for(target: str, ndevs: Any) -> str:
+    """An emulated target sized for the run: ``emu://?profile=x`` with ndevs=4 becomes
+    ``emu://?profile=x&ndev=4`` (the emulator creates as many controllers as ``ndev`` says).
+    A URI that already names ``ndev``, and every other scheme, is left as it is."""
+    if ndevs is None or not str(target).startswith(("emu://", "gpu-emu://")):
+        return target
+    head, _, query = target.partition("?")
+    keys = [kv.split("=", 1)[0] for kv in query.split("&") if kv]
+    if "ndev" in keys:
+        return target
+    return f"{head}?{query}&ndev={int(ndevs)}" if query else f"{head}?ndev={int(ndevs)}"
 
 
 def _expand(v: Any, scratch: str | None) -> Any:

@@ -1,0 +1,234 @@
+/* perf_nvme.c — the perf engine's backend on the nvmelab driver: emu:// and pci:// targets.
+ *
+ * One device = the first active namespace of one controller. One channel = one
+ * I/O qpair (depth qdepth + 1, the N-1 rule) with one DMA buffer of qdepth slots.
+ * Hot path: nvme_qpair_submit / nvme_qpair_ring / nvme_qpair_poll, no system
+ * calls, no locks (opening and closing channels is serialised; cold path only). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvme/emu/emu.h"
+#include "nvme/emu/profiles.h"
+#include "nvme/nvme.h"
+#include "nvme/perf.h"
+
+#define QP_EXTRA_ENTRY 1u /* a queue of N entries holds N-1 commands */
+
+struct nvme_pctx {
+    struct nvme_target *t;
+    struct nvme_ns *ns[PERF_MAX_DEVS];
+    pthread_mutex_t mu; /* channel open/close (admin commands, DMA allocation) */
+};
+
+struct nvme_pchan;
+struct slot_arg {
+    struct nvme_pchan *c;
+    uint32_t slot;
+};
+
+struct nvme_pchan {
+    struct perf_chan pub;
+    struct nvme_qpair *qp;
+    struct nvme_ns *ns;
+    struct nvme_dma *dma;
+    uint8_t *bufs;
+    uint32_t iosize, lba_size;
+    struct slot_arg *args;
+    struct nvme_pctx *ctx;
+};
+
+static void pchan_cb(void *arg, const struct nvme_cpl *cpl)
+{
+    const struct slot_arg *a = arg;
+    int st = 0;
+    if (cpl->err)
+        st = cpl->err;
+    else if (!nvme_cpl_ok(cpl))
+        st = ((int)cpl->sct << 8 | (int)cpl->sc) | (cpl->dnr ? PERF_STATUS_DNR : 0);
+    a->c->pub.done(&a->c->pub, a->slot, st);
+}
+
+static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize, struct perf_chan **out, char *err,
+                      size_t errlen)
+{
+    struct nvme_pctx *ctx = vctx;
+    struct nvme_pchan *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->args = calloc(qdepth, sizeof(*c->args));
+    if (!c->args) {
+        free(c);
+        return -ENOMEM;
+    }
+    c->ctx = ctx;
+    c->ns = ctx->ns[dev];
+    c->iosize = iosize;
+    c->lba_size = nvme_ns_lba_size(c->ns);
+    for (uint32_t i = 0; i < qdepth; i++) {
+        c->args[i].c = c;
+        c->args[i].slot = i;
+    }
+    pthread_mutex_lock(&ctx->mu);
+    int rc = nvme_dma_alloc(ctx->t, (size_t)qdepth * iosize, &c->dma);
+    if (rc) {
+        snprintf(err, errlen, "device %u: cannot allocate %zu bytes of DMA memory: %s", dev, (size_t)qdepth * iosize,
+                 strerror(-rc));
+        goto fail;
+    }
+    c->bufs = nvme_dma_vaddr(c->dma);
+    struct nvme_qpair_opts o = {.depth = qdepth + QP_EXTRA_ENTRY, .timeout_ms = 0, .batch = qdepth + QP_EXTRA_ENTRY};
+    rc = nvme_qpair_create(nvme_ns_ctrl(c->ns), &o, &c->qp);
+    if (rc) {
+        if (rc == -EBUSY)
+            snprintf(err, errlen, "device %u: no I/O queue left (the controller grants %u); lower nqueues or ncpus", dev,
+                     nvme_ctrl_max_qpairs(nvme_ns_ctrl(c->ns)));
+        else
+            snprintf(err, errlen, "device %u: cannot create a qpair of depth %u: %s", dev, qdepth + QP_EXTRA_ENTRY,
+                     strerror(-rc));
+        nvme_dma_free(c->dma);
+        goto fail;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    *out = &c->pub;
+    return 0;
+fail:
+    pthread_mutex_unlock(&ctx->mu);
+    free(c->args);
+    free(c);
+    return rc;
+}
+
+static void pchan_close(struct perf_chan *ch)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    pthread_mutex_lock(&c->ctx->mu);
+    nvme_qpair_destroy(c->qp);
+    nvme_dma_free(c->dma);
+    pthread_mutex_unlock(&c->ctx->mu);
+    free(c->args);
+    free(c);
+}
+
+static void *pchan_buf(struct perf_chan *ch, uint32_t slot)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    return c->bufs + (size_t)slot * c->iosize;
+}
+
+static int pchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    return nvme_qpair_submit(c->qp, c->ns, write ? NVME_CMD_WRITE : NVME_CMD_READ, slba, nlb,
+                             c->bufs + (size_t)slot * c->iosize, (size_t)nlb * c->lba_size, pchan_cb, &c->args[slot]);
+}
+
+static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
+{
+    (void)wait_min;
+    nvme_qpair_ring(((struct nvme_pchan *)ch)->qp);
+    return 0;
+}
+
+static int pchan_reap(struct perf_chan *ch, uint32_t max)
+{
+    return nvme_qpair_poll(((struct nvme_pchan *)ch)->qp, max);
+}
+
+static void pctx_destroy(void *vctx)
+{
+    struct nvme_pctx *ctx = vctx;
+    nvme_target_close(ctx->t);
+    pthread_mutex_destroy(&ctx->mu);
+    free(ctx);
+}
+
+static int pctx_write_sync(void *vctx, uint32_t dev, uint64_t slba, const void *buf, size_t len)
+{
+    struct nvme_pctx *ctx = vctx;
+    struct nvme_ns *ns = ctx->ns[dev];
+    struct nvme_cpl cpl;
+    pthread_mutex_lock(&ctx->mu);
+    int rc = nvme_ns_io_sync(nvme_ns_ctrl(ns), ns, NVME_CMD_WRITE, slba, (uint32_t)(len / nvme_ns_lba_size(ns)),
+                             (void *)buf, len, &cpl);
+    pthread_mutex_unlock(&ctx->mu);
+    if (rc)
+        return rc;
+    if (cpl.err)
+        return cpl.err;
+    return nvme_cpl_ok(&cpl) ? 0 : ((int)cpl.sct << 8 | (int)cpl.sc);
+}
+
+static const struct perf_backend_ops nvme_perf_ops = {
+    .chan_open = pchan_open,
+    .chan_close = pchan_close,
+    .chan_buf = pchan_buf,
+    .submit = pchan_submit,
+    .kick = pchan_kick,
+    .reap = pchan_reap,
+    .destroy = pctx_destroy,
+    .write_sync = pctx_write_sync,
+};
+
+int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts, struct perf_target **out, char *err,
+                          size_t errlen)
+{
+    (void)opts;
+    struct nvme_target *nt = NULL;
+    int rc = nvme_target_open(uri, &nt, err, errlen);
+    if (rc)
+        return rc;
+    struct nvme_pctx *ctx = calloc(1, sizeof(*ctx));
+    struct perf_target *t = calloc(1, sizeof(*t));
+    if (!ctx || !t) {
+        free(ctx);
+        free(t);
+        nvme_target_close(nt);
+        return -ENOMEM;
+    }
+    ctx->t = nt;
+    pthread_mutex_init(&ctx->mu, NULL);
+    unsigned nctrl = nvme_target_nctrl(nt);
+    if (nctrl > PERF_MAX_DEVS)
+        nctrl = PERF_MAX_DEVS;
+    for (unsigned i = 0; i < nctrl; i++) {
+        struct nvme_ctrl *c = nvme_target_ctrl(nt, i);
+        struct nvme_ns *ns = nvme_ctrl_nns(c) ? nvme_ctrl_ns_at(c, 0) : NULL;
+        if (!ns) {
+            snprintf(err, errlen, "%s: controller %u has no active namespace", uri, i);
+            pctx_destroy(ctx);
+            free(t);
+            return -ENODEV;
+        }
+        ctx->ns[i] = ns;
+        struct perf_dev_info *d = &t->dev[i];
+        d->lba_size = nvme_ns_lba_size(ns);
+        d->nlbas = nvme_ns_nsze(ns);
+        d->nsid = nvme_ns_id(ns);
+        d->max_qdepth = nvme_ctrl_max_depth(c) - QP_EXTRA_ENTRY;
+        d->max_io_bytes = nvme_ctrl_max_xfer(c);
+    }
+    t->ops = &nvme_perf_ops;
+    t->ctx = ctx;
+    t->ndevs = nctrl;
+    const char *scheme = nvme_target_scheme(nt);
+    snprintf(t->backend, sizeof(t->backend), "nvmelab-%s", scheme);
+    if (!strcmp(scheme, "emu")) {
+        const struct nvme_emu_set *set = nvme_target_backend(nt);
+        if (set) {
+            snprintf(t->profile, sizeof(t->profile), "%s", nvme_emu_set_profile(set));
+            t->scale = nvme_emu_set_scale(set);
+            const struct nvme_emu_profile *p = nvme_emu_profile_find(t->profile);
+            if (p && t->scale > 0) {
+                t->model.lat_ns = p->lat_ns * t->scale;
+                t->model.dev_iops = p->dev_iops / t->scale;
+                t->model.queue_iops = p->queue_iops / t->scale;
+                t->model.dev_bw = p->dev_bw / t->scale;
+            }
+        }
+    }
+    *out = t;
+    return 0;
+}

@@ -1,0 +1,346 @@
+/* test_driver_units.c — unit tests of the driver's pieces that need no controller: register field
+ * accessors and doorbell offsets, status names, the URI grammar, PCI address parsing and the pci://
+ * safety checks on a fake sysfs tree (allow-list, class, binding, mounted and root-filesystem refusal). */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nvme/pci.h"
+#include "nvme/uri.h"
+#include "test_driver.h"
+
+static void test_registers(void)
+{
+    uint64_t cap = NVME_CAP_MQES(1023) | NVME_CAP_CQR | NVME_CAP_TO(30) | NVME_CAP_DSTRD(2) | NVME_CAP_CSS(1) |
+                   NVME_CAP_MPSMIN(0) | NVME_CAP_MPSMAX(4);
+    T_EQ(nvme_cap_mqes(cap), 1023);
+    T_EQ(nvme_cap_cqr(cap), 1);
+    T_EQ(nvme_cap_to(cap), 30);
+    T_EQ(nvme_cap_dstrd(cap), 2);
+    T_EQ(nvme_cap_css(cap), 1);
+    T_EQ(nvme_cap_mpsmax(cap), 4);
+    /* doorbells: SQ0 0x1000, CQ0 0x1000 + stride, SQ1 0x1000 + 2 stride; stride = 4 << DSTRD */
+    T_EQ(nvme_db_sq_off(0, 0), 0x1000);
+    T_EQ(nvme_db_cq_off(0, 0), 0x1004);
+    T_EQ(nvme_db_sq_off(1, 0), 0x1008);
+    T_EQ(nvme_db_cq_off(3, 0), 0x101c);
+    T_EQ(nvme_db_sq_off(1, 2), 0x1000 + 2 * 16);
+    T_EQ(nvme_db_cq_off(1, 2), 0x1000 + 3 * 16);
+    T_EQ(NVME_AQA(32, 16), (31u | (15u << 16)));
+    uint16_t st = NVME_CQE_STATUS(NVME_SCT_CMD_SPECIFIC, NVME_SC_QUEUE_SIZE, true, 1);
+    T_EQ(nvme_cqe_phase(st), 1);
+    T_EQ(nvme_cqe_sct(st), NVME_SCT_CMD_SPECIFIC);
+    T_EQ(nvme_cqe_sc(st), NVME_SC_QUEUE_SIZE);
+    T_EQ(nvme_cqe_dnr(st), 1);
+    T_EQ(NVME_NUM_QUEUES(8, 4), (7u | (3u << 16)));
+    T_EQ(nvme_num_queues_nsq(7u | (3u << 16)), 8);
+    T_EQ(nvme_num_queues_ncq(7u | (3u << 16)), 4);
+    T_EQ(NVME_CREATE_Q_CDW10(5, 64), (5u | (63u << 16)));
+    /* layouts at run time too (the static_asserts already hold at compile time) */
+    T_EQ(sizeof(struct nvme_sqe), 64);
+    T_EQ(sizeof(struct nvme_cqe), 16);
+    T_EQ(sizeof(struct nvme_id_ctrl), 4096);
+    T_EQ(sizeof(struct nvme_id_ns), 4096);
+    struct nvme_id_ns ns;
+    memset(&ns, 0, sizeof(ns));
+    ns.flbas = 1;
+    ns.lbaf[1].lbads = 12;
+    T_EQ(nvme_id_ns_lbads(&ns), 12);
+}
+
+static void test_status_names(void)
+{
+    struct { uint8_t sct, sc; const char *name; } cases[] = {
+        {0, 0x00, "Successful Completion"},        {0, 0x01, "Invalid Command Opcode"},
+        {0, 0x02, "Invalid Field in Command"},     {0, 0x03, "Command ID Conflict"},
+        {0, 0x04, "Data Transfer Error"},          {0, 0x06, "Internal Error"},
+        {0, 0x07, "Command Abort Requested"},      {0, 0x0b, "Invalid Namespace or Format"},
+        {0, 0x0c, "Command Sequence Error"},       {0, 0x13, "PRP Offset Invalid"},
+        {0, 0x80, "LBA Out of Range"},             {0, 0x81, "Capacity Exceeded"},
+        {0, 0x82, "Namespace Not Ready"},          {1, 0x00, "Completion Queue Invalid"},
+        {1, 0x01, "Invalid Queue Identifier"},     {1, 0x02, "Invalid Queue Size"},
+        {1, 0x08, "Invalid Interrupt Vector"},     {1, 0x09, "Invalid Log Page"},
+        {1, 0x0a, "Invalid Format"},               {1, 0x0c, "Invalid Queue Deletion"},
+        {2, 0x81, "Unrecovered Read Error"},       {2, 0x85, "Compare Failure"},
+        {3, 0x71, "Command Aborted By Host"},      {7, 0x42, "Vendor Specific Status"},
+        {0, 0x7f, "Unknown Status"},               {5, 0x00, "Unknown Status"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        T_STREQ(nvme_status_name(cases[i].sct, cases[i].sc), cases[i].name);
+    T_STREQ(nvme_opc_name(true, NVME_ADM_CREATE_CQ), "Create I/O Completion Queue");
+    T_STREQ(nvme_opc_name(false, NVME_CMD_DSM), "Dataset Management");
+    char buf[128];
+    struct nvme_cpl cpl = {.sct = 0, .sc = 0x80, .dnr = true};
+    T_STREQ(nvme_cpl_str(&cpl, buf, sizeof(buf)), "LBA Out of Range (sct 0x0 sc 0x80, dnr)");
+    cpl = (struct nvme_cpl){.err = -ETIMEDOUT};
+    T_STREQ(nvme_cpl_str(&cpl, buf, sizeof(buf)), "timed out");
+    T_CHECK(!nvme_cpl_ok(&cpl));
+}
+
+static void test_uri_good(void)
+{
+    struct nvme_uri *u;
+    char err[NVME_ERRLEN];
+    T_EQ(nvme_uri_parse("EMU://?ndev=4&nsze=1GiB&lbads=512,4096&data", &u, err, sizeof(err)), 0);
+    T_STREQ(u->scheme, "emu");
+    T_STREQ(u->authority, "");
+    T_EQ(u->nitems, 0);
+    T_STREQ(u->path, "");
+    T_EQ(u->nparams, 4);
+    T_STREQ(nvme_uri_get(u, "data"), "1");
+    T_CHECK(nvme_uri_get(u, "nope") == NULL);
+    uint64_t v;
+    T_EQ(nvme_uri_get_size(u, "nsze", 0, &v, err, sizeof(err)), 0);
+    T_EQ(v, 1ull << 30);
+    T_EQ(nvme_uri_get_u64(u, "ndev", 1, &v, err, sizeof(err)), 0);
+    T_EQ(v, 4);
+    T_EQ(nvme_uri_get_u64(u, "absent", 7, &v, err, sizeof(err)), 0);
+    T_EQ(v, 7);
+    bool b = false;
+    T_EQ(nvme_uri_get_bool(u, "data", false, &b, err, sizeof(err)), 0);
+    T_EQ(b, 1);
+    const char *lb = nvme_uri_get(u, "lbads");
+    T_EQ(nvme_uri_list_count(lb), 2);
+    char item[16];
+    T_EQ(nvme_uri_list_item(lb, 1, item, sizeof(item)), 0);
+    T_STREQ(item, "4096");
+    T_EQ(nvme_uri_list_item(lb, 2, item, sizeof(item)), -ERANGE);
+    T_EQ(nvme_uri_list_item(lb, 0, item, 2), -ENAMETOOLONG);
+    static const char *const known[] = {"ndev", "nsze", "lbads", "data", NULL};
+    T_EQ(nvme_uri_check_keys(u, known, err, sizeof(err)), 0);
+    static const char *const fewer[] = {"ndev", "nsze", NULL};
+    T_EQ(nvme_uri_check_keys(u, fewer, err, sizeof(err)), -EINVAL);
+    T_CONTAINS(err, "unknown parameter 'lbads'");
+    T_EQ(nvme_uri_get_u64(u, "nsze", 0, &v, err, sizeof(err)), -EINVAL);
+    T_CONTAINS(err, "'nsze'");
+    T_CONTAINS(err, "1GiB");
+    nvme_uri_free(u);
+
+    T_EQ(nvme_uri_parse("pci://0000:4a:00.0,4b:00.0?driver=vfio-pci", &u, err, sizeof(err)), 0);
+    T_STREQ(u->scheme, "pci");
+    T_STREQ(u->authority, "0000:4a:00.0,4b:00.0");
+    T_EQ(u->nitems, 2);
+    T_STREQ(u->items[0], "0000:4a:00.0");
+    T_STREQ(u->items[1], "4b:00.0");
+    T_STREQ(nvme_uri_get(u, "driver"), "vfio-pci");
+    nvme_uri_free(u);
+
+    T_EQ(nvme_uri_parse("file:///data/my%20img.raw?direct=1", &u, err, sizeof(err)), 0);
+    T_STREQ(u->authority, "");
+    T_STREQ(u->path, "/data/my img.raw");
+    T_STREQ(nvme_uri_get(u, "direct"), "1");
+    nvme_uri_free(u);
+
+    T_EQ(nvme_uri_parse("blk:///dev/nvme0n1", &u, err, sizeof(err)), 0);
+    T_STREQ(u->path, "/dev/nvme0n1");
+    T_EQ(u->nparams, 0);
+    nvme_uri_free(u);
+}
+
+static void test_uri_bad(void)
+{
+    static const struct { const char *uri; const char *msg; } cases[] = {
+        {"", "empty URI"},
+        {"emu:/x", "no scheme"},
+        {"://x", "bad scheme"},
+        {"e_m://x", "bad scheme"},
+        {"emu://?", "empty query"},
+        {"emu://?a=1&&b=2", "empty parameter"},
+        {"emu://?a=1&", "empty parameter"},
+        {"emu://?a=", "'a': empty value"},
+        {"emu://?A=1", "bad parameter name 'A'"},
+        {"emu://?a=1&a=2", "'a' given twice"},
+        {"emu://?a=%zz", "bad %-escape"},
+        {"emu://?a=%00", "bad %-escape"},
+        {"pci://a,,b", "empty item"},
+        {"pci://,a", "empty item"},
+        {"emu://?a=b c", "space or control"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct nvme_uri *u = (struct nvme_uri *)1;
+        char err[NVME_ERRLEN] = "";
+        int rc = nvme_uri_parse(cases[i].uri, &u, err, sizeof(err));
+        if (rc != -EINVAL || !strstr(err, cases[i].msg)) {
+            fprintf(stderr, "'%s': rc %d err '%s', want '%s'\n", cases[i].uri, rc, err, cases[i].msg);
+            abort();
+        }
+        T_CHECK(u == NULL);
+    }
+    char big[NVME_URI_MAX_LEN + 16];
+    memset(big, 'a', sizeof(big) - 1);
+    memcpy(big, "emu://?", 7);
+    big[sizeof(big) - 1] = '\0';
+    struct nvme_uri *u;
+    char err[NVME_ERRLEN];
+    T_EQ(nvme_uri_parse(big, &u, err, sizeof(err)), -EINVAL);
+    T_CONTAINS(err, "longer than");
+}
+
+static void test_values(void)
+{
+    static const struct { const char *s; uint64_t v; } sizes[] = {
+        {"0", 0}, {"4096", 4096}, {"4KiB", 4096}, {"4k", 4096}, {"4K", 4096}, {"64MiB", 64ull << 20},
+        {"64M", 64ull << 20}, {"1GiB", 1ull << 30}, {"2G", 2ull << 30}, {"1TiB", 1ull << 40}, {"3KB", 3000},
+        {"2MB", 2000000}, {"1GB", 1000000000}, {"512B", 512}, {"0x1000", 4096},
+    };
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        uint64_t v = 1;
+        T_EQ(nvme_parse_size(sizes[i].s, &v), 0);
+        T_EQ(v, sizes[i].v);
+    }
+    static const char *bad_sizes[] = {"", "-1", "1.5G", "12Q", "G", "1 G", "99999999999999999999", "20000000TiB",
+                                      "1KiBB"};
+    for (size_t i = 0; i < sizeof(bad_sizes) / sizeof(bad_sizes[0]); i++) {
+        uint64_t v;
+        if (nvme_parse_size(bad_sizes[i], &v) != -EINVAL) {
+            fprintf(stderr, "size '%s' accepted\n", bad_sizes[i]);
+            abort();
+        }
+    }
+    uint64_t v;
+    T_EQ(nvme_parse_u64("18446744073709551615", &v), 0);
+    T_EQ(nvme_parse_u64("18446744073709551616", &v), -EINVAL);
+    T_EQ(nvme_parse_u64("+5", &v), -EINVAL);
+    T_EQ(nvme_parse_u64("0x", &v), -EINVAL);
+    bool b;
+    const char *yes[] = {"1", "true", "YES", "on"}, *no[] = {"0", "False", "no", "OFF"};
+    for (int i = 0; i < 4; i++) {
+        T_EQ(nvme_parse_bool(yes[i], &b), 0);
+        T_EQ(b, 1);
+        T_EQ(nvme_parse_bool(no[i], &b), 0);
+        T_EQ(b, 0);
+    }
+    T_EQ(nvme_parse_bool("maybe", &b), -EINVAL);
+}
+
+/* ---- pci:// safety checks on a fake sysfs tree ---- */
+static char root[256];
+
+static void mkpath(const char *rel)
+{
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    for (char *s = p + strlen(root) + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(p, 0755);
+            *s = '/';
+        }
+    mkdir(p, 0755);
+}
+
+static void put(const char *rel, const char *text)
+{
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    FILE *f = fopen(p, "w");
+    T_CHECK(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void link_driver(const char *addr, const char *drv)
+{
+    char p[1024], target[256];
+    snprintf(p, sizeof(p), "%s/sys/bus/pci/devices/%s/driver", root, addr);
+    unlink(p);
+    if (drv) {
+        snprintf(target, sizeof(target), "../../../bus/pci/drivers/%s", drv);
+        T_EQ(symlink(target, p), 0);
+    }
+}
+
+static void fake_function(const char *addr, const char *cls)
+{
+    char rel[512];
+    snprintf(rel, sizeof(rel), "sys/bus/pci/devices/%s", addr);
+    mkpath(rel);
+    snprintf(rel, sizeof(rel), "sys/bus/pci/devices/%s/class", addr);
+    put(rel, cls);
+}
+
+static int check(const char *addr, enum nvme_pci_driver drv, const char *allow, char *err, size_t errlen)
+{
+    char sys[512], mounts[512];
+    snprintf(sys, sizeof(sys), "%s/sys", root);
+    snprintf(mounts, sizeof(mounts), "%s/mounts", root);
+    return nvme_pci_check(addr, drv, sys, mounts, allow, err, errlen);
+}
+
+static void test_pci(void)
+{
+    char c[NVME_PCI_ADDR_LEN];
+    T_EQ(nvme_pci_addr_canon("0000:4A:00.0", c), 0);
+    T_STREQ(c, "0000:4a:00.0");
+    T_EQ(nvme_pci_addr_canon("4a:00.1", c), 0);
+    T_STREQ(c, "0000:4a:00.1");
+    T_EQ(nvme_pci_addr_canon("0000:4a:20.0", c), -EINVAL); /* device > 0x1f */
+    T_EQ(nvme_pci_addr_canon("0000:4a:00.8", c), -EINVAL);
+    T_EQ(nvme_pci_addr_canon("0000:4a:00.0x", c), -EINVAL);
+    T_EQ(nvme_pci_addr_canon("nvme0", c), -EINVAL);
+
+    snprintf(root, sizeof(root), "/tmp/nvmelab-test-pci-%d", (int)getpid());
+    mkdir(root, 0755);
+    mkpath("sys/bus/pci/drivers/nvme");
+    mkpath("sys/bus/pci/drivers/vfio-pci");
+    mkpath("sys/bus/pci/drivers/uio_pci_generic");
+    /* 01: root disk on nvme (partition 2 on /), 02: data disk mounted via dm, 03: bound to vfio-pci,
+     * 04: bound to nvme, nothing mounted, 05: a network card, 06: unbound */
+    fake_function("0000:01:00.0", "0x010802\n");
+    link_driver("0000:01:00.0", "nvme");
+    mkpath("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1/nvme0n1p1/holders");
+    mkpath("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1/nvme0n1p2/holders");
+    mkpath("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1/holders");
+    fake_function("0000:02:00.0", "0x010802\n");
+    link_driver("0000:02:00.0", "nvme");
+    mkpath("sys/bus/pci/devices/0000:02:00.0/nvme/nvme1/nvme1n1/holders/dm-0");
+    mkpath("sys/block/dm-0/dm");
+    put("sys/block/dm-0/dm/name", "vg-data\n");
+    fake_function("0000:03:00.0", "0x010802\n");
+    link_driver("0000:03:00.0", "vfio-pci");
+    fake_function("0000:04:00.0", "0x010802\n");
+    link_driver("0000:04:00.0", "nvme");
+    mkpath("sys/bus/pci/devices/0000:04:00.0/nvme/nvme2/nvme2n1/holders");
+    fake_function("0000:05:00.0", "0x020000\n");
+    fake_function("0000:06:00.0", "0x010802\n");
+    put("mounts", "proc /proc proc rw 0 0\n/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/nvme0n1p1 /boot/efi vfat rw 0 0\n"
+                  "/dev/mapper/vg-data /data xfs rw 0 0\n");
+
+    char err[NVME_ERRLEN];
+    T_EQ(check("0000:01:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
+    T_CONTAINS(err, "root filesystem");
+    T_EQ(check("0000:02:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
+    T_CONTAINS(err, "/dev/mapper/vg-data is mounted on /data");
+    T_EQ(check("0000:03:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), 0);
+    T_EQ(check("3:00.0", NVME_PCI_VFIO, "*", err, sizeof(err)), 0);
+    T_EQ(check("0000:03:00.0", NVME_PCI_VFIO, "0000:04:00.0,0000:03:00.0", err, sizeof(err)), 0);
+    T_EQ(check("0000:03:00.0", NVME_PCI_VFIO, "0000:04:00.0", err, sizeof(err)), -EPERM);
+    T_CONTAINS(err, "allow-list");
+    T_EQ(check("0000:03:00.0", NVME_PCI_UIO, NULL, err, sizeof(err)), -EPERM);
+    T_CONTAINS(err, "bound to vfio-pci, not uio_pci_generic");
+    T_EQ(check("0000:04:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
+    T_CONTAINS(err, "kernel nvme driver");
+    T_CONTAINS(err, "nvme2n1");
+    T_EQ(check("0000:05:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -ENODEV);
+    T_CONTAINS(err, "not an NVMe controller");
+    T_EQ(check("0000:06:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -ENODEV);
+    T_CONTAINS(err, "not bound to any driver");
+    T_EQ(check("0000:07:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -ENODEV);
+    T_CONTAINS(err, "no PCI function 0000:07:00.0");
+    T_EQ(check("junk", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EINVAL);
+
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    T_EQ(system(cmd), 0);
+}
+
+int main(void)
+{
+    test_registers();
+    test_status_names();
+    test_uri_good();
+    test_uri_bad();
+    test_values();
+    test_pci();
+    printf("test_driver_units: ok\n");
+    return 0;
+}
