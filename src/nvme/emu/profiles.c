@@ -14,7 +14,7 @@
  *     cross-check: cpu-initiated,roofline_iops,"16 devices",61727008
  *                  = 16 x 3 857 938 exactly, so the 16-device roofline is 16
  *                  independent single-device caps (no shared IOPS limit).
- * dev_bw     = 215 GiB/s / 16 = 13.4375 GiB/s = 14 428 263 424 bytes/s
+ * dev_bw     = 215 GiB/s / 16 = 13.4375 GiB/s = 14 428 405 760 bytes/s
  *     row: cpu-initiated,bandwidth,"4096B plateau (approx)",215 GiB/s, which
  *     was reached with 16 devices; at 4 KiB the IOPS cap alone would allow
  *     3 857 938 x 4096 x 16 / 2^30 = 235.5 GiB/s, so the plateau is a per-device
@@ -38,10 +38,11 @@
  *     215 GiB/s into host memory, so the host link is never the limit there.
  * fetch_burst = 0 (unlimited): no published number constrains it.
  * default_scale = 64: the 16-device roofline becomes 61 727 008 / 64 =
- *     964 484 commands/s and the per-device cap 60 280/s, latency 3.13 ms;
- *     this 2-core development host drives about 2-3 M emulated commands/s
- *     per core through the driver on the null profile (see src/README.md),
- *     so the caps bind before the host does, and curves keep their shape.
+ *     964 484 commands/s, the per-device cap 60 280/s and the latency 3.13 ms.
+ *     The emulator alone runs about 30 M null commands/s per core
+ *     (tests/c/test_emu_throughput), so the caps of 16 scaled devices stay
+ *     well inside what a 2-core host can issue even with the driver's own
+ *     per-command cost on top; re-check with `make bench` on a new host.
  *
  * pm1753-p2p: pm1753 with the device-to-GPU path of the P2P studies
  * --------------------------------------------------------------------

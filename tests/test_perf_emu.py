@@ -1,0 +1,98 @@
+"""The perf engine on emulated controllers (emu://): patterns, devices and queues, verify with an
+injected corruption, parameter limits of the target, and Little's law on the pm1753 profile."""
+from __future__ import annotations
+
+import pytest
+
+from nvmelab import perf
+from nvmelab.records import validate
+
+NULL = "emu://?profile=null"
+SHORT = dict(runtime=0.2, warmup=0.05)
+
+
+@pytest.mark.parametrize("rw", perf.PATTERNS)
+def test_every_pattern_on_emu(rw):
+    rec = perf.run(NULL, rw=rw, iosize=4096, qdepth=32, **SHORT)
+    validate(rec)
+    assert rec["backend"] == "nvmelab-emu" and rec["errors"] == 0 and rec["iops"] > 0
+    prov = rec["provenance"]
+    assert prov["profile"] == "null" and prov["scale"] == 1.0
+
+
+def test_devices_queues_and_threads_are_all_driven():
+    rec = perf.run("emu://?profile=null&ndev=3", rw="randread", iosize=512, qdepth=16, nqueues=2, ncpus=1, **SHORT)
+    assert rec["ndevs"] == 3 and len(rec["dev_ios"]) == 3 and all(n > 0 for n in rec["dev_ios"])
+    assert rec["threads"][0]["nchans"] == 3 * 2
+    rec = perf.run("emu://?profile=null&ndev=3", rw="randread", iosize=512, qdepth=16, ndevs=2, **SHORT)
+    assert rec["ndevs"] == 2 and len(rec["dev_ios"]) == 2
+
+
+def test_verify_on_emu_catches_an_injected_corruption():
+    rng = dict(lba_start=1024, lba_count=4096)
+    with perf.open_target(NULL, need_write=True) as t:
+        t.fill(iosize=4096, qdepth=16, seed=3, **rng)
+        res = t.run(rw="randread", iosize=4096, qdepth=16, seed=3, verify=True, runtime=0.2, **rng)
+        assert res["verify_errors"] == 0 and res["ios"] > 0
+        t.write_lba(0, 3000, b"\x00" * 512)  # a zeroed block: its stamp is gone
+        res = t.run(rw="read", iosize=4096, qdepth=16, seed=3, verify=True, runtime=0.2, **rng)
+        assert res["ios"] * 8 >= rng["lba_count"], "the run must cover the range"
+        assert res["verify_errors"] >= 1 and res["first_bad"] == {"dev": 0, "lba": 3000}
+        with pytest.raises(ValueError, match="lba="):
+            t.write_lba(0, 1 << 40, b"\x00" * 512)
+        with pytest.raises(ValueError, match="len="):
+            t.write_lba(0, 0, b"\x00" * 100)
+
+
+def test_verify_through_run_prefills_and_passes():
+    rec = perf.run(NULL, rw="randrw", iosize=4096, qdepth=8, verify=True, lba_count=8192, seed=11, **SHORT)
+    assert rec["verify_errors"] == 0 and rec["verify_first_bad"] is None
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(qdepth=1 << 20), "qdepth"),
+        (dict(iosize=1 << 24), "iosize"),
+        (dict(ndevs=5), "ndevs=5"),
+        (dict(iosize=100), "iosize=100"),
+        (dict(lba_start=1 << 40), "lba_start"),
+    ],
+)
+def test_target_limits_are_refused_before_io(kw, match):
+    with pytest.raises(ValueError, match=match):
+        perf.run(NULL, **{**dict(rw="randread", iosize=512, qdepth=8), **kw, **SHORT})
+
+
+def test_bad_emu_uri_is_refused():
+    with pytest.raises(Exception, match="profile"):
+        perf.run("emu://?profile=nope", **SHORT)
+
+
+def test_littles_law_on_the_pm1753_profile():
+    """At a fixed device latency, IOPS = qdepth / latency until the per-queue cap binds.
+
+    pm1753 at scale 640 (latency ~31 ms, queue cap ~5.2 k IOPS) keeps the cap well
+    within reach of a loaded 2-core runner, so the shape is visible in ~5 s.
+    """
+    uri = "emu://?profile=pm1753&scale=640"
+    with perf.open_target(uri) as t:
+        model = t.info()["model"]
+    iops = {}
+    for qd in (2, 8, 32, 512):
+        rec = perf.run(uri, rw="randread", iosize=512, qdepth=qd, runtime=1.0, warmup=0.2)
+        assert rec["provenance"]["profile"] == "pm1753" and rec["provenance"]["scale"] == 640.0
+        iops[qd] = rec["iops"]
+        if qd < 512:
+            # below the cap: in-flight = IOPS x latency = qdepth (Little's law), latency ~ the model's
+            assert rec["iops"] * rec["lat_ns"]["mean"] / 1e9 == pytest.approx(qd, rel=0.15)
+            assert rec["lat_ns"]["p50"] >= model["lat_ns"] * 0.95
+            assert iops[qd] <= qd / (model["lat_ns"] / 1e9) * 1.05
+    # linear growth with queue depth...
+    assert 3.0 <= iops[8] / iops[2] <= 4.6
+    assert 3.0 <= iops[32] / iops[8] <= 4.6
+    # ...until the per-queue cap binds (linear would be 16x the QD-32 figure)
+    cap = min(model["queue_iops"], model["dev_iops"])
+    assert iops[512] <= cap * 1.03
+    assert iops[512] >= cap * 0.8
+    assert iops[512] < 512 / (model["lat_ns"] / 1e9) * 0.5
