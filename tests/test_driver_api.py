@@ -80,7 +80,7 @@ def test_multi_controller_target_refuses_forwarding(target):
 
 
 def test_lba_format_4k():
-    with nvmelab.open("emu://?nsze=8MiB&lbads=12") as c:
+    with nvmelab.open("emu://?nsze=8MiB&lbads=4096") as c:
         ns = c.namespace(1)
         assert ns.lba_size == 4096 and ns.nsze == 2048
         data = np.random.default_rng(1).integers(0, 256, 8192, dtype=np.uint8)
@@ -119,12 +119,18 @@ def test_large_sync_io_is_split_by_mdts(target, ns):
     assert np.array_equal(ns.read(100, n // ns.lba_size), data)
 
 
-def test_read_returns_view_of_dma_memory(target, ns):
-    a = ns.read(0, 1)
-    assert not a.flags.owndata                  # a view of driver memory, no copy
+def test_read_into_caller_memory(target, ns):
+    ns.write(0, np.arange(2 * ns.lba_size, dtype=np.uint16).astype(np.uint8))
     with target.alloc(8192) as buf:
-        r = ns.read(0, 2, out=buf)
-        assert np.shares_memory(r, buf.array)
+        r = ns.read(0, 2, out=buf)                  # into DMA memory: a view of it, no copy
+        assert np.shares_memory(r, buf.array) and r.size == 2 * ns.lba_size
+        host = np.zeros(3 * ns.lba_size, np.uint8)
+        h = ns.read(0, 2, out=host)                 # into a numpy array: a view of it
+        assert np.shares_memory(h, host) and np.array_equal(h, r)
+        with pytest.raises(ValueError, match="out: 512 bytes is smaller"):
+            ns.read(0, 2, out=np.zeros(512, np.uint8))
+        with pytest.raises(TypeError, match="out"):
+            ns.read(0, 1, out=np.zeros(512, np.uint16))
 
 
 def test_write_zeroes_and_deallocate(ns):
@@ -203,9 +209,9 @@ def test_bad_namespace(target):
     ("emu://?nsze=12Q", "nsze"),
     ("emu://?bogus=1", "bogus"),
     ("emu://?ndev=0", "ndev"),
-    ("nope://x", "nope"),
-    ("", ""),
-    ("emu://?nsze=1MiB&nsze=2MiB", "nsze"),
+    ("nope://x", "unsupported scheme 'nope://'"),
+    ("", "empty URI"),
+    ("emu://?nsze=1MiB&nsze=2MiB", "'nsze' given twice"),
 ])
 def test_bad_uri_is_value_error_naming_the_part(uri, needle):
     with pytest.raises(ValueError, match=needle):

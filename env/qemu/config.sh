@@ -10,7 +10,7 @@ QEMU_SMP=${NVMELAB_QEMU_SMP:-2}
 # Legs to run: uio (IOMMU off, uio_pci_generic + hugepages + pagemap), vfio (intel-iommu, vfio-pci + IOVA).
 QEMU_LEGS=${NVMELAB_QEMU_LEGS:-"uio vfio"}
 # Hard limit for one guest run (seconds); the guest powers itself off well before.
-QEMU_TIMEOUT_S=${NVMELAB_QEMU_TIMEOUT_S:-600}
+QEMU_TIMEOUT_S=${NVMELAB_QEMU_TIMEOUT_S:-480}
 # Accelerator: auto = KVM when /dev/kvm opens and actually runs a guest, else TCG.
 QEMU_ACCEL=${NVMELAB_QEMU_ACCEL:-auto}
 # Hugepages (2 MiB) reserved in the uio leg.

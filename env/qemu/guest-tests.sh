@@ -13,6 +13,7 @@ OUT=/tmp/out
 G=/bin/nvmelab-guest
 : > "$LOG"
 case "$leg" in
+    probe) echo "NVMELAB-LEG probe PASS (the accelerator runs the guest)"; exit 0 ;;
     uio) DRV=uio_pci_generic; OTHER=vfio-pci ;;
     vfio) DRV=vfio-pci; OTHER=uio_pci_generic ;;
     *) echo "NVMELAB-LEG $leg FAIL (unknown leg)"; exit 1 ;;

@@ -61,6 +61,8 @@ struct nvme_qpair {
     uint32_t sq_db_off;
     uint32_t cq_db_off;
     uint32_t page_shift;            /* controller memory page */
+    uint32_t page_size;
+    uint32_t page_mask;
     uint32_t max_xfer;
     uint32_t gen;                   /* controller generation at creation */
     const uint32_t *ctrl_gen;       /* live generation of the controller */
@@ -71,7 +73,6 @@ struct nvme_qpair {
     /* cold */
     uint32_t ntrk;
     uint32_t nzombie;
-    uint16_t sq_head;               /* last SQHD the controller reported */
     struct nvme_ctrl *ctrl;
     struct nvme_dma *mem;           /* rings + PRP pages */
     struct nvme_qpair *prev, *next; /* controller's list of live I/O qpairs */
@@ -84,7 +85,8 @@ int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, ui
 void nvme_qpair_teardown(struct nvme_qpair *q);
 /* Empty both rings (zero the CQ), reset indices and phase, free every tracker (callbacks NOT run). */
 void nvme_qpair_reset_rings(struct nvme_qpair *q);
-/* Complete every outstanding command with err (callbacks run); trackers become free. */
+/* Complete every outstanding command with err (callbacks run); trackers become free. Callbacks run from
+ * nvme_qpair_poll may submit on the same qpair but must not poll or destroy it. */
 void nvme_qpair_fail_all(struct nvme_qpair *q, int err);
 
 uint64_t nvme_clock_ticks(void);

@@ -64,7 +64,7 @@ def open(uri: str, **options: Any) -> "Target":  # noqa: A001 - the package's en
     Args:
         uri: ``emu://?ndev=2&nsze=64MiB`` (emulated, the default), ``pci://0000:4a:00.0,...``
             (real controllers on an explicit allow-list). The URI grammar lives with the C
-            parser (``src/nvme/target.h``); a bad URI raises ValueError naming the bad part.
+            parser (documented in ``src/README.md``); a bad URI raises ValueError naming the bad part.
         options: none yet; unknown keywords raise TypeError (put target options in the URI).
 
     Returns:

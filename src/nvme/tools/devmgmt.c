@@ -1,5 +1,7 @@
 /* devmgmt.c — NVMe PCI function management over sysfs (see devmgmt.h). Mirrors nvmelab/devices.py. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "devmgmt.h"
 
 #include <ctype.h>
@@ -81,7 +83,7 @@ static int wr(const char *root, const char *val, const char *fmt, ...)
     va_start(ap, fmt);
     vpath(p, root, fmt, ap);
     va_end(ap);
-    int fd = open(p, O_WRONLY);
+    int fd = open(p, O_WRONLY | O_TRUNC);   /* as `echo > attr` does */
     if (fd < 0)
         return -errno;
     ssize_t w = write(fd, val, strlen(val));

@@ -13,7 +13,9 @@
  * failed. Nothing here sends a command the spec forbids: limits are tested on the driver side (it must
  * refuse before the controller sees anything), so QEMU's pci_nvme_err_* trace stays empty.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>

@@ -1,0 +1,134 @@
+/*
+ * cuda_api.h — the plain C interface of device-initiated I/O (libnvme_cuda) for the bindings and C
+ * callers: CUDA device discovery, the cuda-run engine, and the GPU-resident emulated controller behind
+ * `gpu-emu://` URIs. No CUDA include here: callers never see a cudaError_t.
+ *
+ * Key functions:
+ *   nvme_cuda_device_count()  number of usable CUDA devices, 0 with a reason when there is none
+ *   nvme_cuda_device_info()   name, compute capability, SMs, driver and runtime versions
+ *   nvme_cuda_run()           one cuda-run measurement: grid = devices x queues, one thread per command
+ *   nvme_cuda_rw_parse()      "randread" -> enum
+ *
+ * Errors: functions return 0 (or a count) or a negative errno. A CUDA runtime error becomes an errno
+ * (-ENODEV no device/driver, -ENOMEM out of GPU memory, -EIO anything else) and its CUDA name and text
+ * are copied into the caller's message buffer. NVMe status of a failed command is reported apart
+ * (struct nvme_cuda_cmd_error: SCT/SC/DNR), never as an errno. A completion that misses its deadline
+ * makes the run return -ETIMEDOUT, naming the device and queue; the GPU never hangs on a lost CQE.
+ *
+ * Targets: gpu-emu://?ndev=N&profile=null|pm1753|pm1753-p2p&scale=S&... (src/README.md,
+ * "Device-initiated I/O", lists every key). pci:// needs GPU memory DMA addresses (dma-buf export plus a
+ * kernel importer); its absence is detected and reported (-ENOTSUP) with what is missing.
+ */
+#ifndef NVME_CUDA_CUDA_API_H
+#define NVME_CUDA_CUDA_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NVME_CUDA_NAME_LEN   256u  /* cudaDeviceProp::name */
+#define NVME_CUDA_DESC_LEN   256u
+#define NVME_CUDA_PROFILE_LEN 32u
+
+/* Number of CUDA devices the runtime can use; 0 (and `why` says why) when there is none, the driver is
+ * missing or too old. Never negative: "no GPU" is an answer, not an error. */
+int nvme_cuda_device_count(char *why, size_t whylen);
+
+struct nvme_cuda_devinfo {
+    char name[NVME_CUDA_NAME_LEN];
+    int cc_major, cc_minor;
+    int sms;
+    int max_threads_per_sm;
+    uint64_t mem_bytes;
+    int driver_version;   /* cudaDriverGetVersion, e.g. 12040 */
+    int runtime_version;  /* cudaRuntimeGetVersion */
+    int pci_bus, pci_device, pci_domain;
+};
+int nvme_cuda_device_info(int dev, struct nvme_cuda_devinfo *out, char *err, size_t errlen);
+
+enum nvme_cuda_rw {
+    NVME_CUDA_READ = 0,      /* sequential */
+    NVME_CUDA_RANDREAD = 1,
+    NVME_CUDA_WRITE = 2,     /* sequential */
+    NVME_CUDA_RANDWRITE = 3,
+};
+/* 0 and *out, or -EINVAL for an unknown name. */
+int nvme_cuda_rw_parse(const char *name, enum nvme_cuda_rw *out);
+
+struct nvme_cuda_run_params {
+    const char *target;        /* gpu-emu://... */
+    enum nvme_cuda_rw rw;
+    uint32_t iosize;           /* bytes, multiple of the LBA size, <= NVME_GPUQ_MAX_IO */
+    uint32_t qdepth;           /* commands in flight per queue = CUDA threads per block, 1..1024 */
+    uint32_t nqueues;          /* queues per device */
+    uint32_t ndevs;            /* devices used (first N of the target); 0 = all */
+    double runtime_s;          /* measured window; ignored when rounds > 0 */
+    double warmup_s;           /* run before the window opens */
+    uint64_t rounds;           /* > 0: every queue does exactly this many rounds (tests), no timing window */
+    uint64_t seed;             /* per-thread LCGs are seeded from this */
+    uint64_t lba_count;        /* LBAs of the range on every device (0: the whole namespace) */
+    uint64_t timeout_ns;       /* per-completion deadline (0: NVME_CUDA_DEFAULT_TIMEOUT_NS) */
+    bool verify;               /* writes carry stamps; reads check them */
+    bool readback;             /* write patterns with rounds > 0: then read the same LBAs back (verify) */
+    int gpu;                   /* CUDA device ordinal */
+    void *buf;                 /* optional caller-owned GPU buffer for the I/O (e.g. a cupy array); NULL: the
+                                  engine allocates. At least nvme_cuda_buf_size() bytes; thread t's data is at
+                                  result.buf_offset + t * result.buf_stride (t = block * qdepth + thread). */
+    size_t buf_len;
+};
+#define NVME_CUDA_DEFAULT_TIMEOUT_NS 2000000000ull /* 2 s */
+
+/* First failed command of a run (NVMe status kept apart from errno). */
+struct nvme_cuda_cmd_error {
+    bool valid;
+    uint32_t dev, queue;       /* 0-based device and queue of the device */
+    uint32_t state;            /* enum nvme_gpuq_state */
+    uint8_t sct, sc;
+    bool dnr;
+    uint64_t lba;              /* verify / NVMe errors: the command's first LBA */
+};
+
+struct nvme_cuda_run_result {
+    double window_s;           /* host wall clock of the measured window */
+    double kernel_s;           /* cudaEvent time of the whole cuda-run kernel (warm-up included) */
+    uint64_t ios;              /* commands completed in the window */
+    uint64_t ios_total;        /* commands completed by the kernel */
+    double iops, bytes_per_s;  /* over the window */
+    uint64_t errors;           /* commands with a non-zero NVMe status */
+    uint64_t verify_errors;    /* words that did not carry their stamp */
+    double round_ns_mean;      /* mean time of one lock-step round (submit to all completions) */
+    uint64_t round_ns_max;
+    uint32_t threads;          /* CUDA threads of the engine = qdepth x nqueues x ndevs */
+    uint32_t emu_blocks, emu_warps; /* the emulator's persistent grid */
+    uint32_t ndevs;            /* devices used */
+    char profile[NVME_CUDA_PROFILE_LEN];
+    double scale;
+    bool ooo;                  /* the emulator completed out of order */
+    char target_desc[NVME_CUDA_DESC_LEN]; /* "profile=pm1753 scale=1 ndev=16 blocks=8 ..." */
+    struct nvme_cuda_devinfo gpu;
+    struct nvme_cuda_cmd_error first_error;
+    uint64_t buf_offset;       /* bytes from the buffer's start to thread 0's data (page alignment) */
+    uint64_t buf_stride;       /* bytes between two threads' data */
+};
+
+/* Bytes a caller-provided buffer needs for a run of this shape (page-alignment slack included), and the
+ * stride between two threads' data (iosize rounded up to pages, plus a PRP list page above two pages). */
+size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs, uint64_t *stride);
+
+/* One run. queue_rounds (may be NULL) receives the round count of each queue over the whole kernel,
+ * device-major (dev * nqueues + q), nqueue_rounds entries at most. Every parameter is checked before any
+ * GPU work (-EINVAL, message naming it). A run that cannot fit on the GPU with its emulator (the grid of
+ * both kernels must be resident at once) is refused with -E2BIG. Ctrl-C: the caller sets *stop (may be
+ * NULL) to end the run early; the result then covers what ran and the function returns -EINTR. */
+int nvme_cuda_run(const struct nvme_cuda_run_params *p, struct nvme_cuda_run_result *r,
+                  uint64_t *queue_rounds, size_t nqueue_rounds, volatile int *stop, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVME_CUDA_CUDA_API_H */

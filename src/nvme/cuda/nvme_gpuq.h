@@ -1,0 +1,203 @@
+/*
+ * nvme_gpuq.h — the queue logic of device-initiated I/O, in plain C that compiles for the host and (under
+ * nvcc) for the GPU: SQE building, PRPs from a DMA-address lookup table, command identifiers (CIDs) with a
+ * generation, matching completions by CID, completion-queue phase bookkeeping, poll deadlines, the
+ * per-thread LCG of the random pattern and the data stamp used to verify read-after-write.
+ *
+ * Key functions: nvme_gpuq_sqe_rw(), nvme_gpuq_prp(), nvme_gpuq_cid_make()/_idx()/_gen(),
+ * nvme_gpuq_cqe_match(), nvme_gpuq_cq_slot()/nvme_gpuq_cq_phase(), nvme_gpuq_deadline()/nvme_gpuq_expired(),
+ * nvme_gpuq_lcg_next(), nvme_gpuq_slba(), nvme_gpuq_stamp().
+ *
+ * The lock-step round (nvme_cuda.cuh) built on these: one CUDA block per queue; thread i owns SQ slot
+ * tail+i and CID (gen, i); thread 0 fences and rings the SQ doorbell; thread i then waits on CQ slot
+ * head+i, but the CQE found there is matched to its command by CID (any order is fine), so a controller
+ * that completes out of order is handled; every wait has a deadline and a miss becomes a status word.
+ *
+ * Caveats: pure functions over caller-owned memory, no clock (the caller passes `now`), no atomics, no
+ * CUDA includes; NVME_HD (spec.h) marks them __host__ __device__ under nvcc. Lock-step means a queue holds
+ * at most one round (qdepth commands) at a time, so the SQ is empty at the start of every round.
+ */
+#ifndef NVME_CUDA_NVME_GPUQ_H
+#define NVME_CUDA_NVME_GPUQ_H
+
+#include <stdint.h>
+
+#include "nvme/spec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- sizes and limits ---- */
+#define NVME_GPUQ_PAGE_SHIFT    12u                          /* NVMe memory page (CC.MPS = 0) */
+#define NVME_GPUQ_PAGE_SIZE     (1u << NVME_GPUQ_PAGE_SHIFT)
+#define NVME_GPUQ_PRP_PER_PAGE  (NVME_GPUQ_PAGE_SIZE / NVME_PRP_ENTRY_SIZE) /* 512 entries per PRP list */
+/* One PRP list page (no chaining): PRP1 covers the first page, the list the remaining pages. */
+#define NVME_GPUQ_MAX_IO        (NVME_GPUQ_PAGE_SIZE * NVME_GPUQ_PRP_PER_PAGE) /* 2 MiB */
+#define NVME_GPUQ_MAX_QDEPTH    1024u    /* one CUDA thread per command, one block per queue */
+#define NVME_GPUQ_IDX_BITS      10u      /* CID bits naming the thread: log2(NVME_GPUQ_MAX_QDEPTH) */
+#define NVME_GPUQ_IDX_MASK      ((1u << NVME_GPUQ_IDX_BITS) - 1u)
+#define NVME_GPUQ_GEN_BITS      (16u - NVME_GPUQ_IDX_BITS) /* the rest of the 16-bit CID: round generation */
+#define NVME_GPUQ_GEN_MASK      ((1u << NVME_GPUQ_GEN_BITS) - 1u)
+#define NVME_GPUQ_LBA_SIZE_MIN  512u
+#define NVME_GPUQ_STAMP_WORD    8u       /* verification stamps are 64-bit words */
+
+NVME_STATIC_ASSERT(NVME_GPUQ_MAX_QDEPTH == (1u << NVME_GPUQ_IDX_BITS), "CID index bits cover the max depth");
+NVME_STATIC_ASSERT(NVME_GPUQ_IDX_BITS + NVME_GPUQ_GEN_BITS == 16u, "a CID is 16 bits");
+
+/* ---- per-queue status word: what stopped a queue (0 = running/clean) ---- */
+enum nvme_gpuq_state {
+    NVME_GPUQ_OK = 0,
+    NVME_GPUQ_TIMEOUT = 1,     /* a completion did not arrive before its deadline */
+    NVME_GPUQ_BAD_CID = 2,     /* a CQE named a CID that is not outstanding (wrong generation/index, duplicate) */
+    NVME_GPUQ_BAD_SQID = 3,    /* a CQE named another submission queue */
+    NVME_GPUQ_NVME_ERROR = 4,  /* a command completed with a non-zero NVMe status (kept in the queue record) */
+    NVME_GPUQ_VERIFY = 5,      /* read data did not carry the stamp written there */
+};
+
+/* ---- SQE ---- */
+static inline NVME_HD void nvme_gpuq_sqe_rw(struct nvme_sqe *s, uint8_t opc, uint16_t cid, uint32_t nsid,
+                                            uint64_t slba, uint32_t nlb, uint64_t prp1, uint64_t prp2)
+{
+    s->opc = opc;
+    s->flags = 0; /* no fusing, PRPs */
+    s->cid = cid;
+    s->nsid = nsid;
+    s->cdw2 = 0;
+    s->cdw3 = 0;
+    s->mptr = 0;
+    s->prp1 = prp1;
+    s->prp2 = prp2;
+    s->cdw10 = (uint32_t)slba;
+    s->cdw11 = (uint32_t)(slba >> 32);
+    s->cdw12 = (nlb - 1u) & NVME_RW_NLB_MASK; /* 0-based */
+    s->cdw13 = 0;
+    s->cdw14 = 0;
+    s->cdw15 = 0;
+}
+
+/* PRP entries of a transfer of `len` bytes starting at byte `off` of a DMA region whose NVMe pages have
+ * the DMA addresses lut[0..npages). `list` is a page of the same kind (virtual pointer, DMA address
+ * list_dma) for transfers spanning more than two pages. Returns 0, or -1 when the transfer leaves the
+ * region, is not dword aligned, or needs more than one list page. */
+static inline NVME_HD int nvme_gpuq_prp(const uint64_t *lut, uint64_t npages, uint64_t off, uint64_t len,
+                                        uint64_t *list, uint64_t list_dma, uint64_t *prp1, uint64_t *prp2)
+{
+    const uint64_t pmask = NVME_GPUQ_PAGE_SIZE - 1u;
+    if (!len || (off & (NVME_PRP_ALIGN - 1u)) || off + len < off || ((off + len + pmask) >> NVME_GPUQ_PAGE_SHIFT) > npages)
+        return -1;
+    uint64_t first = off >> NVME_GPUQ_PAGE_SHIFT, last = (off + len - 1u) >> NVME_GPUQ_PAGE_SHIFT;
+    uint64_t pages = last - first + 1u;
+    *prp1 = lut[first] + (off & pmask);
+    *prp2 = 0;
+    if (pages == 2u) {
+        *prp2 = lut[first + 1u];
+    } else if (pages > 2u) {
+        if (pages - 1u > NVME_GPUQ_PRP_PER_PAGE || !list)
+            return -1;
+        for (uint64_t i = 1; i < pages; i++)
+            list[i - 1u] = lut[first + i];
+        *prp2 = list_dma;
+    }
+    return 0;
+}
+
+/* ---- CIDs: (generation, thread index) ---- */
+static inline NVME_HD uint16_t nvme_gpuq_cid_make(uint32_t gen, uint32_t idx)
+{
+    return (uint16_t)(((gen & NVME_GPUQ_GEN_MASK) << NVME_GPUQ_IDX_BITS) | (idx & NVME_GPUQ_IDX_MASK));
+}
+static inline NVME_HD uint32_t nvme_gpuq_cid_idx(uint16_t cid) { return cid & NVME_GPUQ_IDX_MASK; }
+static inline NVME_HD uint32_t nvme_gpuq_cid_gen(uint16_t cid) { return (uint32_t)cid >> NVME_GPUQ_IDX_BITS; }
+
+/* The checks of a CQE that need no state: the SQ it names and the CID's generation and index.
+ * Returns the index, or -NVME_GPUQ_BAD_SQID / -NVME_GPUQ_BAD_CID. */
+static inline NVME_HD int nvme_gpuq_cid_check(uint16_t cid, uint16_t sqid, uint16_t want_sqid, uint32_t gen,
+                                              uint32_t qdepth)
+{
+    if (sqid != want_sqid)
+        return -NVME_GPUQ_BAD_SQID;
+    uint32_t idx = nvme_gpuq_cid_idx(cid);
+    if (nvme_gpuq_cid_gen(cid) != (gen & NVME_GPUQ_GEN_MASK) || idx >= qdepth)
+        return -NVME_GPUQ_BAD_CID;
+    return (int)idx;
+}
+
+/* Match one CQE of round `gen` (qdepth commands, CIDs (gen, 0..qdepth-1)) to its command.
+ * `seen` has one byte per index, zeroed at the start of the round. Returns the index of the command, or
+ * -NVME_GPUQ_BAD_CID / -NVME_GPUQ_BAD_SQID. The slot the CQE was found in plays no part. */
+static inline NVME_HD int nvme_gpuq_cqe_match(uint16_t cid, uint16_t sqid, uint16_t want_sqid, uint32_t gen,
+                                              uint32_t qdepth, uint8_t *seen)
+{
+    int idx = nvme_gpuq_cid_check(cid, sqid, want_sqid, gen, qdepth);
+    if (idx < 0)
+        return idx;
+    if (seen[idx])
+        return -NVME_GPUQ_BAD_CID; /* a second completion for one command */
+    seen[idx] = 1;
+    return idx;
+}
+
+/* ---- ring arithmetic and the phase tag ----
+ * A queue position is a running count `pos` (never wrapped); slot = pos % entries, and the phase a CQE in
+ * that slot carries when new is 1 on the first pass, 0 on the second, and so on. */
+static inline NVME_HD uint32_t nvme_gpuq_cq_slot(uint64_t pos, uint32_t entries) { return (uint32_t)(pos % entries); }
+static inline NVME_HD uint16_t nvme_gpuq_cq_phase(uint64_t pos, uint32_t entries)
+{
+    return (uint16_t)(((pos / entries) & 1u) ^ 1u);
+}
+/* True when `status` (CQE status word) is a new entry for position pos. */
+static inline NVME_HD int nvme_gpuq_cqe_new(uint16_t status, uint64_t pos, uint32_t entries)
+{
+    return nvme_cqe_phase(status) == nvme_gpuq_cq_phase(pos, entries);
+}
+/* The doorbell value (a slot index) after `pos` entries. */
+static inline NVME_HD uint32_t nvme_gpuq_db(uint64_t pos, uint32_t entries) { return (uint32_t)(pos % entries); }
+
+/* ---- deadlines (ns of a free-running clock; wrap-safe) ---- */
+static inline NVME_HD uint64_t nvme_gpuq_deadline(uint64_t now, uint64_t timeout_ns) { return now + timeout_ns; }
+static inline NVME_HD int nvme_gpuq_expired(uint64_t now, uint64_t deadline)
+{
+    return (int64_t)(now - deadline) >= 0;
+}
+
+/* ---- access patterns ---- */
+#define NVME_GPUQ_LCG_MUL 6364136223846793005ull /* Knuth MMIX */
+#define NVME_GPUQ_LCG_ADD 1442695040888963407ull
+static inline NVME_HD uint64_t nvme_gpuq_lcg_seed(uint64_t seed, uint64_t thread)
+{
+    uint64_t s = seed ^ (thread * 0x9e3779b97f4a7c15ull);
+    return s * NVME_GPUQ_LCG_MUL + NVME_GPUQ_LCG_ADD;
+}
+static inline NVME_HD uint64_t nvme_gpuq_lcg_next(uint64_t *s)
+{
+    *s = *s * NVME_GPUQ_LCG_MUL + NVME_GPUQ_LCG_ADD;
+    return *s >> 16; /* the low bits of an LCG are weak */
+}
+
+/* First LBA of command `k` (running count of this thread's commands) in a range of `nslots` I/O-sized
+ * slots of `nlb` LBAs starting at lba0. Sequential: the queues of a device interleave so that together
+ * they sweep the range in order: slot = (k * threads_per_dev + thread_in_dev) % nslots.
+ * Random: uniform slot from the thread's LCG. */
+static inline NVME_HD uint64_t nvme_gpuq_slba(int random, uint64_t *lcg, uint64_t k, uint64_t thread_in_dev,
+                                              uint64_t threads_per_dev, uint64_t nslots, uint64_t lba0, uint32_t nlb)
+{
+    uint64_t slot = random ? nvme_gpuq_lcg_next(lcg) % nslots : (k * threads_per_dev + thread_in_dev) % nslots;
+    return lba0 + slot * nlb;
+}
+
+/* The 64-bit word written at word `w` of LBA `lba` of device `dev` in verified runs. */
+static inline NVME_HD uint64_t nvme_gpuq_stamp(uint32_t dev, uint64_t lba, uint32_t w)
+{
+    uint64_t x = ((uint64_t)dev << 56) ^ (lba << 8) ^ (uint64_t)w ^ 0x6e766d656c616221ull;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x | 1u; /* never zero, so an unwritten (zeroed) LBA never verifies */
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVME_CUDA_NVME_GPUQ_H */

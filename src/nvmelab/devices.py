@@ -1,0 +1,376 @@
+"""NVMe PCI functions of this host: discovery, driver binding and hugepages, in pure Python over sysfs.
+
+What `nvmelab devices|bind|unbind|hugepages` run on a host. The QEMU guest, which has no Python, runs
+the C twin of this module (``src/nvme/tools/devmgmt.c``, inside ``nvmelab-guest``); both follow the same
+rules and ``tests/test_devices.py`` runs both against one fake sysfs tree.
+
+Rules:
+
+* only the function the user names is touched: there is no wildcard and no "all";
+* it must be an NVMe controller (PCI class 0x010802);
+* it is refused when it is the boot device (holds ``/``, ``/boot`` or ``/boot/efi``, or is named by
+  ``root=`` on the kernel command line), when one of its namespaces, partitions or the devices stacked
+  on them (device-mapper, md) is mounted or used as swap or held by a stacked device, or when a process
+  has its block devices, controller character device, ``/dev/uioN`` or ``/dev/vfio/<group>`` open.
+
+Binding uses the kernel's ``driver_override`` + ``drivers_probe`` mechanism; unbinding clears the
+override and lets the kernel re-probe (normally the ``nvme`` driver takes the function back).
+
+Every path is taken relative to a root directory (``/`` by default), so tests point the whole module
+at a fake tree of ``sys``, ``proc`` and ``dev``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+PCI_CLASS_NVME = 0x010802
+DRIVERS = ("uio_pci_generic", "vfio-pci")
+#: the mount points that make a device the boot device
+BOOT_MOUNTS = ("/", "/boot", "/boot/efi")
+HUGEPAGE_SIZES_KB = {"2M": 2 * 1024, "1G": 1024 * 1024}
+
+_ADDR_FULL = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_ADDR_SHORT = re.compile(r"^([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_MAX_PCI_DEVICE = 0x1F
+
+
+class DeviceError(ValueError):
+    """A request about a PCI function that cannot be done; the message names the function and why."""
+
+
+class RefusedError(DeviceError):
+    """The function is in use (boot device, mounted, swap, stacked, open) and was left alone."""
+
+
+def parse_address(text: str) -> str:
+    """Normalise ``BB:DD.F`` or ``DDDD:BB:DD.F`` to ``dddd:bb:dd.f``; DeviceError when malformed."""
+    m = _ADDR_FULL.match(text or "")
+    if m:
+        dom, bus, dev, fn = m.groups()
+    else:
+        m = _ADDR_SHORT.match(text or "")
+        if not m:
+            raise DeviceError(f"'{text}' is not a PCI address (DDDD:BB:DD.F)")
+        dom, (bus, dev, fn) = "0000", m.groups()
+    if int(dev, 16) > _MAX_PCI_DEVICE:
+        raise DeviceError(f"'{text}' is not a PCI address (device number above 1f)")
+    return f"{int(dom, 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
+
+
+class Sysfs:
+    """sysfs, procfs and /dev below one root; the only place that touches the file system."""
+
+    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
+        self.root = Path(root)
+
+    def path(self, p: str) -> Path:
+        return self.root / p.lstrip("/")
+
+    def exists(self, p: str) -> bool:
+        q = self.path(p)
+        return q.exists() or q.is_symlink()
+
+    def read(self, p: str) -> str | None:
+        try:
+            return self.path(p).read_text().strip()
+        except OSError:
+            return None
+
+    def readlink(self, p: str) -> str | None:
+        try:
+            return os.readlink(self.path(p))
+        except OSError:
+            return None
+
+    def link_name(self, p: str) -> str | None:
+        t = self.readlink(p)
+        return t.rstrip("/").rsplit("/", 1)[-1] if t else None
+
+    def listdir(self, p: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path(p)))
+        except OSError:
+            return []
+
+    def write(self, p: str, value: str) -> None:
+        """One write(2) of value, as sysfs attributes expect."""
+        fd = os.open(self.path(p), os.O_WRONLY | os.O_TRUNC)   # as `echo > attr` does
+        try:
+            os.write(fd, value.encode())
+        finally:
+            os.close(fd)
+
+    @property
+    def is_host(self) -> bool:
+        return self.root.resolve() == Path("/")
+
+
+@dataclass
+class PciFunction:
+    """One NVMe PCI function as sysfs shows it."""
+
+    address: str
+    vendor: str
+    device: str
+    driver: str | None
+    iommu_group: str | None
+    numa_node: int
+    controllers: list[str] = field(default_factory=list)    # nvme0 ...
+    block_devices: list[str] = field(default_factory=list)  # namespaces, partitions, holders
+    busy: list[str] = field(default_factory=list)           # why it must not be taken; [] = free
+
+    @property
+    def free(self) -> bool:
+        return not self.busy
+
+    def as_dict(self) -> dict:
+        return {
+            "address": self.address, "vendor": self.vendor, "device": self.device, "driver": self.driver,
+            "iommu_group": self.iommu_group, "numa_node": self.numa_node, "controllers": self.controllers,
+            "block_devices": self.block_devices, "busy": self.busy,
+        }
+
+
+_HIDDEN_PATH = re.compile(r"^nvme(\d+)c\d+n(\d+)$")   # multipath: nvme<subsys>c<ctrl>n<ns>
+_NAMESPACE = re.compile(r"^nvme\d+n\d+$")
+_CONTROLLER = re.compile(r"^nvme\d+$")
+
+
+def _pci(addr: str) -> str:
+    return f"/sys/bus/pci/devices/{addr}"
+
+
+def _block_devices(fs: Sysfs, addr: str) -> tuple[list[str], list[str]]:
+    """(controllers, block devices): namespaces, their partitions and everything stacked on them."""
+    ctrls = [c for c in fs.listdir(f"{_pci(addr)}/nvme") if _CONTROLLER.match(c)]
+    blk: list[str] = []
+
+    def add(name: str) -> None:
+        if name not in blk:
+            blk.append(name)
+
+    for c in ctrls:
+        for e in fs.listdir(f"{_pci(addr)}/nvme/{c}"):
+            m = _HIDDEN_PATH.match(e)
+            if m:
+                add(f"nvme{m.group(1)}n{m.group(2)}")
+            elif _NAMESPACE.match(e):
+                add(e)
+    i = 0
+    while i < len(blk):  # the list grows while walked: holders of holders
+        name = blk[i]
+        for e in fs.listdir(f"/sys/class/block/{name}"):
+            if fs.exists(f"/sys/class/block/{name}/{e}/partition"):
+                add(e)
+        for h in fs.listdir(f"/sys/class/block/{name}/holders"):
+            add(h)
+        i += 1
+    return ctrls, blk
+
+
+def _cmdline_root(fs: Sysfs) -> str | None:
+    line = fs.read("/proc/cmdline") or ""
+    for w in line.split():
+        if not w.startswith("root="):
+            continue
+        v = w[len("root="):]
+        for key, d in (("UUID=", "/dev/disk/by-uuid/"), ("PARTUUID=", "/dev/disk/by-partuuid/"),
+                       ("LABEL=", "/dev/disk/by-label/")):
+            if v.startswith(key):
+                return fs.link_name(d + v[len(key):])
+        if v.startswith("/dev/"):
+            return v[len("/dev/"):]
+    return None
+
+
+def busy_reasons(addr: str, fs: Sysfs | None = None) -> list[str]:
+    """Why ADDR must not be taken from its driver (empty when it is free). DeviceError when absent."""
+    fs = fs or Sysfs()
+    addr = parse_address(addr)
+    if not fs.exists(_pci(addr)):
+        raise DeviceError(f"no PCI function {addr}")
+    ctrls, blk = _block_devices(fs, addr)
+    devno = {fs.read(f"/sys/class/block/{b}/dev"): b for b in blk}
+    devno.pop(None, None)
+    why: list[str] = []
+    rootdev = _cmdline_root(fs)
+    if rootdev and rootdev in blk:
+        why.append(f"boot device (root=/dev/{rootdev} on the kernel command line)")
+    for line in (fs.read("/proc/self/mountinfo") or "").splitlines():
+        f = line.split()
+        if len(f) < 5 or f[2] not in devno:
+            continue
+        name, mnt = devno[f[2]], f[4]
+        if mnt in BOOT_MOUNTS:
+            why.append(f"boot device (/dev/{name} mounted on {mnt})")
+        else:
+            why.append(f"mounted (/dev/{name} on {mnt})")
+    for line in (fs.read("/proc/swaps") or "").splitlines()[1:]:
+        dev = line.split()[0] if line.split() else ""
+        if dev.startswith("/dev/") and dev[len("/dev/"):] in blk:
+            why.append(f"swap ({dev})")
+    for b in blk:
+        for h in fs.listdir(f"/sys/class/block/{b}/holders"):
+            why.append(f"held by {h} (stacked on /dev/{b})")
+    paths = [f"/dev/{b}" for b in blk] + [f"/dev/{c}" for c in ctrls]
+    paths += [f"/dev/{u}" for u in fs.listdir(f"{_pci(addr)}/uio") if u.startswith("uio")]
+    group = fs.link_name(f"{_pci(addr)}/iommu_group")
+    if fs.link_name(f"{_pci(addr)}/driver") == "vfio-pci" and group:
+        paths.append(f"/dev/vfio/{group}")
+    why += _open_by(fs, set(paths))
+    return why
+
+
+def _open_by(fs: Sysfs, paths: set[str]) -> list[str]:
+    found = []
+    me = str(os.getpid()) if fs.is_host else None
+    for pid in fs.listdir("/proc"):
+        if not pid.isdigit() or pid == me:
+            continue
+        for fd in fs.listdir(f"/proc/{pid}/fd"):
+            t = fs.readlink(f"/proc/{pid}/fd/{fd}")
+            if t in paths:
+                comm = fs.read(f"/proc/{pid}/comm") or "?"
+                found.append(f"{t} open by pid {pid} ({comm})")
+    return found
+
+
+def _describe(fs: Sysfs, addr: str) -> PciFunction:
+    ctrls, blk = _block_devices(fs, addr)
+    numa = fs.read(f"{_pci(addr)}/numa_node")
+    return PciFunction(
+        address=addr,
+        vendor=(fs.read(f"{_pci(addr)}/vendor") or "").removeprefix("0x"),
+        device=(fs.read(f"{_pci(addr)}/device") or "").removeprefix("0x"),
+        driver=fs.link_name(f"{_pci(addr)}/driver"),
+        iommu_group=fs.link_name(f"{_pci(addr)}/iommu_group"),
+        numa_node=int(numa) if numa and numa.lstrip("-").isdigit() else -1,
+        controllers=ctrls, block_devices=blk, busy=busy_reasons(addr, fs),
+    )
+
+
+def _is_nvme(fs: Sysfs, addr: str) -> bool:
+    cls = fs.read(f"{_pci(addr)}/class")
+    try:
+        return cls is not None and int(cls, 16) == PCI_CLASS_NVME
+    except ValueError:
+        return False
+
+
+def list_functions(fs: Sysfs | None = None) -> list[PciFunction]:
+    """Every NVMe PCI function, in address order."""
+    fs = fs or Sysfs()
+    return [_describe(fs, a) for a in fs.listdir("/sys/bus/pci/devices") if _is_nvme(fs, a)]
+
+
+def function(addr: str, fs: Sysfs | None = None) -> PciFunction:
+    """The NVMe function at ADDR; DeviceError when absent or not an NVMe controller."""
+    fs = fs or Sysfs()
+    addr = parse_address(addr)
+    if not fs.exists(_pci(addr)):
+        raise DeviceError(f"no PCI function {addr}")
+    if not _is_nvme(fs, addr):
+        raise DeviceError(f"{addr} is not an NVMe controller (class {fs.read(f'{_pci(addr)}/class')})")
+    return _describe(fs, addr)
+
+
+def bind(addr: str, driver: str, fs: Sysfs | None = None) -> PciFunction:
+    """Move the named function to driver (uio_pci_generic or vfio-pci), refusing one in use."""
+    fs = fs or Sysfs()
+    if driver not in DRIVERS:
+        raise DeviceError(f"driver must be {' or '.join(DRIVERS)}, not '{driver}'")
+    fn = function(addr, fs)
+    a = fn.address
+    if fn.driver == driver:
+        log.info("%s already bound to %s", a, driver)
+        return fn
+    if fn.busy:
+        raise RefusedError(f"refusing {a}: {'; '.join(fn.busy)}")
+    if driver == "vfio-pci" and not fn.iommu_group:
+        raise DeviceError(f"{a} has no IOMMU group: enable the IOMMU (intel_iommu=on or amd_iommu=on) "
+                          f"or use uio_pci_generic")
+    if not fs.exists(f"/sys/bus/pci/drivers/{driver}"):
+        if fs.is_host:
+            log.info("modprobe %s", driver)
+            subprocess.run(["modprobe", driver], check=False, capture_output=True)
+        if not fs.exists(f"/sys/bus/pci/drivers/{driver}"):
+            raise DeviceError(f"driver {driver} is not loaded (modprobe {driver})")
+    try:
+        if fn.driver:
+            log.info("unbinding %s from %s", a, fn.driver)
+            fs.write(f"{_pci(a)}/driver/unbind", a)
+        fs.write(f"{_pci(a)}/driver_override", driver)
+        fs.write("/sys/bus/pci/drivers_probe", a)
+    except OSError as exc:
+        raise DeviceError(f"binding {a} to {driver}: {exc.strerror or exc}") from exc
+    now = fs.link_name(f"{_pci(a)}/driver")
+    if now != driver:
+        raise DeviceError(f"{a} did not bind to {driver} (now '{now or ''}'; see dmesg)")
+    log.info("%s bound to %s", a, driver)
+    return _describe(fs, a)
+
+
+def unbind(addr: str, reprobe: bool = True, fs: Sysfs | None = None) -> PciFunction:
+    """Release the named function from its driver; with reprobe the kernel's own driver takes it back."""
+    fs = fs or Sysfs()
+    fn = function(addr, fs)
+    a = fn.address
+    try:
+        if fn.driver:
+            if fn.busy:
+                raise RefusedError(f"refusing {a}: {'; '.join(fn.busy)}")
+            fs.write(f"{_pci(a)}/driver/unbind", a)
+        fs.write(f"{_pci(a)}/driver_override", "\n")   # a newline clears the override
+        if reprobe:
+            fs.write("/sys/bus/pci/drivers_probe", a)
+    except OSError as exc:
+        raise DeviceError(f"releasing {a}: {exc.strerror or exc}") from exc
+    return _describe(fs, a)
+
+
+@dataclass
+class Hugepages:
+    """Hugepages of one size as the kernel reports them."""
+
+    size_kb: int
+    total: int
+    free: int
+    mounts: list[str]   # hugetlbfs mount points
+
+    def __str__(self) -> str:
+        where = ", ".join(self.mounts) if self.mounts else "no hugetlbfs mounted"
+        return f"{self.total} hugepages of {self.size_kb} kB reserved, {self.free} free ({where})"
+
+
+def hugepages(count: int | None = None, size: str = "2M", fs: Sysfs | None = None) -> Hugepages:
+    """Reserve count hugepages of size (None: only report); DeviceError when the kernel gives fewer."""
+    fs = fs or Sysfs()
+    if size not in HUGEPAGE_SIZES_KB:
+        raise DeviceError(f"hugepage size must be {' or '.join(HUGEPAGE_SIZES_KB)}, not '{size}'")
+    if count is not None and count < 0:
+        raise DeviceError(f"hugepage count must be >= 0, not {count}")
+    kb = HUGEPAGE_SIZES_KB[size]
+    d = f"/sys/kernel/mm/hugepages/hugepages-{kb}kB"
+    if not fs.exists(d):
+        raise DeviceError(f"hugepage size {size} ({kb} kB) is not supported by this kernel")
+    if count is not None:
+        try:
+            fs.write(f"{d}/nr_hugepages", str(count))
+        except OSError as exc:
+            raise DeviceError(f"writing {d}/nr_hugepages: {exc.strerror or exc}") from exc
+    total = int(fs.read(f"{d}/nr_hugepages") or 0)
+    free = int(fs.read(f"{d}/free_hugepages") or 0)
+    mounts = [f[4] for f in (ln.split() for ln in (fs.read("/proc/self/mountinfo") or "").splitlines())
+              if "-" in f and f[f.index("-") + 1:][:1] == ["hugetlbfs"]]
+    state = Hugepages(kb, total, free, mounts)
+    if count is not None and total < count:
+        raise DeviceError(f"asked for {count} hugepages of {kb} kB, the kernel reserved {total} "
+                          f"(memory fragmented? try at boot: hugepages={count})")
+    return state

@@ -1,0 +1,364 @@
+"""The vram-cache study (sec-experiments-vram-cache): configurations, one run, sweeps, records.
+
+At a fixed memory budget (a fraction of the state vector), compare how the paging workload of
+:mod:`nvmelab.tier.workload` runs on
+
+* one device, and RAID-0 over 2, 4 and 7 devices, without a cache (a working buffer of the budget,
+  one request per page, as swap pages);
+* RAID-0 over the most devices with a write-back cache of the budget in host memory;
+* the same with the cache in GPU memory, when cupy and a CUDA device are present; otherwise the
+  configuration is recorded with ``status="not run"`` and the reason (never a number).
+
+Every run opens a fresh emulated target (profile and scale named in the record), writes the
+seeded initial state straight to the volume, resets the counters, runs the workload plus the final
+write-back (the timed part), then reads the state back and compares its SHA-256 with an
+in-memory run of the same workload (``checksum_ok``).
+
+Key functions:
+    plan(preset, **overrides) -> StudyPlan     the preset's sizes and configurations
+    run_one(config, sp, ...) -> dict           one record (nvmelab.records schema + tier keys)
+    sweep(preset, ...) -> Path                 run (or resume) the sweep; the records file
+    load(path) -> DataFrame                    records as a flat frame (one row per run)
+    per_device(df) -> DataFrame                one row per run and device (read/write MiB/s)
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from .. import provenance as _prov
+from .. import records
+from . import workload as W
+from .cache import Cache, GpuUnavailable, gpu_available
+from .volume import Volume
+
+log = logging.getLogger(__name__)
+
+STUDY = "vram-cache"
+TOOL = "nvmelab-tier"
+MIB = 1 << 20
+#: State size at or below which the final state is compared with an in-memory run.
+VERIFY_MAX_QUBITS = 26
+#: The seed's array: 7 NVMe sticks.
+SEED_NDEVS = 7
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {"nqubits": 19, "depth": 4, "mix_accesses": 512, "fractions": ("1/16", "1/4"),
+              "ndevs": (1, 2, 4, 7), "policies": ("lru",), "reps": 1},
+    "standard": {"nqubits": 22, "depth": 8, "mix_accesses": 4096,
+                 "fractions": ("1/64", "1/32", "1/16", "1/8", "1/4"), "ndevs": (1, 2, 4, 7),
+                 "policies": ("lru", "clock"), "reps": 3},
+    "paper": {"nqubits": 24, "depth": 16, "mix_accesses": 16384,
+              "fractions": ("1/64", "1/32", "1/16", "1/8", "1/4"), "ndevs": (1, 2, 4, 7),
+              "policies": ("lru", "clock"), "reps": 3},
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration: the volume, the pager and the workload."""
+
+    workload: str               # "circuit" | "random"
+    fraction: str               # memory budget as a fraction of the state, e.g. "1/16"
+    ndevs: int
+    cache: str = "none"         # "none" | "host" | "gpu"
+    policy: str = "lru"
+
+    @property
+    def layout(self) -> str:
+        return "single" if self.ndevs == 1 else "raid0"
+
+    @property
+    def label(self) -> str:
+        vol = "single device" if self.ndevs == 1 else f"RAID-0 x{self.ndevs}"
+        if self.cache == "none":
+            return vol
+        return f"{vol} + {self.cache} cache ({self.policy})"
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}/{self.fraction}/{self.layout}{self.ndevs}/{self.cache}/{self.policy}"
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    preset: str
+    state: W.StateLayout
+    depth: int
+    mix_accesses: int
+    reps: int
+    configs: tuple
+    profile: str = "pm1753"
+    scale: Optional[float] = None     # None: the profile's default
+    chunk: int = 64 * 1024
+    qdepth: int = 32
+    readahead: int = 4
+    coalesce: int = 1 << 20
+    seed: int = 1
+    serpentine: bool = True
+    write_fraction: float = 0.5
+    extra_uri: str = ""
+
+    def uri(self, ndevs: int) -> str:
+        nsze = -(-self.state.nbytes // self.chunk) * self.chunk + self.chunk
+        u = f"emu://?ndev={ndevs}&nsze={nsze}&lbads=4096&profile={self.profile}"
+        if self.scale is not None:
+            u += f"&scale={self.scale:g}"
+        return u + (f"&{self.extra_uri}" if self.extra_uri else "")
+
+
+def preset_name(preset: Optional[str] = None) -> str:
+    """The preset: the argument, else $NVMELAB_PRESET, else quick; unknown names are an error."""
+    name = preset or os.environ.get("NVMELAB_PRESET") or "quick"
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r} (one of {', '.join(PRESETS)})")
+    return name
+
+
+def _fraction(s: str) -> Fraction:
+    try:
+        f = Fraction(s)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"fraction: {s!r} is not a fraction like '1/16'") from None
+    if not 0 < f <= 1:
+        raise ValueError(f"fraction: {s!r} must be in (0, 1]")
+    return f
+
+
+def plan(preset: Optional[str] = None, *, nqubits: Optional[int] = None, depth: Optional[int] = None,
+         fractions: Optional[Iterable[str]] = None, ndevs: Optional[Iterable[int]] = None,
+         policies: Optional[Iterable[str]] = None, workloads: Iterable[str] = ("circuit", "random"),
+         reps: Optional[int] = None, dtype: str = "complex64", page: int = 16384, **kw: Any) -> StudyPlan:
+    """The configurations of a preset, with any field overridden (see :class:`StudyPlan`)."""
+    name = preset_name(preset)
+    p = dict(PRESETS[name])
+    nq = nqubits or p["nqubits"]
+    fr = tuple(fractions or p["fractions"])
+    for f in fr:
+        _fraction(f)
+    devs = tuple(ndevs or p["ndevs"])
+    pols = tuple(policies or p["policies"])
+    wls = tuple(workloads)
+    for w in wls:
+        if w not in ("circuit", "random"):
+            raise ValueError(f"workloads: {w!r} is not 'circuit' or 'random'")
+    top = max(devs)
+    configs = []
+    for w in wls:
+        for f in fr:
+            configs += [Config(w, f, n) for n in devs]
+            configs += [Config(w, f, top, "host", pol) for pol in pols]
+            configs += [Config(w, f, top, "gpu", pol) for pol in pols]
+    sp = StudyPlan(preset=name, state=W.StateLayout(nq, dtype, page), depth=depth or p["depth"],
+                   mix_accesses=p["mix_accesses"], reps=reps or p["reps"], configs=tuple(configs))
+    return replace(sp, **kw) if kw else sp
+
+
+# -- references (in-memory runs), cached per process --
+_REF: dict = {}
+
+
+def reference_checksum(sp: StudyPlan, workload: str) -> Optional[str]:
+    """SHA-256 of the final state of an in-memory run of the workload, or None when too large."""
+    if sp.state.nqubits > VERIFY_MAX_QUBITS:
+        return None
+    key = (sp.state, workload, sp.depth, sp.mix_accesses, sp.seed, sp.write_fraction)
+    if key not in _REF:
+        ref = W.MemoryPager(sp.state)
+        W.init_state(ref, sp.state, sp.seed)
+        _apply(ref, sp, workload)
+        _REF[key] = W.checksum(ref.lines)
+    return _REF[key]
+
+
+def _apply(pager: Any, sp: StudyPlan, workload: str) -> int:
+    if workload == "circuit":
+        gates = W.random_circuit(sp.state.nqubits, sp.depth, sp.seed)
+        return W.run_circuit(pager, sp.state, gates, serpentine=sp.serpentine)
+    steps = W.random_mix(sp.state.npages, sp.mix_accesses, sp.write_fraction, sp.seed)
+    return W.run_mix(pager, sp.state, steps)[0]
+
+
+def _emu_info(uri: str) -> dict:
+    """Profile and scale of an emulated URI, as the native layer resolves them."""
+    from .. import _native
+
+    t = _native.PerfTarget(uri, "", False, False)
+    try:
+        info = dict(t.info())
+    finally:
+        t.close()
+    return {"profile": info.get("profile"), "scale": info.get("scale"), "model": info.get("model")}
+
+
+def _base_record(cfg: Config, sp: StudyPlan, uri: str, rep: int, info: dict) -> dict:
+    budget = int(sp.state.nbytes * _fraction(cfg.fraction))
+    prov = _prov.capture({"profile": info.get("profile"), "scale": info.get("scale")})
+    prov["emu_model"] = info.get("model")
+    return {
+        "study": STUDY, "tool": TOOL, "target": uri, "backend": "nvmelab-emu",
+        "rw": cfg.workload, "iosize": sp.state.page, "qdepth": sp.qdepth, "nqueues": 1,
+        "ndevs": cfg.ndevs, "ncpus": 1, "runtime_s": 0.0, "iops": 0.0, "mibs": 0.0, "lat_ns": None,
+        "cpu_usage": None, "cpu_freqs": None, "governor": None, "turbo": None, "smt": None,
+        "thr_sib": False, "stress": False, "repetition": rep, "provenance": prov,
+        # tier keys
+        "preset": sp.preset, "config": cfg.label, "config_key": cfg.key, "layout": cfg.layout,
+        "chunk": sp.chunk if cfg.layout == "raid0" else 0, "cache": cfg.cache,
+        "policy": cfg.policy if cfg.cache != "none" else None,
+        "fraction": cfg.fraction, "budget_bytes": budget, "state_bytes": sp.state.nbytes,
+        "nqubits": sp.state.nqubits, "dtype": sp.state.dtype, "page": sp.state.page,
+        "depth": sp.depth if cfg.workload == "circuit" else None,
+        "accesses": sp.mix_accesses if cfg.workload == "random" else None,
+        "seed": sp.seed, "readahead": sp.readahead if cfg.cache != "none" else 0,
+        "coalesce": sp.coalesce if cfg.cache != "none" else sp.state.page,
+    }
+
+
+def run_one(cfg: Config, sp: StudyPlan, rep: int = 0) -> dict:
+    """Run one configuration once and return its record (status "ok", or "not run" with a reason)."""
+    uri = sp.uri(cfg.ndevs)
+    info = _emu_info(uri)
+    rec = _base_record(cfg, sp, uri, rep, info)
+    if cfg.cache == "gpu":
+        ok, why = gpu_available()
+        if not ok:
+            rec.update(status="not run", reason=f"GPU-memory cache: {why}")
+            return rec
+    import nvmelab
+
+    budget = rec["budget_bytes"]
+    with nvmelab.open(uri) as t:
+        with Volume.open(t, layout=cfg.layout, ndevs=cfg.ndevs, chunk=sp.chunk, qdepth=sp.qdepth) as vol:
+            W.write_initial_state(vol, sp.state, sp.seed)
+            if cfg.cache == "none":
+                pager: Any = W.DirectPager(vol, sp.state, budget)
+            else:
+                try:
+                    pager = Cache(vol, budget, sp.state.page, dtype=sp.state.np_dtype, policy=cfg.policy,
+                                  readahead=sp.readahead, coalesce=sp.coalesce, memory=cfg.cache)
+                except GpuUnavailable as exc:
+                    rec.update(status="not run", reason=str(exc))
+                    return rec
+            try:
+                vol.reset_stats()
+                t0 = time.perf_counter()
+                touched = _apply(pager, sp, cfg.workload)
+                t_work = time.perf_counter() - t0
+                before_flush = pager.fractions() if isinstance(pager, Cache) else None
+                pager.flush()
+                runtime = time.perf_counter() - t0
+                devstats = [s.as_dict() for s in vol.stats]
+                pstats = pager.stats()
+                final = W.read_state(vol, sp.state)
+            finally:
+                close = getattr(pager, "close", None)
+                if close:
+                    close()
+    got = W.checksum(final)
+    want = reference_checksum(sp, cfg.workload)
+    cmds = sum(d["reads"] + d["writes"] for d in devstats)
+    dev_bytes = sum(d["read_bytes"] + d["write_bytes"] for d in devstats)
+    per_dev = [dict(d, dev=i, read_mibs=d["read_bytes"] / MIB / runtime, write_mibs=d["write_bytes"] / MIB / runtime)
+               for i, d in enumerate(devstats)]
+    rec.update(
+        status="ok", runtime_s=runtime, workload_s=t_work, flush_s=runtime - t_work,
+        iops=cmds / runtime, mibs=touched * sp.state.page / MIB / runtime,
+        pages_touched=touched, device_commands=cmds, device_bytes=dev_bytes,
+        device_mibs=dev_bytes / MIB / runtime, mean_request_bytes=dev_bytes / cmds if cmds else 0.0,
+        per_device=per_dev, pager=pstats, checksum=got, reference_checksum=want,
+        checksum_ok=None if want is None else got == want,
+    )
+    if isinstance(pager, Cache):
+        rec.update(hit_ratio=pstats["hit_ratio"], unused=before_flush["unused"], clean=before_flush["clean"],
+                   dirty=before_flush["dirty"])
+    return rec
+
+
+def results_path(preset: str, root: Optional[Path] = None) -> Path:
+    """data/results/vram-cache/<host>/<preset>.jsonl (the quick preset writes under build/results)."""
+    from ..experiments import host_id
+
+    if root is None:
+        repo = Path(__file__).resolve().parents[3]
+        root = repo / ("build/results" if preset == "quick" else "data/results")
+    return Path(root) / STUDY / host_id() / f"{preset}.jsonl"
+
+
+def _plan_tag(sp: StudyPlan) -> dict:
+    return {"nqubits": sp.state.nqubits, "dtype": sp.state.dtype, "page": sp.state.page, "seed": sp.seed}
+
+
+def sweep(preset: Optional[str] = None, *, study_plan: Optional[StudyPlan] = None,
+          path: Optional[Path] = None, progress: Any = None) -> Path:
+    """Run every configuration and repetition not yet in the records file; return the file.
+
+    Each finished run is appended atomically, so an interrupted sweep keeps its finished runs and
+    a rerun resumes. A run whose checksum differs from the in-memory reference is recorded (with
+    ``checksum_ok`` false) and the sweep raises after recording it.
+    """
+    sp = study_plan or plan(preset)
+    path = Path(path) if path else results_path(sp.preset)
+    tag = _plan_tag(sp)
+    done: set = set()
+    if path.exists():
+        for r in records.load_records(path):
+            if all(r.get(k) == v for k, v in tag.items()) and r.get("profile_scale") == _ps(sp):
+                done.add((r.get("config_key"), r.get("repetition")))
+    bad = []
+    for rep in range(sp.reps):
+        for cfg in sp.configs:
+            if (cfg.key, rep) in done:
+                continue
+            rec = run_one(cfg, sp, rep)
+            rec["profile_scale"] = _ps(sp)
+            records.append_records(path, [rec])
+            if progress:
+                progress(rec)
+            if rec.get("checksum_ok") is False:
+                bad.append(cfg.key)
+    if bad:
+        raise RuntimeError(f"final state differs from the in-memory reference for: {', '.join(bad)}")
+    return path
+
+
+def _ps(sp: StudyPlan) -> str:
+    return f"{sp.profile}@{sp.scale if sp.scale is not None else 'default'}"
+
+
+def load(path: Path) -> Any:
+    """The records of a file as a pandas DataFrame (one row per run; per_device kept as lists)."""
+    import pandas as pd
+
+    recs = records.load_records(path)
+    rows = []
+    for r in recs:
+        row = {k: v for k, v in r.items() if k not in ("provenance", "pager")}
+        prov = r.get("provenance") or {}
+        row["profile"] = prov.get("profile")
+        row["scale"] = prov.get("scale")
+        row["host"] = prov.get("host")
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df["fraction_value"] = df["fraction"].map(lambda s: float(Fraction(s)))
+    return df
+
+
+def per_device(df: Any) -> Any:
+    """One row per run and device: read_mibs, write_mibs (runs with status ok)."""
+    import pandas as pd
+
+    rows = []
+    for r in df[df["status"] == "ok"].itertuples():
+        for d in r.per_device:
+            rows.append({"config": r.config, "workload": r.rw, "fraction": r.fraction, "ndevs": r.ndevs,
+                         "cache": r.cache, "repetition": r.repetition, "dev": d["dev"],
+                         "read_mibs": d["read_mibs"], "write_mibs": d["write_mibs"]})
+    return pd.DataFrame(rows)
