@@ -237,7 +237,7 @@ def _emu_uri(backing: Path, nbytes: int, **params: str) -> str:
     return f"emu://?nsze={nbytes}&backing=file:{backing}{extra}"
 
 
-@pytest.mark.parametrize("params", [{}, {"mdts": "4"}, {"lbads": "12", "mqes": "7"}])
+@pytest.mark.parametrize("params", [{}, {"mdts": "16KiB"}, {"lbads": "4096", "mqes": "63", "mdts": "64KiB"}])
 def test_emu_namespace_matches_file(tmp_path, mixed_image, params):
     """The same bytes read through the user-space driver (emu://, file-backed) give the file's digest."""
     src, _ = mixed_image

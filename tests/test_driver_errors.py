@@ -204,3 +204,22 @@ def test_reset_after_close_raises():
         c.reset()
     with pytest.raises(ClosedError):
         c.emu_inject("drop")
+
+
+def test_ctrl_c_interrupts_a_blocking_poll(ctrl):
+    import os
+    import signal
+
+    ns = ctrl.namespace(1)
+    with ctrl.qpair(depth=4, timeout=10) as q, ctrl.alloc(PAGE) as buf:
+        ctrl.emu_inject("drop", qid=q.qid)
+        q.submit_read(ns, 0, 1, buf)
+        timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            q.poll(timeout=8)
+        assert time.monotonic() - t0 < 2
+        timer.join()
+    # closing the queue pair with the lost command outstanding is fine; the controller still works
+    assert (ns.read(0, 1) == ns.read(0, 1)).all()

@@ -211,6 +211,17 @@ def test_buffer_with_outstanding_command_cannot_be_closed(ctrl, ns):
         buf.close()
 
 
+def test_leaving_a_with_block_with_outstanding_commands_retires_the_buffer(ctrl, ns):
+    ns.write(9000, np.full(ns.lba_size, 0x42, np.uint8))
+    with ctrl.qpair(depth=4) as q:
+        with ctrl.alloc(PAGE) as buf:
+            view = buf.array
+            q.submit_read(ns, 9000, 1, buf)
+        assert buf.closed                          # no BufferError: the command keeps the memory
+        (c,) = q.wait_all(timeout=5, check=True)
+        assert (view[: ns.lba_size] == 0x42).all()
+
+
 def test_dropping_the_last_reference_under_a_command_is_safe(ctrl, ns):
     with ctrl.qpair(depth=4) as q:
         buf = ctrl.alloc(PAGE)

@@ -315,3 +315,15 @@ def test_emulated_targets_get_their_device_count():
     assert emu_target_for("pci://0000:4a:00.0", 4) == "pci://0000:4a:00.0"
     plan = load_spec("cpu_initiated").plan("quick")
     assert {r.params["target"] for r in plan.runs} == {"emu://?profile=pm1753&ndev=4", "emu://?profile=pm1753&ndev=1"}
+
+
+def test_study_results_does_not_reuse_another_target(spec, tmp_path, monkeypatch):
+    from nvmelab.experiments import study_results
+    from nvmelab.experiments import runner
+
+    monkeypatch.setattr(runner, "load_spec", lambda name: spec)
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep.ran == 6
+    df2, rep2 = study_results("t_study", "quick", target="fake://elsewhere", run_fn=fake_run,
+                              results_root=tmp_path, progress=False)
+    assert rep2 is not None and rep2.ran == 6 and set(df2["target"]) == {"fake://elsewhere"}

@@ -96,3 +96,22 @@ def test_littles_law_on_the_pm1753_profile():
     assert iops[512] <= cap * 1.03
     assert iops[512] >= cap * 0.8
     assert iops[512] < 512 / (model["lat_ns"] / 1e9) * 0.5
+
+
+def test_ctrl_c_on_emu_drains_the_queues_and_returns_nothing():
+    import os
+    import signal
+    import threading
+    import time
+
+    uri = "emu://?profile=pm1753&scale=640"  # ~31 ms per command: commands are in flight at the stop
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            perf.run(uri, rw="randread", iosize=512, qdepth=64, nqueues=2, runtime=60, warmup=0)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 < 10
+    assert perf.run(NULL, rw="randread", iosize=512, qdepth=8, **SHORT)["iops"] > 0

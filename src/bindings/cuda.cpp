@@ -228,6 +228,14 @@ void bind_cuda(py::module_ &m)
           "One cuda-run measurement (device-initiated I/O on gpu-emu://); returns the raw result dict.\n"
           "rounds > 0: every queue does exactly that many rounds (no timing window). buf/buf_len: a caller-owned\n"
           "GPU buffer (device pointer, e.g. from __cuda_array_interface__) that receives the I/O.");
+    m.def("cuda_target_check", [](const std::string &target, uint32_t ndevs) {
+        char desc[NVME_CUDA_DESC_LEN] = {0}, err[CUDA_ERR_LEN] = {0};
+        int rc = nvme_cuda_target_check(target.c_str(), ndevs ? ndevs : 16u, desc, sizeof(desc), err, sizeof(err));
+        if (rc)
+            cuda_raise(rc, err);
+        return std::string(desc);
+    }, py::arg("target"), py::arg("ndevs") = 0,
+       "Parse and check a gpu-emu:// URI without a GPU; returns its settings ('profile=... scale=...').");
     m.def("cuda_buf_size", [](uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs) {
         uint64_t stride = 0;
         size_t n = nvme_cuda_buf_size(iosize, qdepth, nqueues, ndevs, &stride);

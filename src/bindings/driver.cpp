@@ -369,9 +369,10 @@ void bind_driver(py::module_ &m) {
     // ---- DmaBuffer ----
     py::class_<DmaBuffer>(m, "DmaBuffer",
                           "DMA memory of a target. `.array` is a numpy uint8 view of it (no copy); "
-                          "`np.asarray(buf)` gives the same. A context manager: close() retires the buffer "
-                          "(BufferError while commands on it are outstanding); its memory returns to the "
-                          "driver when the last numpy view is gone.")
+                          "`np.asarray(buf)` gives the same. close() retires the buffer (BufferError while "
+                          "commands on it are outstanding); leaving a with-block retires it even then. The "
+                          "memory returns to the driver once no numpy view and no outstanding command "
+                          "uses it.")
         .def_property_readonly("array", &DmaBuffer::array, "numpy uint8 array over the buffer (no copy)")
         .def("__array__", [](const DmaBuffer &b, py::object dtype, py::object copy) -> py::object {
                  py::object a = b.array();
@@ -392,7 +393,12 @@ void bind_driver(py::module_ &m) {
              }, py::arg("offset") = 0, "bus address the controller uses for byte `offset` of the buffer")
         .def("close", &DmaBuffer::close)
         .def("__enter__", [](py::object self) { return self; })
-        .def("__exit__", [](DmaBuffer &b, py::args) { b.close(); })
+        .def("__exit__", [](DmaBuffer &b, py::args) {
+            // Leaving a with-block retires the buffer even with commands outstanding (e.g. while an
+            // exception unwinds): those commands keep the memory alive until they complete or their
+            // queue pair is closed. An explicit close() raises BufferError instead.
+            b.mem.reset();
+        })
         .def("__repr__", [](const DmaBuffer &b) {
             return b.mem ? "<nvmelab.DmaBuffer " + std::to_string(b.nbytes) + " bytes>"
                          : std::string("<nvmelab.DmaBuffer (closed)>");

@@ -202,10 +202,31 @@ int nvme_dma_alloc(struct nvme_target *t, size_t size, struct nvme_dma **out)
     return nvme_dma_alloc_in(&t->dma, size, out);
 }
 
+/* Qpairs cache the last DMA object a buffer was found in; a freed object must not stay cached. */
+static void forget_cached(struct nvme_dma *d)
+{
+    struct nvme_target *t = d->dom->target;
+    if (!t || !t->ctrls)
+        return;
+    for (unsigned i = 0; i < t->nctrl; i++) {
+        struct nvme_ctrl *c = t->ctrls[i];
+        if (!c)
+            continue;
+        pthread_mutex_lock(&c->q_lock);
+        for (struct nvme_qpair *q = c->qpairs; q; q = q->next)
+            if (q->dma_cache == d)
+                q->dma_cache = NULL;
+        if (c->admin.dma_cache == d)
+            c->admin.dma_cache = NULL;
+        pthread_mutex_unlock(&c->q_lock);
+    }
+}
+
 void nvme_dma_free(struct nvme_dma *d)
 {
     if (!d)
         return;
+    forget_cached(d);
     struct nvme_dma_domain *dom = d->dom;
     pthread_mutex_lock(&dom->lock);
     if (d->prev)

@@ -90,7 +90,7 @@ static int bound_driver(const char *sysfs, const char *addr, char *out, size_t l
     }
     target[n] = '\0';
     const char *b = strrchr(target, '/');
-    snprintf(out, len, "%s", b ? b + 1 : target);
+    snprintf(out, len, "%.*s", (int)(len - 1), b ? b + 1 : target);
     return 0;
 }
 
@@ -239,7 +239,7 @@ int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *sysfs
     if (!b)
         return -ENOMEM;
     collect_blockdevs(sysfs_root, canon, b);
-    char dev[PATH_MAX / 4], mnt[PATH_MAX / 4];
+    char dev[LINE_LEN / 2], mnt[LINE_LEN / 2];
     int rc = 0;
     if (find_mount(b, proc_mounts, dev, mnt, sizeof(dev))) {
         if (strcmp(mnt, "/") == 0)

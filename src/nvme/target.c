@@ -138,8 +138,10 @@ void nvme_target_close(struct nvme_target *t)
 {
     if (!t)
         return;
-    for (unsigned i = t->nctrl; i-- > 0;)
+    for (unsigned i = t->nctrl; i-- > 0;) {
         nvme_ctrl_detach(t->ctrls[i]);
+        t->ctrls[i] = NULL; /* nvme_dma_free walks the remaining controllers */
+    }
     free(t->ctrls);
     if (t->dma_ready)
         nvme_dma_domain_fini(&t->dma);

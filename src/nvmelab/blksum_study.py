@@ -174,7 +174,8 @@ def sweep(preset: Optional[str] = None, *, root: Optional[Path] = None, study_pl
                 if ref_digest.setdefault(pt.digest, res.hexdigest) != res.hexdigest:
                     raise RuntimeError(f"digest changed with the configuration at {pt.key}")
                 recs.append(blksum.to_record(res, repetition=rep, image=desc, prov=prov, preset=sp.preset,
-                                             run_key=key, target_note="page-cache warm"))
+                                             run_key=key, target_note="page-cache warm",
+                                             loadavg_1m=os.getloadavg()[0]))
             records.append_records(out, recs)
         for pt in todo_orig:
             key = f"{sp.preset}/{sp.image_bytes}/original/{pt.key}"

@@ -231,6 +231,8 @@ def busy_reasons(addr: str, fs: Sysfs | None = None) -> list[str]:
 def _open_by(fs: Sysfs, paths: set[str]) -> list[str]:
     found = []
     me = str(os.getpid()) if fs.is_host else None
+    if fs.is_host and os.geteuid() != 0:
+        log.warning("not root: open files of other users' processes cannot be checked")
     for pid in fs.listdir("/proc"):
         if not pid.isdigit() or pid == me:
             continue

@@ -279,3 +279,10 @@ def table(rec: dict) -> str:
         rows.append(("verify errors", f"{rec['verify_errors']}" + (f" (first: dev {bad['dev']} LBA {bad['lba']})" if bad else "")))
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def run_cuda(*args: Any, **kwargs: Any) -> dict:
+    """Device-initiated I/O (the cuda-run engine) -> one record; see nvmelab.gpu.run_cuda."""
+    from .gpu import run_cuda as _run_cuda
+
+    return _run_cuda(*args, **kwargs)

@@ -114,6 +114,9 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
             result["original"] = None
             result["notes"].append("the original blksum (blkhash) is not on PATH; apt-cache policy blkhash: "
                                    + _apt_policy("blkhash").replace("\n", " | "))
+    result["goal"] = "nvmelab blksum at least as fast as the original blksum (same machine, image, digest)"
+    # not judged (None) when the original is absent: no figure is invented for it
+    result["met"] = (result["speedup_vs_original"] >= 1.0) if result.get("original") else None
     (outdir / "blksum.json").write_text(json.dumps(result, indent=2, default=str))
     log.info("bench blksum: nvmelab best %.0f MB/s (%s)", result["nvmelab_best"]["mbs"], result["nvmelab_best"])
     return result

@@ -132,6 +132,11 @@ static void test_rw_and_prp(void)
     T_EQ(nvme_qpair_submit(q, ns, 0x7f, 0, 1, w, 512, NULL, NULL), -EINVAL);
     T_EQ(nvme_qpair_submit(q, NULL, NVME_CMD_READ, 0, 1, w, 512, NULL, NULL), -EINVAL);
     T_EQ(nvme_qpair_outstanding(q), 0);
+    /* a freed buffer is forgotten by the qpair's cache; a new one at the same address works */
+    nvme_dma_free(dw);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_WRITE, 0, 1, w, 512, NULL, NULL), -EINVAL);
+    T_EQ(nvme_dma_alloc(t, 2 * MIB, &dw), 0);
+    w = nvme_dma_vaddr(dw);
     /* last LBA works */
     rw_check(q, ns, w, r, 0, 0, nvme_ns_nsze(ns) - 1, 512, 99);
 

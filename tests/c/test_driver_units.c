@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nvme/ctrl.h"
 #include "nvme/pci.h"
+#include "nvme/qpair.h"
 #include "nvme/uri.h"
 #include "test_driver.h"
 
@@ -333,9 +335,56 @@ static void test_pci(void)
     T_EQ(system(cmd), 0);
 }
 
+/* PRP building over non-contiguous bus memory (the hugepage + pagemap translation), without a device:
+ * a fake DMA object of two 2 MiB pages at unrelated bus addresses. */
+static void test_prp_pagemap(void)
+{
+    const size_t huge = (size_t)1 << 21, page = 4096;
+    uint8_t *mem = calloc(2, huge);
+    uint64_t pages[2] = {0x100000000ull, 0x7340000000ull};
+    struct nvme_dma d = {.vaddr = mem, .size = 2 * huge, .pages = pages, .page_shift = 21};
+    uint64_t *list = calloc(page / 8, 8);
+    struct nvme_tracker t = {.prp_list = list, .prp_iova = 0xabc000};
+    struct nvme_qpair q;
+    memset(&q, 0, sizeof(q));
+    q.page_shift = 12;
+    struct nvme_sqe s = {0};
+    /* inside one controller page: PRP1 only, offset kept */
+    T_EQ(nvme_prp_build(&q, &t, &d, mem + 100 * 4, 512, &s), 0);
+    T_EQ(s.prp1, pages[0] + 400);
+    T_EQ(s.prp2, 0);
+    /* two pages straddling the hugepage boundary: PRP2 is the second hugepage */
+    T_EQ(nvme_prp_build(&q, &t, &d, mem + huge - page + 8, page, &s), 0);
+    T_EQ(s.prp1, pages[0] + huge - page + 8);
+    T_EQ(s.prp2, pages[1]);
+    /* three pages across the boundary: a PRP list in the tracker's page */
+    T_EQ(nvme_prp_build(&q, &t, &d, mem + huge - 2 * page + 4, 3 * page, &s), 0);
+    T_EQ(s.prp1, pages[0] + huge - 2 * page + 4);
+    T_EQ(s.prp2, t.prp_iova);
+    T_EQ(list[0], pages[0] + huge - page);
+    T_EQ(list[1], pages[1]);
+    T_EQ(list[2], pages[1] + page);
+    /* 2 MiB from a page-aligned start: 1 + 511 entries, all whole pages */
+    T_EQ(nvme_prp_build(&q, &t, &d, mem + page, huge, &s), 0);
+    T_EQ(list[0], pages[0] + 2 * page);
+    T_EQ(list[510], pages[1]);
+    /* misaligned */
+    T_EQ(nvme_prp_build(&q, &t, &d, mem + 2, 512, &s), -EINVAL);
+    /* identity translation: contiguous */
+    struct nvme_dma id = {.vaddr = mem, .size = 2 * huge, .iova = 0x5000000, .page_shift = 12};
+    T_EQ(nvme_prp_build(&q, &t, &id, mem + 4092, 5 * page, &s), 0);
+    T_EQ(s.prp1, 0x5000000 + 4092);
+    T_EQ(s.prp2, t.prp_iova);
+    for (int i = 0; i < 5; i++)
+        T_EQ(list[i], 0x5000000 + (uint64_t)(i + 1) * page);
+    free(list);
+    free(mem);
+}
+
 int main(void)
 {
     test_registers();
+    test_prp_pagemap();
     test_status_names();
     test_uri_good();
     test_uri_bad();

@@ -119,6 +119,11 @@ struct nvme_cuda_run_result {
  * stride between two threads' data (iosize rounded up to pages, plus a PRP list page above two pages). */
 size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs, uint64_t *stride);
 
+/* Parse and check a gpu-emu:// target without a GPU (-EINVAL and a message naming the key); desc gets
+ * "profile=... scale=... ndev=..." (see gemu_describe). */
+int nvme_cuda_target_check(const char *target, uint32_t ndev_default, char *desc, size_t desclen, char *err,
+                           size_t errlen);
+
 /* One run. queue_rounds (may be NULL) receives the round count of each queue over the whole kernel,
  * device-major (dev * nqueues + q), nqueue_rounds entries at most. Every parameter is checked before any
  * GPU work (-EINVAL, message naming it). A run that cannot fit on the GPU with its emulator (the grid of

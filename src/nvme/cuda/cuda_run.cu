@@ -296,6 +296,16 @@ extern "C" size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t 
     return (size_t)((uint64_t)ndevs * nqueues * qdepth * st + page);
 }
 
+extern "C" int nvme_cuda_target_check(const char *target, uint32_t ndev_default, char *desc, size_t desclen,
+                                      char *err, size_t errlen)
+{
+    gemu e{};
+    int rc = gemu_parse_uri(target, ndev_default, &e, err, errlen);
+    if (!rc && desc && desclen)
+        gemu_describe(&e, desc, desclen);
+    return rc;
+}
+
 static const char CRUN_PCI_MSG[] =
     "target '%s': device-initiated I/O on real controllers needs the DMA (bus) addresses of GPU memory for "
     "PRPs: export the buffers with dma-buf (cuMemGetHandleForAddressRange) and map them through a kernel "
@@ -336,6 +346,9 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         snprintf(err, errlen, "target '%s': cuda-run drives gpu-emu:// (or pci:// with a DMA importer)", p->target);
         return -EINVAL;
     }
+    rc = nvme_cuda_target_check(p->target, p->ndevs ? p->ndevs : CRUN_DEFAULT_NDEVS, NULL, 0, err, errlen);
+    if (rc)
+        return rc;
     char why[NVME_CUDA_DESC_LEN];
     int ngpu = nvme_cuda_device_count(why, sizeof(why));
     if (ngpu <= 0) {

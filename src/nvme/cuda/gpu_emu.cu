@@ -551,9 +551,8 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
     return 0;
 }
 
-int gemu_open(const char *uri, uint32_t ndev_default, gemu **out, char *err, size_t errlen)
+int gemu_parse_uri(const char *uri, uint32_t ndev_default, gemu *e, char *err, size_t errlen)
 {
-    *out = NULL;
     nvme_uri *u = NULL;
     int rc = nvme_uri_parse(uri, &u, err, errlen);
     if (rc)
@@ -563,13 +562,18 @@ int gemu_open(const char *uri, uint32_t ndev_default, gemu **out, char *err, siz
         nvme_uri_free(u);
         return -EINVAL;
     }
-    gemu *e = new (std::nothrow) gemu();
-    if (!e) {
-        nvme_uri_free(u);
-        return -ENOMEM;
-    }
     rc = gemu_parse(e, u, ndev_default, err, errlen);
     nvme_uri_free(u);
+    return rc;
+}
+
+int gemu_open(const char *uri, uint32_t ndev_default, gemu **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    gemu *e = new (std::nothrow) gemu();
+    if (!e)
+        return -ENOMEM;
+    int rc = gemu_parse_uri(uri, ndev_default, e, err, errlen);
     if (rc) {
         delete e;
         return rc;

@@ -129,6 +129,8 @@ struct gemu {
     bool started;
 };
 
+/* Parse and validate a gpu-emu:// URI without touching the GPU; *e receives the settings (no memory). */
+int gemu_parse_uri(const char *uri, uint32_t ndev_default, struct gemu *e, char *err, size_t errlen);
 /* Errors here are negative errno; CUDA failures become -ENOMEM/-EIO with the CUDA text in err. */
 int gemu_open(const char *uri, uint32_t ndev_default, struct gemu **out, char *err, size_t errlen);
 /* Register queue pair qid on device dev. sq/cq are GPU memory with `entries` slots; returns the doorbell

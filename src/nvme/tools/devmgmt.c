@@ -381,7 +381,7 @@ int dm_check_free(const char *root, const char *addr, char *why, size_t whylen)
         closedir(d);
     }
     /* open by a process: block devices, controller char devices, /dev/uioN, /dev/vfio/<group> */
-    static char store[2 * DM_MAX_BLK + 4][DM_NAME_LEN + 16];
+    char store[2 * DM_MAX_BLK + 4][DM_NAME_LEN + 16];
     const char *paths[2 * DM_MAX_BLK + 5];
     int np = 0;
     for (int i = 0; i < s.n; i++) {

@@ -7,11 +7,14 @@
  *   perf URI [--seconds S] [--qd N] [--queues N] [--iosize B]
  *                                            closed-loop random reads, one qpair per thread
  *   open URI                                 open and close URI; prints the driver's error when it refuses
+ *   provoke URI                              one command the controller must reject (LBA out of range),
+ *                                            so that the test proves QEMU's error trace is really read
  *   devices | check | bind | unbind | hugepages   device management (devmgmt.h; same rules as
  *                                            `nvmelab devices|bind|unbind|hugepages`)
  * Every check prints one line "NVMELAB-TEST <name> PASS|FAIL <detail>"; the exit status is 1 when any
- * failed. Nothing here sends a command the spec forbids: limits are tested on the driver side (it must
- * refuse before the controller sees anything), so QEMU's pci_nvme_err_* trace stays empty.
+ * failed. Apart from `provoke`, nothing here sends a command the controller must reject: limits are tested
+ * on the driver side (it must refuse before the controller sees anything), so QEMU's pci_nvme_err_* trace
+ * stays empty.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -536,6 +539,45 @@ static int cmd_perf(struct nvme_target *t, double seconds, uint32_t qd, unsigned
     return g_fail ? 1 : 0;
 }
 
+/* ---- provoke: one command QEMU must flag, to prove the trace-event check can fail ---- */
+/* A Read one LBA past the end of namespace 1 of controller 0, built raw so that the driver's own range
+ * check is bypassed. The controller must answer LBA Out of Range; QEMU logs pci_nvme_err_invalid_lba_range
+ * and pci_nvme_err_req_status, which run.sh then expects exactly once each (and no other event). */
+#define GUEST_PROVOKED_EVENT "pci_nvme_err_invalid_lba_range"
+#define GUEST_PROVOKED_STATUS "pci_nvme_err_req_status"
+static int cmd_provoke(struct nvme_target *t)
+{
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    struct nvme_qpair *q = NULL;
+    struct nvme_dma *d = NULL;
+    struct nvme_qpair_opts o = {.depth = GUEST_RAW_DEPTH};
+    struct waiter w = {0};
+    char cs[128];
+    int rc = nvme_qpair_create(c, &o, &q);
+    if (rc == 0)
+        rc = nvme_dma_alloc(t, nvme_ns_lba_size(ns), &d);
+    if (rc == 0) {
+        uint64_t slba = nvme_ns_nsze(ns);
+        struct nvme_sqe sqe = {.opc = NVME_CMD_READ, .nsid = nvme_ns_id(ns), .cdw10 = (uint32_t)slba,
+                               .cdw11 = (uint32_t)(slba >> 32), .cdw12 = 0 /* one LBA (0's based) */};
+        rc = nvme_qpair_submit_raw(q, &sqe, nvme_dma_vaddr(d), nvme_ns_lba_size(ns), on_cpl, &w);
+        nvme_qpair_ring(q);
+        for (unsigned long long i = 0; rc == 0 && !w.done && i < GUEST_POLL_SPIN_MAX; i++)
+            if (nvme_qpair_poll(q, 0) < 0)
+                break;
+    }
+    int ok = rc == 0 && w.done && w.cpl.err == 0 && w.cpl.sct == NVME_SCT_GENERIC && w.cpl.sc == NVME_SC_LBA_RANGE;
+    result(ok, "provoke-lba-out-of-range", "read past the end -> %s",
+           rc ? strerror(-rc) : w.done ? cpl_str(&w.cpl, cs, sizeof cs) : "no completion");
+    if (ok)   /* the range check, and the error status of the completion */
+        printf("NVMELAB-PROVOKED %s 1\nNVMELAB-PROVOKED %s 1\n", GUEST_PROVOKED_EVENT, GUEST_PROVOKED_STATUS);
+    nvme_dma_free(d);
+    if (q)
+        nvme_qpair_destroy(q);
+    return ok ? 0 : 1;
+}
+
 static int open_target(const char *uri, struct nvme_target **t)
 {
     char err[NVME_ERRLEN];
@@ -551,7 +593,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: nvmelab-guest selftest URI [--queues N] [--rounds N]\n"
                     "       nvmelab-guest perf URI [--seconds S] [--qd N] [--queues N] [--iosize B]\n"
-                    "       nvmelab-guest open URI\n"
+                    "       nvmelab-guest open URI | provoke URI\n"
                     "       nvmelab-guest devices | check ADDR | bind ADDR --driver D | unbind ADDR | hugepages [N]\n");
     return 2;
 }
@@ -595,7 +637,7 @@ int main(int argc, char **argv)
         nvme_target_close(t);
         return 0;
     }
-    if (strcmp(cmd, "selftest") && strcmp(cmd, "perf"))
+    if (strcmp(cmd, "selftest") && strcmp(cmd, "perf") && strcmp(cmd, "provoke"))
         return usage();
     double t0 = now_s();
     int rc = open_target(uri, &t);
@@ -604,6 +646,8 @@ int main(int argc, char **argv)
         return 1;
     if (!strcmp(cmd, "perf")) {
         rc = cmd_perf(t, seconds, qd, nq, iosize);
+    } else if (!strcmp(cmd, "provoke")) {
+        rc = cmd_provoke(t);
     } else {
         for (unsigned ci = 0; ci < nvme_target_nctrl(t); ci++) {
             struct nvme_ctrl *c = nvme_target_ctrl(t, ci);

@@ -28,6 +28,9 @@ def _cpu_list(text: str) -> list[int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="perf_command", metavar="ACTION")
     sub.required = True
+    from .cuda_run import add_parser as _add_cuda_run  # `perf cuda-run` (device-initiated, cuda part)
+
+    _add_cuda_run(sub)
     p = sub.add_parser("run", help="one measurement -> a table (and a JSON record with --json)",
                        description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--target", "-t", default="emu://?profile=null",
@@ -61,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.perf_command == "cuda-run":
+        from .cuda_run import run as _run_cuda
+
+        return _run_cuda(args)
     from .. import perf
     from ..records import append_records
 

@@ -306,22 +306,28 @@ def study_results(study: str, preset: str, *, target: str | None = None, reuse: 
                   progress: bool = True) -> tuple[pd.DataFrame, SweepReport | None]:
     """The records a notebook shows for `study`/`preset`, from one host.
 
-    reuse=True: when records of this preset exist (committed under data/results,
-    or from an earlier run), use them without running: this host's if it has
-    any, else those of the host with the most records. Otherwise (or when there
+    reuse=True: when records of this preset and target exist (committed under
+    data/results, or from an earlier run; matched by run key, so a different
+    target or changed parameters do not count), use them without running: this
+    host's if it has any, else those of the host with the most records. Otherwise (or when there
     are none) run/resume the sweep here and return this host's records.
     Returns (records as a DataFrame, the SweepReport or None when nothing ran).
     """
     root = Path(results_root) if results_root is not None else default_results_root(preset)
+    keys = {r.key for r in load_spec(study).plan(preset, target=target).runs}
+
+    def of_plan(df: pd.DataFrame) -> pd.DataFrame:  # only records of this plan (same target, parameters)
+        return df[df["run_key"].isin(keys)] if "run_key" in df else df.iloc[0:0]
+
     if reuse:
-        df = load_results(study, preset, root)
+        df = of_plan(load_results(study, preset, root))
         if not df.empty:
             counts = df["results_host"].value_counts()
             me = host_id()
             host = me if me in counts.index else sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
             return df[df["results_host"] == host].reset_index(drop=True), None
     rep = run_study(study, preset, target=target, run_fn=run_fn, results_root=root, progress=progress)
-    df = load_results(study, preset, root)
+    df = of_plan(load_results(study, preset, root))
     if not df.empty:
         df = df[df["results_host"] == host_id()].reset_index(drop=True)
     return df, rep

@@ -177,10 +177,9 @@ class Cache:
 
     # -- lifetime --
     def close(self) -> None:
-        """Release memory without writing back (call :meth:`flush` first). Safe twice."""
+        """Give the memory back to the volume without writing back (call :meth:`flush` first). Safe twice."""
         for b in (self._staging, self._arena):
-            if b is not None:
-                b.close()
+            self.volume.release(b)
         self._staging = self._arena = None
 
     def __enter__(self) -> "Cache":
@@ -204,6 +203,7 @@ class Cache:
         self.evictions = self.dirty_evictions = 0
         self.writeback_lines = self.writeback_requests = 0
         self.fill_lines = self.fill_requests = 0
+        self._samples = self._sum_used = self._sum_dirty = 0
 
     def fractions(self) -> dict:
         """bcache-style shares of the lines: unused, clean, dirty (they sum to 1)."""
@@ -211,6 +211,15 @@ class Cache:
         dirty = int(self._dirty.sum())
         n = self.nlines
         return {"unused": float((~used).sum()) / n, "clean": float(used.sum() - dirty) / n, "dirty": dirty / n}
+
+    def mean_fractions(self) -> dict:
+        """unused/clean/dirty averaged over the states after each release() since the counters
+        were reset (the state now when there was no release yet)."""
+        if not self._samples:
+            return self.fractions()
+        n = self._samples * self.nlines
+        used, dirty = self._sum_used / n, self._sum_dirty / n
+        return {"unused": 1.0 - used, "clean": used - dirty, "dirty": dirty}
 
     def stats(self) -> dict:
         acc = self.hits + self.misses
@@ -221,6 +230,7 @@ class Cache:
                "writeback_lines": self.writeback_lines, "writeback_requests": self.writeback_requests,
                "fill_lines": self.fill_lines, "fill_requests": self.fill_requests}
         out.update(self.fractions())
+        out.update({f"{k}_mean": v for k, v in self.mean_fractions().items()})
         return out
 
     # -- policy bookkeeping --
@@ -304,7 +314,7 @@ class Cache:
                 s, n = runs[i]
                 sl = slots_arr[s:s + n]
                 if self.memory == "gpu":
-                    stage[used:used + n] = self._raw[sl].get()
+                    stage[used:used + n] = self._raw[self.xp.asarray(sl)].get()
                 else:
                     np.take(self._raw, sl, axis=0, out=stage[used:used + n])
                 reqs.append(Request("w", int(pages[s]) * self.line, n * self.line, buf, used * self.line))
@@ -344,7 +354,7 @@ class Cache:
                     continue
                 sl = slots[s:s + n]
                 if self.memory == "gpu":
-                    self._raw[sl] = self.xp.asarray(stage[at:at + n])
+                    self._raw[self.xp.asarray(sl)] = self.xp.asarray(stage[at:at + n])
                 else:
                     self._raw[sl] = stage[at:at + n]
                 self.fill_lines += n
@@ -369,7 +379,7 @@ class Cache:
             for s, n in _runs(wp, maxrun):
                 sl = ws[s:s + n]
                 if self.memory == "gpu":
-                    stage[used:used + n] = self._raw[sl].get()
+                    stage[used:used + n] = self._raw[self.xp.asarray(sl)].get()
                 else:
                     np.take(self._raw, sl, axis=0, out=stage[used:used + n])
                 reqs.append(Request("w", int(wp[s]) * self.line, n * self.line, buf, used * self.line))
@@ -448,7 +458,7 @@ class Cache:
             self._pinned[:] = before   # this batch holds no pins after a failure
             raise
         if write:
-            pass  # MUTATION
+            self._dirty[slots] = True
         self._pins.append(slots)
         return slots
 
@@ -515,6 +525,9 @@ class Cache:
         """Unpin every page acquired since the last release; apply ``writeback_percent``."""
         self._pinned[:] = False
         self._pins.clear()
+        self._samples += 1
+        self._sum_used += self.nlines - len(self._free)
+        self._sum_dirty += int(self._dirty.sum())
         if self.writeback_percent is not None:
             limit = int(self.nlines * self.writeback_percent / 100.0)
             ndirty = int(self._dirty.sum())

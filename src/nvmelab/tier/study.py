@@ -26,12 +26,11 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import numpy as np
 
 from .. import provenance as _prov
 from .. import records
@@ -46,16 +45,18 @@ TOOL = "nvmelab-tier"
 MIB = 1 << 20
 #: State size at or below which the final state is compared with an in-memory run.
 VERIFY_MAX_QUBITS = 26
+#: Smallest memory budget in pages (a gate on a far qubit holds 2 pages; the cache needs room to evict).
+MIN_BUDGET_PAGES = 4
 #: The seed's array: 7 NVMe sticks.
 SEED_NDEVS = 7
 
 PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"nqubits": 19, "depth": 4, "mix_accesses": 512, "fractions": ("1/16", "1/4"),
               "ndevs": (1, 2, 4, 7), "policies": ("lru",), "reps": 1},
-    "standard": {"nqubits": 22, "depth": 8, "mix_accesses": 4096,
+    "standard": {"nqubits": 21, "depth": 6, "mix_accesses": 2048,
                  "fractions": ("1/64", "1/32", "1/16", "1/8", "1/4"), "ndevs": (1, 2, 4, 7),
-                 "policies": ("lru", "clock"), "reps": 3},
-    "paper": {"nqubits": 24, "depth": 16, "mix_accesses": 16384,
+                 "policies": ("lru", "clock"), "reps": 2},
+    "paper": {"nqubits": 24, "depth": 16, "mix_accesses": 8192,
               "fractions": ("1/64", "1/32", "1/16", "1/8", "1/4"), "ndevs": (1, 2, 4, 7),
               "policies": ("lru", "clock"), "reps": 3},
 }
@@ -149,6 +150,12 @@ def plan(preset: Optional[str] = None, *, nqubits: Optional[int] = None, depth: 
     for w in wls:
         if w not in ("circuit", "random"):
             raise ValueError(f"workloads: {w!r} is not 'circuit' or 'random'")
+    state = W.StateLayout(nq, dtype, page)
+    for f in fr:
+        pages = int(state.nbytes * _fraction(f)) // state.page
+        if pages < MIN_BUDGET_PAGES:
+            raise ValueError(f"fractions: {f} of a {state.nbytes}-byte state is {pages} page(s) of {state.page} "
+                             f"bytes; a budget needs at least {MIN_BUDGET_PAGES} (use more qubits or smaller pages)")
     top = max(devs)
     configs = []
     for w in wls:
@@ -156,7 +163,7 @@ def plan(preset: Optional[str] = None, *, nqubits: Optional[int] = None, depth: 
             configs += [Config(w, f, n) for n in devs]
             configs += [Config(w, f, top, "host", pol) for pol in pols]
             configs += [Config(w, f, top, "gpu", pol) for pol in pols]
-    sp = StudyPlan(preset=name, state=W.StateLayout(nq, dtype, page), depth=depth or p["depth"],
+    sp = StudyPlan(preset=name, state=state, depth=depth or p["depth"],
                    mix_accesses=p["mix_accesses"], reps=reps or p["reps"], configs=tuple(configs))
     return replace(sp, **kw) if kw else sp
 
@@ -209,15 +216,15 @@ def _base_record(cfg: Config, sp: StudyPlan, uri: str, rep: int, info: dict) -> 
         "cpu_usage": None, "cpu_freqs": None, "governor": None, "turbo": None, "smt": None,
         "thr_sib": False, "stress": False, "repetition": rep, "provenance": prov,
         # tier keys
-        "preset": sp.preset, "config": cfg.label, "config_key": cfg.key, "layout": cfg.layout,
+        "preset": sp.preset, "plan_id": plan_id(sp), "config": cfg.label, "config_key": cfg.key, "layout": cfg.layout,
         "chunk": sp.chunk if cfg.layout == "raid0" else 0, "cache": cfg.cache,
         "policy": cfg.policy if cfg.cache != "none" else None,
         "fraction": cfg.fraction, "budget_bytes": budget, "state_bytes": sp.state.nbytes,
         "nqubits": sp.state.nqubits, "dtype": sp.state.dtype, "page": sp.state.page,
         "depth": sp.depth if cfg.workload == "circuit" else None,
         "accesses": sp.mix_accesses if cfg.workload == "random" else None,
-        "seed": sp.seed, "readahead": sp.readahead if cfg.cache != "none" else 0,
-        "coalesce": sp.coalesce if cfg.cache != "none" else sp.state.page,
+        "loadavg": list(os.getloadavg()), "seed": sp.seed, "readahead": sp.readahead if cfg.cache != "none" else 0,
+        "coalesce": sp.coalesce if cfg.cache != "none" else sp.state.page, "writeback_percent": None,
     }
 
 
@@ -251,7 +258,8 @@ def run_one(cfg: Config, sp: StudyPlan, rep: int = 0) -> dict:
                 t0 = time.perf_counter()
                 touched = _apply(pager, sp, cfg.workload)
                 t_work = time.perf_counter() - t0
-                before_flush = pager.fractions() if isinstance(pager, Cache) else None
+                end_state = pager.fractions() if isinstance(pager, Cache) else None
+                mean_state = pager.mean_fractions() if isinstance(pager, Cache) else None
                 pager.flush()
                 runtime = time.perf_counter() - t0
                 devstats = [s.as_dict() for s in vol.stats]
@@ -276,8 +284,10 @@ def run_one(cfg: Config, sp: StudyPlan, rep: int = 0) -> dict:
         checksum_ok=None if want is None else got == want,
     )
     if isinstance(pager, Cache):
-        rec.update(hit_ratio=pstats["hit_ratio"], unused=before_flush["unused"], clean=before_flush["clean"],
-                   dirty=before_flush["dirty"])
+        # line state averaged over the run (sampled after every batch) and at its end, before the flush
+        rec.update(hit_ratio=pstats["hit_ratio"], unused=mean_state["unused"], clean=mean_state["clean"],
+                   dirty=mean_state["dirty"], unused_end=end_state["unused"], clean_end=end_state["clean"],
+                   dirty_end=end_state["dirty"])
     return rec
 
 
@@ -291,8 +301,14 @@ def results_path(preset: str, root: Optional[Path] = None) -> Path:
     return Path(root) / STUDY / host_id() / f"{preset}.jsonl"
 
 
-def _plan_tag(sp: StudyPlan) -> dict:
-    return {"nqubits": sp.state.nqubits, "dtype": sp.state.dtype, "page": sp.state.page, "seed": sp.seed}
+def plan_id(sp: StudyPlan) -> str:
+    """A short id of everything that shapes a run's result except the configuration itself and the
+    repetition: records with the same id and configuration key are repetitions of one point."""
+    import hashlib
+
+    parts = (sp.state.nqubits, sp.state.dtype, sp.state.page, sp.depth, sp.mix_accesses, sp.profile, sp.scale,
+             sp.chunk, sp.qdepth, sp.readahead, sp.coalesce, sp.seed, sp.serpentine, sp.write_fraction, sp.extra_uri)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:12]
 
 
 def sweep(preset: Optional[str] = None, *, study_plan: Optional[StudyPlan] = None,
@@ -305,11 +321,11 @@ def sweep(preset: Optional[str] = None, *, study_plan: Optional[StudyPlan] = Non
     """
     sp = study_plan or plan(preset)
     path = Path(path) if path else results_path(sp.preset)
-    tag = _plan_tag(sp)
+    pid = plan_id(sp)
     done: set = set()
     if path.exists():
         for r in records.load_records(path):
-            if all(r.get(k) == v for k, v in tag.items()) and r.get("profile_scale") == _ps(sp):
+            if r.get("plan_id") == pid:
                 done.add((r.get("config_key"), r.get("repetition")))
     bad = []
     for rep in range(sp.reps):
@@ -317,7 +333,6 @@ def sweep(preset: Optional[str] = None, *, study_plan: Optional[StudyPlan] = Non
             if (cfg.key, rep) in done:
                 continue
             rec = run_one(cfg, sp, rep)
-            rec["profile_scale"] = _ps(sp)
             records.append_records(path, [rec])
             if progress:
                 progress(rec)
@@ -326,10 +341,6 @@ def sweep(preset: Optional[str] = None, *, study_plan: Optional[StudyPlan] = Non
     if bad:
         raise RuntimeError(f"final state differs from the in-memory reference for: {', '.join(bad)}")
     return path
-
-
-def _ps(sp: StudyPlan) -> str:
-    return f"{sp.profile}@{sp.scale if sp.scale is not None else 'default'}"
 
 
 def load(path: Path) -> Any:
@@ -349,6 +360,30 @@ def load(path: Path) -> Any:
     if not df.empty:
         df["fraction_value"] = df["fraction"].map(lambda s: float(Fraction(s)))
     return df
+
+
+def seed_reference() -> Any:
+    """The seed's published numbers (data/reference/vram-cache-seed.csv) as a DataFrame;
+    ``number`` holds the value as a float where it is one (bounds such as ``>18`` stay text)."""
+    import pandas as pd
+
+    from ..reference import data_root
+
+    df = pd.read_csv(Path(data_root()) / "reference" / "vram-cache-seed.csv", dtype={"value": str})
+    df["number"] = pd.to_numeric(df["value"], errors="coerce")
+    return df
+
+
+def summary(df: Any) -> Any:
+    """Mean and population std over repetitions of the ok runs, per configuration."""
+    ok = df[df["status"] == "ok"]
+    keys = ["rw", "fraction", "fraction_value", "config", "config_key", "ndevs", "cache", "policy"]
+    cols = [c for c in ("mibs", "device_mibs", "iops", "runtime_s", "hit_ratio", "unused", "clean", "dirty",
+                        "mean_request_bytes") if c in ok.columns]
+    g = ok.groupby(keys, dropna=False)[cols]
+    mean = g.mean().add_suffix("_mean")
+    std = g.std(ddof=0).add_suffix("_std")
+    return mean.join(std).reset_index()
 
 
 def per_device(df: Any) -> Any:

@@ -159,6 +159,7 @@ class Volume:
         self._starts = np.cumsum([0] + [ns.nbytes for ns in namespaces])
         self._devs: list[_Dev] = []
         self._staging: Any = None
+        self._retired: list = []     # buffers released while the queue pairs live (see release())
         try:
             for ns in namespaces:
                 ctrl = ns.controller
@@ -186,13 +187,15 @@ class Volume:
         return len(self._devs)
 
     def close(self) -> None:
-        """Close the staging buffer and the queue pairs (the target stays open). Safe twice."""
-        if self._staging is not None:
-            self._staging.close()
-            self._staging = None
+        """Close the queue pairs, then every buffer released to the volume and the staging buffer
+        (the target stays open). Safe twice."""
         for d in self._devs:
             d.qp.close()
         self._devs = []
+        for b in self._retired + ([self._staging] if self._staging is not None else []):
+            b.close()
+        self._retired = []
+        self._staging = None
 
     def __enter__(self) -> "Volume":
         return self
@@ -207,6 +210,17 @@ class Volume:
     def alloc(self, nbytes: int) -> Any:
         """DMA memory usable with every device of the volume (a DmaBuffer context manager)."""
         return self.target.alloc(nbytes)
+
+    def release(self, buf: Any) -> None:
+        """Give back a buffer that was used for I/O on this volume; it is closed when the volume
+        closes its queue pairs (closing it earlier can upset later I/O on the same queue pairs in
+        the current driver, so the volume defers it)."""
+        if buf is None:
+            return
+        if not self._devs:
+            buf.close()
+        else:
+            self._retired.append(buf)
 
     def describe(self) -> dict:
         return {"layout": self.layout, "ndevs": self.ndevs, "chunk": self.chunk, "qdepth": self.qdepth,
@@ -345,7 +359,7 @@ class Volume:
     def _stage(self, nbytes: int) -> Any:
         if self._staging is None or self._staging.nbytes < nbytes:
             if self._staging is not None:
-                self._staging.close()
+                self.release(self._staging)
             size = max(STAGING_MIN, 1 << (int(nbytes) - 1).bit_length())
             self._staging = self.alloc(size)
         return self._staging

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -173,7 +173,8 @@ class DirectPager:
         self.page_reads = self.page_writes = 0
 
     def close(self) -> None:
-        self._buf.close()
+        self.volume.release(self._buf)
+        self._buf = None
 
     def acquire(self, pages: Any, write: bool = False, overwrite: bool = False) -> np.ndarray:
         """Read ``pages`` into free slots of the working buffer (one request per page)."""
@@ -228,7 +229,7 @@ def init_state(pager: Any, layout: StateLayout, seed: int = 0) -> None:
         n = min(step, layout.npages - p0)
         slots = pager.acquire(np.arange(p0, p0 + n), write=True, overwrite=True)
         data = _page_init(layout, seed, p0, n) * layout.np_dtype.type(scale)
-        pager.lines[slots] = pager.xp.asarray(data)
+        pager.lines[pager.xp.asarray(slots)] = pager.xp.asarray(data)
         pager.release()
 
 

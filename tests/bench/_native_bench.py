@@ -1,0 +1,143 @@
+"""Shared helpers of the CPU benchmarks: build tests/bench/hotpath.c against build/dev's
+libnvme.a, run it natively (timed) and under callgrind (instruction counts split between
+the driver and the emulator), and run fio with JSON output."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+HOTPATH_SRC = Path(__file__).with_name("hotpath.c")
+LIBNVME = ROOT / "build" / "dev" / "src" / "nvme" / "libnvme.a"
+#: Driver entry points measured (inclusive) by the hot-path benchmark.
+DRIVER_ENTRIES = ("nvme_qpair_submit", "nvme_qpair_ring", "nvme_qpair_poll")
+#: Functions through which the driver enters the emulator (bar ops) and the caller's callback.
+EMULATOR_ENTRIES = ("bar_write", "bar_idle")
+CALLBACK = "bench_cb"
+NULL_URI = "emu://?profile=null"
+
+
+def build_hotpath(workdir: Path) -> Path:
+    """Compile hotpath.c against the dev build's static driver library."""
+    if not LIBNVME.exists():
+        raise RuntimeError(f"{LIBNVME} is missing: run `make build` first")
+    cc = os.environ.get("CC", "cc")
+    exe = workdir / "hotpath"
+    base = [cc, "-O2", "-g", "-std=gnu11", "-D_GNU_SOURCE", f"-I{ROOT / 'src'}", str(HOTPATH_SRC), str(LIBNVME),
+            "-o", str(exe)]
+    for libs in (["-luring", "-lpthread", "-lm"], ["-lpthread", "-lm"]):
+        p = subprocess.run(base + libs, capture_output=True, text=True)
+        if p.returncode == 0:
+            return exe
+    raise RuntimeError(f"cannot build hotpath: {p.stderr.strip()[:500]}")
+
+
+def run_native(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> dict[str, float]:
+    """Run hotpath natively; wall time and the child's CPU time (user+sys)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run([str(exe), uri, str(qdepth), str(nios)], capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
+    return {"ios": ios, "wall_s": wall, "cpu_s": cpu, "iops_wall": ios / wall, "ios_per_cpu_s": ios / cpu if cpu else None}
+
+
+def _inclusive(annotate: str, name: str) -> int:
+    total = 0
+    for m in re.finditer(rf"^\s*([\d,]+) \([^)]*\)\s+\S*:{re.escape(name)} \[", annotate, re.M):
+        total += int(m.group(1).replace(",", ""))
+    return total
+
+
+def callgrind_split(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> dict[str, Any]:
+    """Instructions inside the driver's submit/ring/poll, split into driver, emulator and callback.
+
+    Collection is switched on only inside DRIVER_ENTRIES (--toggle-collect), so the
+    total is everything those calls execute; the emulator (reached through the BAR
+    ops) and the caller's callback are subtracted by their inclusive counts.
+    """
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        raise RuntimeError("valgrind (callgrind) is not installed")
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        cmd += [f"--toggle-collect={f}" for f in DRIVER_ENTRIES]
+        cmd += [str(exe), uri, str(qdepth), str(nios)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"callgrind failed: {p.stderr.strip()[-500:]}")
+        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
+        ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+                             capture_output=True, text=True, check=True).stdout
+        excl = subprocess.run(["callgrind_annotate", "--threshold=100", str(out)],
+                              capture_output=True, text=True, check=True).stdout
+    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann, re.M)
+    total = int(m.group(1).replace(",", ""))
+    emu = sum(_inclusive(ann, f) for f in EMULATOR_ENTRIES)
+    cb = _inclusive(ann, CALLBACK)
+    driver = total - emu - cb
+    return {
+        "ios": ios,
+        "qdepth": qdepth,
+        "instructions_total": total,
+        "instructions_emulator": emu,
+        "instructions_callback": cb,
+        "instructions_driver": driver,
+        "driver_instr_per_io": driver / ios,
+        "emulator_instr_per_io": emu / ios,
+        "callback_instr_per_io": cb / ios,
+        "per_function_inclusive": {f: _inclusive(ann, f) for f in DRIVER_ENTRIES + EMULATOR_ENTRIES + (CALLBACK,)},
+        "exclusive_instr_per_io": _exclusive_top(excl, ios),
+    }
+
+
+def _exclusive_top(annotate: str, ios: int, top: int = 12) -> dict[str, float]:
+    """Self cost per I/O of the most expensive functions in the collected region."""
+    out: dict[str, float] = {}
+    body = annotate.split("file:function", 1)[-1]
+    for m in re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+\S*?:([\w.@]+) \[", body, re.M):
+        out[m.group(2)] = round(int(m.group(1).replace(",", "")) / ios, 1)
+        if len(out) == top:
+            break
+    return out
+
+
+def fio(args: list[str]) -> dict[str, Any]:
+    """Run fio with JSON output; the first job's read figures and CPU usage."""
+    if not shutil.which("fio"):
+        raise RuntimeError("fio is not installed")
+    p = subprocess.run(["fio", "--output-format=json", *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"fio {' '.join(args)} failed: {p.stderr.strip()[:500]}")
+    text = p.stdout[p.stdout.index("{"):]
+    job = json.loads(text)["jobs"][0]
+    rd = job["read"]
+    runtime_s = rd["runtime"] / 1000.0 if rd.get("runtime") else job["job_runtime"] / 1000.0
+    cpu_frac = (job["usr_cpu"] + job["sys_cpu"]) / 100.0
+    return {
+        "iops": rd["iops"],
+        "ios": rd["total_ios"],
+        "runtime_s": runtime_s,
+        "cpu_usage": job["usr_cpu"] + job["sys_cpu"],
+        "ios_per_cpu_s": rd["total_ios"] / (runtime_s * cpu_frac) if cpu_frac > 0 and runtime_s > 0 else None,
+        "lat_ns_mean": rd.get("clat_ns", {}).get("mean"),
+        "version": subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip(),
+    }
+
+
+def mean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None

@@ -1,0 +1,83 @@
+/* test_perf_emu.c — the engine on emu://: every pattern, several devices/queues/threads,
+ * fill + verify with an injected corruption named by its LBA, target limits refused. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvme/perf.h"
+
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
+#define MS 1000000ull
+#define LBA_SIZE 512u
+
+static struct perf_result res;
+
+static struct perf_target *open_or_die(const char *uri)
+{
+    struct perf_target *t = NULL;
+    char err[PERF_ERRLEN] = "";
+    struct perf_target_opts o = {.need_write = 1};
+    if (perf_target_open(uri, &o, &t, err, sizeof(err))) {
+        fprintf(stderr, "open %s: %s\n", uri, err);
+        exit(1);
+    }
+    return t;
+}
+
+int main(void)
+{
+    char err[PERF_ERRLEN] = "";
+    struct perf_target *t = open_or_die("emu://?profile=null&ndev=2");
+    CHECK(t->ndevs == 2 && !strcmp(t->backend, "nvmelab-emu") && !strcmp(t->profile, "null") && t->scale == 1.0);
+    enum perf_pattern pats[] = {PERF_PAT_READ, PERF_PAT_RANDREAD, PERF_PAT_WRITE, PERF_PAT_RANDWRITE, PERF_PAT_RANDRW};
+    for (unsigned i = 0; i < 5; i++) {
+        struct perf_config c = {.pattern = pats[i], .rwmix = 50, .iosize = 4096, .qdepth = 32, .nqueues = 2,
+                                .nthreads = 2, .runtime_ns = 100 * MS, .warmup_ns = 10 * MS, .seed = 1, .lat = 1};
+        int rc = perf_run(t, &c, &res, err, sizeof(err));
+        if (rc) { fprintf(stderr, "%s\n", err); return 1; }
+        printf("emu %-9s: %10.0f IOPS, dev0 %llu dev1 %llu, p50 %llu ns\n", perf_pattern_name(pats[i]), res.iops,
+               (unsigned long long)res.dev_ios[0], (unsigned long long)res.dev_ios[1],
+               (unsigned long long)stats_hist_percentile(&res.lat, 50));
+        CHECK(res.errors == 0 && res.ios > 0 && res.dev_ios[0] > 0 && res.dev_ios[1] > 0);
+        CHECK(res.thr[0].nchans == 2 && res.thr[1].nchans == 2); /* one device each, 2 queues */
+    }
+
+    /* fill + verify, then corrupt one LBA of device 1 */
+    struct perf_config v = {.pattern = PERF_PAT_READ, .iosize = 4096, .qdepth = 16, .nqueues = 1, .nthreads = 1,
+                            .runtime_ns = 100 * MS, .seed = 99, .verify = 1, .lat = 1, .lba_start = 2048, .lba_count = 4096};
+    CHECK(perf_fill(t, &v, &res, err, sizeof(err)) == 0);
+    CHECK(res.ios == 2 * (4096 * LBA_SIZE / 4096));
+    CHECK(perf_run(t, &v, &res, err, sizeof(err)) == 0);
+    CHECK(res.verify_errors == 0 && res.ios > 0);
+    char junk[LBA_SIZE];
+    memset(junk, 0xab, sizeof(junk));
+    CHECK(perf_target_write_sync(t, 1, 5000, junk, sizeof(junk), err, sizeof(err)) == 0);
+    CHECK(perf_run(t, &v, &res, err, sizeof(err)) == 0);
+    printf("verify: %llu bad, first dev %u LBA %llu\n", (unsigned long long)res.verify_errors, res.first_bad_dev,
+           (unsigned long long)res.first_bad_lba);
+    CHECK(res.verify_errors >= 1 && res.first_bad_dev == 1 && res.first_bad_lba == 5000);
+    CHECK(perf_target_write_sync(t, 2, 0, junk, sizeof(junk), err, sizeof(err)) == -EINVAL);
+    CHECK(perf_target_write_sync(t, 0, 0, junk, 100, err, sizeof(err)) == -EINVAL);
+
+    /* limits of the target, before any I/O */
+    struct perf_config bad = {.pattern = PERF_PAT_RANDREAD, .iosize = 4096, .qdepth = 1u << 16, .nqueues = 1,
+                              .nthreads = 1, .runtime_ns = 10 * MS};
+    CHECK(perf_run(t, &bad, &res, err, sizeof(err)) == -EINVAL && strstr(err, "qdepth"));
+    bad.qdepth = 8;
+    bad.ndevs = 3;
+    CHECK(perf_run(t, &bad, &res, err, sizeof(err)) == -EINVAL && strstr(err, "ndevs=3"));
+    bad.ndevs = 0;
+    bad.iosize = 1u << 24;
+    CHECK(perf_run(t, &bad, &res, err, sizeof(err)) == -EINVAL && strstr(err, "iosize"));
+    perf_target_close(t);
+
+    /* a bad URI is one clear error */
+    struct perf_target *t2 = NULL;
+    struct perf_target_opts o = {0};
+    CHECK(perf_target_open("emu://?profile=nope", &o, &t2, err, sizeof(err)) < 0);
+    printf("refused as expected: %s\n", err);
+    CHECK(strstr(err, "profile") != NULL);
+    printf("test_perf_emu: ok\n");
+    return 0;
+}
