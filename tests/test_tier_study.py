@@ -67,7 +67,7 @@ def test_cli_run_prints_one_verified_record(capsys):
     from nvmelab.cli import main
 
     rc = main(["tier", "run", "--workload", "random", "--fraction", "1/4", "--ndevs", "2", "--cache", "host",
-               "--nqubits", "14", "--scale", "4"])
+               "--nqubits", "16", "--scale", "4"])
     out = capsys.readouterr().out
     rec = json.loads(out)
     assert rc == 0 and rec["checksum_ok"] is True and rec["config"] == "RAID-0 x2 + host cache (lru)"

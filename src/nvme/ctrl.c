@@ -90,7 +90,8 @@ static int ctrl_disable(struct nvme_ctrl *c)
 
 static int ctrl_enable(struct nvme_ctrl *c)
 {
-    nvme_mmio_write32(&c->bar, NVME_REG_AQA, NVME_AQA(NVME_ADMIN_DEPTH, NVME_ADMIN_DEPTH));
+    /* The admin ring was sized (and clamped to CAP.MQES+1) in nvme_qpair_setup: AQA must say the same. */
+    nvme_mmio_write32(&c->bar, NVME_REG_AQA, NVME_AQA(c->admin.depth, c->admin.depth));
     nvme_mmio_write64(&c->bar, NVME_REG_ASQ, nvme_dma_iova(c->admin.mem, c->admin.sq));
     nvme_mmio_write64(&c->bar, NVME_REG_ACQ, nvme_dma_iova(c->admin.mem, (const void *)c->admin.cq));
     uint32_t cc = (NVME_CC_CSS_NVM << NVME_CC_CSS_SHIFT) |

@@ -203,6 +203,9 @@ static void test_patterns(void)
     T_CHECK(differ > 3000);
     for (int i = 0; i < 16; i++)
         T_CHECK(cover[i] > 150 && cover[i] < 350);
+    /* stamps: fixed values (tests/test_cuda.py checks the NumPy port against the same two) */
+    T_CHECK(nvme_gpuq_stamp(3, 1000, 5) == 14819571440484406469ull);
+    T_CHECK(nvme_gpuq_stamp(0, 0, 0) == 654009164567993689ull);
     /* stamps: never zero, depend on device, LBA and word */
     T_CHECK(nvme_gpuq_stamp(0, 0, 0) != 0);
     T_CHECK(nvme_gpuq_stamp(0, 1, 0) != nvme_gpuq_stamp(0, 0, 0));

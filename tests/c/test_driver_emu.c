@@ -41,6 +41,23 @@ static void test_bringup(void)
     nvme_target_close(t);
 }
 
+/* A controller whose CAP.MQES is below the driver's preferred admin depth: the admin ring is clamped and
+ * AQA must advertise the clamped size (it once advertised the unclamped one and the controller faulted). */
+static void test_small_mqes(void)
+{
+    struct nvme_target *t = t_open("emu://?nsze=1MiB&mqes=7");
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    T_EQ(nvme_csts_rdy(nvme_ctrl_csts(c)), 1);
+    T_EQ(nvme_ctrl_max_depth(c), 7);
+    struct nvme_ns *ns = nvme_ctrl_ns(c, 1);
+    uint8_t buf[512];
+    struct nvme_cpl cpl;
+    memset(buf, 0x5a, sizeof buf);
+    T_EQ(nvme_ns_io_sync(c, ns, NVME_CMD_WRITE, 3, 1, buf, sizeof buf, &cpl), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    nvme_target_close(t);
+}
+
 static void test_bad_uris(void)
 {
     static const struct {
@@ -589,6 +606,7 @@ static void test_close_cleans_up(void)
 int main(void)
 {
     test_bringup();
+    test_small_mqes();
     test_bad_uris();
     test_rw_and_prp();
     test_wrap_full();
