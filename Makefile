@@ -28,7 +28,7 @@ $(STAMP): $(LOCK) env/setup-venv.sh
 build: env
 	@mkdir -p $(BUILD)
 	flock $(BUILD)/.lock bash -c '\
-	  [ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) -G Ninja -DNVMELAB_INPLACE=ON -DNVMELAB_TESTS=ON \
+	  cmake -S . -B $(BUILD) -G Ninja -DNVMELAB_INPLACE=ON -DNVMELAB_TESTS=ON -DNVMELAB_SANITIZE=OFF \
 	    -DPython_EXECUTABLE=$(CURDIR)/$(PY) -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) >/dev/null && \
 	  cmake --build $(BUILD) -j $(JOBS)'
 

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                 for (uint64_t x = 0; x < words; x++)
                     w[x] = nvme_gpuq_stamp(q->dev, slba + x / words_per_lba, (uint32_t)(x % words_per_lba));
             }
-            nvme_sqe s;
+            alignas(16) nvme_sqe s; // stored as four 16-byte vectors
             nvme_gpuq_sqe_rw(&s, opc, nvme_gpuq_cid_make((uint32_t)round, i), 1u, slba, P.nlb, prp1, prp2);
             nvme_cuda_sqe_store(q->sq + nvme_gpuq_cq_slot(sq_pos + i, entries), &s);
             seen[i] = 0;

@@ -234,7 +234,7 @@ static __device__ void gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
         n = (uint32_t)room;
     if (n) {
         __threadfence(); // the SQEs were published before the doorbell
-        nvme_sqe c;
+        alignas(16) nvme_sqe c; // moved as four 16-byte vectors
         uint16_t status = 0;
         uint64_t len = 0, off = 0;
         bool act = lane < n, drop = false;

@@ -45,6 +45,7 @@ static __device__ __forceinline__ void nvme_cuda_db_write(volatile uint32_t *db,
     *db = value;
 }
 
+/* s must be 16-byte aligned (declare it alignas(16)); slot is, as SQ memory is. */
 static __device__ __forceinline__ void nvme_cuda_sqe_store(struct nvme_sqe *slot, const struct nvme_sqe *s)
 {
     const uint4 *src = reinterpret_cast<const uint4 *>(s);

@@ -25,7 +25,9 @@ failed request. Nothing written by the caller is dropped silently: after a succe
 :meth:`flush` the devices hold exactly what the cache was given.
 
 Statistics (:meth:`Cache.stats`) follow bcache's priority_stats shape (``unused``, ``clean``,
-``dirty`` fractions of the lines) plus hit ratio, read-ahead, evictions and write-back counts.
+``dirty`` fractions of the lines, now: :meth:`fractions`; averaged over every release since the
+counters were reset: :meth:`mean_fractions`) plus hit ratio, read-ahead, evictions and
+write-back counts.
 
 GPU memory (``memory="gpu"``) needs cupy and a CUDA device; :func:`gpu_available` says whether
 both are there, and the constructor raises :class:`GpuUnavailable` otherwise. Device I/O stages

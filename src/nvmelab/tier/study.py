@@ -14,6 +14,11 @@ seeded initial state straight to the volume, resets the counters, runs the workl
 write-back (the timed part), then reads the state back and compares its SHA-256 with an
 in-memory run of the same workload (``checksum_ok``).
 
+Record keys beyond the schema: ``mibs`` is the effective throughput (pages the workload touched x
+page size / run time), ``device_mibs`` and ``per_device`` the bytes the devices moved, ``iops`` the
+device commands per second, ``hit_ratio`` and ``unused/clean/dirty`` (mean over the run; ``*_end``
+at its end, before the flush) the cache's, ``loadavg`` the host load when the run started.
+
 Key functions:
     plan(preset, **overrides) -> StudyPlan     the preset's sizes and configurations
     run_one(config, sp, ...) -> dict           one record (nvmelab.records schema + tier keys)
