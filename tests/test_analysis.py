@@ -35,6 +35,8 @@ def test_roofline_published_method_and_constant():
     r = analysis.roofline(_df(), ndevs=16)
     assert r.value == 33.0 * 16 and r.per_device == 33.0 and "single-device" in r.method
     assert analysis.roofline(constant=64.0).value == 64.0
+    r = analysis.roofline(per_device=10.0, ndevs=4, method="model cap")
+    assert (r.value, r.per_device, r.ndevs, r.method) == (40.0, 10.0, 4, "model cap")
     with pytest.raises(ValueError, match="no single-device run"):
         analysis.roofline(_df().assign(ndevs=2), ndevs=16)
 

@@ -307,3 +307,26 @@ def test_identify_cli(capsys):
 def test_lazy_exports():
     for name in ("open", "NvmeError", "Controller", "Namespace", "QPair", "DmaBuffer"):
         assert getattr(nvmelab, name) is getattr(driver, name)
+
+
+def test_objects_dropped_without_close_are_released():
+    t = nvmelab.open(URI1)
+    c = t[0]
+    q = c.qpair(depth=4)
+    buf = c.alloc(4096)
+    q.submit_read(c.namespace(1), 0, 1, buf)
+    del q, buf, c, t
+    gc.collect()
+    with nvmelab.open(URI1) as t2:              # nothing left behind that breaks a new target
+        assert t2.namespace(1).read(0, 1).size == 512
+
+
+def test_running_out_of_queue_identifiers():
+    with nvmelab.open("emu://?nsze=1MiB&nioq=2") as c:
+        q1, q2 = c.qpair(depth=4), c.qpair(depth=4)
+        with pytest.raises(OSError, match="no I/O queue identifier left"):
+            c.qpair(depth=4)
+        q1.close()
+        with c.qpair(depth=4) as q3:
+            assert q3.qid >= 1
+        q2.close()

@@ -80,6 +80,42 @@ def test_admin_validation_statuses(ctrl):
     assert ok.ok and ok.cdw0 != 0          # Number of Queues granted
 
 
+def test_admin_queue_management_statuses(ctrl):
+    """Create/Delete I/O queue statuses, with queue identifiers the driver is not using."""
+    S = spec._native.spec
+    idf = ctrl.identify()
+    free_qid = idf["max_qpairs"]                      # the driver hands out low qids first
+    too_big = idf["max_depth"] + 1
+    with ctrl.qpair(depth=4) as q:
+        cases = [
+            ("Invalid Queue Size", dict(opc=S.ADM_CREATE_CQ, cdw10=free_qid | ((too_big - 1) << 16), cdw11=1)),
+            ("Completion Queue Invalid", dict(opc=S.ADM_CREATE_SQ, cdw10=free_qid | (1 << 16),
+                                              cdw11=1 | (free_qid << 16))),
+            ("Invalid Queue Deletion", dict(opc=S.ADM_DELETE_CQ, cdw10=q.qid)),   # its SQ still exists
+            ("Invalid Log Page", dict(opc=0x02, cdw10=0x7F | (1 << 16))),
+        ]
+        for name, sqe in cases:
+            c = ctrl.admin_raw(sqe)
+            assert c.name == name and isinstance(c.error, NvmeError), (name, c)
+        q.wait_all(timeout=1)
+    with ctrl.qpair(depth=4) as q2:                   # queue management still works
+        assert q2.qid >= 1
+
+
+def test_capacity_exceeded():
+    """A thin namespace (ncap < nsze) fills up: Capacity Exceeded, reported by name."""
+    with nvmelab.open("emu://?nsze=8MiB&ncap=2MiB") as c:
+        ns = c.namespace(1)
+        per_mib = (1 << 20) // ns.lba_size
+        block = np.ones(ns.lba_size, np.uint8)
+        ns.write(0, block)
+        ns.write(per_mib, block)
+        with pytest.raises(NvmeError, match="Capacity Exceeded") as ei:
+            ns.write(5 * per_mib, block)
+        assert ei.value.name == "Capacity Exceeded" and ei.value.dnr
+        assert (ns.read(per_mib, 1) == 1).all()
+
+
 def test_nvme_error_attributes_and_pickle():
     e = NvmeError(0, 0x80, "LBA Out of Range", True, "Read nsid=1 slba=9 nlb=1")
     assert (e.sct, e.sc, e.name, e.dnr) == (0, 0x80, "LBA Out of Range", True)

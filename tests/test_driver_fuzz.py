@@ -13,7 +13,8 @@ from nvmelab import spec
 from nvmelab.errors import NvmeError
 
 ALLOWED = (ValueError, TypeError, NvmeError)
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=150, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # keys of emu:// plus unknown ones; "backing" is left out so that no file is ever created
 KEYS = ["ndev", "nns", "nsze", "ncap", "lbads", "mdts", "mqes", "nioq", "dstrd", "profile", "scale",

@@ -125,10 +125,10 @@ if [ -n "${NVMELAB_QEMU_GUEST_BIN:-}" ]; then   # a prebuilt static guest progra
     log "using the prebuilt guest program $NVMELAB_QEMU_GUEST_BIN"
     cp "$NVMELAB_QEMU_GUEST_BIN" "$BIN.tmp"
 else
-log "building the static guest program"
-cc -std=c11 -O2 -g0 -static -D_GNU_SOURCE -Wall -Wextra -Werror=implicit-function-declaration \
-    -I"$ROOT/src" -I"$ROOT/src/nvme" -o "$BIN.tmp" "${GUEST_SRC[@]}" "${DRIVER_SRC[@]}" -lpthread -lm \
-    || die "building the guest program failed"
+    log "building the static guest program"
+    cc -std=c11 -O2 -g0 -static -D_GNU_SOURCE -Wall -Wextra -Werror=implicit-function-declaration \
+        -I"$ROOT/src" -o "$BIN.tmp" "${GUEST_SRC[@]}" "${DRIVER_SRC[@]}" -lpthread -lm \
+        || die "building the guest program failed"
 fi
 mv "$BIN.tmp" "$BIN"
 
@@ -151,7 +151,6 @@ for m in "${MODORDER[@]}"; do
     esac
     echo "$m" >> "$IRD/etc/nvmelab/modules"
 done
-source "$HERE/config.sh"  # the guest reads the same controller layout
 {
     echo "CTRL_A=0000:00:${CTRL_A_SLOT}.0"; echo "CTRL_B=0000:00:${CTRL_B_SLOT}.0"
     echo "CTRL_C=0000:00:${CTRL_C_SLOT}.0"; echo "CTRL_D=0000:00:${CTRL_D_SLOT}.0"

@@ -30,48 +30,60 @@
 
 enum nvme_trk_state { NVME_TRK_FREE = 0, NVME_TRK_ACTIVE = 1, NVME_TRK_ZOMBIE = 2 /* timed out, CQE owed */ };
 
+/* A tracker is one cache line so that a CID turns into its address with a single shift. */
+#define NVME_TRK_SIZE       64u
+#define NVME_TRK_SHIFT      6u
+
 struct nvme_tracker {
+    /* hot: written by submit, read by poll */
     nvme_cb cb;
     void *arg;
     uint64_t deadline;     /* clock ticks; 0 = not yet stamped by an expiry scan */
-    uint64_t *prp_list;    /* this tracker's PRP-list page (vaddr) */
-    uint64_t prp_iova;     /* and its bus address */
     uint16_t next_free;
     uint8_t state;
     uint8_t opc;
+    uint32_t rsvd;
+    /* cold: only the general PRP path reads these */
+    uint64_t *prp_list;    /* this tracker's PRP-list page (vaddr) */
+    uint64_t prp_iova;     /* and its bus address */
+    uint8_t pad[NVME_TRK_SIZE - 48];
 };
+_Static_assert(sizeof(struct nvme_tracker) == NVME_TRK_SIZE, "tracker is one cache line");
+_Static_assert(((size_t)1 << NVME_TRK_SHIFT) == NVME_TRK_SIZE, "tracker shift matches its size");
 
 struct nvme_qpair {
-    /* hot fields first */
+    /* hot fields first: what submit and poll touch per command */
     struct nvme_sqe *sq;
     volatile struct nvme_cqe *cq;
     struct nvme_tracker *trk;
     const struct nvme_bar *bar;
     struct nvme_dma *dma_cache;     /* last DMA object a buffer was found in */
+    const struct nvme_ns *fast_ns;  /* namespace validated for the Read/Write fast path (NULL: none yet) */
+    const uint32_t *ctrl_gen;       /* live generation of the controller */
+    uint32_t gen;                   /* controller generation at creation */
     uint32_t depth;                 /* entries in each ring */
     uint32_t sq_tail;
     uint32_t cq_head;
-    uint32_t pending;               /* SQEs written since the last SQ doorbell */
+    uint32_t ring_credit;           /* submits left before the batch doorbell; batch - ring_credit are unrung */
     uint32_t batch;
     uint32_t outstanding;
+    uint32_t page_size;
+    uint32_t page_mask;
     uint16_t free_head;
     uint16_t qid;
     uint8_t phase;
     bool dead;                      /* controller reset under us */
+    bool fast_ok;                   /* one controller page fits max_xfer: the PRP1-only fast path may be used */
+    uint32_t ntrk;
     uint32_t sq_db_off;
     uint32_t cq_db_off;
     uint32_t page_shift;            /* controller memory page */
-    uint32_t page_size;
-    uint32_t page_mask;
     uint32_t max_xfer;
-    uint32_t gen;                   /* controller generation at creation */
-    const uint32_t *ctrl_gen;       /* live generation of the controller */
     uint64_t now;                   /* clock at the last poll */
     uint64_t next_scan;
     uint64_t scan_ticks;
     uint64_t timeout_ticks;
     /* cold */
-    uint32_t ntrk;
     uint32_t nzombie;
     struct nvme_ctrl *ctrl;
     struct nvme_dma *mem;           /* rings + PRP pages */

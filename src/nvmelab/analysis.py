@@ -112,16 +112,24 @@ class Roofline:
 
 
 def roofline(df: pd.DataFrame | None = None, *, ndevs: int | None = None, metric: str = "iops",
-             constant: float | None = None) -> Roofline:
+             constant: float | None = None, per_device: float | None = None,
+             method: str | None = None) -> Roofline:
     """The roofline for `ndevs` devices.
 
     Published method (default): the maximum `metric` of any single run with one
     device (``ndevs == 1``) times `ndevs`. With `constant`, that value is used
-    as is (e.g. a link rate). Raises ValueError when there is no single-device
-    run to derive it from.
+    as is (e.g. a link rate); with `per_device` (and `ndevs`), that capacity
+    times `ndevs` (e.g. an emulated device model's cap). `method` overrides the
+    description. Raises ValueError when there is no single-device run to derive
+    it from.
     """
     if constant is not None:
-        return Roofline(float(constant), "given constant")
+        return Roofline(float(constant), method or "given constant")
+    if per_device is not None:
+        if ndevs is None or ndevs < 1:
+            raise ValueError(f"roofline: per_device needs ndevs >= 1, got {ndevs}")
+        return Roofline(float(per_device) * ndevs, method or f"{per_device:,.0f} per device x {ndevs} devices",
+                        float(per_device), int(ndevs))
     if df is None or ndevs is None:
         raise ValueError("roofline: give records (df) and ndevs, or a constant")
     if ndevs < 1:

@@ -57,7 +57,8 @@ def _with_band(agg: pd.DataFrame, y: str) -> pd.DataFrame:
 
 def _xenc(x: str, log2: bool, ticks: Sequence | None = None) -> alt.X:
     scale = alt.Scale(type="log", base=2) if log2 else alt.Scale(zero=False)
-    axis = alt.Axis(values=[v.item() if hasattr(v, "item") else v for v in ticks]) if ticks else alt.Axis()
+    axis = (alt.Axis(values=[v.item() if hasattr(v, "item") else v for v in ticks], format="~g")
+            if ticks else alt.Axis(format="~g"))
     return alt.X(f"{x}:Q", scale=scale, title=TITLES.get(x, x), axis=axis)
 
 
@@ -95,8 +96,10 @@ def beside(panels: Sequence[alt.TopLevelMixin], title: str = "") -> alt.HConcatC
 
 def cpu_initiated(panels: Sequence[tuple[str, pd.DataFrame, float | None]], x: str, *, y: str = "iops",
                   series: str | None = None, log2: bool = False, title: str = "") -> alt.HConcatChart:
-    """The CPU-initiated line plots: one panel per (label, aggregated data, roofline)."""
-    charts = [scaling_lines(agg, x, y, series=series, log2=log2, roofline=roof, title=label)
+    """The CPU-initiated line plots: one panel per (label, aggregated data, roofline); `series`
+    colours the lines of the panels whose data has that column (e.g. the published backends)."""
+    charts = [scaling_lines(agg, x, y, series=series if series in agg.columns else None, log2=log2,
+                            roofline=roof, title=label)
               for label, agg, roof in panels if agg is not None and not agg.empty]
     return beside(charts, title)
 

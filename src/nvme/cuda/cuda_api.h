@@ -119,6 +119,14 @@ struct nvme_cuda_run_result {
  * stride between two threads' data (iosize rounded up to pages, plus a PRP list page above two pages). */
 size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs, uint64_t *stride);
 
+/* Doorbells of a real controller for GPU threads: register the mmap()ed BAR0 of an NVMe function
+ * (bar, len bytes, page aligned) with cudaHostRegister(cudaHostRegisterIoMemory | cudaHostRegisterMapped)
+ * and return its device-side address in *dev_bar (doorbell y is dev_bar + nvme_db_sq_off(y, dstrd)).
+ * Undo with nvme_cuda_unmap_bar(). Needs a driver that allows I/O memory registration (-ENOTSUP with the
+ * CUDA text otherwise). The data path of pci:// also needs GPU DMA addresses (see nvme_cuda_run). */
+int nvme_cuda_map_bar(void *bar, size_t len, volatile void **dev_bar, char *err, size_t errlen);
+int nvme_cuda_unmap_bar(void *bar, char *err, size_t errlen);
+
 /* Parse and check a gpu-emu:// target without a GPU (-EINVAL and a message naming the key); desc gets
  * "profile=... scale=... ndev=..." (see gemu_describe). */
 int nvme_cuda_target_check(const char *target, uint32_t ndev_default, char *desc, size_t desclen, char *err,

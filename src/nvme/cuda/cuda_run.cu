@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
         for (uint64_t k = 0;; k++, round++) {
             if (i == 0) {
                 int stop = s_fail || (P.max_rounds && k >= P.max_rounds);
-                if (!stop && !P.max_rounds) {
+                if (!stop) { // also in rounds mode: Ctrl-C must end it
                     uint64_t now = nvme_cuda_now_ns();
                     if (now >= s_next_check) {
                         stop = *P.stop;
@@ -304,6 +304,37 @@ extern "C" int nvme_cuda_target_check(const char *target, uint32_t ndev_default,
     if (!rc && desc && desclen)
         gemu_describe(&e, desc, desclen);
     return rc;
+}
+
+extern "C" int nvme_cuda_map_bar(void *bar, size_t len, volatile void **dev_bar, char *err, size_t errlen)
+{
+    *dev_bar = NULL;
+    if (!bar || !len || ((uintptr_t)bar % NVME_GPUQ_PAGE_SIZE)) {
+        snprintf(err, errlen, "BAR mapping: %p (%zu bytes) is not a page-aligned region", bar, len);
+        return -EINVAL;
+    }
+    cudaError_t ce = cudaHostRegister(bar, len, cudaHostRegisterIoMemory | cudaHostRegisterMapped);
+    if (ce == cudaErrorNotSupported || ce == cudaErrorInvalidValue) {
+        gemu_cuda_errno((int)ce, "cudaHostRegister(BAR0, IoMemory)", err, errlen);
+        return -ENOTSUP;
+    }
+    if (ce != cudaSuccess)
+        return gemu_cuda_errno((int)ce, "cudaHostRegister(BAR0, IoMemory)", err, errlen);
+    void *d = NULL;
+    ce = cudaHostGetDevicePointer(&d, bar, 0);
+    if (ce != cudaSuccess) {
+        int rc = gemu_cuda_errno((int)ce, "cudaHostGetDevicePointer(BAR0)", err, errlen);
+        cudaHostUnregister(bar); // undo the registration made above
+        return rc;
+    }
+    *dev_bar = d;
+    return 0;
+}
+
+extern "C" int nvme_cuda_unmap_bar(void *bar, char *err, size_t errlen)
+{
+    cudaError_t ce = cudaHostUnregister(bar);
+    return ce == cudaSuccess ? 0 : gemu_cuda_errno((int)ce, "cudaHostUnregister(BAR0)", err, errlen);
 }
 
 static const char CRUN_PCI_MSG[] =

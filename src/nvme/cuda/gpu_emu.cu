@@ -173,20 +173,33 @@ static __device__ uint64_t gemu_nsegs(uint64_t prp1, uint64_t len)
     return 1u + (len - n0 + pmask) / page;
 }
 
-// The warp copies n bytes; loads bypass L1 (the other side was written by another SM).
+// The warp copies n elements of T; loads bypass L1 (the other side was written by another SM). Each lane
+// keeps GEMU_COPY_UNROLL loads in flight, so one warp moves GEMU_COPY_UNROLL x 32 x sizeof(T) bytes per
+// memory latency instead of 32 x sizeof(T).
+#define GEMU_COPY_UNROLL 8u
+template <typename T>
+static __device__ __forceinline__ void gemu_warp_copy_t(T *d, const T *s, uint64_t n, unsigned lane)
+{
+    uint64_t i = lane;
+    for (; i + (GEMU_COPY_UNROLL - 1u) * GEMU_WARP < n; i += GEMU_COPY_UNROLL * GEMU_WARP) {
+        T t[GEMU_COPY_UNROLL];
+#pragma unroll
+        for (unsigned u = 0; u < GEMU_COPY_UNROLL; u++)
+            t[u] = __ldcg(s + i + u * GEMU_WARP);
+#pragma unroll
+        for (unsigned u = 0; u < GEMU_COPY_UNROLL; u++)
+            d[i + u * GEMU_WARP] = t[u];
+    }
+    for (; i < n; i += GEMU_WARP)
+        d[i] = __ldcg(s + i);
+}
+
 static __device__ void gemu_warp_copy(uint8_t *dst, const uint8_t *src, uint64_t n, unsigned lane)
 {
-    if (!((uintptr_t)dst % GEMU_VEC) && !((uintptr_t)src % GEMU_VEC) && !(n % GEMU_VEC)) {
-        uint4 *d = reinterpret_cast<uint4 *>(dst);
-        const uint4 *s = reinterpret_cast<const uint4 *>(src);
-        for (uint64_t i = lane; i < n / GEMU_VEC; i += GEMU_WARP)
-            d[i] = __ldcg(s + i);
-    } else {
-        uint32_t *d = reinterpret_cast<uint32_t *>(dst);
-        const uint32_t *s = reinterpret_cast<const uint32_t *>(src);
-        for (uint64_t i = lane; i < n / GEMU_WORD; i += GEMU_WARP)
-            d[i] = __ldcg(s + i);
-    }
+    if (!((uintptr_t)dst % GEMU_VEC) && !((uintptr_t)src % GEMU_VEC) && !(n % GEMU_VEC))
+        gemu_warp_copy_t(reinterpret_cast<uint4 *>(dst), reinterpret_cast<const uint4 *>(src), n / GEMU_VEC, lane);
+    else
+        gemu_warp_copy_t(reinterpret_cast<uint32_t *>(dst), reinterpret_cast<const uint32_t *>(src), n / GEMU_WORD, lane);
 }
 
 static __device__ __forceinline__ uint64_t gemu_gcra(unsigned long long *tat, uint64_t t, uint64_t cost)

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                            rounds=args.rounds, verify=args.verify, timeout=args.timeout, gpu=args.gpu, seed=args.seed,
                            study=args.study, repetition=args.repetition)
     except OSError as exc:  # no GPU, a lost completion (TimeoutError), a CUDA failure: one line, no traceback
-        raise UsageError(str(exc)) from None
+        raise UsageError(exc.strerror or str(exc)) from None
     if args.json == "-":
         json.dump(rec, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
