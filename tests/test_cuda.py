@@ -83,6 +83,9 @@ def test_parameters_checked_before_the_gpu(kw, word):
     ("gpu-emu://?ooo=perhaps", "ooo"),
     ("gpu-emu://?colour=blue", "colour"),
     ("gpu-emu://host?profile=null", "gpu-emu://"),
+    ("gpu-emu://?lat=5parsecs", "lat"),
+    ("gpu-emu://?qiops=-1", "qiops"),
+    ("gpu-emu://?bw=fast", "bw"),
 ])
 def test_gpu_emu_uri_errors_name_the_key(uri, word):
     with pytest.raises(ValueError, match=word):
@@ -98,6 +101,10 @@ def test_gpu_emu_uri_defaults():
     assert "profile=pm1753" in desc and "scale=1 " in desc  # unscaled unless asked
     assert "ndev=16" in desc
     assert "ndev=4" in nat.cuda_target_check("gpu-emu://?ndev=4&ooo=1&drop=3&fill=stamp")
+    # the pm1753 model as profiles.c derives it, and the overrides (nominal values, before scale)
+    assert "qiops=3.34375e+06" in desc and "iops=3.85794e+06" in desc
+    over = nat.cuda_target_check("gpu-emu://?profile=pm1753&lat=14us&qiops=3.7e6&bw=10GiB/s&scale=2")
+    assert "lat=14000ns" in over and "qiops=3.7e+06" in over and f"bw={10 * 2**30:g}" in over and "scale=2 " in over
 
 
 @needs_cuda_build

@@ -175,12 +175,13 @@ def test_ctrl_c_stops_cleanly_and_returns_nothing(uri):
 def test_cpumask_policies():
     topo = cpus.Topology(cores=[(0, 4), (1, 5), (2, 6), (3, 7)], socket_of={i: 0 for i in range(8)})
     assert cpus.cpumask(3, False, topo) == [0, 1, 2]
-    assert cpus.cpumask(3, True, topo) == [0, 4, 1]
-    assert cpus.cpumask(8, True, topo) == [0, 4, 1, 5, 2, 6, 3, 7]
-    with pytest.raises(ValueError, match="thr_sib=True"):
+    # ncpus counts physical cores; thread siblings double the logical CPUs (seed 004)
+    assert cpus.cpumask(2, True, topo) == [0, 4, 1, 5]
+    assert cpus.cpumask(4, True, topo) == [0, 4, 1, 5, 2, 6, 3, 7]
+    with pytest.raises(ValueError, match="ncpus=5: .* 4 physical cores"):
         cpus.cpumask(5, False, topo)
-    with pytest.raises(ValueError, match="ncpus=9"):
-        cpus.cpumask(9, True, topo)
+    with pytest.raises(ValueError, match="ncpus=5"):
+        cpus.cpumask(5, True, topo)
     assert topo.describe()["physical"] == 4 and topo.threads_per_core == 2
     assert cpus.parse_cpu_list("0-2,5,7-8") == [0, 1, 2, 5, 7, 8]
     assert cpus.format_cpu_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"

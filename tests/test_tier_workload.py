@@ -98,3 +98,23 @@ def test_layout_validation():
         W.StateLayout(4, "complex64", 4096)
     with pytest.raises(ValueError, match="write_fraction"):
         W.random_mix(4, 4, 1.5)
+
+
+def test_fault_mid_workload_surfaces_and_cache_stays_consistent():
+    """A write error in the middle of a circuit stops it with TierIOError; once the device is
+    healthy again, a flush puts exactly the cache's view of the state on the devices."""
+    from nvmelab.tier import TierIOError
+
+    lay = W.StateLayout(14, "complex64", 4096)
+    gates = W.random_circuit(lay.nqubits, 6, seed=5)
+    with nvmelab.open(URI) as t, Volume.open(t, layout="raid0", chunk=8192, qdepth=8) as vol:
+        W.write_initial_state(vol, lay, seed=1)
+        with Cache(vol, 8 * lay.page, lay.page, dtype=lay.np_dtype, readahead=2) as c:
+            t[2].emu_inject("status", nth=40, sct=0, sc=0x06)      # 40th command on device 2 fails
+            with pytest.raises(TierIOError, match="Internal Error"):
+                W.run_circuit(c, lay, gates)
+            t[2].emu_inject("none")
+            assert not c._pinned.any()
+            through_cache = c.read(0, lay.nbytes)
+            c.flush()
+        assert np.array_equal(vol.read(0, lay.nbytes), through_cache)

@@ -4,7 +4,7 @@ The CPU-initiated study varies host variables (governor, turbo, SMT, thread
 siblings, stress). This module reads them; it never changes them.
 
     topology()                 logical CPUs grouped by physical core and socket
-    cpumask(n, thr_sib)        n logical CPUs: one per physical core first, or both
+    cpumask(n, thr_sib)        the logical CPUs of n physical cores: one each, or all
                                siblings of each core when thr_sib is True
     governor() turbo() smt()   the host state as found (None where unreadable)
     FreqSampler(cpus)          samples scaling_cur_freq every 0.5 s during a run and
@@ -131,29 +131,26 @@ def topology(allowed: set[int] | None = None) -> Topology:
 
 
 def cpumask(ncpus: int, thr_sib: bool = False, topo: Topology | None = None) -> list[int]:
-    """Choose `ncpus` logical CPUs to pin worker threads to.
+    """Choose the logical CPUs for `ncpus` physical cores, as the published study counts them.
 
-    thr_sib=False: one logical CPU per physical core (cores in order), never two
-    siblings; more CPUs than physical cores is an error.
-    thr_sib=True: fill each core with all its siblings before the next core, so
-    worker threads share physical cores (on a host without SMT this is the same
-    as thr_sib=False).
+    `ncpus` is a number of physical cores (seed 004: "when using thread siblings, the
+    amount of logical CPUs used are doubled").
+    thr_sib=False: one logical CPU per core (cores in order), never two siblings.
+    thr_sib=True: every sibling of each of those cores, so worker threads share
+    physical cores (on a host without SMT this is the same as thr_sib=False).
     """
     if isinstance(ncpus, bool) or not isinstance(ncpus, int) or ncpus < 1:
         raise ValueError(f"ncpus={ncpus!r}: must be an integer >= 1")
     topo = topo or topology()
-    if thr_sib:
-        order = [c for core in topo.cores for c in core]
-        if ncpus > len(order):
-            raise ValueError(f"ncpus={ncpus}: this process may use {len(order)} logical CPUs ({format_cpu_list(order)})")
-        return order[:ncpus]
-    order = [core[0] for core in topo.cores]
-    if ncpus > len(order):
+    if ncpus > len(topo.cores):
         raise ValueError(
-            f"ncpus={ncpus}: only {len(order)} physical cores are usable without thread siblings; "
-            f"pass thr_sib=True to use siblings ({topo.nlogical} logical CPUs)"
+            f"ncpus={ncpus}: this process may use {len(topo.cores)} physical cores "
+            f"({topo.nlogical} logical CPUs); ncpus counts physical cores"
         )
-    return order[:ncpus]
+    cores = topo.cores[:ncpus]
+    if thr_sib:
+        return [c for core in cores for c in core]
+    return [core[0] for core in cores]
 
 
 def check_cpus(cpus: list[int]) -> list[int]:

@@ -4,8 +4,8 @@
                            qdepth=128, nqueues=1, ncpus=1, runtime=5, warmup=1)
 
 `run` validates every parameter before any I/O (ValueError naming the
-parameter), pins `ncpus` worker threads (physical cores first, or thread siblings
-with thr_sib=True; or the explicit `cpus`), runs the native engine
+parameter), pins one worker thread per logical CPU of `ncpus` physical cores (one CPU
+per core, or every thread sibling with thr_sib=True; or the explicit `cpus`), runs the native engine
 (src/nvme/perf.c) with the GIL released, samples the CPU frequencies of the used
 CPUs every 0.5 s, and returns one record that passes nvmelab.records.validate.
 Ctrl-C stops the run cleanly and raises KeyboardInterrupt: no partial record.
@@ -101,8 +101,8 @@ def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, n
         raise ValueError(f"qdepth={qdepth}: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend='io_uring'")
     if cpus is not None:
         cpus = _cpus.check_cpus(list(cpus))
-        if len(cpus) != ncpus:
-            raise ValueError(f"cpus: {len(cpus)} CPU ids given for ncpus={ncpus}")
+        if not thr_sib and len(cpus) != ncpus:
+            raise ValueError(f"cpus: {len(cpus)} CPU ids given for ncpus={ncpus} (thr_sib=False: one CPU per core)")
         return cpus
     return _cpus.cpumask(ncpus, bool(thr_sib))
 
@@ -177,7 +177,7 @@ def run(target: str = "emu://", rw: str = "randread", iosize: int = 512, qdepth:
     writes = rw in ("write", "randwrite", "randrw")
     if prefill is None:
         prefill = bool(verify and reads)
-    engine = dict(rw=rw, rwmix=rwmix, iosize=iosize, qdepth=qdepth, nqueues=nqueues, nthreads=ncpus,
+    engine = dict(rw=rw, rwmix=rwmix, iosize=iosize, qdepth=qdepth, nqueues=nqueues, nthreads=len(pinned),
                   cpus=pinned, ndevs=ndevs or 0, runtime=float(runtime), warmup=float(warmup), seed=seed,
                   verify=bool(verify), lat=bool(lat), lba_start=lba_start, lba_count=lba_count, align=align,
                   batch=batch)

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define NVME_CUDA_NAME_LEN   256u  /* cudaDeviceProp::name */
-#define NVME_CUDA_DESC_LEN   256u
+#define NVME_CUDA_DESC_LEN   512u
 #define NVME_CUDA_PROFILE_LEN 32u
 
 /* Number of CUDA devices the runtime can use; 0 (and `why` says why) when there is none, the driver is

@@ -423,7 +423,8 @@ __global__ void gemu_kernel(gemu_shared *g)
 
 // ------------------------------------------------------------------------------------------ host code
 static const char *const gemu_keys[] = {"ndev", "profile", "scale", "blocks", "warps", "ns", "lba",
-                                        "data", "ooo", "drop", "mdts", "fill", NULL};
+                                        "data", "ooo", "drop", "mdts", "fill", "lat", "iops", "bw", "qiops",
+                                        "link", NULL};
 
 #define GEMU_FILL_THREADS 256u
 
@@ -438,6 +439,49 @@ __global__ void gemu_fill_kernel(uint64_t *ns, uint64_t words, uint32_t dev, uin
 static uint64_t gemu_gap_fp(double rate) // fixed-point ns between commands at `rate` per second
 {
     return rate > 0 ? (uint64_t)llround(GEMU_NS_PER_S * (double)(1u << GEMU_FP_SHIFT) / rate) : 0;
+}
+
+enum gemu_unit { GEMU_UNIT_TIME, GEMU_UNIT_RATE, GEMU_UNIT_BYTES_PER_S };
+
+// A device-model override (the CPU emulator's keys lat/iops/bw/qiops/link): absent -> *out = nominal.
+// time: number with ns|us|ms|s (ns when bare); rate: commands/s; bytes/s: a size (KiB/MiB/GiB, KB/MB/GB)
+// with an optional "/s". Values are nominal, before scale.
+static int gemu_model_key(const nvme_uri *u, const char *key, gemu_unit unit, double nominal, double *out, char *err,
+                          size_t errlen)
+{
+    *out = nominal;
+    const char *v = nvme_uri_get(u, key);
+    if (!v)
+        return 0;
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%s", v);
+    size_t n = strlen(buf);
+    double x = -1;
+    if (unit == GEMU_UNIT_BYTES_PER_S) {
+        if (n > 2 && !strcmp(buf + n - 2, "/s"))
+            buf[n - 2] = 0;
+        uint64_t b;
+        if (!nvme_parse_size(buf, &b))
+            x = (double)b;
+    } else {
+        char *end = NULL;
+        x = strtod(buf, &end);
+        double mul = 1;
+        if (unit == GEMU_UNIT_TIME && end && *end) {
+            mul = !strcmp(end, "ns") ? 1 : !strcmp(end, "us") ? 1e3 : !strcmp(end, "ms") ? 1e6 : !strcmp(end, "s") ? 1e9 : -1;
+            end += strlen(end);
+        }
+        if (!end || *end || mul < 0 || !std::isfinite(x))
+            x = -1;
+        else
+            x *= mul;
+    }
+    if (!(x >= 0)) {
+        snprintf(err, errlen, "parameter '%s': bad value '%s'", key, v);
+        return -EINVAL;
+    }
+    *out = x;
+    return 0;
 }
 
 static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *err, size_t errlen)
@@ -548,13 +592,25 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
                  e->lba_size, NVME_GPUQ_MAX_IO);
         return -EINVAL;
     }
+    double lat, iops, bw, qiops, link;
+    if ((rc = gemu_model_key(u, "lat", GEMU_UNIT_TIME, p->lat_ns, &lat, err, errlen)) ||
+        (rc = gemu_model_key(u, "iops", GEMU_UNIT_RATE, p->dev_iops, &iops, err, errlen)) ||
+        (rc = gemu_model_key(u, "bw", GEMU_UNIT_BYTES_PER_S, p->dev_bw, &bw, err, errlen)) ||
+        (rc = gemu_model_key(u, "qiops", GEMU_UNIT_RATE, p->queue_iops, &qiops, err, errlen)) ||
+        (rc = gemu_model_key(u, "link", GEMU_UNIT_BYTES_PER_S, p->link_bw, &link, err, errlen)))
+        return rc;
     gemu_model &m = e->h.model;
     const double s = e->scale;
-    m.lat_ns = (uint64_t)llround(p->lat_ns * s);
-    m.queue_gap_fp = gemu_gap_fp(p->queue_iops / s);
-    m.dev_gap_fp = gemu_gap_fp(p->dev_iops / s);
-    m.dev_byte_fp = gemu_gap_fp(p->dev_bw / s);
-    m.link_byte_fp = gemu_gap_fp(p->link_bw / s);
+    m.lat_ns = (uint64_t)llround(lat * s);
+    m.queue_gap_fp = gemu_gap_fp(qiops / s);
+    m.dev_gap_fp = gemu_gap_fp(iops / s);
+    m.dev_byte_fp = gemu_gap_fp(bw / s);
+    m.link_byte_fp = gemu_gap_fp(link / s);
+    e->lat_ns = lat;
+    e->iops = iops;
+    e->bw = bw;
+    e->qiops = qiops;
+    e->link = link;
     m.timed = m.lat_ns || m.queue_gap_fp || m.dev_gap_fp || m.dev_byte_fp || m.link_byte_fp;
     e->h.mdts_bytes = v;
     e->h.drop_nth = e->drop_nth;
@@ -759,7 +815,10 @@ void gemu_close(gemu *e)
 
 int gemu_describe(const gemu *e, char *buf, size_t len)
 {
-    return snprintf(buf, len, "profile=%s scale=%g ndev=%u blocks=%u warps=%u ns=%uMiB lba=%u data=%s fill=%s ooo=%d drop=%u",
+    return snprintf(buf, len,
+                    "profile=%s scale=%g ndev=%u blocks=%u warps=%u ns=%uMiB lba=%u data=%s fill=%s ooo=%d drop=%u "
+                    "lat=%gns iops=%g bw=%g qiops=%g link=%g",
                     e->profile, e->scale, e->ndev, e->blocks, e->warps, e->ns_mib, e->lba_size,
-                    e->data ? "ram" : "none", e->fill_stamp ? "stamp" : "zero", e->ooo, e->drop_nth);
+                    e->data ? "ram" : "none", e->fill_stamp ? "stamp" : "zero", e->ooo, e->drop_nth, e->lat_ns,
+                    e->iops, e->bw, e->qiops, e->link);
 }

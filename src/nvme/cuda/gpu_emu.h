@@ -118,6 +118,7 @@ struct gemu {
     double scale;
     uint32_t ndev, blocks, warps, ns_mib, lba_size, drop_nth;
     int ooo, data, fill_stamp;
+    double lat_ns, iops, bw, qiops, link; /* the model in use, nominal (before scale) */
     struct gemu_shared h;      /* host copy, uploaded at start */
     struct gemu_shared *d;     /* device copy */
     struct gemu_queue *hq;     /* host copies of the queue table */
