@@ -282,3 +282,9 @@ def test_cupy_wraps_the_buffer_without_a_copy():
     view = cupy.asarray(blocks)
     assert view.data.ptr == buf.data.ptr + res["buf_offset"]
     assert np.array_equal(cupy.asnumpy(view[3]), gpu.stamps(0, 3, 512))
+
+
+@pytest.mark.gpu
+def test_read_and_checksum_for_the_notebook():
+    out = gpu.read_and_checksum(iosize=4096, qdepth=16, nqueues=2, ndevs=2)
+    assert out["rows"] == 64 and out["matches"] == 64 and out["read_s"] > 0

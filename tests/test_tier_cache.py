@@ -179,6 +179,9 @@ def test_gpu_memory_refused_without_gpu(target):
 
 @pytest.mark.gpu
 def test_gpu_cache_roundtrip(target):
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(f"GPU-memory cache needs cupy and a CUDA device: {why}")
     rng = np.random.default_rng(9)
     with Volume.open(target, layout="raid0", chunk=8192) as vol:
         ref = rng.integers(0, 256, 32 * LINE, dtype=np.uint8)

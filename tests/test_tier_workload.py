@@ -101,7 +101,7 @@ def test_layout_validation():
 
 
 def test_fault_mid_workload_surfaces_and_cache_stays_consistent():
-    """A write error in the middle of a circuit stops it with TierIOError; once the device is
+    """A device error in the middle of a circuit stops it with TierIOError; once the device is
     healthy again, a flush puts exactly the cache's view of the state on the devices."""
     from nvmelab.tier import TierIOError
 
@@ -110,7 +110,7 @@ def test_fault_mid_workload_surfaces_and_cache_stays_consistent():
     with nvmelab.open(URI) as t, Volume.open(t, layout="raid0", chunk=8192, qdepth=8) as vol:
         W.write_initial_state(vol, lay, seed=1)
         with Cache(vol, 8 * lay.page, lay.page, dtype=lay.np_dtype, readahead=2) as c:
-            t[2].emu_inject("status", nth=40, sct=0, sc=0x06)      # 40th command on device 2 fails
+            t[2].emu_inject("status", nth=20, sct=0, sc=0x06)      # 20th command on device 2 fails
             with pytest.raises(TierIOError, match="Internal Error"):
                 W.run_circuit(c, lay, gates)
             t[2].emu_inject("none")
