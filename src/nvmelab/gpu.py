@@ -12,7 +12,8 @@ its provenance. Ctrl-C ends the kernels and raises KeyboardInterrupt; no partial
 Interop: `read_blocks` reads into any GPU buffer that exposes ``__cuda_array_interface__`` (a cupy array,
 a numba device array) and hands back a zero-copy strided view of the blocks; `block_checksums` is the
 numba-cuda example kernel that consumes them on the same GPU. `stamps` and `checksum_reference` are the
-NumPy counterparts used to check both (also under numba's CUDA simulator, NUMBA_ENABLE_CUDASIM=1).
+NumPy counterparts used to check both (also under numba's CUDA simulator, NUMBA_ENABLE_CUDASIM=1);
+`read_and_checksum` does read + checksum + check in one call for a notebook.
 
 Where there is no GPU, `status()` says why and `run_cuda` raises OSError(ENODEV) with that reason.
 """
