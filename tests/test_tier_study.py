@@ -73,3 +73,10 @@ def test_cli_run_prints_one_verified_record(capsys):
     assert rc == 0 and rec["checksum_ok"] is True and rec["config"] == "RAID-0 x2 + host cache (lru)"
     assert main(["tier", "run", "--fraction", "1/0", "--nqubits", "14"]) == 2
     assert "fraction" in capsys.readouterr().err
+
+
+def test_real_target_needs_allow_write():
+    sp = _tiny(target="pci://0000:00:00.0")
+    assert sp.uri(2) == "pci://0000:00:00.0"
+    with pytest.raises(ValueError, match="allow_write"):
+        study.run_one(sp.configs[0], sp)

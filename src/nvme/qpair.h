@@ -4,7 +4,15 @@
  *
  * A qpair owns one DMA block holding the SQ ring, the CQ ring and one PRP-list page per CID tracker.
  * Trackers (depth - 1 of them: the N-1 rule) sit on a free list; the CID of a command is its tracker's
- * index, so a completion finds its tracker by CID with one bounds check.
+ * index, so a completion finds its tracker by CID with one bounds check. A tracker is active while its cb is
+ * non-NULL (a command submitted without a callback gets a no-op one); a free tracker has cb == NULL and
+ * deadline == 0, so freeing is one 16-byte clear and submit writes no state or deadline.
+ *
+ * Fast path: nvme_qpair_submit handles a Read/Write whose buffer fits one controller page of a contiguous DMA
+ * object (PRP1 only) with the checks reduced by what the general path established once and cached in the
+ * qpair: fast_ns (namespace validated for this qpair, with its SQE dword-0 templates in fast_w0[opc]) and
+ * fast_dma (the cached DMA object when it is contiguous with a page-aligned bus address and size). Anything
+ * else takes the general path, which reports the precise error.
  *
  * Key functions: nvme_qpair_setup (rings + trackers over a fresh DMA block), nvme_qpair_teardown,
  * nvme_qpair_reset_rings (after a controller reset, for the admin queue), nvme_clock_ticks.
@@ -12,12 +20,14 @@
  * Caveats: no locks; one thread per qpair. The clock is the TSC on x86-64 (cntvct on aarch64), read once
  * per poll; submit never reads it. Timeouts are stamped lazily: a command's deadline is set by the first
  * expiry scan that sees it, so a timeout fires between timeout and timeout + 2 scan intervals after
- * submission, and submit costs no clock read.
+ * submission, and submit costs no clock read. Poll hands every successful completion the same struct
+ * nvme_cpl (only cdw0 and cid change): callbacks must not write through their const pointer.
  */
 #ifndef NVME_QPAIR_H
 #define NVME_QPAIR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nvme/bar.h"
@@ -27,54 +37,61 @@
 #define NVME_TRK_NONE       UINT16_MAX   /* end of the free list */
 #define NVME_SCAN_DIVISOR   4u           /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
 #define NVME_SCAN_MAX_MS    250u
-
-enum nvme_trk_state { NVME_TRK_FREE = 0, NVME_TRK_ACTIVE = 1, NVME_TRK_ZOMBIE = 2 /* timed out, CQE owed */ };
+#define NVME_OPC_COUNT      256u         /* opcodes are one byte: size of the fast_w0 template table */
 
 /* A tracker is one cache line so that a CID turns into its address with a single shift. */
 #define NVME_TRK_SIZE       64u
 #define NVME_TRK_SHIFT      6u
 
 struct nvme_tracker {
-    /* hot: written by submit, read by poll */
-    nvme_cb cb;
+    /* hot: written by submit, read and cleared by poll */
+    nvme_cb cb;            /* non-NULL while the command is active */
+    uint64_t deadline;     /* clock ticks; 0 = not yet stamped by an expiry scan (and while free) */
     void *arg;
-    uint64_t deadline;     /* clock ticks; 0 = not yet stamped by an expiry scan */
+    uint64_t cid_dw0;      /* this tracker's CID placed where SQE qword 0 holds it (constant) */
     uint16_t next_free;
-    uint8_t state;
     uint8_t opc;
+    bool zombie;           /* timed out or abandoned, its CQE still owed (cb is NULL) */
     uint32_t rsvd;
     /* cold: only the general PRP path reads these */
     uint64_t *prp_list;    /* this tracker's PRP-list page (vaddr) */
     uint64_t prp_iova;     /* and its bus address */
-    uint8_t pad[NVME_TRK_SIZE - 48];
+    uint8_t pad[NVME_TRK_SIZE - 56];
 };
 _Static_assert(sizeof(struct nvme_tracker) == NVME_TRK_SIZE, "tracker is one cache line");
 _Static_assert(((size_t)1 << NVME_TRK_SHIFT) == NVME_TRK_SIZE, "tracker shift matches its size");
+_Static_assert(offsetof(struct nvme_tracker, deadline) == offsetof(struct nvme_tracker, cb) + sizeof(nvme_cb),
+               "cb and deadline are adjacent: freeing clears both with one store");
 
 struct nvme_qpair {
-    /* hot fields first: what submit and poll touch per command */
-    struct nvme_sqe *sq;
-    volatile struct nvme_cqe *cq;
+    /* hot: what submit touches per command */
+    struct nvme_sqe *sq_next;       /* SQ slot the next command goes to (the software tail) */
+    struct nvme_sqe *sq_end;        /* sq + depth */
     struct nvme_tracker *trk;
-    const struct nvme_bar *bar;
-    struct nvme_dma *dma_cache;     /* last DMA object a buffer was found in */
-    const struct nvme_ns *fast_ns;  /* namespace validated for the Read/Write fast path (NULL: none yet) */
+    const struct nvme_ns *fast_ns;  /* namespace validated for the fast path (NULL: none yet) */
+    const struct nvme_dma *fast_dma;/* dma_cache when it qualifies for the fast path, else a sentinel */
+    struct nvme_dma *dma_cache;     /* last DMA object a buffer was found in (nvme_dma_free clears it) */
     const uint32_t *ctrl_gen;       /* live generation of the controller */
     uint32_t gen;                   /* controller generation at creation */
-    uint32_t depth;                 /* entries in each ring */
-    uint32_t sq_tail;
-    uint32_t cq_head;
-    uint32_t ring_credit;           /* submits left before the batch doorbell; batch - ring_credit are unrung */
-    uint32_t batch;
-    uint32_t outstanding;
-    uint32_t page_size;
-    uint32_t page_mask;
     uint16_t free_head;
     uint16_t qid;
+    uint32_t ring_credit;           /* submits left before the batch doorbell; batch - ring_credit are unrung */
+    uint32_t outstanding;
+    uint32_t fast_lba_size;         /* LBA size of fast_ns */
+    uint32_t page_mask;
+    uint32_t page_size;
+    uint32_t batch;
+    /* poll */
+    struct nvme_sqe *sq;
+    volatile struct nvme_cqe *cq;
+    const struct nvme_bar *bar;
+    uint32_t depth;                 /* entries in each ring */
+    uint32_t ntrk;
+    uint32_t cq_head;
+    uint32_t sq_tail;               /* tail index last written to the SQ doorbell */
     uint8_t phase;
     bool dead;                      /* controller reset under us */
     bool fast_ok;                   /* one controller page fits max_xfer: the PRP1-only fast path may be used */
-    uint32_t ntrk;
     uint32_t sq_db_off;
     uint32_t cq_db_off;
     uint32_t page_shift;            /* controller memory page */
@@ -89,6 +106,7 @@ struct nvme_qpair {
     struct nvme_dma *mem;           /* rings + PRP pages */
     struct nvme_qpair *prev, *next; /* controller's list of live I/O qpairs */
     uint64_t spurious;              /* completions with an unknown CID */
+    uint64_t fast_w0[NVME_OPC_COUNT]; /* SQE qword 0 (opcode, NSID) per opcode for fast_ns; 0 = not fast */
 };
 
 /* Build rings and trackers for qid over a new DMA block of the controller's target. */

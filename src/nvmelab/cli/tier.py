@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         q.add_argument("--qdepth", type=int, default=32, help="queue entries per device (default 32)")
         q.add_argument("--chunk", type=int, default=64 * 1024, help="RAID-0 chunk in bytes (default 65536)")
         q.add_argument("--readahead", type=int, default=4, help="read-ahead pages per miss (default 4)")
+        q.add_argument("--target", default=None,
+                       help="a real target (pci://...) instead of emu://; its namespace 1 is overwritten")
+        q.add_argument("--allow-write", action="store_true", help="permit overwriting the devices of --target")
     r = sub.choices["run"]
     r.add_argument("--workload", choices=("circuit", "random"), default="circuit")
     r.add_argument("--fraction", default="1/16", help="memory budget as a fraction of the state (default 1/16)")
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from ..tier import study
 
     kw = {"profile": args.profile, "scale": args.scale, "qdepth": args.qdepth, "chunk": args.chunk,
-          "readahead": args.readahead}
+          "readahead": args.readahead, "target": args.target, "allow_write": args.allow_write}
     if args.action == "run":
         if args.ndevs < 1:
             raise UsageError(f"--ndevs: {args.ndevs} must be >= 1")

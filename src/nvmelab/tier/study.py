@@ -111,8 +111,14 @@ class StudyPlan:
     serpentine: bool = True
     write_fraction: float = 0.5
     extra_uri: str = ""
+    #: a real target (``pci://...``) instead of the emulated one; its first ``ndevs`` controllers
+    #: are used and their namespace 1 is OVERWRITTEN, so runs need ``allow_write=True``.
+    target: Optional[str] = None
+    allow_write: bool = False
 
     def uri(self, ndevs: int) -> str:
+        if self.target:
+            return self.target
         nsze = -(-self.state.nbytes // self.chunk) * self.chunk + self.chunk
         u = f"emu://?ndev={ndevs}&nsze={nsze}&lbads=4096&profile={self.profile}"
         if self.scale is not None:
@@ -199,9 +205,11 @@ def _apply(pager: Any, sp: StudyPlan, workload: str) -> int:
 
 
 def _emu_info(uri: str) -> dict:
-    """Profile and scale of an emulated URI, as the native layer resolves them."""
+    """Profile and scale of an emulated URI, as the native layer resolves them ({} for real targets)."""
     from .. import _native
 
+    if not uri.startswith("emu://"):
+        return {"profile": None, "scale": None, "model": None}
     t = _native.PerfTarget(uri, "", False, False)
     try:
         info = dict(t.info())
@@ -215,7 +223,8 @@ def _base_record(cfg: Config, sp: StudyPlan, uri: str, rep: int, info: dict) -> 
     prov = _prov.capture({"profile": info.get("profile"), "scale": info.get("scale")})
     prov["emu_model"] = info.get("model")
     return {
-        "study": STUDY, "tool": TOOL, "target": uri, "backend": "nvmelab-emu",
+        "study": STUDY, "tool": TOOL, "target": uri,
+        "backend": "nvmelab-emu" if uri.startswith("emu://") else "nvmelab-pci",
         "rw": cfg.workload, "iosize": sp.state.page, "qdepth": sp.qdepth, "nqueues": 1,
         "ndevs": cfg.ndevs, "ncpus": 1, "runtime_s": 0.0, "iops": 0.0, "mibs": 0.0, "lat_ns": None,
         "cpu_usage": None, "cpu_freqs": None, "governor": None, "turbo": None, "smt": None,
@@ -236,6 +245,9 @@ def _base_record(cfg: Config, sp: StudyPlan, uri: str, rep: int, info: dict) -> 
 def run_one(cfg: Config, sp: StudyPlan, rep: int = 0) -> dict:
     """Run one configuration once and return its record (status "ok", or "not run" with a reason)."""
     uri = sp.uri(cfg.ndevs)
+    if not uri.startswith("emu://") and not sp.allow_write:
+        raise ValueError(f"target {uri!r}: the study overwrites namespace 1 of the devices it uses; "
+                         "pass allow_write=True (CLI: --allow-write) to permit it")
     info = _emu_info(uri)
     rec = _base_record(cfg, sp, uri, rep, info)
     if cfg.cache == "gpu":
@@ -313,6 +325,8 @@ def plan_id(sp: StudyPlan) -> str:
 
     parts = (sp.state.nqubits, sp.state.dtype, sp.state.page, sp.depth, sp.mix_accesses, sp.profile, sp.scale,
              sp.chunk, sp.qdepth, sp.readahead, sp.coalesce, sp.seed, sp.serpentine, sp.write_fraction, sp.extra_uri)
+    if sp.target:
+        parts += (sp.target,)
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:12]
 
 
