@@ -12,7 +12,7 @@ STAMP      := $(VENV)/.nvmelab-env
 LOCK       := env/requirements.lock
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help env build test test-c test-py test-notebooks test-book test-sanitize test-qemu \
+.PHONY: help env build test test-c test-py test-notebooks test-book test-sanitize test-qemu test-gpu \
 	    bench bench-gpu book book-pdf lab clean wheelhouse
 
 help:
@@ -57,6 +57,10 @@ test-sanitize: env
 
 test-qemu: build
 	bash env/qemu/run.sh
+
+# GPU tests (a CUDA GPU host; see README): skipped with a reason in `make test` elsewhere
+test-gpu: build
+	bash tests/gpu/run_on_gpu_host.sh test
 
 # --- benchmarks: results under data/results/bench/ ---
 bench: build

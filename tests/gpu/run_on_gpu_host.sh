@@ -34,7 +34,7 @@ st = n.cuda_status()
 print(st)
 sys.exit(0 if st["devices"] > 0 else f"no usable GPU: {st['reason']}")
 PYEOF
-    if [ -d build/dev ]; then ctest --test-dir build/dev -R test_cuda_queue_host --output-on-failure || true; fi
+    if [ -d build/dev ]; then ctest --test-dir build/dev -R test_cuda_queue_host --output-on-failure; fi
     "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs tests/test_cuda.py tests/test_cuda_numba_sim.py
 }
 
