@@ -253,7 +253,7 @@ def test_nvme_errors_are_counted_with_their_status():
 
 @pytest.mark.gpu
 def test_timed_run_record_and_model_caps():
-    # pm1753, one device, one queue: the per-queue cap (53.5 M / 16 per s) bounds the rate
+    # pm1753, one device, one queue: the per-queue cap (profiles.c) bounds the rate
     rec = gpu.run_cuda(target="gpu-emu://?ndev=1&profile=pm1753", rw="randread", iosize=512, qdepth=512,
                        nqueues=1, ndevs=1, runtime=0.5, warmup=0.2)
     records.validate(rec)

@@ -15,6 +15,12 @@ What it adds (all configured from book/conf.py):
 * ``{published}`` role: a published number from ``data/reference/headline.csv``,
   written ``{published}`experiment|quantity|config|format```` (config and format
   optional), so that prose never types a published figure by hand.
+* ``{result}`` role: a number a study notebook glued (``myst_nb.glue``), written
+  ``{result}`notebooks/<stem>.ipynb::<key>:<format>|<fallback>```. It is MyST-NB's
+  ``{glue:text}`` plus one thing: when the notebook glued ``None`` or did not glue the
+  key at all on this build (a sweep skipped on this host, a saturation point not
+  reached), the fallback text is shown instead of failing the build. A key that the
+  notebook's source never mentions is still an error, so a typo cannot hide.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util import logging
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 from sphinx.util.osutil import relative_uri
 
@@ -229,6 +236,79 @@ class PublishedRole(SphinxRole):
         return [wrapper], []
 
 
+# ----------------------------------------------------------------- result ---
+class pending_result(nodes.Inline, nodes.Element):
+    """A glued value to paste once every notebook has been read (see ResolveResults)."""
+
+
+def _visit_skip(self, node):  # pragma: no cover - resolved before any writer sees it
+    raise nodes.SkipNode
+
+
+class ResultRole(SphinxRole):
+    """``{result}`notebooks/<stem>.ipynb::<key>:<format>|<fallback>```."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        spec, sep, fallback = self.text.partition("|")
+        if not sep or not fallback.strip() or "::" not in spec:
+            msg = self.inliner.reporter.error(
+                f"result: expected 'notebooks/<stem>.ipynb::key:format|fallback text', got {self.text!r}",
+                line=self.lineno,
+            )
+            return [], [msg]
+        path, _, key_fmt = spec.strip().partition("::")
+        key, _, fmt = key_fmt.partition(":")
+        here = Path(self.env.doc2path(self.env.docname)).parent
+        nb_path = (here / path).resolve()
+        if not nb_path.is_file():
+            msg = self.inliner.reporter.error(f"result: notebook {path!r} does not exist", line=self.lineno)
+            return [], [msg]
+        source = nb_path.read_text(encoding="utf-8")
+        if f'\\"{key}\\"' not in source and f"'{key}'" not in source:
+            msg = self.inliner.reporter.error(
+                f"result: {path} never glues a key named {key!r} (a typo?)", line=self.lineno
+            )
+            return [], [msg]
+        self.env.note_dependency(str(nb_path))
+        srcdir = Path(self.env.srcdir).resolve()
+        try:
+            rel = nb_path.relative_to(srcdir)
+        except ValueError:  # reached through the notebooks symlink
+            rel = Path("notebooks") / nb_path.name
+        node = pending_result(
+            refdoc=str(rel.with_suffix("")), key=key, fmt=fmt or "s", fallback=fallback.strip()
+        )
+        self.set_source_info(node)
+        return [node], []
+
+
+class ResolveResults(SphinxPostTransform):
+    """Replace each pending_result with the glued value, or its fallback."""
+
+    default_priority = 5
+
+    def apply(self, **kwargs: Any) -> None:
+        from myst_nb.core.variables import format_plain_text
+        from myst_nb.ext.glue.crossref import read_glue_cache
+
+        folder = self.env.mystnb_config.output_folder  # type: ignore[attr-defined]
+        for node in list(self.document.findall(pending_result)):
+            data = read_glue_cache(folder, node["refdoc"]).get(node["key"])
+            plain = (data or {}).get("data", {}).get("text/plain")
+            if plain is None or plain == "None":
+                logger.info("result %s::%s not glued on this build; fallback %r",
+                            node["refdoc"], node["key"], node["fallback"])
+                text, cls = node["fallback"], "result-fallback"
+            else:
+                try:
+                    text, cls = format_plain_text(plain, node["fmt"]), "pasted-text"
+                except (TypeError, ValueError) as exc:
+                    logger.warning("result %s::%s: cannot format %r with %r: %s", node["refdoc"], node["key"],
+                                   plain, node["fmt"], exc, location=node)
+                    text, cls = node["fallback"], "result-fallback"
+            node.replace_self(nodes.inline(text, text, classes=[cls]))
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("nvmelab_studies", [], "env")
     app.add_config_value("nvmelab_results_dir", "", "env")
@@ -238,4 +318,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("doctree-resolved", localise_vega)
     app.add_directive("nvmelab-environments", EnvironmentsDirective)
     app.add_role("published", PublishedRole())
+    app.add_node(pending_result, html=(_visit_skip, None), latex=(_visit_skip, None), text=(_visit_skip, None))
+    app.add_role("result", ResultRole())
+    app.add_post_transform(ResolveResults)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

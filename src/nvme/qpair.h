@@ -76,8 +76,8 @@ struct nvme_qpair {
     uint16_t free_head;
     uint16_t qid;
     uint32_t ring_credit;           /* submits left before the batch doorbell; batch - ring_credit are unrung */
-    uint32_t outstanding;
     uint32_t fast_lba_size;         /* LBA size of fast_ns */
+    uint32_t outstanding;           /* (not next to ring_credit: the pair would be updated as one vector) */
     uint32_t page_mask;
     uint32_t page_size;
     uint32_t batch;
