@@ -69,12 +69,14 @@ myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # notebooks may start below an H1 after their label cell
 
 # --- notebook execution (MyST-NB + jupyter-cache) ---
-PRESET = os.environ.get("NVMELAB_PRESET", "quick")
+PRESET = os.environ.setdefault("NVMELAB_PRESET", "quick")  # exported: the notebook kernels inherit it
+#: NVMELAB_BOOK_CACHE: another jupyter-cache root (tests and cold-build timing use a fresh one).
+CACHE_ROOT = Path(os.environ.get("NVMELAB_BOOK_CACHE") or HERE / ".jupyter_cache")
 #: Longest a single cell may run, per preset (seconds). `standard` sweeps on the
 #: emulator take minutes per study on 2 cores; `paper` is meant for real hardware.
 CELL_TIMEOUT_S = {"quick": 600, "standard": 3600, "paper": -1}
 nb_execution_mode = os.environ.get("NVMELAB_BOOK_EXECUTE", "cache")
-nb_execution_cache_path = str(HERE / ".jupyter_cache" / PRESET)
+nb_execution_cache_path = str(CACHE_ROOT / PRESET)
 nb_execution_timeout = CELL_TIMEOUT_S.get(PRESET, CELL_TIMEOUT_S["standard"])
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True

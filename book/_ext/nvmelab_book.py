@@ -7,6 +7,12 @@ What it adds (all configured from book/conf.py):
   per study: ``notebooks/<stem>`` when the notebook exists, else
   ``placeholders/<stem>``. If a notebook does not carry its label, the label is
   attached to the notebook's first section, so ``{ref}`` to a study always works.
+* Title first. A study notebook opens with its ``parameters`` cell (papermill's
+  convention), then the markdown cell with its title. On a book page the title should
+  come first, so the first markdown cell holding an H1 is moved above any code cells
+  before it, provided one of those is tagged ``parameters``. Only the order of markdown
+  is touched: the code cells, their order and hence the execution cache key stay as
+  they are.
 * Offline charts. Altair's HTML output loads Vega, Vega-Lite and vega-embed from a
   CDN; every such URL in a page's raw HTML is pointed at the vendored bundle
   ``_static/vega/vega-bundle.js`` (see ``vendor_vega.py``).
@@ -24,6 +30,7 @@ What it adds (all configured from book/conf.py):
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -63,6 +70,31 @@ def fill_study_toctree(app: Sphinx, docname: str, source: list[str]) -> None:
         else:
             lines.append(line)
     source[0] = "".join(lines)
+
+
+def _has_h1(cell: dict[str, Any]) -> bool:
+    text = cell.get("source", "")
+    text = "".join(text) if isinstance(text, list) else text
+    return any(line.startswith("# ") for line in text.splitlines())
+
+
+def title_first(app: Sphinx, docname: str, source: list[str]) -> None:
+    """source-read: in a notebook, move the title cell above a leading parameters cell."""
+    if not str(app.env.doc2path(docname)).endswith(".ipynb"):
+        return
+    try:
+        nb = json.loads(source[0])
+    except ValueError:
+        return  # not JSON: let MyST-NB report it
+    cells = nb.get("cells", [])
+    first_md = next((i for i, c in enumerate(cells) if c.get("cell_type") == "markdown"), None)
+    if not first_md or not _has_h1(cells[first_md]):
+        return
+    before = cells[:first_md]
+    tagged = any("parameters" in (c.get("metadata", {}).get("tags") or []) for c in before)
+    if tagged and all(c.get("cell_type") == "code" for c in before):
+        cells.insert(0, cells.pop(first_md))
+        source[0] = json.dumps(nb)
 
 
 def ensure_study_labels(app: Sphinx, doctree: nodes.document) -> None:
@@ -314,6 +346,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("nvmelab_results_dir", "", "env")
     app.connect("builder-inited", check_vega_bundle)
     app.connect("source-read", fill_study_toctree)
+    app.connect("source-read", title_first)
     app.connect("doctree-read", ensure_study_labels, priority=900)
     app.connect("doctree-resolved", localise_vega)
     app.add_directive("nvmelab-environments", EnvironmentsDirective)
@@ -321,4 +354,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_node(pending_result, html=(_visit_skip, None), latex=(_visit_skip, None), text=(_visit_skip, None))
     app.add_role("result", ResultRole())
     app.add_post_transform(ResolveResults)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    # env_version: bump when a change here must re-read every page (an incremental build would not)
+    return {"version": "2", "env_version": 2, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -10,7 +10,7 @@
  *
  * Fast path: nvme_qpair_submit handles a Read/Write whose buffer fits one controller page of a contiguous DMA
  * object (PRP1 only) with the checks reduced by what the general path established once and cached in the
- * qpair: fast_ns (namespace validated for this qpair, with its SQE dword-0 templates in fast_w0[opc]) and
+ * qpair: fast_ns (namespace validated for this qpair, with its NSID ready for SQE qword 0) and
  * fast_dma (the cached DMA object when it is contiguous with a page-aligned bus address and size). Anything
  * else takes the general path, which reports the precise error.
  *
@@ -34,10 +34,9 @@
 #include "nvme/dma.h"
 #include "nvme/nvme.h"
 
-#define NVME_TRK_NONE       UINT16_MAX   /* end of the free list */
 #define NVME_SCAN_DIVISOR   4u           /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
 #define NVME_SCAN_MAX_MS    250u
-#define NVME_OPC_COUNT      256u         /* opcodes are one byte: size of the fast_w0 template table */
+#define NVME_CQ_SENTINELS   1u           /* host-only CQE after the ring's last entry, never new (see poll) */
 
 /* A tracker is one cache line so that a CID turns into its address with a single shift. */
 #define NVME_TRK_SIZE       64u
@@ -49,46 +48,48 @@ struct nvme_tracker {
     uint64_t deadline;     /* clock ticks; 0 = not yet stamped by an expiry scan (and while free) */
     void *arg;
     uint64_t cid_dw0;      /* this tracker's CID placed where SQE qword 0 holds it (constant) */
-    uint16_t next_free;
+    struct nvme_tracker *next_free;
     uint8_t opc;
     bool zombie;           /* timed out or abandoned, its CQE still owed (cb is NULL) */
-    uint32_t rsvd;
+    uint8_t rsvd[6];
     /* cold: only the general PRP path reads these */
     uint64_t *prp_list;    /* this tracker's PRP-list page (vaddr) */
     uint64_t prp_iova;     /* and its bus address */
-    uint8_t pad[NVME_TRK_SIZE - 56];
 };
 _Static_assert(sizeof(struct nvme_tracker) == NVME_TRK_SIZE, "tracker is one cache line");
 _Static_assert(((size_t)1 << NVME_TRK_SHIFT) == NVME_TRK_SIZE, "tracker shift matches its size");
 _Static_assert(offsetof(struct nvme_tracker, deadline) == offsetof(struct nvme_tracker, cb) + sizeof(nvme_cb),
-               "cb and deadline are adjacent: freeing clears both with one store");
+               "cb and deadline are adjacent: freeing clears both together");
 
 struct nvme_qpair {
     /* hot: what submit touches per command */
     struct nvme_sqe *sq_next;       /* SQ slot the next command goes to (the software tail) */
-    struct nvme_sqe *sq_end;        /* sq + depth */
-    struct nvme_tracker *trk;
+    struct nvme_tracker *free_trk;  /* free list of trackers (NULL: all N-1 in use) */
     const struct nvme_ns *fast_ns;  /* namespace validated for the fast path (NULL: none yet) */
     const struct nvme_dma *fast_dma;/* dma_cache when it qualifies for the fast path, else a sentinel */
     struct nvme_dma *dma_cache;     /* last DMA object a buffer was found in (nvme_dma_free clears it) */
     const uint32_t *ctrl_gen;       /* live generation of the controller */
+    uint64_t fast_nsid_dw0;         /* fast_ns's NSID placed where SQE qword 0 holds it */
     uint32_t gen;                   /* controller generation at creation */
-    uint16_t free_head;
-    uint16_t qid;
-    uint32_t ring_credit;           /* submits left before the batch doorbell; batch - ring_credit are unrung */
-    uint32_t fast_lba_size;         /* LBA size of fast_ns */
-    uint32_t outstanding;           /* (not next to ring_credit: the pair would be updated as one vector) */
+    uint32_t sq_left;               /* submits left before the next SQ event: batch doorbell or ring wrap */
     uint32_t page_mask;
     uint32_t page_size;
-    uint32_t batch;
-    /* poll */
+    uint32_t fast_lba_size;         /* LBA size of fast_ns */
+    uint32_t outstanding;
+    /* poll and the SQ events */
     struct nvme_sqe *sq;
+    struct nvme_sqe *sq_end;        /* sq + depth */
     volatile struct nvme_cqe *cq;
+    struct nvme_tracker *trk;
     const struct nvme_bar *bar;
+    uint32_t sq_chunk;              /* sq_left when it was last set */
+    uint32_t sq_pending;            /* SQEs written before the current chunk and not yet rung */
+    uint32_t batch;
     uint32_t depth;                 /* entries in each ring */
     uint32_t ntrk;
     uint32_t cq_head;
     uint32_t sq_tail;               /* tail index last written to the SQ doorbell */
+    uint16_t qid;
     uint8_t phase;
     bool dead;                      /* controller reset under us */
     bool fast_ok;                   /* one controller page fits max_xfer: the PRP1-only fast path may be used */
@@ -106,7 +107,6 @@ struct nvme_qpair {
     struct nvme_dma *mem;           /* rings + PRP pages */
     struct nvme_qpair *prev, *next; /* controller's list of live I/O qpairs */
     uint64_t spurious;              /* completions with an unknown CID */
-    uint64_t fast_w0[NVME_OPC_COUNT]; /* SQE qword 0 (opcode, NSID) per opcode for fast_ns; 0 = not fast */
 };
 
 /* Build rings and trackers for qid over a new DMA block of the controller's target. */

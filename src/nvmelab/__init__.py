@@ -24,7 +24,7 @@ def build_info() -> dict:
 def __getattr__(name: str):
     # The driver API is imported on first use so that pure-Python parts (records,
     # analysis, plots, reference) work without a compiled extension.
-    if name in {"open", "NvmeError", "Controller", "Namespace", "QPair", "DmaBuffer"}:
+    if name in {"open", "NvmeError", "ClosedError", "Controller", "Namespace", "QPair", "Completion", "DmaBuffer"}:
         from . import driver
 
         return getattr(driver, name)

@@ -10,22 +10,25 @@ controller's methods (``identify``, ``namespace``, ``qpair``, ``alloc``, ``reset
         c = ctrls[0]                       # a Target is a sequence of controllers
         ns = c.namespace(1)
         ns.write(0, data)
-        a = ns.read(0, 8)                  # numpy uint8 array over DMA memory
+        a = ns.read(0, 8)                  # a numpy uint8 array of 8 * ns.lba_size bytes
 
     with nvmelab.open("emu://?nsze=64MiB") as c:   # one controller: use it directly
         c.identify()["sn"]
 
-Synchronous I/O (``Namespace.read/write/...``) is for convenience and tests; it
-splits requests larger than the controller's MDTS. Asynchronous I/O goes through
-a :class:`~nvmelab.qpair.QPair` (``Controller.qpair(depth=...)``), which refuses
-requests beyond MDTS. DMA memory comes from :meth:`Controller.alloc` as a
-:class:`DmaBuffer` whose ``.array`` is a numpy view of the driver's memory.
+Synchronous I/O (``Namespace.read/write/...``) is for convenience and tests: it
+takes any bytes-like data (the C driver bounces it through DMA memory) and splits
+requests larger than the largest transfer (MDTS). Asynchronous I/O goes through a
+:class:`~nvmelab.qpair.QPair` (``Controller.qpair(depth=...)``), which works on DMA
+memory only, without copies, and refuses requests beyond MDTS. DMA memory comes
+from :meth:`Controller.alloc` as a :class:`DmaBuffer` whose ``.array`` is a numpy
+view of the driver's memory.
 
 Lifetimes: closing a Target destroys its queue pairs and shuts its controllers
 down; Controller, Namespace and QPair objects of a closed target raise
 :class:`~nvmelab.errors.ClosedError`. A DmaBuffer that still has numpy views when
 it (or its target) is closed keeps its memory until the last view is gone, so a
-view never dangles. Closing anything twice is safe.
+view never dangles; ``DmaBuffer.close()`` raises BufferError while commands on it are
+outstanding. Closing anything twice is safe.
 
 Threads: controllers and namespaces may be shared between threads (admin
 commands and synchronous I/O are serialised per controller); a QPair belongs to
