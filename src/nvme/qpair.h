@@ -2,17 +2,20 @@
  * qpair.h — queue pair internals shared by qpair.c (I/O queues) and ctrl.c (the admin queue runs on the
  * same code with qid 0). Public calls are in nvme.h.
  *
- * A qpair owns one DMA block holding the SQ ring, the CQ ring and one PRP-list page per CID tracker.
- * Trackers (depth - 1 of them: the N-1 rule) sit on a free list; the CID of a command is its tracker's
- * index, so a completion finds its tracker by CID with one bounds check. A tracker is active while its cb is
- * non-NULL (a command submitted without a callback gets a no-op one); a free tracker has cb == NULL and
- * deadline == 0, so freeing is one 16-byte clear and submit writes no state or deadline.
+ * A qpair owns one DMA block holding the SQ ring, the CQ ring (plus one host-only sentinel entry) and one
+ * PRP-list page per CID tracker. Trackers (depth - 1 of them: the N-1 rule) sit on a free list; the CID of a
+ * command is its tracker's index, so a completion finds its tracker by CID with one bounds check. A tracker is
+ * active while its cb is non-NULL (a command submitted without a callback gets a no-op one); a free tracker has
+ * cb == NULL and deadline == 0, so submit writes no state and no deadline.
  *
  * Fast path: nvme_qpair_submit handles a Read/Write whose buffer fits one controller page of a contiguous DMA
  * object (PRP1 only) with the checks reduced by what the general path established once and cached in the
- * qpair: fast_ns (namespace validated for this qpair, with its NSID ready for SQE qword 0) and
- * fast_dma (the cached DMA object when it is contiguous with a page-aligned bus address and size). Anything
- * else takes the general path, which reports the precise error.
+ * qpair: fast_ns (namespace validated for this qpair; each tracker holds its CID and fast_ns's NSID ready for
+ * SQE qword 0) and fast_dma (the cached DMA object when it is contiguous with a page-aligned bus address and
+ * size). Anything else takes the general path, which reports the precise error. The SQ tail wrap and the batch
+ * doorbell share one countdown (sq_left). SQE words the fast path never sets stay zero in the ring; a general-
+ * path command that sets them makes the next depth submits zero them again (sq_dirty). Poll stops at the
+ * first entry that is not new; the sentinel after the last entry never is, so the loop has no end-of-ring test.
  *
  * Key functions: nvme_qpair_setup (rings + trackers over a fresh DMA block), nvme_qpair_teardown,
  * nvme_qpair_reset_rings (after a controller reset, for the admin queue), nvme_clock_ticks.
@@ -37,6 +40,7 @@
 #define NVME_SCAN_DIVISOR   4u           /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
 #define NVME_SCAN_MAX_MS    250u
 #define NVME_CQ_SENTINELS   1u           /* host-only CQE after the ring's last entry, never new (see poll) */
+#define NVME_FAST_NS_SWITCH 64u          /* general-path submits for other namespaces before fast_ns moves */
 
 /* A tracker is one cache line so that a CID turns into its address with a single shift. */
 #define NVME_TRK_SIZE       64u
@@ -47,7 +51,7 @@ struct nvme_tracker {
     nvme_cb cb;            /* non-NULL while the command is active */
     uint64_t deadline;     /* clock ticks; 0 = not yet stamped by an expiry scan (and while free) */
     void *arg;
-    uint64_t cid_dw0;      /* this tracker's CID placed where SQE qword 0 holds it (constant) */
+    uint64_t fast_dw0;     /* SQE qword 0 of a fast-path command but its opcode: this CID, fast_ns's NSID */
     struct nvme_tracker *next_free;
     uint8_t opc;
     bool zombie;           /* timed out or abandoned, its CQE still owed (cb is NULL) */
@@ -69,13 +73,13 @@ struct nvme_qpair {
     const struct nvme_dma *fast_dma;/* dma_cache when it qualifies for the fast path, else a sentinel */
     struct nvme_dma *dma_cache;     /* last DMA object a buffer was found in (nvme_dma_free clears it) */
     const uint32_t *ctrl_gen;       /* live generation of the controller */
-    uint64_t fast_nsid_dw0;         /* fast_ns's NSID placed where SQE qword 0 holds it */
     uint32_t gen;                   /* controller generation at creation */
     uint32_t sq_left;               /* submits left before the next SQ event: batch doorbell or ring wrap */
-    uint32_t page_mask;
+    uint64_t page_mask;
     uint32_t page_size;
-    uint32_t fast_lba_size;         /* LBA size of fast_ns */
+    uint64_t fast_lba_size;         /* LBA size of fast_ns */
     uint32_t outstanding;
+    uint32_t sq_dirty;              /* next submits that must zero the SQE words the fast path skips (see post) */
     /* poll and the SQ events */
     struct nvme_sqe *sq;
     struct nvme_sqe *sq_end;        /* sq + depth */
@@ -86,7 +90,7 @@ struct nvme_qpair {
     uint32_t sq_pending;            /* SQEs written before the current chunk and not yet rung */
     uint32_t batch;
     uint32_t depth;                 /* entries in each ring */
-    uint32_t ntrk;
+    uint64_t ntrk;                  /* trackers: depth - 1 (64-bit: compared with a CID used as an index) */
     uint32_t cq_head;
     uint32_t sq_tail;               /* tail index last written to the SQ doorbell */
     uint16_t qid;
@@ -107,6 +111,7 @@ struct nvme_qpair {
     struct nvme_dma *mem;           /* rings + PRP pages */
     struct nvme_qpair *prev, *next; /* controller's list of live I/O qpairs */
     uint64_t spurious;              /* completions with an unknown CID */
+    uint32_t fast_ns_misses;        /* general-path submits for another namespace since fast_ns was set */
 };
 
 /* Build rings and trackers for qid over a new DMA block of the controller's target. */
