@@ -172,8 +172,10 @@ def _with_points(chart: alt.LayerChart, pts: pd.DataFrame | None, x: str, y: str
     """Add published numbers (from headline.csv) as labelled crosses."""
     if pts is None or pts.empty:
         return chart
+    # same x scale as the lines (log2), so the crosses sit where the lines would be, also with no lines
+    xenc = _xenc(x, True, sorted(pts[x].dropna().unique()))
     layer = alt.Chart(pts).mark_point(shape="cross", size=120, color="black", filled=True).encode(
-        x=f"{x}:Q", y=f"{y}:Q", tooltip=[alt.Tooltip("label:N", title="published"), alt.Tooltip(f"{y}:Q", format=",.1f")])
+        x=xenc, y=f"{y}:Q", tooltip=[alt.Tooltip("label:N", title="published"), alt.Tooltip(f"{y}:Q", format=",.1f")])
     return alt.layer(*chart.layer, layer).properties(width=WIDTH, height=HEIGHT, title=chart.title)
 
 

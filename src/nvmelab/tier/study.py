@@ -309,13 +309,14 @@ def run_one(cfg: Config, sp: StudyPlan, rep: int = 0) -> dict:
 
 
 def results_path(preset: str, root: Optional[Path] = None) -> Path:
-    """data/results/vram-cache/<host>/<preset>.jsonl (the quick preset writes under build/results)."""
+    """data/results/vram-cache/<host>/<preset>.jsonl, rooted as every study's results are
+    (experiments.runner.default_results_root: NVMELAB_RESULTS, build/results for the quick preset)."""
     from ..experiments import host_id
+    from ..experiments import runner
 
     if root is None:
-        repo = Path(__file__).resolve().parents[3]
-        root = repo / ("build/results" if preset == "quick" else "data/results")
-    return Path(root) / STUDY / host_id() / f"{preset}.jsonl"
+        root = runner.default_results_root(preset)
+    return runner.results_path(root, STUDY, host_id(), preset)
 
 
 def plan_id(sp: StudyPlan) -> str:
