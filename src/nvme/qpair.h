@@ -60,9 +60,9 @@ struct nvme_tracker {
     uint64_t *prp_list;    /* this tracker's PRP-list page (vaddr) */
     uint64_t prp_iova;     /* and its bus address */
 };
-_Static_assert(sizeof(struct nvme_tracker) == NVME_TRK_SIZE, "tracker is one cache line");
-_Static_assert(((size_t)1 << NVME_TRK_SHIFT) == NVME_TRK_SIZE, "tracker shift matches its size");
-_Static_assert(offsetof(struct nvme_tracker, deadline) == offsetof(struct nvme_tracker, cb) + sizeof(nvme_cb),
+NVME_STATIC_ASSERT(sizeof(struct nvme_tracker) == NVME_TRK_SIZE, "tracker is one cache line");
+NVME_STATIC_ASSERT(((size_t)1 << NVME_TRK_SHIFT) == NVME_TRK_SIZE, "tracker shift matches its size");
+NVME_STATIC_ASSERT(offsetof(struct nvme_tracker, deadline) == offsetof(struct nvme_tracker, cb) + sizeof(nvme_cb),
                "cb and deadline are adjacent: freeing clears both together");
 
 struct nvme_qpair {

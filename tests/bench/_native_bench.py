@@ -57,7 +57,9 @@ def run_native(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> dict[s
 
 def _inclusive(annotate: str, name: str) -> int:
     total = 0
-    for m in re.finditer(rf"^\s*([\d,]+) \([^)]*\)\s+\S*:{re.escape(name)} \[", annotate, re.M):
+    # callgrind_annotate may list one function on several lines (one per source file, with or without
+    # the "[object]" suffix): count them all.
+    for m in re.finditer(rf"^\s*([\d,]+) \([^)]*\)\s+\S*:{re.escape(name)}(?: \[.*)?$", annotate, re.M):
         total += int(m.group(1).replace(",", ""))
     return total
 

@@ -1,0 +1,257 @@
+/* test_qpair_fastpath.c — the qpair hot path (qpair.c) against the general path on emu:// targets:
+ * the SQE the fast path writes equals the general path's, every argument error still gets its precise errno
+ * once the fast path is primed, data written and read through it is intact, SQE words the fast path skips are
+ * zeroed again after a raw command dirtied them, a qpair shared by two namespaces stays correct, and the CQ
+ * sentinel / phase handling survives many ring wraps with bounded and unbounded polls. */
+#include <stdint.h>
+#include <string.h>
+
+#include "nvme/qpair.h"
+#include "nvme/target.h"
+#include "test_driver.h"
+
+#define KIB 1024u
+#define PAGE 4096u
+#define SQE_WORDS 8u
+#define CID_MASK (0xffffull << 16)
+
+typedef uint64_t __attribute__((may_alias)) qword;
+
+static const qword *slot_words(const struct nvme_sqe *slot)
+{
+    return (const qword *)slot;
+}
+
+/* The slot the next submit writes (submit advances q->sq_next; the wrap happens in the same call). */
+static const struct nvme_sqe *next_slot(const struct nvme_qpair *q)
+{
+    return q->sq_next;
+}
+
+static void drain(struct nvme_qpair *q)
+{
+    for (int spin = 0; nvme_qpair_outstanding(q) && spin < 1000000; spin++)
+        T_CHECK(nvme_qpair_poll(q, 0) >= 0);
+    T_EQ(nvme_qpair_outstanding(q), 0);
+}
+
+/* Fast path SQE == general path SQE; precise errors once primed; data integrity; NULL callback. */
+static void test_fast_equals_slow(void)
+{
+    struct nvme_target *t = t_open("emu://?ndev=1&nsze=4MiB&lbads=512");
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    struct nvme_qpair_opts o = {.depth = 16, .batch = 1};
+    struct nvme_qpair *q;
+    T_EQ(nvme_qpair_create(c, &o, &q), 0);
+    struct nvme_dma *d;
+    T_EQ(nvme_dma_alloc(t, 64 * KIB, &d), 0);
+    uint8_t *buf = nvme_dma_vaddr(d);
+    const uint64_t nsze = nvme_ns_nsze(ns);
+    struct nvme_cpl cpl;
+
+    /* first command: general path, which primes the fast path */
+    T_CHECK(q->fast_ns == NULL);
+    t_fill(buf, PAGE, 1);
+    T_EQ(t_io(q, ns, NVME_CMD_WRITE, 8, 8, buf, PAGE, &cpl), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    T_CHECK(q->fast_ns == ns);
+    T_CHECK(q->fast_dma == q->dma_cache);
+
+    /* second: fast path; compare the SQE it wrote with what the general path writes (CID aside) */
+    const struct nvme_sqe *s_fast = next_slot(q);
+    struct t_wait w = {0};
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 8, 8, buf + PAGE, PAGE, t_cb, &w), 0);
+    qword fast[SQE_WORDS];
+    memcpy(fast, slot_words(s_fast), sizeof(fast));
+    drain(q);
+    T_CHECK(nvme_cpl_ok(&w.cpl));
+    T_EQ(memcmp(buf, buf + PAGE, PAGE), 0);
+    T_EQ(fast[0] & ~CID_MASK, NVME_CMD_READ | ((uint64_t)nvme_ns_id(ns) << 32));
+    T_EQ(fast[1], 0);
+    T_EQ(fast[2], 0);
+    T_EQ(fast[3], nvme_dma_iova(d, buf + PAGE));
+    T_EQ(fast[4], 0);
+    T_EQ(fast[5], 8);
+    T_EQ(fast[6], 7);
+    T_EQ(fast[7], 0);
+    /* the same command through the general path: make the fast path miss (forget the cached DMA object) */
+    const struct nvme_sqe *s_slow = next_slot(q);
+    q->dma_cache = NULL;
+    w.done = 0;
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 8, 8, buf + PAGE, PAGE, t_cb, &w), 0);
+    qword slow[SQE_WORDS];
+    memcpy(slow, slot_words(s_slow), sizeof(slow));
+    drain(q);
+    T_EQ(slow[0] & ~CID_MASK, fast[0] & ~CID_MASK);
+    for (unsigned i = 1; i < SQE_WORDS; i++)
+        T_EQ(slow[i], fast[i]);
+    T_CHECK(q->fast_dma == q->dma_cache); /* re-primed */
+
+    /* every error still has its precise errno with the fast path primed */
+    int stack_buf[128];
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 0, 0, buf, 0, t_cb, &w), -EINVAL);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 0, 1, buf + 2, 512, t_cb, &w), -EINVAL);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 0, 2, buf, 512, t_cb, &w), -EINVAL);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 0, 1, buf, 1024, t_cb, &w), -EINVAL);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, nsze, 1, buf, 512, t_cb, &w), -ERANGE);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, nsze - 1, 2, buf, 1024, t_cb, &w), -ERANGE);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, UINT64_MAX, 1, buf, 512, t_cb, &w), -ERANGE);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 0, 1, stack_buf, 512, t_cb, &w), -EINVAL);
+    T_EQ(nvme_qpair_submit(q, ns, 0x7f, 0, 1, buf, 512, t_cb, &w), -EINVAL);
+    T_EQ(nvme_qpair_submit(q, NULL, NVME_CMD_READ, 0, 1, buf, 512, t_cb, &w), -EINVAL);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 0, 1u << 20, buf, (size_t)512 << 20, t_cb, &w), -EINVAL);
+    T_EQ(nvme_qpair_outstanding(q), 0);
+
+    /* a buffer across a page boundary (PRP2) and a NULL callback still work */
+    uint8_t *cross = buf + 3 * PAGE - 512;
+    t_fill(cross, 2 * 512, 2);
+    T_EQ(t_io(q, ns, NVME_CMD_WRITE, 100, 2, cross, 1024, &cpl), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 100, 2, buf + 4 * PAGE, 1024, NULL, NULL), 0);
+    drain(q);
+    T_EQ(memcmp(cross, buf + 4 * PAGE, 1024), 0);
+
+    /* a queue full of fast-path commands: -EBUSY at N-1, then everything completes */
+    unsigned n = 0;
+    w.done = 0;
+    int rc;
+    while ((rc = nvme_qpair_submit(q, ns, NVME_CMD_READ, n, 1, buf + (size_t)n * 512, 512, t_cb, &w)) == 0)
+        n++;
+    T_EQ(rc, -EBUSY);
+    T_EQ(n, o.depth - 1);
+    drain(q);
+    T_EQ(w.done, (int)n);
+
+    nvme_qpair_destroy(q);
+    nvme_dma_free(d);
+    nvme_target_close(t);
+}
+
+/* A raw command that sets CDW2-3, MPTR and CDW14-15 dirties its slot; the fast path zeroes them again. */
+static void test_dirty_slots(void)
+{
+    struct nvme_target *t = t_open("emu://?ndev=1&nsze=1MiB&lbads=512");
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    struct nvme_qpair_opts o = {.depth = 4, .batch = 1};
+    struct nvme_qpair *q;
+    T_EQ(nvme_qpair_create(c, &o, &q), 0);
+    struct nvme_dma *d;
+    T_EQ(nvme_dma_alloc(t, 16 * KIB, &d), 0);
+    uint8_t *buf = nvme_dma_vaddr(d);
+    struct nvme_cpl cpl;
+    T_EQ(t_io(q, ns, NVME_CMD_READ, 0, 1, buf, 512, &cpl), 0); /* prime */
+    for (int round = 0; round < 3; round++) {
+        struct nvme_sqe raw = {.opc = NVME_CMD_READ, .nsid = nvme_ns_id(ns), .cdw2 = 0xc0de, .cdw3 = 0xc0de,
+                               .cdw12 = 0, .cdw14 = 0xbeef, .cdw15 = 0xbeef};
+        T_EQ(t_raw(q, &raw, buf, 512, &cpl), 0);
+        for (uint32_t i = 0; i < 2 * o.depth; i++) {
+            const struct nvme_sqe *s = next_slot(q);
+            T_EQ(t_io(q, ns, NVME_CMD_READ, i, 1, buf + 512, 512, &cpl), 0);
+            T_CHECK(nvme_cpl_ok(&cpl));
+            const qword *wd = slot_words(s);
+            T_EQ(wd[1], 0);
+            T_EQ(wd[2], 0);
+            T_EQ(wd[4], 0);
+            T_EQ(wd[7], 0);
+        }
+        T_EQ(q->sq_dirty, 0);
+    }
+    nvme_qpair_destroy(q);
+    nvme_dma_free(d);
+    nvme_target_close(t);
+}
+
+/* Two namespaces on one qpair, interleaved across fast_ns switches: right NSID, right data. */
+static void test_two_namespaces(void)
+{
+    struct nvme_target *t = t_open("emu://?ndev=1&nns=2&nsze=2MiB&lbads=4096");
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns[2] = {nvme_ctrl_ns_at(c, 0), nvme_ctrl_ns_at(c, 1)};
+    T_CHECK(ns[0] && ns[1]);
+    struct nvme_qpair_opts o = {.depth = 8, .batch = 2};
+    struct nvme_qpair *q;
+    T_EQ(nvme_qpair_create(c, &o, &q), 0);
+    struct nvme_dma *d;
+    T_EQ(nvme_dma_alloc(t, 64 * KIB, &d), 0);
+    uint8_t *buf = nvme_dma_vaddr(d);
+    struct nvme_cpl cpl;
+    const unsigned iters = 3 * NVME_FAST_NS_SWITCH;
+    for (unsigned i = 0; i < iters; i++) {
+        struct nvme_ns *n = ns[(i / 3) % 2];
+        uint32_t lba = nvme_ns_lba_size(n);
+        uint8_t *w = buf, *r = buf + 8 * KIB;
+        t_fill(w, lba, i);
+        const struct nvme_sqe *s = next_slot(q);
+        T_EQ(t_io(q, n, NVME_CMD_WRITE, i % 64, 1, w, lba, &cpl), 0);
+        T_CHECK(nvme_cpl_ok(&cpl));
+        T_EQ(s->nsid, nvme_ns_id(n));
+        memset(r, 0, lba);
+        T_EQ(t_io(q, n, NVME_CMD_READ, i % 64, 1, r, lba, &cpl), 0);
+        T_CHECK(nvme_cpl_ok(&cpl));
+        T_EQ(memcmp(w, r, lba), 0);
+    }
+    nvme_qpair_destroy(q);
+    nvme_dma_free(d);
+    nvme_target_close(t);
+}
+
+struct order {
+    uint64_t done;
+    uint32_t bad;
+};
+
+static void count_cb(void *arg, const struct nvme_cpl *cpl)
+{
+    struct order *o = arg;
+    if (!nvme_cpl_ok(cpl))
+        o->bad++;
+    o->done++;
+}
+
+/* Many wraps of a small CQ with unbounded and bounded polls: nothing lost, nothing doubled. */
+static void test_cq_wraps(void)
+{
+    struct nvme_target *t = t_open("emu://?ndev=1&nsze=1MiB&lbads=512");
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    for (uint32_t depth = 2; depth <= 5; depth++) {
+        struct nvme_qpair_opts o = {.depth = depth, .batch = depth};
+        struct nvme_qpair *q;
+        T_EQ(nvme_qpair_create(c, &o, &q), 0);
+        struct nvme_dma *d;
+        T_EQ(nvme_dma_alloc(t, 16 * KIB, &d), 0);
+        uint8_t *buf = nvme_dma_vaddr(d);
+        struct order ord = {0};
+        const uint64_t total = 1000;
+        uint64_t sub = 0, reaped = 0;
+        for (int spin = 0; ord.done < total && spin < 1000000; spin++) {
+            while (sub < total && nvme_qpair_submit(q, ns, NVME_CMD_READ, sub % 32, 1, buf + (sub % 8) * 512, 512,
+                                                    count_cb, &ord) == 0)
+                sub++;
+            int n = nvme_qpair_poll(q, (uint32_t)(spin % 3)); /* 0 (all), 1, 2 */
+            T_CHECK(n >= 0);
+            if (spin % 3)
+                T_CHECK((uint32_t)n <= (uint32_t)(spin % 3));
+            reaped += (uint64_t)n;
+        }
+        T_EQ(ord.done, total);
+        T_EQ(reaped, total);
+        T_EQ(ord.bad, 0);
+        T_EQ(nvme_qpair_outstanding(q), 0);
+        nvme_qpair_destroy(q);
+        nvme_dma_free(d);
+    }
+    nvme_target_close(t);
+}
+
+int main(void)
+{
+    test_fast_equals_slow();
+    test_dirty_slots();
+    test_two_namespaces();
+    test_cq_wraps();
+    printf("test_qpair_fastpath: ok\n");
+    return 0;
+}
