@@ -1,7 +1,7 @@
 /*
  * blksum.h — blkhash-compatible parallel image checksum (C core of nvmelab.blksum).
  *
- * The digest (checked against the conformance vectors in shared/vectors/blkhash.csv):
+ * The digest (checked against the conformance vectors in tests/vectors/blkhash.csv):
  *
  *     digest = H( H(block_1) || H(block_2) || ... || H(block_N) || le64(total_length) )
  *

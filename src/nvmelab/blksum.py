@@ -1,6 +1,6 @@
 """blkhash-compatible image checksums (the C core in src/blksum, threads without the GIL).
 
-The digest, as the conformance vectors (shared/vectors/blkhash.csv) define it::
+The digest, as the conformance vectors (tests/vectors/blkhash.csv) define it::
 
     digest = H( H(block_1) || ... || H(block_N) || le64(total_length) )
 
