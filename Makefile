@@ -40,7 +40,7 @@ test-c: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 test-py: build
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	$(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/book
 
 test-notebooks: build
 	NVMELAB_PRESET=$(PRESET) $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
