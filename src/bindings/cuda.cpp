@@ -139,41 +139,8 @@ py::dict cuda_run(const std::string &target, const std::string &rw, uint32_t ios
     std::vector<uint64_t> qr((size_t)(ndevs ? ndevs : 64) * nqueues, 0);
     char err[CUDA_ERR_LEN] = {0};
     volatile int stop = 0;
-    int rc = 0;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::thread runner([&] {
-        int r = nvme_cuda_run(&p, &res, qr.data(), qr.size(), &stop, err, sizeof(err));
-        std::lock_guard<std::mutex> g(mu);
-        rc = r;
-        done = true;
-        cv.notify_all();
-    });
-    bool interrupted = false;
-    for (;;) {
-        {
-            py::gil_scoped_release nogil;
-            std::unique_lock<std::mutex> lk(mu);
-            cv.wait_for(lk, std::chrono::milliseconds(CUDA_SIGNAL_POLL_MS), [&] { return done; });
-            if (done)
-                break;
-        }
-        if (PyErr_CheckSignals() != 0) {
-            interrupted = true;
-            stop = 1;
-            py::gil_scoped_release nogil;
-            std::unique_lock<std::mutex> lk(mu);
-            cv.wait(lk, [&] { return done; });
-            break;
-        }
-    }
-    {
-        py::gil_scoped_release nogil;
-        runner.join();
-    }
-    if (interrupted)
-        throw py::error_already_set();
+    int rc = run_interruptible([&] { return nvme_cuda_run(&p, &res, qr.data(), qr.size(), &stop, err, sizeof(err)); },
+                               [&] { stop = 1; }, CUDA_SIGNAL_POLL_MS);
     if (rc)
         cuda_raise(rc, err[0] ? err : std::string(std::strerror(-rc)));
     qr.resize(res.ndevs * (size_t)nqueues);

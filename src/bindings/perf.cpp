@@ -244,41 +244,9 @@ class PerfTarget {
         perf_config c = cfg.to_c(&stop);
         auto res = std::make_unique<perf_result>();
         char err[PERF_ERRLEN] = "";
-        int rc = 0;
-        std::mutex mu;
-        std::condition_variable cv;
-        bool done = false;
-        std::thread runner([&] {
-            int r = fill ? perf_fill(t, &c, res.get(), err, sizeof(err)) : perf_run(t, &c, res.get(), err, sizeof(err));
-            std::lock_guard<std::mutex> g(mu);
-            rc = r;
-            done = true;
-            cv.notify_all();
-        });
-        bool interrupted = false;
-        for (;;) {
-            {
-                py::gil_scoped_release nogil;
-                std::unique_lock<std::mutex> lk(mu);
-                cv.wait_for(lk, std::chrono::milliseconds(SIGNAL_POLL_MS), [&] { return done; });
-                if (done)
-                    break;
-            }
-            if (PyErr_CheckSignals() != 0) {
-                interrupted = true;
-                __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
-                py::gil_scoped_release nogil;
-                std::unique_lock<std::mutex> lk(mu);
-                cv.wait(lk, [&] { return done; });
-                break;
-            }
-        }
-        {
-            py::gil_scoped_release nogil;
-            runner.join();
-        }
-        if (interrupted)
-            throw py::error_already_set();  // KeyboardInterrupt (or what the handler raised)
+        int rc = run_interruptible(
+            [&] { return fill ? perf_fill(t, &c, res.get(), err, sizeof(err)) : perf_run(t, &c, res.get(), err, sizeof(err)); },
+            [&] { __atomic_store_n(&stop, 1, __ATOMIC_RELEASE); }, SIGNAL_POLL_MS);
         if (rc)
             raise_errno(rc, err[0] ? err : std::string(std::strerror(-rc)));
         return result_dict(*res, c);
