@@ -335,16 +335,26 @@ static int uring_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
         free(c);
         return -ENOMEM;
     }
-    /* The owning thread is the only submitter; completions are reaped by peeking
-     * the CQ ring, so ask the kernel to flag pending task work instead of IPIs. */
-    struct io_uring_params p;
-    memset(&p, 0, sizeof(p));
-    p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
-    p.flags |= IORING_SETUP_CQSIZE;
-    p.cq_entries = 2u * qdepth;
-    int rc = io_uring_queue_init_params(qdepth, &c->ring, &p);
-    if (rc == -EINVAL) {
+    /* The owning thread is the only submitter and reaper (chan_open, the hot loop
+     * and chan_close all run on the worker thread), so completion task work can be
+     * deferred to the moments that thread enters the kernel to wait (DEFER_TASKRUN,
+     * Linux 6.1+) instead of interrupting it; TASKRUN_FLAG tells the CQ peek in
+     * uring_reap() when such work is pending. Older kernels refuse the newer flags
+     * with -EINVAL, so fall back one step at a time down to a plain ring. */
+    static const unsigned setup_flags[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN |
+            IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_CQSIZE,
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_CQSIZE,
+        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_CQSIZE,
+        0,
+    };
+    int rc = -EINVAL;
+    for (size_t i = 0; i < sizeof(setup_flags) / sizeof(setup_flags[0]) && rc == -EINVAL; i++) {
+        struct io_uring_params p;
         memset(&p, 0, sizeof(p));
+        p.flags = setup_flags[i];
+        if (p.flags & IORING_SETUP_CQSIZE)
+            p.cq_entries = KIO_URING_CQ_PER_SQ * qdepth;
         rc = io_uring_queue_init_params(qdepth, &c->ring, &p);
     }
     if (rc < 0) {
@@ -588,6 +598,7 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts,
     t->dev[0].nlbas = bytes / lba_size;
     t->dev[0].nsid = 0;
     t->dev[0].max_qdepth = kind == KIO_PSYNC ? 1 : 4096;
+    t->default_batch = kind == KIO_URING ? KIO_URING_SUBMIT_BATCH : 0;
     t->dev[0].max_io_bytes = KIO_MAX_IO_BYTES;
     *out = t;
     return 0;

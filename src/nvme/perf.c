@@ -277,7 +277,7 @@ static int refill(struct worker *w, struct eng_chan *c)
     const struct perf_backend_ops *ops = e->t->ops;
     const struct range *r = &e->rg[c->dev];
     uint64_t ts = (w->lat && c->nfree) ? now_ns() : 0;
-    uint32_t batch = e->cfg.batch ? e->cfg.batch : c->qdepth;
+    uint32_t batch = e->cfg.batch ? e->cfg.batch : (e->t->default_batch ? e->t->default_batch : c->qdepth);
     uint32_t queued = 0;
     enum perf_pattern pat = e->fill ? PERF_PAT_WRITE : e->cfg.pattern;
     while (c->nfree) {
@@ -331,6 +331,8 @@ static int refill(struct worker *w, struct eng_chan *c)
             if (rc)
                 return rc;
             queued = 0;
+            if (ts && c->nfree)
+                ts = now_ns(); /* the next batch's submit time */
         }
     }
     return 0;

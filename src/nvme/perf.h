@@ -126,6 +126,10 @@ struct perf_target {
         double lat_ns, dev_iops, queue_iops, dev_bw;
     } model;
     struct perf_dev_info dev[PERF_MAX_DEVS];
+    /* submissions per kick when the config leaves batch at 0 (0: the whole
+     * qdepth); a target whose kick is a system call may prefer to issue each
+     * command as soon as it is queued */
+    uint32_t default_batch;
 };
 
 struct perf_target_opts {
@@ -148,7 +152,7 @@ struct perf_config {
     uint64_t lba_start; /* first LBA of the range on every device */
     uint64_t lba_count; /* LBAs in the range (0: to the end of the device) */
     uint32_t align;     /* offset alignment in bytes (0: iosize) */
-    uint32_t batch;     /* submissions per kick (0: qdepth) */
+    uint32_t batch;     /* submissions per kick (0: the target's default_batch, else qdepth) */
     uint64_t seed;
     int verify;         /* stamp writes, check reads */
     int lat;            /* sample latency */

@@ -166,6 +166,9 @@ def run(target: str = "emu://", rw: str = "randread", iosize: int = 512, qdepth:
     (default: True when verify and the pattern reads); pass False to check data
     written earlier (e.g. by `fill`).
     lat: sample latency (False for the hot-path benchmark).
+    batch: commands queued per submission (doorbell write or io_uring_enter); 0 = the
+    target's default: each I/O submitted at once on io_uring (as fio does), the whole
+    refill per doorbell on emu:// and pci://.
     """
     pinned = check_params(target, rw, iosize, qdepth, nqueues, ncpus, runtime, warmup, rwmix, backend, cpus,
                           ndevs, thr_sib)

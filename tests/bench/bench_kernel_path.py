@@ -4,7 +4,9 @@
 the same CPU, registered file and buffers on both sides, latency recorded on both
 sides (fio always does). For every round the QDs are visited in order and at each
 QD the two tools run back to back (interleaved), so both see the same host and
-device state. Ratio per QD = mean nvmelab IOPS / mean fio IOPS. Goal >= 1.0x.
+device state; which tool goes first alternates from round to round, so a drift in
+the host (page cache of a virtual disk's backing file, other load) does not favour
+the tool that always runs second. Ratio per QD = mean nvmelab IOPS / mean fio IOPS. Goal >= 1.0x.
 Environment: NVMELAB_BENCH_DIR (where the data file goes; default the temp dir —
 it must support O_DIRECT), NVMELAB_BENCH_FILE_MIB (default 256),
 NVMELAB_BENCH_ROUNDS (default 2), NVMELAB_BENCH_RUNTIME (s, default 2).
@@ -36,17 +38,24 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=base) as td:
         path = Path(td) / "kernel-path.bin"
         perf.make_file(path, size)
-        for _ in range(rounds):
+        def ours(qd: int) -> None:
+            rec = perf.run(f"file://{path}", backend="io_uring", rw="randread", iosize=IOSIZE, qdepth=qd,
+                           cpus=[cpu], runtime=runtime, warmup=0.5, study="bench")
+            runs[qd]["nvmelab"].append({"iops": rec["iops"], "cpu_usage": rec["cpu_usage"],
+                                        "lat_ns_p50": rec["lat_ns"]["p50"], "lat_ns_mean": rec["lat_ns"]["mean"]})
+
+        def theirs(qd: int) -> None:
+            runs[qd]["fio"].append(nb.fio([
+                "--name=kpath", f"--filename={path}", "--ioengine=io_uring", "--direct=1", "--rw=randread",
+                f"--bs={IOSIZE}", f"--iodepth={qd}", "--registerfiles=1", "--fixedbufs=1", "--time_based",
+                f"--runtime={runtime}", "--ramp_time=0.5", f"--cpus_allowed={cpu}", "--thread",
+                "--norandommap", "--randrepeat=0"]))
+
+        for rnd in range(rounds):
+            order = (ours, theirs) if rnd % 2 == 0 else (theirs, ours)
             for qd in QDEPTHS:
-                rec = perf.run(f"file://{path}", backend="io_uring", rw="randread", iosize=IOSIZE, qdepth=qd,
-                               cpus=[cpu], runtime=runtime, warmup=0.5, study="bench")
-                runs[qd]["nvmelab"].append({"iops": rec["iops"], "cpu_usage": rec["cpu_usage"],
-                                            "lat_ns_p50": rec["lat_ns"]["p50"], "lat_ns_mean": rec["lat_ns"]["mean"]})
-                runs[qd]["fio"].append(nb.fio([
-                    "--name=kpath", f"--filename={path}", "--ioengine=io_uring", "--direct=1", "--rw=randread",
-                    f"--bs={IOSIZE}", f"--iodepth={qd}", "--registerfiles=1", "--fixedbufs=1", "--time_based",
-                    f"--runtime={runtime}", "--ramp_time=0.5", f"--cpus_allowed={cpu}", "--thread",
-                    "--norandommap", "--randrepeat=0"]))
+                for step in order:
+                    step(qd)
     per_qd = {}
     for qd in QDEPTHS:
         ours = nb.mean([r["iops"] for r in runs[qd]["nvmelab"]])
