@@ -108,14 +108,15 @@ static int ctrl_enable(struct nvme_ctrl *c)
 /* ------------------------------------------------------------------------------------------------ */
 /* Admin commands                                                                                   */
 /* ------------------------------------------------------------------------------------------------ */
-struct admin_wait {
+/* A waiter for one command's completion, used by the admin path and by synchronous I/O. */
+struct cmd_wait {
     bool done;
     struct nvme_cpl cpl;
 };
 
-static void admin_cb(void *arg, const struct nvme_cpl *cpl)
+static void cmd_wait_cb(void *arg, const struct nvme_cpl *cpl)
 {
-    struct admin_wait *w = arg;
+    struct cmd_wait *w = arg;
     w->cpl = *cpl;
     w->done = true;
 }
@@ -124,9 +125,9 @@ static void admin_cb(void *arg, const struct nvme_cpl *cpl)
 static int admin_exec(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
                       uint32_t timeout_ms)
 {
-    struct admin_wait w = {0};
+    struct cmd_wait w = {0};
     struct nvme_qpair *q = &c->admin;
-    int rc = nvme_qpair_submit_raw(q, cmd, buf, len, admin_cb, &w);
+    int rc = nvme_qpair_submit_raw(q, cmd, buf, len, cmd_wait_cb, &w);
     if (rc)
         return rc;
     uint16_t cid = (uint16_t)((q->sq_tail + q->depth - 1) % q->depth); /* slot just written */
@@ -708,18 +709,6 @@ int nvme_qpair_destroy(struct nvme_qpair *q)
 /* ------------------------------------------------------------------------------------------------ */
 /* Synchronous I/O                                                                                  */
 /* ------------------------------------------------------------------------------------------------ */
-struct sync_wait {
-    bool done;
-    struct nvme_cpl cpl;
-};
-
-static void sync_cb(void *arg, const struct nvme_cpl *cpl)
-{
-    struct sync_wait *w = arg;
-    w->cpl = *cpl;
-    w->done = true;
-}
-
 int nvme_ns_io_sync(struct nvme_ctrl *c, struct nvme_ns *ns, uint8_t opc, uint64_t slba, uint32_t nlb, void *buf,
                     size_t len, struct nvme_cpl *cpl)
 {
@@ -753,8 +742,8 @@ int nvme_ns_io_sync(struct nvme_ctrl *c, struct nvme_ns *ns, uint8_t opc, uint64
         dbuf = c->sync_buf->vaddr;
         memcpy(dbuf, buf, len);
     }
-    struct sync_wait w = {0};
-    rc = nvme_qpair_submit(c->sync_q, ns, opc, slba, nlb, dbuf, len, sync_cb, &w);
+    struct cmd_wait w = {0};
+    rc = nvme_qpair_submit(c->sync_q, ns, opc, slba, nlb, dbuf, len, cmd_wait_cb, &w);
     if (rc)
         goto out;
     while (!w.done) {

@@ -64,6 +64,12 @@
 #define PM1753_QUEUE_IOPS  (NVME_CAL_NQ1_QD512_IOPS / PM1753_NDEVS_PUBLISHED)
 #define PM1753_LAT_NS      (PM1753_NQ1_QD128_INFLIGHT / NVME_CAL_NQ1_QD128_IOPS * NS_PER_S)
 
+/* The device model both pm1753 profiles share; they differ only in the link cap. */
+#define PM1753_MODEL                                                                                    \
+    .default_scale = PM1753_DEFAULT_SCALE, .lat_ns = PM1753_LAT_NS, .lat_sigma = 0.0,                    \
+    .dev_iops = PM1753_DEVICE_IOPS_CAP, .dev_bw = PM1753_DEV_BW, .queue_iops = PM1753_QUEUE_IOPS,         \
+    .fetch_burst = 0
+
 static const struct nvme_emu_profile profiles[] = {
     {
         .name = "null",
@@ -73,25 +79,13 @@ static const struct nvme_emu_profile profiles[] = {
     {
         .name = "pm1753",
         .summary = "Samsung PM1753 as published (aisio): IOPS, bandwidth and per-queue caps, Little's-law latency",
-        .default_scale = PM1753_DEFAULT_SCALE,
-        .lat_ns = PM1753_LAT_NS,
-        .lat_sigma = 0.0,
-        .dev_iops = PM1753_DEVICE_IOPS_CAP,
-        .dev_bw = PM1753_DEV_BW,
-        .queue_iops = PM1753_QUEUE_IOPS,
-        .fetch_burst = 0,
+        PM1753_MODEL,
         .link_bw = 0.0,
     },
     {
         .name = "pm1753-p2p",
         .summary = "pm1753 with the published device-to-GPU payload ceiling shared by all devices",
-        .default_scale = PM1753_DEFAULT_SCALE,
-        .lat_ns = PM1753_LAT_NS,
-        .lat_sigma = 0.0,
-        .dev_iops = PM1753_DEVICE_IOPS_CAP,
-        .dev_bw = PM1753_DEV_BW,
-        .queue_iops = PM1753_QUEUE_IOPS,
-        .fetch_burst = 0,
+        PM1753_MODEL,
         .link_bw = P2P_PAYLOAD_CEILING_B_S,
     },
 };
