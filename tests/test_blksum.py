@@ -223,7 +223,7 @@ def test_record_fits_schema(mixed_image):
     res = blksum.run(path, "sha256", threads=2, queue_depth=8, io="psync")
     rec = blksum.to_record(res, repetition=0, image=desc)
     records.validate(rec)
-    assert rec["study"] == "blksum-qdepth" and rec["target"].startswith("file://")
+    assert rec["study"] == "blksum_qdepth" and rec["target"].startswith("file://")
     assert rec["qdepth"] == 8 and rec["ncpus"] == 2 and rec["iosize"] == blksum.DEFAULT_READ_SIZE
     assert rec["digest"] == "sha256" and rec["image_hole_bytes"] == desc["image_hole_bytes"]
     assert rec["runtime_s"] == res.elapsed_s and rec["mibs"] > 0

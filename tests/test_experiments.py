@@ -327,3 +327,15 @@ def test_study_results_does_not_reuse_another_target(spec, tmp_path, monkeypatch
     df2, rep2 = study_results("t_study", "quick", target="fake://elsewhere", run_fn=fake_run,
                               results_root=tmp_path, progress=False)
     assert rep2 is not None and rep2.ran == 6 and set(df2["target"]) == {"fake://elsewhere"}
+
+
+def test_host_readers_are_the_engines_and_take_another_sysfs_root(fake_sys):
+    from nvmelab import cpus
+    from nvmelab.experiments.hostvars import read_all, used_cpus
+
+    assert read_all(fake_sys) == cpus.host_state(fake_sys) == {"governor": "performance", "turbo": 1, "smt": 0}
+    (fake_sys / "intel_pstate" / "no_turbo").write_text("1\n")
+    assert cpus.turbo(fake_sys) == 0
+    assert used_cpus(1, 0, fake_sys) == [0] and used_cpus(2, 1, fake_sys) == [0, 1]
+    with pytest.raises(ValueError, match="physical cores"):
+        used_cpus(3, 0, fake_sys)

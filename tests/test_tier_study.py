@@ -33,7 +33,7 @@ def test_run_one_records_are_valid_and_verified():
     records.validate(rec)
     assert rec["status"] == "ok" and rec["checksum_ok"] is True
     assert rec["provenance"]["profile"] == "pm1753" and rec["provenance"]["scale"] == 4 and "scale=4" in rec["target"]
-    assert rec["study"] == "vram-cache" and rec["tool"] == "nvmelab-tier"
+    assert rec["study"] == "vram_cache" and rec["tool"] == "nvmelab-tier"
     assert 0 <= rec["hit_ratio"] <= 1
     assert rec["unused"] + rec["clean"] + rec["dirty"] == pytest.approx(1)
     assert len(rec["per_device"]) == 2 and all(d["write_mibs"] > 0 for d in rec["per_device"])

@@ -64,7 +64,7 @@ IO_MODES = ("psync", "io_uring")
 #: Target schemes read through the user-space NVMe driver.
 DRIVER_SCHEMES = ("emu", "pci")
 #: Study name and tool label in run records.
-STUDY = "blksum-qdepth"
+STUDY = "blksum_qdepth"
 TOOL = "nvmelab-blksum"
 MIB = 1024 * 1024
 

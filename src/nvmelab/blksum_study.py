@@ -156,7 +156,7 @@ def sweep(preset: Optional[str] = None, *, root: Optional[Path] = None, study_pl
         from .experiments.runner import scratch_dir
 
         scratch = scratch_dir()
-    image = Path(scratch) / f"blksum-qdepth-{os.getpid()}.raw"
+    image = Path(scratch) / f"blksum_qdepth-{os.getpid()}.raw"
     log.info("%s/%s: %d points x %d runs on a %d MiB image (%s)", STUDY, sp.preset, len(todo), sp.reps,
              sp.image_bytes // blksum.MIB, image)
     prov = blksum.provenance()
@@ -197,7 +197,7 @@ def sweep(preset: Optional[str] = None, *, root: Optional[Path] = None, study_pl
 
 
 def load(preset: Optional[str] = None, root: Optional[Path] = None) -> pd.DataFrame:
-    """Our blksum-qdepth records of a preset (this and other hosts) as a DataFrame."""
+    """Our blksum_qdepth records of a preset (this and other hosts) as a DataFrame."""
     from .experiments.runner import load_results
 
     name = preset_name(preset)

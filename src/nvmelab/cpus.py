@@ -6,7 +6,8 @@ siblings, stress). This module reads them; it never changes them.
     topology()                 logical CPUs grouped by physical core and socket
     cpumask(n, thr_sib)        the logical CPUs of n physical cores: one each, or all
                                siblings of each core when thr_sib is True
-    governor() turbo() smt()   the host state as found (None where unreadable)
+    governor() turbo() smt()   the host state as found (None where unreadable); every
+                               reader takes `root`, another sysfs tree (tests use a fake one)
     FreqSampler(cpus)          samples scaling_cur_freq every 0.5 s during a run and
                                summarises it as the published method did (first and
                                last 10 % of the samples dropped)
@@ -108,14 +109,21 @@ class Topology:
         }
 
 
-def topology(allowed: set[int] | None = None) -> Topology:
-    """Read the topology of the CPUs in `allowed` (default: this process's affinity)."""
+def online(root: Path = SYS_CPU) -> list[int]:
+    """The online logical CPUs (`root`/online); this process's affinity where sysfs does not say."""
+    txt = _read(root / "online")
+    return parse_cpu_list(txt) if txt else sorted(os.sched_getaffinity(0))
+
+
+def topology(allowed: set[int] | None = None, root: Path = SYS_CPU) -> Topology:
+    """Read the topology of the CPUs in `allowed` (default: this process's affinity, or every
+    online CPU of `root` when `root` is another tree than the real sysfs)."""
     if allowed is None:
-        allowed = set(os.sched_getaffinity(0))
+        allowed = set(os.sched_getaffinity(0)) if root == SYS_CPU else set(online(root))
     groups: dict[tuple[int, int], list[int]] = {}
     socket_of: dict[int, int] = {}
     for cpu in sorted(allowed):
-        topo = SYS_CPU / f"cpu{cpu}" / "topology"
+        topo = root / f"cpu{cpu}" / "topology"
         core = _read(topo / "core_id")
         pkg = _read(topo / "physical_package_id")
         sib = _read(topo / "thread_siblings_list")
@@ -168,36 +176,46 @@ def check_cpus(cpus: list[int]) -> list[int]:
     return out
 
 
-def governor(cpu: int = 0) -> str | None:
+def governor(cpu: int = 0, root: Path = SYS_CPU) -> str | None:
     """cpufreq scaling governor of `cpu`, None where cpufreq is absent (VMs, containers)."""
-    return _read(SYS_CPU / f"cpu{cpu}" / "cpufreq" / "scaling_governor")
+    return _read(root / f"cpu{cpu}" / "cpufreq" / "scaling_governor")
 
 
-def turbo() -> int | None:
-    """1 when turbo/boost is enabled, 0 when disabled, None when the host does not say."""
-    v = _read(SYS_CPU / "intel_pstate" / "no_turbo")
-    if v is not None and v.isdigit():
-        return 0 if int(v) else 1
-    v = _read(SYS_CPU / "cpufreq" / "boost")
-    if v is not None and v.isdigit():
-        return 1 if int(v) else 0
+def turbo_file(root: Path = SYS_CPU) -> tuple[Path, bool] | None:
+    """(file, inverted) that holds the turbo state: intel_pstate/no_turbo (1 = off, inverted)
+    or cpufreq/boost (1 = on); None when the host exposes neither."""
+    p = root / "intel_pstate" / "no_turbo"
+    if p.exists():
+        return p, True
+    p = root / "cpufreq" / "boost"
+    if p.exists():
+        return p, False
     return None
 
 
-def smt() -> int | None:
-    """1 when SMT is active, 0 when not; from /sys/.../smt/active, else from the topology."""
-    v = _read(SYS_CPU / "smt" / "active")
+def turbo(root: Path = SYS_CPU) -> int | None:
+    """1 when turbo/boost is enabled, 0 when disabled, None when the host does not say."""
+    tf = turbo_file(root)
+    v = _read(tf[0]) if tf else None
+    if v is None or not v.isdigit():
+        return None
+    return 1 - int(v) if tf[1] else int(v)
+
+
+def smt(root: Path = SYS_CPU) -> int | None:
+    """1 when SMT is active, 0 when not; from `root`/smt/active, else from the topology."""
+    v = _read(root / "smt" / "active")
     if v is not None and v.isdigit():
         return int(v)
     try:
-        return 1 if topology(set(range(os.cpu_count() or 1))).threads_per_core > 1 else 0
+        return 1 if topology(set(online(root)), root=root).threads_per_core > 1 else 0
     except OSError:
         return None
 
 
-def host_state() -> dict:
+def host_state(root: Path = SYS_CPU) -> dict:
     """governor, turbo and smt as found on the host (None where unreadable)."""
-    return {"governor": governor(), "turbo": turbo(), "smt": smt()}
+    return {"governor": governor(root=root), "turbo": turbo(root), "smt": smt(root)}
 
 
 def read_freq_khz(cpu: int) -> int | None:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import provenance as _prov
-from .records import validate
+from .records import engine_record, validate
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ MAX_QDEPTH = 1024      # one CUDA block per queue, one thread per command
 MAX_NQUEUES = 64
 MAX_IOSIZE = 2 << 20   # PRP1 + one PRP list page
 LBA_SIZE = 512
-MIB = 1 << 20
 NS_PER_S = 1e9
 #: Threads per block of the checksum kernel.
 CHECKSUM_THREADS = 128
@@ -156,41 +155,20 @@ def make_record(res: dict, *, target: str, rw: str, iosize: int, qdepth: int, nq
                 verify: bool) -> dict:
     """Turn the engine's raw result into a validated record."""
     info = {"backend": BACKEND, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
-    rec: dict[str, Any] = {
-        "study": study,
-        "tool": TOOL,
-        "target": target,
-        "backend": BACKEND,
-        "rw": rw,
-        "iosize": iosize,
-        "qdepth": qdepth,
-        "nqueues": nqueues,
-        "ndevs": res["ndevs"],
-        "ncpus": 1,
-        "runtime_s": round(res["window_s"], 6),
-        "iops": round(res["iops"], 2),
-        "mibs": round(res["bytes_per_s"] / MIB, 2),
+    rec = engine_record(res, study=study, tool=TOOL, target=target, backend=BACKEND, rw=rw, iosize=iosize,
+                        qdepth=qdepth, nqueues=nqueues, ndevs=res["ndevs"], ncpus=1, host=host, thr_sib=thr_sib,
+                        stress=stress, repetition=repetition, warmup=warmup, seed=seed)
+    rec.update({
         "lat_ns": None,  # lock-step rounds: the round time below, not per-command latency
         "cpu_usage": None,
         "cpu_freqs": None,
-        "governor": host.get("governor"),
-        "turbo": host.get("turbo"),
-        "smt": host.get("smt"),
-        "thr_sib": int(bool(thr_sib)),
-        "stress": int(bool(stress)),
-        "repetition": repetition,
-        "ios": res["ios"],
         "ios_total": res["ios_total"],
-        "errors": res["errors"],
-        "first_error": res["first_error"],
-        "warmup_s": float(warmup),
-        "seed": seed,
         "cuda_threads": res["threads"],
         "kernel_s": round(res["kernel_s"], 6),
         "round_ns": {"mean": round(res["round_ns_mean"], 1), "max": res["round_ns_max"]},
         "queue_rounds": list(res["queue_rounds"]),
         "provenance": _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"]),
-    }
+    })
     if verify:
         rec["verify_errors"] = res["verify_errors"]
     if res["errors"]:

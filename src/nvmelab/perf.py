@@ -26,14 +26,13 @@ from typing import Any
 
 from . import cpus as _cpus
 from . import provenance as _prov
-from .records import validate
+from .records import engine_record, validate
 
 log = logging.getLogger(__name__)
 
 PATTERNS = ("read", "randread", "write", "randwrite", "randrw")
 KERNEL_BACKENDS = ("psync", "io_uring")
 SCHEMES = ("emu://", "pci://", "file://", "blk://", "gpu-emu://")
-MIB = 1 << 20
 PERCENT = 100.0
 #: Chunk written by make_file.
 MAKE_FILE_CHUNK = 1 << 20
@@ -207,40 +206,19 @@ def make_record(res: dict, info: dict, *, target: str, rw: str, iosize: int, qde
     window = res["window_s"]
     lat = res["lat"]
     ndevs_used = len(res["dev_ios"]) or 1
-    rec: dict[str, Any] = {
-        "study": study,
-        "tool": "nvmelab",
-        "target": target,
-        "backend": info["backend"],
-        "rw": rw,
-        "iosize": iosize,
-        "qdepth": qdepth,
-        "nqueues": nqueues,
-        "ndevs": ndevs_used,
-        "ncpus": ncpus,
-        "runtime_s": round(window, 6),
-        "iops": round(res["iops"], 2),
-        "mibs": round(res["bytes_per_s"] / MIB, 2),
+    rec = engine_record(res, study=study, tool="nvmelab", target=target, backend=info["backend"], rw=rw,
+                        iosize=iosize, qdepth=qdepth, nqueues=nqueues, ndevs=ndevs_used, ncpus=ncpus, host=host,
+                        thr_sib=thr_sib, stress=stress, repetition=repetition, warmup=warmup, seed=seed)
+    rec.update({
         "lat_ns": None if lat is None else {k: lat[k] for k in ("p50", "p90", "p99", "p999", "max", "min", "mean")},
         "cpu_usage": round(res["cpu_s"] / window * PERCENT, 1) if window > 0 else None,
         "cpu_freqs": cpu_freqs,
-        "governor": host.get("governor"),
-        "turbo": host.get("turbo"),
-        "smt": host.get("smt"),
-        "thr_sib": int(bool(thr_sib)),
-        "stress": int(bool(stress)),
-        "repetition": repetition,
-        "ios": res["ios"],
-        "errors": res["errors"],
-        "first_error": res["first_error"],
-        "warmup_s": float(warmup),
-        "seed": seed,
         "cpus": cpus,
         "threads": [{k: t[k] for k in ("cpu", "affinity", "cpu_last", "ios", "nchans", "cpu_s", "polls", "empty_polls")}
                     for t in res["threads"]],
         "dev_ios": res["dev_ios"],
         "provenance": _prov.capture(info),
-    }
+    })
     if rw == "randrw":
         rec["rwmix"] = rwmix
     if verify:

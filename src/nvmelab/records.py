@@ -51,6 +51,45 @@ LAT_KEYS = ("p50", "p99", "p999", "max")
 PROVENANCE_KEYS = ("git_commit", "host", "cpu_model", "kernel", "packages", "utc")
 
 
+#: Bytes per MiB (the records' `mibs`).
+MIB = 1 << 20
+
+
+def engine_record(res: dict[str, Any], *, study: str, tool: str, target: str, backend: str, rw: str, iosize: int,
+                  qdepth: int, nqueues: int, ndevs: int, ncpus: int, host: dict[str, Any], thr_sib: Any,
+                  stress: Any, repetition: int, warmup: float, seed: int) -> dict[str, Any]:
+    """The fields every engine's record shares, from its raw result `res` (window_s, iops,
+    bytes_per_s, ios, errors, first_error) and the host state found before the run
+    (nvmelab.cpus.host_state). The caller adds latency, CPU usage, provenance and its own
+    fields, then validates."""
+    return {
+        "study": study,
+        "tool": tool,
+        "target": target,
+        "backend": backend,
+        "rw": rw,
+        "iosize": iosize,
+        "qdepth": qdepth,
+        "nqueues": nqueues,
+        "ndevs": ndevs,
+        "ncpus": ncpus,
+        "runtime_s": round(res["window_s"], 6),
+        "iops": round(res["iops"], 2),
+        "mibs": round(res["bytes_per_s"] / MIB, 2),
+        "governor": host.get("governor"),
+        "turbo": host.get("turbo"),
+        "smt": host.get("smt"),
+        "thr_sib": int(bool(thr_sib)),
+        "stress": int(bool(stress)),
+        "repetition": repetition,
+        "ios": res["ios"],
+        "errors": res["errors"],
+        "first_error": res["first_error"],
+        "warmup_s": float(warmup),
+        "seed": seed,
+    }
+
+
 class RecordError(ValueError):
     """A record or record file that cannot be used; the message names where and what."""
 

@@ -1,4 +1,4 @@
-"""`nvmelab tier`: the vram-cache study from the command line (one run, or the whole sweep)."""
+"""`nvmelab tier`: the vram_cache study from the command line (one run, or the whole sweep)."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import sys
 from . import UsageError
 
 COMMAND = "tier"
-HELP = "NVMe RAID-0 + page cache under a paging workload (the vram-cache study)"
+HELP = "NVMe RAID-0 + page cache under a paging workload (the vram_cache study)"
 DESCRIPTION = """\
 Page a state vector through a striped volume of emulated NVMe devices, with or without a
 write-back cache, and report throughput, per-device rates and cache statistics.
@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--cache", choices=("none", "host", "gpu"), default="host")
     r.add_argument("--policy", choices=("lru", "clock"), default="lru")
     s = sub.choices["sweep"]
-    s.add_argument("--out", default=None, help="records file (default data/results/vram-cache/<host>/<preset>.jsonl)")
+    s.add_argument("--out", default=None, help="records file (default data/results/vram_cache/<host>/<preset>.jsonl)")
 
 
 def run(args: argparse.Namespace) -> int:

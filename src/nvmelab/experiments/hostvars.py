@@ -26,18 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import cpus as _cpus
+from ..cpus import SYS_CPU, _read
+
 log = logging.getLogger(__name__)
 
-SYS_CPU = Path("/sys/devices/system/cpu")
 #: How long to wait for stress-ng to exit after SIGTERM before killing it (seconds).
 STRESS_STOP_TIMEOUT_S = 5.0
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
 
 
 def _write(path: Path, value: str) -> str | None:
@@ -49,105 +44,15 @@ def _write(path: Path, value: str) -> str | None:
         return f"{path}: {exc.strerror or exc}"
 
 
-def _cpu_list(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        else:
-            out.append(int(part))
-    return out
-
-
-def online_cpus(root: Path = SYS_CPU) -> list[int]:
-    txt = _read(root / "online")
-    return _cpu_list(txt) if txt else sorted(os.sched_getaffinity(0))
-
-
-def siblings(cpu: int, root: Path = SYS_CPU) -> list[int]:
-    txt = _read(root / f"cpu{cpu}" / "topology" / "thread_siblings_list")
-    return _cpu_list(txt) if txt else [cpu]
-
-
 def used_cpus(ncpus: int, thr_sib: int, root: Path = SYS_CPU) -> list[int]:
-    """The logical CPUs a run uses: the engine's own choice (nvmelab.cpus.cpumask) so that
-    stress lands exactly on the others; without it, physical cores in increasing CPU id and,
-    with thread siblings, both threads of each core (the published rule)."""
-    if root != SYS_CPU:
-        return _own_cpu_choice(ncpus, thr_sib, root)
-    try:
-        from .. import cpus as _cpus  # the perf engine's topology helper, when present
-
-        fn = getattr(_cpus, "select_cpus", None) or getattr(_cpus, "cpumask", None)
-        if fn is not None:
-            got = fn(ncpus, thr_sib=bool(thr_sib))
-            return sorted(int(c) for c in got)
-    except ImportError:
-        pass
-    return _own_cpu_choice(ncpus, thr_sib, root)
-
-
-def _own_cpu_choice(ncpus: int, thr_sib: int, root: Path) -> list[int]:
-    chosen: list[int] = []
-    seen: set[int] = set()
-    for cpu in online_cpus(root):
-        if cpu in seen:
-            continue
-        sib = siblings(cpu, root)
-        seen.update(sib)
-        chosen.extend(sib if thr_sib else [cpu])
-        if len(chosen) >= ncpus * (2 if thr_sib else 1):
-            break
-    return sorted(chosen)
-
-
-def read_governor(root: Path = SYS_CPU) -> str | None:
-    return _read(root / "cpu0" / "cpufreq" / "scaling_governor")
-
-
-def _turbo_file(root: Path) -> tuple[Path, bool] | None:
-    """(file, inverted): intel_pstate/no_turbo (1 = off) or cpufreq/boost (1 = on)."""
-    p = root / "intel_pstate" / "no_turbo"
-    if p.exists():
-        return p, True
-    p = root / "cpufreq" / "boost"
-    if p.exists():
-        return p, False
-    return None
-
-
-def read_turbo(root: Path = SYS_CPU) -> int | None:
-    tf = _turbo_file(root)
-    if tf is None:
-        return None
-    v = _read(tf[0])
-    if v is None:
-        return None
-    return 1 - int(v) if tf[1] else int(v)
-
-
-def read_smt(root: Path = SYS_CPU) -> int | None:
-    v = _read(root / "smt" / "active")
-    if v is not None:
-        return int(v)
-    return None
+    """The logical CPUs a run uses: the engine's own choice (nvmelab.cpus.cpumask), read from
+    `root`, so that stress lands exactly on the others. ValueError when the host has fewer cores."""
+    return sorted(_cpus.cpumask(ncpus, thr_sib=bool(thr_sib), topo=_cpus.topology(root=root)))
 
 
 def read_all(root: Path = SYS_CPU) -> dict[str, Any]:
-    """governor, turbo, smt as found; the engine's reader (nvmelab.cpus) for the real sysfs, so the
-    runner and the records agree; our own reader for another root (tests use a fake sysfs tree)."""
-    if root == SYS_CPU:
-        try:
-            from .. import cpus as _cpus
-
-            return dict(_cpus.host_state())
-        except ImportError:
-            pass
-    return {"governor": read_governor(root), "turbo": read_turbo(root), "smt": read_smt(root)}
+    """governor, turbo, smt as found: the engine's reader, so the runner and the records agree."""
+    return _cpus.host_state(root)
 
 
 @dataclass
@@ -192,7 +97,7 @@ class HostControl:
         return self._set_files("governor", files, value)
 
     def set_turbo(self, value: int) -> str | None:
-        tf = _turbo_file(self.root)
+        tf = _cpus.turbo_file(self.root)
         if tf is None:
             return self._set_files("turbo", [], "")
         return self._set_files("turbo", [tf[0]], str(1 - int(value) if tf[1] else int(value)))
@@ -243,7 +148,7 @@ class HostControl:
     def start_stress(self, used: list[int]) -> tuple[bool, str]:
         """stress-ng on the online CPUs not in `used`; (ok, note)."""
         self.stop_stress()
-        free = [c for c in online_cpus(self.root) if c not in used]
+        free = [c for c in _cpus.online(self.root) if c not in used]
         if not free:
             return False, f"no unused CPUs to stress (run uses {used})"
         if not self.stress_cmd:

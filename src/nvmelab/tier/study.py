@@ -45,7 +45,7 @@ from .volume import Volume
 
 log = logging.getLogger(__name__)
 
-STUDY = "vram-cache"
+STUDY = "vram_cache"
 TOOL = "nvmelab-tier"
 MIB = 1 << 20
 #: State size at or below which the final state is compared with an in-memory run.
@@ -309,7 +309,7 @@ def run_one(cfg: Config, sp: StudyPlan, rep: int = 0) -> dict:
 
 
 def results_path(preset: str, root: Optional[Path] = None) -> Path:
-    """data/results/vram-cache/<host>/<preset>.jsonl, rooted as every study's results are
+    """data/results/vram_cache/<host>/<preset>.jsonl, rooted as every study's results are
     (experiments.runner.default_results_root: NVMELAB_RESULTS, build/results for the quick preset)."""
     from ..experiments import host_id
     from ..experiments import runner
