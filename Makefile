@@ -13,10 +13,10 @@ LOCK       := env/requirements.lock
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: help env build test test-c test-py test-notebooks test-book test-sanitize test-qemu test-gpu \
-	    bench bench-gpu book book-pdf lab clean wheelhouse
+	    bench bench-gpu book lab clean wheelhouse
 
 help:
-	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu | book-pdf | wheelhouse | clean"
+	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu | wheelhouse | clean"
 
 # --- environment: .venv from the lock; idempotent, a no-op when nothing changed ---
 env: $(STAMP)
@@ -73,10 +73,6 @@ bench-gpu: build
 book: build
 	NVMELAB_PRESET=$(PRESET) $(PY) -m sphinx -W --keep-going -n -b html book book/_build/html
 	@echo "book: open book/_build/html/index.html"
-
-book-pdf: build
-	NVMELAB_PRESET=$(PRESET) $(PY) -m sphinx -b latex book book/_build/latex
-	$(MAKE) -C book/_build/latex
 
 lab: build
 	$(PY) -m jupyter lab notebooks

@@ -109,9 +109,5 @@ html_copy_source = False
 # No page may pull code from the network. Sphinx adds MathJax (from a CDN) only to a
 # page that holds math; the book has none, and tests/book fails if one appears.
 
-# --- LaTeX (make book-pdf, optional) ---
-latex_documents = [(root_doc, "nvmelab.tex", "nvmelab", author, "manual")]
-latex_elements = {"papersize": "a4paper"}
-
 nitpicky = True
 numfig = True
