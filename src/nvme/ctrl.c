@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "nvme/barrier.h"
 #include "nvme/mmio.h"
 #include "nvme/target.h"
+#include "nvme/errbuf.h"
 
 #define SPINS_BEFORE_SLEEP   1024u
 #define SLEEP_NS             50000L      /* 50 us between polls of a slow controller */
@@ -37,17 +37,6 @@ static void pause_short(void)
     nanosleep(&ts, NULL);
 }
 
-static int errf(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int errf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Register-level steps                                                                             */
@@ -197,9 +186,9 @@ static int admin_checked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, s
     int rc = admin_exec(c, cmd, buf, len, &cpl, NVME_ADMIN_TIMEOUT_MS);
     const char *what = nvme_opc_name(true, cmd->opc);
     if (rc)
-        return errf(err, errlen, rc, "controller %u: %s failed: %s", c->index, what, strerror(-rc));
+        return nvme_errf(err, errlen, rc, "controller %u: %s failed: %s", c->index, what, strerror(-rc));
     if (!nvme_cpl_ok(&cpl))
-        return errf(err, errlen, -EIO, "controller %u: %s failed: %s (sct 0x%x sc 0x%02x)", c->index, what,
+        return nvme_errf(err, errlen, -EIO, "controller %u: %s failed: %s (sct 0x%x sc 0x%02x)", c->index, what,
                     nvme_status_name(cpl.sct, cpl.sc), cpl.sct, cpl.sc);
     if (cdw0)
         *cdw0 = cpl.cdw0;
@@ -230,7 +219,7 @@ static int identify_namespaces(struct nvme_ctrl *c, char *err, size_t errlen)
             int rc = admin_exec(c, &cmd, c->admin_buf->vaddr, NVME_IDENTIFY_SIZE, &cpl, NVME_ADMIN_TIMEOUT_MS);
             if (rc) {
                 free(ids);
-                return errf(err, errlen, rc, "controller %u: Identify active namespace list failed: %s", c->index,
+                return nvme_errf(err, errlen, rc, "controller %u: Identify active namespace list failed: %s", c->index,
                             strerror(-rc));
             }
             if (!nvme_cpl_ok(&cpl)) {
@@ -270,7 +259,7 @@ static int identify_namespaces(struct nvme_ctrl *c, char *err, size_t errlen)
             continue; /* inactive (probing fallback) */
         uint32_t lbads = nvme_id_ns_lbads(idns);
         if (lbads < NVME_LBADS_MIN || lbads > LBADS_MAX) {
-            rc = errf(err, errlen, -EIO, "controller %u: namespace %u reports LBA data size 2^%u", c->index, ids[i],
+            rc = nvme_errf(err, errlen, -EIO, "controller %u: namespace %u reports LBA data size 2^%u", c->index, ids[i],
                       lbads);
             free(ids);
             free(ns);
@@ -313,10 +302,10 @@ static int ctrl_configure(struct nvme_ctrl *c, char *err, size_t errlen)
         return rc;
     memcpy(&c->id, c->admin_buf->vaddr, sizeof(c->id));
     if (c->id.sqes && (nvme_id_qes_min(c->id.sqes) > NVME_SQES_LOG2 || nvme_id_qes_max(c->id.sqes) < NVME_SQES_LOG2))
-        return errf(err, errlen, -ENOTSUP, "controller %u: does not take 64-byte SQEs (SQES 0x%02x)", c->index,
+        return nvme_errf(err, errlen, -ENOTSUP, "controller %u: does not take 64-byte SQEs (SQES 0x%02x)", c->index,
                     c->id.sqes);
     if (c->id.cqes && (nvme_id_qes_min(c->id.cqes) > NVME_CQES_LOG2 || nvme_id_qes_max(c->id.cqes) < NVME_CQES_LOG2))
-        return errf(err, errlen, -ENOTSUP, "controller %u: does not take 16-byte CQEs (CQES 0x%02x)", c->index,
+        return nvme_errf(err, errlen, -ENOTSUP, "controller %u: does not take 16-byte CQEs (CQES 0x%02x)", c->index,
                     c->id.cqes);
     uint64_t mpsmin = (uint64_t)1 << (NVME_PAGE_SHIFT_MIN + nvme_cap_mpsmin(c->cap));
     uint64_t mdts = c->id.mdts ? ((uint64_t)1 << c->id.mdts) * mpsmin : 0;
@@ -363,12 +352,12 @@ static int ctrl_bringup(struct nvme_ctrl *c, char *err, size_t errlen)
 {
     int rc = ctrl_disable(c);
     if (rc)
-        return errf(err, errlen, rc, "controller %u: disabling (CC.EN=0, wait CSTS.RDY=0 within %u ms) failed: %s",
+        return nvme_errf(err, errlen, rc, "controller %u: disabling (CC.EN=0, wait CSTS.RDY=0 within %u ms) failed: %s",
                     c->index, c->ready_timeout_ms, rc_str(rc));
     nvme_qpair_reset_rings(&c->admin);
     rc = ctrl_enable(c);
     if (rc)
-        return errf(err, errlen, rc, "controller %u: enabling (CC.EN=1, wait CSTS.RDY=1 within %u ms) failed: %s",
+        return nvme_errf(err, errlen, rc, "controller %u: enabling (CC.EN=1, wait CSTS.RDY=1 within %u ms) failed: %s",
                     c->index, c->ready_timeout_ms, rc_str(rc));
     c->enabled = true;
     return ctrl_configure(c, err, errlen);
@@ -416,7 +405,7 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
 {
     *out = NULL;
     if (!bar || !bar->base || bar->size < NVME_BAR0_MIN_SIZE)
-        return errf(err, errlen, -EINVAL, "controller %u: BAR0 missing or smaller than %u bytes", index,
+        return nvme_errf(err, errlen, -EINVAL, "controller %u: BAR0 missing or smaller than %u bytes", index,
                     NVME_BAR0_MIN_SIZE);
     struct nvme_ctrl *c = calloc(1, sizeof(*c));
     if (!c)
@@ -432,12 +421,12 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
     c->cap = nvme_mmio_read64(&c->bar, NVME_REG_CAP);
     c->vs = nvme_mmio_read32(&c->bar, NVME_REG_VS);
     if (c->cap == UINT64_MAX) {
-        rc = errf(err, errlen, -ENXIO, "controller %u: registers read all ones (function gone or BAR not decoded)",
+        rc = nvme_errf(err, errlen, -ENXIO, "controller %u: registers read all ones (function gone or BAR not decoded)",
                   index);
         goto fail_free;
     }
     if (!(nvme_cap_css(c->cap) & NVME_CAP_CSS_NVM)) {
-        rc = errf(err, errlen, -ENOTSUP, "controller %u: NVM command set not supported (CAP.CSS 0x%x)", index,
+        rc = nvme_errf(err, errlen, -ENOTSUP, "controller %u: NVM command set not supported (CAP.CSS 0x%x)", index,
                   nvme_cap_css(c->cap));
         goto fail_free;
     }
@@ -447,7 +436,7 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
     if (c->ready_timeout_ms == 0)
         c->ready_timeout_ms = NVME_CAP_TO_UNIT_MS;
     if ((size_t)nvme_db_cq_off(NVME_ADMIN_QID, c->dstrd) + NVME_MMIO_DWORD > bar->size) {
-        rc = errf(err, errlen, -EINVAL, "controller %u: BAR0 too small for the doorbells at DSTRD %u", index, c->dstrd);
+        rc = nvme_errf(err, errlen, -EINVAL, "controller %u: BAR0 too small for the doorbells at DSTRD %u", index, c->dstrd);
         goto fail_free;
     }
     /* provisional limits for the admin queue's own PRP building (admin buffer is <= 64 KiB) */
@@ -457,7 +446,7 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
         adepth = nvme_cap_mqes(c->cap) + 1u;
     rc = nvme_qpair_setup(&c->admin, c, NVME_ADMIN_QID, adepth, NVME_ADMIN_TIMEOUT_MS, 1);
     if (rc) {
-        errf(err, errlen, rc, "controller %u: allocating the admin queue failed: %s", index, strerror(-rc));
+        nvme_errf(err, errlen, rc, "controller %u: allocating the admin queue failed: %s", index, strerror(-rc));
         goto fail_free;
     }
     c->admin.ctrl_gen = &c->admin.gen;          /* the admin queue survives resets */
@@ -466,7 +455,7 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
     c->admin.next_scan = UINT64_MAX;
     rc = nvme_dma_alloc_in(&t->dma, NVME_ADMIN_BUF_SIZE, &c->admin_buf);
     if (rc) {
-        errf(err, errlen, rc, "controller %u: allocating the admin buffer failed: %s", index, strerror(-rc));
+        nvme_errf(err, errlen, rc, "controller %u: allocating the admin buffer failed: %s", index, strerror(-rc));
         goto fail_admin;
     }
     pthread_mutex_lock(&c->admin_lock);

@@ -8,7 +8,6 @@
 #include <limits.h>
 #include <linux/pci_regs.h>
 #include <linux/vfio.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "nvme/ctrl.h"
+#include "nvme/errbuf.h"
 
 #define SYSFS_ROOT       "/sys"
 #define PROC_MOUNTS      "/proc/self/mounts"
@@ -33,17 +33,6 @@
 #define PCI_CLASS_SHIFT  0   /* sysfs 'class' holds the 24-bit class code */
 #define PCI_CMD_SIZE     2u
 
-static int errf(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int errf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 int nvme_pci_addr_canon(const char *s, char *out)
 {
@@ -224,16 +213,16 @@ int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *sysfs
 {
     char canon[NVME_PCI_ADDR_LEN];
     if (nvme_pci_addr_canon(addr, canon) != 0)
-        return errf(err, errlen, -EINVAL, "'%s' is not a PCI address (expected DDDD:BB:DD.F)", addr);
+        return nvme_errf(err, errlen, -EINVAL, "'%s' is not a PCI address (expected DDDD:BB:DD.F)", addr);
     if (!allow_listed(canon, allow))
-        return errf(err, errlen, -EPERM, "%s is not on the allow-list %s='%s'", canon, NVME_PCI_ALLOW_ENV, allow);
+        return nvme_errf(err, errlen, -EPERM, "%s is not on the allow-list %s='%s'", canon, NVME_PCI_ALLOW_ENV, allow);
     char path[PATH_MAX], line[NAME_LEN];
     snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/class", sysfs_root, canon);
     if (read_line(path, line, sizeof(line)) != 0)
-        return errf(err, errlen, -ENODEV, "no PCI function %s", canon);
+        return nvme_errf(err, errlen, -ENODEV, "no PCI function %s", canon);
     unsigned long cls = strtoul(line, NULL, 0) >> PCI_CLASS_SHIFT;
     if (cls != NVME_PCI_CLASS_NVME)
-        return errf(err, errlen, -ENODEV, "%s is not an NVMe controller (class 0x%06lx, want 0x%06x)", canon, cls,
+        return nvme_errf(err, errlen, -ENODEV, "%s is not an NVMe controller (class 0x%06lx, want 0x%06x)", canon, cls,
                     NVME_PCI_CLASS_NVME);
     struct blockdevs *b = calloc(1, sizeof(*b));
     if (!b)
@@ -243,9 +232,9 @@ int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *sysfs
     int rc = 0;
     if (find_mount(b, proc_mounts, dev, mnt, sizeof(dev))) {
         if (strcmp(mnt, "/") == 0)
-            rc = errf(err, errlen, -EBUSY, "refusing %s: it holds the root filesystem (%s on /)", canon, dev);
+            rc = nvme_errf(err, errlen, -EBUSY, "refusing %s: it holds the root filesystem (%s on /)", canon, dev);
         else
-            rc = errf(err, errlen, -EBUSY, "refusing %s: %s is mounted on %s", canon, dev, mnt);
+            rc = nvme_errf(err, errlen, -EBUSY, "refusing %s: %s is mounted on %s", canon, dev, mnt);
         free(b);
         return rc;
     }
@@ -253,21 +242,21 @@ int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *sysfs
     rc = bound_driver(sysfs_root, canon, bound, sizeof(bound));
     if (rc) {
         free(b);
-        return errf(err, errlen, rc, "%s: cannot read its driver binding: %s", canon, strerror(-rc));
+        return nvme_errf(err, errlen, rc, "%s: cannot read its driver binding: %s", canon, strerror(-rc));
     }
     if (strcmp(bound, "nvme") == 0) {
         char list[LINE_LEN / 4] = "";
         size_t off = 0;
         for (unsigned i = 0; i < b->n && off < sizeof(list); i++)
             off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? " " : "", b->name[i]);
-        rc = errf(err, errlen, -EBUSY,
+        rc = nvme_errf(err, errlen, -EBUSY,
                   "refusing %s: it is bound to the kernel nvme driver (block devices: %s); bind it explicitly with "
                   "`nvmelab bind %s --driver %s` first", canon, b->n ? list : "none", canon, driver_names[drv]);
     } else if (!bound[0]) {
-        rc = errf(err, errlen, -ENODEV, "%s is not bound to any driver; bind it with `nvmelab bind %s --driver %s`",
+        rc = nvme_errf(err, errlen, -ENODEV, "%s is not bound to any driver; bind it with `nvmelab bind %s --driver %s`",
                   canon, canon, driver_names[drv]);
     } else if (strcmp(bound, driver_names[drv]) != 0) {
-        rc = errf(err, errlen, -EPERM, "%s is bound to %s, not %s", canon, bound, driver_names[drv]);
+        rc = nvme_errf(err, errlen, -EPERM, "%s is bound to %s, not %s", canon, bound, driver_names[drv]);
     }
     free(b);
     return rc;
@@ -327,26 +316,26 @@ static int open_uio(struct pci_func *f, char *err, size_t errlen)
     snprintf(path, sizeof(path), SYSFS_ROOT "/bus/pci/devices/%s/config", f->addr);
     f->cfg_fd = open(path, O_RDWR | O_CLOEXEC);
     if (f->cfg_fd < 0)
-        return errf(err, errlen, -errno, "%s: cannot open config space: %s", f->addr, strerror(errno));
+        return nvme_errf(err, errlen, -errno, "%s: cannot open config space: %s", f->addr, strerror(errno));
     snprintf(path, sizeof(path), SYSFS_ROOT "/bus/pci/devices/%s/resource0", f->addr);
     int fd = open(path, O_RDWR | O_SYNC | O_CLOEXEC);
     if (fd < 0)
-        return errf(err, errlen, -errno, "%s: cannot open BAR0 (%s): %s", f->addr, path, strerror(errno));
+        return nvme_errf(err, errlen, -errno, "%s: cannot open BAR0 (%s): %s", f->addr, path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size < (off_t)NVME_BAR0_MIN_SIZE) {
         close(fd);
-        return errf(err, errlen, -ENODEV, "%s: BAR0 is missing or too small", f->addr);
+        return nvme_errf(err, errlen, -ENODEV, "%s: BAR0 is missing or too small", f->addr);
     }
     f->map_len = (size_t)st.st_size;
     f->map = mmap(NULL, f->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (f->map == MAP_FAILED) {
         f->map = NULL;
-        return errf(err, errlen, -errno, "%s: mmap of BAR0 failed: %s", f->addr, strerror(errno));
+        return nvme_errf(err, errlen, -errno, "%s: mmap of BAR0 failed: %s", f->addr, strerror(errno));
     }
     int rc = enable_bus_master(f);
     if (rc)
-        return errf(err, errlen, rc, "%s: cannot enable bus mastering", f->addr);
+        return nvme_errf(err, errlen, rc, "%s: cannot enable bus mastering", f->addr);
     return 0;
 }
 
@@ -356,7 +345,7 @@ static int vfio_group_fd(struct nvme_pci *p, const char *addr, char *err, size_t
     snprintf(path, sizeof(path), SYSFS_ROOT "/bus/pci/devices/%s/iommu_group", addr);
     ssize_t n = readlink(path, target, sizeof(target) - 1);
     if (n < 0)
-        return errf(err, errlen, -ENODEV, "%s: no IOMMU group (is the IOMMU enabled, e.g. intel_iommu=on?)", addr);
+        return nvme_errf(err, errlen, -ENODEV, "%s: no IOMMU group (is the IOMMU enabled, e.g. intel_iommu=on?)", addr);
     target[n] = '\0';
     const char *b = strrchr(target, '/');
     int num = atoi(b ? b + 1 : target);
@@ -366,23 +355,23 @@ static int vfio_group_fd(struct nvme_pci *p, const char *addr, char *err, size_t
     snprintf(path, sizeof(path), "/dev/vfio/%d", num);
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
-        return errf(err, errlen, -errno, "%s: cannot open %s: %s", addr, path, strerror(errno));
+        return nvme_errf(err, errlen, -errno, "%s: cannot open %s: %s", addr, path, strerror(errno));
     struct vfio_group_status st = {.argsz = sizeof(st)};
     if (ioctl(fd, VFIO_GROUP_GET_STATUS, &st) != 0 || !(st.flags & VFIO_GROUP_FLAGS_VIABLE)) {
         close(fd);
-        return errf(err, errlen, -EBUSY, "%s: IOMMU group %d is not viable (bind every function in it to vfio-pci)",
+        return nvme_errf(err, errlen, -EBUSY, "%s: IOMMU group %d is not viable (bind every function in it to vfio-pci)",
                     addr, num);
     }
     if (ioctl(fd, VFIO_GROUP_SET_CONTAINER, &p->container) != 0) {
         int e = errno;
         close(fd);
-        return errf(err, errlen, -e, "%s: attaching group %d to the container failed: %s", addr, num, strerror(e));
+        return nvme_errf(err, errlen, -e, "%s: attaching group %d to the container failed: %s", addr, num, strerror(e));
     }
     if (!p->iommu_set) {
         if (ioctl(p->container, VFIO_SET_IOMMU, VFIO_TYPE1_IOMMU) != 0) {
             int e = errno;
             close(fd);
-            return errf(err, errlen, -e, "%s: setting the type1 IOMMU failed: %s", addr, strerror(e));
+            return nvme_errf(err, errlen, -e, "%s: setting the type1 IOMMU failed: %s", addr, strerror(e));
         }
         p->iommu_set = true;
     }
@@ -399,25 +388,25 @@ static int open_vfio(struct nvme_pci *p, struct pci_func *f, char *err, size_t e
         return gfd;
     f->dev_fd = ioctl(gfd, VFIO_GROUP_GET_DEVICE_FD, f->addr);
     if (f->dev_fd < 0)
-        return errf(err, errlen, -errno, "%s: VFIO_GROUP_GET_DEVICE_FD failed: %s", f->addr, strerror(errno));
+        return nvme_errf(err, errlen, -errno, "%s: VFIO_GROUP_GET_DEVICE_FD failed: %s", f->addr, strerror(errno));
     struct vfio_region_info bar = {.argsz = sizeof(bar), .index = VFIO_PCI_BAR0_REGION_INDEX};
     if (ioctl(f->dev_fd, VFIO_DEVICE_GET_REGION_INFO, &bar) != 0 || !(bar.flags & VFIO_REGION_INFO_FLAG_MMAP) ||
         bar.size < NVME_BAR0_MIN_SIZE)
-        return errf(err, errlen, -ENODEV, "%s: BAR0 region is missing, too small or not mappable", f->addr);
+        return nvme_errf(err, errlen, -ENODEV, "%s: BAR0 region is missing, too small or not mappable", f->addr);
     f->map_len = (size_t)bar.size;
     f->map = mmap(NULL, f->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, f->dev_fd, (off_t)bar.offset);
     if (f->map == MAP_FAILED) {
         f->map = NULL;
-        return errf(err, errlen, -errno, "%s: mmap of BAR0 failed: %s", f->addr, strerror(errno));
+        return nvme_errf(err, errlen, -errno, "%s: mmap of BAR0 failed: %s", f->addr, strerror(errno));
     }
     struct vfio_region_info cfg = {.argsz = sizeof(cfg), .index = VFIO_PCI_CONFIG_REGION_INDEX};
     if (ioctl(f->dev_fd, VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0)
-        return errf(err, errlen, -ENODEV, "%s: no config region", f->addr);
+        return nvme_errf(err, errlen, -ENODEV, "%s: no config region", f->addr);
     f->cfg_fd = f->dev_fd;
     f->cfg_off = (off_t)cfg.offset;
     int rc = enable_bus_master(f);
     if (rc)
-        return errf(err, errlen, rc, "%s: cannot enable bus mastering", f->addr);
+        return nvme_errf(err, errlen, rc, "%s: cannot enable bus mastering", f->addr);
     return 0;
 }
 
@@ -429,9 +418,9 @@ int nvme_pci_open(const struct nvme_uri *u, struct nvme_pci **out, char *err, si
     if (rc)
         return rc;
     if (u->nitems == 0)
-        return errf(err, errlen, -EINVAL, "pci:// names no function (e.g. pci://0000:4a:00.0)");
+        return nvme_errf(err, errlen, -EINVAL, "pci:// names no function (e.g. pci://0000:4a:00.0)");
     if (u->path[0])
-        return errf(err, errlen, -EINVAL, "pci:// takes no path ('%s')", u->path);
+        return nvme_errf(err, errlen, -EINVAL, "pci:// takes no path ('%s')", u->path);
     struct nvme_pci *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
@@ -447,18 +436,18 @@ int nvme_pci_open(const struct nvme_uri *u, struct nvme_pci **out, char *err, si
         p->drv = NVME_PCI_UIO;
     } else {
         free(p);
-        return errf(err, errlen, -EINVAL, "parameter 'driver': bad value '%s' (uio_pci_generic or vfio-pci)", drv);
+        return nvme_errf(err, errlen, -EINVAL, "parameter 'driver': bad value '%s' (uio_pci_generic or vfio-pci)", drv);
     }
     const char *allow = getenv(NVME_PCI_ALLOW_ENV);
     for (unsigned i = 0; i < u->nitems; i++) {
         struct pci_func *f = &p->f[i];
         if (nvme_pci_addr_canon(u->items[i], f->addr) != 0) {
-            rc = errf(err, errlen, -EINVAL, "'%s' is not a PCI address (expected DDDD:BB:DD.F)", u->items[i]);
+            rc = nvme_errf(err, errlen, -EINVAL, "'%s' is not a PCI address (expected DDDD:BB:DD.F)", u->items[i]);
             goto fail;
         }
         for (unsigned k = 0; k < i; k++)
             if (strcmp(p->f[k].addr, f->addr) == 0) {
-                rc = errf(err, errlen, -EINVAL, "%s is named twice", f->addr);
+                rc = nvme_errf(err, errlen, -EINVAL, "%s is named twice", f->addr);
                 goto fail;
             }
         rc = nvme_pci_check(f->addr, p->drv, SYSFS_ROOT, PROC_MOUNTS, allow, err, errlen);
@@ -468,12 +457,12 @@ int nvme_pci_open(const struct nvme_uri *u, struct nvme_pci **out, char *err, si
     if (p->drv == NVME_PCI_VFIO) {
         p->container = open(VFIO_CONTAINER, O_RDWR | O_CLOEXEC);
         if (p->container < 0) {
-            rc = errf(err, errlen, -errno, "cannot open %s: %s (is vfio-pci loaded?)", VFIO_CONTAINER, strerror(errno));
+            rc = nvme_errf(err, errlen, -errno, "cannot open %s: %s (is vfio-pci loaded?)", VFIO_CONTAINER, strerror(errno));
             goto fail;
         }
         if (ioctl(p->container, VFIO_GET_API_VERSION) != VFIO_API_VERSION ||
             !ioctl(p->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1_IOMMU)) {
-            rc = errf(err, errlen, -ENOTSUP, "VFIO API version or type1 IOMMU not supported");
+            rc = nvme_errf(err, errlen, -ENOTSUP, "VFIO API version or type1 IOMMU not supported");
             goto fail;
         }
     }

@@ -3,7 +3,6 @@
 #include "nvme/target.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,21 +13,11 @@
 #if defined(__has_include)
 #if __has_include("nvme/emu/emu.h")
 #include "nvme/emu/emu.h"
+#include "nvme/errbuf.h"
 #define NVME_HAVE_EMU 1
 #endif
 #endif
 
-static int errf(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int errf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 #ifdef NVME_HAVE_EMU
 static void emu_close(void *b)
@@ -58,7 +47,7 @@ static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, uns
         *nbars = n;
         return nvme_dma_domain_init(&t->dma, t, NVME_DMA_IDENTITY, -1);
 #else
-        return errf(err, errlen, -ENOSYS, "emu:// is not compiled into this build");
+        return nvme_errf(err, errlen, -ENOSYS, "emu:// is not compiled into this build");
 #endif
     }
     if (strcmp(u->scheme, "pci") == 0) {
@@ -75,10 +64,10 @@ static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, uns
         return nvme_dma_domain_init(&t->dma, t, nvme_pci_dma_kind(p), nvme_pci_vfio_container(p));
     }
     if (strcmp(u->scheme, "file") == 0 || strcmp(u->scheme, "blk") == 0)
-        return errf(err, errlen, -EINVAL,
+        return nvme_errf(err, errlen, -EINVAL,
                     "%s:// is a kernel I/O path (psync, io_uring): use it with the perf engine, not the NVMe driver",
                     u->scheme);
-    return errf(err, errlen, -EINVAL, "unsupported scheme '%s://' (the driver takes emu:// or pci://)", u->scheme);
+    return nvme_errf(err, errlen, -EINVAL, "unsupported scheme '%s://' (the driver takes emu:// or pci://)", u->scheme);
 }
 
 #define MAX_CTRLS (NVME_URI_MAX_ITEMS * 4u)
@@ -88,7 +77,7 @@ int nvme_target_open(const char *uri, struct nvme_target **out, char *err, size_
     if (err && errlen)
         err[0] = '\0';
     if (!out)
-        return errf(err, errlen, -EINVAL, "no output pointer");
+        return nvme_errf(err, errlen, -EINVAL, "no output pointer");
     *out = NULL;
     struct nvme_target *t = calloc(1, sizeof(*t));
     if (!t)
@@ -111,7 +100,7 @@ int nvme_target_open(const char *uri, struct nvme_target **out, char *err, size_
         goto fail;
     t->dma_ready = true;
     if (nbars == 0) {
-        rc = errf(err, errlen, -ENODEV, "%s: names no controller", uri);
+        rc = nvme_errf(err, errlen, -ENODEV, "%s: names no controller", uri);
         goto fail;
     }
     t->ctrls = calloc(nbars, sizeof(*t->ctrls));

@@ -1,10 +1,10 @@
 /* uri.c — the generic target-URI parser (grammar in uri.h and src/README.md). */
 #include "nvme/uri.h"
+#include "nvme/errbuf.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,17 +13,6 @@
 #define URI_SCHEME_MAX 15u
 #define HEX_BASE 16
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
 static int hexval(char c)
 {
@@ -70,13 +59,13 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
 {
     *out = NULL;
     if (!s || !*s)
-        return fail(err, errlen, "empty URI");
+        return nvme_errf(err, errlen, -EINVAL, "empty URI");
     size_t n = strnlen(s, NVME_URI_MAX_LEN + 1);
     if (n > NVME_URI_MAX_LEN)
-        return fail(err, errlen, "URI longer than %u characters", NVME_URI_MAX_LEN);
+        return nvme_errf(err, errlen, -EINVAL, "URI longer than %u characters", NVME_URI_MAX_LEN);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] <= ' ' || s[i] == 0x7f)
-            return fail(err, errlen, "URI contains a space or control character at position %zu", i);
+            return nvme_errf(err, errlen, -EINVAL, "URI contains a space or control character at position %zu", i);
 
     /* 5 regions of n + 1 bytes: raw, scheme/query work copy, authority (whole), items (split), path */
     struct nvme_uri *u = calloc(1, sizeof(*u) + 5 * (n + 1));
@@ -93,17 +82,17 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
 
     char *sep = strstr(w, URI_SCHEME_SEP);
     if (!sep) {
-        fail(err, errlen, "URI '%s' has no scheme (expected e.g. emu://, pci://)", s);
+        nvme_errf(err, errlen, -EINVAL, "URI '%s' has no scheme (expected e.g. emu://, pci://)", s);
         goto bad;
     }
     *sep = '\0';
     if (!*w || strlen(w) > URI_SCHEME_MAX) {
-        fail(err, errlen, "URI '%s': bad scheme '%s'", s, w);
+        nvme_errf(err, errlen, -EINVAL, "URI '%s': bad scheme '%s'", s, w);
         goto bad;
     }
     for (char *p = w; *p; p++) {
         if (!isalnum((unsigned char)*p) && *p != '-' && *p != '+' && *p != '.') {
-            fail(err, errlen, "URI '%s': bad scheme '%s'", s, w);
+            nvme_errf(err, errlen, -EINVAL, "URI '%s': bad scheme '%s'", s, w);
             goto bad;
         }
         *p = (char)tolower((unsigned char)*p);
@@ -122,18 +111,18 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
     u->authority = auth;
     u->path = path;
     if (plen && pct_decode(path) != 0) {
-        fail(err, errlen, "URI '%s': bad %%-escape in the path", s);
+        nvme_errf(err, errlen, -EINVAL, "URI '%s': bad %%-escape in the path", s);
         goto bad;
     }
     if (alen) {
         if (items[0] == ',' || items[alen - 1] == ',' || strstr(items, ",,")) {
-            fail(err, errlen, "URI '%s': empty item in '%s'", s, auth);
+            nvme_errf(err, errlen, -EINVAL, "URI '%s': empty item in '%s'", s, auth);
             goto bad;
         }
         char *save = NULL;
         for (char *tok = strtok_r(items, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             if (u->nitems == NVME_URI_MAX_ITEMS) {
-                fail(err, errlen, "URI '%s': more than %u items in the authority", s, NVME_URI_MAX_ITEMS);
+                nvme_errf(err, errlen, -EINVAL, "URI '%s': more than %u items in the authority", s, NVME_URI_MAX_ITEMS);
                 goto bad;
             }
             u->items[u->nitems++] = tok;
@@ -144,17 +133,17 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
         *q++ = '\0';
     if (q) {
         if (!*q) {
-            fail(err, errlen, "URI '%s': empty query after '?'", s);
+            nvme_errf(err, errlen, -EINVAL, "URI '%s': empty query after '?'", s);
             goto bad;
         }
         if (q[strlen(q) - 1] == '&' || q[0] == '&' || strstr(q, "&&")) {
-            fail(err, errlen, "URI '%s': empty parameter in '%s'", s, q);
+            nvme_errf(err, errlen, -EINVAL, "URI '%s': empty parameter in '%s'", s, q);
             goto bad;
         }
         char *save = NULL;
         for (char *tok = strtok_r(q, "&", &save); tok; tok = strtok_r(NULL, "&", &save)) {
             if (u->nparams == NVME_URI_MAX_PARAMS) {
-                fail(err, errlen, "URI '%s': more than %u parameters", s, NVME_URI_MAX_PARAMS);
+                nvme_errf(err, errlen, -EINVAL, "URI '%s': more than %u parameters", s, NVME_URI_MAX_PARAMS);
                 goto bad;
             }
             char *eq = strchr(tok, '=');
@@ -163,21 +152,21 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
                 *eq = '\0';
                 val = eq + 1;
                 if (pct_decode(eq + 1) != 0) {
-                    fail(err, errlen, "parameter '%s': bad %%-escape in its value", tok);
+                    nvme_errf(err, errlen, -EINVAL, "parameter '%s': bad %%-escape in its value", tok);
                     goto bad;
                 }
                 if (!*val) {
-                    fail(err, errlen, "parameter '%s': empty value", tok);
+                    nvme_errf(err, errlen, -EINVAL, "parameter '%s': empty value", tok);
                     goto bad;
                 }
             }
             if (!key_ok(tok)) {
-                fail(err, errlen, "URI '%s': bad parameter name '%s' (lower-case letters, digits, '_')", s, tok);
+                nvme_errf(err, errlen, -EINVAL, "URI '%s': bad parameter name '%s' (lower-case letters, digits, '_')", s, tok);
                 goto bad;
             }
             for (unsigned i = 0; i < u->nparams; i++) {
                 if (strcmp(u->params[i].key, tok) == 0) {
-                    fail(err, errlen, "parameter '%s' given twice", tok);
+                    nvme_errf(err, errlen, -EINVAL, "parameter '%s' given twice", tok);
                     goto bad;
                 }
             }
@@ -296,7 +285,7 @@ int nvme_uri_get_u64(const struct nvme_uri *u, const char *key, uint64_t def, ui
         return 0;
     }
     if (nvme_parse_u64(v, out) != 0)
-        return fail(err, errlen, "parameter '%s': bad unsigned integer '%s'", key, v);
+        return nvme_errf(err, errlen, -EINVAL, "parameter '%s': bad unsigned integer '%s'", key, v);
     return 0;
 }
 
@@ -309,7 +298,7 @@ int nvme_uri_get_size(const struct nvme_uri *u, const char *key, uint64_t def, u
         return 0;
     }
     if (nvme_parse_size(v, out) != 0)
-        return fail(err, errlen, "parameter '%s': bad size '%s' (e.g. 4096, 64MiB, 1GiB)", key, v);
+        return nvme_errf(err, errlen, -EINVAL, "parameter '%s': bad size '%s' (e.g. 4096, 64MiB, 1GiB)", key, v);
     return 0;
 }
 
@@ -321,7 +310,7 @@ int nvme_uri_get_bool(const struct nvme_uri *u, const char *key, bool def, bool 
         return 0;
     }
     if (nvme_parse_bool(v, out) != 0)
-        return fail(err, errlen, "parameter '%s': bad boolean '%s' (1/0, true/false, yes/no, on/off)", key, v);
+        return nvme_errf(err, errlen, -EINVAL, "parameter '%s': bad boolean '%s' (1/0, true/false, yes/no, on/off)", key, v);
     return 0;
 }
 
@@ -337,7 +326,7 @@ int nvme_uri_check_keys(const struct nvme_uri *u, const char *const *known, char
             size_t off = 0;
             for (const char *const *k = known; *k && off < sizeof(list); k++)
                 off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "", *k);
-            return fail(err, errlen, "unknown parameter '%s' for %s:// (known: %s)", u->params[i].key, u->scheme,
+            return nvme_errf(err, errlen, -EINVAL, "unknown parameter '%s' for %s:// (known: %s)", u->params[i].key, u->scheme,
                         list);
         }
     }

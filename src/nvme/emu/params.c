@@ -9,26 +9,16 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nvme/emu/emu_internal.h"
 #include "nvme/uri.h"
+#include "nvme/errbuf.h"
 
 #define EMU_LIST_ITEM_MAX 64u
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
 static const char *const emu_keys[] = {
     "ndev", "nns", "nsze", "ncap", "lbads", "mdts", "mqes", "nioq", "dstrd", "backing",
@@ -96,9 +86,9 @@ static int list_get(const char *key, const char *val, unsigned ndev, unsigned i,
 {
     unsigned n = nvme_uri_list_count(val);
     if (n != 1 && n != ndev)
-        return fail(err, errlen, "emu: parameter '%s': '%s' has %u values; give 1 or ndev=%u", key, val, n, ndev);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s': '%s' has %u values; give 1 or ndev=%u", key, val, n, ndev);
     if (nvme_uri_list_item(val, n == 1 ? 0 : i, buf, len))
-        return fail(err, errlen, "emu: parameter '%s': value '%s' is too long", key, val);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s': value '%s' is too long", key, val);
     return 0;
 }
 
@@ -113,18 +103,18 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
     /* unknown and duplicate keys */
     for (size_t i = 0; i < nkv; i++) {
         if (!kv[i].key || !kv[i].key[0])
-            return fail(err, errlen, "emu: empty parameter name");
+            return nvme_errf(err, errlen, -EINVAL, "emu: empty parameter name");
         bool known = false;
         for (const char *const *k = emu_keys; *k; k++)
             known |= strcmp(*k, kv[i].key) == 0;
         if (!known)
-            return fail(err, errlen,
+            return nvme_errf(err, errlen, -EINVAL,
                         "emu: unknown parameter '%s' (known: ndev nns nsze ncap lbads mdts mqes nioq dstrd "
                         "backing profile scale mode seed ooo data lat lat_sigma iops bw qiops fetch link)",
                         kv[i].key);
         for (size_t j = 0; j < i; j++)
             if (strcmp(kv[j].key, kv[i].key) == 0)
-                return fail(err, errlen, "emu: parameter '%s' given twice", kv[i].key);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s' given twice", kv[i].key);
     }
 
     const char *v;
@@ -134,7 +124,7 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
     cfg->ndev = EMU_DEF_NDEV;
     if ((v = find(kv, nkv, "ndev"))) {
         if (nvme_parse_u64(v, &u) || u < 1 || u > EMU_MAX_CTRLS)
-            return fail(err, errlen, "emu: parameter 'ndev': bad value '%s' (1..%u)", v, EMU_MAX_CTRLS);
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'ndev': bad value '%s' (1..%u)", v, EMU_MAX_CTRLS);
         cfg->ndev = (unsigned)u;
     }
 
@@ -155,26 +145,26 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         LISTCHK("mqes"); LISTCHK("nioq"); LISTCHK("dstrd");
         if (ITEM("nns")) {
             if (nvme_parse_u64(item, &u) || u < 1 || u > EMU_MAX_NS)
-                return fail(err, errlen, "emu: parameter 'nns': bad value '%s' (1..%u)", item, EMU_MAX_NS);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nns': bad value '%s' (1..%u)", item, EMU_MAX_NS);
             c->nns = (uint32_t)u;
         }
         if (ITEM("lbads")) {
             if (nvme_parse_size(item, &u) || (u != 512 && u != 4096))
-                return fail(err, errlen, "emu: parameter 'lbads': bad value '%s' (512 or 4096)", item);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'lbads': bad value '%s' (512 or 4096)", item);
             c->lbads = (uint32_t)u;
         }
         if (ITEM("nsze")) {
             if (nvme_parse_size(item, &u) || u == 0)
-                return fail(err, errlen, "emu: parameter 'nsze': bad size '%s'", item);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nsze': bad size '%s'", item);
             c->nsze = u;
         }
         if (c->nsze % c->lbads)
-            return fail(err, errlen, "emu: parameter 'nsze': %llu bytes is not a multiple of lbads=%u",
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nsze': %llu bytes is not a multiple of lbads=%u",
                         (unsigned long long)c->nsze, c->lbads);
         c->ncap = c->nsze;
         if (ITEM("ncap")) {
             if (nvme_parse_size(item, &u) || u > c->nsze)
-                return fail(err, errlen, "emu: parameter 'ncap': bad value '%s' (a size <= nsze)", item);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'ncap': bad value '%s' (a size <= nsze)", item);
             c->ncap = u;
             ncap_given = true;
         }
@@ -182,24 +172,24 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         if (ITEM("mdts")) {
             if (nvme_parse_size(item, &u) || (u != 0 && (u % EMU_PAGE_SIZE || !is_pow2(u / EMU_PAGE_SIZE))) ||
                 (u / EMU_PAGE_SIZE) > (1ull << 30))
-                return fail(err, errlen,
+                return nvme_errf(err, errlen, -EINVAL,
                             "emu: parameter 'mdts': bad value '%s' (0 = unlimited, or 4KiB x a power of two)", item);
             c->mdts = u;
         }
         if (ITEM("mqes")) {
             if (nvme_parse_u64(item, &u) || u < EMU_MIN_MQES || u > EMU_MAX_MQES)
-                return fail(err, errlen, "emu: parameter 'mqes': bad value '%s' (%u..%u entries)", item,
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'mqes': bad value '%s' (%u..%u entries)", item,
                             EMU_MIN_MQES, EMU_MAX_MQES);
             c->mqes = (uint32_t)u;
         }
         if (ITEM("nioq")) {
             if (nvme_parse_u64(item, &u) || u < 1 || u > EMU_MAX_NIOQ)
-                return fail(err, errlen, "emu: parameter 'nioq': bad value '%s' (1..%u)", item, EMU_MAX_NIOQ);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nioq': bad value '%s' (1..%u)", item, EMU_MAX_NIOQ);
             c->nioq = (uint32_t)u;
         }
         if (ITEM("dstrd")) {
             if (nvme_parse_u64(item, &u) || u > EMU_MAX_DSTRD)
-                return fail(err, errlen, "emu: parameter 'dstrd': bad value '%s' (0..%u)", item, EMU_MAX_DSTRD);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'dstrd': bad value '%s' (0..%u)", item, EMU_MAX_DSTRD);
             c->dstrd = (uint32_t)u;
         }
 #undef ITEM
@@ -212,17 +202,17 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
             cfg->backing = EMU_BACKING_RAM;
         } else if (strncmp(v, "file:", 5) == 0 && v[5]) {
             if (strlen(v + 5) >= EMU_MAX_PATH - 16)
-                return fail(err, errlen, "emu: parameter 'backing': path too long");
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'backing': path too long");
             cfg->backing = EMU_BACKING_FILE;
             snprintf(cfg->path, sizeof(cfg->path), "%s", v + 5);
         } else {
-            return fail(err, errlen, "emu: parameter 'backing': bad value '%s' (ram or file:/path)", v);
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'backing': bad value '%s' (ram or file:/path)", v);
         }
     }
     for (unsigned i = 0; i < cfg->ndev; i++) {
         uint64_t lim = cfg->backing == EMU_BACKING_RAM ? EMU_MAX_RAM_NSZE : EMU_MAX_FILE_NSZE;
         if (cfg->c[i].nsze > lim)
-            return fail(err, errlen, "emu: parameter 'nsze': %llu bytes exceeds the %s limit of %llu",
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nsze': %llu bytes exceeds the %s limit of %llu",
                         (unsigned long long)cfg->c[i].nsze, cfg->backing == EMU_BACKING_RAM ? "ram" : "file",
                         (unsigned long long)lim);
     }
@@ -237,52 +227,52 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
                 strncat(names, i ? ", " : "", sizeof(names) - strlen(names) - 1);
                 strncat(names, p->name, sizeof(names) - strlen(names) - 1);
             }
-            return fail(err, errlen, "emu: parameter 'profile': unknown profile '%s' (known: %s)", v, names);
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'profile': unknown profile '%s' (known: %s)", v, names);
         }
     }
     cfg->scale = cfg->profile->default_scale;
     if ((v = find(kv, nkv, "scale"))) {
         if (parse_double(v, &cfg->scale) || !(cfg->scale > 0) || cfg->scale > 1e6)
-            return fail(err, errlen, "emu: parameter 'scale': bad value '%s' (a number > 0)", v);
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'scale': bad value '%s' (a number > 0)", v);
     }
 
     cfg->mode = EMU_MODE_INLINE;
     if ((v = find(kv, nkv, "mode"))) {
         if (strcmp(v, "inline") == 0) cfg->mode = EMU_MODE_INLINE;
         else if (strcmp(v, "thread") == 0) cfg->mode = EMU_MODE_THREAD;
-        else return fail(err, errlen, "emu: parameter 'mode': bad value '%s' (inline or thread)", v);
+        else return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'mode': bad value '%s' (inline or thread)", v);
     }
     cfg->seed = EMU_DEF_SEED;
     if ((v = find(kv, nkv, "seed")) && nvme_parse_u64(v, &cfg->seed))
-        return fail(err, errlen, "emu: parameter 'seed': bad value '%s' (an unsigned integer)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'seed': bad value '%s' (an unsigned integer)", v);
     if ((v = find(kv, nkv, "ooo")) && nvme_parse_bool(v, &cfg->ooo))
-        return fail(err, errlen, "emu: parameter 'ooo': bad value '%s' (0 or 1)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'ooo': bad value '%s' (0 or 1)", v);
     cfg->data = true;
     if ((v = find(kv, nkv, "data"))) {
         if (strcmp(v, "copy") == 0) cfg->data = true;
         else if (strcmp(v, "none") == 0) cfg->data = false;
-        else return fail(err, errlen, "emu: parameter 'data': bad value '%s' (copy or none)", v);
+        else return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'data': bad value '%s' (copy or none)", v);
     }
 
     /* device-model overrides (nominal values; scale applies afterwards) */
     cfg->lat_ns = cfg->lat_sigma = cfg->iops = cfg->bw = cfg->qiops = cfg->link = -1;
     cfg->fetch = -1;
     if ((v = find(kv, nkv, "lat")) && (parse_time_ns(v, &cfg->lat_ns) || cfg->lat_ns > 1e12))
-        return fail(err, errlen, "emu: parameter 'lat': bad time '%s' (e.g. 50us; ns, us, ms, s)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'lat': bad time '%s' (e.g. 50us; ns, us, ms, s)", v);
     if ((v = find(kv, nkv, "lat_sigma")) && (parse_double(v, &cfg->lat_sigma) || cfg->lat_sigma < 0 ||
                                              cfg->lat_sigma > 4))
-        return fail(err, errlen, "emu: parameter 'lat_sigma': bad value '%s' (0..4)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'lat_sigma': bad value '%s' (0..4)", v);
     if ((v = find(kv, nkv, "iops")) && (parse_double(v, &cfg->iops) || cfg->iops < 0))
-        return fail(err, errlen, "emu: parameter 'iops': bad value '%s' (commands/s, 0 = no cap)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'iops': bad value '%s' (commands/s, 0 = no cap)", v);
     if ((v = find(kv, nkv, "qiops")) && (parse_double(v, &cfg->qiops) || cfg->qiops < 0))
-        return fail(err, errlen, "emu: parameter 'qiops': bad value '%s' (commands/s, 0 = no cap)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'qiops': bad value '%s' (commands/s, 0 = no cap)", v);
     if ((v = find(kv, nkv, "bw")) && parse_rate(v, &cfg->bw))
-        return fail(err, errlen, "emu: parameter 'bw': bad rate '%s' (bytes/s, e.g. 14GiB or 500MB/s)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'bw': bad rate '%s' (bytes/s, e.g. 14GiB or 500MB/s)", v);
     if ((v = find(kv, nkv, "link")) && parse_rate(v, &cfg->link))
-        return fail(err, errlen, "emu: parameter 'link': bad rate '%s' (bytes/s, e.g. 45200MB/s)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'link': bad rate '%s' (bytes/s, e.g. 45200MB/s)", v);
     if ((v = find(kv, nkv, "fetch"))) {
         if (nvme_parse_u64(v, &u) || u > EMU_MAX_MQES)
-            return fail(err, errlen, "emu: parameter 'fetch': bad value '%s' (0 = unlimited, ..%u)", v, EMU_MAX_MQES);
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'fetch': bad value '%s' (0 = unlimited, ..%u)", v, EMU_MAX_MQES);
         cfg->fetch = (int64_t)u;
     }
     emu_model_setup(cfg);
