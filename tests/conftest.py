@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import signal
 
 import pytest
 
@@ -34,3 +35,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def sigint():
+    """SIGINT raises KeyboardInterrupt here, as in an interactive shell, even when pytest was
+    started with SIGINT ignored (a background job of a non-interactive shell inherits SIG_IGN,
+    and Python then installs no handler). Yields a preexec_fn that gives a child process the
+    default disposition for the same reason."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -197,12 +197,12 @@ def test_cli_errors_are_one_line(argv, needle):
     assert needle in out.stderr and "Traceback" not in out.stderr
 
 
-def test_ctrl_c_stops_promptly_without_digest():
+def test_ctrl_c_stops_promptly_without_digest(sigint):
     """An endless pipe never finishes; SIGINT must end the run quickly, exit 130, print no digest."""
     producer = subprocess.Popen(["yes", "blksum"], stdout=subprocess.PIPE)
     try:
         proc = subprocess.Popen(NVMELAB + ["blksum", "-t", "2"], stdin=producer.stdout,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint)
         producer.stdout.close()
         time.sleep(1.0)
         assert proc.poll() is None, "blksum ended on an endless pipe"

@@ -242,7 +242,7 @@ def test_reset_after_close_raises():
         c.emu_inject("drop")
 
 
-def test_ctrl_c_interrupts_a_blocking_poll(ctrl):
+def test_ctrl_c_interrupts_a_blocking_poll(ctrl, sigint):
     import os
     import signal
 

@@ -156,7 +156,7 @@ def test_blk_refuses_mounted_or_unnamed_devices():
         perf.run("blk:///etc/hostname", backend="psync", qdepth=1, **SHORT)
 
 
-def test_ctrl_c_stops_cleanly_and_returns_nothing(uri):
+def test_ctrl_c_stops_cleanly_and_returns_nothing(uri, sigint):
     timer = threading.Timer(0.4, os.kill, (os.getpid(), signal.SIGINT))
     result = None
     t0 = time.monotonic()

@@ -98,7 +98,7 @@ def test_littles_law_on_the_pm1753_profile():
     assert iops[512] < 512 / (model["lat_ns"] / 1e9) * 0.5
 
 
-def test_ctrl_c_on_emu_drains_the_queues_and_returns_nothing():
+def test_ctrl_c_on_emu_drains_the_queues_and_returns_nothing(sigint):
     import os
     import signal
     import threading
