@@ -333,3 +333,21 @@ def test_c_twin_lists_the_same(host: FakeHost, devmgmt: Path) -> None:
 def test_c_twin_rejects(host: FakeHost, devmgmt: Path, args: tuple[str, ...], code: int, text: str) -> None:
     r = _c(devmgmt, host.root, *args)
     assert r.returncode == code and text in (r.stdout + r.stderr)
+
+
+@pytest.mark.parametrize("case", ["unnumbered", "too_many"])
+def test_unverifiable_devices_refuse_in_both_twins(host: FakeHost, devmgmt: Path, case: str) -> None:
+    """A device the check cannot verify is a reason to refuse, never a pass; Python and C agree."""
+    addr = FREE
+    if case == "unnumbered":
+        host.blk("nvme0n1p1", "259:9", parent="nvme0n1")
+        (host.root / "sys/class/block/nvme0n1p1/dev").unlink()
+        want = "cannot check /dev/nvme0n1p1 (no device number in sysfs)"
+    else:
+        for i in range(1, devices.MAX_BLOCK_DEVICES + 2):
+            host.blk(f"nvme0n1p{i}", f"260:{i}", parent="nvme0n1")
+        want = f"more than {devices.MAX_BLOCK_DEVICES} block devices: cannot check them all"
+    py = devices.busy_reasons(addr, devices.Sysfs(host.root))
+    assert py == [want]
+    r = _c(devmgmt, host.root, "check", addr)
+    assert r.returncode == 1 and r.stdout.strip().split(": ", 1)[1].split("; ") == [want], r.stdout + r.stderr

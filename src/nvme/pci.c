@@ -25,6 +25,7 @@
 #define MAX_FUNCS        NVME_URI_MAX_ITEMS
 #define MAX_BLOCKDEVS    64u
 #define NAME_LEN         64u
+#define DM_NAME_MAX      128u /* device-mapper names with their NUL (DM_NAME_LEN in linux/dm-ioctl.h) */
 #define LINE_LEN         4096u
 #define PCI_DOMAIN_MAX   0xffffu
 #define PCI_BUS_MAX      0xffu
@@ -86,18 +87,25 @@ static int bound_driver(const char *sysfs, const char *addr, char *out, size_t l
 struct blockdevs {
     unsigned n;
     char name[MAX_BLOCKDEVS][NAME_LEN];     /* nvme0n1, nvme0n1p2, dm-0 (holders) */
-    char mapper[MAX_BLOCKDEVS][NAME_LEN];   /* dm name for holders, "" otherwise */
+    char mapper[MAX_BLOCKDEVS][DM_NAME_MAX]; /* dm name for holders, "" otherwise */
+    char unchecked[NAME_LEN];               /* first device the list could not hold; "" if none */
 };
 
+/* Add a block device; one the list cannot hold (full, or a name too long) is remembered in
+ * b->unchecked so that the caller refuses rather than vouching for what it did not check. */
 static void bd_add(struct blockdevs *b, const char *name, const char *mapper)
 {
-    if (b->n >= MAX_BLOCKDEVS)
-        return;
     for (unsigned i = 0; i < b->n; i++)
         if (strcmp(b->name[i], name) == 0)
             return;
-    snprintf(b->name[b->n], NAME_LEN, "%s", name);
-    snprintf(b->mapper[b->n], NAME_LEN, "%s", mapper ? mapper : "");
+    size_t n = strlen(name), m = mapper ? strlen(mapper) : 0;
+    if (b->n >= MAX_BLOCKDEVS || n >= NAME_LEN || m >= DM_NAME_MAX) {
+        if (!b->unchecked[0])
+            snprintf(b->unchecked, NAME_LEN, "%.*s", (int)(NAME_LEN - 1), name);
+        return;
+    }
+    memcpy(b->name[b->n], name, n + 1);
+    memcpy(b->mapper[b->n], mapper ? mapper : "", m + 1);
     b->n++;
 }
 
@@ -112,7 +120,7 @@ static void add_holders(struct blockdevs *b, const char *sysfs, const char *dir)
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        char dmname[NAME_LEN] = "";
+        char dmname[DM_NAME_MAX] = "";
         char p2[PATH_MAX];
         snprintf(p2, sizeof(p2), "%s/block/%s/dm/name", sysfs, e->d_name);
         read_line(p2, dmname, sizeof(dmname));
@@ -178,7 +186,7 @@ static bool find_mount(const struct blockdevs *b, const char *proc_mounts, char 
         if (sscanf(line, "%2047s %2047s", src, dst) != 2)
             continue;
         for (unsigned i = 0; i < b->n && !found; i++) {
-            char want[NAME_LEN + 16], want_dm[NAME_LEN + 16];
+            char want[NAME_LEN + 16], want_dm[DM_NAME_MAX + 16];
             snprintf(want, sizeof(want), "/dev/%s", b->name[i]);
             snprintf(want_dm, sizeof(want_dm), "/dev/mapper/%s", b->mapper[i]);
             if (strcmp(src, want) == 0 || (b->mapper[i][0] && strcmp(src, want_dm) == 0)) {
@@ -230,6 +238,12 @@ int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *sysfs
     collect_blockdevs(sysfs_root, canon, b);
     char dev[LINE_LEN / 2], mnt[LINE_LEN / 2];
     int rc = 0;
+    if (b->unchecked[0]) {
+        rc = nvme_errf(err, errlen, -EBUSY, "refusing %s: cannot check whether /dev/%s is mounted (more than %u "
+                       "block devices, or a name too long)", canon, b->unchecked, MAX_BLOCKDEVS);
+        free(b);
+        return rc;
+    }
     if (find_mount(b, proc_mounts, dev, mnt, sizeof(dev))) {
         if (strcmp(mnt, "/") == 0)
             rc = nvme_errf(err, errlen, -EBUSY, "refusing %s: it holds the root filesystem (%s on /)", canon, dev);

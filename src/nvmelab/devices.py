@@ -34,6 +34,8 @@ PCI_CLASS_NVME = 0x010802
 DRIVERS = ("uio_pci_generic", "vfio-pci")
 #: the mount points that make a device the boot device
 BOOT_MOUNTS = ("/", "/boot", "/boot/efi")
+#: Block devices per function the C twin (src/nvme/tools/devmgmt.c) can check; more are refused.
+MAX_BLOCK_DEVICES = 128
 HUGEPAGE_SIZES_KB = {"2M": 2 * 1024, "1G": 1024 * 1024}
 
 _ADDR_FULL = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
@@ -197,9 +199,15 @@ def busy_reasons(addr: str, fs: Sysfs | None = None) -> list[str]:
     if not fs.exists(_pci(addr)):
         raise DeviceError(f"no PCI function {addr}")
     ctrls, blk = _block_devices(fs, addr)
-    devno = {fs.read(f"/sys/class/block/{b}/dev"): b for b in blk}
-    devno.pop(None, None)
+    numbers = {b: fs.read(f"/sys/class/block/{b}/dev") for b in blk}
+    devno = {n: b for b, n in numbers.items() if n is not None}
     why: list[str] = []
+    # a device that cannot be checked is a reason to refuse, never a pass (as in the C twin)
+    if len(blk) > MAX_BLOCK_DEVICES:
+        why.append(f"more than {MAX_BLOCK_DEVICES} block devices: cannot check them all")
+    unnumbered = [b for b in blk[:MAX_BLOCK_DEVICES] if numbers[b] is None]
+    if unnumbered:
+        why.append(f"cannot check /dev/{unnumbered[0]} (no device number in sysfs)")
     rootdev = _cmdline_root(fs)
     if rootdev and rootdev in blk:
         why.append(f"boot device (root=/dev/{rootdev} on the kernel command line)")

@@ -330,6 +330,31 @@ static void test_pci(void)
     T_CONTAINS(err, "no PCI function 0000:07:00.0");
     T_EQ(check("junk", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EINVAL);
 
+    /* 08: a device-mapper holder with a 100-character name (dm allows 127), mounted: found by its
+     * full /dev/mapper name, not missed through truncation */
+    char dmname[101], rel[768], mline[256];
+    memset(dmname, 'v', 100);
+    dmname[100] = '\0';
+    fake_function("0000:08:00.0", "0x010802\n");
+    link_driver("0000:08:00.0", "nvme");
+    mkpath("sys/bus/pci/devices/0000:08:00.0/nvme/nvme3/nvme3n1/holders/dm-7");
+    mkpath("sys/block/dm-7/dm");
+    snprintf(rel, sizeof(rel), "%s\n", dmname);
+    put("sys/block/dm-7/dm/name", rel);
+    snprintf(mline, sizeof(mline), "/dev/mapper/%s /long xfs rw 0 0\n", dmname);
+    put("mounts", mline);
+    T_EQ(check("0000:08:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
+    T_CONTAINS(err, "is mounted on /long");
+    /* 09: more partitions than the check can hold: refused as unchecked, never passed */
+    fake_function("0000:09:00.0", "0x010802\n");
+    link_driver("0000:09:00.0", "vfio-pci");
+    for (int i = 1; i <= 70; i++) {
+        snprintf(rel, sizeof(rel), "sys/bus/pci/devices/0000:09:00.0/nvme/nvme4/nvme4n1/nvme4n1p%d/holders", i);
+        mkpath(rel);
+    }
+    T_EQ(check("0000:09:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
+    T_CONTAINS(err, "cannot check whether");
+
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
     T_EQ(system(cmd), 0);

@@ -31,6 +31,8 @@ struct blkset {
     char devno[DM_MAX_BLK][DM_NAME_LEN];  /* "259:0" */
     char ctrl[DM_MAX_BLK][DM_NAME_LEN];   /* controller character devices: nvme0 ... (separate count) */
     int nctrl;
+    char unnumbered[DM_NAME_LEN];         /* first device without a sysfs device number; "" if none */
+    int overflow;                         /* more devices than the set holds (or a name too long) */
 };
 
 static void setmsg(char *buf, size_t len, const char *fmt, ...)
@@ -155,13 +157,23 @@ static int set_has(const struct blkset *s, const char *name)
     return 0;
 }
 
+/* Add a block device. One the set cannot hold (full, or a name too long) sets s->overflow and
+ * one without a device number is remembered in s->unnumbered, so that the caller refuses
+ * instead of answering for devices it could not check. */
 static void set_add(const char *root, struct blkset *s, const char *name)
 {
-    if (set_has(s, name) || s->n >= DM_MAX_BLK)
+    if (set_has(s, name))
         return;
-    snprintf(s->name[s->n], DM_NAME_LEN, "%s", name);
-    if (rd(root, s->devno[s->n], DM_NAME_LEN, "/sys/class/block/%s/dev", name) < 0)
+    if (s->n >= DM_MAX_BLK || strlen(name) >= DM_NAME_LEN) {
+        s->overflow = 1;
+        return;
+    }
+    memcpy(s->name[s->n], name, strlen(name) + 1);
+    if (rd(root, s->devno[s->n], DM_NAME_LEN, "/sys/class/block/%s/dev", name) < 0) {
         s->devno[s->n][0] = '\0';
+        if (!s->unnumbered[0])
+            memcpy(s->unnumbered, name, strlen(name) + 1);
+    }
     s->n++;
 }
 
@@ -330,6 +342,10 @@ int dm_check_free(const char *root, const char *addr, char *why, size_t whylen)
         return -ENODEV;
     }
     collect_blk(root, addr, &s);
+    if (s.overflow)
+        append(why, whylen, "more than %d block devices: cannot check them all", DM_MAX_BLK);
+    if (s.unnumbered[0])
+        append(why, whylen, "cannot check /dev/%s (no device number in sysfs)", s.unnumbered);
 
     /* boot device: holds /, /boot or /boot/efi, or is named by root= */
     char rootdev[DM_NAME_LEN];
