@@ -246,7 +246,7 @@ def test_emu_namespace_matches_file(tmp_path, mixed_image, params):
     uri = _emu_uri(img, nbytes, **params)
     for qd, rs in [(1, 64 << 10), (8, 1 << 20)]:
         res = blksum.run(uri, "sha256", threads=2, queue_depth=qd, read_size=rs)
-        assert res.hexdigest == want and res.io == "nvme" and res.size == nbytes
+        assert res.hexdigest == want and res.io == "nvmelab-emu" and res.size == nbytes
     rec = blksum.to_record(res, repetition=0)
     records.validate(rec)  # an emulated target names its profile and scale
     assert rec["target"].startswith("emu://") and rec["provenance"]["profile"]

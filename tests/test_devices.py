@@ -1,4 +1,4 @@
-"""nvmelab.devices and its C twin (src/nvme/tools/devmgmt.c) against a fake sysfs/procfs tree.
+"""nvmelab.devices and its C twin (src/tools/devmgmt.c) against a fake sysfs/procfs tree.
 
 The fake host has five PCI functions: four NVMe controllers in different states and one bridge:
 
@@ -289,7 +289,7 @@ def devmgmt(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("no C compiler")
     exe = tmp_path_factory.mktemp("devmgmt") / "devmgmt"
     subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Werror", "-DDM_STANDALONE", "-o", str(exe),
-                    str(ROOT / "src/nvme/tools/devmgmt.c")], check=True)
+                    str(ROOT / "src/tools/devmgmt.c")], check=True)
     return exe
 
 

@@ -1,4 +1,4 @@
-"""The QEMU guest's program (src/nvme/tools/nvmelab-guest) and the guest run itself.
+"""The QEMU guest's program (src/tools/nvmelab-guest) and the guest run itself.
 
 * On every run: the self-test and perf run of the guest program against emu:// controllers shaped like the
   QEMU ones (512 B and 4 KiB LBAs, MDTS 128 KiB and 32 KiB, one controller with two namespaces), and the
@@ -24,7 +24,7 @@ EMU_LIKE_QEMU = "emu://?ndev=2&nns=1,2&lbads=512,4096&mdts=128K,32K&nsze=64M,32M
 def guest() -> Path:
     """The host build of the guest program (CMake target nvmelab-guest, built by `make build`); the QEMU
     guest runs a static build of the same sources (env/qemu/run.sh)."""
-    built = ROOT / "build/dev/src/nvme/tools/nvmelab-guest"
+    built = ROOT / "build/dev/src/tools/nvmelab-guest"
     if not built.exists():
         pytest.skip("nvmelab-guest is not built: run `make build` (CMake target nvmelab-guest)")
     return built

@@ -5,7 +5,7 @@
 #   - the Debian kernel (linux-image-amd64 -> linux-image-<ver>-amd64), vmlinuz + the modules we need
 #     (uio_pci_generic, vfio-pci, vfio_iommu_type1, nvme, ext4-for-ext2 ...), closed over their dependencies;
 #   - busybox-static as the whole userland;
-#   - the project's guest program (src/nvme/tools/nvmelab-guest.c) linked statically against the driver sources;
+#   - the project's guest program (src/tools/nvmelab-guest.c) linked statically against the driver sources;
 # then boots it once per leg:
 #   uio  : IOMMU off, uio_pci_generic, hugepages + /proc/self/pagemap physical addresses
 #   vfio : intel-iommu (caching-mode, interrupt remapping), vfio-pci, IOVA mappings
@@ -113,13 +113,13 @@ add_module() { # depth-first: dependencies before the module
 for m in $GUEST_MODULES; do add_module "$m"; done
 
 # --- 3. the guest program, static ---
-GUEST_SRC=("$ROOT"/src/nvme/tools/*.c)
+GUEST_SRC=("$ROOT"/src/tools/*.c)
 DRIVER_SRC=()
 for f in "$ROOT"/src/nvme/*.c "$ROOT"/src/nvme/emu/*.c; do
     [ -e "$f" ] || continue
     DRIVER_SRC+=("$f")
 done
-[ -e "${GUEST_SRC[0]}" ] || die "no guest program under src/nvme/tools/"
+[ -e "${GUEST_SRC[0]}" ] || die "no guest program under src/tools/"
 BIN="$WORK/nvmelab-guest"
 if [ -n "${NVMELAB_QEMU_GUEST_BIN:-}" ]; then   # a prebuilt static guest program (debugging)
     log "using the prebuilt guest program $NVMELAB_QEMU_GUEST_BIN"

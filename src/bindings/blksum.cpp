@@ -169,16 +169,15 @@ void bind_blksum(py::module_ &m) {
             o.threads = threads;
             o.queue_depth = queue_depth;
             o.read_size = read_size;
-            o.io = BLKSUM_IO_ENGINE;
+            o.io = BLKSUM_IO_TARGET;
             char msg[NVME_ERRLEN_BLKSUM];
             int rc = blksum_opts_check(&o, msg, sizeof(msg));
             if (rc < 0) throw py::value_error(msg);
             blksum_source src;
-            blksum_nvme *n = nullptr;
             msg[0] = '\0';
             {
                 py::gil_scoped_release nogil;
-                rc = blksum_nvme_open(uri.c_str(), nsid, queue_depth, read_size, &src, &n, msg, sizeof(msg));
+                rc = blksum_source_open_uri(&src, uri.c_str(), nsid, msg, sizeof(msg));
             }
             if (rc < 0) {
                 if (msg[0]) throw py::value_error(std::string(msg));
@@ -186,12 +185,12 @@ void bind_blksum(py::module_ &m) {
             }
             auto close = [&]() {
                 py::gil_scoped_release nogil;
-                blksum_nvme_close(n);
+                blksum_source_close(&src);
             };
             try {
                 py::dict d = run_job(src, o, uri, progress);
                 d["source"] = std::string("nvme");
-                d["target_describe"] = std::string(blksum_nvme_describe(n));
+                d["target_describe"] = std::string(blksum_source_describe(&src));
                 close();
                 return d;
             } catch (...) {

@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "nvme/kio.h"
-#include "nvme/perf.h"
+#include "engine/kio.h"
+#include "engine/perf.h"
 
 namespace py = pybind11;
 

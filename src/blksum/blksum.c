@@ -11,6 +11,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,14 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nvme/uring.h"
+#include "engine/kio.h"
+#include "engine/uring.h"
 
 #if OPENSSL_VERSION_NUMBER < 0x30000000L
 #error "blksum needs OpenSSL 3.0 or newer (EVP_MD_fetch, EVP_MD_get_size)"
 #endif
 
-/** Alignment of chunk buffers (a page; enough for O_DIRECT-style engines too). */
-#define BLKSUM_BUF_ALIGN 4096u
 /** A hole chunk covers at most this many blocks, so progress and cancel stay responsive. */
 #define BLKSUM_HOLE_CHUNK_BLOCKS (16u * 1024u)
 /** Length field appended to the outer hash: little-endian uint64. */
@@ -82,13 +82,15 @@ struct blksum_job {
     atomic_uint_least64_t zero_blocks;
     uint64_t hole_blocks, bytes_read, reads, size;
 
-    /* I/O engine state (reader thread only) */
+    /* I/O through one engine backend (reader thread only) */
+    struct perf_target *t;    /* the source's target, or own_t */
+    struct perf_target *own_t; /* psync / io_uring over the source's descriptor */
+    struct perf_chan *ch;     /* one channel of nslots slots of read_size bytes */
+    uint32_t gran;            /* bytes per LBA of the device */
     int inflight;
-    struct slot **psync_done; /* psync: completed reads awaiting poll */
-    int npsync_done;
-    struct uring uring;       /* io_uring mode on a seekable source */
-    bool uring_ready;
-    int uring_pending;        /* prepared SQEs not yet submitted */
+    struct blksum_cpl { uint32_t slot; int status; } *cpl; /* completions of one reap */
+    int ncpl;
+    struct slot *retry;       /* planned, refused with -EBUSY: submitted first next time */
 
     /* threads */
     pthread_t reader;
@@ -217,7 +219,7 @@ int blksum_opts_check(const struct blksum_opts *o, char *msg, size_t msglen)
                  BLKSUM_BLOCK_SIZE, BLKSUM_BLOCK_SIZE, BLKSUM_MAX_READ_SIZE, o->read_size);
         return -EINVAL;
     }
-    if (o->io != BLKSUM_IO_PSYNC && o->io != BLKSUM_IO_IO_URING && o->io != BLKSUM_IO_ENGINE) {
+    if (o->io != BLKSUM_IO_PSYNC && o->io != BLKSUM_IO_IO_URING && o->io != BLKSUM_IO_TARGET) {
         snprintf(msg, msglen, "unknown I/O mode %d", (int)o->io);
         return -EINVAL;
     }
@@ -290,162 +292,85 @@ int blksum_list_digests(void (*fn)(const char *name, void *arg), void *arg)
     return count;
 }
 
-/* ---------------------------------------------------------------- I/O engines */
+/* ---------------------------------------------------------------- I/O (engine backend) */
 
-/* psync: the read happens inside submit (the reader thread), completion is immediate. */
-static int read_full(struct blksum_job *j, struct slot *s)
+/* ch->done: record one completion; the reader handles it after reap() returns. */
+static void on_done(struct perf_chan *ch, uint32_t slot, int status)
 {
-    const struct blksum_source *src = j->src;
-    while (s->filled < s->len) {
-        ssize_t r;
-        if (src->seekable)
-            r = pread(src->fd, s->buf + s->filled, s->len - s->filled, (off_t)(s->off + s->filled));
-        else
-            r = read(src->fd, s->buf + s->filled, s->len - s->filled);
-        if (r < 0) {
-            if (errno == EINTR) {
-                if (should_stop(j))
-                    return -ECANCELED;
-                continue;
-            }
-            return -errno;
-        }
-        if (r == 0)
-            return src->seekable ? -ENODATA : 0; /* pipe: EOF ends the image */
-        s->filled += (size_t)r;
-    }
+    struct blksum_job *j = ch->eng;
+    j->cpl[j->ncpl++] = (struct blksum_cpl){slot, status};
+}
+
+/* Open the channel (in the reader thread: an io_uring ring is then single-issuer) and
+ * hand each slot its I/O buffer. */
+static int io_open(struct blksum_job *j)
+{
+    char err[PERF_ERRLEN];
+    int rc = j->t->ops->chan_open(j->t->ctx, j->src->dev, (uint32_t)j->nslots, (uint32_t)j->opts.read_size, &j->ch,
+                                  err, sizeof(err));
+    if (rc < 0)
+        return rc;
+    j->ch->done = on_done;
+    j->ch->eng = j;
+    for (int i = 0; i < j->nslots; i++)
+        j->slots[i].buf = j->t->ops->chan_buf(j->ch, (uint32_t)i);
     return 0;
 }
 
+/* Queue the read of slot s (made visible by io_kick). -EBUSY: the backend is full. */
 static int io_submit_one(struct blksum_job *j, struct slot *s)
 {
+    if (s->off % j->gran || s->len % j->gran)
+        return -EINVAL;
+    int rc = j->t->ops->submit(j->ch, (uint32_t)(s - j->slots), 0, s->off / j->gran, (uint32_t)(s->len / j->gran));
+    if (rc < 0)
+        return rc;
     j->reads++;
-    switch (j->opts.io) {
-    case BLKSUM_IO_IO_URING:
-        if (j->src->seekable) {
-            struct io_uring_sqe *sqe = uring_get_sqe(&j->uring);
-            if (!sqe)
-                return -EBUSY;
-            uring_prep_rw(sqe, IORING_OP_READ, j->src->fd, s->buf + s->filled, (unsigned)(s->len - s->filled),
-                          s->off + s->filled, 0, (uint64_t)(uintptr_t)s);
-            j->uring_pending++;
-            j->inflight++;
-            return 0;
-        }
-        /* a pipe has no offsets: fall through to sequential reads */
-        /* fall through */
-    case BLKSUM_IO_PSYNC: {
-        int rc = read_full(j, s);
-        if (rc < 0)
-            return rc;
-        j->psync_done[j->npsync_done++] = s;
-        j->inflight++;
-        return 0;
-    }
-    case BLKSUM_IO_ENGINE: {
-        const struct blksum_engine *e = &j->src->engine;
-        int rc = e->submit(e->ctx, s->buf, s->off, s->len, s);
-        if (rc < 0)
-            return rc;
-        j->inflight++;
-        return 0;
-    }
-    }
-    return -EINVAL;
-}
-
-static int uring_flush(struct blksum_job *j)
-{
-    while (j->uring_pending > 0) {
-        int rc = uring_submit(&j->uring, 0);
-        if (rc == -EINTR)
-            continue;
-        if (rc < 0)
-            return rc;
-        j->uring_pending -= rc;
-        if (rc == 0)
-            return -EIO;
-    }
+    j->inflight++;
     return 0;
 }
 
-/* Collect completed reads: fills done[], returns their count or -errno. A short read is
- * resubmitted for its remainder and not reported. */
+static int io_kick(struct blksum_job *j, uint32_t wait_min)
+{
+    int rc = j->t->ops->kick(j->ch, wait_min);
+    return rc == -EINTR ? 0 : rc;
+}
+
+/* Collect completed reads into done[] (at most max), waiting for one when wait is set;
+ * returns their count or -errno. A failed read sets the job error and is not reported. */
 static int io_poll(struct blksum_job *j, struct slot **done, int max, bool wait)
 {
+    const struct perf_backend_ops *ops = j->t->ops;
     int n = 0;
-    if (j->npsync_done) {
-        for (int i = 0; i < j->npsync_done && n < max; i++)
-            done[n++] = j->psync_done[i];
-        j->inflight -= n;
-        j->npsync_done = 0;
-        return n;
-    }
     if (j->inflight == 0)
         return 0;
-    switch (j->opts.io) {
-    case BLKSUM_IO_IO_URING: {
-        int rc = uring_flush(j);
-        if (rc < 0)
-            return rc;
-        if (wait) {
-            do
-                rc = uring_wait_cqe(&j->uring);
-            while (rc == -EINTR);
+    for (;;) {
+        j->ncpl = 0;
+        int got = ops->reap(j->ch, (uint32_t)max);
+        if (got < 0 && got != -ENXIO)
+            return got;
+        for (int i = 0; i < j->ncpl; i++) {
+            struct slot *s = &j->slots[j->cpl[i].slot];
+            int st = j->cpl[i].status;
+            j->inflight--;
+            if (st != 0) {
+                set_err(j, st < 0 ? st : -EIO); /* NVMe status: the driver names it in its log */
+                continue;
+            }
+            s->filled = ops->chan_xfer ? ops->chan_xfer(j->ch, j->cpl[i].slot) : s->len;
+            done[n++] = s;
+        }
+        if (got == -ENXIO)
+            return -ENXIO;
+        if (n || j->ncpl || !wait || j->inflight == 0)
+            return n;
+        if (j->t->flags & PERF_TGT_BLOCKING) {
+            int rc = io_kick(j, 1);
             if (rc < 0)
                 return rc;
-        } else if (uring_cq_ready(&j->uring) == 0 && uring_needs_enter(&j->uring)) {
-            uring_get_events(&j->uring);
+        } else {
+            sched_yield(); /* a polled target: the emulator serves on the next poll */
         }
-        while (n < max && uring_cq_ready(&j->uring) > 0) {
-            const struct io_uring_cqe *cqe = uring_cqe_at(&j->uring, 0);
-            struct slot *s = (struct slot *)(uintptr_t)cqe->user_data;
-            int res = cqe->res;
-            uring_cq_advance(&j->uring, 1);
-            j->inflight--;
-            if (res == -EINTR || res == -EAGAIN) {
-                res = 0; /* retried below as a short read */
-            } else if (res < 0 || (res == 0 && s->filled < s->len)) {
-                set_err(j, res < 0 ? res : -ENODATA); /* the slot stays out of the pipeline */
-                continue;
-            }
-            s->filled += (size_t)res;
-            if (s->filled < s->len) {
-                if (should_stop(j))
-                    continue;
-                j->reads--; /* a continuation, not a new request */
-                rc = io_submit_one(j, s);
-                if (rc == 0)
-                    rc = uring_flush(j);
-                if (rc < 0)
-                    return rc;
-                continue;
-            }
-            done[n++] = s;
-        }
-        return n;
-    }
-    case BLKSUM_IO_ENGINE: {
-        const struct blksum_engine *e = &j->src->engine;
-        void *tags[BLKSUM_MAX_QUEUE_DEPTH];
-        int results[BLKSUM_MAX_QUEUE_DEPTH];
-        int got = e->poll(e->ctx, tags, results, max < j->inflight ? max : j->inflight, wait);
-        if (got < 0)
-            return got;
-        for (int i = 0; i < got; i++) {
-            struct slot *s = tags[i];
-            j->inflight--;
-            if (results[i] < 0) {
-                set_err(j, results[i]);
-                continue;
-            }
-            s->filled = s->len;
-            done[n++] = s;
-        }
-        return n;
-    }
-    default:
-        return 0;
     }
 }
 
@@ -627,7 +552,7 @@ static void reader_run(struct blksum_job *j)
     uint64_t off = 0, seq = 0;
     bool eof = j->src->seekable && j->size == 0;
     struct slot *done[BLKSUM_MAX_QUEUE_DEPTH];
-    uint32_t max_inflight = j->src->engine.max_inflight;
+    const bool sync = j->t->flags & PERF_TGT_SYNC;
     int rc;
 
     for (;;) {
@@ -635,10 +560,21 @@ static void reader_run(struct blksum_job *j)
         if (should_stop(j))
             break;
         /* submit while a slot is free */
-        while (!eof && !should_stop(j)) {
+        while ((!eof || j->retry) && !should_stop(j)) {
             struct slot *s;
-            if (j->opts.io == BLKSUM_IO_ENGINE && max_inflight && (uint32_t)j->inflight >= max_inflight)
-                break;
+            if (j->retry) {
+                s = j->retry;
+                rc = io_submit_one(j, s);
+                if (rc == -EBUSY)
+                    break;
+                j->retry = NULL;
+                if (rc < 0) {
+                    set_err(j, rc);
+                    break;
+                }
+                submitted = true;
+                continue;
+            }
             pthread_mutex_lock(&j->mu);
             s = j->free_list;
             if (s)
@@ -665,24 +601,32 @@ static void reader_run(struct blksum_job *j)
                 j->ring[seq % (uint64_t)j->nslots] = s;
                 pthread_mutex_unlock(&j->mu);
                 rc = io_submit_one(j, s);
-                if (rc < 0) {
+                if (rc == -EBUSY) {
+                    j->retry = s; /* planned and placed in order: it goes first next time */
+                } else if (rc < 0) {
                     set_err(j, rc);
-                    /* the slot never reached the I/O; give it back so teardown sees it */
                     break;
                 }
             }
-            if (!j->src->seekable && s->filled < s->len) {
-                /* a pipe at EOF: the chunk is the tail (possibly empty) */
-                s->len = s->filled;
-                eof = true;
-            }
             seq++;
-            off += s->len;
             submitted = true;
-            if (j->src->seekable && off >= j->size)
-                eof = true;
-            if (j->npsync_done)
+            if (j->src->seekable) {
+                off += s->len;
+                if (off >= j->size)
+                    eof = true;
+            } else {
+                /* a pipe: its length is known once the read completes (sync backend) */
+                break;
+            }
+            if (sync || j->retry)
                 break; /* hand a finished psync read to the hash threads at once */
+        }
+        if (submitted) {
+            rc = io_kick(j, 0);
+            if (rc < 0) {
+                set_err(j, rc);
+                break;
+            }
         }
         if (should_stop(j))
             break;
@@ -696,6 +640,13 @@ static void reader_run(struct blksum_job *j)
             if (n > 0) {
                 pthread_mutex_lock(&j->mu);
                 for (int i = 0; i < n; i++) {
+                    if (!j->src->seekable) {
+                        if (done[i]->filled < done[i]->len) {
+                            done[i]->len = done[i]->filled; /* the pipe ended: the tail, possibly empty */
+                            eof = true;
+                        }
+                        off += done[i]->len;
+                    }
                     j->bytes_read += done[i]->filled;
                     if (done[i]->len == 0) {
                         done[i]->state = SLOT_DONE;
@@ -731,7 +682,11 @@ static void reader_run(struct blksum_job *j)
 static void *reader_main(void *arg)
 {
     struct blksum_job *j = arg;
-    reader_run(j);
+    int rc = io_open(j);
+    if (rc < 0)
+        set_err(j, rc);
+    else
+        reader_run(j);
     /* stop the hash threads once the queue is drained */
     pthread_mutex_lock(&j->mu);
     j->stop = true;
@@ -740,6 +695,13 @@ static void *reader_main(void *arg)
     for (int i = 0; i < j->nworkers; i++)
         pthread_join(j->workers[i], NULL);
     j->nworkers = 0;
+    /* the hash threads are done with the buffers: close the channel on its own thread */
+    if (j->ch) {
+        j->t->ops->chan_close(j->ch);
+        j->ch = NULL;
+        for (int i = 0; i < j->nslots; i++)
+            j->slots[i].buf = NULL;
+    }
 
     if (!atomic_load(&j->err) && atomic_load(&j->cancel))
         set_err(j, -ECANCELED);
@@ -782,22 +744,14 @@ static void job_free(struct blksum_job *j)
     if (!j)
         return;
     if (j->slots) {
-        for (int i = 0; i < j->nslots; i++) {
-            struct slot *s = &j->slots[i];
-            if (s->buf) {
-                if (j->opts.io == BLKSUM_IO_ENGINE && j->src->engine.free_buf)
-                    j->src->engine.free_buf(j->src->engine.ctx, s->buf, j->opts.read_size);
-                else
-                    free(s->buf);
-            }
-            free(s->hashes);
-        }
+        for (int i = 0; i < j->nslots; i++)
+            free(j->slots[i].hashes); /* the buffers belong to the channel */
     }
-    if (j->uring_ready)
-        uring_exit(&j->uring);
+    if (j->own_t)
+        perf_target_close(j->own_t);
     free(j->slots);
     free(j->ring);
-    free(j->psync_done);
+    free(j->cpl);
     free(j->workers);
     EVP_MD_CTX_free(j->outer);
     EVP_MD_free(j->md_fetched);
@@ -818,9 +772,9 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
     rc = blksum_opts_check(o, NULL, 0);
     if (rc < 0)
         return rc;
-    if (src->fd < 0 && o->io != BLKSUM_IO_ENGINE)
+    if (src->fd < 0 && o->io != BLKSUM_IO_TARGET)
         return -EBADF;
-    if (o->io == BLKSUM_IO_ENGINE && (!src->engine.submit || !src->engine.poll || !src->seekable))
+    if (o->io == BLKSUM_IO_TARGET && (!src->target || src->dev >= src->target->ndevs || !src->seekable))
         return -EINVAL;
 
     j = calloc(1, sizeof(*j));
@@ -840,8 +794,19 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
     switch (o->io) {
     case BLKSUM_IO_PSYNC: j->io_name = src->seekable ? "psync" : "read"; break;
     case BLKSUM_IO_IO_URING: j->io_name = src->seekable ? "io_uring" : "read"; break;
-    case BLKSUM_IO_ENGINE: j->io_name = src->engine.name ? src->engine.name : "engine"; break;
+    case BLKSUM_IO_TARGET: j->io_name = src->target->backend; break;
     }
+    if (o->io == BLKSUM_IO_TARGET) {
+        j->t = src->target;
+    } else {
+        char err[PERF_ERRLEN];
+        rc = kio_target_from_fd(src->fd, o->io == BLKSUM_IO_IO_URING ? "io_uring" : "psync", &j->own_t, err,
+                                sizeof(err));
+        if (rc < 0)
+            goto fail;
+        j->t = j->own_t;
+    }
+    j->gran = j->t->dev[src->dev].lba_size;
 
     if (!is_null_digest(j->opts.digest)) {
         static const unsigned char zeros[BLKSUM_BLOCK_SIZE];
@@ -866,22 +831,14 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
 
     j->slots = calloc((size_t)j->nslots, sizeof(*j->slots));
     j->ring = calloc((size_t)j->nslots, sizeof(*j->ring));
-    j->psync_done = calloc((size_t)j->nslots, sizeof(*j->psync_done));
+    j->cpl = calloc((size_t)j->nslots, sizeof(*j->cpl));
     j->workers = calloc((size_t)o->threads, sizeof(*j->workers));
-    if (!j->slots || !j->ring || !j->psync_done || !j->workers) {
+    if (!j->slots || !j->ring || !j->cpl || !j->workers) {
         rc = -ENOMEM;
         goto fail;
     }
     for (int i = 0; i < j->nslots; i++) {
         struct slot *s = &j->slots[i];
-        if (o->io == BLKSUM_IO_ENGINE && src->engine.alloc_buf)
-            s->buf = src->engine.alloc_buf(src->engine.ctx, o->read_size);
-        else if (posix_memalign((void **)&s->buf, BLKSUM_BUF_ALIGN, o->read_size))
-            s->buf = NULL;
-        if (!s->buf) {
-            rc = -ENOMEM;
-            goto fail;
-        }
         if (j->md) {
             s->hashes = malloc(j->blocks_per_chunk * j->md_len);
             if (!s->hashes) {
@@ -891,13 +848,6 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
         }
         s->next = j->free_list;
         j->free_list = s;
-    }
-    if (o->io == BLKSUM_IO_IO_URING && src->seekable) {
-        /* Set up here, used by the reader thread: not a single-issuer ring. */
-        rc = uring_init(&j->uring, (unsigned)j->nslots, 0, false, NULL, 0);
-        if (rc < 0)
-            goto fail;
-        j->uring_ready = true;
     }
 
     clock_gettime(CLOCK_MONOTONIC, &j->t0);

@@ -14,13 +14,15 @@
  * depend on threads, queue depth, read size or I/O mode.
  *
  * Pipeline: one reader thread keeps up to queue_depth chunks of read_size bytes in
- * flight through an I/O engine (psync: pread in the reader; io_uring: up to Q reads
- * submitted at once; a caller-supplied engine, e.g. the user-space NVMe driver), hash
+ * flight through one backend of the engine layer (src/engine/backend.h: psync, pread in the
+ * reader; io_uring, up to Q reads submitted at once; a URI target, e.g. the user-space NVMe
+ * driver), hash
  * threads compute the block hashes of completed chunks, and the finished chunks are fed
  * into the outer hash strictly in order. Memory is bounded by Q chunks.
  *
  * Key functions:
  *   blksum_source_open()   a file, block device or pipe ("-" = stdin)
+ *   blksum_source_open_uri() an engine target (emu://, pci://, file://, blk://)
  *   blksum_start()         start a job (own threads); blksum_wait()/blksum_progress()
  *                          let a caller poll (e.g. to serve Ctrl-C), blksum_cancel()
  *                          stops it promptly, blksum_finish() joins and reports
@@ -29,10 +31,9 @@
  *
  * Errors are negative errno values; blksum_strerror() adds blksum's own meaning for
  * a few (-ENOENT for an unknown digest name is reported via BLKSUM_EDIGEST).
- *   blksum_nvme_open()     an nvmelab target namespace as an engine source
  *
  * Caveats: a source opened on a pipe is read sequentially with read(2), whatever the
- * I/O mode; blksum_result.io says which engine actually ran. An engine source has no
+ * I/O mode; blksum_result.io says which backend actually ran. A target source has no
  * holes to skip (all blocks are read; zero blocks still use the precomputed hash).
  */
 #ifndef NVMELAB_BLKSUM_H
@@ -41,6 +42,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engine/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,36 +70,20 @@ extern "C" {
 enum blksum_io {
     BLKSUM_IO_PSYNC = 0,    /* pread(2) in the reader thread, Q buffers for the hashers */
     BLKSUM_IO_IO_URING = 1, /* up to Q reads in flight (the kernel must permit io_uring) */
-    BLKSUM_IO_ENGINE = 2,   /* a caller-supplied engine (blksum_source.engine) */
+    BLKSUM_IO_TARGET = 2,   /* the source's own engine target (blksum_source_open_uri) */
 };
 
-/**
- * An asynchronous read engine supplied by the caller (e.g. an NVMe namespace).
- * submit() queues one read of len bytes at off into buf (from alloc_buf); poll()
- * returns the number of completions it wrote (tags[i], results[i] = bytes read or
- * negative errno), waiting for at least one when wait is true. All calls come from
- * the reader thread only. alloc_buf/free_buf give I/O-capable memory of len bytes.
- */
-struct blksum_engine {
-    void *ctx;
-    const char *name;                   /* e.g. "nvme"; reported in the result */
-    uint32_t max_inflight;              /* 0 = no limit beyond queue_depth */
-    uint32_t align;                     /* offset/length granularity (e.g. LBA size); 0 = 1 */
-    int (*submit)(void *ctx, void *buf, uint64_t off, size_t len, void *tag);
-    int (*poll)(void *ctx, void **tags, int *results, int max, bool wait);
-    void *(*alloc_buf)(void *ctx, size_t len);
-    void (*free_buf)(void *ctx, void *buf, size_t len);
-};
-
-/** What to read. Filled by blksum_source_open() or by hand for an engine. */
+/** What to read. Filled by blksum_source_open() (a descriptor: file, block device, pipe) or
+ * blksum_source_open_uri() (a target of the engine layer, e.g. an NVMe namespace). */
 struct blksum_source {
-    int fd;               /* -1 for an engine source */
+    int fd;               /* -1 for a target source */
     bool owns_fd;         /* close fd in blksum_source_close() */
     bool seekable;        /* false: a pipe, read sequentially */
     bool sparse;          /* SEEK_DATA/SEEK_HOLE usable */
     uint64_t size;        /* bytes; meaningful only when seekable */
-    const char *kind;     /* "file", "block", "pipe", "engine" */
-    struct blksum_engine engine; /* used when fd < 0 */
+    const char *kind;     /* "file", "block", "pipe", "target" */
+    struct perf_target *target; /* a target source (io = BLKSUM_IO_TARGET): device dev of it */
+    uint32_t dev;
 };
 
 struct blksum_opts {
@@ -158,18 +145,15 @@ const char *blksum_strerror(int err);
 bool blksum_have_io_uring(void);
 
 /*
- * Reading an nvmelab target (emu://, pci://) through the user-space driver (nvme_source.c).
- * blksum_nvme_open() opens the target, picks namespace nsid of controller 0 (0 = the first
- * active one), creates one I/O qpair deep enough for queue_depth chunks of read_size bytes,
- * and fills src with an engine source (use io = BLKSUM_IO_ENGINE). err gets one line on
- * failure. blksum_nvme_close() unwinds it after the job has finished.
+ * Reading a target of the engine layer (emu://, pci://: the user-space driver; file://,
+ * blk://: the kernel paths) through the same backend ops the perf engine uses.
+ * blksum_source_open_uri() opens the target (namespace nsid of every controller, 0 = the
+ * first active one; device 0 is read) and fills src (use io = BLKSUM_IO_TARGET);
+ * blksum_source_close() closes the target after the job has finished. err gets one line.
  */
-struct blksum_nvme;
-int blksum_nvme_open(const char *uri, uint32_t nsid, int queue_depth, size_t read_size, struct blksum_source *src,
-                     struct blksum_nvme **out, char *err, size_t errlen);
-void blksum_nvme_close(struct blksum_nvme *n);
-/** "profile=... scale=..." of an emulated target, "" otherwise. */
-const char *blksum_nvme_describe(const struct blksum_nvme *n);
+int blksum_source_open_uri(struct blksum_source *src, const char *uri, uint32_t nsid, char *err, size_t errlen);
+/** "profile=... scale=..." of an emulated target source, "" otherwise. */
+const char *blksum_source_describe(const struct blksum_source *src);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 """NVMe PCI functions of this host: discovery, driver binding and hugepages, in pure Python over sysfs.
 
 What `nvmelab devices|bind|unbind|hugepages` run on a host. The QEMU guest, which has no Python, runs
-the C twin of this module (``src/nvme/tools/devmgmt.c``, inside ``nvmelab-guest``); both follow the same
+the C twin of this module (``src/tools/devmgmt.c``, inside ``nvmelab-guest``); both follow the same
 rules and ``tests/test_devices.py`` runs both against one fake sysfs tree.
 
 Rules:
@@ -34,7 +34,7 @@ PCI_CLASS_NVME = 0x010802
 DRIVERS = ("uio_pci_generic", "vfio-pci")
 #: the mount points that make a device the boot device
 BOOT_MOUNTS = ("/", "/boot", "/boot/efi")
-#: Block devices per function the C twin (src/nvme/tools/devmgmt.c) can check; more are refused.
+#: Block devices per function the C twin (src/tools/devmgmt.c) can check; more are refused.
 MAX_BLOCK_DEVICES = 128
 HUGEPAGE_SIZES_KB = {"2M": 2 * 1024, "1G": 1024 * 1024}
 

@@ -6,7 +6,7 @@
 `run` validates every parameter before any I/O (ValueError naming the
 parameter), pins one worker thread per logical CPU of `ncpus` physical cores (one CPU
 per core, or every thread sibling with thr_sib=True; or the explicit `cpus`), runs the native engine
-(src/nvme/perf.c) with the GIL released, samples the CPU frequencies of the used
+(src/engine/perf.c) with the GIL released, samples the CPU frequencies of the used
 CPUs every 0.5 s, and returns one record that passes nvmelab.records.validate.
 Ctrl-C stops the run cleanly and raises KeyboardInterrupt: no partial record.
 

@@ -1,5 +1,5 @@
 """Shared helpers of the CPU benchmarks: build tests/bench/hotpath.c against build/dev's
-libnvme.a, run it natively (timed) and under callgrind (instruction counts split between
+libnvmelab-driver.a, run it natively (timed) and under callgrind (instruction counts split between
 the driver and the emulator), and run fio with JSON output."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 HOTPATH_SRC = Path(__file__).with_name("hotpath.c")
-LIBNVME = ROOT / "build" / "dev" / "src" / "nvme" / "libnvme.a"
+LIBNVME = ROOT / "build" / "dev" / "src" / "nvme" / "libnvmelab-driver.a"
 #: Driver entry points measured (inclusive) by the hot-path benchmark.
 DRIVER_ENTRIES = ("nvme_qpair_submit", "nvme_qpair_ring", "nvme_qpair_poll")
 #: Functions through which the driver enters the emulator (bar ops) and the caller's callback.
@@ -36,7 +36,7 @@ def build_hotpath(workdir: Path) -> Path:
     exe = workdir / "hotpath"
     base = [cc, "-O2", "-g", "-std=gnu11", "-D_GNU_SOURCE", f"-I{ROOT / 'src'}", str(HOTPATH_SRC), str(LIBNVME),
             "-o", str(exe)]
-    for libs in (["-luring", "-lpthread", "-lm"], ["-lpthread", "-lm"]):
+    for libs in (["-lpthread", "-lm"],):
         p = subprocess.run(base + libs, capture_output=True, text=True)
         if p.returncode == 0:
             return exe

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nvme/kio.h"
-#include "nvme/perf.h"
+#include "engine/kio.h"
+#include "engine/perf.h"
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
 #define FILE_BYTES (8u << 20)

@@ -1,8 +1,8 @@
 /* test_uring.c — the io_uring module over the kernel ABI: ring set-up and fallbacks, a full SQ
  * refuses more SQEs, reads and writes (plain and fixed) land where they should across many
  * wrap-arounds of both rings, and a process that may not use io_uring gets an error that says why. */
-#include "nvme/kio.h"
-#include "nvme/uring.h"
+#include "engine/kio.h"
+#include "engine/uring.h"
 
 #include <errno.h>
 #include <fcntl.h>

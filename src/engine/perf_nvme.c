@@ -1,9 +1,13 @@
 /* perf_nvme.c — the perf engine's backend on the nvmelab driver: emu:// and pci:// targets.
  *
- * One device = the first active namespace of one controller. One channel = one
- * I/O qpair (depth qdepth + 1, the N-1 rule) with one DMA buffer of qdepth slots.
- * Hot path: nvme_qpair_submit / nvme_qpair_ring / nvme_qpair_poll, no system
- * calls, no locks (opening and closing channels is serialised; cold path only). */
+ * One device = the first active namespace of one controller (or namespace opts.nsid).
+ * One channel = one I/O qpair (depth qdepth + 1, the N-1 rule) with one DMA buffer
+ * of qdepth slots. Hot path: nvme_qpair_submit / nvme_qpair_ring / nvme_qpair_poll,
+ * no system calls, no locks (opening and closing channels is serialised; cold path
+ * only). A slot larger than the controller's transfer limit (blksum's chunks) is
+ * split into several commands and completes when all of them have; the qpair is
+ * then deep enough for qdepth such slots where the controller allows it, else
+ * submit() answers -EBUSY until parts complete. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,7 +17,7 @@
 #include "nvme/emu/emu.h"
 #include "nvme/emu/profiles.h"
 #include "nvme/nvme.h"
-#include "nvme/perf.h"
+#include "engine/perf.h"
 
 #define QP_EXTRA_ENTRY 1u /* a queue of N entries holds N-1 commands */
 
@@ -27,6 +31,8 @@ struct nvme_pchan;
 struct slot_arg {
     struct nvme_pchan *c;
     uint32_t slot;
+    uint32_t parts_left; /* split slots: commands still outstanding */
+    int status;          /* split slots: first failure */
 };
 
 struct nvme_pchan {
@@ -36,19 +42,37 @@ struct nvme_pchan {
     struct nvme_dma *dma;
     uint8_t *bufs;
     uint32_t iosize, lba_size;
+    uint32_t max_xfer;   /* bytes per command (the controller's limit) */
     struct slot_arg *args;
     struct nvme_pctx *ctx;
 };
 
+static int cpl_status(const struct nvme_cpl *cpl);
+
 static void pchan_cb(void *arg, const struct nvme_cpl *cpl)
 {
     const struct slot_arg *a = arg;
-    int st = 0;
+    a->c->pub.done(&a->c->pub, a->slot, cpl_status(cpl));
+}
+
+static int cpl_status(const struct nvme_cpl *cpl)
+{
     if (cpl->err)
-        st = cpl->err;
-    else if (!nvme_cpl_ok(cpl))
-        st = ((int)cpl->sct << 8 | (int)cpl->sc) | (cpl->dnr ? PERF_STATUS_DNR : 0);
-    a->c->pub.done(&a->c->pub, a->slot, st);
+        return cpl->err;
+    if (!nvme_cpl_ok(cpl))
+        return ((int)cpl->sct << 8 | (int)cpl->sc) | (cpl->dnr ? PERF_STATUS_DNR : 0);
+    return 0;
+}
+
+/* One part of a split slot completed. */
+static void pchan_cb_part(void *arg, const struct nvme_cpl *cpl)
+{
+    struct slot_arg *a = arg;
+    int st = cpl_status(cpl);
+    if (st && !a->status)
+        a->status = st;
+    if (--a->parts_left == 0)
+        a->c->pub.done(&a->c->pub, a->slot, a->status);
 }
 
 static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize, struct perf_chan **out, char *err,
@@ -67,6 +91,14 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
     c->ns = ctx->ns[dev];
     c->iosize = iosize;
     c->lba_size = nvme_ns_lba_size(c->ns);
+    c->max_xfer = nvme_ctrl_max_xfer(nvme_ns_ctrl(c->ns));
+    c->max_xfer -= c->max_xfer % c->lba_size;
+    if (c->max_xfer == 0 || c->max_xfer > iosize)
+        c->max_xfer = iosize;
+    uint32_t parts = (iosize + c->max_xfer - 1) / c->max_xfer;
+    uint64_t want = (uint64_t)qdepth * parts + QP_EXTRA_ENTRY;
+    uint32_t cap = nvme_ctrl_max_depth(nvme_ns_ctrl(c->ns));
+    uint32_t depth = want < cap ? (uint32_t)want : cap;
     for (uint32_t i = 0; i < qdepth; i++) {
         c->args[i].c = c;
         c->args[i].slot = i;
@@ -79,14 +111,14 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
         goto fail;
     }
     c->bufs = nvme_dma_vaddr(c->dma);
-    struct nvme_qpair_opts o = {.depth = qdepth + QP_EXTRA_ENTRY, .timeout_ms = 0, .batch = qdepth + QP_EXTRA_ENTRY};
+    struct nvme_qpair_opts o = {.depth = depth, .timeout_ms = 0, .batch = depth};
     rc = nvme_qpair_create(nvme_ns_ctrl(c->ns), &o, &c->qp);
     if (rc) {
         if (rc == -EBUSY)
             snprintf(err, errlen, "device %u: no I/O queue left (the controller grants %u); lower nqueues or ncpus", dev,
                      nvme_ctrl_max_qpairs(nvme_ns_ctrl(c->ns)));
         else
-            snprintf(err, errlen, "device %u: cannot create a qpair of depth %u: %s", dev, qdepth + QP_EXTRA_ENTRY,
+            snprintf(err, errlen, "device %u: cannot create a qpair of depth %u: %s", dev, depth,
                      strerror(-rc));
         nvme_dma_free(c->dma);
         goto fail;
@@ -121,8 +153,27 @@ static void *pchan_buf(struct perf_chan *ch, uint32_t slot)
 static int pchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
 {
     struct nvme_pchan *c = (struct nvme_pchan *)ch;
-    return nvme_qpair_submit(c->qp, c->ns, write ? NVME_CMD_WRITE : NVME_CMD_READ, slba, nlb,
-                             c->bufs + (size_t)slot * c->iosize, (size_t)nlb * c->lba_size, pchan_cb, &c->args[slot]);
+    size_t len = (size_t)nlb * c->lba_size;
+    uint8_t *buf = c->bufs + (size_t)slot * c->iosize;
+    uint8_t op = write ? NVME_CMD_WRITE : NVME_CMD_READ;
+    if (len <= c->max_xfer)
+        return nvme_qpair_submit(c->qp, c->ns, op, slba, nlb, buf, len, pchan_cb, &c->args[slot]);
+    /* split: every part must fit now, or none is queued */
+    struct slot_arg *a = &c->args[slot];
+    uint32_t parts = (uint32_t)((len + c->max_xfer - 1) / c->max_xfer);
+    if (nvme_qpair_depth(c->qp) - QP_EXTRA_ENTRY - nvme_qpair_outstanding(c->qp) < parts)
+        return -EBUSY;
+    a->parts_left = parts;
+    a->status = 0;
+    for (size_t done = 0; done < len;) {
+        size_t part = len - done < c->max_xfer ? len - done : c->max_xfer;
+        int rc = nvme_qpair_submit(c->qp, c->ns, op, slba + done / c->lba_size, (uint32_t)(part / c->lba_size),
+                                   buf + done, part, pchan_cb_part, a);
+        if (rc < 0) /* cannot happen after the free-slot check; the queued parts still complete */
+            return rc;
+        done += part;
+    }
+    return 0;
 }
 
 static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
@@ -175,7 +226,7 @@ static const struct perf_backend_ops nvme_perf_ops = {
 int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts, struct perf_target **out, char *err,
                           size_t errlen)
 {
-    (void)opts;
+    uint32_t nsid = opts ? opts->nsid : 0;
     struct nvme_target *nt = NULL;
     int rc = nvme_target_open(uri, &nt, err, errlen);
     if (rc)
@@ -195,9 +246,12 @@ int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts, 
         nctrl = PERF_MAX_DEVS;
     for (unsigned i = 0; i < nctrl; i++) {
         struct nvme_ctrl *c = nvme_target_ctrl(nt, i);
-        struct nvme_ns *ns = nvme_ctrl_nns(c) ? nvme_ctrl_ns_at(c, 0) : NULL;
+        struct nvme_ns *ns = nsid ? nvme_ctrl_ns(c, nsid) : (nvme_ctrl_nns(c) ? nvme_ctrl_ns_at(c, 0) : NULL);
         if (!ns) {
-            snprintf(err, errlen, "%s: controller %u has no active namespace", uri, i);
+            if (nsid)
+                snprintf(err, errlen, "%s: namespace %u is not active on controller %u", uri, nsid, i);
+            else
+                snprintf(err, errlen, "%s: controller %u has no active namespace", uri, i);
             pctx_destroy(ctx);
             free(t);
             return -ENODEV;
@@ -220,6 +274,7 @@ int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts, 
         if (set) {
             snprintf(t->profile, sizeof(t->profile), "%s", nvme_emu_set_profile(set));
             t->scale = nvme_emu_set_scale(set);
+            nvme_emu_set_describe(set, t->describe, sizeof(t->describe));
             const struct nvme_emu_profile *p = nvme_emu_profile_find(t->profile);
             if (p && t->scale > 0) {
                 t->model.lat_ns = p->lat_ns * t->scale;

@@ -32,8 +32,8 @@
  * io_uring may be disabled by the sysctl kernel.io_uring_disabled or blocked by a
  * seccomp filter (containers): uring_probe() and uring_init() say so by name.
  */
-#ifndef NVME_URING_H
-#define NVME_URING_H
+#ifndef NVMELAB_ENGINE_URING_H
+#define NVMELAB_ENGINE_URING_H
 
 #include <linux/io_uring.h>
 #include <stdbool.h>
@@ -167,4 +167,4 @@ int uring_wait_cqe(struct uring *r);
 }
 #endif
 
-#endif /* NVME_URING_H */
+#endif /* NVMELAB_ENGINE_URING_H */

@@ -1,5 +1,5 @@
 /* kio.c — psync and io_uring backends on file:// and blk:// (see kio.h). */
-#include "nvme/kio.h"
+#include "engine/kio.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,13 +15,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "nvme/uring.h"
+#include "engine/uring.h"
 
 enum kio_kind { KIO_PSYNC, KIO_URING };
 
 struct kio_ctx {
     enum kio_kind kind;
     int fd;
+    int owns_fd;          /* opened from a URI (closed by destroy), not handed in */
+    int stream;           /* a pipe or character device: sequential reads only */
     uint32_t lba_size;
     char path[PATH_MAX];
 };
@@ -180,14 +182,24 @@ int kio_blk_check(const char *path, int want_write, int allow_write, char *err, 
 
 /* ------------------------------------------------------------------ psync */
 
+/* A psync channel holds qdepth slots; submit() performs the I/O at once and queues
+ * its completion, so exactly one command is ever at the device. The perf engine
+ * asks for qdepth=1 (dev.max_qdepth); blksum keeps Q slots so that the hash threads
+ * work on earlier chunks while the next one is read. */
+struct psync_cpl {
+    uint32_t slot;
+    int status;
+};
+
 struct psync_chan {
     struct perf_chan pub;
     int fd;
-    uint32_t iosize, lba_size;
-    uint8_t *buf;
-    int pending;     /* a completion is waiting for reap */
-    uint32_t pslot;
-    int pstatus;
+    int stream;           /* a pipe: read(2) in order, a short read ends the stream */
+    uint32_t iosize, lba_size, qdepth;
+    uint8_t *bufs;        /* qdepth * iosize */
+    uint32_t *xfer;       /* bytes moved by the last command of each slot */
+    struct psync_cpl *cpl; /* completions awaiting reap: a ring of qdepth */
+    uint32_t head, count;
 };
 
 static int psync_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
@@ -195,21 +207,24 @@ static int psync_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
 {
     struct kio_ctx *ctx = vctx;
     (void)dev;
-    if (qdepth != 1) {
-        snprintf(err, errlen, "qdepth=%u: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend=io_uring", qdepth);
-        return -EINVAL;
-    }
     struct psync_chan *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
-    if (posix_memalign((void **)&c->buf, KIO_BUF_ALIGN, iosize)) {
+    size_t total = (size_t)qdepth * iosize;
+    c->xfer = calloc(qdepth, sizeof(*c->xfer));
+    c->cpl = calloc(qdepth, sizeof(*c->cpl));
+    if (!c->xfer || !c->cpl || posix_memalign((void **)&c->bufs, KIO_BUF_ALIGN, total)) {
+        free(c->xfer);
+        free(c->cpl);
         free(c);
-        snprintf(err, errlen, "psync: cannot allocate a %u-byte buffer", iosize);
+        snprintf(err, errlen, "psync: cannot allocate %zu bytes of buffers", total);
         return -ENOMEM;
     }
-    memset(c->buf, 0, iosize);
+    memset(c->bufs, 0, total);
     c->fd = ctx->fd;
+    c->stream = ctx->stream;
     c->iosize = iosize;
+    c->qdepth = qdepth;
     c->lba_size = ctx->lba_size;
     *out = &c->pub;
     return 0;
@@ -218,27 +233,55 @@ static int psync_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
 static void psync_close(struct perf_chan *ch)
 {
     struct psync_chan *c = (struct psync_chan *)ch;
-    free(c->buf);
+    free(c->bufs);
+    free(c->xfer);
+    free(c->cpl);
     free(c);
 }
 
 static void *psync_buf(struct perf_chan *ch, uint32_t slot)
 {
-    (void)slot;
-    return ((struct psync_chan *)ch)->buf;
+    struct psync_chan *c = (struct psync_chan *)ch;
+    return c->bufs + (size_t)slot * c->iosize;
+}
+
+/* The whole transfer, resumed after short counts and EINTR; a stream ends at EOF. */
+static int psync_xfer(struct psync_chan *c, int write, uint8_t *buf, size_t len, off_t off, uint32_t *moved)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n;
+        if (c->stream)
+            n = read(c->fd, buf + done, len - done);
+        else if (write)
+            n = pwrite(c->fd, buf + done, len - done, off + (off_t)done);
+        else
+            n = pread(c->fd, buf + done, len - done, off + (off_t)done);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            *moved = (uint32_t)done;
+            return -errno;
+        }
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    *moved = (uint32_t)done;
+    if (done < len && !c->stream)
+        return -ENODATA; /* the file ended inside the command: it shrank */
+    return 0;
 }
 
 static int psync_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
 {
     struct psync_chan *c = (struct psync_chan *)ch;
-    if (c->pending)
+    if (c->count == c->qdepth)
         return -EBUSY;
-    off_t off = (off_t)(slba * c->lba_size);
-    size_t len = (size_t)nlb * c->lba_size;
-    ssize_t n = write ? pwrite(c->fd, c->buf, len, off) : pread(c->fd, c->buf, len, off);
-    c->pending = 1;
-    c->pslot = slot;
-    c->pstatus = n < 0 ? -errno : ((size_t)n == len ? 0 : -EIO);
+    int st = psync_xfer(c, write, c->bufs + (size_t)slot * c->iosize, (size_t)nlb * c->lba_size,
+                        (off_t)(slba * c->lba_size), &c->xfer[slot]);
+    c->cpl[(c->head + c->count) % c->qdepth] = (struct psync_cpl){slot, st};
+    c->count++;
     return 0;
 }
 
@@ -252,11 +295,20 @@ static int psync_kick(struct perf_chan *ch, uint32_t wait_min)
 static int psync_reap(struct perf_chan *ch, uint32_t max)
 {
     struct psync_chan *c = (struct psync_chan *)ch;
-    if (!c->pending || max == 0)
-        return 0;
-    c->pending = 0;
-    c->pub.done(&c->pub, c->pslot, c->pstatus);
-    return 1;
+    uint32_t n = 0;
+    while (c->count && n < max) {
+        struct psync_cpl e = c->cpl[c->head];
+        c->head = (c->head + 1) % c->qdepth;
+        c->count--;
+        c->pub.done(&c->pub, e.slot, e.status);
+        n++;
+    }
+    return (int)n;
+}
+
+static uint32_t psync_chan_xfer(struct perf_chan *ch, uint32_t slot)
+{
+    return ((struct psync_chan *)ch)->xfer[slot];
 }
 
 static int kio_write_sync(void *vctx, uint32_t dev, uint64_t slba, const void *buf, size_t len)
@@ -278,7 +330,7 @@ static int kio_write_sync(void *vctx, uint32_t dev, uint64_t slba, const void *b
 static void kio_destroy(void *vctx)
 {
     struct kio_ctx *ctx = vctx;
-    if (ctx->fd >= 0)
+    if (ctx->owns_fd && ctx->fd >= 0)
         close(ctx->fd);
     free(ctx);
 }
@@ -292,6 +344,7 @@ static const struct perf_backend_ops psync_ops = {
     .reap = psync_reap,
     .destroy = kio_destroy,
     .write_sync = kio_write_sync,
+    .chan_xfer = psync_chan_xfer,
 };
 
 /* ------------------------------------------------------------------ io_uring */
@@ -412,7 +465,8 @@ static int uchan_reap(struct perf_chan *ch, uint32_t max)
         const struct io_uring_cqe *cqe = uring_cqe_at(&c->ring, n);
         uint32_t slot = (uint32_t)cqe->user_data;
         uint32_t len = (uint32_t)(cqe->user_data >> 32);
-        int st = cqe->res < 0 ? cqe->res : ((uint32_t)cqe->res == len ? 0 : -EIO);
+        /* a short transfer on a file means it ended inside the command (it shrank) */
+        int st = cqe->res < 0 ? cqe->res : ((uint32_t)cqe->res == len ? 0 : -ENODATA);
         c->pub.done(&c->pub, slot, st);
     }
     if (n)
@@ -439,6 +493,39 @@ int kio_io_uring_available(void)
 }
 
 /* ------------------------------------------------------------------ open */
+
+/* The perf_target over an open descriptor: lba_size 512 for O_DIRECT files, the
+ * device's for blk://, 1 (byte granular) for a descriptor handed in. */
+static int make_target(int fd, int owns_fd, enum kio_kind kind, const char *backend, uint32_t lba_size,
+                       uint64_t bytes, int stream, struct perf_target **out)
+{
+    struct kio_ctx *ctx = calloc(1, sizeof(*ctx));
+    struct perf_target *t = calloc(1, sizeof(*t));
+    if (!ctx || !t) {
+        free(ctx);
+        free(t);
+        return -ENOMEM;
+    }
+    ctx->kind = kind;
+    ctx->fd = fd;
+    ctx->owns_fd = owns_fd;
+    ctx->stream = stream;
+    ctx->lba_size = lba_size;
+    t->ops = kind == KIO_PSYNC ? &psync_ops : &uring_ops;
+    t->ctx = ctx;
+    t->ndevs = 1;
+    t->flags = PERF_TGT_BLOCKING | (kind == KIO_PSYNC ? PERF_TGT_SYNC : 0);
+    snprintf(t->backend, sizeof(t->backend), "%s", backend);
+    t->dev[0].lba_size = lba_size;
+    t->dev[0].nlbas = bytes / lba_size;
+    t->dev[0].nsid = 0;
+    t->dev[0].max_qdepth = kind == KIO_PSYNC ? 1 : KIO_URING_MAX_QDEPTH;
+    t->default_batch = kind == KIO_URING ? KIO_URING_SUBMIT_BATCH : 0;
+    t->dev[0].max_io_bytes = owns_fd ? KIO_MAX_IO_BYTES : UINT32_MAX;
+    *out = t;
+    return 0;
+}
+
 
 int kio_target_open(const char *uri, const struct perf_target_opts *opts,
                     struct perf_target **out, char *err, size_t errlen)
@@ -532,29 +619,52 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts,
                  uri, (unsigned long long)bytes, lba_size);
         return -EINVAL;
     }
-    struct kio_ctx *ctx = calloc(1, sizeof(*ctx));
-    struct perf_target *t = calloc(1, sizeof(*t));
-    if (!ctx || !t) {
-        free(ctx);
-        free(t);
+    rc = make_target(fd, 1, kind, backend, lba_size, bytes, 0, out);
+    if (rc < 0)
         close(fd);
-        return -ENOMEM;
-    }
-    ctx->kind = kind;
-    ctx->fd = fd;
-    ctx->lba_size = lba_size;
-    snprintf(ctx->path, sizeof(ctx->path), "%s", path);
-    t->ops = kind == KIO_PSYNC ? &psync_ops : &uring_ops;
-    t->ctx = ctx;
-    t->ndevs = 1;
-    t->flags = PERF_TGT_BLOCKING;
-    snprintf(t->backend, sizeof(t->backend), "%s", backend);
-    t->dev[0].lba_size = lba_size;
-    t->dev[0].nlbas = bytes / lba_size;
-    t->dev[0].nsid = 0;
-    t->dev[0].max_qdepth = kind == KIO_PSYNC ? 1 : 4096;
-    t->default_batch = kind == KIO_URING ? KIO_URING_SUBMIT_BATCH : 0;
-    t->dev[0].max_io_bytes = KIO_MAX_IO_BYTES;
-    *out = t;
-    return 0;
+    else
+        snprintf(((struct kio_ctx *)(*out)->ctx)->path, PATH_MAX, "%s", path);
+    return rc;
 }
+
+int kio_target_from_fd(int fd, const char *backend, struct perf_target **out, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "descriptor %d: %s", fd, strerror(e));
+        return -e;
+    }
+    uint64_t bytes = 0;
+    int stream = 0;
+    if (S_ISREG(st.st_mode)) {
+        bytes = (uint64_t)st.st_size;
+    } else if (S_ISBLK(st.st_mode)) {
+        if (ioctl(fd, BLKGETSIZE64, &bytes)) {
+            int e = errno;
+            snprintf(err, errlen, "descriptor %d: cannot read the device size: %s", fd, strerror(e));
+            return -e;
+        }
+    } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        stream = 1;
+        bytes = UINT64_MAX;
+    } else {
+        snprintf(err, errlen, "descriptor %d: not a file, block device or pipe", fd);
+        return -EINVAL;
+    }
+    enum kio_kind kind = KIO_PSYNC;
+    if (!strcmp(backend, "io_uring") && !stream) {
+        char why[PERF_ERRLEN];
+        int rc = uring_probe(why, sizeof(why));
+        if (rc < 0) {
+            snprintf(err, errlen, "backend=io_uring: %s", why);
+            return rc;
+        }
+        kind = KIO_URING;
+    } else if (strcmp(backend, "psync") && strcmp(backend, "io_uring")) {
+        snprintf(err, errlen, "unknown backend '%s' (use psync or io_uring)", backend);
+        return -EINVAL;
+    }
+    return make_target(fd, 0, kind, kind == KIO_URING ? "io_uring" : (stream ? "read" : "psync"), 1, bytes, stream, out);
+}
+

@@ -7,13 +7,13 @@
  * and report IOPS, bytes, a latency histogram, CPU time and per-device counts.
  *
  * Key functions:
- *   perf_target_open()  open a target by URI (file://, blk://, emu://, pci://)
  *   perf_run()          one timed run (warm-up not counted) on an open target
  *   perf_fill()         write the verify stamp over a range once (untimed)
- *   perf_target_close()
+ *   perf_config_check() the configuration against a target, before any I/O
+ * Targets (perf_target_open/close) and the backend ops table are in backend.h.
  *
- * Backends implement struct perf_backend_ops; the engine calls them from the
- * worker thread that owns the channel (a channel never changes threads). The hot
+ * The engine calls the backend ops from the worker thread that owns the channel
+ * (a channel never changes threads). The hot
  * path takes no locks and allocates nothing; on emu:// and pci:// it makes no
  * system calls; the clock (CLOCK_MONOTONIC, vDSO, ~20 ns) is read once per
  * submit batch and once per reap pass, not per command.
@@ -31,13 +31,14 @@
  * kind: a negative errno (kernel paths) or an NVMe status (SCT/SC, DNR) — never
  * mixed.
  */
-#ifndef NVME_PERF_H
-#define NVME_PERF_H
+#ifndef NVMELAB_ENGINE_PERF_H
+#define NVMELAB_ENGINE_PERF_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nvme/stats.h"
+#include "engine/backend.h"
+#include "engine/stats.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,10 +48,7 @@ extern "C" {
 #endif
 
 #define PERF_MAX_THREADS 256
-#define PERF_MAX_DEVS 64
 #define PERF_MAX_QDEPTH 65536
-#define PERF_ERRLEN 256
-#define PERF_NAMELEN 32
 #define PERF_STAMP_BYTES 16u
 #define PERF_STAMP_MAGIC 0x6e766d65u /* "nvme" */
 
@@ -69,74 +67,6 @@ struct perf_stamp {
     uint32_t seed32; /* PERF_STAMP_MAGIC ^ folded seed */
 };
 PERF_STATIC_ASSERT(sizeof(struct perf_stamp) == PERF_STAMP_BYTES, "perf_stamp is 16 bytes");
-
-/* Geometry of one device (namespace / file / block device) of a target. */
-struct perf_dev_info {
-    uint32_t lba_size;     /* bytes */
-    uint64_t nlbas;        /* capacity in LBAs */
-    uint32_t nsid;         /* NVMe namespace id, 0 for kernel paths */
-    uint32_t max_qdepth;   /* deepest channel the backend can open */
-    uint32_t max_io_bytes; /* largest single command */
-};
-
-/* A channel as the engine sees it; a backend embeds it first in its own struct.
- * The backend calls done() once per completed command from reap(). status: 0 ok,
- * < 0 negative errno, > 0 NVMe status as (SCT << 8 | SC) | PERF_STATUS_DNR. */
-#define PERF_STATUS_DNR (1 << 16)
-struct perf_chan {
-    void (*done)(struct perf_chan *ch, uint32_t slot, int status);
-    void *eng; /* engine-private per-channel state */
-};
-
-struct perf_backend_ops {
-    /* Open a channel of qdepth slots of iosize bytes each on device dev; called in
-     * the worker thread that will own it. */
-    int (*chan_open)(void *ctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
-                     struct perf_chan **out, char *err, size_t errlen);
-    void (*chan_close)(struct perf_chan *ch);
-    /* The I/O buffer of one slot (iosize bytes, DMA-able where it matters). */
-    void *(*chan_buf)(struct perf_chan *ch, uint32_t slot);
-    /* Queue one command (not yet visible to the device until kick). 0, -EBUSY, <0. */
-    int (*submit)(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb);
-    /* Make queued commands visible (doorbell / io_uring_enter); wait_min > 0 lets a
-     * blocking backend sleep until that many completions are ready. */
-    int (*kick)(struct perf_chan *ch, uint32_t wait_min);
-    /* Deliver up to max completions through ch->done; returns the count or <0. */
-    int (*reap)(struct perf_chan *ch, uint32_t max);
-    void (*destroy)(void *ctx);
-    /* Cold path, for tests and fault injection: write len bytes (a whole number of
-     * LBAs) at slba of device dev synchronously. 0 or <0; NVMe status as > 0. */
-    int (*write_sync)(void *ctx, uint32_t dev, uint64_t slba, const void *buf, size_t len);
-};
-
-/* Target flags */
-#define PERF_TGT_BLOCKING 0x1u /* kick() can wait for completions (kernel paths) */
-
-struct perf_target {
-    const struct perf_backend_ops *ops;
-    void *ctx;
-    uint32_t ndevs;
-    uint32_t flags;
-    char backend[PERF_NAMELEN]; /* "psync", "io_uring", "nvmelab-emu", "nvmelab-pci" */
-    char profile[PERF_NAMELEN]; /* emulated targets: device-model profile, else "" */
-    double scale;               /* emulated targets: profile scale, else 0 */
-    /* emulated targets: the profile's device model at this scale (0 = no cap);
-     * device-model overrides given in the URI are not reflected here */
-    struct {
-        double lat_ns, dev_iops, queue_iops, dev_bw;
-    } model;
-    struct perf_dev_info dev[PERF_MAX_DEVS];
-    /* submissions per kick when the config leaves batch at 0 (0: the whole
-     * qdepth); a target whose kick is a system call may prefer to issue each
-     * command as soon as it is queued */
-    uint32_t default_batch;
-};
-
-struct perf_target_opts {
-    const char *backend; /* kernel paths: "psync" or "io_uring" (default); NULL elsewhere */
-    int allow_write;     /* blk://: writes need this; file:// always may write */
-    int need_write;      /* the run will write: open read-write */
-};
 
 struct perf_config {
     enum perf_pattern pattern;
@@ -190,14 +120,6 @@ struct perf_result {
 const char *perf_pattern_name(enum perf_pattern p);
 int perf_pattern_parse(const char *name, enum perf_pattern *out);
 
-int perf_target_open(const char *uri, const struct perf_target_opts *opts,
-                     struct perf_target **out, char *err, size_t errlen);
-void perf_target_close(struct perf_target *t);
-
-/* Synchronous write of whole LBAs outside any run (fault injection in tests). */
-int perf_target_write_sync(struct perf_target *t, uint32_t dev, uint64_t slba, const void *buf, size_t len,
-                           char *err, size_t errlen);
-
 /* Check a configuration against a target without doing I/O. */
 int perf_config_check(const struct perf_target *t, const struct perf_config *cfg, char *err, size_t errlen);
 
@@ -212,13 +134,8 @@ int perf_run(struct perf_target *t, const struct perf_config *cfg, struct perf_r
 int perf_fill(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res,
               char *err, size_t errlen);
 
-/* The NVMe-driver target (emu://, pci://; perf_nvme.c); perf_target_open()
- * dispatches on the URI scheme. */
-int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts,
-                          struct perf_target **out, char *err, size_t errlen);
-
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* NVME_PERF_H */
+#endif /* NVMELAB_ENGINE_PERF_H */

@@ -7,11 +7,14 @@
  *
  * Key functions:
  *   kio_target_open()  file:///path or blk:///dev/X, backend "psync" or "io_uring"
+ *   kio_target_from_fd() an open file, block device or pipe (blksum's sources)
  *   kio_blk_check()    may this block device be used? (named, not mounted, no holders)
  *
  * Backends:
- *   psync     pread/pwrite on an O_DIRECT descriptor; one command in flight per
- *             channel, so qdepth must be 1 (deeper queues are refused, not emulated).
+ *   psync     pread/pwrite on an O_DIRECT descriptor (read(2) on a pipe); the I/O
+ *             happens in submit(), so one command is at the device at a time:
+ *             the perf engine refuses qdepth > 1 (dev.max_qdepth = 1); a channel
+ *             may still hold several slots whose completions wait for reap().
  *   io_uring  one ring per channel (uring.h, the kernel ABI), O_DIRECT, registered file and
  *             buffers (read_fixed/write_fixed), one submit per command unless the
  *             run sets batch (KIO_URING_SUBMIT_BATCH), completions reaped
@@ -25,12 +28,12 @@
  * served from holes). blk:// refuses a device that is mounted, has holders or is
  * used for swap, and refuses writes unless allow_write is set.
  */
-#ifndef NVME_KIO_H
-#define NVME_KIO_H
+#ifndef NVMELAB_ENGINE_KIO_H
+#define NVMELAB_ENGINE_KIO_H
 
 #include <stddef.h>
 
-#include "nvme/perf.h"
+#include "engine/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +43,7 @@ extern "C" {
 #define KIO_MAX_IO_BYTES (1u << 20)     /* largest single command we issue */
 #define KIO_BUF_ALIGN 4096u             /* buffer alignment (page) */
 #define KIO_URING_CQ_PER_SQ 2u          /* CQ ring entries per SQ entry (io_uring) */
+#define KIO_URING_MAX_QDEPTH 4096u      /* deepest io_uring channel we open */
 /* io_uring submissions per io_uring_enter() unless the run sets batch: one, i.e.
  * each command goes to the kernel as soon as it is queued (what fio does with its
  * default iodepth_batch_submit=1). Measured on a virtio disk at QD 16 this gave
@@ -48,6 +52,12 @@ extern "C" {
 
 int kio_target_open(const char *uri, const struct perf_target_opts *opts,
                     struct perf_target **out, char *err, size_t errlen);
+
+/* A target over an already open descriptor (not closed by the target): a regular
+ * file or block device read with backend "psync" or "io_uring", or a pipe (always
+ * sequential read(2), backend "read"). Byte granular (lba_size 1), no O_DIRECT: the
+ * caller opened the descriptor. blksum's sources use this. */
+int kio_target_from_fd(int fd, const char *backend, struct perf_target **out, char *err, size_t errlen);
 
 /* 0 if the block device at path may be opened (writable only when allow_write and
  * want_write), else a negative errno and the reason in err. */
@@ -60,4 +70,4 @@ int kio_io_uring_available(void);
 }
 #endif
 
-#endif /* NVME_KIO_H */
+#endif /* NVMELAB_ENGINE_KIO_H */

@@ -1,5 +1,5 @@
 /* stats.c — log-linear latency histogram (see stats.h). */
-#include "nvme/stats.h"
+#include "engine/stats.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* uring.c — io_uring through its three system calls and mmap'd rings (see uring.h). */
-#include "nvme/uring.h"
+#include "engine/uring.h"
 
 #include <errno.h>
 #include <stdio.h>

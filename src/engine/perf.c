@@ -1,5 +1,5 @@
 /* perf.c — closed-loop engine (see perf.h). */
-#include "nvme/perf.h"
+#include "engine/perf.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -11,7 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "nvme/kio.h"
+#include "engine/kio.h"
 
 #define NS_PER_S 1000000000ull
 #define PERF_DRAIN_TIMEOUT_NS (10ull * NS_PER_S) /* outstanding commands after the end */

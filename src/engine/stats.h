@@ -14,8 +14,8 @@
  * Key functions: stats_hist_add(), stats_hist_merge(), stats_hist_percentile().
  * Caveats: a histogram belongs to one thread while recording; merge after join.
  */
-#ifndef NVME_STATS_H
-#define NVME_STATS_H
+#ifndef NVMELAB_ENGINE_STATS_H
+#define NVMELAB_ENGINE_STATS_H
 
 #include <stdint.h>
 
@@ -76,4 +76,4 @@ uint64_t stats_hist_percentile(const struct stats_hist *h, double p);
 }
 #endif
 
-#endif /* NVME_STATS_H */
+#endif /* NVMELAB_ENGINE_STATS_H */
