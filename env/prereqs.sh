@@ -38,7 +38,10 @@ need() { # need WHAT PACKAGE: record a missing part
     MISSING+=("$1|$2")
     case " ${PKGS[*]} " in *" $2 "*) ;; *) PKGS+=("$2") ;; esac
 }
-have() { command -v "$1" >/dev/null 2>&1; }
+have() { # an executable COMMAND on PATH (bash's `command -v` also names a non-executable file)
+    local p
+    p=$(command -v "$1" 2>/dev/null) && [ -x "$p" ]
+}
 cc_has_header() { # cc_has_header HEADER: the C preprocessor finds HEADER
     printf '#include <%s>\n' "$1" | "${CC:-cc}" -E -x c - >/dev/null 2>&1
 }
