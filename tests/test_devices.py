@@ -284,6 +284,15 @@ def test_cli(host: FakeHost, capsys: pytest.CaptureFixture[str]) -> None:
     assert "not a PCI address" in capsys.readouterr().err
 
 
+def test_one_in_use_check() -> None:
+    """Python presents the driver's check (no copy of the rules): same limit, same code path."""
+    from nvmelab import _native
+
+    assert devices.MAX_BLOCK_DEVICES == _native.PCI_INUSE_MAX_BLK
+    src = (ROOT / "src/nvmelab/devices.py").read_text()
+    assert "pci_in_use" in src and "/holders" not in src and "/proc/cmdline" not in src
+
+
 # ---- the C twin agrees ----
 @pytest.fixture(scope="module")
 def devmgmt(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -291,8 +300,9 @@ def devmgmt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not cc:
         pytest.skip("no C compiler")
     exe = tmp_path_factory.mktemp("devmgmt") / "devmgmt"
-    subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Werror", "-DDM_STANDALONE", "-o", str(exe),
-                    str(ROOT / "src/tools/devmgmt.c")], check=True)
+    subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Werror", "-D_GNU_SOURCE", "-DDM_STANDALONE", f"-I{ROOT / 'src'}",
+                    "-o", str(exe), str(ROOT / "src/tools/devmgmt.c"), str(ROOT / "src/nvme/inuse.c"),
+                    str(ROOT / "src/nvme/sysfs.c")], check=True)
     return exe
 
 

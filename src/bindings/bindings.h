@@ -13,6 +13,7 @@ void bind_driver(pybind11::module_ &m);   // driver.cpp: targets, controllers, n
 void bind_perf(pybind11::module_ &m);     // perf.cpp: closed-loop engine (CPU and kernel paths)
 void bind_blksum(pybind11::module_ &m);   // blksum.cpp: blkhash-compatible checksum
 void bind_cuda(pybind11::module_ &m);     // cuda.cpp: device-initiated engine, gpu-emu
+void bind_devices(pybind11::module_ &m);  // devices.cpp: the driver's PCI in-use check
 }  // namespace nvmelab
 
 namespace nvmelab {

@@ -11,6 +11,7 @@ PYBIND11_MODULE(_native, m) {
     nvmelab::bind_perf(m);
     nvmelab::bind_blksum(m);
     nvmelab::bind_cuda(m);
+    nvmelab::bind_devices(m);
 
     m.def("build_info", [] {
         py::dict d;

@@ -18,6 +18,7 @@
 
 #include "nvme/ctrl.h"
 #include "nvme/errbuf.h"
+#include "nvme/inuse.h"
 
 #define SYSFS_ROOT       "/sys"
 #define PROC_MOUNTS      "/proc/self/mounts"
@@ -84,122 +85,6 @@ static int bound_driver(const char *sysfs, const char *addr, char *out, size_t l
     return 0;
 }
 
-struct blockdevs {
-    unsigned n;
-    char name[MAX_BLOCKDEVS][NAME_LEN];     /* nvme0n1, nvme0n1p2, dm-0 (holders) */
-    char mapper[MAX_BLOCKDEVS][DM_NAME_MAX]; /* dm name for holders, "" otherwise */
-    char unchecked[NAME_LEN];               /* first device the list could not hold; "" if none */
-};
-
-/* Add a block device; one the list cannot hold (full, or a name too long) is remembered in
- * b->unchecked so that the caller refuses rather than vouching for what it did not check. */
-static void bd_add(struct blockdevs *b, const char *name, const char *mapper)
-{
-    for (unsigned i = 0; i < b->n; i++)
-        if (strcmp(b->name[i], name) == 0)
-            return;
-    size_t n = strlen(name), m = mapper ? strlen(mapper) : 0;
-    if (b->n >= MAX_BLOCKDEVS || n >= NAME_LEN || m >= DM_NAME_MAX) {
-        if (!b->unchecked[0])
-            snprintf(b->unchecked, NAME_LEN, "%.*s", (int)(NAME_LEN - 1), name);
-        return;
-    }
-    memcpy(b->name[b->n], name, n + 1);
-    memcpy(b->mapper[b->n], mapper ? mapper : "", m + 1);
-    b->n++;
-}
-
-static void add_holders(struct blockdevs *b, const char *sysfs, const char *dir)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/holders", dir);
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char dmname[DM_NAME_MAX] = "";
-        char p2[PATH_MAX];
-        snprintf(p2, sizeof(p2), "%s/block/%s/dm/name", sysfs, e->d_name);
-        read_line(p2, dmname, sizeof(dmname));
-        bd_add(b, e->d_name, dmname);
-    }
-    closedir(d);
-}
-
-/* Block devices (namespaces, partitions, holders) the kernel exposes for this function. */
-static void collect_blockdevs(const char *sysfs, const char *addr, struct blockdevs *b)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/nvme", sysfs, addr);
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) { /* nvme0 */
-        if (e->d_name[0] == '.')
-            continue;
-        char cdir[PATH_MAX + NAME_LEN * 4];
-        snprintf(cdir, sizeof(cdir), "%s/%s", path, e->d_name);
-        DIR *cd = opendir(cdir);
-        if (!cd)
-            continue;
-        struct dirent *ns;
-        while ((ns = readdir(cd))) { /* nvme0n1 */
-            if (strncmp(ns->d_name, e->d_name, strlen(e->d_name)) != 0 || !strchr(ns->d_name + strlen(e->d_name), 'n'))
-                continue;
-            bd_add(b, ns->d_name, NULL);
-            char nsdir[PATH_MAX + NAME_LEN * 8];
-            snprintf(nsdir, sizeof(nsdir), "%s/%s", cdir, ns->d_name);
-            add_holders(b, sysfs, nsdir);
-            DIR *pd = opendir(nsdir);
-            if (!pd)
-                continue;
-            struct dirent *part;
-            while ((part = readdir(pd))) { /* nvme0n1p1 */
-                if (strncmp(part->d_name, ns->d_name, strlen(ns->d_name)) == 0 && part->d_name[strlen(ns->d_name)] == 'p') {
-                    bd_add(b, part->d_name, NULL);
-                    char pdir[PATH_MAX + NAME_LEN * 12];
-                    snprintf(pdir, sizeof(pdir), "%s/%s", nsdir, part->d_name);
-                    add_holders(b, sysfs, pdir);
-                }
-            }
-            closedir(pd);
-        }
-        closedir(cd);
-    }
-    closedir(d);
-}
-
-/* First mount of any of b's devices: fills dev/mnt, returns true. */
-static bool find_mount(const struct blockdevs *b, const char *proc_mounts, char *dev, char *mnt, size_t len)
-{
-    FILE *f = fopen(proc_mounts, "re");
-    if (!f)
-        return false;
-    char line[LINE_LEN];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f)) {
-        char src[LINE_LEN / 2], dst[LINE_LEN / 2];
-        if (sscanf(line, "%2047s %2047s", src, dst) != 2)
-            continue;
-        for (unsigned i = 0; i < b->n && !found; i++) {
-            char want[NAME_LEN + 16], want_dm[DM_NAME_MAX + 16];
-            snprintf(want, sizeof(want), "/dev/%s", b->name[i]);
-            snprintf(want_dm, sizeof(want_dm), "/dev/mapper/%s", b->mapper[i]);
-            if (strcmp(src, want) == 0 || (b->mapper[i][0] && strcmp(src, want_dm) == 0)) {
-                snprintf(dev, len, "%s", src);
-                snprintf(mnt, len, "%s", dst);
-                found = true;
-            }
-        }
-    }
-    fclose(f);
-    return found;
-}
-
 static bool allow_listed(const char *addr, const char *allow)
 {
     if (!allow)
@@ -216,63 +101,47 @@ static bool allow_listed(const char *addr, const char *allow)
     return false;
 }
 
-int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *sysfs_root, const char *proc_mounts,
-                   const char *allow, char *err, size_t errlen)
+int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *root, const char *allow, char *err,
+                   size_t errlen)
 {
+    char sysfs[PATH_MAX / 2];
+    snprintf(sysfs, sizeof(sysfs), "%s%s", root, SYSFS_ROOT);
     char canon[NVME_PCI_ADDR_LEN];
     if (nvme_pci_addr_canon(addr, canon) != 0)
         return nvme_errf(err, errlen, -EINVAL, "'%s' is not a PCI address (expected DDDD:BB:DD.F)", addr);
     if (!allow_listed(canon, allow))
         return nvme_errf(err, errlen, -EPERM, "%s is not on the allow-list %s='%s'", canon, NVME_PCI_ALLOW_ENV, allow);
     char path[PATH_MAX], line[NAME_LEN];
-    snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/class", sysfs_root, canon);
+    snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/class", sysfs, canon);
     if (read_line(path, line, sizeof(line)) != 0)
         return nvme_errf(err, errlen, -ENODEV, "no PCI function %s", canon);
     unsigned long cls = strtoul(line, NULL, 0) >> PCI_CLASS_SHIFT;
     if (cls != NVME_PCI_CLASS_NVME)
         return nvme_errf(err, errlen, -ENODEV, "%s is not an NVMe controller (class 0x%06lx, want 0x%06x)", canon, cls,
                     NVME_PCI_CLASS_NVME);
-    struct blockdevs *b = calloc(1, sizeof(*b));
-    if (!b)
-        return -ENOMEM;
-    collect_blockdevs(sysfs_root, canon, b);
-    char dev[LINE_LEN / 2], mnt[LINE_LEN / 2];
-    int rc = 0;
-    if (b->unchecked[0]) {
-        rc = nvme_errf(err, errlen, -EBUSY, "refusing %s: cannot check whether /dev/%s is mounted (more than %u "
-                       "block devices, or a name too long)", canon, b->unchecked, MAX_BLOCKDEVS);
-        free(b);
-        return rc;
-    }
-    if (find_mount(b, proc_mounts, dev, mnt, sizeof(dev))) {
-        if (strcmp(mnt, "/") == 0)
-            rc = nvme_errf(err, errlen, -EBUSY, "refusing %s: it holds the root filesystem (%s on /)", canon, dev);
-        else
-            rc = nvme_errf(err, errlen, -EBUSY, "refusing %s: %s is mounted on %s", canon, dev, mnt);
-        free(b);
-        return rc;
-    }
+    /* in use by the host: the one check (inuse.h) that `nvmelab devices` and the guest tool use too */
+    char why[LINE_LEN / 4];
+    int rc = nvme_pci_in_use(root, canon, why, sizeof(why));
+    if (rc == -EBUSY)
+        return nvme_errf(err, errlen, -EBUSY, "refusing %s: %s", canon, why);
+    if (rc < 0)
+        return nvme_errf(err, errlen, rc, "%s: %s", canon, why[0] ? why : strerror(-rc));
     char bound[NAME_LEN];
-    rc = bound_driver(sysfs_root, canon, bound, sizeof(bound));
-    if (rc) {
-        free(b);
+    rc = bound_driver(sysfs, canon, bound, sizeof(bound));
+    if (rc)
         return nvme_errf(err, errlen, rc, "%s: cannot read its driver binding: %s", canon, strerror(-rc));
-    }
     if (strcmp(bound, "nvme") == 0) {
         char list[LINE_LEN / 4] = "";
-        size_t off = 0;
-        for (unsigned i = 0; i < b->n && off < sizeof(list); i++)
-            off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? " " : "", b->name[i]);
+        int n = nvme_pci_block_devices(root, canon, list, sizeof(list));
         rc = nvme_errf(err, errlen, -EBUSY,
                   "refusing %s: it is bound to the kernel nvme driver (block devices: %s); bind it explicitly with "
-                  "`nvmelab bind %s --driver %s` first", canon, b->n ? list : "none", canon, driver_names[drv]);
+                  "`nvmelab bind %s --driver %s` first", canon, n > 0 ? list : "none", canon, driver_names[drv]);
     } else if (!bound[0]) {
         rc = nvme_errf(err, errlen, -ENODEV, "%s is not bound to any driver; bind it with `nvmelab bind %s --driver %s`",
                   canon, canon, driver_names[drv]);
     } else if (strcmp(bound, driver_names[drv]) != 0) {
         rc = nvme_errf(err, errlen, -EPERM, "%s is bound to %s, not %s", canon, bound, driver_names[drv]);
     }
-    free(b);
     return rc;
 }
 
@@ -464,7 +333,7 @@ int nvme_pci_open(const struct nvme_uri *u, struct nvme_pci **out, char *err, si
                 rc = nvme_errf(err, errlen, -EINVAL, "%s is named twice", f->addr);
                 goto fail;
             }
-        rc = nvme_pci_check(f->addr, p->drv, SYSFS_ROOT, PROC_MOUNTS, allow, err, errlen);
+        rc = nvme_pci_check(f->addr, p->drv, "", allow, err, errlen);
         if (rc)
             goto fail;
     }

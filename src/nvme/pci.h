@@ -18,7 +18,7 @@
  * Both: bus mastering enabled through config space (and INTx disabled: we poll).
  *
  * Key functions: nvme_pci_open / nvme_pci_close / nvme_pci_bar / nvme_pci_count; nvme_pci_check (the
- * safety checks on their own, with the sysfs and /proc roots as parameters so tests run on a fake tree).
+ * safety checks on their own, with a root prefix so tests run on a fake tree).
  */
 #ifndef NVME_PCI_H
 #define NVME_PCI_H
@@ -48,9 +48,10 @@ int nvme_pci_vfio_container(const struct nvme_pci *p);   /* -1 unless vfio */
 
 /* Parse "DDDD:BB:DD.F" (domain optional) into canonical lower-case form in out[NVME_PCI_ADDR_LEN]. */
 int nvme_pci_addr_canon(const char *s, char *out);
-/* The safety checks alone. sysfs_root is normally "/sys", proc_mounts "/proc/self/mounts".
+/* The safety checks alone: address, allow-list, NVMe class, not in use by the host (inuse.h: the one
+ * check), bound to drv. root prefixes /sys, /proc and /dev ("" on a host; a fake tree in tests).
  * 0 when the function may be used with drv; -EPERM/-ENODEV/-EBUSY/-EINVAL with err filled otherwise. */
-int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *sysfs_root, const char *proc_mounts,
-                   const char *allow, char *err, size_t errlen);
+int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *root, const char *allow, char *err,
+                   size_t errlen);
 
 #endif /* NVME_PCI_H */

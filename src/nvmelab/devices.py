@@ -1,8 +1,9 @@
-"""NVMe PCI functions of this host: discovery, driver binding and hugepages, in pure Python over sysfs.
+"""NVMe PCI functions of this host: discovery, driver binding and hugepages over sysfs.
 
 What `nvmelab devices|bind|unbind|hugepages` run on a host. The QEMU guest, which has no Python, runs
-the C twin of this module (``src/tools/devmgmt.c``, inside ``nvmelab-guest``); both follow the same
-rules and ``tests/test_devices.py`` runs both against one fake sysfs tree.
+the C twin of this module (``src/tools/devmgmt.c``, inside ``nvmelab-guest``). Whether a function is in
+use is decided in one place for both, and for ``pci://``: the driver's check ``src/nvme/inuse.c``,
+reached here through ``nvmelab._native.pci_in_use``; this module presents its verdict.
 
 Rules:
 
@@ -21,6 +22,7 @@ at a fake tree of ``sys``, ``proc`` and ``dev``.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -32,10 +34,8 @@ log = logging.getLogger(__name__)
 
 PCI_CLASS_NVME = 0x010802
 DRIVERS = ("uio_pci_generic", "vfio-pci")
-#: the mount points that make a device the boot device
-BOOT_MOUNTS = ("/", "/boot", "/boot/efi")
-#: Block devices per function the C twin (src/tools/devmgmt.c) can check; more are refused.
-MAX_BLOCK_DEVICES = 128
+#: Block devices per function the in-use check (src/nvme/inuse.h) can check; more are refused.
+MAX_BLOCK_DEVICES = 128  # NVME_INUSE_MAX_BLK; tests compare it with _native.PCI_INUSE_MAX_BLK
 HUGEPAGE_SIZES_KB = {"2M": 2 * 1024, "1G": 1024 * 1024}
 
 _ADDR_FULL = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
@@ -140,8 +140,6 @@ class PciFunction:
         }
 
 
-_HIDDEN_PATH = re.compile(r"^nvme(\d+)c\d+n(\d+)$")   # multipath: nvme<subsys>c<ctrl>n<ns>
-_NAMESPACE = re.compile(r"^nvme\d+n\d+$")
 _CONTROLLER = re.compile(r"^nvme\d+$")
 
 
@@ -149,111 +147,38 @@ def _pci(addr: str) -> str:
     return f"/sys/bus/pci/devices/{addr}"
 
 
-def _block_devices(fs: Sysfs, addr: str) -> tuple[list[str], list[str]]:
-    """(controllers, block devices): namespaces, their partitions and everything stacked on them."""
-    ctrls = [c for c in fs.listdir(f"{_pci(addr)}/nvme") if _CONTROLLER.match(c)]
-    blk: list[str] = []
+def _native():
+    from . import _native as n
 
-    def add(name: str) -> None:
-        if name not in blk:
-            blk.append(name)
-
-    for c in ctrls:
-        for e in fs.listdir(f"{_pci(addr)}/nvme/{c}"):
-            m = _HIDDEN_PATH.match(e)
-            if m:
-                add(f"nvme{m.group(1)}n{m.group(2)}")
-            elif _NAMESPACE.match(e):
-                add(e)
-    i = 0
-    while i < len(blk):  # the list grows while walked: holders of holders
-        name = blk[i]
-        for e in fs.listdir(f"/sys/class/block/{name}"):
-            if fs.exists(f"/sys/class/block/{name}/{e}/partition"):
-                add(e)
-        for h in fs.listdir(f"/sys/class/block/{name}/holders"):
-            add(h)
-        i += 1
-    return ctrls, blk
+    return n
 
 
-def _cmdline_root(fs: Sysfs) -> str | None:
-    line = fs.read("/proc/cmdline") or ""
-    for w in line.split():
-        if not w.startswith("root="):
-            continue
-        v = w[len("root="):]
-        for key, d in (("UUID=", "/dev/disk/by-uuid/"), ("PARTUUID=", "/dev/disk/by-partuuid/"),
-                       ("LABEL=", "/dev/disk/by-label/")):
-            if v.startswith(key):
-                return fs.link_name(d + v[len(key):])
-        if v.startswith("/dev/"):
-            return v[len("/dev/"):]
-    return None
+def _root(fs: Sysfs) -> str:
+    """The path prefix the native check puts before /sys, /proc and /dev ("" on the host)."""
+    return "" if fs.is_host else str(fs.root)
 
 
 def busy_reasons(addr: str, fs: Sysfs | None = None) -> list[str]:
-    """Why ADDR must not be taken from its driver (empty when it is free). DeviceError when absent."""
+    """Why ADDR must not be taken from its driver (empty when it is free). DeviceError when absent.
+
+    The verdict is the driver's one in-use check (src/nvme/inuse.c, also used by pci:// and the guest
+    tool); this module only presents it."""
     fs = fs or Sysfs()
     addr = parse_address(addr)
-    if not fs.exists(_pci(addr)):
-        raise DeviceError(f"no PCI function {addr}")
-    ctrls, blk = _block_devices(fs, addr)
-    numbers = {b: fs.read(f"/sys/class/block/{b}/dev") for b in blk}
-    devno = {n: b for b, n in numbers.items() if n is not None}
-    why: list[str] = []
-    # a device that cannot be checked is a reason to refuse, never a pass (as in the C twin)
-    if len(blk) > MAX_BLOCK_DEVICES:
-        why.append(f"more than {MAX_BLOCK_DEVICES} block devices: cannot check them all")
-    unnumbered = [b for b in blk[:MAX_BLOCK_DEVICES] if numbers[b] is None]
-    if unnumbered:
-        why.append(f"cannot check /dev/{unnumbered[0]} (no device number in sysfs)")
-    rootdev = _cmdline_root(fs)
-    if rootdev and rootdev in blk:
-        why.append(f"boot device (root=/dev/{rootdev} on the kernel command line)")
-    for line in (fs.read("/proc/self/mountinfo") or "").splitlines():
-        f = line.split()
-        if len(f) < 5 or f[2] not in devno:
-            continue
-        name, mnt = devno[f[2]], f[4]
-        if mnt in BOOT_MOUNTS:
-            why.append(f"boot device (/dev/{name} mounted on {mnt})")
-        else:
-            why.append(f"mounted (/dev/{name} on {mnt})")
-    for line in (fs.read("/proc/swaps") or "").splitlines()[1:]:
-        dev = line.split()[0] if line.split() else ""
-        if dev.startswith("/dev/") and dev[len("/dev/"):] in blk:
-            why.append(f"swap ({dev})")
-    for b in blk:
-        for h in fs.listdir(f"/sys/class/block/{b}/holders"):
-            why.append(f"held by {h} (stacked on /dev/{b})")
-    paths = [f"/dev/{b}" for b in blk] + [f"/dev/{c}" for c in ctrls]
-    paths += [f"/dev/{u}" for u in fs.listdir(f"{_pci(addr)}/uio") if u.startswith("uio")]
-    group = fs.link_name(f"{_pci(addr)}/iommu_group")
-    if fs.link_name(f"{_pci(addr)}/driver") == "vfio-pci" and group:
-        paths.append(f"/dev/vfio/{group}")
-    why += _open_by(fs, set(paths))
-    return why
-
-
-def _open_by(fs: Sysfs, paths: set[str]) -> list[str]:
-    found = []
-    me = str(os.getpid()) if fs.is_host else None
     if fs.is_host and os.geteuid() != 0:
         log.warning("not root: open files of other users' processes cannot be checked")
-    for pid in fs.listdir("/proc"):
-        if not pid.isdigit() or pid == me:
-            continue
-        for fd in fs.listdir(f"/proc/{pid}/fd"):
-            t = fs.readlink(f"/proc/{pid}/fd/{fd}")
-            if t in paths:
-                comm = fs.read(f"/proc/{pid}/comm") or "?"
-                found.append(f"{t} open by pid {pid} ({comm})")
-    return found
+    rc, why = _native().pci_in_use(addr, _root(fs))
+    if rc == -errno.ENODEV:
+        raise DeviceError(why or f"no PCI function {addr}")
+    return why.split("; ") if rc and why else []
+
+
+def _controllers(fs: Sysfs, addr: str) -> list[str]:
+    return [c for c in fs.listdir(f"{_pci(addr)}/nvme") if _CONTROLLER.match(c)]
 
 
 def _describe(fs: Sysfs, addr: str) -> PciFunction:
-    ctrls, blk = _block_devices(fs, addr)
+    ctrls, blk = _controllers(fs, addr), list(_native().pci_block_devices(addr, _root(fs)))
     numa = fs.read(f"{_pci(addr)}/numa_node")
     return PciFunction(
         address=addr,

@@ -6,8 +6,7 @@
  * Key functions:
  *   dm_main(argc, argv)        command line: devices | bind ADDR --driver D | unbind ADDR [--no-probe] |
  *                              hugepages [N] [--size 2M|1G] | check ADDR; all take --root DIR (default "")
- *   dm_check_free(...)         why a function must not be touched: boot device, mounted, swap, held by
- *                              device-mapper/md, or open by a process; 0 when it is free
+ *   (in use or not: nvme_pci_in_use() in src/nvme/inuse.h, the one check pci.c and Python use too)
  *   dm_bind / dm_unbind        move one named function between drivers (driver_override + drivers_probe)
  *   dm_hugepages               reserve N hugepages of one size and report what the kernel gave
  *
@@ -25,9 +24,6 @@
 
 /* Normalise "BB:DD.F" or "DDDD:BB:DD.F" (any case) to "dddd:bb:dd.f"; -EINVAL when malformed. */
 int dm_parse_addr(const char *in, char out[DM_ADDR_LEN]);
-
-/* 0 when ADDR may be taken from its driver; -EBUSY (reason in why) when not; -ENODEV when absent. */
-int dm_check_free(const char *root, const char *addr, char *why, size_t whylen);
 
 /* Bind ADDR to driver ("uio_pci_generic" or "vfio-pci"). */
 int dm_bind(const char *root, const char *addr, const char *driver, char *err, size_t errlen);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "nvme/ctrl.h"
+#include "nvme/inuse.h"
 #include "nvme/pci.h"
 #include "nvme/qpair.h"
 #include "nvme/uri.h"
@@ -262,10 +263,37 @@ static void fake_function(const char *addr, const char *cls)
 
 static int check(const char *addr, enum nvme_pci_driver drv, const char *allow, char *err, size_t errlen)
 {
-    char sys[512], mounts[512];
-    snprintf(sys, sizeof(sys), "%s/sys", root);
-    snprintf(mounts, sizeof(mounts), "%s/mounts", root);
-    return nvme_pci_check(addr, drv, sys, mounts, allow, err, errlen);
+    return nvme_pci_check(addr, drv, root, allow, err, errlen);
+}
+
+/* A block device as sysfs shows it: /sys/class/block/NAME/dev; a partition also appears as a
+ * directory with a 'partition' attribute under its parent; a namespace under its controller. */
+static void blk(const char *name, const char *devno, const char *parent, const char *ctrl_dir)
+{
+    char rel[768];
+    snprintf(rel, sizeof(rel), "sys/class/block/%s/holders", name);
+    mkpath(rel);
+    snprintf(rel, sizeof(rel), "sys/class/block/%s/dev", name);
+    char line[64];
+    snprintf(line, sizeof(line), "%s\n", devno);
+    put(rel, line);
+    if (parent) {
+        snprintf(rel, sizeof(rel), "sys/class/block/%s/%s", parent, name);
+        mkpath(rel);
+        snprintf(rel, sizeof(rel), "sys/class/block/%s/%s/partition", parent, name);
+        put(rel, "1\n");
+    }
+    if (ctrl_dir) {
+        snprintf(rel, sizeof(rel), "%s/%s", ctrl_dir, name);
+        mkpath(rel);
+    }
+}
+
+static void hold(const char *lower, const char *upper)
+{
+    char rel[768];
+    snprintf(rel, sizeof(rel), "sys/class/block/%s/holders/%s", lower, upper);
+    mkpath(rel);
 }
 
 static void test_pci(void)
@@ -285,33 +313,45 @@ static void test_pci(void)
     mkpath("sys/bus/pci/drivers/nvme");
     mkpath("sys/bus/pci/drivers/vfio-pci");
     mkpath("sys/bus/pci/drivers/uio_pci_generic");
+    mkpath("proc/self");
     /* 01: root disk on nvme (partition 2 on /), 02: data disk mounted via dm, 03: bound to vfio-pci,
-     * 04: bound to nvme, nothing mounted, 05: a network card, 06: unbound */
+     * 04: bound to nvme, nothing mounted, 05: a network card, 06: unbound, 0a: multipath hidden path whose
+     * head is mounted */
     fake_function("0000:01:00.0", "0x010802\n");
     link_driver("0000:01:00.0", "nvme");
-    mkpath("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1/nvme0n1p1/holders");
-    mkpath("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1/nvme0n1p2/holders");
-    mkpath("sys/bus/pci/devices/0000:01:00.0/nvme/nvme0/nvme0n1/holders");
+    blk("nvme0n1", "259:0", NULL, "sys/bus/pci/devices/0000:01:00.0/nvme/nvme0");
+    blk("nvme0n1p1", "259:1", "nvme0n1", NULL);
+    blk("nvme0n1p2", "259:2", "nvme0n1", NULL);
     fake_function("0000:02:00.0", "0x010802\n");
     link_driver("0000:02:00.0", "nvme");
-    mkpath("sys/bus/pci/devices/0000:02:00.0/nvme/nvme1/nvme1n1/holders/dm-0");
-    mkpath("sys/block/dm-0/dm");
-    put("sys/block/dm-0/dm/name", "vg-data\n");
+    blk("nvme1n1", "259:3", NULL, "sys/bus/pci/devices/0000:02:00.0/nvme/nvme1");
+    blk("dm-0", "253:0", NULL, NULL);
+    hold("nvme1n1", "dm-0");
     fake_function("0000:03:00.0", "0x010802\n");
     link_driver("0000:03:00.0", "vfio-pci");
     fake_function("0000:04:00.0", "0x010802\n");
     link_driver("0000:04:00.0", "nvme");
-    mkpath("sys/bus/pci/devices/0000:04:00.0/nvme/nvme2/nvme2n1/holders");
+    blk("nvme2n1", "259:4", NULL, "sys/bus/pci/devices/0000:04:00.0/nvme/nvme2");
     fake_function("0000:05:00.0", "0x020000\n");
     fake_function("0000:06:00.0", "0x010802\n");
-    put("mounts", "proc /proc proc rw 0 0\n/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/nvme0n1p1 /boot/efi vfat rw 0 0\n"
-                  "/dev/mapper/vg-data /data xfs rw 0 0\n");
+    fake_function("0000:0a:00.0", "0x010802\n");
+    link_driver("0000:0a:00.0", "nvme");
+    mkpath("sys/bus/pci/devices/0000:0a:00.0/nvme/nvme5/nvme5c5n1");
+    blk("nvme5n1", "259:20", NULL, NULL);
+    put("proc/self/mountinfo", "22 1 0:5 / /proc rw - proc proc rw\n"
+                               "30 1 259:2 / / rw - ext4 /dev/nvme0n1p2 rw\n"
+                               "31 30 259:1 / /boot/efi rw - vfat /dev/nvme0n1p1 rw\n"
+                               "32 30 253:0 / /data rw - xfs /dev/mapper/vg-data rw\n"
+                               "33 30 259:20 / /mp rw - xfs /dev/nvme5n1 rw\n");
 
     char err[NVME_ERRLEN];
     T_EQ(check("0000:01:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
-    T_CONTAINS(err, "root filesystem");
+    T_CONTAINS(err, "boot device (/dev/nvme0n1p2 mounted on /)");
     T_EQ(check("0000:02:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
-    T_CONTAINS(err, "/dev/mapper/vg-data is mounted on /data");
+    T_CONTAINS(err, "mounted (/dev/dm-0 on /data)");
+    T_CONTAINS(err, "held by dm-0 (stacked on /dev/nvme1n1)");
+    T_EQ(check("0000:0a:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
+    T_CONTAINS(err, "mounted (/dev/nvme5n1 on /mp)"); /* multipath: the head of the hidden path */
     T_EQ(check("0000:03:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), 0);
     T_EQ(check("3:00.0", NVME_PCI_VFIO, "*", err, sizeof(err)), 0);
     T_EQ(check("0000:03:00.0", NVME_PCI_VFIO, "0000:04:00.0,0000:03:00.0", err, sizeof(err)), 0);
@@ -330,30 +370,27 @@ static void test_pci(void)
     T_CONTAINS(err, "no PCI function 0000:07:00.0");
     T_EQ(check("junk", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EINVAL);
 
-    /* 08: a device-mapper holder with a 100-character name (dm allows 127), mounted: found by its
-     * full /dev/mapper name, not missed through truncation */
-    char dmname[101], rel[768], mline[256];
-    memset(dmname, 'v', 100);
-    dmname[100] = '\0';
-    fake_function("0000:08:00.0", "0x010802\n");
-    link_driver("0000:08:00.0", "nvme");
-    mkpath("sys/bus/pci/devices/0000:08:00.0/nvme/nvme3/nvme3n1/holders/dm-7");
-    mkpath("sys/block/dm-7/dm");
-    snprintf(rel, sizeof(rel), "%s\n", dmname);
-    put("sys/block/dm-7/dm/name", rel);
-    snprintf(mline, sizeof(mline), "/dev/mapper/%s /long xfs rw 0 0\n", dmname);
-    put("mounts", mline);
-    T_EQ(check("0000:08:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
-    T_CONTAINS(err, "is mounted on /long");
     /* 09: more partitions than the check can hold: refused as unchecked, never passed */
+    char rel[128], name[64], devno[32];
     fake_function("0000:09:00.0", "0x010802\n");
     link_driver("0000:09:00.0", "vfio-pci");
-    for (int i = 1; i <= 70; i++) {
-        snprintf(rel, sizeof(rel), "sys/bus/pci/devices/0000:09:00.0/nvme/nvme4/nvme4n1/nvme4n1p%d/holders", i);
-        mkpath(rel);
+    blk("nvme4n1", "259:100", NULL, "sys/bus/pci/devices/0000:09:00.0/nvme/nvme4");
+    for (int i = 1; i <= NVME_INUSE_MAX_BLK + 1; i++) {
+        snprintf(name, sizeof(name), "nvme4n1p%d", i);
+        snprintf(devno, sizeof(devno), "260:%d", i);
+        blk(name, devno, "nvme4n1", NULL);
     }
     T_EQ(check("0000:09:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
-    T_CONTAINS(err, "cannot check whether");
+    T_CONTAINS(err, "cannot check them all");
+    /* 0b: a partition without a device number: refused, never vouched for */
+    fake_function("0000:0b:00.0", "0x010802\n");
+    link_driver("0000:0b:00.0", "vfio-pci");
+    blk("nvme6n1", "259:200", NULL, "sys/bus/pci/devices/0000:0b:00.0/nvme/nvme6");
+    blk("nvme6n1p1", "259:201", "nvme6n1", NULL);
+    snprintf(rel, sizeof(rel), "%s/sys/class/block/nvme6n1p1/dev", root);
+    T_EQ(unlink(rel), 0);
+    T_EQ(check("0000:0b:00.0", NVME_PCI_VFIO, NULL, err, sizeof(err)), -EBUSY);
+    T_CONTAINS(err, "no device number in sysfs");
 
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
