@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/bar.h"
 #include "nvme/emu/emu.h"
 #include "nvme/emu/profiles.h"
@@ -264,8 +265,8 @@ void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe
                     uint32_t *dw0, bool *hold);
 
 /* status helpers: 16-bit status without phase = (sct << 9) | (sc << 1) | dnr */
-#define EMU_ST(sct, sc)      ((uint16_t)(((sct) << NVME_CQE_SCT_SHIFT) | ((sc) << NVME_CQE_SC_SHIFT)))
-#define EMU_ST_DNR(sct, sc)  ((uint16_t)(EMU_ST(sct, sc) | NVME_CQE_DNR))
-#define EMU_ST_OK            ((uint16_t)0)
+#define EMU_ST(sct, sc)      NVME_CR_ST(sct, sc)     /* cmd_rules.h: shared with the GPU emulator */
+#define EMU_ST_DNR(sct, sc)  NVME_CR_ST_DNR(sct, sc)
+#define EMU_ST_OK            NVME_CR_OK
 
 #endif /* NVME_EMU_INTERNAL_H */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu_internal.h"
 
 #define EMU_DSM_BUF (NVME_DSM_MAX_RANGES * NVME_DSM_RANGE_SIZE)
@@ -41,58 +42,55 @@ bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
 uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len,
                       emu_seg_fn fn, void *arg)
 {
-    const uint64_t pmask = EMU_PAGE_SIZE - 1;
+    const uint64_t page = EMU_PAGE_SIZE;
+    uint16_t st;
+    int r;
     if (!len)
         return EMU_ST_OK;
-    if (prp1 & (NVME_PRP_ALIGN - 1))
-        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-    uint64_t n = EMU_PAGE_SIZE - (prp1 & pmask);
-    if (n > len)
-        n = len;
-    if (!prp1 || !emu_dma_ok(set, prp1, n))
-        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-    int st;
-    if (fn && (st = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
-        return (uint16_t)st;
+    if ((st = nvme_cr_prp1_offset(prp1)))
+        return st;
+    uint64_t n = nvme_cr_prp_first(prp1, len, page);
+    if ((st = nvme_cr_addr(prp1, emu_dma_ok(set, prp1, n))))
+        return st;
+    if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
+        return (uint16_t)r;
     uint64_t done = n, rem = len - n;
     if (!rem)
         return EMU_ST_OK;
-    if (rem <= EMU_PAGE_SIZE) {
-        if (prp2 & pmask)
-            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-        if (!prp2 || !emu_dma_ok(set, prp2, rem))
-            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-        if (fn && (st = fn(arg, (uint8_t *)(uintptr_t)prp2, (size_t)rem, done)))
-            return (uint16_t)st;
+    if (rem <= page) {
+        if ((st = nvme_cr_prp_page(prp2, page)) || (st = nvme_cr_addr(prp2, emu_dma_ok(set, prp2, rem))))
+            return st;
+        if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp2, (size_t)rem, done)))
+            return (uint16_t)r;
         return EMU_ST_OK;
     }
     /* PRP2 points at a PRP list (qword aligned, any offset in its page) */
-    if (prp2 & (NVME_PRP_ENTRY_SIZE - 1))
-        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-    uint64_t list = prp2, hops = 0, max_hops = len / EMU_PAGE_SIZE + 2;
+    if ((st = nvme_cr_prp_list(prp2)))
+        return st;
+    uint64_t list = prp2, hops = 0, max_hops = len / page + 2;
     while (rem) {
-        if (!list || ++hops > max_hops)
+        if (++hops > max_hops) /* a chain that loops */
             return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-        uint64_t nent = (EMU_PAGE_SIZE - (list & pmask)) / NVME_PRP_ENTRY_SIZE;
-        if (!emu_dma_ok(set, list, nent * NVME_PRP_ENTRY_SIZE))
-            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+        uint64_t nent = nvme_cr_prp_list_room(list, page);
+        if ((st = nvme_cr_addr(list, emu_dma_ok(set, list, nent * NVME_PRP_ENTRY_SIZE))))
+            return st;
         const volatile uint64_t *ent = (const volatile uint64_t *)(uintptr_t)list;
         uint64_t next = 0;
         for (uint64_t i = 0; i < nent && rem; i++) {
             uint64_t e = ent[i];
-            if (i == nent - 1 && rem > EMU_PAGE_SIZE) { /* last slot of the page chains to the next list */
-                if (e & (NVME_PRP_ENTRY_SIZE - 1))
-                    return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+            if (i == nent - 1 && rem > page) { /* last slot of the page chains to the next list */
+                if ((st = nvme_cr_prp_list(e)))
+                    return st;
                 next = e;
                 break;
             }
-            if (e & pmask)
-                return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-            n = rem < EMU_PAGE_SIZE ? rem : EMU_PAGE_SIZE;
-            if (!e || !emu_dma_ok(set, e, n))
-                return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-            if (fn && (st = fn(arg, (uint8_t *)(uintptr_t)e, (size_t)n, done)))
-                return (uint16_t)st;
+            if ((st = nvme_cr_prp_page(e, page)))
+                return st;
+            n = rem < page ? rem : page;
+            if ((st = nvme_cr_addr(e, emu_dma_ok(set, e, n))))
+                return st;
+            if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)e, (size_t)n, done)))
+                return (uint16_t)r;
             done += n, rem -= n;
         }
         list = next;
@@ -134,30 +132,30 @@ static inline struct emu_ns *ns_of(struct emu_ctrl *c, uint32_t nsid)
     return nsid - 1u < c->cfg.nns ? &c->ns[nsid - 1] : NULL;
 }
 
-static uint16_t range_ok(const struct emu_ns *ns, uint64_t slba, uint64_t nlb)
+static inline uint16_t range_ok(const struct emu_ns *ns, uint64_t slba, uint64_t nlb)
 {
-    return slba < ns->nlb && nlb <= ns->nlb - slba ? EMU_ST_OK : EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
+    return nvme_cr_range(slba, nlb, ns->nlb);
 }
 
 static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t *bytes)
 {
     const bool data = c->set->cfg.data;
     struct emu_ns *ns;
-    if (cmd->flags & (NVME_SQE_FUSE_MASK | NVME_SQE_PSDT_MASK))
-        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+    uint16_t st = nvme_cr_flags(cmd->flags);
+    uint64_t slba, nlb;
+    if (st)
+        return st;
     switch (cmd->opc) {
     case NVME_CMD_READ:
     case NVME_CMD_WRITE: {
         if (!(ns = ns_of(c, cmd->nsid)))
             return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
-        uint64_t slba = cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
-        uint64_t nlb = (cmd->cdw12 & NVME_RW_NLB_MASK) + 1u;
-        uint16_t st = range_ok(ns, slba, nlb);
-        if (st)
+        nvme_cr_rw(cmd->cdw10, cmd->cdw11, cmd->cdw12, &slba, &nlb);
+        if ((st = range_ok(ns, slba, nlb)))
             return st;
         uint64_t len = nlb << ns->lba_shift;
-        if (c->cfg.mdts && len > c->cfg.mdts)
-            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+        if ((st = nvme_cr_mdts(len, c->cfg.mdts)))
+            return st;
         struct xfer x = {ns, slba << ns->lba_shift, NULL};
         emu_seg_fn fn = !data ? NULL : cmd->opc == NVME_CMD_READ ? seg_read : seg_write;
         st = emu_prp_walk(c->set, cmd->prp1, cmd->prp2, len, fn, &x);
@@ -172,10 +170,8 @@ static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t
     case NVME_CMD_WRITE_ZEROES: {
         if (!(ns = ns_of(c, cmd->nsid)))
             return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
-        uint64_t slba = cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
-        uint64_t nlb = (cmd->cdw12 & NVME_RW_NLB_MASK) + 1u;
-        uint16_t st = range_ok(ns, slba, nlb);
-        if (st)
+        nvme_cr_rw(cmd->cdw10, cmd->cdw11, cmd->cdw12, &slba, &nlb);
+        if ((st = range_ok(ns, slba, nlb)))
             return st;
         if (data && emu_ns_zero(ns, slba << ns->lba_shift, nlb << ns->lba_shift))
             return EMU_ST(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
@@ -187,7 +183,7 @@ static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t
         uint32_t nr = (cmd->cdw10 & NVME_DSM_NR_MASK) + 1u;
         uint8_t buf[EMU_DSM_BUF];
         struct xfer x = {ns, 0, buf};
-        uint16_t st = emu_prp_walk(c->set, cmd->prp1, cmd->prp2, (uint64_t)nr * NVME_DSM_RANGE_SIZE, seg_copy_in, &x);
+        st = emu_prp_walk(c->set, cmd->prp1, cmd->prp2, (uint64_t)nr * NVME_DSM_RANGE_SIZE, seg_copy_in, &x);
         if (st)
             return st;
         const struct nvme_dsm_range *r = (const struct nvme_dsm_range *)buf;
