@@ -38,6 +38,8 @@ bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
     return false;
 }
 
+#define EMU_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
 /* ---------------------------------------------------------------- PRPs */
 uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len,
                       emu_seg_fn fn, void *arg)
@@ -199,6 +201,35 @@ static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t
     default:
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
     }
+}
+
+/* Read/Write with data=none on the fast path: every check io_exec makes (cmd_rules.h), no data
+ * movement, and no call for the common transfer that fits in PRP1's page. */
+static inline uint16_t rw_nodata(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t *bytes)
+{
+    struct emu_ns *ns;
+    uint64_t slba, nlb;
+    uint16_t st = nvme_cr_flags(cmd->flags);
+    if (EMU_UNLIKELY(st))
+        return st;
+    if (EMU_UNLIKELY(!(ns = ns_of(c, cmd->nsid))))
+        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+    nvme_cr_rw(cmd->cdw10, cmd->cdw11, cmd->cdw12, &slba, &nlb);
+    if (EMU_UNLIKELY((st = range_ok(ns, slba, nlb))))
+        return st;
+    uint64_t len = nlb << ns->lba_shift;
+    if (EMU_UNLIKELY((st = nvme_cr_mdts(len, c->cfg.mdts))))
+        return st;
+    const uint64_t prp1 = cmd->prp1;
+    if (len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE) &&
+        !atomic_load_explicit(&c->set->ndma, memory_order_relaxed)) {
+        if (EMU_UNLIKELY((st = nvme_cr_prp1_offset(prp1)) || (st = nvme_cr_addr(prp1, true))))
+            return st;
+    } else if ((st = emu_prp_walk(c->set, prp1, cmd->prp2, len, NULL, NULL))) {
+        return st;
+    }
+    *bytes = len;
+    return EMU_ST_OK;
 }
 
 /* ---------------------------------------------------------------- completion queue */
@@ -441,13 +472,18 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
         !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
         /* fast path: execute and post in order */
         uint64_t posted = 0, errors = 0;
+        const bool data = cfg->data;
+        /* the host wrote these SQEs before its tail doorbell: read them as plain memory after this fence */
+        atomic_thread_fence(memory_order_acquire);
         while (avail) {
-            struct nvme_sqe cmd = ring[head];
+            struct nvme_sqe cmd;
+            memcpy(&cmd, (const void *)&ring[head], sizeof(cmd));
             head = head + 1 == size ? 0 : head + 1;
             avail--;
             fetched++;
             uint64_t bytes = 0;
-            uint16_t st = io_exec(c, &cmd, &bytes);
+            uint16_t st = !data && (cmd.opc == NVME_CMD_READ || cmd.opc == NVME_CMD_WRITE) ? rw_nodata(c, &cmd, &bytes)
+                                                                                         : io_exec(c, &cmd, &bytes);
             if (!st) {
                 if (cmd.opc == NVME_CMD_READ) rd++, rdb += bytes;
                 else if (cmd.opc == NVME_CMD_WRITE) wr++, wrb += bytes;
