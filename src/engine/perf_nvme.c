@@ -43,6 +43,7 @@ struct nvme_pchan {
     uint8_t *bufs;
     uint32_t iosize, lba_size;
     uint32_t max_xfer;   /* bytes per command (the controller's limit) */
+    uint32_t max_nlb;    /* max_xfer in LBAs */
     struct slot_arg *args;
     struct nvme_pctx *ctx;
 };
@@ -95,6 +96,7 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
     c->max_xfer -= c->max_xfer % c->lba_size;
     if (c->max_xfer == 0 || c->max_xfer > iosize)
         c->max_xfer = iosize;
+    c->max_nlb = c->max_xfer / c->lba_size;
     uint32_t parts = (iosize + c->max_xfer - 1) / c->max_xfer;
     uint64_t want = (uint64_t)qdepth * parts + QP_EXTRA_ENTRY;
     uint32_t cap = nvme_ctrl_max_depth(nvme_ns_ctrl(c->ns));
@@ -150,15 +152,12 @@ static void *pchan_buf(struct perf_chan *ch, uint32_t slot)
     return c->bufs + (size_t)slot * c->iosize;
 }
 
-static int pchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
+/* A slot larger than the controller's transfer limit: every part must fit now, or none is queued. */
+static __attribute__((noinline)) int pchan_submit_split(struct nvme_pchan *c, uint32_t slot, uint8_t op, uint64_t slba,
+                                                        uint32_t nlb)
 {
-    struct nvme_pchan *c = (struct nvme_pchan *)ch;
     size_t len = (size_t)nlb * c->lba_size;
     uint8_t *buf = c->bufs + (size_t)slot * c->iosize;
-    uint8_t op = write ? NVME_CMD_WRITE : NVME_CMD_READ;
-    if (len <= c->max_xfer)
-        return nvme_qpair_submit(c->qp, c->ns, op, slba, nlb, buf, len, pchan_cb, &c->args[slot]);
-    /* split: every part must fit now, or none is queued */
     struct slot_arg *a = &c->args[slot];
     uint32_t parts = (uint32_t)((len + c->max_xfer - 1) / c->max_xfer);
     if (nvme_qpair_depth(c->qp) - QP_EXTRA_ENTRY - nvme_qpair_outstanding(c->qp) < parts)
@@ -174,6 +173,16 @@ static int pchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t
         done += part;
     }
     return 0;
+}
+
+static int pchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    uint8_t op = write ? NVME_CMD_WRITE : NVME_CMD_READ;
+    if (__builtin_expect(nlb > c->max_nlb, 0))
+        return pchan_submit_split(c, slot, op, slba, nlb);
+    return nvme_qpair_submit(c->qp, c->ns, op, slba, nlb, c->bufs + (size_t)slot * c->iosize,
+                             (size_t)nlb * c->lba_size, pchan_cb, &c->args[slot]);
 }
 
 static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)

@@ -1,15 +1,17 @@
-"""Emulator throughput: commands per second per core on emu://?profile=null.
+"""Emulator throughput: the driver+emulator loop on one core, emu://?profile=null&data=none.
 
-The emulated controller runs inline on the host thread (doorbell writes and
-empty polls), so its rate is measured in two ways on the same binary
-(tests/bench/hotpath.c, QD 128, 512 B reads):
-  * lower bound: I/Os per second of wall time of the whole loop (driver +
-    emulator + callback on one core) — the emulator alone is at least this fast;
-  * emulator only: that rate divided by the emulator's share of the instructions
-    executed (callgrind, bar_write/bar_idle inclusive vs everything in the loop).
-Goal: >= 5 M commands/s per core. `met` uses the emulator-only figure;
-`met_lower_bound` says whether even the whole loop reaches the goal.
-Environment: NVMELAB_BENCH_ROUNDS (default 3).
+The emulated controller runs inline on the host thread (doorbell writes and empty polls), so the
+figure that decides what every emulated study costs is the whole loop on one core: the driver's
+submit/ring/poll, the emulator's fetch/check/complete and the caller's callback
+(tests/bench/hotpath.c, QD 128, 512 B reads, no payload copies). Reported beside it:
+  * instructions per command for the driver and for the emulator separately (callgrind: the
+    emulator is everything reached through the BAR hooks bar_write/bar_idle);
+  * the emulator-only rate: the loop rate divided by the emulator's share of the instructions;
+  * the same loop through the perf engine (nvmelab.perf.run, one pinned thread, latency off),
+    which adds the engine's per-command work (pattern, slots, counters).
+Goal (issue 16): the loop >= 40 M commands/s on one core (`met`); the earlier goal of >= 5 M
+commands/s for the emulator alone is kept as `met_emulator_5m`.
+Environment: NVMELAB_BENCH_ROUNDS (default 3), NVMELAB_BENCH_RUNTIME (s, default 2).
 """
 from __future__ import annotations
 
@@ -20,31 +22,50 @@ from typing import Any
 
 from . import _native_bench as nb
 
-GOAL_CMDS_PER_S = 5_000_000
+GOAL_LOOP_CMDS_PER_S = 40_000_000
+GOAL_EMU_CMDS_PER_S = 5_000_000
 QDEPTH = 128
+IOSIZE = 512
 CALLGRIND_IOS = 200_000
 NATIVE_IOS = 5_000_000
+URI = "emu://?profile=null&data=none"
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
+    from nvmelab import cpus, perf
+
     rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "3"))
+    runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))
+    cpu = cpus.cpumask(1)[0]
     with tempfile.TemporaryDirectory() as td:
         exe = nb.build_hotpath(Path(td))
-        cg = nb.callgrind_split(exe, QDEPTH, CALLGRIND_IOS)
-        natives = [nb.run_native(exe, QDEPTH, NATIVE_IOS) for _ in range(rounds)]
+        cg = nb.callgrind_split(exe, QDEPTH, CALLGRIND_IOS, uri=URI)
+        natives, engine = [], []
+        for _ in range(rounds):  # interleaved: both see the same host load
+            natives.append(nb.run_native(exe, QDEPTH, NATIVE_IOS, uri=URI))
+            rec = perf.run(URI, rw="randread", iosize=IOSIZE, qdepth=QDEPTH, cpus=[cpu], runtime=runtime, warmup=0.5,
+                           lat=False, study="bench")
+            engine.append({"iops": rec["iops"], "ios": rec["ios"]})
     loop_rate = max(n["iops_wall"] for n in natives)  # best of rounds: least disturbed by other load
+    engine_rate = max(r["iops"] for r in engine)
     emu_share = cg["instructions_emulator"] / cg["instructions_total"]
     emu_rate = loop_rate / emu_share if emu_share > 0 else None
     return {
-        "goal": {"emulator_cmds_per_s_per_core_min": GOAL_CMDS_PER_S},
-        "met": emu_rate is not None and emu_rate >= GOAL_CMDS_PER_S,
-        "met_lower_bound": loop_rate >= GOAL_CMDS_PER_S,
+        "goal": {"loop_cmds_per_s_per_core_min": GOAL_LOOP_CMDS_PER_S,
+                 "emulator_cmds_per_s_per_core_min": GOAL_EMU_CMDS_PER_S},
+        "met": loop_rate >= GOAL_LOOP_CMDS_PER_S,
+        "shortfall": None if loop_rate >= GOAL_LOOP_CMDS_PER_S else 1.0 - loop_rate / GOAL_LOOP_CMDS_PER_S,
+        "met_emulator_5m": emu_rate is not None and emu_rate >= GOAL_EMU_CMDS_PER_S,
+        "loop_cmds_per_s": loop_rate,
+        "perf_engine_cmds_per_s": engine_rate,
         "emulator_cmds_per_s": emu_rate,
-        "loop_cmds_per_s_lower_bound": loop_rate,
         "emulator_instr_share": emu_share,
+        "driver_instr_per_cmd": cg["driver_instr_per_io"],
         "emulator_instr_per_cmd": cg["emulator_instr_per_io"],
         "native_runs": natives,
+        "perf_engine_runs": engine,
         "callgrind": {k: v for k, v in cg.items() if k != "per_function_inclusive"},
         "loadavg_1_5_15": os.getloadavg(),
-        "params": {"qdepth": QDEPTH, "target": nb.NULL_URI, "rounds": rounds, "ios_per_round": NATIVE_IOS},
+        "params": {"qdepth": QDEPTH, "iosize": IOSIZE, "target": URI, "rounds": rounds, "ios_per_round": NATIVE_IOS,
+                   "engine_runtime_s": runtime, "cpu": cpu},
     }
