@@ -4,6 +4,7 @@
 // GIL in short slices, so Ctrl-C (and a progress callback) are served while it runs:
 // on a signal the job is cancelled, joined, and the KeyboardInterrupt propagates.
 #include "bindings.h"
+#include "errors.h"
 
 #include <cerrno>
 #include <string>
@@ -33,15 +34,13 @@ blksum_io parse_io(const std::string &io) {
     throw py::value_error("unknown I/O mode '" + io + "' (psync or io_uring)");
 }
 
-[[noreturn]] void raise_errno(int rc, const std::string &path) {
-    int e = -rc;
+// blksum's codes through the one converter (errors.h): its own -BLKSUM_EDIGEST is a bad argument.
+[[noreturn]] void blksum_raise(int rc, const std::string &path) {
     std::string what = std::string(blksum_strerror(rc));
-    if (rc == -BLKSUM_EDIGEST || rc == -EINVAL || rc == -ENOTSUP)
-        throw py::value_error(path.empty() ? what : path + ": " + what);
-    // OSError(errno, strerror, filename) becomes FileNotFoundError, PermissionError, ...
-    py::object exc = py::module_::import("builtins").attr("OSError")(e, what, path);
-    PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
-    throw py::error_already_set();
+    if (rc == -BLKSUM_EDIGEST)
+        rc = -EINVAL;
+    bool bad_arg = rc == -EINVAL || rc == -ERANGE || rc == -E2BIG;
+    raise_errno(rc, bad_arg && !path.empty() ? path + ": " + what : what, bad_arg ? std::string() : path);
 }
 
 py::dict result_dict(const blksum_result &r) {
@@ -67,7 +66,7 @@ py::dict run_job(const blksum_source &src, const blksum_opts &o, const std::stri
         py::gil_scoped_release nogil;
         rc = blksum_start(&src, &o, &job);
     }
-    if (rc < 0) raise_errno(rc, label);
+    if (rc < 0) blksum_raise(rc, label);
     auto abort_job = [&]() {
         blksum_cancel(job);
         py::gil_scoped_release nogil;
@@ -101,7 +100,7 @@ py::dict run_job(const blksum_source &src, const blksum_opts &o, const std::stri
         py::gil_scoped_release nogil;
         rc = blksum_finish(job, &r);
     }
-    if (rc < 0) raise_errno(rc, label);
+    if (rc < 0) blksum_raise(rc, label);
     return result_dict(r);
 }
 
@@ -142,7 +141,7 @@ void bind_blksum(py::module_ &m) {
             if (rc < 0) throw py::value_error(msg);
             blksum_source src;
             rc = blksum_source_open(&src, path.c_str());
-            if (rc < 0) raise_errno(rc, path);
+            if (rc < 0) blksum_raise(rc, path);
             try {
                 py::dict d = run_job(src, o, path, progress);
                 d["source"] = std::string(src.kind);
@@ -181,7 +180,7 @@ void bind_blksum(py::module_ &m) {
             }
             if (rc < 0) {
                 if (msg[0]) throw py::value_error(std::string(msg));
-                raise_errno(rc, uri);
+                blksum_raise(rc, uri);
             }
             auto close = [&]() {
                 py::gil_scoped_release nogil;

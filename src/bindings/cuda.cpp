@@ -3,6 +3,7 @@
 // reason in a build without CUDA or on a host without a GPU. The engine runs with the GIL released on a
 // helper thread; Ctrl-C sets the engine's stop flag, waits for the kernels to end, then raises.
 #include "bindings.h"
+#include "errors.h"
 
 #include <pybind11/stl.h>
 
@@ -31,12 +32,7 @@ constexpr size_t CUDA_ERR_LEN = 1024;
 
 [[noreturn]] void cuda_raise(int rc, const std::string &msg)
 {
-    int e = -rc;
-    if (e == EINVAL || e == E2BIG)
-        throw py::value_error(msg);
-    py::object exc = py::module_::import("builtins").attr("OSError")(e, msg);
-    PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
-    throw py::error_already_set();
+    raise_errno(rc, msg);  // the one converter (errors.h)
 }
 
 const char *state_name(uint32_t s)

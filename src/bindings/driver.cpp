@@ -12,6 +12,7 @@
 //   * Lock order: target rw-lock -> controller mutex -> qpair busy flag. No lock is held while waiting
 //     for the GIL, so acquiring these locks with the GIL held cannot deadlock.
 #include "bindings.h"
+#include "errors.h"
 
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -47,15 +48,10 @@ constexpr uint32_t kDsmMaxNlb = 0xffffffffu;  // one DSM range's 32-bit block co
 struct ClosedErr : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
-struct ErrnoErr : std::runtime_error {
-    int err;
-    ErrnoErr(int e, const std::string &m) : std::runtime_error(m), err(e < 0 ? -e : e) {}
-};
 struct QueueFullErr : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-[[noreturn]] void throw_errno(int rc, const std::string &what) { throw ErrnoErr(rc, what); }
 
 // ---- DMA memory ----
 struct TargetState;
@@ -335,10 +331,7 @@ void bind_driver(py::module_ &m) {
         } catch (const QueueFullErr &e) {
             py::object args = py::make_tuple(EBUSY, e.what());
             PyErr_SetObject(PyExc_BlockingIOError, args.ptr());
-        } catch (const ErrnoErr &e) {
-            py::object args = py::make_tuple(e.err, e.what());
-            PyErr_SetObject(PyExc_OSError, args.ptr());   // OSError picks the subclass (TimeoutError, ...)
-        }
+        }   // ErrnoErr: the one converter (errors.cpp)
     });
 
     m.def("status_name", [](int sct, int sc) { return std::string(nvme_status_name(sct & 0x7, sc & 0xff)); },

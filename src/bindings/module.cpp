@@ -1,5 +1,6 @@
 // nvmelab._native: module entry point and build_info().
 #include "bindings.h"
+#include "errors.h"
 
 #include <string>
 
@@ -7,6 +8,7 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_native, m) {
     m.doc() = "nvmelab native core: user-space NVMe driver, emulated controllers, engines";
+    nvmelab::register_errors(m);
     nvmelab::bind_driver(m);
     nvmelab::bind_perf(m);
     nvmelab::bind_blksum(m);

@@ -7,6 +7,7 @@
 // SIGNAL_POLL_MS, and on Ctrl-C sets the engine's stop flag, waits for the workers
 // to drain and close their queues, and re-raises KeyboardInterrupt (no result).
 #include "bindings.h"
+#include "errors.h"
 
 #include <pybind11/stl.h>
 
@@ -31,16 +32,6 @@ namespace {
 constexpr int SIGNAL_POLL_MS = 50;
 constexpr double NS_PER_S = 1e9;
 
-[[noreturn]] void raise_errno(int rc, const std::string &msg)
-{
-    int e = -rc;
-    if (e == EINVAL || e == ERANGE || e == E2BIG)
-        throw py::value_error(msg);
-    // OSError(errno, msg) picks the subclass (FileNotFoundError, PermissionError, ...)
-    py::object exc = py::module_::import("builtins").attr("OSError")(e, msg);
-    PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
-    throw py::error_already_set();
-}
 
 struct Cfg {
     std::string rw = "randread";
