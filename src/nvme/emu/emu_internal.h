@@ -269,4 +269,60 @@ void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe
 #define EMU_ST_DNR(sct, sc)  NVME_CR_ST_DNR(sct, sc)
 #define EMU_ST_OK            NVME_CR_OK
 
+
+/* Registers in BAR memory (release stores, acquire loads; 64-bit as two dwords, low first). */
+static inline void emu_reg_w32(struct emu_ctrl *c, uint32_t off, uint32_t v)
+{
+    __atomic_store_n((uint32_t *)(void *)(c->mem + off), v, __ATOMIC_RELEASE);
+}
+static inline void emu_reg_w64(struct emu_ctrl *c, uint32_t off, uint64_t v)
+{
+    emu_reg_w32(c, off, (uint32_t)v);
+    emu_reg_w32(c, off + 4, (uint32_t)(v >> 32));
+}
+static inline uint32_t emu_reg_r32(const struct emu_ctrl *c, uint32_t off)
+{
+    return __atomic_load_n((const uint32_t *)(const void *)(c->mem + off), __ATOMIC_ACQUIRE);
+}
+static inline uint64_t emu_reg_r64(const struct emu_ctrl *c, uint32_t off)
+{
+    return emu_reg_r32(c, off) | ((uint64_t)emu_reg_r32(c, off + 4) << 32);
+}
+
+/* A statistics counter with one writer. */
+static inline void emu_st_add(_Atomic uint64_t *x, uint64_t n)
+{
+    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* admin.c: queue objects (also used by controller enable/disable in ctrl.c) */
+struct emu_cq *emu_cq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint32_t size);
+struct emu_sq *emu_sq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint32_t size, struct emu_cq *cq);
+void emu_cq_free(struct emu_cq *cq);
+void emu_sq_delete(struct emu_ctrl *c, uint16_t qid, bool post);
+void emu_queues_reset(struct emu_ctrl *c);
+
+/* complete.c: a held completion (CQ full, not due yet, or out-of-order) */
+void emu_heap_push(struct emu_sq *sq, const struct emu_pend *p);
+
+/* Write one CQE (phase tag last, release) unless the CQ is full. */
+static inline bool emu_cq_post(struct emu_cq *cq, uint16_t sqid, uint16_t sqhd, uint16_t cid, uint16_t status,
+                           uint32_t dw0)
+{
+    uint32_t next = cq->tail + 1 == cq->size ? 0 : cq->tail + 1;
+    if (next == cq->head)
+        return false;
+    struct nvme_cqe *e = (struct nvme_cqe *)&cq->ring[cq->tail];
+    uint64_t lo = dw0, hi = (uint64_t)sqhd | ((uint64_t)sqid << 16) | ((uint64_t)cid << 32) |
+                            ((uint64_t)(uint16_t)(status | cq->phase) << 48);
+    __atomic_store_n((uint64_t *)(void *)e, lo, __ATOMIC_RELAXED);
+    /* the phase tag is in the last word: the host sees the entry only after the rest is written */
+    __atomic_store_n((uint64_t *)(void *)&e->sqhd, hi, __ATOMIC_RELEASE);
+    cq->tail = next;
+    if (!next)
+        cq->phase ^= NVME_CQE_P;
+    return true;
+}
+
+
 #endif /* NVME_EMU_INTERNAL_H */

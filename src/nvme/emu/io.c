@@ -19,86 +19,9 @@
 
 #define EMU_DSM_BUF (NVME_DSM_MAX_RANGES * NVME_DSM_RANGE_SIZE)
 
-static inline void st_add(_Atomic uint64_t *x, uint64_t n)
-{
-    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n, memory_order_relaxed);
-}
 
 /* ---------------------------------------------------------------- DMA windows */
-bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
-{
-    unsigned n = atomic_load_explicit(&((struct nvme_emu_set *)set)->ndma, memory_order_acquire);
-    if (!n)
-        return true;
-    if (addr + len < addr)
-        return false;
-    for (unsigned i = 0; i < n; i++)
-        if (addr >= set->dma[i].lo && addr + len <= set->dma[i].hi)
-            return true;
-    return false;
-}
-
 #define EMU_UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/* ---------------------------------------------------------------- PRPs */
-uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len,
-                      emu_seg_fn fn, void *arg)
-{
-    const uint64_t page = EMU_PAGE_SIZE;
-    uint16_t st;
-    int r;
-    if (!len)
-        return EMU_ST_OK;
-    if ((st = nvme_cr_prp1_offset(prp1)))
-        return st;
-    uint64_t n = nvme_cr_prp_first(prp1, len, page);
-    if ((st = nvme_cr_addr(prp1, emu_dma_ok(set, prp1, n))))
-        return st;
-    if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
-        return (uint16_t)r;
-    uint64_t done = n, rem = len - n;
-    if (!rem)
-        return EMU_ST_OK;
-    if (rem <= page) {
-        if ((st = nvme_cr_prp_page(prp2, page)) || (st = nvme_cr_addr(prp2, emu_dma_ok(set, prp2, rem))))
-            return st;
-        if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp2, (size_t)rem, done)))
-            return (uint16_t)r;
-        return EMU_ST_OK;
-    }
-    /* PRP2 points at a PRP list (qword aligned, any offset in its page) */
-    if ((st = nvme_cr_prp_list(prp2)))
-        return st;
-    uint64_t list = prp2, hops = 0, max_hops = len / page + 2;
-    while (rem) {
-        if (++hops > max_hops) /* a chain that loops */
-            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-        uint64_t nent = nvme_cr_prp_list_room(list, page);
-        if ((st = nvme_cr_addr(list, emu_dma_ok(set, list, nent * NVME_PRP_ENTRY_SIZE))))
-            return st;
-        const volatile uint64_t *ent = (const volatile uint64_t *)(uintptr_t)list;
-        uint64_t next = 0;
-        for (uint64_t i = 0; i < nent && rem; i++) {
-            uint64_t e = ent[i];
-            if (i == nent - 1 && rem > page) { /* last slot of the page chains to the next list */
-                if ((st = nvme_cr_prp_list(e)))
-                    return st;
-                next = e;
-                break;
-            }
-            if ((st = nvme_cr_prp_page(e, page)))
-                return st;
-            n = rem < page ? rem : page;
-            if ((st = nvme_cr_addr(e, emu_dma_ok(set, e, n))))
-                return st;
-            if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)e, (size_t)n, done)))
-                return (uint16_t)r;
-            done += n, rem -= n;
-        }
-        list = next;
-    }
-    return EMU_ST_OK;
-}
 
 struct xfer {
     struct emu_ns *ns;
@@ -233,118 +156,6 @@ static inline uint16_t rw_nodata(struct emu_ctrl *c, const struct nvme_sqe *cmd,
 }
 
 /* ---------------------------------------------------------------- completion queue */
-static inline bool cq_post(struct emu_cq *cq, uint16_t sqid, uint16_t sqhd, uint16_t cid, uint16_t status,
-                           uint32_t dw0)
-{
-    uint32_t next = cq->tail + 1 == cq->size ? 0 : cq->tail + 1;
-    if (next == cq->head)
-        return false;
-    struct nvme_cqe *e = (struct nvme_cqe *)&cq->ring[cq->tail];
-    uint64_t lo = dw0, hi = (uint64_t)sqhd | ((uint64_t)sqid << 16) | ((uint64_t)cid << 32) |
-                            ((uint64_t)(uint16_t)(status | cq->phase) << 48);
-    __atomic_store_n((uint64_t *)(void *)e, lo, __ATOMIC_RELAXED);
-    /* the phase tag is in the last word: the host sees the entry only after the rest is written */
-    __atomic_store_n((uint64_t *)(void *)&e->sqhd, hi, __ATOMIC_RELEASE);
-    cq->tail = next;
-    if (!next)
-        cq->phase ^= NVME_CQE_P;
-    return true;
-}
-
-static inline void cq_lock(struct emu_cq *cq)
-{
-    if (cq->nsq > 1)
-        while (atomic_flag_test_and_set_explicit(&cq->lock, memory_order_acquire))
-            ;
-}
-
-static inline void cq_unlock(struct emu_cq *cq)
-{
-    if (cq->nsq > 1)
-        atomic_flag_clear_explicit(&cq->lock, memory_order_release);
-}
-
-/* ---------------------------------------------------------------- pending heap */
-static inline bool pend_lt(const struct emu_pend *a, const struct emu_pend *b)
-{
-    return a->due < b->due || (a->due == b->due && a->key < b->key);
-}
-
-static void heap_push(struct emu_sq *sq, const struct emu_pend *p)
-{
-    uint32_t i = sq->nheap++;
-    while (i) {
-        uint32_t parent = (i - 1) / 2;
-        if (!pend_lt(p, &sq->heap[parent]))
-            break;
-        sq->heap[i] = sq->heap[parent];
-        i = parent;
-    }
-    sq->heap[i] = *p;
-}
-
-static void heap_pop(struct emu_sq *sq)
-{
-    struct emu_pend last = sq->heap[--sq->nheap];
-    uint32_t i = 0, n = sq->nheap;
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, m = i;
-        const struct emu_pend *best = &last;
-        if (l < n && pend_lt(&sq->heap[l], best)) m = l, best = &sq->heap[l];
-        if (r < n && pend_lt(&sq->heap[r], best)) m = r;
-        if (m == i)
-            break;
-        sq->heap[i] = sq->heap[m];
-        i = m;
-    }
-    if (n)
-        sq->heap[i] = last;
-}
-
-static inline void cid_clear(struct emu_sq *sq, uint16_t cid)
-{
-    sq->cid_bits[cid >> 6] &= ~(1ull << (cid & 63));
-}
-
-void emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now)
-{
-    if (!sq->nheap)
-        return;
-    struct emu_cq *cq = sq->cq;
-    uint64_t posted = 0, errors = 0, held = 0;
-    cq_lock(cq);
-    while (sq->nheap) {
-        struct emu_pend *p = &sq->heap[0];
-        if (p->due > now) {
-            if (p->due == EMU_DUE_NEVER || now) /* `now` already read, or a dropped command: stop */
-                break;
-            now = emu_now_ns(c->set);
-            if (p->due > now)
-                break;
-        }
-        if (!cq_post(cq, sq->id, (uint16_t)sq->head, p->cid, p->status, p->dw0)) {
-            held = 1;
-            break;
-        }
-        posted++;
-        errors += p->status != 0;
-        cid_clear(sq, p->cid);
-        heap_pop(sq);
-    }
-    cq_unlock(cq);
-    st_add(&sq->st->completed, posted);
-    st_add(&sq->st->errors, errors);
-    st_add(&sq->st->cq_full_held, held);
-    atomic_store_explicit(&sq->st->inflight, sq->nheap, memory_order_relaxed);
-}
-
-void emu_complete(struct emu_ctrl *c, struct emu_sq *sq, uint16_t cid, uint16_t status, uint32_t dw0, uint64_t due)
-{
-    (void)c;
-    struct emu_pend p = {.due = due, .key = sq->seq++, .dw0 = dw0, .cid = cid, .status = status};
-    heap_push(sq, &p);
-}
-
 /* ---------------------------------------------------------------- faults */
 enum fault_effect { FX_NONE, FX_STATUS, FX_DROP, FX_DELAY };
 
@@ -414,7 +225,7 @@ static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_
         /* Command ID Conflict: completes at once, the outstanding command keeps its CID */
         p.status = EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_CID_CONFLICT);
         p.key = cfg->ooo ? rng_next(&sq->rng) : sq->seq++;
-        heap_push(sq, &p);
+        emu_heap_push(sq, &p);
         return;
     }
     sq->cid_bits[cid >> 6] |= bit;
@@ -445,13 +256,13 @@ static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_
         due = due > d ? due : d;
     } else if (fx == FX_DROP) {
         due = EMU_DUE_NEVER;
-        st_add(&sq->st->dropped, 1);
+        emu_st_add(&sq->st->dropped, 1);
     }
     p.due = due;
     p.status = status;
     p.dw0 = dw0;
     p.key = cfg->ooo ? rng_next(&sq->rng) : sq->seq++;
-    heap_push(sq, &p);
+    emu_heap_push(sq, &p);
 }
 
 void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
@@ -488,19 +299,19 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
                 if (cmd.opc == NVME_CMD_READ) rd++, rdb += bytes;
                 else if (cmd.opc == NVME_CMD_WRITE) wr++, wrb += bytes;
             }
-            if (cq_post(cq, sq->id, (uint16_t)head, cmd.cid, st, 0)) {
+            if (emu_cq_post(cq, sq->id, (uint16_t)head, cmd.cid, st, 0)) {
                 posted++;
                 errors += st != 0;
             } else {
                 /* CQ full: hold this one, the rest of the batch takes the general path */
                 sq->cid_bits[cmd.cid >> 6] |= 1ull << (cmd.cid & 63);
                 struct emu_pend p = {.due = 0, .key = sq->seq++, .cid = cmd.cid, .status = st};
-                heap_push(sq, &p);
+                emu_heap_push(sq, &p);
                 break;
             }
         }
-        st_add(&sq->st->completed, posted);
-        st_add(&sq->st->errors, errors);
+        emu_st_add(&sq->st->completed, posted);
+        emu_st_add(&sq->st->errors, errors);
         sq->head = head;
     }
     while (avail && sq->nheap < sq->size) {
@@ -514,11 +325,11 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             break; /* an admin command (e.g. its own deletion is impossible) or CFS stopped us */
     }
     if (fetched) {
-        st_add(&sq->st->fetched, fetched);
-        st_add(&sq->st->rd_cmds, rd);
-        st_add(&sq->st->wr_cmds, wr);
-        st_add(&sq->st->rd_bytes, rdb);
-        st_add(&sq->st->wr_bytes, wrb);
+        emu_st_add(&sq->st->fetched, fetched);
+        emu_st_add(&sq->st->rd_cmds, rd);
+        emu_st_add(&sq->st->wr_cmds, wr);
+        emu_st_add(&sq->st->rd_bytes, rdb);
+        emu_st_add(&sq->st->wr_bytes, wrb);
     }
     emu_sq_drain(c, sq, now);
 }
