@@ -51,6 +51,7 @@ extern "C" {
 #define PERF_MAX_QDEPTH 65536
 #define PERF_STAMP_BYTES 16u
 #define PERF_STAMP_MAGIC 0x6e766d65u /* "nvme" */
+#define PERF_PERCENT 100u /* rwmix is a percentage of reads */
 
 enum perf_pattern {
     PERF_PAT_READ = 0,
