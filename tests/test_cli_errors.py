@@ -67,6 +67,7 @@ CASES = [
     (["perf", "run", "--target", "file://{dir}", "--backend", "psync", "--qdepth", "1"], "not a regular file"),
     (["perf", "run", "--json", "{dir}"], "{dir}: is a directory"),
     (["perf", "cuda-run", "--json", "{dir}"], "{dir}: is a directory"),
+    (["perf", "params", "--bogus"], "--bogus"),
     (["identify", "emu://?backing=file:{dir}"], "Is a directory"),
     (["study", "plan", "{image}"], "not valid TOML"),
     # out-of-range and malformed values

@@ -23,6 +23,7 @@
 
 #include "engine/kio.h"
 #include "engine/perf.h"
+#include "engine/perf_params.h"
 
 namespace py = pybind11;
 
@@ -33,42 +34,20 @@ constexpr int SIGNAL_POLL_MS = 50;
 constexpr double NS_PER_S = 1e9;
 
 
+// A run's configuration: perf_config filled from the parameter table (perf_params.h) plus the CPU list.
 struct Cfg {
-    std::string rw = "randread";
-    uint32_t rwmix = 50, iosize = 4096, qdepth = 1, nqueues = 1, nthreads = 1, ndevs = 0, align = 0, batch = 0;
+    perf_config c{};
     std::vector<int> cpus;
-    double runtime_s = 1.0, warmup_s = 0.0;
-    uint64_t lba_start = 0, lba_count = 0, seed = 1;
-    bool verify = false, lat = true;
 
     perf_config to_c(int *stop) const
     {
-        perf_config c{};
-        if (perf_pattern_parse(rw.c_str(), &c.pattern))
-            throw py::value_error("rw='" + rw + "': unknown pattern (read, randread, write, randwrite, randrw)");
-        if (!(runtime_s >= 0) || !(warmup_s >= 0))
-            throw py::value_error("runtime and warmup must be >= 0 seconds");
-        if (!cpus.empty() && cpus.size() != nthreads)
+        if (!cpus.empty() && cpus.size() != c.nthreads)
             throw py::value_error("cpus: " + std::to_string(cpus.size()) + " CPU ids given for " +
-                                  std::to_string(nthreads) + " threads");
-        c.rwmix = rwmix;
-        c.iosize = iosize;
-        c.qdepth = qdepth;
-        c.nqueues = nqueues;
-        c.nthreads = nthreads;
-        c.cpus = cpus.empty() ? nullptr : cpus.data();
-        c.ndevs = ndevs;
-        c.runtime_ns = static_cast<uint64_t>(runtime_s * NS_PER_S);
-        c.warmup_ns = static_cast<uint64_t>(warmup_s * NS_PER_S);
-        c.lba_start = lba_start;
-        c.lba_count = lba_count;
-        c.align = align;
-        c.batch = batch;
-        c.seed = seed;
-        c.verify = verify;
-        c.lat = lat;
-        c.stop = stop;
-        return c;
+                                  std::to_string(c.nthreads) + " threads");
+        perf_config out = c;
+        out.cpus = cpus.empty() ? nullptr : cpus.data();
+        out.stop = stop;
+        return out;
     }
 };
 
@@ -261,42 +240,111 @@ class PerfTarget {
     perf_target *t_ = nullptr;
 };
 
+// Keyword parsing derived from the parameter table: each name, its type, its range (perf_params.h).
 Cfg cfg_from_kwargs(const py::kwargs &kw)
 {
-    Cfg c;
+    Cfg cfg;
+    perf_params_defaults(&cfg.c);
     for (auto item : kw) {
         std::string k = py::str(item.first);
         py::handle v = item.second;
+        if (k == "cpus") {
+            try {
+                cfg.cpus = v.is_none() ? std::vector<int>{} : v.cast<std::vector<int>>();
+            } catch (const py::cast_error &) {
+                throw py::value_error("cpus: bad value " + std::string(py::repr(v)) + " (a list of CPU ids)");
+            }
+            continue;
+        }
+        if (perf_param_find(k.c_str()) < 0) {
+            std::string known;
+            for (size_t i = 0; i < PERF_NPARAMS; i++)
+                known += std::string(i ? ", " : "") + perf_param_info(i)->name;
+            throw py::value_error("unknown engine parameter '" + k + "' (known: " + known + ", cpus)");
+        }
+        if (v.is_none() || (PyBool_Check(v.ptr()) && k != "verify" && k != "lat"))
+            throw py::value_error(k + "=" + std::string(py::repr(v)) + ": bad value");
         try {
-            if (k == "rw") c.rw = v.cast<std::string>();
-            else if (k == "rwmix") c.rwmix = v.cast<uint32_t>();
-            else if (k == "iosize") c.iosize = v.cast<uint32_t>();
-            else if (k == "qdepth") c.qdepth = v.cast<uint32_t>();
-            else if (k == "nqueues") c.nqueues = v.cast<uint32_t>();
-            else if (k == "nthreads") c.nthreads = v.cast<uint32_t>();
-            else if (k == "ndevs") c.ndevs = v.cast<uint32_t>();
-            else if (k == "align") c.align = v.cast<uint32_t>();
-            else if (k == "batch") c.batch = v.cast<uint32_t>();
-            else if (k == "cpus") c.cpus = v.is_none() ? std::vector<int>{} : v.cast<std::vector<int>>();
-            else if (k == "runtime") c.runtime_s = v.cast<double>();
-            else if (k == "warmup") c.warmup_s = v.cast<double>();
-            else if (k == "lba_start") c.lba_start = v.cast<uint64_t>();
-            else if (k == "lba_count") c.lba_count = v.cast<uint64_t>();
-            else if (k == "seed") c.seed = v.cast<uint64_t>();
-            else if (k == "verify") c.verify = v.cast<bool>();
-            else if (k == "lat") c.lat = v.cast<bool>();
-            else throw py::value_error("unknown engine parameter '" + k + "'");
+#define PARSE_U32(field, lo, hi) cfg.c.field = v.cast<uint32_t>()
+#define PARSE_U64(field, lo, hi) cfg.c.field = v.cast<uint64_t>()
+#define PARSE_BOOL(field, lo, hi) cfg.c.field = v.cast<bool>()
+#define PARSE_SECONDS(field, lo, hi)                                                                          \
+    do {                                                                                                      \
+        double s_ = v.cast<double>();                                                                         \
+        if (!(s_ >= (lo) && s_ <= (hi)))  /* named with the value as given (NaN and negatives included) */ \
+            throw py::value_error(k + "=" + std::string(py::repr(v)) + ": must be " + std::to_string(lo) +     \
+                                  ".." + std::to_string(hi) + " seconds");                                     \
+        cfg.c.field = static_cast<uint64_t>(s_ * NS_PER_S);                                                   \
+    } while (0)
+#define PARSE_PATTERN(field, lo, hi)                                                                          \
+    do {                                                                                                      \
+        std::string n_ = v.cast<std::string>();                                                               \
+        if (perf_pattern_parse(n_.c_str(), &cfg.c.field))                                                     \
+            throw py::value_error(k + "='" + n_ + "': unknown pattern (read, randread, write, randwrite, randrw)"); \
+    } while (0)
+#define X(name, type, field, lo, hi, def, doc) \
+    if (k == #name)                            \
+        PARSE_##type(field, lo, hi);
+            PERF_PARAMS(X)
+#undef X
         } catch (const py::cast_error &) {
-            throw py::value_error("engine parameter '" + k + "': bad value " + std::string(py::repr(v)));
+            throw py::value_error(k + "=" + std::string(py::repr(v)) + ": bad value");
         }
     }
-    return c;
+    char err[PERF_ERRLEN] = "";
+    if (perf_params_check(&cfg.c, err, sizeof(err)))  // the one range check (perf_params.h)
+        throw py::value_error(err);
+    return cfg;
+}
+
+// The table as Python sees it: nvmelab._native.PERF_PARAMS (nvmelab.perf.PARAMS, the CLI, the docs).
+py::list params_list()
+{
+    py::list out;
+    for (size_t i = 0; i < PERF_NPARAMS; i++) {
+        const struct perf_param_info *p = perf_param_info(i);
+        py::dict d;
+        d["name"] = p->name;
+        d["doc"] = p->doc;
+        switch (p->type) {
+        case PERF_PT_U32:
+        case PERF_PT_U64:
+            d["type"] = "int";
+            d["default"] = static_cast<unsigned long long>(p->def);
+            d["min"] = static_cast<unsigned long long>(p->lo);
+            d["max"] = p->type == PERF_PT_U64 ? py::object(py::none()) : py::object(py::int_(static_cast<unsigned long long>(p->hi)));
+            break;
+        case PERF_PT_BOOL:
+            d["type"] = "bool";
+            d["default"] = p->def != 0;
+            d["min"] = py::none();
+            d["max"] = py::none();
+            break;
+        case PERF_PT_SECONDS:
+            d["type"] = "seconds";
+            d["default"] = p->def;
+            d["min"] = p->lo;
+            d["max"] = p->hi;
+            break;
+        case PERF_PT_PATTERN:
+            d["type"] = "pattern";
+            d["default"] = std::string(perf_pattern_name(static_cast<enum perf_pattern>(static_cast<int>(p->def))));
+            d["min"] = py::none();
+            d["max"] = py::none();
+            break;
+        }
+        out.append(d);
+    }
+    return out;
 }
 
 }  // namespace
 
 void bind_perf(py::module_ &m)
 {
+    m.attr("PERF_PARAMS") = params_list();
+    m.def("perf_params_check", [](py::kwargs kw) { (void)cfg_from_kwargs(kw); },
+          "Check run parameters against the table alone (no target): ValueError naming the parameter.");
     py::class_<PerfTarget>(m, "PerfTarget",
                            "A target opened for the closed-loop engine (file://, blk://, emu://, pci://).")
         .def(py::init<const std::string &, const std::string &, bool, bool>(), py::arg("uri"),

@@ -1,5 +1,6 @@
 /* perf_config.c — the perf engine's pattern names and its configuration check against a target (see perf.h). */
 #include "engine/perf.h"
+#include "engine/perf_params.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -35,33 +36,12 @@ int perf_pattern_parse(const char *name, enum perf_pattern *out)
 
 int perf_config_check(const struct perf_target *t, const struct perf_config *cfg, char *err, size_t errlen)
 {
-    if ((unsigned)cfg->pattern >= NPATTERNS) {
-        snprintf(err, errlen, "rw: unknown pattern %d", (int)cfg->pattern);
-        return -EINVAL;
-    }
-    if (cfg->rwmix > PERF_PERCENT) {
-        snprintf(err, errlen, "rwmix=%u: must be a read percentage in 0..100", cfg->rwmix);
-        return -EINVAL;
-    }
-    if (cfg->nthreads < 1 || cfg->nthreads > PERF_MAX_THREADS) {
-        snprintf(err, errlen, "ncpus=%u: must be 1..%d", cfg->nthreads, PERF_MAX_THREADS);
-        return -EINVAL;
-    }
-    if (cfg->nqueues < 1) {
-        snprintf(err, errlen, "nqueues=%u: must be >= 1", cfg->nqueues);
-        return -EINVAL;
-    }
+    int rc = perf_params_check(cfg, err, errlen); /* every value within its bounds (perf_params.h) */
+    if (rc)
+        return rc;
     uint32_t ndevs = cfg->ndevs ? cfg->ndevs : t->ndevs;
     if (ndevs > t->ndevs) {
         snprintf(err, errlen, "ndevs=%u: the target has %u device(s)", ndevs, t->ndevs);
-        return -EINVAL;
-    }
-    if (cfg->qdepth < 1 || cfg->qdepth > PERF_MAX_QDEPTH) {
-        snprintf(err, errlen, "qdepth=%u: must be 1..%d", cfg->qdepth, PERF_MAX_QDEPTH);
-        return -EINVAL;
-    }
-    if (cfg->iosize == 0) {
-        snprintf(err, errlen, "iosize=0: must be a positive multiple of the LBA size");
         return -EINVAL;
     }
     for (uint32_t d = 0; d < ndevs; d++) {

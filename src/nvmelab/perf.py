@@ -64,33 +64,45 @@ def _int(name: str, v: Any, lo: int = 1, hi: int | None = None) -> int:
     return v
 
 
-def _num(name: str, v: Any, lo: float, strict: bool) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-        raise ValueError(f"{name}={v!r}: must be a number of seconds")
-    if (strict and v <= lo) or (not strict and v < lo):
-        raise ValueError(f"{name}={v}: must be {'>' if strict else '>='} {lo}")
-    return float(v)
+def params() -> list[dict]:
+    """The engine's run parameters as declared once in C (src/engine/perf_params.h): name, type,
+    min, max, default, doc. The CLI options and `nvmelab perf params` are made from this list."""
+    return [dict(p) for p in _native().PERF_PARAMS]
+
+
+def default(name: str) -> Any:
+    """The table's default of one run parameter."""
+    for p in _native().PERF_PARAMS:
+        if p["name"] == name:
+            return p["default"]
+    raise KeyError(name)
+
+
+def params_markdown() -> str:
+    """The parameter reference as a Markdown table, made from params()."""
+    rows = ["| parameter | type | range | default | meaning |", "|---|---|---|---|---|"]
+    for p in params():
+        rng = "" if p["min"] is None else f"{p['min']}..{'' if p['max'] is None else p['max']}"
+        rows.append(f"| `{p['name']}` | {p['type']} | {rng} | {p['default']} | {p['doc']} |")
+    return "\n".join(rows)
 
 
 def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, ncpus: int, runtime: float,
                  warmup: float, rwmix: int, backend: str | None, cpus: list[int] | None, ndevs: int | None,
                  thr_sib: bool) -> list[int]:
-    """Validate the target-independent parameters; returns the CPU list to pin to."""
+    """Validate the target-independent parameters; returns the CPU list to pin to.
+
+    The engine's own parameters are checked by the one C check of the parameter table
+    (perf_params.h); this adds only what the engine does not see: the URI, the CPUs, the backend."""
     if not isinstance(target, str) or not target.startswith(SCHEMES):
         raise ValueError(f"target={target!r}: use emu://..., pci://..., file:///path or blk:///dev/X")
     if target.startswith("gpu-emu://"):
         raise ValueError(f"target={target!r}: GPU-emulated targets are driven by the device-initiated engine, not perf.run")
-    if rw not in PATTERNS:
-        raise ValueError(f"rw={rw!r}: must be one of {', '.join(PATTERNS)}")
-    _int("iosize", iosize)
-    _int("qdepth", qdepth)
-    _int("nqueues", nqueues)
     _int("ncpus", ncpus, 1, 256)
-    _int("rwmix", rwmix, 0, 100)
     if ndevs is not None:
         _int("ndevs", ndevs)
-    _num("runtime", runtime, 0.0, True)
-    _num("warmup", warmup, 0.0, False)
+    _native().perf_params_check(rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, rwmix=rwmix,
+                                runtime=runtime, warmup=warmup, ndevs=ndevs or 0)
     if backend is not None:
         if not target.startswith(("file://", "blk://")):
             raise ValueError(f"backend={backend!r}: only file:// and blk:// targets take a backend")
@@ -151,12 +163,13 @@ def fill(target: str, *, iosize: int = 4096, qdepth: int = 32, backend: str | No
                       lba_start=lba_start, lba_count=lba_count)
 
 
-def run(target: str = "emu://", rw: str = "randread", iosize: int = 512, qdepth: int = 128, nqueues: int = 1,
-        ncpus: int = 1, thr_sib: bool = False, runtime: float = 5, warmup: float = 1, cpus: list[int] | None = None,
-        ndevs: int | None = None, backend: str | None = None, verify: bool = False, rwmix: int = 50,
-        seed: int | None = None, study: str = "adhoc", repetition: int = 0, stress: bool = False,
-        lat: bool = True, prefill: bool | None = None, allow_write: bool = False, lba_start: int = 0,
-        lba_count: int = 0, align: int = 0, batch: int = 0) -> dict:
+def run(target: str = "emu://", rw: str | None = None, iosize: int | None = None, qdepth: int | None = None,
+        nqueues: int | None = None, ncpus: int = 1, thr_sib: bool = False, runtime: float | None = None,
+        warmup: float | None = None, cpus: list[int] | None = None, ndevs: int | None = None,
+        backend: str | None = None, verify: bool | None = None, rwmix: int | None = None, seed: int | None = None,
+        study: str = "adhoc", repetition: int = 0, stress: bool = False, lat: bool | None = None,
+        prefill: bool | None = None, allow_write: bool = False, lba_start: int | None = None,
+        lba_count: int | None = None, align: int | None = None, batch: int | None = None) -> dict:
     """One closed-loop run -> one record (see the module docstring and DESIGN.md "Records").
 
     verify: stamp every written LBA and check every read one; mismatches are
@@ -168,7 +181,22 @@ def run(target: str = "emu://", rw: str = "randread", iosize: int = 512, qdepth:
     batch: commands queued per submission (doorbell write or io_uring_enter); 0 = the
     target's default: each I/O submitted at once on io_uring (as fio does), the whole
     refill per doorbell on emu:// and pci://.
+    Engine parameters left at None take the default of the parameter table (`params()`).
     """
+    d = {p["name"]: p["default"] for p in _native().PERF_PARAMS}
+    rw = d["rw"] if rw is None else rw
+    iosize = d["iosize"] if iosize is None else iosize
+    qdepth = d["qdepth"] if qdepth is None else qdepth
+    nqueues = d["nqueues"] if nqueues is None else nqueues
+    runtime = d["runtime"] if runtime is None else runtime
+    warmup = d["warmup"] if warmup is None else warmup
+    verify = d["verify"] if verify is None else verify
+    rwmix = d["rwmix"] if rwmix is None else rwmix
+    lat = d["lat"] if lat is None else lat
+    lba_start = d["lba_start"] if lba_start is None else lba_start
+    lba_count = d["lba_count"] if lba_count is None else lba_count
+    align = d["align"] if align is None else align
+    batch = d["batch"] if batch is None else batch
     pinned = check_params(target, rw, iosize, qdepth, nqueues, ncpus, runtime, warmup, rwmix, backend, cpus,
                           ndevs, thr_sib)
     _int("repetition", repetition, 0)

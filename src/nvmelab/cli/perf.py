@@ -25,37 +25,56 @@ def _cpu_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"bad CPU list {text!r} (e.g. 0,2,4 or 0-3)") from None
 
 
+#: Short spellings of engine options; the options themselves come from the parameter table.
+_SHORT = {"iosize": "-s", "qdepth": "-q", "runtime": "-r", "warmup": "-w"}
+#: Table parameters the CLI spells its own way: nthreads is --ncpus/--cpus, lat is --no-lat.
+_OWN = {"nthreads", "lat"}
+#: Options whose CLI default is None (decided by perf.run: all devices, 1 + repetition).
+_NONE_DEFAULT = {"ndevs", "seed"}
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    """One option per run parameter of the engine's table (src/engine/perf_params.h)."""
+    from .. import perf
+
+    for prm in perf.params():
+        name = prm["name"]
+        if name in _OWN:
+            continue
+        flags = ["--" + name.replace("_", "-")] + ([_SHORT[name]] if name in _SHORT else [])
+        rng = "" if prm["min"] is None else f" [{prm['min']}..{'' if prm['max'] is None else prm['max']}]"
+        kw: dict = {"help": prm["doc"] + rng, "default": None if name in _NONE_DEFAULT else prm["default"]}
+        if prm["type"] == "bool":
+            p.add_argument(*flags, action="store_true", help=prm["doc"])
+            continue
+        if prm["type"] == "pattern":
+            kw["choices"] = list(perf.PATTERNS)
+        else:
+            kw["type"] = float if prm["type"] == "seconds" else int
+        p.add_argument(*flags, **kw)
+    p.add_argument("--no-lat", action="store_true", help="do not sample latency (hot-path measurements)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="perf_command", metavar="ACTION")
     sub.required = True
     from .cuda_run import add_parser as _add_cuda_run  # `perf cuda-run` (device-initiated, cuda part)
 
     _add_cuda_run(sub)
+    sub.add_parser("params", help="the engine's run parameters (type, range, default, meaning) as a Markdown table",
+                   description="Print the run parameter table of the engine (src/engine/perf_params.h).")
     p = sub.add_parser("run", help="one measurement -> a table (and a JSON record with --json)",
                        description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--target", "-t", default="emu://?profile=null",
                    help="target URI: emu://..., pci://BDF[,BDF...], file:///path, blk:///dev/X")
-    p.add_argument("--rw", default="randread", choices=["read", "randread", "write", "randwrite", "randrw"],
-                   help="access pattern")
-    p.add_argument("--rwmix", type=int, default=50, help="randrw: percentage of reads (0..100)")
-    p.add_argument("--iosize", "-s", type=int, default=512, help="bytes per I/O (a multiple of the LBA size)")
-    p.add_argument("--qdepth", "-q", type=int, default=128, help="I/Os in flight per queue")
-    p.add_argument("--nqueues", type=int, default=1, help="queues per device per thread")
+    _add_engine_options(p)
     p.add_argument("--ncpus", "-c", type=int, default=1, help="worker threads, one per logical CPU")
     p.add_argument("--thr-sib", action="store_true",
                    help="fill physical cores with their thread siblings (default: one logical CPU per core)")
     p.add_argument("--cpus", type=_cpu_list, default=None, help="explicit logical CPUs to pin to (e.g. 0,2 or 0-3)")
-    p.add_argument("--ndevs", type=int, default=None, help="use the first N devices of the target (default: all)")
     p.add_argument("--backend", choices=["io_uring", "psync"], default=None,
                    help="kernel path for file:// and blk:// (default io_uring; psync needs --qdepth 1)")
-    p.add_argument("--runtime", "-r", type=float, default=5.0, help="measured seconds")
-    p.add_argument("--warmup", "-w", type=float, default=1.0, help="seconds run before measuring (not counted)")
-    p.add_argument("--verify", action="store_true", help="stamp writes and check reads (prefills a read range first)")
     p.add_argument("--no-prefill", action="store_true", help="with --verify: check data written before this run")
-    p.add_argument("--no-lat", action="store_true", help="do not sample latency (hot-path measurements)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: 1 + repetition)")
-    p.add_argument("--lba-start", type=int, default=0, help="first LBA of the range on every device")
-    p.add_argument("--lba-count", type=int, default=0, help="LBAs in the range (0: to the end)")
     p.add_argument("--allow-write", action="store_true", help="blk://: permit writing to the named device")
     p.add_argument("--study", default="adhoc", help="study name written into the record")
     p.add_argument("--repetition", type=int, default=0, help="repetition index written into the record")
@@ -71,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
     from .. import perf
     from ..records import append_records
 
+    if args.perf_command == "params":
+        print(perf.params_markdown())
+        return 0
     if args.no_prefill and not args.verify:
         raise UsageError("--no-prefill only makes sense with --verify")
     rec = perf.run(
@@ -78,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
         nqueues=args.nqueues, ncpus=args.ncpus, thr_sib=args.thr_sib, cpus=args.cpus, ndevs=args.ndevs,
         backend=args.backend, runtime=args.runtime, warmup=args.warmup, verify=args.verify,
         prefill=False if args.no_prefill else None, lat=not args.no_lat, seed=args.seed,
-        lba_start=args.lba_start, lba_count=args.lba_count, allow_write=args.allow_write, study=args.study,
-        repetition=args.repetition,
+        lba_start=args.lba_start, lba_count=args.lba_count, align=args.align, batch=args.batch,
+        allow_write=args.allow_write, study=args.study, repetition=args.repetition,
     )
     if args.json == "-":
         json.dump(rec, sys.stdout, sort_keys=True)
