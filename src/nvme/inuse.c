@@ -10,20 +10,12 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "nvme/errbuf.h"
 #include "nvme/sysfs.h"
 
 #define INUSE_LINE_MAX 4096 /* longest line read from a proc file */
 #define INUSE_NAME_LEN 64   /* a block device name or "major:minor" */
 
-static void setmsg(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 struct blkset {
     int n;
@@ -222,10 +214,10 @@ int nvme_pci_in_use(const char *root, const char *addr, char *why, size_t whylen
     char line[INUSE_LINE_MAX];
     if (!root)
         root = "";
-    setmsg(why, whylen, "%s", "");
+    if (why && whylen)
+        why[0] = '\0';
     if (!nvme_sysfs_exists(root, "/sys/bus/pci/devices/%s", addr)) {
-        setmsg(why, whylen, "no PCI function %s", addr);
-        return -ENODEV;
+        return nvme_errf(why, whylen, -ENODEV, "no PCI function %s", addr);
     }
     collect_blk(root, addr, &s);
     if (s.overflow)

@@ -184,19 +184,14 @@ def run(target: str = "emu://", rw: str | None = None, iosize: int | None = None
     Engine parameters left at None take the default of the parameter table (`params()`).
     """
     d = {p["name"]: p["default"] for p in _native().PERF_PARAMS}
-    rw = d["rw"] if rw is None else rw
-    iosize = d["iosize"] if iosize is None else iosize
-    qdepth = d["qdepth"] if qdepth is None else qdepth
-    nqueues = d["nqueues"] if nqueues is None else nqueues
-    runtime = d["runtime"] if runtime is None else runtime
-    warmup = d["warmup"] if warmup is None else warmup
-    verify = d["verify"] if verify is None else verify
-    rwmix = d["rwmix"] if rwmix is None else rwmix
-    lat = d["lat"] if lat is None else lat
-    lba_start = d["lba_start"] if lba_start is None else lba_start
-    lba_count = d["lba_count"] if lba_count is None else lba_count
-    align = d["align"] if align is None else align
-    batch = d["batch"] if batch is None else batch
+    given = dict(rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, runtime=runtime, warmup=warmup,
+                 verify=verify, rwmix=rwmix, lat=lat, lba_start=lba_start, lba_count=lba_count, align=align,
+                 batch=batch)
+    v = {k: d[k] if x is None else x for k, x in given.items()}
+    rw, iosize, qdepth, nqueues, runtime, warmup = (v[k] for k in ("rw", "iosize", "qdepth", "nqueues", "runtime",
+                                                                    "warmup"))
+    verify, rwmix, lat, lba_start, lba_count, align, batch = (v[k] for k in ("verify", "rwmix", "lat", "lba_start",
+                                                                              "lba_count", "align", "batch"))
     pinned = check_params(target, rw, iosize, qdepth, nqueues, ncpus, runtime, warmup, rwmix, backend, cpus,
                           ndevs, thr_sib)
     _int("repetition", repetition, 0)
