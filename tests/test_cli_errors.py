@@ -90,6 +90,7 @@ CASES = [
     (["bind", "zz:zz", "--driver", "vfio-pci", "--root", "{fakeroot}"], "zz:zz"),
     (["unbind", "0000:99:00.0", "--root", "{fakeroot}"], "0000:99:00.0"),
     (["devices", "--json", "extra"], "extra"),
+    (["build-info", "--wat"], "--wat"),
     # unknown names
     (["blksum", "-d", "nodigest", "{image}"], "nodigest"),
     (["study", "run", "nostudy"], "nostudy"),
