@@ -19,8 +19,12 @@ def run(args: argparse.Namespace) -> int:
     info = nvmelab.build_info()
     gpu = dict(_native.cuda_status())   # here, unlike in build_info(), initialising CUDA is fine
     parts = dict(info["parts"])
+    if not gpu["compiled"]:
+        why = "no CUDA parts in this build (see cuda)"
+    else:
+        why = gpu["reason"] or "no CUDA device"
     parts["gpu"] = {"available": gpu["devices"] > 0,
-                    "detail": f"{gpu['devices']} CUDA device(s)" if gpu["devices"] > 0 else gpu["reason"]}
+                    "detail": f"{gpu['devices']} CUDA device(s)" if gpu["devices"] > 0 else why}
     if args.json:
         print(json.dumps({**info, "parts": parts}, indent=2, sort_keys=True))
         return 0
