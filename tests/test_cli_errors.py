@@ -194,3 +194,31 @@ def test_broken_pipe_is_silent():
     _, err = proc.communicate(timeout=60)
     assert err == "", err
     assert proc.returncode in (0, 141)       # 0 when everything fit into the pipe before the reader left
+
+
+@pytest.mark.parametrize("exc,needle", [
+    ("nvme", "LBA Out of Range (SCT 0x0, SC 0x80, DNR)"),
+    ("oserror", "/dev/nvme9n1: Device or resource busy"),
+    ("bug", "ZeroDivisionError: integer division or modulo by zero (run with --debug for the traceback)"),
+])
+def test_any_exception_from_a_command_is_one_line(exc, needle, monkeypatch, capsys):
+    """In-process: whatever a command raises (an NVMe status, an OSError with a file name, a bug)
+    reaches the user as one line through nvmelab.cli.main."""
+    import errno
+
+    from nvmelab.cli import devices as devices_cmd
+    from nvmelab.cli import main
+    from nvmelab.errors import NvmeError
+
+    def boom(args):
+        if exc == "nvme":
+            raise NvmeError(0, 0x80, "LBA Out of Range", True, "Read nsid=1 slba=9 nlb=1")
+        if exc == "oserror":
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), "/dev/nvme9n1")
+        return 1 // 0
+
+    monkeypatch.setattr(devices_cmd, "run", boom)
+    monkeypatch.delenv("NVMELAB_DEBUG", raising=False)
+    assert main(["devices"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("nvmelab devices: error: ") and needle in err, err

@@ -108,10 +108,13 @@ def error_message(exc: BaseException) -> str:
 
 
 def _is_expected(exc: BaseException) -> bool:
-    """An error a command raises on purpose (its message is the whole story), not a bug."""
-    from ..errors import NvmeError
+    """An error a command raises on purpose (its message is the whole story), not a bug.
 
-    return isinstance(exc, (UsageError, OSError, NvmeError, ValueError, TypeError, LookupError, RuntimeError))
+    NvmeError is recognised by name, so this needs no import (the handler must not fail itself).
+    """
+    if any(cls.__name__ == "NvmeError" for cls in type(exc).__mro__):
+        return True
+    return isinstance(exc, (UsageError, OSError, ValueError, TypeError, LookupError, RuntimeError))
 
 
 def main(argv: list[str] | None = None) -> int:
