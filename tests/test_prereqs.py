@@ -62,7 +62,8 @@ def test_makefile_targets_check_first():
     """Each target that needs the system names its check before anything else."""
     make = (ROOT / "Makefile").read_text()
     for target, check in (("build", "check-build"), ("test-qemu", "check-qemu"), ("test-browser", "check-browser"),
-                          ("bench", "check-bench"), ("test-sanitize", "check-sanitize")):
+                          ("bench", "check-bench"), ("test-sanitize", "check-sanitize"),
+                          ("test-gpu", "check-gpu"), ("bench-gpu", "check-gpu")):
         line = next(ln for ln in make.splitlines() if ln.startswith(f"{target}:"))
         assert line.split(":", 1)[1].split()[0] == check, line
     assert "| check-env" in make   # the venv's stamp waits for the env check
