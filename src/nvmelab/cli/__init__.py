@@ -1,8 +1,9 @@
 """The `nvmelab` command line.
 
 Each module in this package that defines COMMAND (its name), HELP (one line),
-add_arguments(parser) and run(args) -> int becomes a subcommand; modules are
-discovered, so each part of the project owns its own file.
+add_arguments(parser) and run(args) -> int becomes a subcommand (ALIASES, optional,
+are other names for it); modules are discovered, so each part of the project owns
+its own file.
 
 Errors are handled here, once, for every subcommand: a command raises (a
 :class:`UsageError`, ``ValueError``, ``OSError``, :class:`~nvmelab.errors.NvmeError`,
@@ -83,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"{__name__}.{info.name}")
         if not hasattr(mod, "COMMAND"):
             continue
-        p = sub.add_parser(mod.COMMAND, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
+        p = sub.add_parser(mod.COMMAND, aliases=getattr(mod, "ALIASES", ()), help=mod.HELP,
+                           description=getattr(mod, "DESCRIPTION", mod.HELP))
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

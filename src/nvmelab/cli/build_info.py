@@ -5,6 +5,7 @@ import argparse
 import json
 
 COMMAND = "build-info"
+ALIASES = ("build_info",)   # the name of the Python function
 HELP = "what this build has (CUDA, io_uring, blksum, a usable GPU) and why a part is absent"
 
 
