@@ -20,7 +20,7 @@ PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 
 .PHONY: help env build test test-c test-py test-notebooks test-book test-browser test-sanitize test-qemu \
 	    test-gpu bench bench-gpu book lab clean wheelhouse check-env check-build check-sanitize check-qemu \
-	    check-browser check-bench
+	    check-browser check-bench check-gpu
 
 help:
 	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
@@ -39,6 +39,8 @@ check-browser:
 	@$(PREREQS) --install browser
 check-bench:
 	@$(PREREQS) --install bench
+check-gpu:
+	@$(PREREQS) gpu
 
 # --- environment: .venv from the lock; idempotent, a no-op when nothing changed ---
 env: $(STAMP)
@@ -91,14 +93,14 @@ test-qemu: check-qemu build
 	bash env/qemu/run.sh $(QEMU_ARGS)
 
 # GPU tests (a CUDA GPU host; see README): skipped with a reason in `make test` elsewhere
-test-gpu: build
+test-gpu: check-gpu build
 	bash tests/gpu/run_on_gpu_host.sh test
 
 # --- benchmarks: results under data/results/bench/ ---
 bench: check-bench build
 	$(PY) -m tests.bench
 
-bench-gpu: build
+bench-gpu: check-gpu build
 	$(PY) -m tests.bench --gpu
 
 # --- book ---

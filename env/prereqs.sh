@@ -10,6 +10,8 @@
 #             and apt package lists (the guest kernel is fetched with apt-get download)
 #   browser   chromium, for the book's page check (tests/book)
 #   bench     fio and valgrind (callgrind), for make bench
+#   gpu       build, plus nvcc and a CUDA GPU the NVIDIA driver can see (make test-gpu, bench-gpu);
+#             never installed from here (the CUDA toolkit and driver come from NVIDIA)
 #
 # Without --install a missing part stops here with one line per part and the exact Debian package,
 # then the command that installs them (exit 1). With --install (the extra legs: qemu, browser,
@@ -25,8 +27,8 @@ LEGS=()
 for a in "$@"; do
     case "$a" in
         --install) INSTALL=1 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
-        env|build|sanitize|qemu|browser|bench) LEGS+=("$a") ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        env|build|sanitize|qemu|browser|bench|gpu) LEGS+=("$a") ;;
         *) echo "prereqs.sh: unknown leg '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -116,6 +118,20 @@ check_bench() {
     { have valgrind && have callgrind_annotate; } || need "valgrind with callgrind_annotate (driver hot path)" valgrind
 }
 
+check_gpu() {
+    check_build
+    if [ -n "${CUDACXX:-}" ]; then
+        [ -x "$CUDACXX" ] || need "nvcc at CUDACXX=$CUDACXX" "(the CUDA toolkit, from NVIDIA)"
+    else
+        have nvcc || need "nvcc, the CUDA compiler (or set CUDACXX)" "(the CUDA toolkit, from NVIDIA)"
+    fi
+    if ! have nvidia-smi; then
+        need "the NVIDIA driver (nvidia-smi)" "(the NVIDIA driver)"
+    elif ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+        need "a CUDA GPU (nvidia-smi -L lists none)" "(a host with a GPU)"
+    fi
+}
+
 check_all() {
     MISSING=(); PKGS=()
     for leg in "${LEGS[@]}"; do "check_$leg"; done
@@ -130,7 +146,8 @@ check_all() {
 check_all
 [ ${#MISSING[@]} -eq 0 ] && exit 0
 
-real_pkgs() { local p; for p in "${PKGS[@]}"; do [ "$p" = "(apt-get update)" ] || echo "$p"; done; }
+# "(...)" entries are not Debian packages: a step (apt-get update) or something from elsewhere
+real_pkgs() { local p; for p in "${PKGS[@]}"; do case "$p" in "("*) ;; *) echo "$p" ;; esac; done; }
 
 if [ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ] && have apt-get; then
     export DEBIAN_FRONTEND=noninteractive
@@ -154,12 +171,21 @@ fi
 
 {
     echo "nvmelab (${LEGS[*]}): this machine lacks:"
-    for m in "${MISSING[@]}"; do printf '  - %-64s Debian package: %s\n' "${m%%|*}" "${m#*|}"; done
+    for m in "${MISSING[@]}"; do
+        case "${m#*|}" in
+            "(apt-get update)") printf '  - %s\n' "${m%%|*}" ;;
+            "("*) printf '  - %-64s from: %s\n' "${m%%|*}" "$(echo "${m#*|}" | tr -d '()')" ;;
+            *) printf '  - %-64s Debian package: %s\n' "${m%%|*}" "${m#*|}" ;;
+        esac
+    done
     pkgs=$(real_pkgs | tr '\n' ' ')
     sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo "
-    printf 'install them, then run make again:\n  '
-    case " ${PKGS[*]} " in *"(apt-get update)"*) printf '%sapt-get update && ' "$sudo" ;; esac
-    [ -n "$pkgs" ] && printf '%sapt-get install %s\n' "$sudo" "${pkgs% }" || echo
+    update=""; case " ${PKGS[*]} " in *"(apt-get update)"*) update="${sudo}apt-get update" ;; esac
+    if [ -n "$pkgs" ]; then
+        printf 'install them, then run make again:\n  %s%sapt-get install %s\n' "${update:+$update && }" "$sudo" "${pkgs% }"
+    elif [ -n "$update" ]; then
+        printf 'then run make again after:\n  %s\n' "$update"
+    fi
     have apt-get || echo "(Debian package names; on another system install the equivalents)"
 } >&2
 exit 1

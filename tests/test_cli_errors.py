@@ -91,6 +91,7 @@ CASES = [
     (["bind", "zz:zz", "--driver", "vfio-pci", "--root", "{fakeroot}"], "zz:zz"),
     (["unbind", "0000:99:00.0", "--root", "{fakeroot}"], "0000:99:00.0"),
     (["devices", "--json", "extra"], "extra"),
+    (["build-info", "--wat"], "--wat"),
     # unknown names
     (["blksum", "-d", "nodigest", "{image}"], "nodigest"),
     (["study", "run", "nostudy"], "nostudy"),
@@ -128,9 +129,10 @@ def test_mounted_device_is_refused_in_one_line():
     dev = root_block_device()
     if dev is None:
         pytest.skip("'/' is not on a block device here (no mounted device to name)")
-    p = nvmelab("perf", "run", "--target", f"blk://{dev}", "--backend", "psync", "--qdepth", "1", "--runtime", "0.2")
-    line = check_one_line(p, dev)
-    assert "mounted" in line, line
+    for extra in ([], ["--backend", "psync", "--qdepth", "1"]):   # the issue's command line, then psync
+        p = nvmelab("perf", "run", "--target", f"blk://{dev}", "--runtime", "0.2", *extra)
+        line = check_one_line(p, dev)
+        assert "mounted" in line, line
 
 
 def test_missing_cuda_is_one_line():
@@ -147,7 +149,11 @@ def test_every_command_has_a_bad_input_case():
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
     wanted = set()
+    seen = set()
     for name, sub in commands.items():
+        if id(sub) in seen:   # an alias of a command already listed
+            continue
+        seen.add(id(sub))
         actions = [a for a in sub._actions if getattr(a, "choices", None) and a.dest.endswith(("action", "command"))]
         if actions:
             wanted |= {(name, act) for act in actions[0].choices}
@@ -193,3 +199,31 @@ def test_broken_pipe_is_silent():
     _, err = proc.communicate(timeout=60)
     assert err == "", err
     assert proc.returncode in (0, 141)       # 0 when everything fit into the pipe before the reader left
+
+
+@pytest.mark.parametrize("exc,needle", [
+    ("nvme", "LBA Out of Range (SCT 0x0, SC 0x80, DNR)"),
+    ("oserror", "/dev/nvme9n1: Device or resource busy"),
+    ("bug", "ZeroDivisionError: integer division or modulo by zero (run with --debug for the traceback)"),
+])
+def test_any_exception_from_a_command_is_one_line(exc, needle, monkeypatch, capsys):
+    """In-process: whatever a command raises (an NVMe status, an OSError with a file name, a bug)
+    reaches the user as one line through nvmelab.cli.main."""
+    import errno
+
+    from nvmelab.cli import devices as devices_cmd
+    from nvmelab.cli import main
+    from nvmelab.errors import NvmeError
+
+    def boom(args):
+        if exc == "nvme":
+            raise NvmeError(0, 0x80, "LBA Out of Range", True, "Read nsid=1 slba=9 nlb=1")
+        if exc == "oserror":
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), "/dev/nvme9n1")
+        return 1 // 0
+
+    monkeypatch.setattr(devices_cmd, "run", boom)
+    monkeypatch.delenv("NVMELAB_DEBUG", raising=False)
+    assert main(["devices"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("nvmelab devices: error: ") and needle in err, err

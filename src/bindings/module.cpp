@@ -24,6 +24,9 @@ PYBIND11_MODULE(_native, m) {
 #else
         d["cuda"] = false;
         d["cuda_architectures"] = std::string();
+#ifdef NVMELAB_CUDA_WHY
+        d["cuda_reason"] = std::string(NVMELAB_CUDA_WHY); /* from the top CMakeLists.txt */
+#endif
 #endif
         d["io_uring"] = true; /* always compiled (kernel ABI); whether the kernel permits it: perf_io_uring_available() */
 #ifdef NVMELAB_HAVE_BLKSUM

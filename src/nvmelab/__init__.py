@@ -15,10 +15,55 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
 def build_info() -> dict:
-    """What the native extension was compiled with (CUDA, io_uring, blksum, compiler)."""
+    """What this build has: the extension's compile-time facts plus ``parts``.
+
+    The extension's keys: ``version``, ``cuda``, ``cuda_architectures``, ``io_uring``, ``blksum``,
+    ``sanitizers``, ``compiler``. ``parts`` maps each optional part (``cuda``, ``io_uring``,
+    ``blksum``) to ``{"available": bool, "detail": str}``, where ``detail`` says why an absent part
+    is absent (e.g. no nvcc when the build was configured, or a kernel that refuses io_uring to this
+    process). io_uring is always compiled in; its entry is probed at run time (one ring set up and
+    torn down). Nothing here initialises CUDA: ``_native.cuda_status()`` says whether a GPU is usable.
+    """
     from . import _native
 
-    return dict(_native.build_info())
+    info = dict(_native.build_info())
+    info["parts"] = {"cuda": _cuda_part(info), "io_uring": _io_uring_part(info),
+                     "blksum": _part(info.get("blksum", False), "blkhash-compatible checksums (OpenSSL)",
+                                     "built without src/blksum")}
+    return info
+
+
+def _part(available: bool, detail: str, why_not: str) -> dict:
+    return {"available": bool(available), "detail": detail if available else why_not}
+
+
+def _cuda_part(info: dict) -> dict:
+    from . import _native
+
+    if info.get("cuda"):
+        return _part(True, f"compiled for architectures {info.get('cuda_architectures') or '?'}", "")
+    why = info.get("cuda_reason") or _native.cuda_status().get("reason") or "built without CUDA"
+    return _part(False, "", why)
+
+
+def _io_uring_part(info: dict) -> dict:
+    from . import _native
+
+    if not info.get("io_uring"):
+        return _part(False, "", "built without io_uring")
+    probe = getattr(_native, "perf_io_uring_available", None)
+    if probe is None or probe():
+        return _part(True, "the kernel lets this process set up rings", "")
+    try:  # why the kernel said no: the sysctl, else a seccomp filter (containers)
+        with open("/proc/sys/kernel/io_uring_disabled", encoding="ascii") as f:
+            disabled = f.read().strip()
+    except OSError:
+        disabled = ""
+    if disabled and disabled != "0":
+        why = f"the kernel refuses io_uring: sysctl kernel.io_uring_disabled={disabled}"
+    else:
+        why = "the kernel refuses io_uring to this process (a seccomp filter, e.g. a container's, or no io_uring)"
+    return _part(False, "", why + "; the psync backend still works")
 
 
 def __getattr__(name: str):

@@ -1,8 +1,9 @@
 """The `nvmelab` command line.
 
 Each module in this package that defines COMMAND (its name), HELP (one line),
-add_arguments(parser) and run(args) -> int becomes a subcommand; modules are
-discovered, so each part of the project owns its own file.
+add_arguments(parser) and run(args) -> int becomes a subcommand (ALIASES, optional,
+are other names for it); modules are discovered, so each part of the project owns
+its own file.
 
 Errors are handled here, once, for every subcommand: a command raises (a
 :class:`UsageError`, ``ValueError``, ``OSError``, :class:`~nvmelab.errors.NvmeError`,
@@ -83,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"{__name__}.{info.name}")
         if not hasattr(mod, "COMMAND"):
             continue
-        p = sub.add_parser(mod.COMMAND, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
+        p = sub.add_parser(mod.COMMAND, aliases=getattr(mod, "ALIASES", ()), help=mod.HELP,
+                           description=getattr(mod, "DESCRIPTION", mod.HELP))
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -108,10 +110,13 @@ def error_message(exc: BaseException) -> str:
 
 
 def _is_expected(exc: BaseException) -> bool:
-    """An error a command raises on purpose (its message is the whole story), not a bug."""
-    from ..errors import NvmeError
+    """An error a command raises on purpose (its message is the whole story), not a bug.
 
-    return isinstance(exc, (UsageError, OSError, NvmeError, ValueError, TypeError, LookupError, RuntimeError))
+    NvmeError is recognised by name, so this needs no import (the handler must not fail itself).
+    """
+    if any(cls.__name__ == "NvmeError" for cls in type(exc).__mro__):
+        return True
+    return isinstance(exc, (UsageError, OSError, ValueError, TypeError, LookupError, RuntimeError))
 
 
 def main(argv: list[str] | None = None) -> int:
