@@ -131,10 +131,10 @@ fail:
     return rc;
 }
 
-int nvme_gpuq_pair_destroy(struct nvme_gpuq_pair *p, bool timed_out)
+int nvme_gpuq_pair_quiesce(struct nvme_gpuq_pair *p, bool timed_out)
 {
-    if (!p)
-        return 0;
+    if (!p || p->quiesced)
+        return p ? p->quiesce_rc : 0;
     int rc = 0, drc;
     bool gone = true;
     struct nvme_sqe cmd;
@@ -156,11 +156,24 @@ int nvme_gpuq_pair_destroy(struct nvme_gpuq_pair *p, bool timed_out)
      * the deletion failed, or it could not be confirmed after a timeout, only a reset stops the DMA. */
     if ((p->sq_created || p->cq_created) && (!gone || (timed_out && rc))) {
         if ((drc = nvme_ctrl_reset(p->ctrl))) {
-            nvme_log(NVME_LOG_ERROR, "gpuq: qid %u could not be deleted and the reset failed (%d): its rings are leaked so the "
-                        "controller cannot write into freed memory", p->qid, drc);
-            return -EIO; /* p->mem deliberately not freed */
+            nvme_log(NVME_LOG_ERROR, "gpuq: qid %u could not be deleted and the reset failed (%d): its rings are "
+                                     "leaked so the controller cannot write into freed memory", p->qid, drc);
+            rc = -EIO;
         }
     }
+    p->sq_created = p->cq_created = false;
+    p->quiesced = true;
+    p->quiesce_rc = rc;
+    return rc;
+}
+
+int nvme_gpuq_pair_destroy(struct nvme_gpuq_pair *p, bool timed_out)
+{
+    if (!p)
+        return 0;
+    int rc = nvme_gpuq_pair_quiesce(p, timed_out);
+    if (rc == -EIO)
+        return rc; /* p->mem deliberately not freed: the controller may still write it */
     nvme_dma_free(p->mem);
     if (p->qid)
         nvme_ctrl_qid_free(p->ctrl, p->qid);

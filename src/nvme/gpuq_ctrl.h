@@ -7,6 +7,7 @@
  *
  * Key functions:
  *   nvme_gpuq_pair_create()   one DMA block (SQ ring, CQ ring), Create I/O CQ (PC=1, IEN=0), Create I/O SQ
+ *   nvme_gpuq_pair_quiesce()  the deletion (or reset) alone, before a CUDA caller unregisters the rings
  *   nvme_gpuq_pair_destroy()  Delete I/O SQ, Delete I/O CQ; if the controller does not answer (or the
  *                             caller says the queue timed out) nvme_ctrl_reset() first; then free
  *   nvme_gpuq_lut()           DMA address of every NVMe page of a DMA object (the PRP lookup table)
@@ -51,6 +52,8 @@ struct nvme_gpuq_pair {
     uint64_t sq_iova, cq_iova; /* bus addresses given to the controller */
     uint32_t sq_db_off, cq_db_off; /* BAR0 offsets of the doorbells */
     bool cq_created, sq_created;
+    bool quiesced;             /* nvme_gpuq_pair_quiesce() ran */
+    int quiesce_rc;
     /* state of the CPU stand-in (the GPU kernel keeps its own) */
     uint64_t sq_pos, cq_pos;
     uint32_t round;
@@ -65,6 +68,10 @@ int nvme_gpuq_pair_create(struct nvme_ctrl *c, uint32_t entries, struct nvme_gpu
  * if even the reset fails, the rings are leaked on purpose: -EIO). NULL ok. */
 int nvme_gpuq_pair_destroy(struct nvme_gpuq_pair *p, bool timed_out);
 
+/* The first half of destroy: Delete I/O SQ and CQ, or reset the controller when that fails (always after
+ * a timeout whose deletion failed); frees nothing, so a CUDA caller can unregister the rings from the GPU
+ * after the controller stopped and before the memory goes. -EIO: neither worked (keep the memory). */
+int nvme_gpuq_pair_quiesce(struct nvme_gpuq_pair *p, bool timed_out);
 /* lut[0..npages) = bus address of each NVMe page (4 KiB) of d; npages = nvme_dma_size(d) / 4096. */
 int nvme_gpuq_lut(const struct nvme_dma *d, uint64_t *lut, size_t npages);
 
