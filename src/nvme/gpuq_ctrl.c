@@ -210,7 +210,7 @@ int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, co
                          slba[i], nlb, prp1[i], prp2[i]);
     p->sq_pos += qdepth;
     nvme_wmb(); /* SQEs before the doorbell */
-    nvme_mmio_write32(bar, p->sq_db_off, nvme_gpuq_db(p->sq_pos, n));
+    nvme_mmio_write32(bar, p->sq_db_off, nvme_gpuq_db(p->sq_pos - (p->db_short < qdepth ? p->db_short : 0u), n));
 
     uint8_t seen[NVME_GPUQ_MAX_QDEPTH];
     memset(seen, 0, qdepth);

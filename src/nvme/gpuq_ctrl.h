@@ -57,6 +57,9 @@ struct nvme_gpuq_pair {
     /* state of the CPU stand-in (the GPU kernel keeps its own) */
     uint64_t sq_pos, cq_pos;
     uint32_t round;
+    /* fault injection (tests, any controller): ring the SQ doorbell this many entries short of the round,
+     * so the last commands are never fetched and their completions time out (a "dropped completion") */
+    uint32_t db_short;
 };
 
 /* Create one pair with `entries` slots (2..min(MQES+1, 65536)). err names the failing step. */

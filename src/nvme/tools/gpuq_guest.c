@@ -2,7 +2,7 @@
  * On every controller of URI: I/O queue pairs created for GPU threads (interrupts off, host-memory rings;
  * nvme/gpuq_ctrl.h), driven by the CPU stand-in round (the GPU kernel's SQE/CID/phase logic from
  * nvme/cuda/nvme_gpuq.h) at several depths so the rings wrap; write then poisoned read-back with stamps on
- * two pairs at once; then a completion deadline too short to meet, and the teardown after a timeout
+ * two pairs at once; then a command withheld from the doorbell (its completion never comes), and the teardown after a timeout
  * (queues deleted before the memory is freed), after which a fresh pair must work. Prints NVMELAB-TEST
  * lines like the rest of nvmelab-guest. */
 #include <errno.h>
@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "nvme/cuda/nvme_gpuq.h"
-#include "nvme/emu/emu.h"
 #include "nvme/gpuq_ctrl.h"
 #include "nvme/nvme.h"
 #include "nvme/tools/gpuq_guest.h"
@@ -19,7 +18,6 @@
 #define GQ_PAIRS       2u
 #define GQ_MAX_QD      64u
 #define GQ_TIMEOUT_NS  2000000000ull /* 2 s per completion under TCG */
-#define GQ_TOO_SHORT_NS 1ull         /* a deadline no controller meets: the watchdog path */
 #define GQ_WORD        8u
 
 static int g_ok, g_bad;
@@ -99,16 +97,14 @@ static void gq_ctrl(struct nvme_target *t, unsigned ci, unsigned rounds)
     snprintf(detail, sizeof(detail), "%llu commands, %llu words differ%s%s", (unsigned long long)cmds,
              (unsigned long long)bad, rc ? ": " : "", rc ? err : "");
     gq_result(!rc && !bad && cmds, "rounds-verify", ci, detail);
-    /* the watchdog: on a real controller a deadline nobody meets (the completion arrives after the first
-     * look); on emu:// (inline, completes on the doorbell) a dropped completion; then the queue is deleted
-     * (or the controller reset) before its memory is freed */
-    uint64_t dummy = 0, tmo = GQ_TOO_SHORT_NS;
-    if (p[0] && !strcmp(nvme_target_scheme(t), "emu")) {
-        struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_DROP, .qid = p[0]->qid, .nth = 1, .count = 1};
-        nvme_emu_inject(nvme_target_backend(t), ci, &f);
-        tmo = GQ_TIMEOUT_NS / 20u;
-    }
-    int trc = p[0] ? gq_round(p[0], ns, buf[0], lut[0], qd, 0, 0, qd, ci, tmo, err, sizeof(err), &dummy) : -EINVAL;
+    /* the watchdog: the doorbell is rung one entry short, so one command is never fetched and its completion
+     * never comes (any controller; QEMU completes on the doorbell write, so a short deadline alone would
+     * not miss); then the queue is deleted (or the controller reset) before its memory is freed */
+    uint64_t dummy = 0;
+    if (p[0])
+        p[0]->db_short = 1;
+    int trc = p[0] ? gq_round(p[0], ns, buf[0], lut[0], qd, 0, 0, qd, ci, GQ_TIMEOUT_NS / 20u, err, sizeof(err), &dummy)
+                   : -EINVAL;
     snprintf(detail, sizeof(detail), "rc=%d: %s", trc, err);
     gq_result(trc == -ETIMEDOUT && strstr(err, "did not arrive"), "timeout", ci, detail);
     int drc = nvme_gpuq_pair_destroy(p[0], true);
