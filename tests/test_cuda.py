@@ -108,11 +108,13 @@ def test_gpu_emu_uri_defaults():
 
 
 @needs_cuda_build
-def test_pci_target_names_the_missing_importer():
+def test_pci_gpu_payload_names_the_missing_importer():
+    # pci:// runs with a host-memory payload; a GPU-memory payload is refused with the reason, before any GPU
     with pytest.raises(OSError) as ei:
-        gpu.run_cuda(target="pci://0000:01:00.0", runtime=0.1, warmup=0)
+        gpu.run_cuda(target="pci://0000:01:00.0", runtime=0.1, warmup=0, payload="gpu")
     assert ei.value.errno == errno.ENOTSUP
-    assert "dma-buf" in str(ei.value) and "importer" in str(ei.value)
+    msg = str(ei.value)
+    assert "dma-buf" in msg and "importer" in msg and "nvidia-p2p" in msg and "payload=host" in msg
 
 
 @needs_cuda_build

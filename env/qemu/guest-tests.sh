@@ -164,6 +164,10 @@ grep -q "^ctrl 0 .*mdts_bytes=$(( 4096 << CTRL_A_MDTS ))" "$OUT"; record "$leg.c
 grep -q "^ctrl 1 .*mdts_bytes=$(( 4096 << CTRL_B_MDTS )).* nns=2" "$OUT"; record "$leg.ctrlB-mdts-nns" $([ $? = 0 ] && echo 1 || echo 0) "$(grep -m1 '^ctrl 1 sn' "$OUT")"
 grep -q "^ctrl 0 ns 1 lba=$CTRL_A_LBA " "$OUT" && grep -q "^ctrl 1 ns 2 lba=$CTRL_B_LBA " "$OUT"
 record "$leg.lba-sizes" $([ $? = 0 ] && echo 1 || echo 0) "$(grep '^ctrl [01] ns' "$OUT" | tr '\n' ' ')"
+# the GPU-queue path without a GPU: queues with IEN=0 and host-memory rings driven by the CPU stand-in
+# through the GPU kernel's round/CID logic; write + poisoned read-back; a missed deadline and the teardown
+# that deletes the queues before freeing (src/nvme/gpuq_ctrl.c, src/tools/gpuq_guest.c)
+run_checks "$leg.gpuq" env NVMELAB_PCI_ALLOW="$CTRL_A,$CTRL_B" $G gpuq "$URI" --rounds 2
 run_checks "$leg.perf" env NVMELAB_PCI_ALLOW="$CTRL_A,$CTRL_B" $G perf "$URI" --seconds $PERF_S --qd 32 --queues 2 --iosize 4096
 
 # one command the controller must reject, last: run.sh checks that QEMU's trace shows exactly this event

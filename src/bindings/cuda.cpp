@@ -89,6 +89,21 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
     d["queue_rounds"] = rounds;
     d["buf_offset"] = r.buf_offset;
     d["buf_stride"] = r.buf_stride;
+    d["payload"] = std::string(r.payload);
+    if (r.emu.valid) { // the GPU-resident emulator's own counters: was the emulator the bottleneck?
+        py::dict e;
+        e["fetched"] = r.emu.fetched;
+        e["completed"] = r.emu.completed;
+        e["errors"] = r.emu.errors;
+        e["dropped"] = r.emu.dropped;
+        e["cq_full_held"] = r.emu.cq_full_held;
+        e["idle_sweeps"] = r.emu.idle_sweeps;
+        e["late_ns_mean"] = r.emu.late_ns_mean;
+        e["late_ns_max"] = r.emu.late_ns_max;
+        d["emulator"] = e;
+    } else {
+        d["emulator"] = py::none();
+    }
     if (r.first_error.valid) {
         const nvme_cuda_cmd_error &e = r.first_error;
         py::dict fe;
@@ -109,7 +124,8 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
 
 py::dict cuda_run(const std::string &target, const std::string &rw, uint32_t iosize, uint32_t qdepth, uint32_t nqueues,
                   uint32_t ndevs, double runtime, double warmup, uint64_t rounds, uint64_t seed, uint64_t lba_count,
-                  uint64_t timeout_ns, bool verify, bool readback, int gpu, uint64_t buf, uint64_t buf_len)
+                  uint64_t timeout_ns, bool verify, bool readback, int gpu, uint64_t buf, uint64_t buf_len,
+                  const std::string &payload)
 {
     nvme_cuda_run_params p;
     std::memset(&p, 0, sizeof(p));
@@ -131,6 +147,7 @@ py::dict cuda_run(const std::string &target, const std::string &rw, uint32_t ios
     p.gpu = gpu;
     p.buf = reinterpret_cast<void *>(static_cast<uintptr_t>(buf));
     p.buf_len = static_cast<size_t>(buf_len);
+    p.payload = payload.c_str();
     nvme_cuda_run_result res;
     std::vector<uint64_t> qr((size_t)(ndevs ? ndevs : 64) * nqueues, 0);
     char err[CUDA_ERR_LEN] = {0};
@@ -187,8 +204,9 @@ void bind_cuda(py::module_ &m)
           py::arg("qdepth") = 128, py::arg("nqueues") = 1, py::arg("ndevs") = 0, py::arg("runtime") = 5.0,
           py::arg("warmup") = 1.0, py::arg("rounds") = 0, py::arg("seed") = 1, py::arg("lba_count") = 0,
           py::arg("timeout_ns") = 0, py::arg("verify") = false, py::arg("readback") = false, py::arg("gpu") = 0,
-          py::arg("buf") = 0, py::arg("buf_len") = 0,
-          "One cuda-run measurement (device-initiated I/O on gpu-emu://); returns the raw result dict.\n"
+          py::arg("buf") = 0, py::arg("buf_len") = 0, py::arg("payload") = "host",
+          "One cuda-run measurement (device-initiated I/O on gpu-emu://, pci:// or emu://?mode=thread); returns\n"
+          "the raw result dict. payload (pci://, emu://): host (pinned host memory) or gpu (refused, see message).\n"
           "rounds > 0: every queue does exactly that many rounds (no timing window). buf/buf_len: a caller-owned\n"
           "GPU buffer (device pointer, e.g. from __cuda_array_interface__) that receives the I/O.");
     m.def("cuda_target_check", [](const std::string &target, uint32_t ndevs) {

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 TOOL = "nvmelab-cuda"
 BACKEND = "nvmelab-cuda"
 PATTERNS = ("read", "randread", "write", "randwrite")
+#: Where the payload of the real-controller path lives ("gpu" is refused with the reason).
+PAYLOADS = ("host", "gpu")
 DEFAULT_TARGET = "gpu-emu://?profile=null"
 #: Devices when neither the call nor the URI says (the published server's count).
 DEFAULT_NDEVS = 16
@@ -96,8 +98,8 @@ def _secs(name: str, v: Any, strict: bool) -> float:
 def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, ndevs: int | None,
                  runtime: float, warmup: float, rounds: int, timeout: float) -> None:
     """Validate the parameters of run_cuda; ValueError names the first bad one."""
-    if not isinstance(target, str) or not target.startswith(("gpu-emu://", "pci://")):
-        raise ValueError(f"target={target!r}: cuda-run drives gpu-emu://... (or pci://... with a DMA importer)")
+    if not isinstance(target, str) or not target.startswith(("gpu-emu://", "pci://", "emu://")):
+        raise ValueError(f"target={target!r}: cuda-run drives gpu-emu://..., pci://... or emu://?mode=thread&...")
     if rw not in PATTERNS:
         raise ValueError(f"rw={rw!r}: cuda-run patterns are {', '.join(PATTERNS)}")
     _int("iosize", iosize, LBA_SIZE, MAX_IOSIZE)
@@ -119,7 +121,7 @@ def run_cuda(target: str = DEFAULT_TARGET, rw: str = "randread", iosize: int = 5
              nqueues: int = 1, ndevs: int | None = None, runtime: float = 5.0, warmup: float = 1.0, *,
              study: str = "adhoc", repetition: int = 0, seed: int | None = None, verify: bool = False,
              readback: bool = False, rounds: int = 0, timeout: float = 2.0, gpu: int = 0, lba_count: int = 0, stress: bool = False,
-             ncpus: int = 1, thr_sib: bool = False, backend: str | None = None) -> dict:
+             ncpus: int = 1, thr_sib: bool = False, backend: str | None = None, payload: str = "host") -> dict:
     """One cuda-run measurement -> one record (nvmelab.records format, tool "nvmelab-cuda").
 
     target: gpu-emu://?ndev=N&profile=null|pm1753|pm1753-p2p&scale=S&blocks=B&... (src/README.md).
@@ -128,6 +130,8 @@ def run_cuda(target: str = DEFAULT_TARGET, rw: str = "randread", iosize: int = 5
     verify): after the write rounds every thread reads its LBAs back and checks the stamps. timeout: per-completion deadline in
     seconds; a lost completion raises TimeoutError naming device and queue. ncpus/thr_sib/backend exist so
     that study specs shared with the CPU engine can call this; the GPU engine uses one host thread.
+    payload (pci:// and emu://?mode=thread, the real-controller path): "host" = pinned host memory mapped into
+    the GPU; "gpu" is refused with the reason (no importer of GPU memory's DMA addresses; book/driver.md).
     """
     check_params(target, rw, iosize, qdepth, nqueues, ndevs, runtime, warmup, rounds, timeout)
     _int("ncpus", ncpus, 1, 1)
@@ -138,13 +142,15 @@ def run_cuda(target: str = DEFAULT_TARGET, rw: str = "randread", iosize: int = 5
         seed = 1 + repetition
     _int("seed", seed, 0)
     _int("lba_count", lba_count, 0)
+    if payload not in PAYLOADS:
+        raise ValueError(f"payload={payload!r}: must be one of {', '.join(PAYLOADS)}")
     from . import cpus as _cpus
 
     host = _cpus.host_state()
     res = dict(_native().cuda_run(target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues,
                                   ndevs=ndevs or 0, runtime=float(runtime), warmup=float(warmup), rounds=rounds,
                                   seed=seed, lba_count=lba_count, timeout_ns=int(timeout * NS_PER_S),
-                                  verify=bool(verify), readback=bool(readback), gpu=gpu))
+                                  verify=bool(verify), readback=bool(readback), gpu=gpu, payload=payload))
     return make_record(res, target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, study=study,
                        repetition=repetition, seed=seed, warmup=warmup, stress=stress, thr_sib=thr_sib,
                        host=host, verify=verify)
@@ -167,6 +173,9 @@ def make_record(res: dict, *, target: str, rw: str, iosize: int, qdepth: int, nq
         "kernel_s": round(res["kernel_s"], 6),
         "round_ns": {"mean": round(res["round_ns_mean"], 1), "max": res["round_ns_max"]},
         "queue_rounds": list(res["queue_rounds"]),
+        "payload": res.get("payload") or None,
+        # gpu-emu's own counters: late completions or CQ-full holds mean the emulator, not the model, limited it
+        "emulator_counters": dict(res["emulator"]) if res.get("emulator") else None,
         "provenance": _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"]),
     })
     if verify:

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "nvme/tools/gpuq_guest.h"
 #include "nvme/nvme.h"
 #include "devmgmt.h"
 
@@ -593,7 +594,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: nvmelab-guest selftest URI [--queues N] [--rounds N]\n"
                     "       nvmelab-guest perf URI [--seconds S] [--qd N] [--queues N] [--iosize B]\n"
-                    "       nvmelab-guest open URI | provoke URI\n"
+                    "       nvmelab-guest open URI | provoke URI | gpuq URI [--rounds N]\n"
                     "       nvmelab-guest devices | check ADDR | bind ADDR --driver D | unbind ADDR | hugepages [N]\n");
     return 2;
 }
@@ -637,7 +638,7 @@ int main(int argc, char **argv)
         nvme_target_close(t);
         return 0;
     }
-    if (strcmp(cmd, "selftest") && strcmp(cmd, "perf") && strcmp(cmd, "provoke"))
+    if (strcmp(cmd, "selftest") && strcmp(cmd, "perf") && strcmp(cmd, "provoke") && strcmp(cmd, "gpuq"))
         return usage();
     double t0 = now_s();
     int rc = open_target(uri, &t);
@@ -648,6 +649,8 @@ int main(int argc, char **argv)
         rc = cmd_perf(t, seconds, qd, nq, iosize);
     } else if (!strcmp(cmd, "provoke")) {
         rc = cmd_provoke(t);
+    } else if (!strcmp(cmd, "gpuq")) {
+        rc = gpuq_guest_run(t, rounds); /* the GPU-queue path with the CPU stand-in (gpuq_guest.c) */
     } else {
         for (unsigned ci = 0; ci < nvme_target_nctrl(t); ci++) {
             struct nvme_ctrl *c = nvme_target_ctrl(t, ci);

@@ -2,12 +2,18 @@
  * SQE building, PRPs from a lookup table, CID generation/index, matching out-of-order completions by CID
  * over many lock-step rounds with a ring that wraps every round (phase tag flips), rejection of stale,
  * foreign and duplicate completions, wrap-safe deadlines, the per-thread LCG, sequential coverage and the
- * verification stamp. A small controller model in this file plays the device. */
+ * verification stamp. A small controller model in this file plays the device. Also (issue 17): no CID reaches
+ * the reserved 0xFFFF at qd=1024, the emulator's queue placement and warps limit (gemu_plan.h), the progress
+ * check, poll backoff against the deadline, and the real-controller path (nvme/gpuq_ctrl.h) driven by the
+ * CPU stand-in on emu://, including the watchdog after a dropped completion. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvme/cuda/gemu_plan.h"
 #include "nvme/cuda/nvme_gpuq.h"
+#include "nvme/emu/emu.h"
+#include "nvme/gpuq_ctrl.h"
 #include "test_driver.h"
 
 #define QD        37u   /* not a power of two: slots and phases rotate every round */
@@ -67,7 +73,7 @@ static void test_cid(void)
         for (uint32_t idx = 0; idx < NVME_GPUQ_MAX_QDEPTH; idx += 101) {
             uint16_t cid = nvme_gpuq_cid_make(gen, idx);
             T_EQ(nvme_gpuq_cid_idx(cid), idx);
-            T_EQ(nvme_gpuq_cid_gen(cid), gen & NVME_GPUQ_GEN_MASK);
+            T_EQ(nvme_gpuq_cid_gen(cid), nvme_gpuq_gen(gen));
         }
     uint8_t seen[QD] = {0};
     uint16_t cid = nvme_gpuq_cid_make(5, 3);
@@ -76,8 +82,142 @@ static void test_cid(void)
     T_EQ(nvme_gpuq_cqe_match(nvme_gpuq_cid_make(4, 4), SQID, SQID, 5, QD, seen), -NVME_GPUQ_BAD_CID); /* stale */
     T_EQ(nvme_gpuq_cqe_match(nvme_gpuq_cid_make(5, QD), SQID, SQID, 5, QD, seen), -NVME_GPUQ_BAD_CID); /* idx */
     T_EQ(nvme_gpuq_cqe_match(nvme_gpuq_cid_make(5, 4), SQID + 1, SQID, 5, QD, seen), -NVME_GPUQ_BAD_SQID);
-    /* generations wrap within the CID field: round 2^GEN_BITS matches generation 0 */
-    T_EQ(nvme_gpuq_cid_check(nvme_gpuq_cid_make(0, 1), SQID, SQID, 1u << NVME_GPUQ_GEN_BITS, QD), 1);
+    /* generations wrap within the CID field: round GEN_COUNT matches generation 0 */
+    T_EQ(nvme_gpuq_cid_check(nvme_gpuq_cid_make(0, 1), SQID, SQID, NVME_GPUQ_GEN_COUNT, QD), 1);
+    /* consecutive rounds never share a generation (a stale CQE of the last round is caught) */
+    for (uint32_t r = 0; r < 4u * NVME_GPUQ_GEN_COUNT; r++)
+        T_CHECK(nvme_gpuq_gen(r) != nvme_gpuq_gen(r + 1u));
+}
+
+/* CID 0xFFFF is reserved by the spec: no (round, thread) may build it at the largest depth, over several
+ * generation cycles (with 6 generation bits, round 63 thread 1023 used to). */
+static void test_cid_never_reserved_qd1024(void)
+{
+    const uint32_t qd = NVME_GPUQ_MAX_QDEPTH; /* 1024 */
+    static uint8_t used[65536];
+    memset(used, 0, sizeof(used));
+    for (uint32_t round = 0; round < 3u * (1u << NVME_GPUQ_GEN_BITS) + 5u; round++)
+        for (uint32_t i = 0; i < qd; i++) {
+            uint16_t cid = nvme_gpuq_cid_make(round, i);
+            T_CHECK(cid != NVME_GPUQ_CID_RESERVED);
+            T_EQ(nvme_gpuq_cid_check(cid, SQID, SQID, round, qd), (int)i);
+            used[cid] = 1;
+        }
+    T_EQ(used[0xffff], 0);
+    T_EQ(used[0xfbff], 1); /* the largest CID in use: generation 62, thread 1023 */
+}
+
+/* The emulator's queue placement: consecutive queues go to different blocks. */
+static void test_emu_placement(void)
+{
+    const uint32_t blocks = 8, warps = 8, nq = 16;
+    uint32_t served_by_block[8] = {0}, served[16] = {0};
+    for (uint32_t b = 0; b < blocks; b++)
+        for (uint32_t w = 0; w < warps; w++)
+            for (uint32_t q = gemu_plan_first_queue(b, w, blocks); q < nq; q += gemu_plan_queue_stride(blocks, warps)) {
+                served[q]++;
+                served_by_block[b]++;
+                T_EQ(gemu_plan_block_of(q, blocks), b);
+            }
+    for (uint32_t q = 0; q < nq; q++)
+        T_EQ(served[q], 1); /* every queue has exactly one warp */
+    for (uint32_t b = 0; b < blocks; b++)
+        T_EQ(served_by_block[b], nq / blocks); /* 2 each, not 8 + 8 on blocks 0 and 1 */
+    /* more queues than warps: each still served once, round robin */
+    uint32_t many[200] = {0};
+    for (uint32_t b = 0; b < 3; b++)
+        for (uint32_t w = 0; w < 5; w++)
+            for (uint32_t q = gemu_plan_first_queue(b, w, 3); q < 200; q += gemu_plan_queue_stride(3, 5))
+                many[q]++;
+    for (uint32_t q = 0; q < 200; q++)
+        T_EQ(many[q], 1);
+}
+
+/* warps beyond what the kernel can launch with: a refusal naming the parameter and its limit. */
+static void test_emu_warps_limit(void)
+{
+    char err[256] = "";
+    T_EQ(gemu_plan_warps_check(17, 17 * 32, 120, err, sizeof(err)), 0);
+    T_EQ(gemu_plan_warps_check(18, 17 * 32, 120, err, sizeof(err)), -E2BIG);
+    T_CHECK(strstr(err, "'warps'") && strstr(err, "18") && strstr(err, "17 warps") && strstr(err, "120 registers"));
+    T_EQ(gemu_plan_warps_check(1, 0, 0, err, sizeof(err)), -E2BIG); /* no attributes: nothing fits */
+}
+
+static void test_progress_and_backoff(void)
+{
+    uint64_t all[4] = {3, 9, 1, 7}, one_idle[4] = {3, 9, 0, 7};
+    T_EQ(nvme_gpuq_idle_queue(all, 4), -1);
+    T_EQ(nvme_gpuq_idle_queue(one_idle, 4), 2);
+    T_EQ(nvme_gpuq_idle_queue(one_idle, 2), -1);
+    /* backoff doubles, is capped, and the poll step still sees the deadline after any wait */
+    T_EQ(nvme_gpuq_backoff_ns(0), NVME_GPUQ_BACKOFF_MIN_NS);
+    T_EQ(nvme_gpuq_backoff_ns(1), 2 * NVME_GPUQ_BACKOFF_MIN_NS);
+    T_EQ(nvme_gpuq_backoff_ns(1000), NVME_GPUQ_BACKOFF_MAX_NS);
+    uint64_t now = 1000, deadline = nvme_gpuq_deadline(now, 5000);
+    int polls = 0, r;
+    for (uint32_t n = 0; (r = nvme_gpuq_poll_step(0, 0, 8, now, deadline)) == NVME_GPUQ_POLL_EMPTY; n++, polls++)
+        now += nvme_gpuq_backoff_ns(n);
+    T_EQ(r, NVME_GPUQ_POLL_EXPIRED);
+    T_CHECK(now - deadline < NVME_GPUQ_BACKOFF_MAX_NS); /* expiry seen within one backoff step */
+    T_EQ(nvme_gpuq_poll_step(NVME_CQE_P, 0, 8, now, deadline), NVME_GPUQ_POLL_NEW); /* new beats expired */
+}
+
+/* The real-controller path without a GPU: queues created on a controller (emu:// here, QEMU's NVMe in the
+ * QEMU legs) with host-memory rings, driven by the CPU stand-in through the same round and CID logic;
+ * write, read back, verify; then one dropped completion must end in the watchdog's -ETIMEDOUT and a
+ * teardown that deletes the queue before freeing its memory. */
+static void test_standin_on_controller(void)
+{
+    struct nvme_target *t = t_open("emu://?ndev=1&nsze=8MiB&ooo=1");
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    char err[256] = "";
+    enum { SQD = 64, NLB = 8 };
+    struct nvme_gpuq_pair *p;
+    T_EQ(nvme_gpuq_pair_create(c, SQD + 1, &p, err, sizeof(err)), 0);
+    struct nvme_dma *buf;
+    T_EQ(nvme_dma_alloc(t, (size_t)SQD * PAGE, &buf), 0);
+    uint64_t lut[SQD], slba[SQD], p1[SQD], p2[SQD];
+    uint16_t st[SQD];
+    T_EQ(nvme_gpuq_lut(buf, lut, SQD), 0);
+    uint8_t *mem = nvme_dma_vaddr(buf);
+    for (int pass = 0; pass < 6; pass++) { /* write, read, write, read, ...: the ring wraps */
+        const int wr = pass % 2 == 0;
+        for (uint32_t i = 0; i < SQD; i++) {
+            slba[i] = (uint64_t)((pass / 2) * SQD + i) * NLB;
+            T_EQ(nvme_gpuq_prp(lut, SQD, (uint64_t)i * PAGE, NLB * 512u, NULL, 0, &p1[i], &p2[i]), 0);
+            uint64_t *w = (uint64_t *)(mem + (size_t)i * PAGE);
+            for (uint32_t x = 0; x < NLB * 512u / 8u; x++)
+                w[x] = wr ? nvme_gpuq_stamp(0, slba[i] + x / 64u, x % 64u) : 0; /* reads: poisoned (zero) first */
+        }
+        T_EQ(nvme_gpuq_cpu_round(p, wr ? NVME_CMD_WRITE : NVME_CMD_READ, nvme_ns_id(ns), slba, NLB, p1, p2, SQD,
+                                 1000000000ull, st, err, sizeof(err)), 0);
+        for (uint32_t i = 0; i < SQD; i++) {
+            T_EQ(st[i], 0);
+            const uint64_t *w = (const uint64_t *)(mem + (size_t)i * PAGE);
+            for (uint32_t x = 0; !wr && x < NLB * 512u / 8u; x++)
+                T_CHECK(w[x] == nvme_gpuq_stamp(0, slba[i] + x / 64u, x % 64u));
+        }
+    }
+    /* a bad qdepth is refused before anything is written */
+    T_EQ(nvme_gpuq_cpu_round(p, NVME_CMD_READ, 1, slba, NLB, p1, p2, SQD + 1, 1000, st, err, sizeof(err)), -EINVAL);
+    /* the watchdog: the controller drops the 5th completion of the next round */
+    struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_DROP, .qid = p->qid, .nth = 5, .count = 1};
+    T_EQ(nvme_emu_inject(nvme_target_backend(t), 0, &f), 0);
+    T_EQ(nvme_gpuq_cpu_round(p, NVME_CMD_READ, nvme_ns_id(ns), slba, NLB, p1, p2, SQD, 50000000ull, st, err, sizeof(err)),
+         -ETIMEDOUT);
+    T_CHECK(strstr(err, "did not arrive within") != NULL);
+    T_EQ(nvme_gpuq_pair_destroy(p, true), 0); /* Delete SQ aborts the dropped command; then memory is freed */
+    /* the controller is still usable: a fresh pair works */
+    T_EQ(nvme_gpuq_pair_create(c, SQD + 1, &p, err, sizeof(err)), 0);
+    T_EQ(nvme_gpuq_cpu_round(p, NVME_CMD_READ, nvme_ns_id(ns), slba, NLB, p1, p2, SQD, 1000000000ull, st, err,
+                             sizeof(err)), 0);
+    T_EQ(nvme_gpuq_pair_destroy(p, false), 0);
+    /* refusals: too many entries */
+    T_EQ(nvme_gpuq_pair_create(c, nvme_ctrl_max_depth(c) + 1, &p, err, sizeof(err)), -EINVAL);
+    T_CHECK(strstr(err, "entries=") != NULL);
+    nvme_dma_free(buf);
+    nvme_target_close(t);
 }
 
 /* ---- a controller model: fetches a round, completes it in a shuffled order ---- */
@@ -218,6 +358,11 @@ int main(void)
     test_sqe();
     test_prp();
     test_cid();
+    test_cid_never_reserved_qd1024();
+    test_emu_placement();
+    test_emu_warps_limit();
+    test_progress_and_backoff();
+    test_standin_on_controller();
     test_rounds();
     test_deadline();
     test_patterns();

@@ -16,8 +16,10 @@
  * makes the run return -ETIMEDOUT, naming the device and queue; the GPU never hangs on a lost CQE.
  *
  * Targets: gpu-emu://?ndev=N&profile=null|pm1753|pm1753-p2p&scale=S&... (src/README.md,
- * "Device-initiated I/O", lists every key). pci:// needs GPU memory DMA addresses (dma-buf export plus a
- * kernel importer); its absence is detected and reported (-ENOTSUP) with what is missing.
+ * "Device-initiated I/O", lists every key); pci://ADDR[,...]?driver=vfio-pci|uio_pci_generic (real
+ * controllers: queues created with interrupts off, rings and payload in pinned host memory mapped into the
+ * GPU, doorbells through cudaHostRegisterIoMemory; nvme/gpuq_ctrl.h) and emu://?mode=thread&... (the same
+ * path against the CPU emulator). A GPU-memory payload on pci:// is refused (-ENOTSUP) with the reason.
  */
 #ifndef NVME_CUDA_CUDA_API_H
 #define NVME_CUDA_CUDA_API_H
@@ -79,6 +81,8 @@ struct nvme_cuda_run_params {
                                   engine allocates. At least nvme_cuda_buf_size() bytes; thread t's data is at
                                   result.buf_offset + t * result.buf_stride (t = block * qdepth + thread). */
     size_t buf_len;
+    const char *payload;       /* pci:// and emu://: "host" (default, pinned host memory mapped into the GPU)
+                                  or "gpu" (refused: no importer of GPU memory's DMA addresses, see cuda_pci.cu) */
 };
 #define NVME_CUDA_DEFAULT_TIMEOUT_NS 2000000000ull /* 2 s */
 
@@ -90,6 +94,16 @@ struct nvme_cuda_cmd_error {
     uint8_t sct, sc;
     bool dnr;
     uint64_t lba;              /* verify / NVMe errors: the command's first LBA */
+};
+
+/* The GPU-resident emulator's own counters over the whole kernel: a run whose completions were posted
+ * late (late_ns_mean well above 0 on a timed profile) or with CQ-full holds was limited by the emulator,
+ * not by the device model. */
+struct nvme_cuda_emu_stats {
+    bool valid;                /* gpu-emu:// runs only */
+    uint64_t fetched, completed, errors, dropped, cq_full_held, idle_sweeps;
+    double late_ns_mean;       /* posted after the due time, mean over completions (0 on profile=null) */
+    uint64_t late_ns_max;
 };
 
 struct nvme_cuda_run_result {
@@ -113,6 +127,8 @@ struct nvme_cuda_run_result {
     struct nvme_cuda_cmd_error first_error;
     uint64_t buf_offset;       /* bytes from the buffer's start to thread 0's data (page alignment) */
     uint64_t buf_stride;       /* bytes between two threads' data */
+    struct nvme_cuda_emu_stats emu;
+    char payload[NVME_CUDA_PROFILE_LEN]; /* pci://: "host" (pinned host memory); gpu-emu: "gpu" */
 };
 
 /* Bytes a caller-provided buffer needs for a run of this shape (page-alignment slack included), and the

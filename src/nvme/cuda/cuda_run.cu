@@ -19,179 +19,16 @@
 
 #include <cuda_runtime.h>
 
+#include "nvme/cuda/crun.h"
 #include "nvme/cuda/cuda_api.h"
 #include "nvme/cuda/gpu_emu.h"
 #include "nvme/cuda/nvme_cuda.cuh"
 #include "nvme/cuda/nvme_gpuq.h"
 
-#define CRUN_STOP_CHECK_NS  100000ull  // thread 0 reads the mapped stop flag at most every 100 us
 #define CRUN_HOST_POLL      std::chrono::milliseconds(1)
 #define CRUN_MAX_NDEVS      GEMU_MAX_DEVS
 #define CRUN_MAX_NQUEUES    GEMU_MAX_QUEUES_DEV
 #define CRUN_DEFAULT_NDEVS  16u        // the published server's device count
-#define CRUN_SHARED_PER_CMD (sizeof(uint16_t) + sizeof(uint32_t)) // status + seen flag per command
-
-struct crun_queue {
-    nvme_sqe *sq;
-    const nvme_cqe *cq;
-    volatile uint32_t *sq_db, *cq_db;
-    uint32_t entries;
-    uint32_t dev, qidx;        // device, queue index within the device
-    uint16_t qid;
-    uint16_t pad;
-    int state;                 // enum nvme_gpuq_state, first failure wins (atomicCAS)
-    int err_valid;
-    uint32_t err_state;
-    uint16_t err_status;       // CQE status without phase
-    uint16_t pad2;
-    uint64_t err_lba;
-    unsigned long long errors, verify_errors;
-    unsigned long long round_ns_sum, round_ns_max, rounds;
-};
-
-struct crun_params {
-    crun_queue *queues;
-    volatile unsigned long long *rounds; // mapped host memory, one per queue
-    const volatile int *stop;            // mapped host memory
-    uint8_t *buf;                        // per-thread buffers (+ PRP list page), GPU memory
-    uint64_t stride;                     // bytes per thread
-    uint64_t span;                       // data bytes per thread (iosize rounded up to pages)
-    const uint64_t *lut;                 // DMA address of every NVMe page of buf
-    uint64_t lut_pages;
-    uint32_t qdepth, nqueues, iosize, nlb, lba_size;
-    int random, write, verify, readback;
-    uint64_t seed, nslots, lba0, max_rounds, timeout_ns;
-};
-
-static __device__ void crun_fail(crun_queue *q, uint32_t state, uint16_t status, uint64_t lba)
-{
-    if (atomicCAS(&q->err_valid, 0, 1) == 0) {
-        q->err_state = state;
-        q->err_status = status;
-        q->err_lba = lba;
-    }
-}
-
-__global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params P)
-{
-    extern __shared__ uint8_t smem[];
-    uint32_t *seen = reinterpret_cast<uint32_t *>(smem);
-    uint16_t *st = reinterpret_cast<uint16_t *>(smem + P.qdepth * sizeof(uint32_t));
-    __shared__ int s_stop;
-    __shared__ volatile int s_fail;
-    __shared__ uint64_t s_next_check, s_t0;
-
-    const uint32_t b = blockIdx.x, i = threadIdx.x, qd = P.qdepth;
-    crun_queue *q = &P.queues[b];
-    const uint32_t entries = q->entries;
-    const uint64_t thread_in_dev = (uint64_t)q->qidx * qd + i, threads_per_dev = (uint64_t)P.nqueues * qd;
-    const uint64_t off = ((uint64_t)b * qd + i) * P.stride;
-    uint8_t *buf = P.buf + off;
-    uint64_t prp1 = 0, prp2 = 0;
-    uint64_t *list = reinterpret_cast<uint64_t *>(buf + P.span);
-    const uint64_t list_dma = P.span < P.stride ? P.lut[(off + P.span) >> NVME_GPUQ_PAGE_SHIFT] : 0;
-    int prp_bad = nvme_gpuq_prp(P.lut, P.lut_pages, off, P.iosize, P.span < P.stride ? list : nullptr, list_dma,
-                                &prp1, &prp2);
-    if (i == 0) {
-        s_fail = 0;
-        s_next_check = 0;
-    }
-    __syncthreads();
-    if (prp_bad) {
-        if (atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_NVME_ERROR) == NVME_GPUQ_OK)
-            crun_fail(q, NVME_GPUQ_NVME_ERROR, 0, 0);
-        s_fail = 1;
-    }
-    __threadfence(); // PRP lists before the first doorbell
-    const uint64_t words = P.iosize / NVME_GPUQ_STAMP_WORD, words_per_lba = P.lba_size / NVME_GPUQ_STAMP_WORD;
-    const int npass = P.write && P.readback ? 2 : 1;
-    uint64_t sq_pos = 0, cq_pos = 0, round = 0; // round: running count over both passes (CID generation)
-    for (int pass = 0; pass < npass; pass++) {
-        __syncthreads(); // every thread has read s_stop of the previous pass
-        const bool wr = P.write && pass == 0;
-        const uint8_t opc = wr ? NVME_CMD_WRITE : NVME_CMD_READ;
-        uint64_t lcg = nvme_gpuq_lcg_seed(P.seed, (uint64_t)b * qd + i); // a readback pass replays the LBAs
-        for (uint64_t k = 0;; k++, round++) {
-            if (i == 0) {
-                int stop = s_fail || (P.max_rounds && k >= P.max_rounds);
-                if (!stop) { // also in rounds mode: Ctrl-C must end it
-                    uint64_t now = nvme_cuda_now_ns();
-                    if (now >= s_next_check) {
-                        stop = *P.stop;
-                        s_next_check = now + CRUN_STOP_CHECK_NS;
-                    }
-                }
-                s_stop = stop;
-            }
-            __syncthreads();
-            if (s_stop)
-                break;
-            const uint64_t slba = nvme_gpuq_slba(P.random, &lcg, k, thread_in_dev, threads_per_dev, P.nslots, P.lba0, P.nlb);
-            if (wr && P.verify) {
-                uint64_t *w = reinterpret_cast<uint64_t *>(buf);
-                for (uint64_t x = 0; x < words; x++)
-                    w[x] = nvme_gpuq_stamp(q->dev, slba + x / words_per_lba, (uint32_t)(x % words_per_lba));
-            }
-            alignas(16) nvme_sqe s; // stored as four 16-byte vectors
-            nvme_gpuq_sqe_rw(&s, opc, nvme_gpuq_cid_make((uint32_t)round, i), 1u, slba, P.nlb, prp1, prp2);
-            nvme_cuda_sqe_store(q->sq + nvme_gpuq_cq_slot(sq_pos + i, entries), &s);
-            seen[i] = 0;
-            if (i == 0)
-                s_t0 = nvme_cuda_now_ns();
-            sq_pos += qd;
-            nvme_cuda_round_submit(q->sq_db, sq_pos, entries);
-
-            nvme_cuda_cqe_seen c;
-            int rc = nvme_cuda_cqe_wait(q->cq, entries, cq_pos + i, P.timeout_ns, &s_fail, &c);
-            if (rc == NVME_GPUQ_OK) {
-                int idx = nvme_gpuq_cid_check(c.cid, c.sqid, q->qid, (uint32_t)round, qd);
-                if (idx >= 0 && atomicExch(&seen[idx], 1u) != 0)
-                    idx = -NVME_GPUQ_BAD_CID; // a second completion for one command
-                if (idx >= 0) {
-                    st[idx] = (uint16_t)(c.status & ~NVME_CQE_P);
-                } else {
-                    if (atomicCAS(&q->state, NVME_GPUQ_OK, -idx) == NVME_GPUQ_OK)
-                        crun_fail(q, (uint32_t)-idx, c.cid, slba);
-                    s_fail = 1;
-                }
-            } else if (!s_fail) {
-                if (atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_TIMEOUT) == NVME_GPUQ_OK)
-                    crun_fail(q, NVME_GPUQ_TIMEOUT, 0, slba);
-                s_fail = 1;
-            }
-            __syncthreads();
-            if (s_fail)
-                break; // leave the CQ as it is: the queue is not consistent any more
-            cq_pos += qd;
-            if (i == 0) {
-                __threadfence_system();
-                nvme_cuda_db_write(q->cq_db, nvme_gpuq_db(cq_pos, entries));
-                uint64_t dt = nvme_cuda_now_ns() - s_t0;
-                q->round_ns_sum += dt;
-                if (dt > q->round_ns_max)
-                    q->round_ns_max = dt;
-                P.rounds[b] = round + 1u;
-            }
-            const uint16_t my = st[i];
-            if (my) {
-                atomicAdd(&q->errors, 1ull);
-                crun_fail(q, NVME_GPUQ_NVME_ERROR, my, slba);
-            } else if (!wr && P.verify) {
-                const volatile uint64_t *w = reinterpret_cast<const volatile uint64_t *>(buf);
-                unsigned long long bad = 0;
-                for (uint64_t x = 0; x < words; x++)
-                    if (w[x] != nvme_gpuq_stamp(q->dev, slba + x / words_per_lba, (uint32_t)(x % words_per_lba)))
-                        bad++;
-                if (bad) {
-                    atomicAdd(&q->verify_errors, bad);
-                    crun_fail(q, NVME_GPUQ_VERIFY, 0, slba);
-                }
-            }
-        }
-    }
-    if (i == 0)
-        q->rounds = round;
-}
 
 // ------------------------------------------------------------------------------------------ host side
 #define CRUN_CHECK(call, what)                                                      \
@@ -202,59 +39,6 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
             goto out;                                                               \
         }                                                                           \
     } while (0)
-
-extern "C" int nvme_cuda_device_count(char *why, size_t whylen)
-{
-    int n = 0;
-    cudaError_t ce = cudaGetDeviceCount(&n);
-    if (ce != cudaSuccess) {
-        if (why && whylen)
-            snprintf(why, whylen, "no CUDA device (%s: %s)", cudaGetErrorName(ce), cudaGetErrorString(ce));
-        cudaGetLastError(); // clear the sticky-free error so later calls start clean
-        return 0;
-    }
-    if (n <= 0 && why && whylen)
-        snprintf(why, whylen, "no CUDA device");
-    else if (why && whylen)
-        why[0] = 0;
-    return n;
-}
-
-extern "C" int nvme_cuda_device_info(int dev, nvme_cuda_devinfo *out, char *err, size_t errlen)
-{
-    memset(out, 0, sizeof(*out));
-    cudaDeviceProp p;
-    cudaError_t ce = cudaGetDeviceProperties(&p, dev);
-    if (ce != cudaSuccess)
-        return gemu_cuda_errno((int)ce, "cudaGetDeviceProperties", err, errlen);
-    snprintf(out->name, sizeof(out->name), "%s", p.name);
-    out->cc_major = p.major;
-    out->cc_minor = p.minor;
-    out->sms = p.multiProcessorCount;
-    out->max_threads_per_sm = p.maxThreadsPerMultiProcessor;
-    out->mem_bytes = p.totalGlobalMem;
-    out->pci_bus = p.pciBusID;
-    out->pci_device = p.pciDeviceID;
-    out->pci_domain = p.pciDomainID;
-    cudaDriverGetVersion(&out->driver_version);
-    cudaRuntimeGetVersion(&out->runtime_version);
-    return 0;
-}
-
-extern "C" int nvme_cuda_rw_parse(const char *name, nvme_cuda_rw *out)
-{
-    static const struct {
-        const char *name;
-        nvme_cuda_rw rw;
-    } t[] = {{"read", NVME_CUDA_READ}, {"randread", NVME_CUDA_RANDREAD}, {"write", NVME_CUDA_WRITE},
-             {"randwrite", NVME_CUDA_RANDWRITE}};
-    for (const auto &e : t)
-        if (name && !strcmp(name, e.name)) {
-            *out = e.rw;
-            return 0;
-        }
-    return -EINVAL;
-}
 
 static int crun_check(const nvme_cuda_run_params *p, char *err, size_t errlen)
 {
@@ -286,80 +70,6 @@ static int crun_check(const nvme_cuda_run_params *p, char *err, size_t errlen)
     return 0;
 }
 
-extern "C" size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs, uint64_t *stride)
-{
-    const uint64_t page = NVME_GPUQ_PAGE_SIZE;
-    const uint64_t span = ((uint64_t)iosize + page - 1u) / page * page;
-    const uint64_t st = span + ((uint64_t)iosize > 2u * page ? page : 0u); // + a PRP list page when needed
-    if (stride)
-        *stride = st;
-    return (size_t)((uint64_t)ndevs * nqueues * qdepth * st + page);
-}
-
-extern "C" int nvme_cuda_target_check(const char *target, uint32_t ndev_default, char *desc, size_t desclen,
-                                      char *err, size_t errlen)
-{
-    gemu e{};
-    int rc = gemu_parse_uri(target, ndev_default, &e, err, errlen);
-    if (!rc && desc && desclen)
-        gemu_describe(&e, desc, desclen);
-    return rc;
-}
-
-extern "C" int nvme_cuda_map_bar(void *bar, size_t len, volatile void **dev_bar, char *err, size_t errlen)
-{
-    *dev_bar = NULL;
-    if (!bar || !len || ((uintptr_t)bar % NVME_GPUQ_PAGE_SIZE)) {
-        snprintf(err, errlen, "BAR mapping: %p (%zu bytes) is not a page-aligned region", bar, len);
-        return -EINVAL;
-    }
-    cudaError_t ce = cudaHostRegister(bar, len, cudaHostRegisterIoMemory | cudaHostRegisterMapped);
-    if (ce == cudaErrorNotSupported || ce == cudaErrorInvalidValue) {
-        gemu_cuda_errno((int)ce, "cudaHostRegister(BAR0, IoMemory)", err, errlen);
-        return -ENOTSUP;
-    }
-    if (ce != cudaSuccess)
-        return gemu_cuda_errno((int)ce, "cudaHostRegister(BAR0, IoMemory)", err, errlen);
-    void *d = NULL;
-    ce = cudaHostGetDevicePointer(&d, bar, 0);
-    if (ce != cudaSuccess) {
-        int rc = gemu_cuda_errno((int)ce, "cudaHostGetDevicePointer(BAR0)", err, errlen);
-        cudaHostUnregister(bar); // undo the registration made above
-        return rc;
-    }
-    *dev_bar = d;
-    return 0;
-}
-
-extern "C" int nvme_cuda_unmap_bar(void *bar, char *err, size_t errlen)
-{
-    cudaError_t ce = cudaHostUnregister(bar);
-    return ce == cudaSuccess ? 0 : gemu_cuda_errno((int)ce, "cudaHostUnregister(BAR0)", err, errlen);
-}
-
-static const char CRUN_PCI_MSG[] =
-    "target '%s': device-initiated I/O on real controllers needs the DMA (bus) addresses of GPU memory for "
-    "PRPs: export the buffers with dma-buf (cuMemGetHandleForAddressRange) and map them through a kernel "
-    "importer bound to the NVMe function; no importer is available on this host (see src/README.md, "
-    "'Device-initiated I/O'). Use gpu-emu:// to run on the GPU-resident emulator.";
-
-static void crun_sleep_until(std::chrono::steady_clock::time_point t, volatile int *stop, cudaEvent_t done)
-{
-    while (std::chrono::steady_clock::now() < t) {
-        if ((stop && *stop) || cudaEventQuery(done) != cudaErrorNotReady)
-            return;
-        std::this_thread::sleep_for(CRUN_HOST_POLL);
-    }
-}
-
-static uint64_t crun_sum_rounds(const volatile unsigned long long *r, uint32_t n)
-{
-    uint64_t s = 0;
-    for (uint32_t i = 0; i < n; i++)
-        s += r[i];
-    return s;
-}
-
 extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, uint64_t *queue_rounds,
                              size_t nqueue_rounds, volatile int *stop, char *err, size_t errlen)
 {
@@ -369,12 +79,12 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     int rc = crun_check(p, err, errlen);
     if (rc)
         return rc;
-    if (!strncmp(p->target, "pci://", 6)) {
-        snprintf(err, errlen, CRUN_PCI_MSG, p->target);
-        return -ENOTSUP;
-    }
+    if ((rc = crun_launch_blocking_refused(err, errlen)))
+        return rc;
+    if (!strncmp(p->target, "pci://", 6) || !strncmp(p->target, "emu://", 6))
+        return nvme_cuda_run_pci(p, r, queue_rounds, nqueue_rounds, stop, err, errlen);
     if (strncmp(p->target, "gpu-emu://", 10) != 0) {
-        snprintf(err, errlen, "target '%s': cuda-run drives gpu-emu:// (or pci:// with a DMA importer)", p->target);
+        snprintf(err, errlen, "target '%s': cuda-run drives gpu-emu://, pci:// or emu://?mode=thread", p->target);
         return -EINVAL;
     }
     rc = nvme_cuda_target_check(p->target, p->ndevs ? p->ndevs : CRUN_DEFAULT_NDEVS, NULL, 0, err, errlen);
@@ -404,16 +114,14 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     int *stop_host = NULL, *stop_dev = NULL;
     std::vector<crun_queue> hq;
     std::vector<uint64_t> hlut;
-    bool emu_running = false, run_launched = false;
+    bool emu_running = false, run_launched = false, hung = false;
     uint32_t ndevs = 0, nblk = 0, entries = 0, nlb = 0;
     uint64_t stride = 0, span = 0, total = 0, nslots = 0, lba_count = 0;
-    size_t smem = 0;
     int bps_run = 0, bps_emu = 0;
     double frac = 0;
     crun_params P;
     memset(&P, 0, sizeof(P));
-    std::chrono::steady_clock::time_point t_start, t_w0, t_w1;
-    uint64_t r0 = 0, r1 = 0;
+    crun_window win{};
     const uint64_t page = NVME_GPUQ_PAGE_SIZE;
 
     CRUN_CHECK(cudaSetDevice(p->gpu), "cudaSetDevice");
@@ -447,11 +155,16 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     entries = p->qdepth + 1u; // lock-step: one round in flight; the tail walks round the ring every round
     span = ((uint64_t)p->iosize + page - 1u) / page * page;
     total = nvme_cuda_buf_size(p->iosize, p->qdepth, p->nqueues, ndevs, &stride) - page;
-    smem = (size_t)p->qdepth * CRUN_SHARED_PER_CMD;
 
     // both kernels must be resident at once: the engine waits on the emulator
-    CRUN_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps_run, crun_kernel, (int)p->qdepth, smem),
-               "occupancy of the cuda-run kernel");
+    // cudaFuncGetAttributes on both kernels loads their modules now, before the persistent emulator runs
+    // (lazy loading would otherwise load the engine's module while the emulator occupies the GPU)
+    rc = crun_preload(p->qdepth, &bps_run, err, errlen);
+    if (rc)
+        goto out;
+    rc = gemu_preload(emu, err, errlen);
+    if (rc)
+        goto out;
     rc = gemu_occupancy(emu, &bps_emu);
     if (rc)
         goto out;
@@ -552,6 +265,7 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     P.lba0 = 0;
     P.max_rounds = p->rounds;
     P.timeout_ns = p->timeout_ns ? p->timeout_ns : NVME_CUDA_DEFAULT_TIMEOUT_NS;
+    P.scope = NVME_CUDA_SCOPE_GPU; // the emulator writes CQEs from this GPU (nvme_cuda.cuh)
     if (p->verify && !emu->data) {
         snprintf(err, errlen, "verify: the target stores no data (data=none)");
         rc = -EINVAL;
@@ -564,29 +278,23 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         goto out;
     emu_running = true;
     CRUN_CHECK(cudaEventRecord(e0, s_run), "recording the start event");
-    crun_kernel<<<nblk, p->qdepth, smem, s_run>>>(P);
-    CRUN_CHECK(cudaGetLastError(), "launching the cuda-run kernel");
-    run_launched = true;
-    CRUN_CHECK(cudaEventRecord(e1, s_run), "recording the end event");
-    t_start = std::chrono::steady_clock::now();
-    if (p->rounds) {
-        crun_sleep_until(std::chrono::steady_clock::time_point::max(), stop, e1);
-    } else {
-        crun_sleep_until(t_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                       std::chrono::duration<double>(p->warmup_s)), stop, e1);
-        r0 = crun_sum_rounds(rounds_host, nblk);
-        t_w0 = std::chrono::steady_clock::now();
-        crun_sleep_until(t_w0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(p->runtime_s)), stop, e1);
-        r1 = crun_sum_rounds(rounds_host, nblk);
-        t_w1 = std::chrono::steady_clock::now();
-    }
-    *(volatile int *)stop_host = 1;
-    CRUN_CHECK(cudaEventSynchronize(e1), "waiting for the cuda-run kernel");
-    emu_running = false;
-    rc = gemu_stop(emu, s_emu, err, errlen);
+    rc = crun_launch(&P, nblk, s_run, err, errlen);
     if (rc)
         goto out;
+    run_launched = true;
+    CRUN_CHECK(cudaEventRecord(e1, s_run), "recording the end event");
+    rc = crun_drive(&P, p, nblk, rounds_host, stop_host, stop, e1, &win, err, errlen);
+    if (rc) {
+        hung = rc == -ETIMEDOUT;
+        goto out;
+    }
+    run_launched = false;
+    emu_running = false;
+    rc = gemu_stop(emu, s_emu, gemu_steady_ns() + CRUN_STOP_GRACE_NS, err, errlen);
+    if (rc) {
+        hung = rc == -ETIMEDOUT;
+        goto out;
+    }
     CRUN_CHECK(cudaGetLastError(), "after the kernels");
 
     // results
@@ -595,42 +303,7 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         CRUN_CHECK(cudaEventElapsedTime(&ms, e0, e1), "reading the kernel time");
         r->kernel_s = ms / 1e3;
         CRUN_CHECK(cudaMemcpy(hq.data(), dq, nblk * sizeof(crun_queue), cudaMemcpyDeviceToHost), "reading queue results");
-        uint64_t rounds_all = 0, round_ns = 0;
-        for (uint32_t b = 0; b < nblk; b++) {
-            const crun_queue &q = hq[b];
-            rounds_all += q.rounds;
-            round_ns += q.round_ns_sum;
-            if (q.round_ns_max > r->round_ns_max)
-                r->round_ns_max = q.round_ns_max;
-            r->errors += q.errors;
-            r->verify_errors += q.verify_errors;
-            if (b < nqueue_rounds && queue_rounds)
-                queue_rounds[b] = q.rounds;
-            if (q.err_valid && (!r->first_error.valid || (q.state && !r->first_error.state))) {
-                nvme_cuda_cmd_error &fe = r->first_error;
-                fe.valid = true;
-                fe.dev = q.dev;
-                fe.queue = q.qidx;
-                fe.state = q.state ? (uint32_t)q.state : q.err_state;
-                const bool nvme_st = fe.state == NVME_GPUQ_NVME_ERROR; // else err_status holds a CID or nothing
-                fe.sct = nvme_st ? nvme_cqe_sct(q.err_status) : 0;
-                fe.sc = nvme_st ? nvme_cqe_sc(q.err_status) : 0;
-                fe.dnr = nvme_st && nvme_cqe_dnr(q.err_status);
-                fe.lba = q.err_lba;
-            }
-        }
-        r->ios_total = rounds_all * p->qdepth;
-        r->round_ns_mean = rounds_all ? (double)round_ns / (double)rounds_all : 0;
-        if (p->rounds) {
-            r->window_s = r->kernel_s;
-            r->ios = r->ios_total;
-        } else {
-            r->window_s = std::chrono::duration<double>(t_w1 - t_w0).count();
-            r->ios = (r1 - r0) * p->qdepth;
-        }
-        r->iops = r->window_s > 0 ? (double)r->ios / r->window_s : 0;
-        r->bytes_per_s = r->iops * p->iosize;
-        r->threads = nblk * p->qdepth;
+        snprintf(r->payload, sizeof(r->payload), "gpu");
         r->emu_blocks = emu->blocks;
         r->emu_warps = emu->warps;
         r->ndevs = ndevs;
@@ -638,45 +311,42 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         r->scale = emu->scale;
         r->ooo = emu->ooo;
         gemu_describe(emu, r->target_desc, sizeof(r->target_desc));
-        // a queue that stopped on its own (not by the stop flag) is an error of the run
-        for (uint32_t b = 0; b < nblk; b++) {
-            const crun_queue &q = hq[b];
-            if (q.state == NVME_GPUQ_TIMEOUT) {
-                snprintf(err, errlen, "device %u queue %u (qid %u): a completion did not arrive within %.3f s "
-                         "(round %llu); the queue was stopped", q.dev, q.qidx, q.qid, P.timeout_ns / 1e9,
-                         (unsigned long long)q.rounds);
-                rc = -ETIMEDOUT;
-                break;
-            }
-            if (q.state == NVME_GPUQ_BAD_CID || q.state == NVME_GPUQ_BAD_SQID) {
-                snprintf(err, errlen, "device %u queue %u (qid %u): a completion named %s (CID 0x%04x) "
-                         "(round %llu); the queue was stopped", q.dev, q.qidx, q.qid,
-                         q.state == NVME_GPUQ_BAD_CID ? "a command that is not outstanding" : "another SQ",
-                         q.err_status, (unsigned long long)q.rounds);
-                rc = -EPROTO;
-                break;
-            }
-            if (q.state == NVME_GPUQ_NVME_ERROR && q.err_status == 0) {
-                snprintf(err, errlen, "device %u queue %u: the I/O buffer does not fit the PRP lookup table",
-                         q.dev, q.qidx);
-                rc = -EFAULT;
-                break;
-            }
-        }
-        if (!rc && stop && *stop) {
-            snprintf(err, errlen, "interrupted");
-            rc = -EINTR;
-        }
+        gemu_stats es;
+        rc = gemu_counters(emu, &es, err, errlen);
+        if (rc)
+            goto out;
+        r->emu.valid = true;
+        r->emu.fetched = es.fetched;
+        r->emu.completed = es.completed;
+        r->emu.errors = es.errors;
+        r->emu.dropped = es.dropped;
+        r->emu.cq_full_held = es.cq_full_held;
+        r->emu.idle_sweeps = es.idle_sweeps;
+        r->emu.late_ns_mean = es.completed ? (double)es.late_ns_sum / (double)es.completed : 0;
+        r->emu.late_ns_max = es.late_ns_max;
+        rc = crun_collect(&P, hq.data(), nblk, p, r, queue_rounds, nqueue_rounds, stop && *stop, err, errlen);
+        crun_window_result(&win, p, r);
     }
 
 out:
     if (stop_host)
         *(volatile int *)stop_host = 1;
-    if (run_launched && e1)
-        cudaEventSynchronize(e1);
-    if (emu_running) {
+    if (run_launched && e1 && !hung) {
         char tmp[NVME_CUDA_DESC_LEN];
-        gemu_stop(emu, s_emu, tmp, sizeof(tmp));
+        hung = gemu_wait_event(e1, gemu_steady_ns() + P.timeout_ns + CRUN_STOP_GRACE_NS, "the cuda-run kernel", tmp,
+                               sizeof(tmp)) == -ETIMEDOUT;
+    }
+    if (emu_running && !hung) {
+        char tmp[NVME_CUDA_DESC_LEN];
+        hung = gemu_stop(emu, s_emu, gemu_steady_ns() + CRUN_STOP_GRACE_NS, tmp, sizeof(tmp)) == -ETIMEDOUT;
+    }
+    if (hung) {
+        // a kernel is still running: free nothing it may touch (queues, buffers, flags, the emulator);
+        // the memory goes back with the process's CUDA context
+        if (emu)
+            emu->hung = true;
+        gemu_close(emu);
+        return rc ? rc : -ETIMEDOUT;
     }
     if (e1)
         cudaEventDestroy(e1);

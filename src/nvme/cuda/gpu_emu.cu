@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include <cuda_runtime.h>
 
+#include "nvme/cuda/gemu_plan.h"
 #include "nvme/cuda/gpu_emu.h"
 #include "nvme/cuda/nvme_cuda.cuh"
 #include "nvme/cuda/nvme_gpuq.h"
@@ -26,29 +28,8 @@
 #define GEMU_NSID_ALL        0xffffffffu
 #define GEMU_VEC             16u           // bytes per vector copy
 #define GEMU_WORD            4u            // bytes per scalar copy (PRPs are dword aligned)
-#define GEMU_NS_PER_S        1e9
 #define GEMU_CQE_W3_OFF      12u
-
-int gemu_cuda_errno(int cuda_err, const char *what, char *err, size_t errlen)
-{
-    cudaError_t e = (cudaError_t)cuda_err;
-    if (err && errlen)
-        snprintf(err, errlen, "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
-    switch (e) {
-    case cudaSuccess:
-        return 0;
-    case cudaErrorMemoryAllocation:
-        return -ENOMEM;
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorInvalidDevice:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorInitializationError:
-        return -ENODEV;
-    default:
-        return -EIO;
-    }
-}
+#define GEMU_IDLE_BACKOFF_MAX_NS 256u      // an idle emulator warp sleeps at most this long between sweeps
 
 #define GEMU_CHECK(call, what)                                                   \
     do {                                                                         \
@@ -229,7 +210,8 @@ static __device__ __forceinline__ uint64_t gemu_excl_scan(uint64_t v, unsigned l
     return x - v;
 }
 
-static __device__ void gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, uint64_t epoch)
+// Serve one queue once; returns true when it fetched or completed anything (the idle backoff resets).
+static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, uint64_t epoch)
 {
     const uint32_t entries = q->entries;
     gemu_dev *d = &g->devs[q->dev];
@@ -341,9 +323,10 @@ static __device__ void gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
     }
 
     // ---- complete
+    const bool fetched = n != 0;
     uint64_t pcount = q->pend_tail - q->pend_head;
     if (!pcount)
-        return;
+        return fetched;
     uint32_t mcnt = pcount < GEMU_WARP ? (uint32_t)pcount : GEMU_WARP;
     uint64_t now = nvme_cuda_now_ns() - epoch;
     gemu_pend p = {};
@@ -357,7 +340,7 @@ static __device__ void gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
     if (k > mcnt)
         k = mcnt;
     if (!k)
-        return;
+        return fetched;
     uint32_t cqh = lane == 0 ? *q->cq_db : 0u;
     cqh = __shfl_sync(GEMU_FULL_MASK, cqh, 0);
     uint32_t tslot = (uint32_t)(q->cq_tail % entries);
@@ -368,7 +351,7 @@ static __device__ void gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
             q->cq_full_held++;
         k = freeslots;
         if (!k)
-            return;
+            return fetched;
     }
     uint32_t src = g->ooo ? k - 1u - (lane < k ? lane : 0u) : lane;
     uint32_t cid = __shfl_sync(GEMU_FULL_MASK, (uint32_t)p.cid, src);
@@ -386,22 +369,38 @@ static __device__ void gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
         *reinterpret_cast<volatile uint32_t *>(reinterpret_cast<uint8_t *>(e) + GEMU_CQE_W3_OFF) = w3;
     }
     unsigned nerr = __popc(__ballot_sync(GEMU_FULL_MASK, lane < k && st != 0));
+    // lateness: how long after its due time each completion was posted (timed models only); a run whose
+    // lateness is large was limited by the emulator, not by the device model
+    uint64_t late = lane < k && m.timed && now > p.due ? now - p.due : 0, late_max = late;
+    for (unsigned o = GEMU_WARP / 2u; o; o >>= 1) {
+        late += __shfl_down_sync(GEMU_FULL_MASK, late, o);
+        uint64_t y = __shfl_down_sync(GEMU_FULL_MASK, late_max, o);
+        late_max = y > late_max ? y : late_max;
+    }
     __syncwarp();
     if (lane == 0) {
         q->cq_tail += k;
         q->pend_head += k;
         q->completed += k;
         q->errors += nerr;
+        q->late_ns_sum += late;
+        if (late_max > q->late_ns_max)
+            q->late_ns_max = late_max;
     }
     __syncwarp();
+    return true;
 }
 
-__global__ void gemu_kernel(gemu_shared *g)
+// __launch_bounds__: the kernel is compiled for blocks of up to GEMU_MAX_WARPS_BLOCK warps, so its register
+// count fits them; gemu_open refuses more (gemu_plan_warps_check on cudaFuncGetAttributes).
+__global__ void __launch_bounds__(GEMU_MAX_WARPS_BLOCK * GEMU_WARP) gemu_kernel(gemu_shared *g)
 {
     const unsigned lane = threadIdx.x % GEMU_WARP;
-    const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / GEMU_WARP;
-    const unsigned nwarps = gridDim.x * blockDim.x / GEMU_WARP;
-    if (warp >= g->nqueues)
+    const unsigned wib = threadIdx.x / GEMU_WARP, warps = blockDim.x / GEMU_WARP;
+    // placement: queue q is served by block q % blocks, so 16 queues spread over 8 blocks, not 2
+    const uint32_t first = gemu_plan_first_queue(blockIdx.x, wib, gridDim.x);
+    const uint32_t stride = gemu_plan_queue_stride(gridDim.x, warps);
+    if (first >= g->nqueues)
         return; // nothing to serve: leave the SM to the engine
     uint64_t epoch = 0;
     if (lane == 0) {
@@ -410,22 +409,28 @@ __global__ void gemu_kernel(gemu_shared *g)
         epoch = prev ? prev : now;
     }
     epoch = __shfl_sync(GEMU_FULL_MASK, epoch, 0);
+    uint32_t idle = 0; // sweeps in a row that found nothing
     for (uint32_t iter = 0;; iter++) {
         if (iter % GEMU_STOP_CHECK_ITERS == 0) {
             int s = lane == 0 ? *g->stop : 0;
             if (__shfl_sync(GEMU_FULL_MASK, s, 0))
                 break;
         }
-        for (uint32_t qi = warp; qi < g->nqueues; qi += nwarps)
-            gemu_serve(g, &g->queues[qi], lane, epoch);
+        bool work = false;
+        for (uint32_t qi = first; qi < g->nqueues; qi += stride)
+            work |= gemu_serve(g, &g->queues[qi], lane, epoch);
+        if (work) {
+            idle = 0;
+        } else { // back off (short: the emulator's latency is what it adds to every command)
+            uint32_t ns = nvme_gpuq_backoff_ns(idle++);
+            __nanosleep(ns < GEMU_IDLE_BACKOFF_MAX_NS ? ns : GEMU_IDLE_BACKOFF_MAX_NS);
+            if (lane == 0)
+                g->queues[first].idle_sweeps++;
+        }
     }
 }
 
 // ------------------------------------------------------------------------------------------ host code
-static const char *const gemu_keys[] = {"ndev", "profile", "scale", "blocks", "warps", "ns", "lba",
-                                        "data", "ooo", "drop", "mdts", "fill", "lat", "iops", "bw", "qiops",
-                                        "link", NULL};
-
 #define GEMU_FILL_THREADS 256u
 
 // fill=stamp: every word of every LBA carries its stamp (nvme_gpuq_stamp).
@@ -434,206 +439,6 @@ __global__ void gemu_fill_kernel(uint64_t *ns, uint64_t words, uint32_t dev, uin
     const uint64_t per_lba = (1ull << lba_shift) / NVME_GPUQ_STAMP_WORD;
     for (uint64_t w = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; w < words; w += (uint64_t)gridDim.x * blockDim.x)
         ns[w] = nvme_gpuq_stamp(dev, w / per_lba, (uint32_t)(w % per_lba));
-}
-
-static uint64_t gemu_gap_fp(double rate) // fixed-point ns between commands at `rate` per second
-{
-    return rate > 0 ? (uint64_t)llround(GEMU_NS_PER_S * (double)(1u << GEMU_FP_SHIFT) / rate) : 0;
-}
-
-enum gemu_unit { GEMU_UNIT_TIME, GEMU_UNIT_RATE, GEMU_UNIT_BYTES_PER_S };
-
-// A device-model override (the CPU emulator's keys lat/iops/bw/qiops/link): absent -> *out = nominal.
-// time: number with ns|us|ms|s (ns when bare); rate: commands/s; bytes/s: a size (KiB/MiB/GiB, KB/MB/GB)
-// with an optional "/s". Values are nominal, before scale.
-static int gemu_model_key(const nvme_uri *u, const char *key, gemu_unit unit, double nominal, double *out, char *err,
-                          size_t errlen)
-{
-    *out = nominal;
-    const char *v = nvme_uri_get(u, key);
-    if (!v)
-        return 0;
-    char buf[64];
-    snprintf(buf, sizeof(buf), "%s", v);
-    size_t n = strlen(buf);
-    double x = -1;
-    if (unit == GEMU_UNIT_BYTES_PER_S) {
-        if (n > 2 && !strcmp(buf + n - 2, "/s"))
-            buf[n - 2] = 0;
-        uint64_t b;
-        if (!nvme_parse_size(buf, &b))
-            x = (double)b;
-    } else {
-        char *end = NULL;
-        x = strtod(buf, &end);
-        double mul = 1;
-        if (unit == GEMU_UNIT_TIME && end && *end) {
-            mul = !strcmp(end, "ns") ? 1 : !strcmp(end, "us") ? 1e3 : !strcmp(end, "ms") ? 1e6 : !strcmp(end, "s") ? 1e9 : -1;
-            end += strlen(end);
-        }
-        if (!end || *end || mul < 0 || !std::isfinite(x))
-            x = -1;
-        else
-            x *= mul;
-    }
-    if (!(x >= 0)) {
-        snprintf(err, errlen, "parameter '%s': bad value '%s'", key, v);
-        return -EINVAL;
-    }
-    *out = x;
-    return 0;
-}
-
-static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *err, size_t errlen)
-{
-    int rc = nvme_uri_check_keys(u, gemu_keys, err, errlen);
-    if (rc)
-        return rc;
-    uint64_t v;
-    if ((rc = nvme_uri_get_u64(u, "ndev", ndev_default, &v, err, errlen)))
-        return rc;
-    if (v < 1 || v > GEMU_MAX_DEVS) {
-        snprintf(err, errlen, "parameter 'ndev': %llu is out of range 1..%u", (unsigned long long)v, GEMU_MAX_DEVS);
-        return -EINVAL;
-    }
-    e->ndev = (uint32_t)v;
-    const char *prof = nvme_uri_get(u, "profile");
-    if (!prof)
-        prof = "null";
-    const nvme_emu_profile *p = nvme_emu_profile_find(prof);
-    if (!p) {
-        size_t o = (size_t)snprintf(err, errlen, "parameter 'profile': unknown profile '%s' (known:", prof);
-        for (unsigned i = 0; nvme_emu_profile_at(i) && o < errlen; i++)
-            o += (size_t)snprintf(err + o, errlen - o, " %s", nvme_emu_profile_at(i)->name);
-        if (o < errlen)
-            snprintf(err + o, errlen - o, ")");
-        return -EINVAL;
-    }
-    if (p->lat_sigma > 0) {
-        snprintf(err, errlen, "parameter 'profile': '%s' has a lognormal latency, which gpu-emu does not model", prof);
-        return -EINVAL;
-    }
-    snprintf(e->profile, sizeof(e->profile), "%s", p->name);
-    e->scale = 1.0; // gpu-emu runs profiles unscaled unless asked
-    if (const char *s = nvme_uri_get(u, "scale")) {
-        char *end = NULL;
-        double d = strtod(s, &end);
-        if (!end || *end || !std::isfinite(d) || d <= 0) {
-            snprintf(err, errlen, "parameter 'scale': '%s' is not a number > 0", s);
-            return -EINVAL;
-        }
-        e->scale = d;
-    }
-    if ((rc = nvme_uri_get_u64(u, "blocks", GEMU_DEFAULT_BLOCKS, &v, err, errlen)))
-        return rc;
-    if (v < 1 || v > 1024) {
-        snprintf(err, errlen, "parameter 'blocks': %llu is out of range 1..1024", (unsigned long long)v);
-        return -EINVAL;
-    }
-    e->blocks = (uint32_t)v;
-    if ((rc = nvme_uri_get_u64(u, "warps", GEMU_DEFAULT_WARPS, &v, err, errlen)))
-        return rc;
-    if (v < 1 || v > GEMU_MAX_WARPS_BLOCK) {
-        snprintf(err, errlen, "parameter 'warps': %llu is out of range 1..%u", (unsigned long long)v, GEMU_MAX_WARPS_BLOCK);
-        return -EINVAL;
-    }
-    e->warps = (uint32_t)v;
-    if ((rc = nvme_uri_get_size(u, "ns", (uint64_t)GEMU_DEFAULT_NS_MIB * GEMU_MIB, &v, err, errlen)))
-        return rc;
-    if (v < GEMU_MIB || v % GEMU_MIB) {
-        snprintf(err, errlen, "parameter 'ns': %llu bytes is not a whole number of MiB >= 1 MiB", (unsigned long long)v);
-        return -EINVAL;
-    }
-    e->ns_mib = (uint32_t)(v / GEMU_MIB);
-    if ((rc = nvme_uri_get_u64(u, "lba", NVME_GPUQ_LBA_SIZE_MIN, &v, err, errlen)))
-        return rc;
-    if (v != 512 && v != 4096) {
-        snprintf(err, errlen, "parameter 'lba': %llu is not 512 or 4096", (unsigned long long)v);
-        return -EINVAL;
-    }
-    e->lba_size = (uint32_t)v;
-    const char *data = nvme_uri_get(u, "data");
-    if (!data || !strcmp(data, "ram"))
-        e->data = 1;
-    else if (!strcmp(data, "none"))
-        e->data = 0;
-    else {
-        snprintf(err, errlen, "parameter 'data': '%s' is not ram or none", data);
-        return -EINVAL;
-    }
-    const char *fill = nvme_uri_get(u, "fill");
-    if (!fill || !strcmp(fill, "zero"))
-        e->fill_stamp = 0;
-    else if (!strcmp(fill, "stamp"))
-        e->fill_stamp = 1;
-    else {
-        snprintf(err, errlen, "parameter 'fill': '%s' is not zero or stamp", fill);
-        return -EINVAL;
-    }
-    if (e->fill_stamp && !e->data) {
-        snprintf(err, errlen, "parameter 'fill': stamp needs data=ram");
-        return -EINVAL;
-    }
-    bool b;
-    if ((rc = nvme_uri_get_bool(u, "ooo", false, &b, err, errlen)))
-        return rc;
-    e->ooo = b;
-    if ((rc = nvme_uri_get_u64(u, "drop", 0, &v, err, errlen)))
-        return rc;
-    if (v > UINT32_MAX) {
-        snprintf(err, errlen, "parameter 'drop': %llu is too large", (unsigned long long)v);
-        return -EINVAL;
-    }
-    e->drop_nth = (uint32_t)v;
-    if ((rc = nvme_uri_get_size(u, "mdts", NVME_GPUQ_MAX_IO, &v, err, errlen)))
-        return rc;
-    if (v < e->lba_size || v > NVME_GPUQ_MAX_IO) {
-        snprintf(err, errlen, "parameter 'mdts': %llu is out of range %u..%u bytes", (unsigned long long)v,
-                 e->lba_size, NVME_GPUQ_MAX_IO);
-        return -EINVAL;
-    }
-    double lat, iops, bw, qiops, link;
-    if ((rc = gemu_model_key(u, "lat", GEMU_UNIT_TIME, p->lat_ns, &lat, err, errlen)) ||
-        (rc = gemu_model_key(u, "iops", GEMU_UNIT_RATE, p->dev_iops, &iops, err, errlen)) ||
-        (rc = gemu_model_key(u, "bw", GEMU_UNIT_BYTES_PER_S, p->dev_bw, &bw, err, errlen)) ||
-        (rc = gemu_model_key(u, "qiops", GEMU_UNIT_RATE, p->queue_iops, &qiops, err, errlen)) ||
-        (rc = gemu_model_key(u, "link", GEMU_UNIT_BYTES_PER_S, p->link_bw, &link, err, errlen)))
-        return rc;
-    gemu_model &m = e->h.model;
-    const double s = e->scale;
-    m.lat_ns = (uint64_t)llround(lat * s);
-    m.queue_gap_fp = gemu_gap_fp(qiops / s);
-    m.dev_gap_fp = gemu_gap_fp(iops / s);
-    m.dev_byte_fp = gemu_gap_fp(bw / s);
-    m.link_byte_fp = gemu_gap_fp(link / s);
-    e->lat_ns = lat;
-    e->iops = iops;
-    e->bw = bw;
-    e->qiops = qiops;
-    e->link = link;
-    m.timed = m.lat_ns || m.queue_gap_fp || m.dev_gap_fp || m.dev_byte_fp || m.link_byte_fp;
-    e->h.mdts_bytes = v;
-    e->h.drop_nth = e->drop_nth;
-    e->h.ooo = e->ooo;
-    e->h.data = e->data;
-    e->h.ndev = e->ndev;
-    return 0;
-}
-
-int gemu_parse_uri(const char *uri, uint32_t ndev_default, gemu *e, char *err, size_t errlen)
-{
-    nvme_uri *u = NULL;
-    int rc = nvme_uri_parse(uri, &u, err, errlen);
-    if (rc)
-        return rc;
-    if (strcmp(u->scheme, "gpu-emu") != 0 || u->authority[0] || u->path[0]) {
-        snprintf(err, errlen, "target '%s': expected gpu-emu://?key=value&... (no host or path)", uri);
-        nvme_uri_free(u);
-        return -EINVAL;
-    }
-    rc = gemu_parse(e, u, ndev_default, err, errlen);
-    nvme_uri_free(u);
-    return rc;
 }
 
 int gemu_open(const char *uri, uint32_t ndev_default, gemu **out, char *err, size_t errlen)
@@ -731,6 +536,15 @@ int gemu_dma_allow(gemu *e, const void *lo, size_t len)
     return 0;
 }
 
+int gemu_preload(const gemu *e, char *err, size_t errlen)
+{
+    // cudaFuncGetAttributes loads the kernel's module now: with lazy loading (CUDA_MODULE_LOADING=LAZY,
+    // the default since CUDA 12.2) a module loaded while the persistent kernel runs can wait for it forever
+    cudaFuncAttributes a;
+    GEMU_CHECK(cudaFuncGetAttributes(&a, gemu_kernel), "gpu-emu: loading the emulator kernel");
+    return gemu_plan_warps_check(e->warps, a.maxThreadsPerBlock, a.numRegs, err, errlen);
+}
+
 int gemu_occupancy(const gemu *e, int *blocks_per_sm)
 {
     cudaError_t ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, gemu_kernel,
@@ -751,6 +565,9 @@ int gemu_start(gemu *e, void *stream, char *err, size_t errlen)
     e->h.epoch = 0;
     e->h.link_tat = 0;
     GEMU_CHECK(cudaMemcpy(e->d, &e->h, sizeof(gemu_shared), cudaMemcpyHostToDevice), "gpu-emu: uploading its state");
+    int rc = gemu_preload(e, err, errlen);
+    if (rc)
+        return rc;
     *(volatile int *)e->stop_host = 0;
     gemu_kernel<<<e->blocks, e->warps * GEMU_WARP, 0, (cudaStream_t)stream>>>(e->d);
     GEMU_CHECK(cudaGetLastError(), "gpu-emu: launching the persistent kernel");
@@ -758,29 +575,39 @@ int gemu_start(gemu *e, void *stream, char *err, size_t errlen)
     return 0;
 }
 
-int gemu_stop(gemu *e, void *stream, char *err, size_t errlen)
+int gemu_stop(gemu *e, void *stream, uint64_t deadline_ns, char *err, size_t errlen)
 {
     if (!e->started)
         return 0;
     *(volatile int *)e->stop_host = 1;
-    e->started = false;
-    GEMU_CHECK(cudaStreamSynchronize((cudaStream_t)stream), "gpu-emu: waiting for the persistent kernel");
-    return 0;
+    // watchdog: poll the stream, never a bare cudaStreamSynchronize
+    int rc = gemu_wait_stream(stream, deadline_ns, "gpu-emu: the persistent kernel did not end after its stop flag",
+                              err, errlen);
+    if (rc == -ETIMEDOUT)
+        e->hung = true; // gemu_close leaves its memory alone: the kernel may still touch it
+    else
+        e->started = false;
+    return rc;
 }
 
-int gemu_counters(gemu *e, uint64_t *fetched, uint64_t *completed, uint64_t *errors, uint64_t *dropped)
+int gemu_counters(gemu *e, gemu_stats *out, char *err, size_t errlen)
 {
-    *fetched = *completed = *errors = *dropped = 0;
-    if (!e->h.queues)
+    memset(out, 0, sizeof(*out));
+    if (!e->h.queues || e->started)
         return 0;
-    cudaError_t ce = cudaMemcpy(e->hq, e->h.queues, e->nq * sizeof(gemu_queue), cudaMemcpyDeviceToHost);
-    if (ce != cudaSuccess)
-        return gemu_cuda_errno((int)ce, "gpu-emu: reading counters", NULL, 0);
-    for (uint32_t i = 0; i < e->nq; i++) {
-        *fetched += e->hq[i].fetched;
-        *completed += e->hq[i].completed;
-        *errors += e->hq[i].errors;
-        *dropped += e->hq[i].dropped;
+    std::vector<gemu_queue> hq(e->nq);
+    GEMU_CHECK(cudaMemcpy(hq.data(), e->h.queues, e->nq * sizeof(gemu_queue), cudaMemcpyDeviceToHost),
+               "gpu-emu: reading counters");
+    for (const gemu_queue &q : hq) {
+        out->fetched += q.fetched;
+        out->completed += q.completed;
+        out->errors += q.errors;
+        out->dropped += q.dropped;
+        out->cq_full_held += q.cq_full_held;
+        out->idle_sweeps += q.idle_sweeps;
+        out->late_ns_sum += q.late_ns_sum;
+        if (q.late_ns_max > out->late_ns_max)
+            out->late_ns_max = q.late_ns_max;
     }
     return 0;
 }
@@ -791,6 +618,11 @@ void gemu_close(gemu *e)
         return;
     if (e->started)
         *(volatile int *)e->stop_host = 1; // the caller should have stopped it; at least let it end
+    if (e->started || e->hung) {
+        // the kernel may still be running: its memory (queues, namespaces, doorbells) is leaked on purpose
+        // rather than freed under it; the process's CUDA context takes it back at exit
+        return;
+    }
     if (e->h.queues)
         cudaFree(e->h.queues);
     // the pending rings were allocated by gemu_add_queue; their pointers are in the host table
@@ -813,12 +645,3 @@ void gemu_close(gemu *e)
     delete e;
 }
 
-int gemu_describe(const gemu *e, char *buf, size_t len)
-{
-    return snprintf(buf, len,
-                    "profile=%s scale=%g ndev=%u blocks=%u warps=%u ns=%uMiB lba=%u data=%s fill=%s ooo=%d drop=%u "
-                    "lat=%gns iops=%g bw=%g qiops=%g link=%g",
-                    e->profile, e->scale, e->ndev, e->blocks, e->warps, e->ns_mib, e->lba_size,
-                    e->data ? "ram" : "none", e->fill_stamp ? "stamp" : "zero", e->ooo, e->drop_nth, e->lat_ns,
-                    e->iops, e->bw, e->qiops, e->link);
-}

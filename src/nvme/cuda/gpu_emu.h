@@ -42,7 +42,8 @@
 #define GEMU_WARP            32u
 #define GEMU_DEFAULT_BLOCKS  8u
 #define GEMU_DEFAULT_WARPS   8u         /* warps per block */
-#define GEMU_MAX_WARPS_BLOCK 32u        /* 1024 threads */
+#define GEMU_MAX_WARPS_BLOCK 16u        /* 512 threads: gemu_kernel's __launch_bounds__ (its ~120 registers
+                                           per thread fit 16 warps; 32 would force spills) */
 #define GEMU_DEFAULT_NS_MIB  64u        /* namespace size per device */
 #define GEMU_STOP_CHECK_ITERS 256u      /* polls of the (PCIe-mapped) stop flag are this sparse */
 #define GEMU_MIB             (1024u * 1024u)
@@ -85,6 +86,14 @@ struct gemu_queue {
     uint64_t q_tat;            /* per-queue GCRA */
     /* counters */
     uint64_t fetched, completed, errors, dropped, cq_full_held;
+    uint64_t late_ns_sum, late_ns_max;   /* completion posted after its due time (timed models) */
+    uint64_t idle_sweeps;                /* sweeps of this queue's warp that found nothing (first queue) */
+};
+
+/* The emulator's counters summed over its queues, for the run's record. */
+struct gemu_stats {
+    uint64_t fetched, completed, errors, dropped, cq_full_held, idle_sweeps;
+    uint64_t late_ns_sum, late_ns_max;
 };
 
 struct gemu_dev {
@@ -128,6 +137,7 @@ struct gemu {
     int *stop_host;            /* mapped pinned stop flag */
     int *stop_dev;
     bool started;
+    bool hung;                 /* did not stop in time: memory is not freed (the kernel may touch it) */
 };
 
 /* Parse and validate a gpu-emu:// URI without touching the GPU; *e receives the settings (no memory). */
@@ -141,10 +151,19 @@ int gemu_add_queue(struct gemu *e, uint32_t dev, uint16_t qid, const struct nvme
 int gemu_dma_allow(struct gemu *e, const void *lo, size_t len);
 /* Launch the persistent kernel on `stream` (a cudaStream_t). */
 int gemu_start(struct gemu *e, void *stream, char *err, size_t errlen);
-/* Set the stop flag and wait for the kernel (on its stream). */
-int gemu_stop(struct gemu *e, void *stream, char *err, size_t errlen);
+/* Set the stop flag and wait for the kernel (on its stream) until deadline_ns (steady clock, see
+ * gemu_wait_stream); -ETIMEDOUT leaves it marked hung, and gemu_close then frees nothing. */
+int gemu_stop(struct gemu *e, void *stream, uint64_t deadline_ns, char *err, size_t errlen);
+/* Load the kernel's module now (lazy loading) and check `warps` against cudaFuncGetAttributes. */
+int gemu_preload(const struct gemu *e, char *err, size_t errlen);
 /* Sum of the counters of all queues (after gemu_stop). */
-int gemu_counters(struct gemu *e, uint64_t *fetched, uint64_t *completed, uint64_t *errors, uint64_t *dropped);
+int gemu_counters(struct gemu *e, struct gemu_stats *out, char *err, size_t errlen);
+/* Host watchdogs: poll a stream / an event (cudaStreamQuery / cudaEventQuery) until it is done or the
+ * steady clock passes deadline_ns (gemu_steady_ns()); -ETIMEDOUT with `what` in err. Never a bare
+ * synchronize: a kernel that does not end must not hang the host. */
+uint64_t gemu_steady_ns(void);
+int gemu_wait_stream(void *stream, uint64_t deadline_ns, const char *what, char *err, size_t errlen);
+int gemu_wait_event(void *event, uint64_t deadline_ns, const char *what, char *err, size_t errlen);
 void gemu_close(struct gemu *e);
 /* "profile=pm1753 scale=1 ndev=16 blocks=8 warps=8 data=ram ooo=0" */
 int gemu_describe(const struct gemu *e, char *buf, size_t len);

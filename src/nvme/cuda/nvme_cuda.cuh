@@ -10,12 +10,23 @@
  *   nvme_cuda_round_submit()  the block's submission half: __syncthreads, fence, SQ doorbell (thread 0)
  *   nvme_cuda_round_complete() the completion half: CQ head doorbell (thread 0)
  *
- * Memory ordering: SQEs and write payloads are plain stores; after __syncthreads() thread 0 issues
- * __threadfence_system() (fence.sc.sys, cumulative over what the block wrote before the barrier) and
- * then the doorbell store, so a controller that sees the new tail sees the SQEs. A CQE is taken by one
- * 32-bit volatile load of its last word (CID + status/phase); when the phase is new, __threadfence() and
- * then volatile loads of SQHD/SQID and of read payloads, so no stale L1 line is used. Completions are
- * matched to commands by CID (nvme_gpuq_cqe_match), never by the slot they land in.
+ * Memory ordering. Submission: SQEs and write payloads are plain stores; after __syncthreads() thread 0
+ * issues __threadfence_system() (fence.sc.sys, cumulative over what the block wrote before the barrier)
+ * and then the doorbell store, so a controller that sees the new tail sees the SQEs, at any scope.
+ * Completion: a CQE is taken by one 32-bit ACQUIRE load of its last word (CID + status/phase), whose
+ * scope is the writer's:
+ *   - a real controller writes the CQE (and read payloads before it: PCIe posted writes from one
+ *     requester stay in order, and the spec has the controller write data before the completion) from
+ *     outside the GPU, into pinned host memory mapped into the GPU: the load is ld.acquire.sys. A
+ *     relaxed/volatile load plus __threadfence() (fence.sc.gpu) does not order it against later loads of
+ *     the payload at system scope: a GPU-scope fence says nothing about writes from the system.
+ *   - the GPU-resident emulator writes from another thread of the same GPU (payload, __threadfence(),
+ *     then the CQE word): device scope is enough, and ld.acquire.gpu is cheaper than .sys (no system
+ *     coherence traffic), so gpu-emu keeps it.
+ * Everything the thread loads after the acquire (SQHD/SQID, then the payload, through volatile loads that
+ * bypass L1) sees what the writer wrote before the CQE. Completions are matched to commands by CID
+ * (nvme_gpuq_cqe_match), never by the slot they land in. An empty look backs off with __nanosleep
+ * (nvme_gpuq_backoff_ns, at most 2 us) and the deadline is checked after every sleep.
  *
  * Caveats: CUDA only (include from .cu). A qpair belongs to one block; no locks. The controller must
  * write a CQE's first 12 bytes before its last 4 (the emulator does; PCIe writes a CQE in one TLP).
@@ -55,12 +66,25 @@ static __device__ __forceinline__ void nvme_cuda_sqe_store(struct nvme_sqe *slot
         dst[v] = src[v];
 }
 
-/* The last word of CQE `slot` (CID low half, status with phase high half), bypassing L1. */
-static __device__ __forceinline__ uint32_t nvme_cuda_cqe_w3(const struct nvme_cqe *cq, uint32_t slot)
+/* Who writes the CQs a kernel polls: the scope of its acquire loads. */
+enum nvme_cuda_scope { NVME_CUDA_SCOPE_GPU = 0, NVME_CUDA_SCOPE_SYSTEM = 1 };
+
+static __device__ __forceinline__ uint32_t nvme_cuda_ld_acquire(const uint32_t *p, int scope)
 {
-    const volatile uint32_t *w = reinterpret_cast<const volatile uint32_t *>(
-        reinterpret_cast<const volatile uint8_t *>(cq + slot) + NVME_CUDA_CQE_W3_OFF);
-    return *w;
+    uint32_t v;
+    if (scope == NVME_CUDA_SCOPE_SYSTEM)
+        asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    else
+        asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* The last word of CQE `slot` (CID low half, status with phase high half), an acquire at `scope`. */
+static __device__ __forceinline__ uint32_t nvme_cuda_cqe_w3(const struct nvme_cqe *cq, uint32_t slot, int scope)
+{
+    const uint32_t *w = reinterpret_cast<const uint32_t *>(reinterpret_cast<const uint8_t *>(cq + slot) +
+                                                           NVME_CUDA_CQE_W3_OFF);
+    return nvme_cuda_ld_acquire(w, scope);
 }
 
 struct nvme_cuda_cqe_seen {
@@ -71,25 +95,26 @@ struct nvme_cuda_cqe_seen {
  * (another thread of the queue already failed). Returns NVME_GPUQ_OK with *out filled, or
  * NVME_GPUQ_TIMEOUT. */
 static __device__ int nvme_cuda_cqe_wait(const struct nvme_cqe *cq, uint32_t entries, uint64_t pos,
-                                         uint64_t timeout_ns, const volatile int *abort,
+                                         uint64_t timeout_ns, int scope, const volatile int *abort,
                                          struct nvme_cuda_cqe_seen *out)
 {
     const uint32_t slot = nvme_gpuq_cq_slot(pos, entries);
     const uint64_t deadline = nvme_gpuq_deadline(nvme_cuda_now_ns(), timeout_ns);
-    for (;;) {
-        uint32_t w3 = nvme_cuda_cqe_w3(cq, slot);
+    for (uint32_t n_empty = 0;; n_empty++) {
+        uint32_t w3 = nvme_cuda_cqe_w3(cq, slot, scope);
         uint16_t status = (uint16_t)(w3 >> NVME_CUDA_STATUS_SHIFT);
-        if (nvme_gpuq_cqe_new(status, pos, entries)) {
-            __threadfence();
-            const volatile struct nvme_cqe *c = cq + slot;
+        int r = nvme_gpuq_poll_step(status, pos, entries, nvme_cuda_now_ns(), deadline);
+        if (r == NVME_GPUQ_POLL_NEW) {
+            const volatile struct nvme_cqe *c = cq + slot; // ordered after the acquire above
             out->cid = (uint16_t)(w3 >> NVME_CUDA_CID_SHIFT);
             out->status = status;
             out->sqhd = c->sqhd;
             out->sqid = c->sqid;
             return NVME_GPUQ_OK;
         }
-        if (nvme_gpuq_expired(nvme_cuda_now_ns(), deadline) || *abort)
+        if (r == NVME_GPUQ_POLL_EXPIRED || *abort)
             return NVME_GPUQ_TIMEOUT;
+        __nanosleep(nvme_gpuq_backoff_ns(n_empty));
     }
 }
 

@@ -6,7 +6,8 @@
  *
  * Key functions: nvme_gpuq_sqe_rw(), nvme_gpuq_prp(), nvme_gpuq_cid_make()/_idx()/_gen(),
  * nvme_gpuq_cqe_match(), nvme_gpuq_cq_slot()/nvme_gpuq_cq_phase(), nvme_gpuq_deadline()/nvme_gpuq_expired(),
- * nvme_gpuq_lcg_next(), nvme_gpuq_slba(), nvme_gpuq_stamp().
+ * nvme_gpuq_lcg_next(), nvme_gpuq_slba(), nvme_gpuq_stamp(), nvme_gpuq_poll_step() (one look at a CQE with
+ * the deadline), nvme_gpuq_backoff_ns(), nvme_gpuq_idle_queue() (the progress check).
  *
  * The lock-step round (nvme_cuda.cuh) built on these: one CUDA block per queue; thread i owns SQ slot
  * tail+i and CID (gen, i); thread 0 fences and rings the SQ doorbell; thread i then waits on CQ slot
@@ -39,11 +40,17 @@ extern "C" {
 #define NVME_GPUQ_IDX_MASK      ((1u << NVME_GPUQ_IDX_BITS) - 1u)
 #define NVME_GPUQ_GEN_BITS      (16u - NVME_GPUQ_IDX_BITS) /* the rest of the 16-bit CID: round generation */
 #define NVME_GPUQ_GEN_MASK      ((1u << NVME_GPUQ_GEN_BITS) - 1u)
+/* Generations in use: 0..GEN_COUNT-1. The all-ones generation is never used, so no CID reaches 0xFFFF,
+ * which the spec reserves (NVME_CID_RESERVED), whatever the depth (idx 1023 with gen 63 would make it). */
+#define NVME_GPUQ_GEN_COUNT     NVME_GPUQ_GEN_MASK
+#define NVME_GPUQ_CID_RESERVED  0xffffu
 #define NVME_GPUQ_LBA_SIZE_MIN  512u
 #define NVME_GPUQ_STAMP_WORD    8u       /* verification stamps are 64-bit words */
 
 NVME_STATIC_ASSERT(NVME_GPUQ_MAX_QDEPTH == (1u << NVME_GPUQ_IDX_BITS), "CID index bits cover the max depth");
 NVME_STATIC_ASSERT(NVME_GPUQ_IDX_BITS + NVME_GPUQ_GEN_BITS == 16u, "a CID is 16 bits");
+NVME_STATIC_ASSERT(((NVME_GPUQ_GEN_COUNT - 1u) << NVME_GPUQ_IDX_BITS | NVME_GPUQ_IDX_MASK) < NVME_GPUQ_CID_RESERVED,
+                   "the largest CID in use is below the reserved 0xFFFF");
 
 /* ---- per-queue status word: what stopped a queue (0 = running/clean) ---- */
 enum nvme_gpuq_state {
@@ -102,10 +109,12 @@ static inline NVME_HD int nvme_gpuq_prp(const uint64_t *lut, uint64_t npages, ui
     return 0;
 }
 
-/* ---- CIDs: (generation, thread index) ---- */
-static inline NVME_HD uint16_t nvme_gpuq_cid_make(uint32_t gen, uint32_t idx)
+/* ---- CIDs: (generation, thread index) ----
+ * `round` is a running round count; its generation is round % NVME_GPUQ_GEN_COUNT (never all ones). */
+static inline NVME_HD uint32_t nvme_gpuq_gen(uint32_t round) { return round % NVME_GPUQ_GEN_COUNT; }
+static inline NVME_HD uint16_t nvme_gpuq_cid_make(uint32_t round, uint32_t idx)
 {
-    return (uint16_t)(((gen & NVME_GPUQ_GEN_MASK) << NVME_GPUQ_IDX_BITS) | (idx & NVME_GPUQ_IDX_MASK));
+    return (uint16_t)((nvme_gpuq_gen(round) << NVME_GPUQ_IDX_BITS) | (idx & NVME_GPUQ_IDX_MASK));
 }
 static inline NVME_HD uint32_t nvme_gpuq_cid_idx(uint16_t cid) { return cid & NVME_GPUQ_IDX_MASK; }
 static inline NVME_HD uint32_t nvme_gpuq_cid_gen(uint16_t cid) { return (uint32_t)cid >> NVME_GPUQ_IDX_BITS; }
@@ -118,7 +127,7 @@ static inline NVME_HD int nvme_gpuq_cid_check(uint16_t cid, uint16_t sqid, uint1
     if (sqid != want_sqid)
         return -NVME_GPUQ_BAD_SQID;
     uint32_t idx = nvme_gpuq_cid_idx(cid);
-    if (nvme_gpuq_cid_gen(cid) != (gen & NVME_GPUQ_GEN_MASK) || idx >= qdepth)
+    if (nvme_gpuq_cid_gen(cid) != nvme_gpuq_gen(gen) || idx >= qdepth)
         return -NVME_GPUQ_BAD_CID;
     return (int)idx;
 }
@@ -151,6 +160,12 @@ static inline NVME_HD int nvme_gpuq_cqe_new(uint16_t status, uint64_t pos, uint3
 {
     return nvme_cqe_phase(status) == nvme_gpuq_cq_phase(pos, entries);
 }
+/* One look at the CQE for position pos: NEW (phase is this pass's), or, when not new, EXPIRED once
+ * `now` passes `deadline`, else EMPTY. The device-side wait (nvme_cuda.cuh) and the CPU stand-in
+ * (nvme/gpuq_ctrl.c) both poll through this, so the watchdog path is the same code on both. */
+enum nvme_gpuq_poll { NVME_GPUQ_POLL_EMPTY = 0, NVME_GPUQ_POLL_NEW = 1, NVME_GPUQ_POLL_EXPIRED = 2 };
+static inline NVME_HD int nvme_gpuq_poll_step(uint16_t status, uint64_t pos, uint32_t entries, uint64_t now,
+                                              uint64_t deadline);
 /* The doorbell value (a slot index) after `pos` entries. */
 static inline NVME_HD uint32_t nvme_gpuq_db(uint64_t pos, uint32_t entries) { return (uint32_t)(pos % entries); }
 
@@ -159,6 +174,35 @@ static inline NVME_HD uint64_t nvme_gpuq_deadline(uint64_t now, uint64_t timeout
 static inline NVME_HD int nvme_gpuq_expired(uint64_t now, uint64_t deadline)
 {
     return (int64_t)(now - deadline) >= 0;
+}
+
+static inline NVME_HD int nvme_gpuq_poll_step(uint16_t status, uint64_t pos, uint32_t entries, uint64_t now,
+                                              uint64_t deadline)
+{
+    if (nvme_gpuq_cqe_new(status, pos, entries))
+        return NVME_GPUQ_POLL_NEW;
+    return nvme_gpuq_expired(now, deadline) ? NVME_GPUQ_POLL_EXPIRED : NVME_GPUQ_POLL_EMPTY;
+}
+
+/* Poll backoff: the wait after the n-th empty look (ns), doubling from MIN to MAX, so an idle queue
+ * does not hammer PCIe or L2 while the deadline is still checked after every wait. */
+#define NVME_GPUQ_BACKOFF_MIN_NS 32u
+#define NVME_GPUQ_BACKOFF_MAX_NS 2048u
+static inline NVME_HD uint32_t nvme_gpuq_backoff_ns(uint32_t n_empty)
+{
+    uint32_t shift = n_empty < 16u ? n_empty : 16u;
+    uint64_t ns = (uint64_t)NVME_GPUQ_BACKOFF_MIN_NS << shift;
+    return ns < NVME_GPUQ_BACKOFF_MAX_NS ? (uint32_t)ns : NVME_GPUQ_BACKOFF_MAX_NS;
+}
+
+/* Progress check of a run: the first queue (index into rounds[0..n)) that completed no round, or -1.
+ * A block that never became resident leaves its queue at zero rounds: that is an error of the run. */
+static inline NVME_HD int nvme_gpuq_idle_queue(const uint64_t *rounds, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!rounds[i])
+            return (int)i;
+    return -1;
 }
 
 /* ---- access patterns ---- */

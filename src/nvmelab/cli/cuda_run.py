@@ -15,13 +15,16 @@ HELP = "device-initiated I/O: CUDA threads submit and complete the commands (nee
 DESCRIPTION = (
     "Run the cuda-run engine: one CUDA block per queue (devices x queues per device), one thread per command "
     "in flight, lock-step rounds with completions matched by CID. Targets: gpu-emu://?profile=null|pm1753|"
-    "pm1753-p2p&ndev=N&scale=S (the GPU-resident emulated controller; keys in src/README.md)."
+    "pm1753-p2p&ndev=N&scale=S (the GPU-resident emulated controller; keys in src/README.md); "
+    "pci://ADDR[,ADDR...]?driver=vfio-pci|uio_pci_generic (real controllers: queues and payload in pinned host "
+    "memory mapped into the GPU; book/driver.md says what the system needs); emu://?mode=thread&... (the same "
+    "path against the CPU emulator)."
 )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(ACTION, help=HELP, description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--target", "-t", default="gpu-emu://?profile=null", help="target URI (gpu-emu://...)")
+    p.add_argument("--target", "-t", default="gpu-emu://?profile=null", help="target URI (gpu-emu://..., pci://..., emu://?mode=thread&...)")
     p.add_argument("--rw", default="randread", choices=["read", "randread", "write", "randwrite"], help="access pattern")
     p.add_argument("--iosize", "-s", type=int, default=512, help="bytes per I/O (a multiple of 512)")
     p.add_argument("--qdepth", "-q", type=int, default=128, help="commands in flight per queue = CUDA threads per block")
@@ -33,6 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="writes carry stamps; reads check them")
     p.add_argument("--timeout", type=float, default=2.0, help="seconds a completion may take before the queue fails")
     p.add_argument("--gpu", type=int, default=0, help="CUDA device ordinal")
+    p.add_argument("--payload", default="host", choices=["host", "gpu"],
+                   help="pci:// and emu://: where the data lives (gpu is refused with the reason: no DMA importer)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: 1 + repetition)")
     p.add_argument("--study", default="adhoc", help="study name written into the record")
     p.add_argument("--repetition", type=int, default=0, help="repetition index written into the record")
@@ -73,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     rec = gpu.run_cuda(target=args.target, rw=args.rw, iosize=args.iosize, qdepth=args.qdepth,
                        nqueues=args.nqueues, ndevs=args.ndevs, runtime=args.runtime, warmup=args.warmup,
                        rounds=args.rounds, verify=args.verify, timeout=args.timeout, gpu=args.gpu, seed=args.seed,
-                       study=args.study, repetition=args.repetition)
+                       study=args.study, repetition=args.repetition, payload=args.payload)
     if args.json == "-":
         json.dump(rec, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")

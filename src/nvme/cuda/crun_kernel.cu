@@ -1,0 +1,329 @@
+// crun_kernel.cu — the cuda-run kernel and what both of its hosts (gpu-emu://, pci://) share: launch,
+// module preload, and the collection of per-queue state into a result (crun.h).
+//
+// Grid = devices x queues per device, one block per queue pair, one thread per in-flight command
+// (blockDim = qdepth). Each round is lock-step: every thread builds its SQE in slot tail+i, thread 0
+// fences and rings the SQ doorbell, every thread waits (with a deadline and backoff) for the CQE in slot
+// head+i and hands it to the command whose CID it names; thread 0 rings the CQ head doorbell and counts
+// the round. Verified reads poison their buffer first. The acquire scope of the CQE polls is the
+// writer's (P.scope, see nvme_cuda.cuh).
+#include <cerrno>
+#include <chrono>
+#include <thread>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "nvme/cuda/crun.h"
+#include "nvme/cuda/gpu_emu.h"
+#include "nvme/cuda/nvme_cuda.cuh"
+#include "nvme/cuda/nvme_gpuq.h"
+
+#define CRUN_STOP_CHECK_NS 100000ull // thread 0 reads the mapped stop flag at most every 100 us
+#define CRUN_HOST_POLL     std::chrono::milliseconds(1)
+
+static __device__ void crun_fail(crun_queue *q, uint32_t state, uint16_t status, uint64_t lba)
+{
+    if (atomicCAS(&q->err_valid, 0, 1) == 0) {
+        q->err_state = state;
+        q->err_status = status;
+        q->err_lba = lba;
+    }
+}
+
+__global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params P)
+{
+    extern __shared__ uint8_t smem[];
+    uint32_t *seen = reinterpret_cast<uint32_t *>(smem);
+    uint16_t *st = reinterpret_cast<uint16_t *>(smem + P.qdepth * sizeof(uint32_t));
+    __shared__ int s_stop;
+    __shared__ volatile int s_fail;
+    __shared__ uint64_t s_next_check, s_t0;
+
+    const uint32_t b = blockIdx.x, i = threadIdx.x, qd = P.qdepth;
+    crun_queue *q = &P.queues[b];
+    const uint32_t entries = q->entries;
+    const uint64_t thread_in_dev = (uint64_t)q->qidx * qd + i, threads_per_dev = (uint64_t)P.nqueues * qd;
+    const uint64_t off = ((uint64_t)b * qd + i) * P.stride;
+    uint8_t *buf = P.buf + off;
+    uint64_t prp1 = 0, prp2 = 0;
+    uint64_t *list = reinterpret_cast<uint64_t *>(buf + P.span);
+    const uint64_t list_dma = P.span < P.stride ? P.lut[(off + P.span) >> NVME_GPUQ_PAGE_SHIFT] : 0;
+    int prp_bad = nvme_gpuq_prp(P.lut, P.lut_pages, off, P.iosize, P.span < P.stride ? list : nullptr, list_dma,
+                                &prp1, &prp2);
+    if (i == 0) {
+        s_fail = 0;
+        s_next_check = 0;
+    }
+    __syncthreads();
+    if (prp_bad) {
+        if (atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_NVME_ERROR) == NVME_GPUQ_OK)
+            crun_fail(q, NVME_GPUQ_NVME_ERROR, 0, 0);
+        s_fail = 1;
+    }
+    __threadfence(); // PRP lists before the first doorbell
+    const uint64_t words = P.iosize / NVME_GPUQ_STAMP_WORD, words_per_lba = P.lba_size / NVME_GPUQ_STAMP_WORD;
+    const int npass = P.write && P.readback ? 2 : 1;
+    uint64_t sq_pos = 0, cq_pos = 0, round = 0; // round: running count over both passes (CID generation)
+    for (int pass = 0; pass < npass; pass++) {
+        __syncthreads(); // every thread has read s_stop of the previous pass
+        const bool wr = P.write && pass == 0;
+        const uint8_t opc = wr ? NVME_CMD_WRITE : NVME_CMD_READ;
+        uint64_t lcg = nvme_gpuq_lcg_seed(P.seed, (uint64_t)b * qd + i); // a readback pass replays the LBAs
+        for (uint64_t k = 0;; k++, round++) {
+            if (i == 0) {
+                int stop = s_fail || (P.max_rounds && k >= P.max_rounds);
+                if (!stop) { // also in rounds mode: Ctrl-C must end it
+                    uint64_t now = nvme_cuda_now_ns();
+                    if (now >= s_next_check) {
+                        stop = *P.stop;
+                        s_next_check = now + CRUN_STOP_CHECK_NS;
+                    }
+                }
+                s_stop = stop;
+            }
+            __syncthreads();
+            if (s_stop)
+                break;
+            const uint64_t slba = nvme_gpuq_slba(P.random, &lcg, k, thread_in_dev, threads_per_dev, P.nslots, P.lba0, P.nlb);
+            if (!wr && P.verify) { // poison: a read that moves no data must not verify (stamps are never 0)
+                uint64_t *w = reinterpret_cast<uint64_t *>(buf);
+                for (uint64_t x = 0; x < words; x++)
+                    w[x] = 0;
+            }
+            if (wr && P.verify) {
+                uint64_t *w = reinterpret_cast<uint64_t *>(buf);
+                for (uint64_t x = 0; x < words; x++)
+                    w[x] = nvme_gpuq_stamp(q->dev, slba + x / words_per_lba, (uint32_t)(x % words_per_lba));
+            }
+            alignas(16) nvme_sqe s; // stored as four 16-byte vectors
+            nvme_gpuq_sqe_rw(&s, opc, nvme_gpuq_cid_make((uint32_t)round, i), 1u, slba, P.nlb, prp1, prp2);
+            nvme_cuda_sqe_store(q->sq + nvme_gpuq_cq_slot(sq_pos + i, entries), &s);
+            seen[i] = 0;
+            if (i == 0)
+                s_t0 = nvme_cuda_now_ns();
+            sq_pos += qd;
+            nvme_cuda_round_submit(q->sq_db, sq_pos, entries);
+
+            nvme_cuda_cqe_seen c;
+            int rc = nvme_cuda_cqe_wait(q->cq, entries, cq_pos + i, P.timeout_ns, P.scope, &s_fail, &c);
+            if (rc == NVME_GPUQ_OK) {
+                int idx = nvme_gpuq_cid_check(c.cid, c.sqid, q->qid, (uint32_t)round, qd);
+                if (idx >= 0 && atomicExch(&seen[idx], 1u) != 0)
+                    idx = -NVME_GPUQ_BAD_CID; // a second completion for one command
+                if (idx >= 0) {
+                    st[idx] = (uint16_t)(c.status & ~NVME_CQE_P);
+                } else {
+                    if (atomicCAS(&q->state, NVME_GPUQ_OK, -idx) == NVME_GPUQ_OK)
+                        crun_fail(q, (uint32_t)-idx, c.cid, slba);
+                    s_fail = 1;
+                }
+            } else if (!s_fail) {
+                if (atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_TIMEOUT) == NVME_GPUQ_OK)
+                    crun_fail(q, NVME_GPUQ_TIMEOUT, 0, slba);
+                s_fail = 1;
+            }
+            __syncthreads();
+            if (s_fail)
+                break; // leave the CQ as it is: the queue is not consistent any more
+            cq_pos += qd;
+            if (i == 0) {
+                __threadfence_system();
+                nvme_cuda_db_write(q->cq_db, nvme_gpuq_db(cq_pos, entries));
+                uint64_t dt = nvme_cuda_now_ns() - s_t0;
+                q->round_ns_sum += dt;
+                if (dt > q->round_ns_max)
+                    q->round_ns_max = dt;
+                P.rounds[b] = round + 1u;
+            }
+            const uint16_t my = st[i];
+            if (my) {
+                atomicAdd(&q->errors, 1ull);
+                crun_fail(q, NVME_GPUQ_NVME_ERROR, my, slba);
+            } else if (!wr && P.verify) {
+                const volatile uint64_t *w = reinterpret_cast<const volatile uint64_t *>(buf);
+                unsigned long long bad = 0;
+                for (uint64_t x = 0; x < words; x++)
+                    if (w[x] != nvme_gpuq_stamp(q->dev, slba + x / words_per_lba, (uint32_t)(x % words_per_lba)))
+                        bad++;
+                if (bad) {
+                    atomicAdd(&q->verify_errors, bad);
+                    crun_fail(q, NVME_GPUQ_VERIFY, 0, slba);
+                }
+            }
+        }
+    }
+    if (i == 0)
+        q->rounds = round;
+}
+
+int crun_preload(uint32_t qdepth, int *blocks_per_sm, char *err, size_t errlen)
+{
+    cudaFuncAttributes a;
+    cudaError_t ce = cudaFuncGetAttributes(&a, crun_kernel); // loads the module now (lazy loading)
+    if (ce != cudaSuccess)
+        return gemu_cuda_errno((int)ce, "loading the cuda-run kernel", err, errlen);
+    if ((int)qdepth > a.maxThreadsPerBlock) {
+        snprintf(err, errlen, "qdepth=%u: the cuda-run kernel runs at most %d threads per block on this GPU "
+                 "(cudaFuncGetAttributes, %d registers per thread)", qdepth, a.maxThreadsPerBlock, a.numRegs);
+        return -E2BIG;
+    }
+    ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, crun_kernel, (int)qdepth,
+                                                       (size_t)qdepth * CRUN_SHARED_PER_CMD);
+    return ce == cudaSuccess ? 0 : gemu_cuda_errno((int)ce, "occupancy of the cuda-run kernel", err, errlen);
+}
+
+int crun_launch(const crun_params *P, uint32_t nblk, void *stream, char *err, size_t errlen)
+{
+    crun_kernel<<<nblk, P->qdepth, (size_t)P->qdepth * CRUN_SHARED_PER_CMD, (cudaStream_t)stream>>>(*P);
+    cudaError_t ce = cudaGetLastError();
+    return ce == cudaSuccess ? 0 : gemu_cuda_errno((int)ce, "launching the cuda-run kernel", err, errlen);
+}
+
+int crun_launch_blocking_refused(char *err, size_t errlen)
+{
+    const char *v = getenv("CUDA_LAUNCH_BLOCKING");
+    if (!v || !*v || !strcmp(v, "0"))
+        return 0;
+    snprintf(err, errlen, "CUDA_LAUNCH_BLOCKING=%s is set: every kernel launch would then wait for the kernel to end, "
+             "and the persistent emulator and the engine end only when the host tells them to, so the run would "
+             "hang; unset CUDA_LAUNCH_BLOCKING (or set it to 0) for device-initiated I/O", v);
+    return -ENOTSUP;
+}
+
+int crun_collect(const crun_params *P, crun_queue *hq, uint32_t nblk, const nvme_cuda_run_params *p,
+                 nvme_cuda_run_result *r, uint64_t *queue_rounds, size_t nqueue_rounds, bool stopped_by_user,
+                 char *err, size_t errlen)
+{
+    uint64_t rounds_all = 0, round_ns = 0;
+    std::vector<uint64_t> per(nblk);
+    for (uint32_t b = 0; b < nblk; b++) {
+        const crun_queue &q = hq[b];
+        per[b] = q.rounds;
+        rounds_all += q.rounds;
+        round_ns += q.round_ns_sum;
+        if (q.round_ns_max > r->round_ns_max)
+            r->round_ns_max = q.round_ns_max;
+        r->errors += q.errors;
+        r->verify_errors += q.verify_errors;
+        if (b < nqueue_rounds && queue_rounds)
+            queue_rounds[b] = q.rounds;
+        if (q.err_valid && (!r->first_error.valid || (q.state && !r->first_error.state))) {
+            nvme_cuda_cmd_error &fe = r->first_error;
+            fe.valid = true;
+            fe.dev = q.dev;
+            fe.queue = q.qidx;
+            fe.state = q.state ? (uint32_t)q.state : q.err_state;
+            const bool nvme_st = fe.state == NVME_GPUQ_NVME_ERROR; // else err_status holds a CID or nothing
+            fe.sct = nvme_st ? nvme_cqe_sct(q.err_status) : 0;
+            fe.sc = nvme_st ? nvme_cqe_sc(q.err_status) : 0;
+            fe.dnr = nvme_st && nvme_cqe_dnr(q.err_status);
+            fe.lba = q.err_lba;
+        }
+    }
+    r->ios_total = rounds_all * p->qdepth;
+    r->round_ns_mean = rounds_all ? (double)round_ns / (double)rounds_all : 0;
+    r->threads = nblk * p->qdepth;
+    // a queue that stopped on its own (not by the stop flag) is an error of the run
+    for (uint32_t b = 0; b < nblk; b++) {
+        const crun_queue &q = hq[b];
+        if (q.state == NVME_GPUQ_TIMEOUT) {
+            snprintf(err, errlen, "device %u queue %u (qid %u): a completion did not arrive within %.3f s "
+                     "(round %llu); the queue was stopped", q.dev, q.qidx, q.qid, P->timeout_ns / 1e9,
+                     (unsigned long long)q.rounds);
+            return -ETIMEDOUT;
+        }
+        if (q.state == NVME_GPUQ_BAD_CID || q.state == NVME_GPUQ_BAD_SQID) {
+            snprintf(err, errlen, "device %u queue %u (qid %u): a completion named %s (CID 0x%04x) "
+                     "(round %llu); the queue was stopped", q.dev, q.qidx, q.qid,
+                     q.state == NVME_GPUQ_BAD_CID ? "a command that is not outstanding" : "another SQ",
+                     q.err_status, (unsigned long long)q.rounds);
+            return -EPROTO;
+        }
+        if (q.state == NVME_GPUQ_NVME_ERROR && q.err_status == 0) {
+            snprintf(err, errlen, "device %u queue %u: the I/O buffer does not fit the PRP lookup table", q.dev, q.qidx);
+            return -EFAULT;
+        }
+    }
+    if (stopped_by_user) {
+        snprintf(err, errlen, "interrupted");
+        return -EINTR;
+    }
+    // progress: every queue completed at least one round; a block that never became resident (or never
+    // got a completion) is an error, not a zero in the sum
+    int idle = nvme_gpuq_idle_queue(per.data(), nblk);
+    if (idle >= 0) {
+        const crun_queue &q = hq[idle];
+        snprintf(err, errlen, "device %u queue %u (qid %u) completed no round while others completed %llu: its "
+                 "block never ran (not resident beside the others?); the run is not valid", q.dev, q.qidx, q.qid,
+                 (unsigned long long)rounds_all);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+static void crun_sleep_until(std::chrono::steady_clock::time_point t, volatile int *stop, cudaEvent_t done)
+{
+    while (std::chrono::steady_clock::now() < t) {
+        if ((stop && *stop) || cudaEventQuery(done) != cudaErrorNotReady)
+            return;
+        std::this_thread::sleep_for(CRUN_HOST_POLL);
+    }
+}
+
+static uint64_t crun_sum_rounds(const volatile unsigned long long *r, uint32_t n)
+{
+    uint64_t s = 0;
+    for (uint32_t i = 0; i < n; i++)
+        s += r[i];
+    return s;
+}
+
+int crun_drive(const crun_params *P, const nvme_cuda_run_params *p, uint32_t nblk,
+               const volatile unsigned long long *rounds_host, volatile int *stop_host, volatile int *stop, void *end_event,
+               crun_window *w, char *err, size_t errlen)
+{
+    cudaEvent_t e1 = (cudaEvent_t)end_event;
+    const auto t_start = std::chrono::steady_clock::now();
+    if (p->rounds) {
+        // until the kernel ends, or no queue completes a round for a whole completion timeout (+ grace)
+        const auto stall = std::chrono::nanoseconds(P->timeout_ns + CRUN_STOP_GRACE_NS);
+        uint64_t last = crun_sum_rounds(rounds_host, nblk);
+        for (;;) {
+            crun_sleep_until(std::chrono::steady_clock::now() + stall, stop, e1);
+            uint64_t now_rounds = crun_sum_rounds(rounds_host, nblk);
+            if (cudaEventQuery(e1) != cudaErrorNotReady || (stop && *stop) || now_rounds == last)
+                break;
+            last = now_rounds;
+        }
+    } else {
+        crun_sleep_until(t_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(p->warmup_s)), stop, e1);
+        w->r0 = crun_sum_rounds(rounds_host, nblk);
+        const auto t_w0 = std::chrono::steady_clock::now();
+        crun_sleep_until(t_w0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(p->runtime_s)), stop, e1);
+        w->r1 = crun_sum_rounds(rounds_host, nblk);
+        w->window_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_w0).count();
+    }
+    // watchdog: after the stop flag every device-side wait ends within one completion timeout
+    *stop_host = 1;
+    return gemu_wait_event(e1, gemu_steady_ns() + P->timeout_ns + CRUN_STOP_GRACE_NS, "the cuda-run kernel", err,
+                           errlen);
+}
+
+void crun_window_result(const crun_window *w, const nvme_cuda_run_params *p, nvme_cuda_run_result *r)
+{
+    if (p->rounds) {
+        r->window_s = r->kernel_s;
+        r->ios = r->ios_total;
+    } else {
+        r->window_s = w->window_s;
+        r->ios = (w->r1 - w->r0) * p->qdepth;
+    }
+    r->iops = r->window_s > 0 ? (double)r->ios / r->window_s : 0;
+    r->bytes_per_s = r->iops * p->iosize;
+}

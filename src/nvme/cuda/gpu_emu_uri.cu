@@ -1,0 +1,228 @@
+// gpu_emu_uri.cu — the gpu-emu:// URI: keys, values, the device model's constants, and the one-line
+// description that goes into every record (see gpu_emu.h; host code only, no GPU needed).
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "nvme/cuda/gpu_emu.h"
+#include "nvme/cuda/nvme_gpuq.h"
+#include "nvme/emu/profiles.h"
+#include "nvme/uri.h"
+
+#define GEMU_NS_PER_S 1e9
+
+static const char *const gemu_keys[] = {"ndev", "profile", "scale", "blocks", "warps", "ns", "lba",
+                                        "data", "ooo", "drop", "mdts", "fill", "lat", "iops", "bw", "qiops",
+                                        "link", NULL};
+
+static uint64_t gemu_gap_fp(double rate) // fixed-point ns between commands at `rate` per second
+{
+    return rate > 0 ? (uint64_t)llround(GEMU_NS_PER_S * (double)(1u << GEMU_FP_SHIFT) / rate) : 0;
+}
+
+enum gemu_unit { GEMU_UNIT_TIME, GEMU_UNIT_RATE, GEMU_UNIT_BYTES_PER_S };
+
+// A device-model override (the CPU emulator's keys lat/iops/bw/qiops/link): absent -> *out = nominal.
+// time: number with ns|us|ms|s (ns when bare); rate: commands/s; bytes/s: a size (KiB/MiB/GiB, KB/MB/GB)
+// with an optional "/s". Values are nominal, before scale.
+static int gemu_model_key(const nvme_uri *u, const char *key, gemu_unit unit, double nominal, double *out, char *err,
+                          size_t errlen)
+{
+    *out = nominal;
+    const char *v = nvme_uri_get(u, key);
+    if (!v)
+        return 0;
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%s", v);
+    size_t n = strlen(buf);
+    double x = -1;
+    if (unit == GEMU_UNIT_BYTES_PER_S) {
+        if (n > 2 && !strcmp(buf + n - 2, "/s"))
+            buf[n - 2] = 0;
+        uint64_t b;
+        if (!nvme_parse_size(buf, &b))
+            x = (double)b;
+    } else {
+        char *end = NULL;
+        x = strtod(buf, &end);
+        double mul = 1;
+        if (unit == GEMU_UNIT_TIME && end && *end) {
+            mul = !strcmp(end, "ns") ? 1 : !strcmp(end, "us") ? 1e3 : !strcmp(end, "ms") ? 1e6 : !strcmp(end, "s") ? 1e9 : -1;
+            end += strlen(end);
+        }
+        if (!end || *end || mul < 0 || !std::isfinite(x))
+            x = -1;
+        else
+            x *= mul;
+    }
+    if (!(x >= 0)) {
+        snprintf(err, errlen, "parameter '%s': bad value '%s'", key, v);
+        return -EINVAL;
+    }
+    *out = x;
+    return 0;
+}
+
+static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *err, size_t errlen)
+{
+    int rc = nvme_uri_check_keys(u, gemu_keys, err, errlen);
+    if (rc)
+        return rc;
+    uint64_t v;
+    if ((rc = nvme_uri_get_u64(u, "ndev", ndev_default, &v, err, errlen)))
+        return rc;
+    if (v < 1 || v > GEMU_MAX_DEVS) {
+        snprintf(err, errlen, "parameter 'ndev': %llu is out of range 1..%u", (unsigned long long)v, GEMU_MAX_DEVS);
+        return -EINVAL;
+    }
+    e->ndev = (uint32_t)v;
+    const char *prof = nvme_uri_get(u, "profile");
+    if (!prof)
+        prof = "null";
+    const nvme_emu_profile *p = nvme_emu_profile_find(prof);
+    if (!p) {
+        size_t o = (size_t)snprintf(err, errlen, "parameter 'profile': unknown profile '%s' (known:", prof);
+        for (unsigned i = 0; nvme_emu_profile_at(i) && o < errlen; i++)
+            o += (size_t)snprintf(err + o, errlen - o, " %s", nvme_emu_profile_at(i)->name);
+        if (o < errlen)
+            snprintf(err + o, errlen - o, ")");
+        return -EINVAL;
+    }
+    if (p->lat_sigma > 0) {
+        snprintf(err, errlen, "parameter 'profile': '%s' has a lognormal latency, which gpu-emu does not model", prof);
+        return -EINVAL;
+    }
+    snprintf(e->profile, sizeof(e->profile), "%s", p->name);
+    e->scale = 1.0; // gpu-emu runs profiles unscaled unless asked
+    if (const char *s = nvme_uri_get(u, "scale")) {
+        char *end = NULL;
+        double d = strtod(s, &end);
+        if (!end || *end || !std::isfinite(d) || d <= 0) {
+            snprintf(err, errlen, "parameter 'scale': '%s' is not a number > 0", s);
+            return -EINVAL;
+        }
+        e->scale = d;
+    }
+    if ((rc = nvme_uri_get_u64(u, "blocks", GEMU_DEFAULT_BLOCKS, &v, err, errlen)))
+        return rc;
+    if (v < 1 || v > 1024) {
+        snprintf(err, errlen, "parameter 'blocks': %llu is out of range 1..1024", (unsigned long long)v);
+        return -EINVAL;
+    }
+    e->blocks = (uint32_t)v;
+    if ((rc = nvme_uri_get_u64(u, "warps", GEMU_DEFAULT_WARPS, &v, err, errlen)))
+        return rc;
+    if (v < 1 || v > GEMU_MAX_WARPS_BLOCK) {
+        snprintf(err, errlen, "parameter 'warps': %llu is out of range 1..%u", (unsigned long long)v, GEMU_MAX_WARPS_BLOCK);
+        return -EINVAL;
+    }
+    e->warps = (uint32_t)v;
+    if ((rc = nvme_uri_get_size(u, "ns", (uint64_t)GEMU_DEFAULT_NS_MIB * GEMU_MIB, &v, err, errlen)))
+        return rc;
+    if (v < GEMU_MIB || v % GEMU_MIB) {
+        snprintf(err, errlen, "parameter 'ns': %llu bytes is not a whole number of MiB >= 1 MiB", (unsigned long long)v);
+        return -EINVAL;
+    }
+    e->ns_mib = (uint32_t)(v / GEMU_MIB);
+    if ((rc = nvme_uri_get_u64(u, "lba", NVME_GPUQ_LBA_SIZE_MIN, &v, err, errlen)))
+        return rc;
+    if (v != 512 && v != 4096) {
+        snprintf(err, errlen, "parameter 'lba': %llu is not 512 or 4096", (unsigned long long)v);
+        return -EINVAL;
+    }
+    e->lba_size = (uint32_t)v;
+    const char *data = nvme_uri_get(u, "data");
+    if (!data || !strcmp(data, "ram"))
+        e->data = 1;
+    else if (!strcmp(data, "none"))
+        e->data = 0;
+    else {
+        snprintf(err, errlen, "parameter 'data': '%s' is not ram or none", data);
+        return -EINVAL;
+    }
+    const char *fill = nvme_uri_get(u, "fill");
+    if (!fill || !strcmp(fill, "zero"))
+        e->fill_stamp = 0;
+    else if (!strcmp(fill, "stamp"))
+        e->fill_stamp = 1;
+    else {
+        snprintf(err, errlen, "parameter 'fill': '%s' is not zero or stamp", fill);
+        return -EINVAL;
+    }
+    if (e->fill_stamp && !e->data) {
+        snprintf(err, errlen, "parameter 'fill': stamp needs data=ram");
+        return -EINVAL;
+    }
+    bool b;
+    if ((rc = nvme_uri_get_bool(u, "ooo", false, &b, err, errlen)))
+        return rc;
+    e->ooo = b;
+    if ((rc = nvme_uri_get_u64(u, "drop", 0, &v, err, errlen)))
+        return rc;
+    if (v > UINT32_MAX) {
+        snprintf(err, errlen, "parameter 'drop': %llu is too large", (unsigned long long)v);
+        return -EINVAL;
+    }
+    e->drop_nth = (uint32_t)v;
+    if ((rc = nvme_uri_get_size(u, "mdts", NVME_GPUQ_MAX_IO, &v, err, errlen)))
+        return rc;
+    if (v < e->lba_size || v > NVME_GPUQ_MAX_IO) {
+        snprintf(err, errlen, "parameter 'mdts': %llu is out of range %u..%u bytes", (unsigned long long)v,
+                 e->lba_size, NVME_GPUQ_MAX_IO);
+        return -EINVAL;
+    }
+    double lat, iops, bw, qiops, link;
+    if ((rc = gemu_model_key(u, "lat", GEMU_UNIT_TIME, p->lat_ns, &lat, err, errlen)) ||
+        (rc = gemu_model_key(u, "iops", GEMU_UNIT_RATE, p->dev_iops, &iops, err, errlen)) ||
+        (rc = gemu_model_key(u, "bw", GEMU_UNIT_BYTES_PER_S, p->dev_bw, &bw, err, errlen)) ||
+        (rc = gemu_model_key(u, "qiops", GEMU_UNIT_RATE, p->queue_iops, &qiops, err, errlen)) ||
+        (rc = gemu_model_key(u, "link", GEMU_UNIT_BYTES_PER_S, p->link_bw, &link, err, errlen)))
+        return rc;
+    gemu_model &m = e->h.model;
+    const double s = e->scale;
+    m.lat_ns = (uint64_t)llround(lat * s);
+    m.queue_gap_fp = gemu_gap_fp(qiops / s);
+    m.dev_gap_fp = gemu_gap_fp(iops / s);
+    m.dev_byte_fp = gemu_gap_fp(bw / s);
+    m.link_byte_fp = gemu_gap_fp(link / s);
+    e->lat_ns = lat;
+    e->iops = iops;
+    e->bw = bw;
+    e->qiops = qiops;
+    e->link = link;
+    m.timed = m.lat_ns || m.queue_gap_fp || m.dev_gap_fp || m.dev_byte_fp || m.link_byte_fp;
+    e->h.mdts_bytes = v;
+    e->h.drop_nth = e->drop_nth;
+    e->h.ooo = e->ooo;
+    e->h.data = e->data;
+    e->h.ndev = e->ndev;
+    return 0;
+}
+
+int gemu_parse_uri(const char *uri, uint32_t ndev_default, gemu *e, char *err, size_t errlen)
+{
+    nvme_uri *u = NULL;
+    int rc = nvme_uri_parse(uri, &u, err, errlen);
+    if (rc)
+        return rc;
+    if (strcmp(u->scheme, "gpu-emu") != 0 || u->authority[0] || u->path[0]) {
+        snprintf(err, errlen, "target '%s': expected gpu-emu://?key=value&... (no host or path)", uri);
+        nvme_uri_free(u);
+        return -EINVAL;
+    }
+    rc = gemu_parse(e, u, ndev_default, err, errlen);
+    nvme_uri_free(u);
+    return rc;
+}
+
+int gemu_describe(const gemu *e, char *buf, size_t len)
+{
+    return snprintf(buf, len,
+                    "profile=%s scale=%g ndev=%u blocks=%u warps=%u ns=%uMiB lba=%u data=%s fill=%s ooo=%d drop=%u "
+                    "lat=%gns iops=%g bw=%g qiops=%g link=%g",
+                    e->profile, e->scale, e->ndev, e->blocks, e->warps, e->ns_mib, e->lba_size,
+                    e->data ? "ram" : "none", e->fill_stamp ? "stamp" : "zero", e->ooo, e->drop_nth, e->lat_ns,
+                    e->iops, e->bw, e->qiops, e->link);
+}

@@ -1,0 +1,138 @@
+/* gpuq_guest.c — `nvmelab-guest gpuq URI`: the real-controller path of device-initiated I/O without a GPU.
+ * On every controller of URI: I/O queue pairs created for GPU threads (interrupts off, host-memory rings;
+ * nvme/gpuq_ctrl.h), driven by the CPU stand-in round (the GPU kernel's SQE/CID/phase logic from
+ * nvme/cuda/nvme_gpuq.h) at several depths so the rings wrap; write then poisoned read-back with stamps on
+ * two pairs at once; then a command withheld from the doorbell (its completion never comes), and the teardown after a timeout
+ * (queues deleted before the memory is freed), after which a fresh pair must work. Prints NVMELAB-TEST
+ * lines like the rest of nvmelab-guest. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nvme/cuda/nvme_gpuq.h"
+#include "nvme/gpuq_ctrl.h"
+#include "nvme/nvme.h"
+#include "nvme/tools/gpuq_guest.h"
+
+#define GQ_PAIRS       2u
+#define GQ_MAX_QD      64u
+#define GQ_TIMEOUT_NS  2000000000ull /* 2 s per completion under TCG */
+#define GQ_WORD        8u
+
+static int g_ok, g_bad;
+
+static void gq_result(int ok, const char *name, unsigned ci, const char *detail)
+{
+    printf("NVMELAB-TEST gpuq.ctrl%u.%s %s %s\n", ci, name, ok ? "PASS" : "FAIL", detail);
+    fflush(stdout);
+    ok ? g_ok++ : g_bad++;
+}
+
+/* One round of qd commands on pair p: command i covers LBAs lba0 + i * nlb.., buffer page i of buf. */
+static int gq_round(struct nvme_gpuq_pair *p, struct nvme_ns *ns, struct nvme_dma *buf, const uint64_t *lut,
+                    size_t npages, int wr, uint64_t lba0, uint32_t qd, uint32_t dev, uint64_t timeout_ns, char *err,
+                    size_t errlen, uint64_t *bad_words)
+{
+    uint64_t slba[GQ_MAX_QD], p1[GQ_MAX_QD], p2[GQ_MAX_QD];
+    uint16_t st[GQ_MAX_QD];
+    const uint32_t lbas = nvme_ns_lba_size(ns), nlb = NVME_GPUQ_PAGE_SIZE / lbas, per = lbas / GQ_WORD;
+    uint8_t *mem = nvme_dma_vaddr(buf);
+    for (uint32_t i = 0; i < qd; i++) {
+        slba[i] = lba0 + (uint64_t)i * nlb;
+        if (nvme_gpuq_prp(lut, npages, (uint64_t)i * NVME_GPUQ_PAGE_SIZE, NVME_GPUQ_PAGE_SIZE, NULL, 0, &p1[i], &p2[i]))
+            return snprintf(err, errlen, "PRP build failed"), -EINVAL;
+        uint64_t *w = (uint64_t *)(mem + (size_t)i * NVME_GPUQ_PAGE_SIZE);
+        for (uint32_t x = 0; x < NVME_GPUQ_PAGE_SIZE / GQ_WORD; x++) /* reads: poisoned (stamps are never 0) */
+            w[x] = wr ? nvme_gpuq_stamp(dev, slba[i] + x / per, x % per) : 0;
+    }
+    int rc = nvme_gpuq_cpu_round(p, wr ? NVME_CMD_WRITE : NVME_CMD_READ, nvme_ns_id(ns), slba, nlb, p1, p2, qd,
+                                 timeout_ns, st, err, errlen);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < qd; i++) {
+        if (st[i])
+            return snprintf(err, errlen, "command %u: status sct=%u sc=0x%02x", i, nvme_cqe_sct(st[i]),
+                            nvme_cqe_sc(st[i])), -EIO;
+        const uint64_t *w = (const uint64_t *)(mem + (size_t)i * NVME_GPUQ_PAGE_SIZE);
+        for (uint32_t x = 0; !wr && x < NVME_GPUQ_PAGE_SIZE / GQ_WORD; x++)
+            *bad_words += w[x] != nvme_gpuq_stamp(dev, slba[i] + x / per, x % per);
+    }
+    return 0;
+}
+
+static void gq_ctrl(struct nvme_target *t, unsigned ci, unsigned rounds)
+{
+    struct nvme_ctrl *c = nvme_target_ctrl(t, ci);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    char err[512] = "", detail[640];
+    struct nvme_gpuq_pair *p[GQ_PAIRS] = {0};
+    struct nvme_dma *buf[GQ_PAIRS] = {0};
+    uint64_t lut[GQ_PAIRS][GQ_MAX_QD];
+    uint32_t qd = nvme_ctrl_max_depth(c) - 1u < GQ_MAX_QD ? nvme_ctrl_max_depth(c) - 1u : GQ_MAX_QD;
+    int rc = 0;
+    for (unsigned k = 0; k < GQ_PAIRS && !rc; k++) {
+        rc = nvme_gpuq_pair_create(c, qd + 1u, &p[k], err, sizeof(err));
+        if (!rc)
+            rc = nvme_dma_alloc(t, (size_t)qd * NVME_GPUQ_PAGE_SIZE, &buf[k]);
+        if (!rc)
+            rc = nvme_gpuq_lut(buf[k], lut[k], qd);
+    }
+    snprintf(detail, sizeof(detail), "%u pairs of %u entries, IEN=0, host-memory rings%s%s", GQ_PAIRS, qd + 1u,
+             rc ? ": " : "", rc ? err : "");
+    gq_result(!rc, "create", ci, detail);
+    /* depths 1, 3, qd/2, qd on both pairs: write then read back, ring positions wrap over the rounds */
+    const uint32_t depths[] = {1u, 3u, qd / 2u ? qd / 2u : 1u, qd};
+    uint64_t bad = 0, cmds = 0;
+    for (unsigned r = 0; r < rounds && !rc; r++)
+        for (unsigned di = 0; di < sizeof(depths) / sizeof(depths[0]) && !rc; di++)
+            for (unsigned k = 0; k < GQ_PAIRS && !rc; k++) {
+                uint64_t lba0 = ((uint64_t)(r * 4u + di) * GQ_PAIRS + k) * GQ_MAX_QD * (NVME_GPUQ_PAGE_SIZE / nvme_ns_lba_size(ns));
+                lba0 %= nvme_ns_nsze(ns) - (uint64_t)GQ_MAX_QD * (NVME_GPUQ_PAGE_SIZE / nvme_ns_lba_size(ns));
+                rc = gq_round(p[k], ns, buf[k], lut[k], qd, 1, lba0, depths[di], ci, GQ_TIMEOUT_NS, err, sizeof(err), &bad);
+                if (!rc)
+                    rc = gq_round(p[k], ns, buf[k], lut[k], qd, 0, lba0, depths[di], ci, GQ_TIMEOUT_NS, err, sizeof(err), &bad);
+                cmds += 2u * depths[di];
+            }
+    snprintf(detail, sizeof(detail), "%llu commands, %llu words differ%s%s", (unsigned long long)cmds,
+             (unsigned long long)bad, rc ? ": " : "", rc ? err : "");
+    gq_result(!rc && !bad && cmds, "rounds-verify", ci, detail);
+    /* the watchdog: the doorbell is rung one entry short, so one command is never fetched and its completion
+     * never comes (any controller; QEMU completes on the doorbell write, so a short deadline alone would
+     * not miss); then the queue is deleted (or the controller reset) before its memory is freed */
+    uint64_t dummy = 0;
+    if (p[0])
+        p[0]->db_short = 1;
+    int trc = p[0] ? gq_round(p[0], ns, buf[0], lut[0], qd, 0, 0, qd, ci, GQ_TIMEOUT_NS / 20u, err, sizeof(err), &dummy)
+                   : -EINVAL;
+    snprintf(detail, sizeof(detail), "rc=%d: %s", trc, err);
+    gq_result(trc == -ETIMEDOUT && strstr(err, "did not arrive"), "timeout", ci, detail);
+    int drc = nvme_gpuq_pair_destroy(p[0], true);
+    p[0] = NULL;
+    snprintf(detail, sizeof(detail), "destroy after timeout: %d", drc);
+    gq_result(drc == 0, "teardown-after-timeout", ci, detail);
+    /* the controller still works: a fresh pair, one verified round */
+    bad = 0;
+    rc = nvme_gpuq_pair_create(c, qd + 1u, &p[0], err, sizeof(err));
+    if (!rc)
+        rc = gq_round(p[0], ns, buf[0], lut[0], qd, 1, 0, qd, ci, GQ_TIMEOUT_NS, err, sizeof(err), &bad);
+    if (!rc)
+        rc = gq_round(p[0], ns, buf[0], lut[0], qd, 0, 0, qd, ci, GQ_TIMEOUT_NS, err, sizeof(err), &bad);
+    snprintf(detail, sizeof(detail), "fresh pair after the timeout: rc=%d, %llu words differ %s", rc,
+             (unsigned long long)bad, rc ? err : "");
+    gq_result(!rc && !bad, "after-timeout", ci, detail);
+    for (unsigned k = 0; k < GQ_PAIRS; k++) {
+        int r = nvme_gpuq_pair_destroy(p[k], false);
+        if (r)
+            gq_result(0, "destroy", ci, "Delete I/O SQ/CQ failed");
+        nvme_dma_free(buf[k]);
+    }
+}
+
+int gpuq_guest_run(struct nvme_target *t, unsigned rounds)
+{
+    for (unsigned ci = 0; ci < nvme_target_nctrl(t); ci++)
+        gq_ctrl(t, ci, rounds ? rounds : 1u);
+    printf("gpuq: %d passed, %d failed\n", g_ok, g_bad);
+    return g_bad ? 1 : 0;
+}
