@@ -1,6 +1,9 @@
 # nvmelab — every target works from a fresh clone: each depends on `env`.
 #   make book   environment, build, execute the notebooks on emu://, HTML book
 #   make test   the default test run (C tests, Python tests, notebooks, book checks)
+# Each target first checks what it needs from the system (env/prereqs.sh, one place for all of them):
+# env/build/book/test stop naming the Debian packages to install; the extra legs (test-qemu,
+# test-browser, bench) install their own packages when run as root on Debian.
 SHELL      := /bin/bash
 PYTHON     ?= python3
 VENV       := .venv
@@ -12,24 +15,47 @@ STAMP      := $(VENV)/.nvmelab-env
 LOCK       := env/requirements.lock
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help env build test test-c test-py test-notebooks test-book test-sanitize test-qemu test-gpu \
-	    bench bench-gpu book lab clean wheelhouse
+QEMU_ARGS  ?=
+PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
+
+.PHONY: help env build test test-c test-py test-notebooks test-book test-browser test-sanitize test-qemu \
+	    test-gpu bench bench-gpu book lab clean wheelhouse check-env check-build check-sanitize check-qemu \
+	    check-browser check-bench
 
 help:
-	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu | wheelhouse | clean"
+	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
+	@echo "     test-browser | test-gpu | wheelhouse | clean"
+
+# --- system prerequisites (env/prereqs.sh): checked first, in well under a second ---
+check-env:
+	@$(PREREQS) env
+check-build:
+	@$(PREREQS) build
+check-sanitize:
+	@$(PREREQS) sanitize
+check-qemu:
+	@$(PREREQS) --install qemu
+check-browser:
+	@$(PREREQS) --install browser
+check-bench:
+	@$(PREREQS) --install bench
 
 # --- environment: .venv from the lock; idempotent, a no-op when nothing changed ---
 env: $(STAMP)
-$(STAMP): $(LOCK) env/setup-venv.sh
+$(STAMP): $(LOCK) env/setup-venv.sh | check-env
 	bash env/setup-venv.sh $(VENV) $(LOCK) "$(PYTHON)"
 	@touch $@
 
 # --- native build: the extension lands in src/nvmelab (the venv sees src/ via a .pth) ---
-build: env
+# The configure step's own lines ("nvmelab: ...", one per optional part) are shown; the rest of its
+# output is kept in $(BUILD)/configure.log and printed only when it fails.
+build: check-build env
 	@mkdir -p $(BUILD)
-	flock $(BUILD)/.lock bash -c '\
+	@flock $(BUILD)/.lock bash -c '\
 	  cmake -S . -B $(BUILD) -G Ninja -DNVMELAB_INPLACE=ON -DNVMELAB_TESTS=ON -DNVMELAB_SANITIZE=OFF \
-	    -DPython_EXECUTABLE=$(CURDIR)/$(PY) -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) >/dev/null && \
+	    -DPython_EXECUTABLE=$(CURDIR)/$(PY) -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) \
+	    > $(BUILD)/configure.log 2>&1 || { cat $(BUILD)/configure.log; exit 1; }; \
+	  sed -n "s/^-- nvmelab: /nvmelab: /p" $(BUILD)/configure.log; \
 	  cmake --build $(BUILD) -j $(JOBS)'
 
 # --- tests ---
@@ -37,7 +63,7 @@ test: build
 	$(MAKE) --no-print-directory test-c test-py test-notebooks test-book
 
 test-c: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure --no-tests=error -j $(JOBS)
 
 test-py: build
 	$(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/book
@@ -48,22 +74,28 @@ test-notebooks: build
 test-book: book
 	$(PY) -m pytest -q -p no:cacheprovider tests/book
 
-test-sanitize: env
+# The book's page check in a real browser: installs chromium (root, Debian), then the same tests as
+# test-book, where a browser test that skips for want of chromium fails instead.
+test-browser: check-browser book
+	NVMELAB_NO_SKIP=chromium $(PY) -m pytest -q -p no:cacheprovider -rs tests/book
+
+test-sanitize: check-sanitize env
 	cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNVMELAB_SANITIZE=ON -DNVMELAB_TESTS=ON \
 	  -DNVMELAB_PYTHON=OFF -DNVMELAB_CUDA=OFF >/dev/null
 	cmake --build build/asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build/asan --output-on-failure -j $(JOBS)
 
-test-qemu: build
-	bash env/qemu/run.sh
+# QEMU_ARGS=--short: the quick subset of each leg (what .ci/run runs)
+test-qemu: check-qemu build
+	bash env/qemu/run.sh $(QEMU_ARGS)
 
 # GPU tests (a CUDA GPU host; see README): skipped with a reason in `make test` elsewhere
 test-gpu: build
 	bash tests/gpu/run_on_gpu_host.sh test
 
 # --- benchmarks: results under data/results/bench/ ---
-bench: build
+bench: check-bench build
 	$(PY) -m tests.bench
 
 bench-gpu: build

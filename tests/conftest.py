@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import signal
 
 import pytest
@@ -48,3 +49,21 @@ def sigint():
         yield lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """NVMELAB_NO_SKIP=word[,word...]: a skip whose reason names one of the words fails instead.
+
+    An extra leg that installed what a test needs (`make test-browser` installs chromium and sets
+    NVMELAB_NO_SKIP=chromium) must not pass by skipping it.
+    """
+    outcome = yield
+    words = [w for w in os.environ.get("NVMELAB_NO_SKIP", "").split(",") if w.strip()]
+    rep = outcome.get_result()
+    if not words or not rep.skipped or not isinstance(rep.longrepr, tuple):
+        return
+    reason = str(rep.longrepr[2])
+    if any(w.strip().lower() in reason.lower() for w in words):
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped, but NVMELAB_NO_SKIP={os.environ['NVMELAB_NO_SKIP']} forbids it: {reason}"

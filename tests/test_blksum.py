@@ -73,7 +73,7 @@ def test_every_vector_row(vector_images):
 @pytest.mark.parametrize("threads,qd,rs", [(1, 1, 64 * 1024), (3, 2, 128 * 1024), (2, 32, 1024 * 1024)])
 def test_vectors_any_configuration(vector_images, io, threads, qd, rs):
     if io == "io_uring" and not blksum.have_io_uring():
-        pytest.skip("io_uring not compiled in")
+        pytest.skip("io_uring unavailable (kernel, sysctl or seccomp)")
     for row in ROWS:
         if row["digest"] != "sha256":
             continue

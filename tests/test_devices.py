@@ -264,8 +264,11 @@ def test_hugepages_short_reservation(host: FakeHost) -> None:
     class Stingy(devices.Sysfs):
         def write(self, p: str, value: str) -> None:
             super().write(p, str(min(int(value), 5)))
-    with pytest.raises(devices.DeviceError, match="reserved 5"):
+    hp = host.root / "sys/kernel/mm/hugepages/hugepages-2048kB"
+    _w(hp / "nr_hugepages", "3\n")
+    with pytest.raises(devices.DeviceError, match="reserve only 5; left at 3"):
         devices.hugepages(8, "2M", Stingy(host.root))
+    assert (hp / "nr_hugepages").read_text().strip() == "3"   # the short reservation was given back
 
 
 # ---- the command line ----

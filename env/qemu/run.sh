@@ -39,32 +39,9 @@ done
 log() { printf '[qemu] %s\n' "$*" >&2; }
 die() { printf '[qemu] error: %s\n' "$*" >&2; exit 2; }
 
-# --- host tools: install the Debian packages that provide them when missing (root only) ---
-ensure_tool() { # ensure_tool COMMAND DEBIAN-PACKAGE
-    command -v "$1" >/dev/null 2>&1 && return 0
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        log "installing $2 (for $1)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null || die "apt-get install $2 failed"
-    fi
-    command -v "$1" >/dev/null 2>&1 || die "'$1' not found: install the Debian package $2"
-}
-ensure_file() { # ensure_file PATH DEBIAN-PACKAGE
-    [ -e "$1" ] && return 0
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        log "installing $2 (for $1)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null || die "apt-get install $2 failed"
-    fi
-    [ -e "$1" ] || die "'$1' not found: install the Debian package $2"
-}
-ensure_tool qemu-system-x86_64 qemu-system-x86
-ensure_tool cpio cpio
-ensure_tool modinfo kmod
-ensure_tool cc gcc
-ensure_tool xz xz-utils
-ensure_file /bin/busybox busybox-static
-ensure_file /usr/lib/x86_64-linux-gnu/libc.a libc6-dev
-file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || \
-    ldd /bin/busybox 2>&1 | grep -q 'not a dynamic' || die "/bin/busybox is not static: install busybox-static"
+# --- host tools: env/prereqs.sh (the one place for system prerequisites) installs the Debian packages
+# that provide them when missing (root), or stops naming them ---
+bash "$ROOT/env/prereqs.sh" --install qemu || die "host tools missing (above)"
 
 mkdir -p "$WORK/debs"
 exec 9>"$WORK/.lock"

@@ -22,11 +22,7 @@ PYBIND11_MODULE(_native, m) {
         d["cuda"] = false;
         d["cuda_architectures"] = std::string();
 #endif
-#ifdef NVMELAB_HAVE_LIBURING
-        d["io_uring"] = true;
-#else
-        d["io_uring"] = false;
-#endif
+        d["io_uring"] = true; /* always compiled (kernel ABI); whether the kernel permits it: perf_io_uring_available() */
 #ifdef NVMELAB_HAVE_BLKSUM
         d["blksum"] = true;
 #else

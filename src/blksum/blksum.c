@@ -18,9 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef NVME_HAVE_LIBURING
-#include <liburing.h>
-#endif
+#include "nvme/uring.h"
 
 #if OPENSSL_VERSION_NUMBER < 0x30000000L
 #error "blksum needs OpenSSL 3.0 or newer (EVP_MD_fetch, EVP_MD_get_size)"
@@ -88,11 +86,9 @@ struct blksum_job {
     int inflight;
     struct slot **psync_done; /* psync: completed reads awaiting poll */
     int npsync_done;
-#ifdef NVME_HAVE_LIBURING
-    struct io_uring uring;
+    struct uring uring;       /* io_uring mode on a seekable source */
     bool uring_ready;
     int uring_pending;        /* prepared SQEs not yet submitted */
-#endif
 
     /* threads */
     pthread_t reader;
@@ -170,11 +166,7 @@ bool blksum_digest_known(const char *name)
 
 bool blksum_have_io_uring(void)
 {
-#ifdef NVME_HAVE_LIBURING
-    return true;
-#else
-    return false;
-#endif
+    return uring_probe(NULL, 0) == 0;
 }
 
 const char *blksum_strerror(int err)
@@ -229,9 +221,10 @@ int blksum_opts_check(const struct blksum_opts *o, char *msg, size_t msglen)
         snprintf(msg, msglen, "unknown I/O mode %d", (int)o->io);
         return -EINVAL;
     }
-    if (o->io == BLKSUM_IO_IO_URING && !blksum_have_io_uring()) {
-        snprintf(msg, msglen, "io_uring was not compiled in (liburing missing at build time)");
-        return -ENOTSUP;
+    if (o->io == BLKSUM_IO_IO_URING) {
+        int rc = uring_probe(msg, msglen);
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
@@ -328,21 +321,18 @@ static int io_submit_one(struct blksum_job *j, struct slot *s)
 {
     j->reads++;
     switch (j->opts.io) {
-#ifdef NVME_HAVE_LIBURING
     case BLKSUM_IO_IO_URING:
         if (j->src->seekable) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&j->uring);
+            struct io_uring_sqe *sqe = uring_get_sqe(&j->uring);
             if (!sqe)
                 return -EBUSY;
-            io_uring_prep_read(sqe, j->src->fd, s->buf + s->filled, (unsigned)(s->len - s->filled),
-                               s->off + s->filled);
-            io_uring_sqe_set_data(sqe, s);
+            uring_prep_rw(sqe, IORING_OP_READ, j->src->fd, s->buf + s->filled, (unsigned)(s->len - s->filled),
+                          s->off + s->filled, 0, (uint64_t)(uintptr_t)s);
             j->uring_pending++;
             j->inflight++;
             return 0;
         }
         /* a pipe has no offsets: fall through to sequential reads */
-#endif
         /* fall through */
     case BLKSUM_IO_PSYNC: {
         int rc = read_full(j, s);
@@ -364,11 +354,10 @@ static int io_submit_one(struct blksum_job *j, struct slot *s)
     return -EINVAL;
 }
 
-#ifdef NVME_HAVE_LIBURING
 static int uring_flush(struct blksum_job *j)
 {
     while (j->uring_pending > 0) {
-        int rc = io_uring_submit(&j->uring);
+        int rc = uring_submit(&j->uring, 0);
         if (rc == -EINTR)
             continue;
         if (rc < 0)
@@ -379,7 +368,6 @@ static int uring_flush(struct blksum_job *j)
     }
     return 0;
 }
-#endif
 
 /* Collect completed reads: fills done[], returns their count or -errno. A short read is
  * resubmitted for its remainder and not reported. */
@@ -396,23 +384,24 @@ static int io_poll(struct blksum_job *j, struct slot **done, int max, bool wait)
     if (j->inflight == 0)
         return 0;
     switch (j->opts.io) {
-#ifdef NVME_HAVE_LIBURING
     case BLKSUM_IO_IO_URING: {
-        struct io_uring_cqe *cqe;
         int rc = uring_flush(j);
         if (rc < 0)
             return rc;
         if (wait) {
             do
-                rc = io_uring_wait_cqe(&j->uring, &cqe);
+                rc = uring_wait_cqe(&j->uring);
             while (rc == -EINTR);
             if (rc < 0)
                 return rc;
+        } else if (uring_cq_ready(&j->uring) == 0 && uring_needs_enter(&j->uring)) {
+            uring_get_events(&j->uring);
         }
-        while (n < max && io_uring_peek_cqe(&j->uring, &cqe) == 0) {
-            struct slot *s = io_uring_cqe_get_data(cqe);
+        while (n < max && uring_cq_ready(&j->uring) > 0) {
+            const struct io_uring_cqe *cqe = uring_cqe_at(&j->uring, 0);
+            struct slot *s = (struct slot *)(uintptr_t)cqe->user_data;
             int res = cqe->res;
-            io_uring_cqe_seen(&j->uring, cqe);
+            uring_cq_advance(&j->uring, 1);
             j->inflight--;
             if (res == -EINTR || res == -EAGAIN) {
                 res = 0; /* retried below as a short read */
@@ -436,7 +425,6 @@ static int io_poll(struct blksum_job *j, struct slot **done, int max, bool wait)
         }
         return n;
     }
-#endif
     case BLKSUM_IO_ENGINE: {
         const struct blksum_engine *e = &j->src->engine;
         void *tags[BLKSUM_MAX_QUEUE_DEPTH];
@@ -805,10 +793,8 @@ static void job_free(struct blksum_job *j)
             free(s->hashes);
         }
     }
-#ifdef NVME_HAVE_LIBURING
     if (j->uring_ready)
-        io_uring_queue_exit(&j->uring);
-#endif
+        uring_exit(&j->uring);
     free(j->slots);
     free(j->ring);
     free(j->psync_done);
@@ -906,14 +892,13 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
         s->next = j->free_list;
         j->free_list = s;
     }
-#ifdef NVME_HAVE_LIBURING
     if (o->io == BLKSUM_IO_IO_URING && src->seekable) {
-        rc = io_uring_queue_init((unsigned)j->nslots, &j->uring, 0);
+        /* Set up here, used by the reader thread: not a single-issuer ring. */
+        rc = uring_init(&j->uring, (unsigned)j->nslots, 0, false, NULL, 0);
         if (rc < 0)
             goto fail;
         j->uring_ready = true;
     }
-#endif
 
     clock_gettime(CLOCK_MONOTONIC, &j->t0);
     for (int i = 0; i < o->threads; i++) {

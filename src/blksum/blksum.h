@@ -66,7 +66,7 @@ extern "C" {
 
 enum blksum_io {
     BLKSUM_IO_PSYNC = 0,    /* pread(2) in the reader thread, Q buffers for the hashers */
-    BLKSUM_IO_IO_URING = 1, /* up to Q reads in flight (needs liburing) */
+    BLKSUM_IO_IO_URING = 1, /* up to Q reads in flight (the kernel must permit io_uring) */
     BLKSUM_IO_ENGINE = 2,   /* a caller-supplied engine (blksum_source.engine) */
 };
 
@@ -154,7 +154,7 @@ int blksum_list_digests(void (*fn)(const char *name, void *arg), void *arg);
 bool blksum_digest_known(const char *name);
 /** Human text for a blksum error code (negative errno or -BLKSUM_EDIGEST). */
 const char *blksum_strerror(int err);
-/** Whether io_uring support was compiled in. */
+/** Whether this process may use io_uring (the kernel has it, no sysctl or seccomp forbids it). */
 bool blksum_have_io_uring(void);
 
 /*

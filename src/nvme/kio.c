@@ -15,9 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#ifdef NVME_HAVE_LIBURING
-#include <liburing.h>
-#endif
+#include "nvme/uring.h"
 
 enum kio_kind { KIO_PSYNC, KIO_URING };
 
@@ -298,10 +296,9 @@ static const struct perf_backend_ops psync_ops = {
 
 /* ------------------------------------------------------------------ io_uring */
 
-#ifdef NVME_HAVE_LIBURING
 struct uring_chan {
     struct perf_chan pub;
-    struct io_uring ring;
+    struct uring ring;
     uint32_t iosize, lba_size, qdepth;
     int fixed_files, fixed_bufs;
     int fd;
@@ -310,7 +307,7 @@ struct uring_chan {
     uint32_t queued;      /* SQEs prepared since the last kick */
 };
 
-static int uring_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
+static int uchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
                       struct perf_chan **out, char *err, size_t errlen)
 {
     struct kio_ctx *ctx = vctx;
@@ -336,149 +333,109 @@ static int uring_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
         return -ENOMEM;
     }
     /* The owning thread is the only submitter and reaper (chan_open, the hot loop
-     * and chan_close all run on the worker thread), so completion task work can be
-     * deferred to the moments that thread enters the kernel to wait (DEFER_TASKRUN,
-     * Linux 6.1+) instead of interrupting it; TASKRUN_FLAG tells the CQ peek in
-     * uring_reap() when such work is pending. Older kernels refuse the newer flags
-     * with -EINVAL, so fall back one step at a time down to a plain ring. */
-    static const unsigned setup_flags[] = {
-        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN |
-            IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_CQSIZE,
-        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_CQSIZE,
-        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_CQSIZE,
-        0,
-    };
-    int rc = -EINVAL;
-    for (size_t i = 0; i < sizeof(setup_flags) / sizeof(setup_flags[0]) && rc == -EINVAL; i++) {
-        struct io_uring_params p;
-        memset(&p, 0, sizeof(p));
-        p.flags = setup_flags[i];
-        if (p.flags & IORING_SETUP_CQSIZE)
-            p.cq_entries = KIO_URING_CQ_PER_SQ * qdepth;
-        rc = io_uring_queue_init_params(qdepth, &c->ring, &p);
-    }
+     * and chan_close all run on the worker thread): single issuer with deferred task
+     * work where the kernel has it (uring_init() falls back on older kernels). */
+    int rc = uring_init(&c->ring, qdepth, KIO_URING_CQ_PER_SQ * qdepth, true, err, errlen);
     if (rc < 0) {
-        snprintf(err, errlen, "io_uring: cannot set up a ring of %u entries: %s", qdepth, strerror(-rc));
         free(c->iov);
         free(c->bufs);
         free(c);
         return rc;
     }
-    if (io_uring_register_files(&c->ring, &c->fd, 1) == 0)
+    if (uring_register_files(&c->ring, &c->fd, 1) == 0)
         c->fixed_files = 1;
     for (uint32_t i = 0; i < qdepth; i++) {
         c->iov[i].iov_base = c->bufs + (size_t)i * iosize;
         c->iov[i].iov_len = iosize;
     }
-    if (io_uring_register_buffers(&c->ring, c->iov, qdepth) == 0)
+    if (uring_register_buffers(&c->ring, c->iov, qdepth) == 0)
         c->fixed_bufs = 1;
     *out = &c->pub;
     return 0;
 }
 
-static void uring_close(struct perf_chan *ch)
+static void uchan_close(struct perf_chan *ch)
 {
     struct uring_chan *c = (struct uring_chan *)ch;
     if (c->fixed_bufs)
-        io_uring_unregister_buffers(&c->ring);
+        uring_unregister_buffers(&c->ring);
     if (c->fixed_files)
-        io_uring_unregister_files(&c->ring);
-    io_uring_queue_exit(&c->ring);
+        uring_unregister_files(&c->ring);
+    uring_exit(&c->ring);
     free(c->iov);
     free(c->bufs);
     free(c);
 }
 
-static void *uring_buf(struct perf_chan *ch, uint32_t slot)
+static void *uchan_buf(struct perf_chan *ch, uint32_t slot)
 {
     struct uring_chan *c = (struct uring_chan *)ch;
     return c->bufs + (size_t)slot * c->iosize;
 }
 
-static int uring_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
+static int uchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
 {
     struct uring_chan *c = (struct uring_chan *)ch;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+    struct io_uring_sqe *sqe = uring_get_sqe(&c->ring);
     if (!sqe)
         return -EBUSY;
     void *buf = c->bufs + (size_t)slot * c->iosize;
     unsigned len = nlb * c->lba_size;
     uint64_t off = slba * c->lba_size;
     int fd = c->fixed_files ? 0 : c->fd;
-    if (c->fixed_bufs) {
-        if (write)
-            io_uring_prep_write_fixed(sqe, fd, buf, len, off, (int)slot);
-        else
-            io_uring_prep_read_fixed(sqe, fd, buf, len, off, (int)slot);
-    } else {
-        if (write)
-            io_uring_prep_write(sqe, fd, buf, len, off);
-        else
-            io_uring_prep_read(sqe, fd, buf, len, off);
-    }
+    uint8_t op = c->fixed_bufs ? (write ? IORING_OP_WRITE_FIXED : IORING_OP_READ_FIXED)
+                               : (write ? IORING_OP_WRITE : IORING_OP_READ);
+    uring_prep_rw(sqe, op, fd, buf, len, off, slot, ((uint64_t)len << 32) | slot);
     if (c->fixed_files)
         sqe->flags |= IOSQE_FIXED_FILE;
-    sqe->user_data = ((uint64_t)len << 32) | slot;
     c->queued++;
     return 0;
 }
 
-static int uring_kick(struct perf_chan *ch, uint32_t wait_min)
+static int uchan_kick(struct perf_chan *ch, uint32_t wait_min)
 {
     struct uring_chan *c = (struct uring_chan *)ch;
     if (!c->queued && !wait_min)
         return 0;
-    int rc = wait_min ? io_uring_submit_and_wait(&c->ring, wait_min) : io_uring_submit(&c->ring);
+    int rc = uring_submit(&c->ring, wait_min);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
         return rc;
     c->queued = 0;
     return 0;
 }
 
-static int uring_reap(struct perf_chan *ch, uint32_t max)
+static int uchan_reap(struct perf_chan *ch, uint32_t max)
 {
     struct uring_chan *c = (struct uring_chan *)ch;
-    struct io_uring_cqe *cqe;
-    unsigned head, n = 0;
-    io_uring_for_each_cqe(&c->ring, head, cqe) {
-        if (n == max)
-            break;
+    unsigned ready = uring_cq_ready(&c->ring), n = 0;
+    for (; n < ready && n < max; n++) {
+        const struct io_uring_cqe *cqe = uring_cqe_at(&c->ring, n);
         uint32_t slot = (uint32_t)cqe->user_data;
         uint32_t len = (uint32_t)(cqe->user_data >> 32);
         int st = cqe->res < 0 ? cqe->res : ((uint32_t)cqe->res == len ? 0 : -EIO);
         c->pub.done(&c->pub, slot, st);
-        n++;
     }
     if (n)
-        io_uring_cq_advance(&c->ring, n);
-    else if (io_uring_cq_has_overflow(&c->ring) || (IO_URING_READ_ONCE(*c->ring.sq.kflags) & IORING_SQ_TASKRUN))
-        io_uring_get_events(&c->ring); /* let the kernel post completions it holds */
+        uring_cq_advance(&c->ring, n);
+    else if (uring_needs_enter(&c->ring))
+        uring_get_events(&c->ring); /* let the kernel post completions it holds */
     return (int)n;
 }
 
 static const struct perf_backend_ops uring_ops = {
-    .chan_open = uring_open,
-    .chan_close = uring_close,
-    .chan_buf = uring_buf,
-    .submit = uring_submit,
-    .kick = uring_kick,
-    .reap = uring_reap,
+    .chan_open = uchan_open,
+    .chan_close = uchan_close,
+    .chan_buf = uchan_buf,
+    .submit = uchan_submit,
+    .kick = uchan_kick,
+    .reap = uchan_reap,
     .destroy = kio_destroy,
     .write_sync = kio_write_sync,
 };
-#endif
 
 int kio_io_uring_available(void)
 {
-#ifdef NVME_HAVE_LIBURING
-    struct io_uring ring;
-    if (io_uring_queue_init(2, &ring, 0) < 0)
-        return 0;
-    io_uring_queue_exit(&ring);
-    return 1;
-#else
-    return 0;
-#endif
+    return uring_probe(NULL, 0) == 0;
 }
 
 /* ------------------------------------------------------------------ open */
@@ -509,10 +466,12 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts,
         kind = KIO_PSYNC;
     else if (!strcmp(backend, "io_uring")) {
         kind = KIO_URING;
-#ifndef NVME_HAVE_LIBURING
-        snprintf(err, errlen, "%s: backend=io_uring is not available (nvmelab was built without liburing)", uri);
-        return -ENOTSUP;
-#endif
+        char why[PERF_ERRLEN];
+        rc = uring_probe(why, sizeof(why));
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: backend=io_uring: %s", uri, why);
+            return rc;
+        }
     } else {
         snprintf(err, errlen, "%s: unknown backend '%s' (use psync or io_uring)", uri, backend);
         return -EINVAL;
@@ -585,11 +544,7 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts,
     ctx->fd = fd;
     ctx->lba_size = lba_size;
     snprintf(ctx->path, sizeof(ctx->path), "%s", path);
-#ifdef NVME_HAVE_LIBURING
     t->ops = kind == KIO_PSYNC ? &psync_ops : &uring_ops;
-#else
-    t->ops = &psync_ops;
-#endif
     t->ctx = ctx;
     t->ndevs = 1;
     t->flags = PERF_TGT_BLOCKING;

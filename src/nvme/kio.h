@@ -12,7 +12,7 @@
  * Backends:
  *   psync     pread/pwrite on an O_DIRECT descriptor; one command in flight per
  *             channel, so qdepth must be 1 (deeper queues are refused, not emulated).
- *   io_uring  one ring per channel (liburing), O_DIRECT, registered file and
+ *   io_uring  one ring per channel (uring.h, the kernel ABI), O_DIRECT, registered file and
  *             buffers (read_fixed/write_fixed), one submit per command unless the
  *             run sets batch (KIO_URING_SUBMIT_BATCH), completions reaped
  *             from the CQ ring without a system call; single issuer with
@@ -53,7 +53,7 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts,
  * want_write), else a negative errno and the reason in err. */
 int kio_blk_check(const char *path, int want_write, int allow_write, char *err, size_t errlen);
 
-/* 1 when io_uring is compiled in and the kernel accepts a ring, else 0. */
+/* 1 when the kernel lets this process create an io_uring ring, else 0. */
 int kio_io_uring_available(void);
 
 #ifdef __cplusplus

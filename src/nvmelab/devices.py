@@ -370,6 +370,7 @@ def hugepages(count: int | None = None, size: str = "2M", fs: Sysfs | None = Non
     d = f"/sys/kernel/mm/hugepages/hugepages-{kb}kB"
     if not fs.exists(d):
         raise DeviceError(f"hugepage size {size} ({kb} kB) is not supported by this kernel")
+    before = int(fs.read(f"{d}/nr_hugepages") or 0)
     if count is not None:
         try:
             fs.write(f"{d}/nr_hugepages", str(count))
@@ -381,6 +382,9 @@ def hugepages(count: int | None = None, size: str = "2M", fs: Sysfs | None = Non
               if "-" in f and f[f.index("-") + 1:][:1] == ["hugetlbfs"]]
     state = Hugepages(kb, total, free, mounts)
     if count is not None and total < count:
-        raise DeviceError(f"asked for {count} hugepages of {kb} kB, the kernel reserved {total} "
-                          f"(memory fragmented? try at boot: hugepages={count})")
+        # A short reservation can hold nearly all of the host's memory (a typo such as 1000000 takes
+        # whatever the kernel could give): give it back, so a refused request changes nothing.
+        fs.write(f"{d}/nr_hugepages", str(before))
+        raise DeviceError(f"asked for {count} hugepages of {kb} kB, the kernel could reserve only {total}; "
+                          f"left at {before} (memory fragmented? try at boot: hugepages={count})")
     return state

@@ -109,11 +109,9 @@ def run(args: argparse.Namespace) -> int:
     if args.read_size < blksum.BLOCK_SIZE or args.read_size % blksum.BLOCK_SIZE:
         raise UsageError(f"--read-size must be a positive multiple of 64 KiB, got {args.read_size}")
     progress = _Progress() if args.progress else None
-    try:
+    try:  # an OSError names the image (its filename) in nvmelab.cli.main's one-line message
         res = blksum.run(image, args.digest, threads=args.threads, queue_depth=args.queue_depth, io=args.io,
                          read_size=args.read_size, progress=progress, nsid=args.nsid or 0)
-    except OSError as exc:
-        raise UsageError(f"{image}: {exc.strerror or exc}") from None
     finally:
         if progress:
             progress.end()

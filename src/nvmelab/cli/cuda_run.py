@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from . import UsageError
+from . import UsageError, records_file
 
 ACTION = "cuda-run"
 HELP = "device-initiated I/O: CUDA threads submit and complete the commands (needs a CUDA GPU)"
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="random seed (default: 1 + repetition)")
     p.add_argument("--study", default="adhoc", help="study name written into the record")
     p.add_argument("--repetition", type=int, default=0, help="repetition index written into the record")
-    p.add_argument("--json", metavar="PATH", default=None,
+    p.add_argument("--json", metavar="PATH", default=None, type=records_file,
                    help="append the record to this JSONL file (atomically); '-' prints it to stdout")
     return p
 
@@ -69,13 +69,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.rounds and args.rounds < 0:
         raise UsageError(f"--rounds {args.rounds}: must be >= 0")
-    try:
-        rec = gpu.run_cuda(target=args.target, rw=args.rw, iosize=args.iosize, qdepth=args.qdepth,
-                           nqueues=args.nqueues, ndevs=args.ndevs, runtime=args.runtime, warmup=args.warmup,
-                           rounds=args.rounds, verify=args.verify, timeout=args.timeout, gpu=args.gpu, seed=args.seed,
-                           study=args.study, repetition=args.repetition)
-    except OSError as exc:  # no GPU, a lost completion (TimeoutError), a CUDA failure: one line, no traceback
-        raise UsageError(exc.strerror or str(exc)) from None
+    # No GPU, a lost completion (TimeoutError), a CUDA failure: one line via nvmelab.cli.main.
+    rec = gpu.run_cuda(target=args.target, rw=args.rw, iosize=args.iosize, qdepth=args.qdepth,
+                       nqueues=args.nqueues, ndevs=args.ndevs, runtime=args.runtime, warmup=args.warmup,
+                       rounds=args.rounds, verify=args.verify, timeout=args.timeout, gpu=args.gpu, seed=args.seed,
+                       study=args.study, repetition=args.repetition)
     if args.json == "-":
         json.dump(rec, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from . import UsageError
+from . import UsageError, records_file
 
 COMMAND = "perf"
 HELP = "closed-loop I/O engine (CPU-initiated): run one measurement on a target"
@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-write", action="store_true", help="blk://: permit writing to the named device")
     p.add_argument("--study", default="adhoc", help="study name written into the record")
     p.add_argument("--repetition", type=int, default=0, help="repetition index written into the record")
-    p.add_argument("--json", metavar="PATH", default=None,
+    p.add_argument("--json", metavar="PATH", default=None, type=records_file,
                    help="append the record to this JSONL file (atomically); '-' prints it to stdout")
 
 

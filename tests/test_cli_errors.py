@@ -1,0 +1,194 @@
+"""Every `nvmelab` command, given bad input, prints exactly one line on stderr that names what was
+wrong, no traceback, nothing on stdout, and exits 2 (Ctrl-C: 130). The handler is in one place,
+`nvmelab.cli.main`; these cases run the real command line in a subprocess.
+
+Nothing here touches a device or a host setting: the mounted device is only named to `perf run`
+(read-only pattern; the refusal comes before any I/O), and the device-management commands run
+against an empty fake sysfs tree (`--root`).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nvmelab.cli import build_parser
+
+NVMELAB = [sys.executable, "-m", "nvmelab"]
+
+
+def nvmelab(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*NVMELAB, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **(env or {})})
+
+
+def root_block_device() -> str | None:
+    """The block device that holds '/', found at test time (None when '/' is not on one, e.g. overlayfs)."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) > 4 and fields[4] == "/":
+            source = right.split()[1]
+            if source.startswith("/dev/") and Path(source).is_block_device():
+                return source
+    return None
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("cli_errors")
+    (d / "image.raw").write_bytes(b"\0" * 65536)
+    (d / "sys").mkdir()                     # an empty fake sysfs: no PCI functions, no hugepage sizes
+    return {"dir": str(d), "missing": str(d / "missing.img"), "image": str(d / "image.raw"),
+            "fakeroot": str(d / "sys")}
+
+
+# (command line, text the error line must contain). {dir}, {missing}, {image}, {fakeroot} are filled in.
+CASES = [
+    # bad URIs
+    (["identify", "bogus://x"], "bogus://x"),
+    (["identify", "emu://?nsze=12Q"], "nsze"),
+    (["identify", "emu://?ndev=1&wat=1"], "wat"),
+    (["perf", "run", "--target", "nfs://x"], "nfs://x"),
+    (["blksum", "emu://?nsze=1MiB&bogus=1"], "bogus"),
+    (["tier", "run", "--target", "nfs://x", "--allow-write"], "nfs://x"),
+    # a missing file
+    (["blksum", "{missing}"], "{missing}: No such file"),
+    (["perf", "run", "--target", "file://{missing}", "--backend", "psync", "--qdepth", "1"], "{missing}"),
+    (["study", "plan", "{missing}.toml"], "{missing}.toml"),
+    (["identify", "emu://?backing=file:{missing}/x"], "{missing}/x"),
+    # a directory where a file belongs
+    (["blksum", "{dir}"], "{dir}: Is a directory"),
+    (["perf", "run", "--target", "file://{dir}", "--backend", "psync", "--qdepth", "1"], "not a regular file"),
+    (["perf", "run", "--json", "{dir}"], "{dir}: is a directory"),
+    (["perf", "cuda-run", "--json", "{dir}"], "{dir}: is a directory"),
+    (["identify", "emu://?backing=file:{dir}"], "Is a directory"),
+    (["study", "plan", "{image}"], "not valid TOML"),
+    # out-of-range and malformed values
+    (["perf", "run", "--qdepth", "0"], "qdepth=0"),
+    (["perf", "run", "--qdepth", "many"], "'many'"),
+    (["perf", "run", "--rw", "randrw", "--rwmix", "101"], "rwmix=101"),
+    (["perf", "run", "--iosize", "513"], "iosize=513"),
+    (["perf", "run", "--runtime", "-1"], "runtime=-1"),
+    (["perf", "run", "--cpus", "0-100000"], "cpus"),
+    (["perf", "cuda-run", "--qdepth", "0"], "qdepth=0"),
+    (["identify", "emu://?ndev=0"], "ndev"),
+    (["blksum", "-t", "0", "{image}"], "must be >= 1"),
+    (["blksum", "--read-size", "1000", "{image}"], "--read-size"),
+    (["blksum", "--nsid", "7", "emu://?nsze=1MiB"], "namespace 7"),
+    (["tier", "run", "--ndevs", "0"], "--ndevs"),
+    (["tier", "run", "--fraction", "1/0"], "1/0"),
+    (["tier", "sweep", "--preset", "huge"], "huge"),
+    (["study", "run", "cpu_initiated", "--max-runs", "0"], "--max-runs"),
+    (["hugepages", "-3", "--root", "{fakeroot}"], "-3"),
+    (["hugepages", "4", "--root", "{fakeroot}"], "not supported"),
+    (["bind", "zz:zz", "--driver", "vfio-pci", "--root", "{fakeroot}"], "zz:zz"),
+    (["unbind", "0000:99:00.0", "--root", "{fakeroot}"], "0000:99:00.0"),
+    (["devices", "--json", "extra"], "extra"),
+    # unknown names
+    (["blksum", "-d", "nodigest", "{image}"], "nodigest"),
+    (["study", "run", "nostudy"], "nostudy"),
+    (["study", "plan", "cpu_initiated", "--preset", "nopreset"], "nopreset"),
+    (["study", "list", "--wat"], "--wat"),
+    (["perf", "walk"], "walk"),
+    (["nocommand"], "nocommand"),
+    ([], "COMMAND"),
+]
+
+
+def _fill(text: str, files: dict[str, str]) -> str:
+    return text.format(**files)
+
+
+def check_one_line(p: subprocess.CompletedProcess, needle: str, code: int = 2) -> str:
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, f"want one line on stderr, got {len(lines)}:\n{p.stderr}"
+    assert needle in lines[0], f"{needle!r} not named in: {lines[0]}"
+    assert p.returncode == code, (p.returncode, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv,needle", CASES, ids=[" ".join(a) or "(nothing)" for a, _ in CASES])
+def test_bad_input_is_one_line(argv, needle, files):
+    p = nvmelab(*(_fill(a, files) for a in argv))
+    line = check_one_line(p, _fill(needle, files))
+    assert line.startswith("nvmelab"), line
+    assert p.stdout == "", f"partial output before the error: {p.stdout!r}"
+
+
+def test_mounted_device_is_refused_in_one_line():
+    """The report of issue 15: `perf run --target blk://<the root fs's device>` printed a traceback."""
+    dev = root_block_device()
+    if dev is None:
+        pytest.skip("'/' is not on a block device here (no mounted device to name)")
+    p = nvmelab("perf", "run", "--target", f"blk://{dev}", "--backend", "psync", "--qdepth", "1", "--runtime", "0.2")
+    line = check_one_line(p, dev)
+    assert "mounted" in line, line
+
+
+def test_missing_cuda_is_one_line():
+    from nvmelab import _native
+
+    if _native.cuda_device_count() > 0:
+        pytest.skip("a CUDA GPU is present: cuda-run would run")
+    p = nvmelab("perf", "cuda-run", "--runtime", "0.1")
+    check_one_line(p, "cuda")
+
+
+def test_every_command_has_a_bad_input_case():
+    """A new subcommand (or action) must come with a case above: the handler covers it, this proves it."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    wanted = set()
+    for name, sub in commands.items():
+        actions = [a for a in sub._actions if getattr(a, "choices", None) and a.dest.endswith(("action", "command"))]
+        if actions:
+            wanted |= {(name, act) for act in actions[0].choices}
+        else:
+            wanted.add((name,))
+    covered = {tuple(argv[:2]) for argv, _ in CASES} | {tuple(argv[:1]) for argv, _ in CASES}
+    assert not wanted - covered, f"commands without a bad-input case: {sorted(wanted - covered)}"
+
+
+@pytest.mark.parametrize("how", ["--debug", "NVMELAB_DEBUG=1"])
+def test_debug_shows_the_traceback(how):
+    env = {"NVMELAB_DEBUG": "1"} if how.startswith("NVMELAB") else None
+    args = ["perf", "run", "--qdepth", "0"] + (["--debug"] if how == "--debug" else [])
+    p = nvmelab(*args, env=env)
+    assert p.returncode == 2 and "Traceback" in p.stderr and "ValueError" in p.stderr
+    assert p.stderr.rstrip().splitlines()[-1].startswith("nvmelab perf: error: qdepth=0"), p.stderr
+
+
+def test_ctrl_c_is_one_line_exit_130(sigint):
+    proc = subprocess.Popen([*NVMELAB, "perf", "run", "--target", "emu://?profile=null", "--runtime", "30",
+                             "--warmup", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint)
+    try:
+        time.sleep(1.5)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "Traceback" not in err, err
+    assert err.splitlines() == ["nvmelab perf: interrupted"], err
+    assert proc.returncode == 130
+
+
+def test_broken_pipe_is_silent():
+    """`nvmelab study list | head -1`: the reader leaving is not an error to print."""
+    r, w = os.pipe()
+    proc = subprocess.Popen([*NVMELAB, "study", "list"], stdout=w, stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    os.close(r)                              # the reader leaves before anything was read
+    _, err = proc.communicate(timeout=60)
+    assert err == "", err
+    assert proc.returncode in (0, 141)       # 0 when everything fit into the pipe before the reader left
