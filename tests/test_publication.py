@@ -115,3 +115,13 @@ def test_declare_sources_checks_files_and_is_repo_relative() -> None:
     assert decl == {"records": [], "published": ["data/reference/README.md"]}
     with pytest.raises(FileNotFoundError, match="does not exist"):
         pub.declare_sources(records=[root / "data" / "no-such.jsonl"], glue=False)
+
+
+def test_table_grouped_header() -> None:
+    a = pd.DataFrame({"mean_s": [1.5, 2.0], "std_s": [0.1, 0.2]}, index=pd.Index([1, 2], name="qdepth"))
+    t = pd.concat({"seed: laptop": a, "ours": a * 2}, axis=1)
+    h = pub.table(t, "grouped", index=True, columns={"mean_s": "mean", "std_s": "σ"}, units={"mean_s": "s"})._repr_html_()
+    assert '<th class="num" rowspan="2">qdepth</th>' in h
+    assert '<th class="group" colspan="2">seed: laptop</th>' in h and '<th class="group" colspan="2">ours</th>' in h
+    assert h.count(">mean (s)<") == 2 and h.count(">σ<") == 2
+    assert "<td class=\"num\">3.00</td>" in h      # ours' mean at Q1, own column format

@@ -64,11 +64,11 @@ def repo_path(path: str | os.PathLike) -> str:
 
 
 # ------------------------------------------------------------------ numbers ---
-def _auto_format(values: Sequence[float]) -> str:
+def _auto_format(values: Sequence[float], integer: bool = False) -> str:
+    """A format spec for a column: whole numbers for integers and for magnitudes of 1000 and more,
+    else as many decimals as make three significant digits at the column's largest value."""
     finite = [abs(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    if not finite:
-        return ",.0f"
-    if all(float(v).is_integer() for v in finite):
+    if integer or not finite:
         return ",.0f"
     top = max(finite)
     if top >= 1000:
@@ -90,7 +90,7 @@ def format_number(value: Any, fmt: str | None = None) -> str:
         value = value.item()
     if not isinstance(value, (int, float)):
         return str(value)
-    return format(value, fmt or _auto_format([value]))
+    return format(value, fmt or _auto_format([value], integer=isinstance(value, int)))
 
 
 # ------------------------------------------------------------------- output ---
@@ -150,38 +150,62 @@ def table(df: Any, caption: str, *, name: str | None = None, units: Mapping[str,
           index: bool = False) -> Captioned:
     """`df` as an HTML table: `columns` renames headers, `units` adds "(unit)" to them, `formats`
     gives a format spec per column (else one is chosen per column from its magnitude, always with
-    thousands separators). With `index`, the index levels become the first columns."""
+    thousands separators). With `index`, the index levels become the first columns. Two-level
+    column labels (``pd.concat({...}, axis=1)``) give a grouped header: the group over its columns;
+    `units`, `formats` and `columns` then refer to the second level."""
     import pandas as pd
 
     d = df.reset_index() if index else df
     if isinstance(d.columns, pd.MultiIndex):
-        d = d.copy()
-        d.columns = [" ".join(str(x) for x in c if str(x)) for c in d.columns]
+        if d.columns.nlevels != 2:
+            raise ValueError("table: at most two levels of column labels")
+        groups = [str(a) for a, _ in d.columns]
+        keys = [str(b) if str(b) else str(a) for a, b in d.columns]
+        groups = [g if str(b) else "" for g, (_, b) in zip(groups, d.columns)]  # index columns: no group
+    else:
+        groups = None
+        keys = [str(c) for c in d.columns]
     units = dict(units or {})
     formats = dict(formats or {})
     columns = dict(columns or {})
-    unknown = (set(units) | set(formats) | set(columns)) - {str(c) for c in d.columns}
+    unknown = (set(units) | set(formats) | set(columns)) - set(keys)
     if unknown:
-        raise KeyError(f"table: no column(s) {sorted(unknown)} in {[str(c) for c in d.columns]}")
+        raise KeyError(f"table: no column(s) {sorted(unknown)} in {keys}")
     heads, cells, numeric = [], [], []
-    for col in d.columns:
-        key = str(col)
+    for i, key in enumerate(keys):
         title = columns.get(key, key)
         if units.get(key):
             title += f" ({units[key]})"
         heads.append(title)
-        series = d[col]
+        series = d.iloc[:, i]
         is_num = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
         numeric.append(is_num)
-        fmt = formats.get(key) or (_auto_format(list(series.astype(float))) if is_num else None)
+        fmt = formats.get(key) or (_auto_format(list(series.astype(float)),
+                                                integer=pd.api.types.is_integer_dtype(series)) if is_num else None)
         cells.append([format_number(v, fmt) if is_num else ("" if v is None else str(v)) for v in series])
-    out = ['<table class="nvmelab-results">', "<thead><tr>"]
-    out += [f'<th class="{"num" if n else "text"}">{html.escape(h)}</th>' for h, n in zip(heads, numeric)]
+    cls = ["num" if n else "text" for n in numeric]
+    out = ['<table class="nvmelab-results">', "<thead>"]
+    if groups:
+        out.append("<tr>")
+        i = 0
+        while i < len(groups):
+            j = i
+            while j + 1 < len(groups) and groups[j + 1] == groups[i] and groups[i]:
+                j += 1
+            if groups[i]:
+                out.append(f'<th class="group" colspan="{j - i + 1}">{html.escape(groups[i])}</th>')
+            else:
+                out.append(f'<th class="{cls[i]}" rowspan="2">{html.escape(heads[i])}</th>')
+            i = j + 1
+        out.append("</tr>")
+    out.append("<tr>")
+    out += [f'<th class="{c}">{html.escape(h)}</th>' for h, c, g in zip(heads, cls, groups or [" "] * len(heads))
+            if g]
     out.append("</tr></thead>")
     out.append("<tbody>")
-    for i in range(len(d)):
-        out.append("<tr>" + "".join(f'<td class="{"num" if n else "text"}">{html.escape(col[i])}</td>'
-                                    for col, n in zip(cells, numeric)) + "</tr>")
+    for r in range(len(d)):
+        out.append("<tr>" + "".join(f'<td class="{c}">{html.escape(col[r])}</td>' for col, c in zip(cells, cls))
+                   + "</tr>")
     out.append("</tbody></table>")
     return Captioned("table", "\n".join(out), caption, name)
 
