@@ -460,6 +460,8 @@ def seed_findings(agg: Any, dev: Any) -> dict[str, Any]:
     out["seed_md0_over_sata"] = out["seed_md0_mibs"] / out["seed_sata_mibs"]
     # balance over the array's devices
     sticks = whole[(whole["setup"] == "mdadm-raid0-swap") & whole["device"].str.startswith("nvme")]
+    out["seed_sticks"] = int(len(sticks))
+    out["seed_qubits"] = int(reference.seed003_value("workload", "max_qubits"))
     out["seed_stick_read_min"] = float(sticks["read_bytes_s"].min()) / mib
     out["seed_stick_read_max"] = float(sticks["read_bytes_s"].max()) / mib
     out["seed_stick_spread"] = float(sticks["read_bytes_s"].max() / sticks["read_bytes_s"].min())
