@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
+from test_result_role import _build, _glue_output  # the same stored-output notebook and -W build
 
 from nvmelab import publication
 
@@ -41,12 +40,6 @@ RECORD = {"study": "study", "preset": "standard", "iops": 1.0,
                          "profile": "pm1753", "scale": 64.0}}
 
 
-def _glue(name: str, plain: str) -> dict:
-    prefix = "application/papermill.record/"
-    return {"output_type": "display_data", "data": {prefix + "text/plain": plain},
-            "metadata": {"scrapbook": {"mime_prefix": prefix, "name": name}}}
-
-
 def _display(obj) -> dict:
     return {"output_type": "display_data", "metadata": {}, "data": obj._repr_mimebundle_()}
 
@@ -68,18 +61,12 @@ def _project(root: Path, records: Path, published: Path) -> Path:
                "source": "SECRET_CODE_LINE = 1\n", "outputs": [_display(tab)]},
               {"cell_type": "code", "id": "c2", "metadata": {"tags": ["show-input"]}, "execution_count": 2,
                "source": "OPEN_CODE_LINE = 2\n",
-               "outputs": [_display(fig), _glue(publication.SOURCES_KEY, repr(json.dumps(decl)))]},
+               "outputs": [_display(fig), _glue_output(publication.SOURCES_KEY, repr(json.dumps(decl)))]},
               {"cell_type": "markdown", "id": "m2", "metadata": {}, "source": "See {numref}`tab-rates`.\n"},
           ]}
     (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
     (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
     return root
-
-
-def _build(root: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
-           str(root), str(root / "_build")]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
 def test_study_page_is_published_with_numbers_banner_and_footer(tmp_path: Path) -> None:
