@@ -530,13 +530,44 @@ def _inferred_records(app: Sphinx, stem: str) -> list[str]:
     return [p.resolve().relative_to(root).as_posix() if p.resolve().is_relative_to(root) else str(p) for p in found]
 
 
+#: Calls in a notebook's code that read a published file (for a notebook that declares nothing).
+_PUBLISHED_CALL_RE = re.compile(r"""\bpublished\(\s*\\?["']([\w.-]+)\\?["']""")
+_HEADLINE_CALL_RE = re.compile(r"\bheadline(?:_value)?\(")
+_SEED_CALL_RE = re.compile(r"""\b(?:seed_files\(\s*\\?["'](\d{3})|(blksum_qdepth|seed(\d{3})_\w+)\()""")
+
+
+def _inferred_published(app: Sphinx, docname: str) -> list[str]:
+    """The published files a notebook's code reads (reference.published/headline/seed loaders)."""
+    from nvmelab import reference
+
+    text = Path(app.env.doc2path(docname)).read_text(encoding="utf-8")
+    root = _repo_root(app)
+    files: set[Path] = set()
+    for name in _PUBLISHED_CALL_RE.findall(text):
+        if name in reference.PUBLISHED_FILES:
+            files.add(reference.reference_dir() / reference.PUBLISHED_FILES[name])
+    if _HEADLINE_CALL_RE.search(text):
+        files.add(reference.reference_dir() / "headline.csv")
+    for direct, loader, seed in _SEED_CALL_RE.findall(text):
+        num = direct or seed or ("002" if loader == "blksum_qdepth" else "")
+        if num:
+            files.update(reference.seed_files(num))
+    out = []
+    for f in sorted(files):
+        try:
+            out.append(f.resolve().relative_to(root).as_posix())
+        except ValueError:
+            out.append(str(f))
+    return out
+
+
 def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: str) -> nodes.container:
     from nvmelab.publication import describe_records
 
     root = _repo_root(app)
     declared = decl is not None
     records = (decl or {}).get("records") or ([] if declared else _inferred_records(app, stem))
-    published = (decl or {}).get("published") or []
+    published = (decl or {}).get("published") or ([] if declared else _inferred_published(app, docname))
     box = nodes.container(classes=["nvmelab-banner"])
     head = nodes.paragraph()
     head += nodes.strong(text="Records shown. " if declared else "Records of this study (preset being built). ")
@@ -546,7 +577,7 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
     else:
         box += head
         items = nodes.bullet_list()
-        for src in describe_records(records):
+        for src in describe_records([p if Path(p).is_absolute() else root / p for p in records]):
             li = nodes.list_item()
             para = nodes.paragraph()
             para += nodes.literal(text=src.path)
@@ -555,10 +586,10 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
                 para += nodes.emphasis(text=" Smoke-test records (quick preset), not measurements to quote.")
             li += para
             items += li
-            note_data_file(app.env, root / src.path, docname)
+            note_data_file(app.env, src.path if Path(src.path).is_absolute() else root / src.path, docname)
         box += items
     pub = nodes.paragraph()
-    pub += nodes.strong(text="Published sources. ")
+    pub += nodes.strong(text="Published sources. " if declared else "Published sources (read by its code). ")
     if published:
         for i, p in enumerate(published):
             if i:

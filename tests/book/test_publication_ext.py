@@ -125,3 +125,47 @@ def test_index_page_footer_without_data(tmp_path: Path) -> None:
     page = (root / "_build" / "index.html").read_text()
     assert "This page uses no data file." in page
     assert "nvmelab-banner" not in page
+
+
+def test_undeclared_study_banner_names_what_its_code_reads(tmp_path: Path) -> None:
+    """A study notebook that declares nothing: the banner lists its records of the preset being
+    built (from the results folder) and the published files its code reads, and says so."""
+    root = tmp_path / "p"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "_static" / "vega").mkdir(parents=True)
+    (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
+    (root / "conf.py").write_text(CONF.replace('nvmelab_results_dir = "results"',
+                                               f'nvmelab_results_dir = {str(tmp_path / "results")!r}'))
+    rec_dir = tmp_path / "results" / "study" / "hostB"
+    rec_dir.mkdir(parents=True)
+    (rec_dir / "standard.jsonl").write_text(json.dumps({**RECORD, "provenance": {**RECORD["provenance"],
+                                                                                "host": "hostB"}}) + "\n")
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "cells": [
+              {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n"},
+              {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1, "outputs": [],
+               "source": 'from nvmelab import reference\nh = reference.headline()\n'
+                         'r = reference.published("tool-comparison")\n'},
+          ]}
+    (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
+    (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
+    env = {"NVMELAB_PRESET": "standard"}
+    import os
+
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        proc = _build(root)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert proc.returncode == 0, proc.stderr
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (root / "_build" / "notebooks" / "study.html").read_text()))
+    assert "Records of this study (preset being built)" in text
+    assert "host hostB" in text and "preset standard" in text
+    assert "Published sources (read by its code)" in text
+    assert "headline.csv" in text and "tool-comparison.jsonl" in text
