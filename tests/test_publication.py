@@ -125,3 +125,8 @@ def test_table_grouped_header() -> None:
     assert '<th class="group" colspan="2">seed: laptop</th>' in h and '<th class="group" colspan="2">ours</th>' in h
     assert h.count(">mean (s)<") == 2 and h.count(">σ<") == 2
     assert "<td class=\"num\">3.00</td>" in h      # ours' mean at Q1, own column format
+
+
+def test_numbers_in_text_are_aligned_as_numbers() -> None:
+    h = pub.table(pd.DataFrame({"t": ["0.763 ± 0.022", "1.262 ± 0.003"], "who": ["a", "b"]}), "c")._repr_html_()
+    assert '<td class="num">0.763 ± 0.022</td>' in h and '<td class="text">a</td>' in h

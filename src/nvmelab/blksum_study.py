@@ -246,10 +246,13 @@ def hyperfine_summary(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()[by + list(HYPERFINE_COLUMNS) + ["runs"]]
 
 
-def seed_layout(ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str = "file") -> pd.DataFrame:
+def seed_layout(ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str = "file",
+                pm: str | None = None) -> pd.DataFrame:
     """One table per digest in the seed's layout: a row per queue depth, and for each source (the
     seed's laptop and server with ``io`` = file or nbd, then each of our series) the columns mean,
-    σ, user and system in seconds. ``ours`` is hyperfine_summary() of our records (one host)."""
+    σ, user and system in seconds. ``ours`` is hyperfine_summary() of our records (one host).
+    With ``pm`` (a format spec such as ".3f"), mean and σ become one text column "mean ± σ", as
+    hyperfine prints them."""
     cols = ["mean_s", "std_s", "user_s", "system_s"]
     parts = {}
     for machine, g in seed[(seed["digest"] == digest) & (seed["io"] == io)].groupby("system"):
@@ -261,6 +264,12 @@ def seed_layout(ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str 
         parts[f"ours: {io_o}, {int(thr)} thread{'s' if int(thr) != 1 else ''}"] = g.set_index("qdepth")[cols]
     if not parts:
         raise ValueError(f"no seed or own rows for digest {digest!r}")
+    if pm:
+        for k, t in parts.items():
+            t = t.copy()
+            t.insert(0, "mean_pm_std_s", [f"{m:{pm}} ± {sd:{pm}}" if sd == sd else f"{m:{pm}}"
+                                          for m, sd in zip(t["mean_s"], t["std_s"])])
+            parts[k] = t.drop(columns=["mean_s", "std_s"])
     table = pd.concat(parts, axis=1).sort_index()
     table.index.name = "qdepth"
     return table

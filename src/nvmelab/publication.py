@@ -43,6 +43,8 @@ MISSING = "–"
 SMOKE_PRESETS = ("quick",)
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+#: Text cells that are numbers in print ("0.763 ± 0.022", "1,234"): aligned as numbers.
+_NUMBER_TEXT_RE = re.compile(r"^[\d.,\s±–+-]*\d[\d.,\s±–+-]*$")
 
 
 def repo_root() -> Path:
@@ -183,7 +185,8 @@ def table(df: Any, caption: str, *, name: str | None = None, units: Mapping[str,
         fmt = formats.get(key) or (_auto_format(list(series.astype(float)),
                                                 integer=pd.api.types.is_integer_dtype(series)) if is_num else None)
         cells.append([format_number(v, fmt) if is_num else ("" if v is None else str(v)) for v in series])
-    cls = ["num" if n else "text" for n in numeric]
+    cls = ["num" if n or (col and all(_NUMBER_TEXT_RE.match(v) or v in ("", MISSING) for v in col)) else "text"
+           for n, col in zip(numeric, cells)]
     out = ['<table class="nvmelab-results">', "<thead>"]
     if groups:
         out.append("<tr>")

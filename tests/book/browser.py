@@ -12,7 +12,8 @@ It also measures the rendered charts (``LAYOUT_PROBE``), at a fixed viewport of
 container that hides or scrolls its overflow; a label Vega cut short (it ends in an
 ellipsis, which is what a legend's or axis's label limit does) or drawn outside the
 chart's own area; a panel background outside the chart area (a clipped facet); a
-legend with no entries; tick labels of one axis that overlap. A chart drawn to a
+legend with no entries; tick labels of one axis that overlap; a results table
+(``nvmelab.publication.table``) wider than the column. A chart drawn to a
 ``<canvas>`` cannot be inspected and is reported as such: the book renders SVG. And
 it can save a screenshot of the whole page (PNG).
 """
@@ -112,6 +113,15 @@ LAYOUT_PROBE = r"""
         }
       }
     });
+  });
+  document.querySelectorAll('.nvmelab-table-figure').forEach((box, i) => {
+    const num = box.querySelector('.caption-number');
+    const who = num ? num.textContent.trim() : `table ${i + 1}`;
+    const t = box.querySelector('table');
+    if (t && R(t).right > colR.right + tol)
+      out.push(`${who}: table overflows the text column by ${Math.round(R(t).right - colR.right)} px`);
+    else if (box.scrollWidth > box.clientWidth + tol)
+      out.push(`${who}: table is ${box.scrollWidth - box.clientWidth} px wider than its box, which scrolls it`);
   });
   return JSON.stringify(out);
 })()

@@ -103,3 +103,15 @@ def test_empty_legend_fails(tmp_path: Path) -> None:
 def test_canvas_chart_is_reported(tmp_path: Path) -> None:
     problems = _layout(_page(tmp_path, _spec(), renderer="canvas"))
     assert any("drawn to a canvas" in p for p in problems), problems
+
+
+def test_table_wider_than_the_column_fails(tmp_path: Path) -> None:
+    cells = "".join(f"<td>{10**11 + i:,}</td>" for i in range(12))  # numbers do not wrap
+    css = (Path(__file__).resolve().parents[2] / "book" / "_static" / "nvmelab.css").read_text()
+    url = _page(tmp_path, _spec(), css=css)
+    page = Path(url.removeprefix("file://"))
+    page.write_text(page.read_text().replace(
+        "</article>", f'<div class="nvmelab-table-figure" id="t"><p class="caption"><span class="caption-number">'
+                      f'Table 1 </span>wide</p><table class="nvmelab-results"><tr>{cells}</tr></table></div></article>'))
+    problems = _layout(url)
+    assert any(p.startswith("Table 1: table") for p in problems), problems
