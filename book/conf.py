@@ -94,6 +94,7 @@ bibtex_reference_style = "author_year"
 html_theme = "sphinx_book_theme"
 html_title = "nvmelab"
 html_static_path = ["_static"]
+templates_path = ["_templates"]
 html_css_files = ["nvmelab.css"]
 html_theme_options = {
     "show_toc_level": 2,
@@ -101,6 +102,8 @@ html_theme_options = {
     "use_fullscreen_button": False,
     "use_repository_button": False,
     "navigation_with_keys": False,
+    # the build stamp and this page's data files (_templates/nvmelab-footer.html, filled by the extension)
+    "footer_content_items": ["copyright.html", "nvmelab-footer.html"],
 }
 html_last_updated_fmt = None
 # an explicit colour mode: without it the theme logs a console error on first load
@@ -110,4 +113,7 @@ html_copy_source = False
 # page that holds math; the book has none, and tests/book fails if one appears.
 
 nitpicky = True
+# Figures and results tables are numbered book-wide (the study toctree is not numbered);
+# outputs of nvmelab.publication.figure/table become such nodes (see _ext/nvmelab_book.py).
 numfig = True
+numfig_format = {"figure": "Figure %s", "table": "Table %s", "code-block": "Listing %s", "section": "Section %s"}

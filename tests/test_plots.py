@@ -22,7 +22,9 @@ def test_scaling_lines_band_points_tooltips_roofline():
     ch = plots.scaling_lines(_agg(), "qdepth", series="nqueues", log2=True, roofline=10.0, title="t")
     d = ch.to_dict()
     marks = [l["mark"]["type"] if isinstance(l["mark"], dict) else l["mark"] for l in d["layer"]]
-    assert marks == ["area", "line", "point", "rule"]
+    assert marks == ["area", "line", "point", "rule", "text"]
+    label = d["layer"][4]
+    assert label["encoding"]["text"]["field"] == "label" and label["encoding"]["y"]["field"] == "roofline"
     pts = d["layer"][2]["encoding"]
     assert any(t["field"] == "iops_std" for t in pts["tooltip"])
     assert d["layer"][0]["encoding"]["y"]["field"] == "lo"
@@ -88,3 +90,24 @@ def test_static_export_svg_and_png(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="unsupported figure format '.gif'"):
         plots.save(ch, tmp_path / "f.gif")
+
+
+def test_reference_line_is_labelled():
+    ch = plots.scaling_lines(_agg(), "qdepth", roofline=10.0, roofline_label="published roofline")
+    assert "published roofline" in plots.svg(ch)
+
+
+def test_no_data_draws_no_empty_legend():
+    empty = _agg().iloc[0:0]
+    d = plots.scaling_lines(empty, "qdepth", series="nqueues").to_dict()
+    assert all("field" not in l["encoding"].get("color", {}) for l in d["layer"])
+    d = plots.scaling_lines(_agg(), "qdepth", series="nqueues").to_dict()
+    assert d["layer"][1]["encoding"]["color"]["field"] == "nqueues"
+
+
+def test_theme_never_cuts_labels_and_renders_svg():
+    import altair as alt
+
+    cfg = plots.scaling_lines(_agg(), "qdepth").to_dict()["config"]
+    assert cfg["legend"]["labelLimit"] == 0 and cfg["axis"]["labelLimit"] == 0
+    assert alt.renderers.options.get("embed_options", {}).get("renderer") == "svg"

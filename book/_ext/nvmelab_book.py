@@ -27,11 +27,31 @@ What it adds (all configured from book/conf.py):
   key at all on this build (a sweep skipped on this host, a saturation point not
   reached), the fallback text is shown instead of failing the build. A key that the
   notebook's source never mentions is still an error, so a typo cannot hide.
+* Folded code. Every notebook code cell is shown folded ("Show code cell source"), as
+  MyST-NB's ``hide-input`` tag would; the notebooks carry no tags, so they stay plain
+  and fully executable in JupyterLab. A cell tagged ``show-input`` stays open.
+* Numbered captions. An output made by ``nvmelab.publication.figure`` or ``.table``
+  carries a ``data-nvmelab-kind`` marker; it becomes a Sphinx figure or an enumerable
+  table node with its caption, so ``numfig`` numbers it ("Figure 3", "Table 2") and
+  ``{numref}`` can point at it by its name.
+* Banner and footer. A study notebook declares the data files it shows
+  (``nvmelab.publication.declare_sources``, glued as ``nvmelab_sources``); the page
+  opens with a banner naming those records (host, preset, dates, commit, from their
+  provenance) and the published sources. Without a declaration the banner lists the
+  study's records of the preset being built (and says so). Every page's footer names
+  the commit and date the book was built from and links the data files the page uses
+  (declared sources, ``{published}`` and ``{nvmelab-environments}`` inputs); those files
+  are copied into the site under ``_data/`` so the links work offline.
 """
 from __future__ import annotations
 
+import html
 import json
+import os
 import re
+import shutil
+import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +60,7 @@ from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.transforms import SphinxTransform
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 from sphinx.util.osutil import relative_uri
 
@@ -181,7 +202,7 @@ class EnvironmentsDirective(SphinxDirective):
         if not root.is_absolute():
             root = Path(self.env.srcdir) / root
         for f in environments.result_files(root):
-            self.env.note_dependency(str(f))
+            note_data_file(self.env, f)
         try:
             hosts = environments.collect(root)
         except RecordError as exc:
@@ -245,7 +266,7 @@ class PublishedRole(SphinxRole):
             path = reference.reference_dir() / "headline.csv"
         except (FileNotFoundError, OSError) as exc:
             return [], [self.inliner.reporter.error(f"published: {exc}", line=self.lineno)]
-        self.env.note_dependency(str(path))
+        note_data_file(self.env, path)
         sel = table[(table["experiment"] == experiment) & (table["quantity"] == quantity)]
         if config is not None:
             sel = sel[sel["config"] == config]
@@ -341,6 +362,312 @@ class ResolveResults(SphinxPostTransform):
             node.replace_self(nodes.inline(text, text, classes=[cls]))
 
 
+# ------------------------------------------------------------- folded code ---
+class FoldCode(SphinxPostTransform):
+    """Fold every notebook code cell's source, as the ``hide-input`` tag would (HTML only).
+
+    Runs before MyST-NB's HideInputCells (priority 199), which does the wrapping. A cell
+    already given a hide mode by its own tags keeps it; a cell tagged ``show-input`` stays open.
+    """
+
+    default_priority = 150
+    formats = ("html",)
+
+    def run(self, **kwargs: Any) -> None:
+        cfg = self.env.mystnb_config  # type: ignore[attr-defined]
+        for node in self.document.findall(nodes.container):
+            if node.get("nb_element") != "cell_code" or node.get("hide_mode") or not node.children:
+                continue
+            tags = (node.get("cell_metadata") or {}).get("tags") or []
+            if "show-input" in tags or node.children[0].get("nb_element") != "cell_code_source":
+                continue
+            node["hide_mode"] = "input"
+            node["prompt_show"] = cfg.code_prompt_show
+            node["prompt_hide"] = cfg.code_prompt_hide
+
+
+# -------------------------------------------------------- numbered captions ---
+#: The marker nvmelab.publication writes around a captioned output.
+CAPTIONED_RE = re.compile(
+    r'<div class="nvmelab-captioned[^"]*" data-nvmelab-kind="(figure|table)"'
+    r'(?: data-nvmelab-name="([^"]*)")? data-nvmelab-caption="([^"]*)">'
+)
+CAPTION_BLOCK_RE = re.compile(r"<!--nvmelab-caption-->.*?<!--/nvmelab-caption-->", re.S)
+
+
+class captioned_table(nodes.General, nodes.Element):
+    """A rendered results table (raw HTML) with a numbered caption ("Table N")."""
+
+
+def _caption_of(node: nodes.Element) -> str:
+    cap = next(iter(node.findall(nodes.caption)), None)
+    return cap.astext() if cap is not None else ""
+
+
+def _visit_captioned_table(self, node: captioned_table) -> None:
+    self.body.append(self.starttag(node, "div", CLASS="nvmelab-table-figure"))
+
+
+def _depart_captioned_table(self, node: captioned_table) -> None:
+    self.body.append("</div>\n")
+
+
+def _visit_captioned_table_other(self, node: captioned_table) -> None:
+    pass
+
+
+def _depart_captioned_table_other(self, node: captioned_table) -> None:
+    pass
+
+
+class CaptionOutputs(SphinxTransform):
+    """Turn outputs of nvmelab.publication.figure/table into numbered figure/table nodes."""
+
+    default_priority = 500
+
+    def apply(self, **kwargs: Any) -> None:
+        count = {"figure": 0, "table": 0}
+        for bundle in list(self.document.findall(nodes.container)):
+            if bundle.get("nb_element") != "mime_bundle":
+                continue
+            raw = next((r for c in bundle.children if c.get("mime_type") == "text/html"
+                        for r in c.findall(nodes.raw)), None)
+            if raw is None:
+                continue
+            text = raw.astext()
+            m = CAPTIONED_RE.search(text)
+            if not m:
+                continue
+            kind, name, caption = m.group(1), html.unescape(m.group(2) or ""), html.unescape(m.group(3))
+            stripped = CAPTION_BLOCK_RE.sub("", text)
+            raw.replace_self(nodes.raw(stripped, stripped, format=raw.get("format", "html")))
+            count[kind] += 1
+            wrapper: nodes.Element = nodes.figure() if kind == "figure" else captioned_table()
+            wrapper["classes"].append(f"nvmelab-{kind}")
+            if name:
+                wrapper["names"].append(name)
+                self.document.note_explicit_target(wrapper, wrapper)
+            else:
+                wrapper["ids"].append(f"nvmelab-{kind}-{count[kind]}")
+            cap = nodes.caption(caption, caption)
+            parent = bundle.parent
+            parent.replace(bundle, wrapper)
+            if kind == "table":
+                wrapper += cap
+                wrapper += bundle
+            else:
+                wrapper += bundle
+                wrapper += cap
+
+
+# -------------------------------------------------------- banner and footer ---
+#: Where copies of the data files a page uses go in the site.
+DATA_DIR = "_data"
+
+
+def _repo_root(app: Sphinx) -> Path:
+    return Path(app.srcdir).resolve().parent
+
+
+def _data_map(env: Any) -> dict[str, set[str]]:
+    if not hasattr(env, "nvmelab_data"):
+        env.nvmelab_data = {}
+    return env.nvmelab_data
+
+
+def note_data_file(env: Any, path: str | Path, docname: str | None = None) -> None:
+    """Record that page `docname` (default: the one being read) uses the data file `path`."""
+    root = Path(env.srcdir).resolve().parent
+    full = Path(path).resolve()
+    try:
+        rel = full.relative_to(root).as_posix()
+    except ValueError:
+        return  # outside the repository: nothing to link
+    _data_map(env).setdefault(docname or env.docname, set()).add(rel)
+    env.note_dependency(str(full))
+
+
+def _purge_data(app: Sphinx, env: Any, docname: str) -> None:
+    _data_map(env).pop(docname, None)
+
+
+def _merge_data(app: Sphinx, env: Any, docnames: set[str], other: Any) -> None:
+    for doc in docnames:
+        if doc in _data_map(other):
+            _data_map(env)[doc] = _data_map(other)[doc]
+
+
+def _glued_sources(app: Sphinx, docname: str) -> dict[str, list[str]] | None:
+    """The notebook's declare_sources() glue, or None when it declared nothing."""
+    import ast
+
+    from nvmelab.publication import SOURCES_KEY
+
+    folder = Path(app.env.mystnb_config.output_folder)  # type: ignore[attr-defined]
+    path = folder.joinpath(*docname.split("/")[:-1]) / f"{docname.split('/')[-1]}.glue.json"
+    if not path.is_file():
+        return None
+    plain = json.loads(path.read_text()).get(SOURCES_KEY, {}).get("data", {}).get("text/plain")
+    if not plain:
+        return None
+    try:
+        return json.loads(ast.literal_eval(plain))
+    except (ValueError, SyntaxError) as exc:
+        logger.warning("%s: unreadable %s glue (%s)", docname, SOURCES_KEY, exc, location=docname)
+        return None
+
+
+def _inferred_records(app: Sphinx, stem: str) -> list[str]:
+    """The study's records for the preset being built (when the notebook declares nothing)."""
+    preset = os.environ.get("NVMELAB_PRESET", "quick")
+    root = _repo_root(app)
+    bases = [Path(app.config.nvmelab_results_dir)]
+    if preset == "quick":
+        bases.insert(0, root / "build" / "results")
+    found = []
+    for base in bases:
+        found += sorted((base / stem).glob(f"*/{preset}.jsonl"))
+    return [p.resolve().relative_to(root).as_posix() if p.resolve().is_relative_to(root) else str(p) for p in found]
+
+
+#: Calls in a notebook's code that read a published file (for a notebook that declares nothing).
+_PUBLISHED_CALL_RE = re.compile(r"""\bpublished\(\s*\\?["']([\w.-]+)\\?["']""")
+_HEADLINE_CALL_RE = re.compile(r"\bheadline(?:_value)?\(")
+_SEED_CALL_RE = re.compile(r"""\b(?:seed_files\(\s*\\?["'](\d{3})|(blksum_qdepth|seed(\d{3})_\w+)\()""")
+
+
+def _inferred_published(app: Sphinx, docname: str) -> list[str]:
+    """The published files a notebook's code reads (reference.published/headline/seed loaders)."""
+    from nvmelab import reference
+
+    text = Path(app.env.doc2path(docname)).read_text(encoding="utf-8")
+    root = _repo_root(app)
+    files: set[Path] = set()
+    for name in _PUBLISHED_CALL_RE.findall(text):
+        if name in reference.PUBLISHED_FILES:
+            files.add(reference.reference_dir() / reference.PUBLISHED_FILES[name])
+    if _HEADLINE_CALL_RE.search(text):
+        files.add(reference.reference_dir() / "headline.csv")
+    for direct, loader, seed in _SEED_CALL_RE.findall(text):
+        num = direct or seed or ("002" if loader == "blksum_qdepth" else "")
+        if num:
+            files.update(reference.seed_files(num))
+    out = []
+    for f in sorted(files):
+        try:
+            out.append(f.resolve().relative_to(root).as_posix())
+        except ValueError:
+            out.append(str(f))
+    return out
+
+
+def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: str) -> nodes.container:
+    from nvmelab.publication import describe_records
+
+    root = _repo_root(app)
+    declared = decl is not None
+    records = (decl or {}).get("records") or ([] if declared else _inferred_records(app, stem))
+    published = (decl or {}).get("published") or ([] if declared else _inferred_published(app, docname))
+    box = nodes.container(classes=["nvmelab-banner"])
+    head = nodes.paragraph()
+    head += nodes.strong(text="Records shown. " if declared else "Records of this study (preset being built). ")
+    if not records:
+        head += nodes.Text("none: this page shows published data only, or no records exist yet for this preset.")
+        box += head
+    else:
+        box += head
+        items = nodes.bullet_list()
+        for src in describe_records([p if Path(p).is_absolute() else root / p for p in records]):
+            li = nodes.list_item()
+            para = nodes.paragraph()
+            para += nodes.literal(text=src.path)
+            para += nodes.Text(": " + src.summary() + ".")
+            if src.smoke_test:
+                para += nodes.emphasis(text=" Smoke-test records (quick preset), not measurements to quote.")
+            li += para
+            items += li
+            note_data_file(app.env, src.path if Path(src.path).is_absolute() else root / src.path, docname)
+        box += items
+    pub = nodes.paragraph()
+    pub += nodes.strong(text="Published sources. " if declared else "Published sources (read by its code). ")
+    if published:
+        for i, p in enumerate(published):
+            if i:
+                pub += nodes.Text(", ")
+            pub += nodes.literal(text=p)
+            note_data_file(app.env, root / p, docname)
+        pub += nodes.Text(" (data/reference/README.md names where each comes from).")
+    else:
+        pub += nodes.Text("none." if declared else "not declared by this notebook.")
+    box += pub
+    return box
+
+
+def add_banner(app: Sphinx, doctree: nodes.document) -> None:
+    """doctree-read: open each study page with the banner of the records and sources it shows."""
+    docname = app.env.docname
+    stems = {f"notebooks/{stem}": stem for stem, _, _ in app.config.nvmelab_studies}
+    stem = stems.get(docname)
+    if stem is None:
+        return
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None:
+        return
+    decl = _glued_sources(app, docname)
+    try:
+        banner = _banner(app, docname, decl, stem)
+    except (OSError, ValueError) as exc:
+        logger.warning("%s: cannot describe its records: %s", docname, exc, location=docname)
+        return
+    at = 1 if section.children and isinstance(section[0], nodes.title) else 0
+    section.insert(at, banner)
+
+
+def _build_stamp(app: Sphinx) -> dict[str, str]:
+    root = _repo_root(app)
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no")) if commit else False
+    return {
+        "commit": (commit[:12] + (" with uncommitted changes" if dirty else "")) if commit else "unknown (not a git checkout)",
+        "commit_full": commit,
+        "commit_date": git("show", "-s", "--format=%cs", "HEAD") if commit else "",
+        "built_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "preset": os.environ.get("NVMELAB_PRESET", "quick"),
+    }
+
+
+def footer_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    """html-page-context: the build stamp and this page's data files for nvmelab-footer.html."""
+    if not hasattr(app, "nvmelab_stamp"):
+        app.nvmelab_stamp = _build_stamp(app)  # type: ignore[attr-defined]
+    context["nvmelab_build"] = app.nvmelab_stamp  # type: ignore[attr-defined]
+    here = app.builder.get_target_uri(pagename)
+    files = sorted(_data_map(app.env).get(pagename, ()))
+    context["nvmelab_data_links"] = [(relative_uri(here, f"{DATA_DIR}/{f}"), f) for f in files]
+
+
+def copy_data_files(app: Sphinx, exception: Exception | None) -> None:
+    """build-finished: copy every data file a page links into <outdir>/_data/ (offline links)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    root = _repo_root(app)
+    for rel in sorted(set().union(*_data_map(app.env).values()) if _data_map(app.env) else ()):
+        src, dst = root / rel, Path(app.outdir) / DATA_DIR / rel
+        if src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+        else:
+            logger.warning("data file %s linked from the book does not exist", rel)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("nvmelab_studies", [], "env")
     app.add_config_value("nvmelab_results_dir", "", "env")
@@ -354,5 +681,16 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_node(pending_result, html=(_visit_skip, None), latex=(_visit_skip, None), text=(_visit_skip, None))
     app.add_role("result", ResultRole())
     app.add_post_transform(ResolveResults)
+    app.add_post_transform(FoldCode)
+    app.add_enumerable_node(captioned_table, "table", _caption_of,
+                            html=(_visit_captioned_table, _depart_captioned_table),
+                            latex=(_visit_captioned_table_other, _depart_captioned_table_other),
+                            text=(_visit_captioned_table_other, _depart_captioned_table_other))
+    app.add_transform(CaptionOutputs)
+    app.connect("doctree-read", add_banner, priority=400)
+    app.connect("env-purge-doc", _purge_data)
+    app.connect("env-merge-info", _merge_data)
+    app.connect("html-page-context", footer_context)
+    app.connect("build-finished", copy_data_files)
     # env_version: bump when a change here must re-read every page (an incremental build would not)
-    return {"version": "2", "env_version": 2, "parallel_read_safe": True, "parallel_write_safe": True}
+    return {"version": "3", "env_version": 3, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -20,11 +20,15 @@ Key functions:
 Timing: ``runtime_s`` is the C core's own wall time from start to final digest
 (no interpreter start-up); the original tool, when present, is timed as a whole
 process like hyperfine does, so its ratio to ours includes its process start.
+``user_s`` and ``system_s`` are the CPU time of the run (all threads; getrusage of
+this process around the call, or of the child for the original tool), the two other
+columns of hyperfine's tables.
 """
 from __future__ import annotations
 
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import time
@@ -127,14 +131,22 @@ def _done(path: Path) -> dict[str, int]:
     return out
 
 
-def _time_original(exe: str, image: Path, pt: Point) -> float:
+def _cpu_times(who: int = resource.RUSAGE_SELF) -> tuple[float, float]:
+    ru = resource.getrusage(who)
+    return ru.ru_utime, ru.ru_stime
+
+
+def _time_original(exe: str, image: Path, pt: Point) -> tuple[float, float, float]:
+    """(wall, user, system) seconds of one whole run of the original tool."""
+    u0, s0 = _cpu_times(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run([exe, "-d", pt.digest, "-t", str(pt.threads), "--queue-depth", str(pt.queue_depth),
                         str(image)], capture_output=True, text=True)
     dt = time.perf_counter() - t0
+    u1, s1 = _cpu_times(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise RuntimeError(f"{exe} failed ({p.returncode}): {p.stderr.strip()[:200]}")
-    return dt
+    return dt, u1 - u0, s1 - s0
 
 
 def sweep(preset: Optional[str] = None, *, root: Optional[Path] = None, study_plan: Optional[StudyPlan] = None,
@@ -169,19 +181,21 @@ def sweep(preset: Optional[str] = None, *, root: Optional[Path] = None, study_pl
             key = f"{sp.preset}/{sp.image_bytes}/{pt.key}"
             recs = []
             for rep in range(done.get(key, 0), sp.reps):
+                u0, s0 = _cpu_times()
                 res = blksum.run(image, pt.digest, threads=pt.threads, queue_depth=pt.queue_depth, io=pt.io,
                                  read_size=sp.read_size)
+                u1, s1 = _cpu_times()
                 if ref_digest.setdefault(pt.digest, res.hexdigest) != res.hexdigest:
                     raise RuntimeError(f"digest changed with the configuration at {pt.key}")
                 recs.append(blksum.to_record(res, repetition=rep, image=desc, prov=prov, preset=sp.preset,
                                              run_key=key, target_note="page-cache warm",
-                                             loadavg_1m=os.getloadavg()[0]))
+                                             loadavg_1m=os.getloadavg()[0], user_s=u1 - u0, system_s=s1 - s0))
             records.append_records(out, recs)
         for pt in todo_orig:
             key = f"{sp.preset}/{sp.image_bytes}/original/{pt.key}"
             recs = []
             for rep in range(done.get(key, 0), sp.reps):
-                dt = _time_original(exe, image, pt)
+                dt, user_s, system_s = _time_original(exe, image, pt)
                 recs.append({
                     "study": STUDY, "tool": ORIGINAL_TOOL, "target": "file://" + str(image), "backend": "original",
                     "rw": "read", "iosize": sp.read_size, "qdepth": pt.queue_depth, "nqueues": 1, "ndevs": 1,
@@ -189,7 +203,7 @@ def sweep(preset: Optional[str] = None, *, root: Optional[Path] = None, study_pl
                     "lat_ns": None, "cpu_usage": None, "cpu_freqs": None, "governor": None, "turbo": None,
                     "smt": None, "thr_sib": False, "stress": False, "repetition": rep, "provenance": prov,
                     "digest": pt.digest, "preset": sp.preset, "run_key": key, "timing": "whole process",
-                    "executable": exe, **desc})
+                    "executable": exe, "user_s": user_s, "system_s": system_s, **desc})
             records.append_records(out, recs)
     finally:
         image.unlink(missing_ok=True)
@@ -209,6 +223,56 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     by = [c for c in ("host", "tool", "digest", "backend", "ncpus", "qdepth", "image_bytes") if c in df.columns]
     agg = analysis.aggregate(df, by=by, metrics=("runtime_s", "mibs"))
     return agg.rename(columns={"backend": "io", "ncpus": "threads"})
+
+
+#: Columns of a hyperfine table, as the seed prints them (time columns in seconds here).
+HYPERFINE_COLUMNS = ("mean_s", "std_s", "user_s", "system_s", "min_s", "max_s")
+
+
+def hyperfine_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Our runs summarised the way hyperfine prints a benchmark, per (tool, digest, io, threads,
+    qdepth): mean, σ (sample standard deviation, ddof=1, as hyperfine's), mean user and system
+    CPU time, min, max and the number of runs. Records without CPU times give NaN there."""
+    d = df.rename(columns={"backend": "io", "ncpus": "threads"}).copy()
+    for c in ("user_s", "system_s"):
+        if c not in d.columns:
+            d[c] = float("nan")
+    by = [c for c in ("host", "tool", "digest", "io", "threads", "qdepth") if c in d.columns]
+    g = d.groupby(by, dropna=False)
+    out = g["runtime_s"].agg(mean_s="mean", std_s=lambda x: x.std(ddof=1), min_s="min", max_s="max",
+                             runs="count")
+    out["user_s"] = g["user_s"].mean()
+    out["system_s"] = g["system_s"].mean()
+    return out.reset_index()[by + list(HYPERFINE_COLUMNS) + ["runs"]]
+
+
+def seed_layout(ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str = "file",
+                pm: str | None = None) -> pd.DataFrame:
+    """One table per digest in the seed's layout: a row per queue depth, and for each source (the
+    seed's laptop and server with ``io`` = file or nbd, then each of our series) the columns mean,
+    σ, user and system in seconds. ``ours`` is hyperfine_summary() of our records (one host).
+    With ``pm`` (a format spec such as ".3f"), mean and σ become one text column "mean ± σ", as
+    hyperfine prints them."""
+    cols = ["mean_s", "std_s", "user_s", "system_s"]
+    parts = {}
+    for machine, g in seed[(seed["digest"] == digest) & (seed["io"] == io)].groupby("system"):
+        thr = g["threads"].dropna()
+        label = f"seed: {machine}, {'NBD' if io == 'nbd' else 'file'}" + (f", {int(thr.iloc[0])} threads"
+                                                                          if len(thr) else "")
+        parts[label] = g.set_index("qdepth")[cols]
+    for (io_o, thr), g in ours[ours["digest"] == digest].groupby(["io", "threads"]):
+        parts[f"ours: {io_o}, {int(thr)} thread{'s' if int(thr) != 1 else ''}"] = g.set_index("qdepth")[cols]
+    if not parts:
+        raise ValueError(f"no seed or own rows for digest {digest!r}")
+    if pm:
+        for k, t in parts.items():
+            t = t.copy()
+            t.insert(0, "mean_pm_std_s", [f"{m:{pm}} ± {sd:{pm}}" if sd == sd else f"{m:{pm}}"
+                                          for m, sd in zip(t["mean_s"], t["std_s"])])
+            parts[k] = t.drop(columns=["mean_s", "std_s"])
+    table = pd.concat(parts, axis=1).sort_index()
+    table.index.name = "qdepth"
+    return table
 
 
 def speedup_over_q1(agg: pd.DataFrame, series: Iterable[str], mean: str = "runtime_s_mean") -> pd.DataFrame:

@@ -34,6 +34,25 @@ TITLES = {
 }
 
 
+#: Chart settings for every figure (an Altair theme, enabled on import): labels are never cut
+#: short (Vega's label limits off), overlapping axis labels are thinned out, charts render as
+#: SVG (so the book's browser test can measure them) without the export menu.
+THEME = "nvmelab"
+
+
+@alt.theme.register(THEME, enable=True)
+def _theme() -> alt.theme.ThemeConfig:
+    return {"config": {
+        "legend": {"labelLimit": 0, "titleLimit": 0},
+        "axis": {"labelLimit": 0, "titleLimit": 0, "labelOverlap": True},
+        "header": {"labelLimit": 0, "titleLimit": 0},
+        "title": {"limit": 0},
+    }}
+
+
+alt.renderers.set_embed_options(renderer="svg", actions=False)
+
+
 def source_label(row: pd.Series | dict) -> str:
     """A panel or legend label naming where data came from; emulated targets give profile and scale."""
     src = row.get("source", "nvmelab")
@@ -68,7 +87,9 @@ def scaling_lines(agg: pd.DataFrame, x: str, y: str = "iops", *, series: str | N
                   y_title: str | None = None) -> alt.LayerChart:
     """Mean of `y` vs `x` (one line per `series`), ±std band, points with tooltips, roofline rule."""
     d = _with_band(agg, y)
-    color = alt.Color(f"{series}:N", title=series_title or TITLES.get(series, series)) if series else alt.value("#1f77b4")
+    # no data, no series: a colour legend without entries would be an empty box
+    color = (alt.Color(f"{series}:N", title=series_title or TITLES.get(series, series)) if series and not d.empty
+             else alt.value("#1f77b4"))
     xe = _xenc(x, log2, sorted(d[x].dropna().unique()))
     tips = [alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
             alt.Tooltip(f"{y}_mean:Q", title=f"{TITLES.get(y, y)} (mean)", format=",.0f" if y == "iops" else ",.2f"),
@@ -85,7 +106,10 @@ def scaling_lines(agg: pd.DataFrame, x: str, y: str = "iops", *, series: str | N
         rd = pd.DataFrame({"roofline": [float(roofline)], "label": [roofline_label]})
         rule = alt.Chart(rd).mark_rule(strokeDash=[6, 4], color="black").encode(
             y="roofline:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("roofline:Q", format=",.0f")])
-        layers.append(rule)
+        # the reference line says what it is, at its right end, just above the line
+        text = alt.Chart(rd).mark_text(align="right", baseline="bottom", dx=-4, dy=-3, fontSize=11).encode(
+            x=alt.value(WIDTH), y="roofline:Q", text="label:N")
+        layers += [rule, text]
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
 
 

@@ -6,7 +6,11 @@ Key functions:
                          nvmelab.analysis.to_frame gives for our records
     headline()           the headline numbers quoted in the published chapters
     headline_value(...)  one of them, as a number
-    blksum_qdepth()      the blksum --queue-depth tables of seed 002
+    blksum_qdepth()      the eight hyperfine tables of seed 002 (blksum --queue-depth), in seconds
+    seed003_disk_io()    seed 003's Glances disk tables (per device, bytes/s)
+    seed003_statements() every number seed 003 quotes in its text (set-up, typical rates, ratios)
+    seed003_value(...)   one of them, as a number
+    seed003_bcache()     seed 003's bcache priority_stats (percent)
     data_root()          the repository's data/ folder
 
 Caveat: these files are published results, never ours; rows carry
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
@@ -97,10 +102,86 @@ def headline_value(experiment: str, quantity: str, config: str | None = None) ->
     return float(sel["value"].iloc[0])
 
 
+#: Seed transcriptions (data/reference/seeds/, see data/reference/README.md).
+SEEDS_DIR = "seeds"
+#: Seconds per printed hyperfine unit.
+_TIME_UNIT_S = {"s": 1, "ms": 0.001}
+#: Glances' byte-rate suffixes (binary multiples).
+_GLANCES_PREFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def seeds_dir() -> Path:
+    return reference_dir() / SEEDS_DIR
+
+
+def seed_files(seed: str) -> list[Path]:
+    """The transcription files of one seed ("002", "003"), sorted."""
+    files = sorted(seeds_dir().glob(f"seed{seed}_*.csv"))
+    if not files:
+        raise FileNotFoundError(f"no transcription of seed {seed} in {seeds_dir()}")
+    return files
+
+
+def _read_seed_csv(path: Path) -> pd.DataFrame:
+    # every cell as printed: "null" is a digest name and "0.030" keeps its digits
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
 def blksum_qdepth() -> pd.DataFrame:
-    """Seed 002: blksum wall time per queue depth (system x NBD x digest), mean and hyperfine σ."""
-    # "null" is a digest name here, not a missing value; only an empty threads cell is missing.
-    df = pd.read_csv(reference_dir() / "blksum-qdepth.csv", keep_default_na=False,
-                     na_values={"threads": [""]}, dtype={"system": str, "digest": str})
-    df["source"] = "published (blksum notes)"
+    """Seed 002: blksum time per queue depth, one row per hyperfine benchmark of the eight tables
+    (system laptop|server x nbd 0|1 x digest null|sha256). Times in seconds (``mean_s``, ``std_s`` =
+    hyperfine's σ, ``user_s``, ``system_s``, ``min_s``, ``max_s``), converted from the printed unit."""
+    files = [f for f in seed_files("002") if f.name != "seed002_summary.csv"]
+    t = pd.concat([_read_seed_csv(f) for f in files], ignore_index=True)
+    scale = t["unit"].map(_TIME_UNIT_S)
+    if scale.isna().any():
+        raise ValueError(f"seed 002: unknown time unit(s) {sorted(set(t.loc[scale.isna(), 'unit']))}")
+    df = pd.DataFrame({
+        "system": t["machine"], "nbd": (t["io"] == "nbd").astype(int), "io": t["io"], "digest": t["digest"],
+        "threads": pd.to_numeric(t["threads"].replace("", None)), "qdepth": t["qdepth"].astype(int),
+    })
+    for col, out in (("mean", "mean_s"), ("sigma", "std_s"), ("user", "user_s"), ("system", "system_s"),
+                     ("min", "min_s"), ("max", "max_s")):
+        # decimal arithmetic: 762.6 ms is exactly 0.7626 s, as the printed digits say
+        df[out] = [float(Decimal(v) * Decimal(str(k))) for v, k in zip(t[col], scale)]
+    df["runs"] = t["runs"].astype(int)
+    df["section"] = t["section"]
+    df["source"] = "published (blksum notes, seed 002)"
+    return df.sort_values(["system", "nbd", "digest", "qdepth"], ignore_index=True)
+
+
+def seed003_disk_io() -> pd.DataFrame:
+    """Seed 003: the Glances disk tables, one row per device and set-up (``sata-ssd-swap``,
+    ``mdadm-raid0-swap``, ``zfs-swap``): ``read_bytes_s``, ``write_bytes_s`` (Glances' K/M suffixes
+    are binary multiples), ``cpu_pct`` as printed."""
+    t = _read_seed_csv(seeds_dir() / "seed003_disk_io.csv")
+    df = t[["setup", "device", "section"]].copy()
+    for d in ("read", "write"):
+        df[f"{d}_bytes_s"] = t[f"{d}_per_s"].astype(float) * t[f"{d}_prefix"].map(_GLANCES_PREFIX)
+    df["cpu_pct"] = t["cpu_pct"].astype(float)
+    # whole devices only: partitions (nvme0n1p1) repeat their device's traffic
+    df["partition"] = df["device"].str.contains(r"n\d+p\d+$")
     return df
+
+
+def seed003_statements() -> pd.DataFrame:
+    """Seed 003: every number quoted in its text, with ``number`` (float) and ``bound`` (>, <, ~ or empty)."""
+    t = _read_seed_csv(seeds_dir() / "seed003_statements.csv")
+    t["number"] = pd.to_numeric(t["value"], errors="coerce")
+    return t
+
+
+def seed003_value(setup: str, quantity: str) -> float:
+    """One number seed 003 quotes (e.g. ``("zfs-vs-mdadm", "latency_ratio")``)."""
+    s = seed003_statements()
+    sel = s[(s["setup"] == setup) & (s["quantity"] == quantity)]
+    if len(sel) != 1:
+        raise KeyError(f"seed 003 {setup}/{quantity}: {len(sel)} rows match")
+    return float(sel["number"].iloc[0])
+
+
+def seed003_bcache() -> pd.DataFrame:
+    """Seed 003: bcache's priority_stats with the vRAM cache (unused, clean, dirty, metadata %, average)."""
+    t = _read_seed_csv(seeds_dir() / "seed003_bcache_priority_stats.csv")
+    t["number"] = t["value"].astype(float)
+    return t

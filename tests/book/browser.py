@@ -6,6 +6,16 @@ needed. For one page it collects console errors and warnings, uncaught exception
 failed loads (log entries of level error), every network request the page made,
 and, after the page settled, how many Vega charts were rendered (an ``<svg>`` or
 ``<canvas>`` inside an element with class ``vega-embed``).
+
+It also measures the rendered charts (``LAYOUT_PROBE``), at a fixed viewport of
+``VIEWPORT`` pixels: a chart whose box reaches past the text column or is wider than a
+container that hides or scrolls its overflow; a label Vega cut short (it ends in an
+ellipsis, which is what a legend's or axis's label limit does) or drawn outside the
+chart's own area; a panel background outside the chart area (a clipped facet); a
+legend with no entries; tick labels of one axis that overlap; a results table
+(``nvmelab.publication.table``) wider than the column. A chart drawn to a
+``<canvas>`` cannot be inspected and is reported as such: the book renders SVG. And
+it can save a screenshot of the whole page (PNG).
 """
 from __future__ import annotations
 
@@ -33,6 +43,91 @@ CHART_PROBE = """
 """
 
 
+#: Browser window (CSS pixels) in which layout is measured and screenshots are taken.
+VIEWPORT = (1280, 900)
+#: Screenshots stop at this page height (CSS pixels).
+MAX_SCREENSHOT_HEIGHT = 30000
+
+LAYOUT_PROBE = r"""
+(() => {
+  const out = [];
+  const tol = 1.5;
+  const R = e => e.getBoundingClientRect();
+  const column = document.querySelector('article.bd-article') || document.querySelector('article')
+      || document.querySelector('main') || document.body;
+  const colR = R(column);
+  const label = (embed, i) => {
+    const fig = embed.closest('figure');
+    const num = fig && fig.querySelector('figcaption .caption-number');
+    return num ? num.textContent.trim() : `chart ${i + 1}`;
+  };
+  const visible = t => t.textContent.trim() && t.getAttribute('opacity') !== '0'
+      && getComputedStyle(t).opacity !== '0' && getComputedStyle(t).visibility !== 'hidden';
+  const outside = (r, box) => r.width > 0 && (r.left < box.left - tol || r.right > box.right + tol
+      || r.top < box.top - tol || r.bottom > box.bottom + tol);
+  document.querySelectorAll('.vega-embed').forEach((embed, i) => {
+    const g = embed.querySelector('svg, canvas');
+    if (!g) return;
+    const who = label(embed, i);
+    const r = R(g);
+    if (r.right > colR.right + tol)
+      out.push(`${who}: chart overflows the text column by ${Math.round(r.right - colR.right)} px`);
+    for (let a = g.parentElement; a && a !== column.parentElement; a = a.parentElement) {
+      const cs = getComputedStyle(a);
+      if (cs.overflowX !== 'visible' && a.scrollWidth > a.clientWidth + tol) {
+        out.push(`${who}: chart is ${a.scrollWidth - a.clientWidth} px wider than its container `
+                 + `<${a.tagName.toLowerCase()} class="${a.className}">, which hides or scrolls the rest`);
+        break;
+      }
+    }
+    if (g.tagName.toLowerCase() !== 'svg') {
+      out.push(`${who}: drawn to a canvas, so its labels cannot be checked (render SVG)`);
+      return;
+    }
+    g.querySelectorAll('text').forEach(t => {
+      if (!visible(t)) return;
+      const s = t.textContent;
+      const role = t.closest('g[class*="role-"]');
+      const rc = role ? role.getAttribute('class').replace(/.*(role-[\w-]+).*/, '$1') : 'text';
+      if (s.endsWith('\u2026')) out.push(`${who}: ${rc} cut short: "${s}"`);
+      if (outside(R(t), r)) out.push(`${who}: ${rc} "${s}" drawn outside the chart area`);
+    });
+    g.querySelectorAll('path.background').forEach(p => {
+      if (outside(R(p), r)) out.push(`${who}: a panel reaches outside the chart area (clipped panel)`);
+    });
+    g.querySelectorAll('g.role-legend').forEach(L => {
+      const labels = Array.from(L.querySelectorAll('.role-legend-label text')).filter(visible);
+      const swatches = L.querySelectorAll('.role-legend-symbol path, .role-legend-gradient path');
+      if (!labels.length && !swatches.length) out.push(`${who}: empty legend`);
+    });
+    g.querySelectorAll('g.role-axis').forEach(ax => {
+      const ts = Array.from(ax.querySelectorAll('.role-axis-label text')).filter(visible)
+          .map(t => [t.textContent, R(t)]);
+      outer: for (let a = 0; a < ts.length; a++) for (let b = a + 1; b < ts.length; b++) {
+        const A = ts[a][1], B = ts[b][1];
+        const ox = Math.min(A.right, B.right) - Math.max(A.left, B.left);
+        const oy = Math.min(A.bottom, B.bottom) - Math.max(A.top, B.top);
+        if (ox > tol && oy > tol) {
+          out.push(`${who}: tick labels overlap: "${ts[a][0]}" and "${ts[b][0]}"`);
+          break outer;
+        }
+      }
+    });
+  });
+  document.querySelectorAll('.nvmelab-table-figure').forEach((box, i) => {
+    const num = box.querySelector('.caption-number');
+    const who = num ? num.textContent.trim() : `table ${i + 1}`;
+    const t = box.querySelector('table');
+    if (t && R(t).right > colR.right + tol)
+      out.push(`${who}: table overflows the text column by ${Math.round(R(t).right - colR.right)} px`);
+    else if (box.scrollWidth > box.clientWidth + tol)
+      out.push(`${who}: table is ${box.scrollWidth - box.clientWidth} px wider than its box, which scrolls it`);
+  });
+  return JSON.stringify(out);
+})()
+"""
+
+
 def chromium_binary() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)
@@ -51,6 +146,8 @@ class PageReport:
     containers: int
     rendered: int
     error_divs: list[str]
+    layout: list[str] = dataclasses.field(default_factory=list)
+    screenshot: str | None = None
 
     def problems(self) -> list[str]:
         return self.console_errors + self.exceptions + self.log_errors + self.error_divs
@@ -157,8 +254,9 @@ def _console_text(params: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def open_page(url: str, binary: str | None = None) -> PageReport:
-    """Load `url` in a fresh headless Chromium and report (see module docstring)."""
+def open_page(url: str, binary: str | None = None, screenshot: str | os.PathLike | None = None) -> PageReport:
+    """Load `url` in a fresh headless Chromium and report (see module docstring); with
+    `screenshot`, save a PNG of the whole page there."""
     binary = binary or chromium_binary()
     if not binary:
         raise FileNotFoundError("chromium not found")
@@ -170,12 +268,24 @@ def open_page(url: str, binary: str | None = None) -> PageReport:
             session = pipe.call("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})["sessionId"]
             for domain in ("Runtime", "Log", "Network", "Page"):
                 pipe.call(f"{domain}.enable", session=session)
+            width, height = VIEWPORT
+            pipe.call("Emulation.setDeviceMetricsOverride",
+                      {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
             pipe.call("Page.navigate", {"url": url}, session=session)
             if not pipe.wait_event("Page.loadEventFired", PAGE_TIMEOUT_S):
                 raise TimeoutError(f"{url} did not finish loading within {PAGE_TIMEOUT_S:.0f} s")
             pipe.drain(SETTLE_S)
             probe = pipe.call("Runtime.evaluate", {"expression": CHART_PROBE, "returnByValue": True}, session=session)
             charts = json.loads(probe["result"]["value"])
+            layout = pipe.call("Runtime.evaluate", {"expression": LAYOUT_PROBE, "returnByValue": True},
+                               session=session)
+            if "exceptionDetails" in layout:
+                raise RuntimeError(f"layout probe failed: {layout['exceptionDetails']}")
+            layout_problems = json.loads(layout["result"]["value"])
+            shot = None
+            if screenshot is not None:
+                shot = str(screenshot)
+                _screenshot(pipe, session, shot)
         finally:
             pipe.close()
     console_errors, exceptions, log_errors, requests = [], [], [], []
@@ -194,4 +304,18 @@ def open_page(url: str, binary: str | None = None) -> PageReport:
         elif method == "Network.loadingFailed":
             log_errors.append(f"load failed: {params.get('errorText')} (request {params.get('requestId')})")
     return PageReport(url, console_errors, exceptions, log_errors, requests,
-                      charts["containers"], charts["rendered"], charts["error_divs"])
+                      charts["containers"], charts["rendered"], charts["error_divs"], layout_problems, shot)
+
+
+def _screenshot(pipe: _Pipe, session: str, path: str) -> None:
+    import base64
+
+    metrics = pipe.call("Page.getLayoutMetrics", session=session)
+    size = metrics.get("cssContentSize") or metrics["contentSize"]
+    clip = {"x": 0, "y": 0, "width": max(1, int(size["width"])),
+            "height": max(1, min(int(size["height"]), MAX_SCREENSHOT_HEIGHT)), "scale": 1}
+    shot = pipe.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip},
+                     session=session)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(base64.b64decode(shot["data"]))

@@ -134,7 +134,7 @@ def preset_name(preset: Optional[str] = None) -> str:
     return name
 
 
-def _fraction(s: str) -> Fraction:
+def fraction_of(s: str) -> Fraction:
     try:
         f = Fraction(s)
     except (ValueError, ZeroDivisionError):
@@ -154,7 +154,7 @@ def plan(preset: Optional[str] = None, *, nqubits: Optional[int] = None, depth: 
     nq = nqubits or p["nqubits"]
     fr = tuple(fractions or p["fractions"])
     for f in fr:
-        _fraction(f)
+        fraction_of(f)
     devs = tuple(ndevs or p["ndevs"])
     pols = tuple(policies or p["policies"])
     wls = tuple(workloads)
@@ -163,7 +163,7 @@ def plan(preset: Optional[str] = None, *, nqubits: Optional[int] = None, depth: 
             raise ValueError(f"workloads: {w!r} is not 'circuit' or 'random'")
     state = W.StateLayout(nq, dtype, page)
     for f in fr:
-        pages = int(state.nbytes * _fraction(f)) // state.page
+        pages = int(state.nbytes * fraction_of(f)) // state.page
         if pages < MIN_BUDGET_PAGES:
             raise ValueError(f"fractions: {f} of a {state.nbytes}-byte state is {pages} page(s) of {state.page} "
                              f"bytes; a budget needs at least {MIN_BUDGET_PAGES} (use more qubits or smaller pages)")
@@ -204,7 +204,7 @@ def _apply(pager: Any, sp: StudyPlan, workload: str) -> int:
     return W.run_mix(pager, sp.state, steps)[0]
 
 
-def _emu_info(uri: str) -> dict:
+def emu_info(uri: str) -> dict:
     """Profile and scale of an emulated URI, as the native layer resolves them ({} for real targets)."""
     from .. import _native
 
@@ -219,7 +219,7 @@ def _emu_info(uri: str) -> dict:
 
 
 def _base_record(cfg: Config, sp: StudyPlan, uri: str, rep: int, info: dict) -> dict:
-    budget = int(sp.state.nbytes * _fraction(cfg.fraction))
+    budget = int(sp.state.nbytes * fraction_of(cfg.fraction))
     prov = _prov.capture({"profile": info.get("profile"), "scale": info.get("scale")})
     prov["emu_model"] = info.get("model")
     return {
@@ -248,7 +248,7 @@ def run_one(cfg: Config, sp: StudyPlan, rep: int = 0) -> dict:
     if not uri.startswith("emu://") and not sp.allow_write:
         raise ValueError(f"target {uri!r}: the study overwrites namespace 1 of the devices it uses; "
                          "pass allow_write=True (CLI: --allow-write) to permit it")
-    info = _emu_info(uri)
+    info = emu_info(uri)
     rec = _base_record(cfg, sp, uri, rep, info)
     if cfg.cache == "gpu":
         ok, why = gpu_available()
@@ -382,18 +382,6 @@ def load(path: Path) -> Any:
     return df
 
 
-def seed_reference() -> Any:
-    """The seed's published numbers (data/reference/vram-cache-seed.csv) as a DataFrame;
-    ``number`` holds the value as a float where it is one (bounds such as ``>18`` stay text)."""
-    import pandas as pd
-
-    from ..reference import data_root
-
-    df = pd.read_csv(Path(data_root()) / "reference" / "vram-cache-seed.csv", dtype={"value": str})
-    df["number"] = pd.to_numeric(df["value"], errors="coerce")
-    return df
-
-
 def summary(df: Any) -> Any:
     """Mean and population std over repetitions of the ok runs, per configuration."""
     ok = df[df["status"] == "ok"]
@@ -417,3 +405,105 @@ def per_device(df: Any) -> Any:
                          "cache": r.cache, "repetition": r.repetition, "dev": d["dev"],
                          "read_mibs": d["read_mibs"], "write_mibs": d["write_mibs"]})
     return pd.DataFrame(rows)
+
+
+#: An array whose busiest device moved at most this multiple of the least busy one's bytes is
+#: called evenly loaded (the seed's sticks were within 0.3 % of each other).
+BALANCED_SPREAD = 1.10
+
+
+def verdict(ratios: Any, better: str = "faster than", worse: str = "slower than") -> str:
+    """``better`` when every ratio is above 1, ``worse`` when every one is below, else a mixed phrase."""
+    r = [float(x) for x in ratios]
+    if not r:
+        return "not measured against"
+    if all(x > 1 for x in r):
+        return better
+    if all(x < 1 for x in r):
+        return worse
+    return f"sometimes {better.split()[0]}, sometimes {worse.split()[0]} {better.split(' ', 1)[1]}".strip()
+
+
+def seed_findings(agg: Any, dev: Any) -> dict[str, Any]:
+    """Seed 003's conclusions set against our records (``summary`` and ``per_device`` tables).
+
+    Returns scalars only (numbers and short verdict phrases) for the chapter's prose: the
+    striping gain of the largest array over one device, the spread of per-device load, the
+    cache's gain at equal memory budget per workload (with hit ratio and request size), its
+    clean/dirty split, and the seed's own numbers for each claim, computed from its
+    transcribed tables (data/reference/seeds/seed003_*.csv). Nothing here is typed in."""
+    from .. import reference
+
+    out: dict[str, Any] = {}
+    nc = agg[agg["cache"] == "none"].copy()
+    one = nc[nc["ndevs"] == 1].set_index(["rw", "fraction"])["mibs_mean"]
+    nc["speedup"] = [r.mibs_mean / one.get((r.rw, r.fraction), float("nan")) for r in nc.itertuples()]
+    top = int(nc["ndevs"].max())
+    big = nc[nc["ndevs"] == top]
+    out["ndevs"] = top
+    out["stripe_gain_min"] = float(big["speedup"].min())
+    out["stripe_gain_max"] = float(big["speedup"].max())
+    for w, g in big.groupby("rw"):
+        g = g.sort_values("fraction_value")
+        out[f"stripe_gain_{w}_small"] = float(g["speedup"].iloc[0])
+        out[f"stripe_gain_{w}_large"] = float(g["speedup"].iloc[-1])
+        out[f"stripe_budget_{w}_small"] = str(g["fraction"].iloc[0])
+        out[f"stripe_budget_{w}_large"] = str(g["fraction"].iloc[-1])
+    # the seed: one SATA SSD against the mdadm array (MiB/s; Glances' M is binary)
+    disk = reference.seed003_disk_io()
+    whole = disk[~disk["partition"]]
+    sata = whole[(whole["setup"] == "sata-ssd-swap") & (whole["device"] == "sdb")].iloc[0]
+    md0 = whole[(whole["setup"] == "mdadm-raid0-swap") & (whole["device"] == "md0")].iloc[0]
+    mib = float(1 << 20)
+    out["seed_sata_mibs"] = float(sata["read_bytes_s"] + sata["write_bytes_s"]) / mib
+    out["seed_md0_mibs"] = float(md0["read_bytes_s"] + md0["write_bytes_s"]) / mib
+    out["seed_md0_over_sata"] = out["seed_md0_mibs"] / out["seed_sata_mibs"]
+    # balance over the array's devices
+    sticks = whole[(whole["setup"] == "mdadm-raid0-swap") & whole["device"].str.startswith("nvme")]
+    out["seed_sticks"] = int(len(sticks))
+    out["seed_qubits"] = int(reference.seed003_value("workload", "max_qubits"))
+    out["seed_stick_read_min"] = float(sticks["read_bytes_s"].min()) / mib
+    out["seed_stick_read_max"] = float(sticks["read_bytes_s"].max()) / mib
+    out["seed_stick_spread"] = float(sticks["read_bytes_s"].max() / sticks["read_bytes_s"].min())
+    d = dev[(dev["ndevs"] == top) & (dev["cache"] == "none")]
+    per = d.groupby(["workload", "fraction", "dev"])["read_mibs"].mean().reset_index()
+    spread = per.groupby(["workload", "fraction"])["read_mibs"].agg(lambda x: x.max() / x.min() if x.min() > 0
+                                                                  else float("nan"))
+    out["stripe_spread_max"] = float(spread.max())
+    out["balanced_spread"] = BALANCED_SPREAD
+    out["stripe_balance"] = ("evenly loaded, like the seed's" if out["stripe_spread_max"] <= BALANCED_SPREAD
+                             else "less evenly loaded than the seed's")
+    # ZFS against mdadm in the seed's own tables (whole devices only)
+    zfs = whole[(whole["setup"] == "zfs-swap") & whole["device"].str.startswith("nvme")]
+    out["seed_zfs_read_ratio"] = float(sticks["read_bytes_s"].mean() / zfs["read_bytes_s"].mean())
+    out["seed_zfs_write_ratio"] = float(sticks["write_bytes_s"].mean() / zfs["write_bytes_s"].mean())
+    out["seed_zfs_latency_ratio"] = reference.seed003_value("zfs-vs-mdadm", "latency_ratio")
+    out["seed_iowait_mdadm"] = reference.seed003_value("mdadm-raid0-swap", "io_wait")
+    out["seed_iowait_zfs"] = reference.seed003_value("zfs-swap", "io_wait")
+    # the cache at equal budget, per workload
+    host = agg[agg["cache"] == "host"]
+    cmp = host.merge(nc[nc["ndevs"] == host["ndevs"].max()][["rw", "fraction", "mibs_mean",
+                                                            "mean_request_bytes_mean"]],
+                     on=["rw", "fraction"], suffixes=("", "_nocache"))
+    cmp["gain"] = cmp["mibs_mean"] / cmp["mibs_mean_nocache"]
+    cmp["req_ratio"] = cmp["mean_request_bytes_mean"] / cmp["mean_request_bytes_mean_nocache"]
+    out["cache_gain_min"] = float(cmp["gain"].min()) if len(cmp) else None
+    out["cache_gain_max"] = float(cmp["gain"].max()) if len(cmp) else None
+    out["workloads"] = sorted(cmp["rw"].unique())
+    for w, g in cmp.groupby("rw"):
+        out[f"cache_verdict_{w}"] = verdict(g["gain"])
+        out[f"cache_gain_{w}_min"] = float(g["gain"].min())
+        out[f"cache_gain_{w}_max"] = float(g["gain"].max())
+        best = g.loc[g["gain"].idxmax()]
+        out[f"cache_best_budget_{w}"] = str(best["fraction"])
+        out[f"cache_hit_{w}_min"] = float(g["hit_ratio_mean"].min())
+        out[f"cache_hit_{w}_max"] = float(g["hit_ratio_mean"].max())
+        out[f"cache_req_{w}_min"] = float(g["req_ratio"].min())
+        out[f"cache_req_{w}_max"] = float(g["req_ratio"].max())
+        out[f"cache_req_verdict_{w}"] = verdict(g["req_ratio"], "larger than", "smaller than")
+        out[f"cache_dirty_{w}_pct"] = 100 * float(g["dirty_mean"].mean())
+        out[f"cache_clean_{w}_pct"] = 100 * float(g["clean_mean"].mean())
+    bc = reference.seed003_bcache().set_index("stat")["number"]
+    for k in ("unused", "clean", "dirty"):
+        out[f"seed_bcache_{k}_pct"] = float(bc[k])
+    return out

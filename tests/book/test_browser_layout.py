@@ -1,0 +1,117 @@
+"""The browser layout check (browser.LAYOUT_PROBE) on pages made to fail it.
+
+Each page holds one Vega-Lite chart in a 500 px text column, rendered by the vendored
+Vega bundle the book uses. A well-behaved chart must pass; a chart wider than the
+column, a legend label cut by its limit, overlapping tick labels, an empty legend and
+a chart drawn to a canvas must each be reported. Needs Chromium (skipped otherwise).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import browser
+
+BUNDLE = Path(__file__).resolve().parents[2] / "book" / "_static" / "vega" / "vega-bundle.js"
+COLUMN_PX = 500
+
+
+def _page(tmp_path: Path, spec: dict, renderer: str = "svg", css: str = "") -> str:
+    if browser.chromium_binary() is None:
+        pytest.skip("no Chromium on PATH: the browser layout check cannot run (`make test-browser` installs it)")
+    if not BUNDLE.is_file():
+        pytest.skip(f"{BUNDLE} is missing (book/_ext/vendor_vega.py writes it)")
+    html = f"""<!DOCTYPE html><html><head><meta charset="utf-8">
+<script src="{BUNDLE.as_uri()}"></script><style>{css}</style></head>
+<body><main><article class="bd-article" style="width:{COLUMN_PX}px">
+<figure><div id="chart"></div><figcaption><span class="caption-number">Figure 1 </span>test</figcaption></figure>
+<script>vegaEmbed('#chart', {json.dumps(spec)}, {{renderer: '{renderer}', actions: false}});</script>
+</article></main></body></html>"""
+    page = tmp_path / "page.html"
+    page.write_text(html)
+    return page.as_uri()
+
+
+def _spec(**kw) -> dict:
+    spec = {"$schema": "https://vega.github.io/schema/vega-lite/v5.json", "width": 200, "height": 120,
+            "data": {"values": [{"x": 1, "y": 2, "s": "a"}, {"x": 2, "y": 3, "s": "b"}]},
+            "mark": "line", "encoding": {"x": {"field": "x", "type": "quantitative"},
+                                         "y": {"field": "y", "type": "quantitative"},
+                                         "color": {"field": "s", "type": "nominal"}}}
+    spec.update(kw)
+    return spec
+
+
+def _layout(url: str, shot: Path | None = None) -> list[str]:
+    report = browser.open_page(url, screenshot=shot)
+    assert report.rendered == report.containers == 1, report
+    assert not report.problems(), report.problems()
+    return report.layout
+
+
+def test_a_fitting_chart_passes_and_is_screenshot(tmp_path: Path) -> None:
+    shot = tmp_path / "shots" / "page.png"
+    assert _layout(_page(tmp_path, _spec()), shot) == []
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_overflowing_chart_fails(tmp_path: Path) -> None:
+    problems = _layout(_page(tmp_path, _spec(width=900)))
+    assert any("Figure 1: chart overflows the text column" in p for p in problems), problems
+
+
+def test_the_book_css_scales_a_wide_chart_into_the_column(tmp_path: Path) -> None:
+    css = (Path(__file__).resolve().parents[2] / "book" / "_static" / "nvmelab.css").read_text()
+    assert _layout(_page(tmp_path, _spec(width=900), css=css)) == []
+
+
+def test_chart_wider_than_a_scrolling_container_fails(tmp_path: Path) -> None:
+    css = "#chart { overflow-x: auto; width: 300px; }"
+    problems = _layout(_page(tmp_path, _spec(width=450), css=css))
+    assert any("wider than its container" in p for p in problems), problems
+
+
+def test_cut_legend_label_fails(tmp_path: Path) -> None:
+    values = [{"x": 1, "y": 2, "s": "seed: laptop (NBD disabled)"}, {"x": 2, "y": 3, "s": "ours"}]
+    spec = _spec(data={"values": values}, config={"legend": {"labelLimit": 60}})
+    problems = _layout(_page(tmp_path, spec))
+    assert any("role-legend-label cut short" in p and "seed: lap" in p for p in problems), problems
+
+
+def test_overlapping_tick_labels_fail(tmp_path: Path) -> None:
+    values = [{"x": f"a rather long category name {i}", "y": i} for i in range(6)]
+    spec = _spec(data={"values": values}, mark="bar", width=120,
+                 encoding={"x": {"field": "x", "type": "nominal", "axis": {"labelAngle": 0}},
+                           "y": {"field": "y", "type": "quantitative"}})
+    problems = _layout(_page(tmp_path, spec))
+    assert any("tick labels overlap" in p for p in problems), problems
+
+
+def test_empty_legend_fails(tmp_path: Path) -> None:
+    spec = _spec(layer=[{"mark": "line", "data": {"values": []},
+                         "encoding": {"x": {"field": "x", "type": "quantitative"},
+                                      "y": {"field": "y", "type": "quantitative"},
+                                      "color": {"field": "s", "type": "nominal"}}}],
+                 data=None, mark=None, encoding=None)
+    spec = {k: v for k, v in spec.items() if v is not None}
+    problems = _layout(_page(tmp_path, spec))
+    assert any("empty legend" in p for p in problems), problems
+
+
+def test_canvas_chart_is_reported(tmp_path: Path) -> None:
+    problems = _layout(_page(tmp_path, _spec(), renderer="canvas"))
+    assert any("drawn to a canvas" in p for p in problems), problems
+
+
+def test_table_wider_than_the_column_fails(tmp_path: Path) -> None:
+    cells = "".join(f"<td>{10**11 + i:,}</td>" for i in range(12))  # numbers do not wrap
+    css = (Path(__file__).resolve().parents[2] / "book" / "_static" / "nvmelab.css").read_text()
+    url = _page(tmp_path, _spec(), css=css)
+    page = Path(url.removeprefix("file://"))
+    page.write_text(page.read_text().replace(
+        "</article>", f'<div class="nvmelab-table-figure" id="t"><p class="caption"><span class="caption-number">'
+                      f'Table 1 </span>wide</p><table class="nvmelab-results"><tr>{cells}</tr></table></div></article>'))
+    problems = _layout(url)
+    assert any(p.startswith("Table 1: table") for p in problems), problems

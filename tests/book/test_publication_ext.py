@@ -1,0 +1,171 @@
+"""The book extension's publication features on a small Sphinx project (no notebook execution).
+
+A study notebook with stored outputs shows a table and a figure made by
+``nvmelab.publication`` and declares its records and published sources. The built page
+must: number both captions ("Table 1", "Figure 1"), fold the code cells, open with a
+banner naming the records' host, preset, date and commit (from their provenance) and
+the published source, and end with a footer that names the build commit and links
+the data files, which the build copies into the site.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+from test_result_role import _build, _glue_output  # the same stored-output notebook and -W build
+
+from nvmelab import publication
+
+BOOK = Path(__file__).resolve().parents[2] / "book"
+
+CONF = f"""
+import sys
+sys.path.insert(0, {str(BOOK / "_ext")!r})
+extensions = ["myst_nb", "nvmelab_book"]
+nb_execution_mode = "off"
+exclude_patterns = ["_build"]
+html_theme = "sphinx_book_theme"
+templates_path = [{str(BOOK / "_templates")!r}]
+html_theme_options = {{"footer_content_items": ["nvmelab-footer.html"]}}
+numfig = True
+numfig_format = {{"figure": "Figure %s", "table": "Table %s"}}
+nvmelab_studies = [("study", "sec-study", "A study")]
+nvmelab_results_dir = "results"
+"""
+
+RECORD = {"study": "study", "preset": "standard", "iops": 1.0,
+          "provenance": {"host": "hostA", "git_commit": "0123456789abcdef0123", "utc": "2026-11-20T10:00:00Z",
+                         "profile": "pm1753", "scale": 64.0}}
+
+
+def _display(obj) -> dict:
+    return {"output_type": "display_data", "metadata": {}, "data": obj._repr_mimebundle_()}
+
+
+def _project(root: Path, records: Path, published: Path) -> Path:
+    (root / "notebooks").mkdir(parents=True)
+    (root / "_static" / "vega").mkdir(parents=True)
+    (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
+    (root / "conf.py").write_text(CONF)
+    tab = publication.table(pd.DataFrame({"qdepth": [1, 2], "iops": [1234567.0, 2345678.0]}), "Rates by depth",
+                            name="tab-rates", units={"iops": "IO/s"})
+    fig = publication.figure("<svg width='10' height='10'></svg>", "A small picture")
+    decl = {"records": [str(records)], "published": [str(published)]}
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "cells": [
+              {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n\nText.\n"},
+              {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1,
+               "source": "SECRET_CODE_LINE = 1\n", "outputs": [_display(tab)]},
+              {"cell_type": "code", "id": "c2", "metadata": {"tags": ["show-input"]}, "execution_count": 2,
+               "source": "OPEN_CODE_LINE = 2\n",
+               "outputs": [_display(fig), _glue_output(publication.SOURCES_KEY, repr(json.dumps(decl)))]},
+              {"cell_type": "markdown", "id": "m2", "metadata": {}, "source": "See {numref}`tab-rates`.\n"},
+          ]}
+    (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
+    (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
+    return root
+
+
+def test_study_page_is_published_with_numbers_banner_and_footer(tmp_path: Path) -> None:
+    # the project's repository root is the parent of its source folder (as book/ in the checkout)
+    repo = tmp_path
+    scratch = repo / "data" / "results" / "study"
+    scratch.mkdir(parents=True)
+    records = scratch / "standard.jsonl"
+    records.write_text(json.dumps(RECORD) + "\n" + json.dumps({**RECORD, "provenance": {
+        **RECORD["provenance"], "utc": "2026-11-21T10:00:00Z"}}) + "\n")
+    published = scratch / "seed.csv"
+    published.write_text("a,b\n1,2\n")
+    root = _project(tmp_path / "p", records, published)
+    proc = _build(root)
+    assert proc.returncode == 0, proc.stderr
+    page = (root / "_build" / "notebooks" / "study.html").read_text()
+    text = re.sub(r"<[^>]+>", " ", page)
+    text = re.sub(r"\s+", " ", text)
+    # numbered captions, and the JupyterLab caption is not shown twice
+    assert "Table 1" in text and "Rates by depth" in text
+    assert "Figure 1" in text and "A small picture" in text
+    assert "Table. Rates" not in text and "Figure. A small" not in text
+    assert 'href="#tab-rates"' in page, "numref to the table does not resolve"
+    # numbers formatted in the table
+    assert "1,234,567" in text and "iops (IO/s)" in text
+    # code folded, except the show-input cell
+    fold = page.index("SECRET_CODE_LINE")
+    assert "<details" in page[:fold] and "</details>" in page[fold:], "the code cell is not folded"
+    opened = page.index("OPEN_CODE_LINE")
+    assert page.rfind("<details", 0, opened) < page.rfind("</details>", 0, opened), "show-input cell was folded"
+    # banner: before the first table, from the records' provenance
+    banner = page.index("nvmelab-banner")
+    assert banner < page.index("SECRET_CODE_LINE")
+    btext = text[text.index("Records shown"):]
+    for want in ("2 records", "host hostA", "preset standard", "2026-11-20 to 2026-11-21", "commit 0123456789ab",
+                 "emulated pm1753 (scale 64)", "Published sources", "seed.csv"):
+        assert want in btext, f"banner lacks {want!r}"
+    # footer: build commit and links to the data files, copied into the site
+    assert "nvmelab-footer" in page and "Built " in text and "from commit" in text
+    rel = records.relative_to(repo).as_posix()
+    assert f'href="../_data/{rel}"' in page
+    assert (root / "_build" / "_data" / rel).read_text().count("\n") == 2
+    assert (root / "_build" / "_data" / published.relative_to(repo).as_posix()).is_file()
+
+
+def test_index_page_footer_without_data(tmp_path: Path) -> None:
+    """A page that uses no data says so; a page never gets a banner unless it is a study."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "_static" / "vega").mkdir(parents=True)
+    (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
+    (root / "conf.py").write_text(CONF)
+    (root / "index.md").write_text("# Book\n\nNothing here.\n")
+    proc = _build(root)
+    assert proc.returncode == 0, proc.stderr
+    page = (root / "_build" / "index.html").read_text()
+    assert "This page uses no data file." in page
+    assert "nvmelab-banner" not in page
+
+
+def test_undeclared_study_banner_names_what_its_code_reads(tmp_path: Path) -> None:
+    """A study notebook that declares nothing: the banner lists its records of the preset being
+    built (from the results folder) and the published files its code reads, and says so."""
+    root = tmp_path / "p"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "_static" / "vega").mkdir(parents=True)
+    (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
+    (root / "conf.py").write_text(CONF.replace('nvmelab_results_dir = "results"',
+                                               f'nvmelab_results_dir = {str(tmp_path / "results")!r}'))
+    rec_dir = tmp_path / "results" / "study" / "hostB"
+    rec_dir.mkdir(parents=True)
+    (rec_dir / "standard.jsonl").write_text(json.dumps({**RECORD, "provenance": {**RECORD["provenance"],
+                                                                                "host": "hostB"}}) + "\n")
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "cells": [
+              {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n"},
+              {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1, "outputs": [],
+               "source": 'from nvmelab import reference\nh = reference.headline()\n'
+                         'r = reference.published("tool-comparison")\n'},
+          ]}
+    (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
+    (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
+    env = {"NVMELAB_PRESET": "standard"}
+    import os
+
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        proc = _build(root)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert proc.returncode == 0, proc.stderr
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (root / "_build" / "notebooks" / "study.html").read_text()))
+    assert "Records of this study (preset being built)" in text
+    assert "host hostB" in text and "preset standard" in text
+    assert "Published sources (read by its code)" in text
+    assert "headline.csv" in text and "tool-comparison.jsonl" in text
