@@ -13,7 +13,7 @@
 #include "nvme/cuda/nvme_gpuq.h"
 #include "nvme/gpuq_ctrl.h"
 #include "nvme/nvme.h"
-#include "nvme/tools/gpuq_guest.h"
+#include "tools/gpuq_guest.h"
 
 #define GQ_PAIRS       2u
 #define GQ_MAX_QD      64u

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "nvme/tools/gpuq_guest.h"
+#include "tools/gpuq_guest.h"
 #include "nvme/nvme.h"
 #include "devmgmt.h"
 
