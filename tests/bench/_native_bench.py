@@ -43,6 +43,47 @@ def build_hotpath(workdir: Path) -> Path:
     raise RuntimeError(f"cannot build hotpath: {p.stderr.strip()[:500]}")
 
 
+def build_hotpath_at(rev: str, workdir: Path) -> Path:
+    """Build hotpath.c and the driver library as they were at git revision `rev`, for a side-by-side
+    comparison with the working tree (same compiler, same flags, same host, interleaved runs).
+
+    The revision's own sources are exported with `git archive` (src/, the top CMakeLists.txt, the
+    headline table the emulator's calibration is generated from, and its hotpath.c), configured with
+    Python, CUDA and tests off, and only the driver library target is built: whichever of the names
+    it has had (`nvmelab_driver`, earlier `nvme`). Raises RuntimeError naming what failed (no git
+    history in this checkout, an unknown revision, a failed build).
+    """
+    src = workdir / f"rev-{rev}"
+    src.mkdir(parents=True, exist_ok=True)
+    paths = ["src", "CMakeLists.txt", "data/reference/headline.csv", "tests/bench/hotpath.c"]
+    arch = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, *paths], capture_output=True)
+    if arch.returncode != 0:
+        raise RuntimeError(f"git archive {rev}: {arch.stderr.decode(errors='replace').strip()[:300]}")
+    subprocess.run(["tar", "-x", "-C", str(src)], input=arch.stdout, check=True)
+    bdir = workdir / f"build-{rev}"
+    conf = subprocess.run(["cmake", "-S", str(src), "-B", str(bdir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                           "-DNVMELAB_PYTHON=OFF", "-DNVMELAB_CUDA=OFF", "-DNVMELAB_TESTS=OFF"],
+                          capture_output=True, text=True)
+    if conf.returncode != 0:
+        raise RuntimeError(f"configure {rev}: {conf.stdout[-300:]}{conf.stderr[-300:]}")
+    lib = None
+    for target, rel in (("nvmelab_driver", "src/nvme/libnvmelab-driver.a"), ("nvme", "src/nvme/libnvme.a")):
+        b = subprocess.run(["cmake", "--build", str(bdir), "--target", target], capture_output=True, text=True)
+        if b.returncode == 0 and (bdir / rel).exists():
+            lib = bdir / rel
+            break
+    if lib is None:
+        raise RuntimeError(f"build {rev}: no driver library target built")
+    exe = workdir / f"hotpath-{rev}"
+    cc = os.environ.get("CC", "cc")
+    p = subprocess.run([cc, "-O2", "-g", "-std=gnu11", "-D_GNU_SOURCE", f"-I{src / 'src'}",
+                        str(src / "tests/bench/hotpath.c"), str(lib), "-lpthread", "-lm", "-o", str(exe)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"cannot build hotpath at {rev}: {p.stderr.strip()[:300]}")
+    return exe
+
+
 def run_native(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> dict[str, float]:
     """Run hotpath natively; wall time and the child's CPU time (user+sys)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
