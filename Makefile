@@ -19,7 +19,7 @@ QEMU_ARGS  ?=
 PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 
 .PHONY: help env build test test-c test-py test-notebooks test-book test-browser test-sanitize test-qemu \
-	    test-gpu bench bench-gpu book lab clean wheelhouse check-env check-build check-sanitize check-qemu \
+	    test-gpu bench bench-gpu book lab clean format wheelhouse check-env check-build check-sanitize check-qemu \
 	    check-browser check-bench check-gpu
 
 help:
@@ -107,6 +107,10 @@ bench-gpu: check-gpu build
 book: build
 	NVMELAB_PRESET=$(PRESET) $(PY) -m sphinx -W --keep-going -n -b html book book/_build/html
 	@echo "book: open book/_build/html/index.html"
+
+# --- style: clang-format for C/C++/CUDA, ruff for Python (both pinned in the lock); tests/test_style.py checks ---
+format: env
+	$(VENV)/bin/clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cpp' '*.hpp')
 
 lab: build
 	$(PY) -m jupyter lab notebooks

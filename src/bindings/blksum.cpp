@@ -3,12 +3,12 @@
 // The checksum runs on its own C threads; the calling Python thread waits without the
 // GIL in short slices, so Ctrl-C (and a progress callback) are served while it runs:
 // on a signal the job is cancelled, joined, and the KeyboardInterrupt propagates.
-#include "bindings.h"
-#include "errors.h"
-
 #include <cerrno>
 #include <string>
 #include <vector>
+
+#include "bindings.h"
+#include "errors.h"
 
 #ifdef NVMELAB_HAVE_BLKSUM
 extern "C" {
@@ -28,14 +28,18 @@ constexpr size_t NVME_ERRLEN_BLKSUM = 256;
 // How long the waiting Python thread sleeps between checks for signals / progress.
 constexpr int kPollMs = 100;
 
-blksum_io parse_io(const std::string &io) {
-    if (io == "psync") return BLKSUM_IO_PSYNC;
-    if (io == "io_uring") return BLKSUM_IO_IO_URING;
+blksum_io parse_io(const std::string &io)
+{
+    if (io == "psync")
+        return BLKSUM_IO_PSYNC;
+    if (io == "io_uring")
+        return BLKSUM_IO_IO_URING;
     throw py::value_error("unknown I/O mode '" + io + "' (psync or io_uring)");
 }
 
 // blksum's codes through the one converter (errors.h): its own -BLKSUM_EDIGEST is a bad argument.
-[[noreturn]] void blksum_raise(int rc, const std::string &path) {
+[[noreturn]] void blksum_raise(int rc, const std::string &path)
+{
     std::string what = std::string(blksum_strerror(rc));
     if (rc == -BLKSUM_EDIGEST)
         rc = -EINVAL;
@@ -43,7 +47,8 @@ blksum_io parse_io(const std::string &io) {
     raise_errno(rc, bad_arg && !path.empty() ? path + ": " + what : what, bad_arg ? std::string() : path);
 }
 
-py::dict result_dict(const blksum_result &r) {
+py::dict result_dict(const blksum_result &r)
+{
     char hex[2 * BLKSUM_MAX_MD_SIZE + 1];
     blksum_hex(&r, hex, sizeof(hex));
     py::dict d;
@@ -59,14 +64,16 @@ py::dict result_dict(const blksum_result &r) {
     return d;
 }
 
-py::dict run_job(const blksum_source &src, const blksum_opts &o, const std::string &label, py::object progress) {
+py::dict run_job(const blksum_source &src, const blksum_opts &o, const std::string &label, py::object progress)
+{
     blksum_job *job = nullptr;
     int rc;
     {
         py::gil_scoped_release nogil;
         rc = blksum_start(&src, &o, &job);
     }
-    if (rc < 0) blksum_raise(rc, label);
+    if (rc < 0)
+        blksum_raise(rc, label);
     auto abort_job = [&]() {
         blksum_cancel(job);
         py::gil_scoped_release nogil;
@@ -79,7 +86,7 @@ py::dict run_job(const blksum_source &src, const blksum_opts &o, const std::stri
             w = blksum_wait(job, kPollMs);
         }
         if (PyErr_CheckSignals() != 0) {
-            py::error_already_set err;  // take the pending exception (KeyboardInterrupt)
+            py::error_already_set err; // take the pending exception (KeyboardInterrupt)
             abort_job();
             throw err;
         }
@@ -93,20 +100,23 @@ py::dict run_job(const blksum_source &src, const blksum_opts &o, const std::stri
                 throw;
             }
         }
-        if (w == 0) break;
+        if (w == 0)
+            break;
     }
     blksum_result r{};
     {
         py::gil_scoped_release nogil;
         rc = blksum_finish(job, &r);
     }
-    if (rc < 0) blksum_raise(rc, label);
+    if (rc < 0)
+        blksum_raise(rc, label);
     return result_dict(r);
 }
 
-}  // namespace
+} // namespace
 
-void bind_blksum(py::module_ &m) {
+void bind_blksum(py::module_ &m)
+{
     m.attr("BLKSUM_BLOCK_SIZE") = BLKSUM_BLOCK_SIZE;
     m.attr("BLKSUM_DEFAULT_QUEUE_DEPTH") = BLKSUM_DEFAULT_QUEUE_DEPTH;
     m.attr("BLKSUM_DEFAULT_READ_SIZE") = BLKSUM_DEFAULT_READ_SIZE;
@@ -114,14 +124,18 @@ void bind_blksum(py::module_ &m) {
     m.attr("BLKSUM_MAX_QUEUE_DEPTH") = BLKSUM_MAX_QUEUE_DEPTH;
     m.attr("BLKSUM_MAX_READ_SIZE") = BLKSUM_MAX_READ_SIZE;
 
-    m.def("blksum_digests", [] {
-        std::vector<std::string> names;
-        blksum_list_digests([](const char *n, void *arg) { static_cast<std::vector<std::string> *>(arg)->push_back(n); },
-                            &names);
-        py::list out;
-        for (const auto &n : names) out.append(n);
-        return out;
-    }, "Digest names blksum accepts (OpenSSL's, plus 'null').");
+    m.def(
+        "blksum_digests",
+        [] {
+            std::vector<std::string> names;
+            blksum_list_digests(
+                [](const char *n, void *arg) { static_cast<std::vector<std::string> *>(arg)->push_back(n); }, &names);
+            py::list out;
+            for (const auto &n : names)
+                out.append(n);
+            return out;
+        },
+        "Digest names blksum accepts (OpenSSL's, plus 'null').");
     m.def("blksum_digest_known", [](const std::string &name) { return blksum_digest_known(name.c_str()); });
     m.def("blksum_have_io_uring", &blksum_have_io_uring);
 
@@ -138,10 +152,12 @@ void bind_blksum(py::module_ &m) {
             o.io = parse_io(io);
             char msg[256];
             int rc = blksum_opts_check(&o, msg, sizeof(msg));
-            if (rc < 0) throw py::value_error(msg);
+            if (rc < 0)
+                throw py::value_error(msg);
             blksum_source src;
             rc = blksum_source_open(&src, path.c_str());
-            if (rc < 0) blksum_raise(rc, path);
+            if (rc < 0)
+                blksum_raise(rc, path);
             try {
                 py::dict d = run_job(src, o, path, progress);
                 d["source"] = std::string(src.kind);
@@ -171,7 +187,8 @@ void bind_blksum(py::module_ &m) {
             o.io = BLKSUM_IO_TARGET;
             char msg[NVME_ERRLEN_BLKSUM];
             int rc = blksum_opts_check(&o, msg, sizeof(msg));
-            if (rc < 0) throw py::value_error(msg);
+            if (rc < 0)
+                throw py::value_error(msg);
             blksum_source src;
             msg[0] = '\0';
             {
@@ -179,7 +196,8 @@ void bind_blksum(py::module_ &m) {
                 rc = blksum_source_open_uri(&src, uri.c_str(), nsid, msg, sizeof(msg));
             }
             if (rc < 0) {
-                if (msg[0]) throw py::value_error(std::string(msg));
+                if (msg[0])
+                    throw py::value_error(std::string(msg));
                 blksum_raise(rc, uri);
             }
             auto close = [&]() {
@@ -207,4 +225,4 @@ void bind_blksum(py::module_ &m) {
 void bind_blksum(py::module_ &) {}
 #endif
 
-}  // namespace nvmelab
+} // namespace nvmelab

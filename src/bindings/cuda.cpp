@@ -2,19 +2,18 @@
 // cuda-run engine over gpu-emu://. Always present: cuda_device_count() and cuda_status() answer 0 and a
 // reason in a build without CUDA or on a host without a GPU. The engine runs with the GIL released on a
 // helper thread; Ctrl-C sets the engine's stop flag, waits for the kernels to end, then raises.
-#include "bindings.h"
-#include "errors.h"
-
-#include <pybind11/stl.h>
-
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <pybind11/stl.h>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bindings.h"
+#include "errors.h"
 
 #ifdef NVMELAB_HAVE_CUDA
 #include "nvme/cuda/cuda_api.h"
@@ -32,19 +31,26 @@ constexpr size_t CUDA_ERR_LEN = 1024;
 
 [[noreturn]] void cuda_raise(int rc, const std::string &msg)
 {
-    raise_errno(rc, msg);  // the one converter (errors.h)
+    raise_errno(rc, msg); // the one converter (errors.h)
 }
 
 const char *state_name(uint32_t s)
 {
     switch (s) {
-    case 0: return "ok";
-    case 1: return "timeout";
-    case 2: return "bad_cid";
-    case 3: return "bad_sqid";
-    case 4: return "nvme_error";
-    case 5: return "verify";
-    default: return "unknown";
+    case 0:
+        return "ok";
+    case 1:
+        return "timeout";
+    case 2:
+        return "bad_cid";
+    case 3:
+        return "bad_sqid";
+    case 4:
+        return "nvme_error";
+    case 5:
+        return "verify";
+    default:
+        return "unknown";
     }
 }
 
@@ -161,44 +167,53 @@ py::dict cuda_run(const std::string &target, const std::string &rw, uint32_t ios
 }
 #endif
 
-}  // namespace
+} // namespace
 
 void bind_cuda(py::module_ &m)
 {
-    m.def("cuda_device_count", [] {
+    m.def(
+        "cuda_device_count",
+        [] {
 #ifdef NVMELAB_HAVE_CUDA
-        char why[256];
-        return nvme_cuda_device_count(why, sizeof(why));
+            char why[256];
+            return nvme_cuda_device_count(why, sizeof(why));
 #else
-        return 0;
+            return 0;
 #endif
-    }, "Number of usable CUDA devices; 0 without CUDA support or GPU (cuda_status() says why).");
+        },
+        "Number of usable CUDA devices; 0 without CUDA support or GPU (cuda_status() says why).");
 
-    m.def("cuda_status", [] {
-        py::dict d;
+    m.def(
+        "cuda_status",
+        [] {
+            py::dict d;
 #ifdef NVMELAB_HAVE_CUDA
-        char why[256] = {0};
-        int n = nvme_cuda_device_count(why, sizeof(why));
-        d["compiled"] = true;
-        d["devices"] = n;
-        d["reason"] = n > 0 ? std::string() : std::string(why);
+            char why[256] = {0};
+            int n = nvme_cuda_device_count(why, sizeof(why));
+            d["compiled"] = true;
+            d["devices"] = n;
+            d["reason"] = n > 0 ? std::string() : std::string(why);
 #else
-        d["compiled"] = false;
-        d["devices"] = 0;
-        d["reason"] = std::string("nvmelab was built without CUDA (no nvcc at build time)");
+            d["compiled"] = false;
+            d["devices"] = 0;
+            d["reason"] = std::string("nvmelab was built without CUDA (no nvcc at build time)");
 #endif
-        return d;
-    }, "{'compiled': bool, 'devices': int, 'reason': str}: whether device-initiated I/O can run here, and why not.");
+            return d;
+        },
+        "{'compiled': bool, 'devices': int, 'reason': str}: whether device-initiated I/O can run here, and why not.");
 
 #ifdef NVMELAB_HAVE_CUDA
-    m.def("cuda_device_info", [](int gpu) {
-        nvme_cuda_devinfo g;
-        char err[CUDA_ERR_LEN] = {0};
-        int rc = nvme_cuda_device_info(gpu, &g, err, sizeof(err));
-        if (rc)
-            cuda_raise(rc, err);
-        return devinfo_dict(g);
-    }, py::arg("gpu") = 0, "Name, compute capability, SMs, memory, driver/runtime versions, PCI address of a GPU.");
+    m.def(
+        "cuda_device_info",
+        [](int gpu) {
+            nvme_cuda_devinfo g;
+            char err[CUDA_ERR_LEN] = {0};
+            int rc = nvme_cuda_device_info(gpu, &g, err, sizeof(err));
+            if (rc)
+                cuda_raise(rc, err);
+            return devinfo_dict(g);
+        },
+        py::arg("gpu") = 0, "Name, compute capability, SMs, memory, driver/runtime versions, PCI address of a GPU.");
 
     m.def("cuda_run", &cuda_run, py::arg("target"), py::arg("rw") = "randread", py::arg("iosize") = 512,
           py::arg("qdepth") = 128, py::arg("nqueues") = 1, py::arg("ndevs") = 0, py::arg("runtime") = 5.0,
@@ -209,25 +224,34 @@ void bind_cuda(py::module_ &m)
           "the raw result dict. payload (pci://, emu://): host (pinned host memory) or gpu (refused, see message).\n"
           "rounds > 0: every queue does exactly that many rounds (no timing window). buf/buf_len: a caller-owned\n"
           "GPU buffer (device pointer, e.g. from __cuda_array_interface__) that receives the I/O.");
-    m.def("cuda_target_check", [](const std::string &target, uint32_t ndevs) {
-        char desc[NVME_CUDA_DESC_LEN] = {0}, err[CUDA_ERR_LEN] = {0};
-        int rc = nvme_cuda_target_check(target.c_str(), ndevs ? ndevs : 16u, desc, sizeof(desc), err, sizeof(err));
-        if (rc)
-            cuda_raise(rc, err);
-        return std::string(desc);
-    }, py::arg("target"), py::arg("ndevs") = 0,
-       "Parse and check a gpu-emu:// URI without a GPU; returns its settings ('profile=... scale=...').");
-    m.def("cuda_buf_size", [](uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs) {
-        uint64_t stride = 0;
-        size_t n = nvme_cuda_buf_size(iosize, qdepth, nqueues, ndevs, &stride);
-        return py::make_tuple(n, stride);
-    }, py::arg("iosize"), py::arg("qdepth"), py::arg("nqueues"), py::arg("ndevs"),
-       "(bytes, stride) a caller-provided cuda_run buffer needs for this shape.");
+    m.def(
+        "cuda_target_check",
+        [](const std::string &target, uint32_t ndevs) {
+            char desc[NVME_CUDA_DESC_LEN] = {0}, err[CUDA_ERR_LEN] = {0};
+            int rc = nvme_cuda_target_check(target.c_str(), ndevs ? ndevs : 16u, desc, sizeof(desc), err, sizeof(err));
+            if (rc)
+                cuda_raise(rc, err);
+            return std::string(desc);
+        },
+        py::arg("target"), py::arg("ndevs") = 0,
+        "Parse and check a gpu-emu:// URI without a GPU; returns its settings ('profile=... scale=...').");
+    m.def(
+        "cuda_buf_size",
+        [](uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs) {
+            uint64_t stride = 0;
+            size_t n = nvme_cuda_buf_size(iosize, qdepth, nqueues, ndevs, &stride);
+            return py::make_tuple(n, stride);
+        },
+        py::arg("iosize"), py::arg("qdepth"), py::arg("nqueues"), py::arg("ndevs"),
+        "(bytes, stride) a caller-provided cuda_run buffer needs for this shape.");
 #else
-    m.def("cuda_run", [](py::args, py::kwargs) -> py::dict {
-        throw std::runtime_error("cuda-run: nvmelab was built without CUDA (no nvcc at build time)");
-    }, "Unavailable: this build has no CUDA support.");
+    m.def(
+        "cuda_run",
+        [](py::args, py::kwargs) -> py::dict {
+            throw std::runtime_error("cuda-run: nvmelab was built without CUDA (no nvcc at build time)");
+        },
+        "Unavailable: this build has no CUDA support.");
 #endif
 }
 
-}  // namespace nvmelab
+} // namespace nvmelab

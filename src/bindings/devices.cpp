@@ -1,7 +1,7 @@
 // nvmelab._native: the driver's PCI in-use check (nvme/inuse.h) for nvmelab.devices.
-#include "bindings.h"
-
 #include <string>
+
+#include "bindings.h"
 
 extern "C" {
 #include "nvme/inuse.h"
@@ -49,4 +49,4 @@ void bind_devices(py::module_ &m)
         "The function's block devices (namespaces, partitions, stacked devices) as the in-use check sees them.");
 }
 
-}  // namespace nvmelab
+} // namespace nvmelab

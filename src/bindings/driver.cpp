@@ -18,21 +18,24 @@ namespace py = pybind11;
 namespace nvmelab {
 using namespace drv;
 
-void bind_driver(py::module_ &m) {
+void bind_driver(py::module_ &m)
+{
     py::register_exception_translator([](std::exception_ptr p) {
         try {
-            if (p) std::rethrow_exception(p);
+            if (p)
+                std::rethrow_exception(p);
         } catch (const ClosedErr &e) {
             py::object cls = py::module_::import("nvmelab.errors").attr("ClosedError");
             PyErr_SetString(cls.ptr(), e.what());
         } catch (const QueueFullErr &e) {
             py::object args = py::make_tuple(EBUSY, e.what());
             PyErr_SetObject(PyExc_BlockingIOError, args.ptr());
-        }   // ErrnoErr: the one converter (errors.cpp)
+        } // ErrnoErr: the one converter (errors.cpp)
     });
 
-    m.def("status_name", [](int sct, int sc) { return std::string(nvme_status_name(sct & 0x7, sc & 0xff)); },
-          py::arg("sct"), py::arg("sc"), "The NVMe specification's name of a status (SCT, SC).");
+    m.def(
+        "status_name", [](int sct, int sc) { return std::string(nvme_status_name(sct & 0x7, sc & 0xff)); },
+        py::arg("sct"), py::arg("sc"), "The NVMe specification's name of a status (SCT, SC).");
 
     py::module_ spec = m.def_submodule("spec", "Constants from src/nvme/spec.h");
     spec.attr("OPC_FLUSH") = int(NVME_CMD_FLUSH);
@@ -53,12 +56,13 @@ void bind_driver(py::module_ &m) {
     spec.attr("PAGE_SIZE_MIN") = NVME_PAGE_SIZE_MIN;
     spec.attr("ADMIN_BUF_SIZE") = NVME_ADMIN_BUF_SIZE;
     spec.attr("DSM_MAX_NLB") = kDsmMaxNlb;
-    spec.def("opc_name", [](bool admin, int opc) { return std::string(nvme_opc_name(admin, opc & 0xff)); },
-             py::arg("admin"), py::arg("opc"));
+    spec.def(
+        "opc_name", [](bool admin, int opc) { return std::string(nvme_opc_name(admin, opc & 0xff)); }, py::arg("admin"),
+        py::arg("opc"));
 
     bind_driver_target(m);
     bind_driver_qpair(m);
     bind_driver_controller(m);
 }
 
-}  // namespace nvmelab
+} // namespace nvmelab

@@ -2,12 +2,6 @@
 // targets, controllers, queue pairs and DMA memory (the rules are at the top of driver.cpp).
 // Internal to the bindings; every function here is inline so that each bind file may include it.
 #pragma once
-#include "bindings.h"
-#include "errors.h"
-
-#include <pybind11/numpy.h>
-#include <pybind11/stl.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -15,11 +9,16 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bindings.h"
+#include "errors.h"
 
 extern "C" {
 #include "nvme/emu/emu.h"
@@ -30,10 +29,9 @@ namespace nvmelab {
 namespace drv {
 namespace py = pybind11;
 
-
-constexpr double kPollSliceS = 0.05;        // a blocking poll re-checks signals and locks this often
-constexpr uint32_t kAdminTimeoutMs = 5000;  // admin_raw() default
-constexpr uint32_t kDsmMaxNlb = 0xffffffffu;  // one DSM range's 32-bit block count
+constexpr double kPollSliceS = 0.05;         // a blocking poll re-checks signals and locks this often
+constexpr uint32_t kAdminTimeoutMs = 5000;   // admin_raw() default
+constexpr uint32_t kDsmMaxNlb = 0xffffffffu; // one DSM range's 32-bit block count
 
 // ---- C++ exceptions translated to Python ones (thrown without the GIL; translated with it) ----
 struct ClosedErr : std::runtime_error {
@@ -42,7 +40,6 @@ struct ClosedErr : std::runtime_error {
 struct QueueFullErr : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
-
 
 // ---- DMA memory ----
 struct TargetState;
@@ -60,13 +57,13 @@ struct DmaMem {
 struct QPairState;
 
 struct CtrlSlot {
-    std::mutex mu;                   // reset, queue creation/deletion, fault injection
-    std::vector<QPairState *> qps;   // live queue pairs of this controller
+    std::mutex mu;                 // reset, queue creation/deletion, fault injection
+    std::vector<QPairState *> qps; // live queue pairs of this controller
 };
 
 struct TargetState {
-    std::shared_mutex rw;            // shared: any operation; exclusive: close
-    std::mutex mu;                   // live_dma, t (teardown decision)
+    std::shared_mutex rw; // shared: any operation; exclusive: close
+    std::mutex mu;        // live_dma, t (teardown decision)
     nvme_target *t = nullptr;
     bool closed = false;
     bool is_emu = false;
@@ -75,26 +72,30 @@ struct TargetState {
     std::vector<std::unique_ptr<CtrlSlot>> ctrls;
 
     ~TargetState() { final_close(); }
-    void final_close() {
+    void final_close()
+    {
         nvme_target *victim = nullptr;
         {
             std::lock_guard<std::mutex> g(mu);
             victim = t;
             t = nullptr;
         }
-        if (victim) nvme_target_close(victim);
+        if (victim)
+            nvme_target_close(victim);
     }
-    void close();   // defined after QPairState
+    void close(); // defined after QPairState
 };
 
-inline DmaMem::DmaMem(std::shared_ptr<TargetState> t, nvme_dma *dma) : ts(std::move(t)), d(dma) {
+inline DmaMem::DmaMem(std::shared_ptr<TargetState> t, nvme_dma *dma) : ts(std::move(t)), d(dma)
+{
     va = static_cast<uint8_t *>(nvme_dma_vaddr(d));
     size = nvme_dma_size(d);
     std::lock_guard<std::mutex> g(ts->mu);
     ts->live_dma++;
 }
 
-inline DmaMem::~DmaMem() {
+inline DmaMem::~DmaMem()
+{
     nvme_dma_free(d);
     bool close_now = false;
     {
@@ -102,34 +103,42 @@ inline DmaMem::~DmaMem() {
         ts->live_dma--;
         close_now = ts->closed && ts->live_dma == 0 && ts->t;
     }
-    if (close_now) ts->final_close();   // the deferred close of a target closed while views lived
+    if (close_now)
+        ts->final_close(); // the deferred close of a target closed while views lived
 }
 
 // A guard for one operation on an open target: shared lock, closed check.
 struct Op {
     std::shared_lock<std::shared_mutex> lk;
-    explicit Op(TargetState &ts, const char *what) : lk(ts.rw) {
-        if (ts.closed || !ts.t) throw ClosedErr(std::string(what) + ": the target was closed");
+    explicit Op(TargetState &ts, const char *what) : lk(ts.rw)
+    {
+        if (ts.closed || !ts.t)
+            throw ClosedErr(std::string(what) + ": the target was closed");
     }
 };
 
 // ---- DMA buffer object ----
 struct DmaBuffer {
     std::shared_ptr<DmaMem> mem;
-    size_t nbytes = 0;   // what the caller asked for (the allocation may be rounded up)
+    size_t nbytes = 0; // what the caller asked for (the allocation may be rounded up)
 
-    DmaMem &get(const char *what) const {
-        if (!mem) throw ClosedErr(std::string(what) + ": the DMA buffer was closed");
+    DmaMem &get(const char *what) const
+    {
+        if (!mem)
+            throw ClosedErr(std::string(what) + ": the DMA buffer was closed");
         return *mem;
     }
-    py::array array() const {
+    py::array array() const
+    {
         DmaMem &m = get("DmaBuffer.array");
         auto *keep = new std::shared_ptr<DmaMem>(mem);
         py::capsule base(keep, [](void *p) { delete static_cast<std::shared_ptr<DmaMem> *>(p); });
         return py::array(py::dtype::of<uint8_t>(), {static_cast<py::ssize_t>(nbytes)}, {1}, m.va, base);
     }
-    void close() {
-        if (!mem) return;
+    void close()
+    {
+        if (!mem)
+            return;
         int n = mem->outstanding.load();
         if (n > 0)
             throw py::buffer_error("DmaBuffer.close(): " + std::to_string(n) +
@@ -141,11 +150,11 @@ struct DmaBuffer {
 // ---- queue pairs ----
 struct QPairState;
 
-struct Cmd {              // one outstanding command: the callback's argument
+struct Cmd { // one outstanding command: the callback's argument
     QPairState *qs;
     uint64_t tag;
-    std::shared_ptr<DmaMem> mem;   // keeps the data buffer alive while the controller may touch it
-    int dsm_slot;                  // DSM range slot, -1 when none
+    std::shared_ptr<DmaMem> mem; // keeps the data buffer alive while the controller may touch it
+    int dsm_slot;                // DSM range slot, -1 when none
 };
 
 struct Done {
@@ -167,18 +176,23 @@ struct QPairState {
     std::vector<int> dsm_free;
     std::string closed_why = "the queue pair was closed";
 
-    ~QPairState() {   // dropped without close(): delete the queues now
-        if (!qp) return;
+    ~QPairState()
+    { // dropped without close(): delete the queues now
+        if (!qp)
+            return;
         std::unique_ptr<py::gil_scoped_release> nogil;
-        if (PyGILState_Check()) nogil = std::make_unique<py::gil_scoped_release>();
+        if (PyGILState_Check())
+            nogil = std::make_unique<py::gil_scoped_release>();
         std::shared_lock<std::shared_mutex> lk(ts->rw);
         std::lock_guard<std::mutex> g(ts->ctrls[ci]->mu);
         destroy_locked();
     }
 
     // Destroy with the controller mutex held by the caller; callbacks run (-ECANCELED), results dropped.
-    void destroy_locked() {
-        if (!qp) return;
+    void destroy_locked()
+    {
+        if (!qp)
+            return;
         nvme_qpair_destroy(qp);
         qp = nullptr;
         done.clear();
@@ -193,7 +207,8 @@ struct QPairState {
 
 // Runs inside nvme_qpair_poll/destroy, GIL released: C++ state only. Buffers go to the graveyard so
 // that no DMA memory (and so no deferred target close) is freed inside the C call.
-inline void qpair_cb(void *arg, const nvme_cpl *cpl) {
+inline void qpair_cb(void *arg, const nvme_cpl *cpl)
+{
     auto *c = static_cast<Cmd *>(arg);
     QPairState *q = c->qs;
     q->done.push_back(Done{c->tag, *cpl});
@@ -201,16 +216,21 @@ inline void qpair_cb(void *arg, const nvme_cpl *cpl) {
         c->mem->outstanding--;
         // A timed-out command may still be executing (its CQE is owed): its memory stays alive until the
         // queues are deleted, even if the caller closes the buffer meanwhile.
-        if (cpl->err == -ETIMEDOUT) q->zombies.push_back(std::move(c->mem));
-        else q->graveyard.push_back(std::move(c->mem));
+        if (cpl->err == -ETIMEDOUT)
+            q->zombies.push_back(std::move(c->mem));
+        else
+            q->graveyard.push_back(std::move(c->mem));
     }
-    if (c->dsm_slot >= 0 && cpl->err != -ETIMEDOUT) q->dsm_free.push_back(c->dsm_slot);
+    if (c->dsm_slot >= 0 && cpl->err != -ETIMEDOUT)
+        q->dsm_free.push_back(c->dsm_slot);
     delete c;
 }
 
-inline void TargetState::close() {
+inline void TargetState::close()
+{
     std::unique_lock<std::shared_mutex> lk(rw);
-    if (closed) return;
+    if (closed)
+        return;
     for (auto &slot : ctrls) {
         std::lock_guard<std::mutex> g(slot->mu);
         while (!slot->qps.empty()) {
@@ -225,13 +245,15 @@ inline void TargetState::close() {
         closed = true;
         close_now = live_dma == 0 && t;
     }
-    if (close_now) final_close();
+    if (close_now)
+        final_close();
 }
 
 // Claim a qpair for one operation; RuntimeError when another thread holds it.
 struct Busy {
     QPairState &q;
-    explicit Busy(QPairState &qs) : q(qs) {
+    explicit Busy(QPairState &qs) : q(qs)
+    {
         bool expect = false;
         if (!q.busy.compare_exchange_strong(expect, true))
             throw std::runtime_error("QPair used from two threads at once: a queue pair belongs to one thread");
@@ -252,16 +274,20 @@ struct Ns {
     uint32_t nsid;
     uint32_t lba_size;
     uint64_t nsze;
-    nvme_ns *get(nvme_ctrl *c) const {
+    nvme_ns *get(nvme_ctrl *c) const
+    {
         nvme_ns *ns = nvme_ctrl_ns(c, nsid);
-        if (!ns) throw py::value_error("nsid: namespace " + std::to_string(nsid) + " is no longer active");
+        if (!ns)
+            throw py::value_error("nsid: namespace " + std::to_string(nsid) + " is no longer active");
         return ns;
     }
 };
 struct QPair {
     std::shared_ptr<QPairState> s;
-    QPairState &live(const char *what) const {
-        if (!s->qp) throw ClosedErr(std::string(what) + ": " + s->closed_why);
+    QPairState &live(const char *what) const
+    {
+        if (!s->qp)
+            throw ClosedErr(std::string(what) + ": " + s->closed_why);
         return *s;
     }
 };
@@ -270,13 +296,16 @@ struct Target {
     std::shared_ptr<TargetState> ts;
 };
 
-inline std::string trim(const char *p, size_t n) {
+inline std::string trim(const char *p, size_t n)
+{
     std::string s(p, strnlen(p, n));
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\0'))
+        s.pop_back();
     return s;
 }
 
-inline py::tuple cpl_tuple(const nvme_cpl &c) {
+inline py::tuple cpl_tuple(const nvme_cpl &c)
+{
     return py::make_tuple(c.cid, c.err, c.sct, c.sc, c.dnr, c.cdw0);
 }
 
@@ -288,18 +317,20 @@ struct Span {
     size_t len = 0;
 };
 
-inline Span dma_span(const py::object &buf, size_t offset, size_t nbytes, const char *what) {
+inline Span dma_span(const py::object &buf, size_t offset, size_t nbytes, const char *what)
+{
     Span s;
     if (buf.is_none()) {
-        if (nbytes) throw py::value_error(std::string(what) + ": nbytes given without a buffer");
+        if (nbytes)
+            throw py::value_error(std::string(what) + ": nbytes given without a buffer");
         return s;
     }
     auto &db = buf.cast<DmaBuffer &>();
     DmaMem &m = db.get(what);
     if (offset > db.nbytes || nbytes > db.nbytes - offset)
         throw py::value_error(std::string(what) + ": offset " + std::to_string(offset) + " + " +
-                              std::to_string(nbytes) + " bytes exceeds the buffer's " +
-                              std::to_string(db.nbytes) + " bytes");
+                              std::to_string(nbytes) + " bytes exceeds the buffer's " + std::to_string(db.nbytes) +
+                              " bytes");
     if (offset % NVME_PRP_ALIGN)
         throw py::value_error("offset: " + std::to_string(offset) + " is not dword aligned");
     s.mem = db.mem;
@@ -308,11 +339,14 @@ inline Span dma_span(const py::object &buf, size_t offset, size_t nbytes, const 
     return s;
 }
 
-inline std::string emu_fault_kinds() { return "status, drop, delay, cfs, none"; }
+inline std::string emu_fault_kinds()
+{
+    return "status, drop, delay, cfs, none";
+}
 
-}  // namespace drv
+} // namespace drv
 
-void bind_driver_qpair(pybind11::module_ &m);       // driver_qpair.cpp: QPair
-void bind_driver_controller(pybind11::module_ &m);  // driver_ctrl.cpp: Controller
-void bind_driver_target(pybind11::module_ &m);      // driver_target.cpp: Target, DmaBuffer, Namespace
-}  // namespace nvmelab
+void bind_driver_qpair(pybind11::module_ &m);      // driver_qpair.cpp: QPair
+void bind_driver_controller(pybind11::module_ &m); // driver_ctrl.cpp: Controller
+void bind_driver_target(pybind11::module_ &m);     // driver_target.cpp: Target, DmaBuffer, Namespace
+} // namespace nvmelab

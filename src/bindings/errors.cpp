@@ -16,7 +16,7 @@ namespace {
 // Set the Python error for code (the GIL is held).
 void set_error(int code, const std::string &msg, const std::string &filename)
 {
-    if (code > 0) {  // NVMe status
+    if (code > 0) { // NVMe status
         int sct = (code >> 8) & 0x7, sc = code & 0xff;
         bool dnr = (code & PERF_STATUS_DNR) != 0;
         py::object cls = py::module_::import("nvmelab.errors").attr("NvmeError");
@@ -34,7 +34,7 @@ void set_error(int code, const std::string &msg, const std::string &filename)
                                       : py::module_::import("builtins").attr("OSError")(e, msg, filename);
     PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
 }
-}  // namespace
+} // namespace
 
 void raise_code(int code, const std::string &msg, const std::string &filename)
 {
@@ -45,15 +45,16 @@ void raise_code(int code, const std::string &msg, const std::string &filename)
 void register_errors(py::module_ &m)
 {
     m.def(
-        "_raise_code", [](int code, const std::string &msg) { raise_code(code, msg); }, py::arg("code"),
-        py::arg("msg"), "Raise what the one converter makes of code (tests).");
+        "_raise_code", [](int code, const std::string &msg) { raise_code(code, msg); }, py::arg("code"), py::arg("msg"),
+        "Raise what the one converter makes of code (tests).");
     py::register_exception_translator([](std::exception_ptr p) {
         try {
-            if (p) std::rethrow_exception(p);
+            if (p)
+                std::rethrow_exception(p);
         } catch (const ErrnoErr &e) {
             set_error(e.code, e.what(), e.filename);
         }
     });
 }
 
-}  // namespace nvmelab
+} // namespace nvmelab

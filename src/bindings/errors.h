@@ -10,17 +10,18 @@
 // translator registered by register_errors() converts with the same rule once the GIL is back.
 #pragma once
 #include <pybind11/pybind11.h>
-
 #include <stdexcept>
 #include <string>
 
 namespace nvmelab {
 
 struct ErrnoErr : std::runtime_error {
-    int code;   // negative errno or positive NVMe status
+    int code; // negative errno or positive NVMe status
     std::string filename;
     ErrnoErr(int c, const std::string &m, const std::string &f = std::string())
-        : std::runtime_error(m), code(c), filename(f) {}
+        : std::runtime_error(m), code(c), filename(f)
+    {
+    }
 };
 
 [[noreturn]] void raise_code(int code, const std::string &msg, const std::string &filename = std::string());
@@ -28,7 +29,10 @@ struct ErrnoErr : std::runtime_error {
 {
     raise_code(rc < 0 ? rc : -rc, msg, filename);
 }
-[[noreturn]] inline void throw_errno(int rc, const std::string &what) { throw ErrnoErr(rc < 0 ? rc : -rc, what); }
+[[noreturn]] inline void throw_errno(int rc, const std::string &what)
+{
+    throw ErrnoErr(rc < 0 ? rc : -rc, what);
+}
 void register_errors(pybind11::module_ &m);
 
-}  // namespace nvmelab
+} // namespace nvmelab

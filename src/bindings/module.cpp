@@ -1,12 +1,13 @@
 // nvmelab._native: module entry point and build_info().
+#include <string>
+
 #include "bindings.h"
 #include "errors.h"
 
-#include <string>
-
 namespace py = pybind11;
 
-PYBIND11_MODULE(_native, m) {
+PYBIND11_MODULE(_native, m)
+{
     m.doc() = "nvmelab native core: user-space NVMe driver, emulated controllers, engines";
     nvmelab::register_errors(m);
     nvmelab::bind_driver(m);
@@ -15,31 +16,35 @@ PYBIND11_MODULE(_native, m) {
     nvmelab::bind_cuda(m);
     nvmelab::bind_devices(m);
 
-    m.def("build_info", [] {
-        py::dict d;
-        d["version"] = NVMELAB_VERSION;
+    m.def(
+        "build_info",
+        [] {
+            py::dict d;
+            d["version"] = NVMELAB_VERSION;
 #ifdef NVMELAB_HAVE_CUDA
-        d["cuda"] = true;
-        d["cuda_architectures"] = std::string(NVMELAB_CUDA_ARCHS);
+            d["cuda"] = true;
+            d["cuda_architectures"] = std::string(NVMELAB_CUDA_ARCHS);
 #else
-        d["cuda"] = false;
-        d["cuda_architectures"] = std::string();
+            d["cuda"] = false;
+            d["cuda_architectures"] = std::string();
 #ifdef NVMELAB_CUDA_WHY
-        d["cuda_reason"] = std::string(NVMELAB_CUDA_WHY); /* from the top CMakeLists.txt */
+            d["cuda_reason"] = std::string(NVMELAB_CUDA_WHY); /* from the top CMakeLists.txt */
 #endif
 #endif
-        d["io_uring"] = true; /* always compiled (kernel ABI); whether the kernel permits it: perf_io_uring_available() */
+            d["io_uring"] =
+                true; /* always compiled (kernel ABI); whether the kernel permits it: perf_io_uring_available() */
 #ifdef NVMELAB_HAVE_BLKSUM
-        d["blksum"] = true;
+            d["blksum"] = true;
 #else
-        d["blksum"] = false;
+            d["blksum"] = false;
 #endif
 #if defined(__SANITIZE_ADDRESS__)
-        d["sanitizers"] = true;
+            d["sanitizers"] = true;
 #else
-        d["sanitizers"] = false;
+            d["sanitizers"] = false;
 #endif
-        d["compiler"] = std::string(__VERSION__);
-        return d;
-    }, "What was compiled into this build (CUDA, io_uring, blksum, compiler).");
+            d["compiler"] = std::string(__VERSION__);
+            return d;
+        },
+        "What was compiled into this build (CUDA, io_uring, blksum, compiler).");
 }

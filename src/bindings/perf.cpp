@@ -6,10 +6,7 @@
 // its own native thread; the calling thread checks for signals every
 // SIGNAL_POLL_MS, and on Ctrl-C sets the engine's stop flag, waits for the workers
 // to drain and close their queues, and re-raises KeyboardInterrupt (no result).
-#include "bindings.h"
-#include "errors.h"
-
-#include <pybind11/stl.h>
+#include "engine/perf.h"
 
 #include <atomic>
 #include <cerrno>
@@ -17,13 +14,15 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <pybind11/stl.h>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bindings.h"
 #include "engine/kio.h"
-#include "engine/perf.h"
 #include "engine/perf_params.h"
+#include "errors.h"
 
 namespace py = pybind11;
 
@@ -32,7 +31,6 @@ namespace {
 
 constexpr int SIGNAL_POLL_MS = 50;
 constexpr double NS_PER_S = 1e9;
-
 
 // A run's configuration: perf_config filled from the parameter table (perf_params.h) plus the CPU list.
 struct Cfg {
@@ -94,7 +92,7 @@ py::dict result_dict(const perf_result &r, const perf_config &c)
         l["p99"] = stats_hist_percentile(&r.lat, 99.0);
         l["p999"] = stats_hist_percentile(&r.lat, 99.9);
         l["max"] = r.lat.max_ns;
-        py::list buckets;  // non-empty buckets: [low_ns, high_ns, count]
+        py::list buckets; // non-empty buckets: [low_ns, high_ns, count]
         for (uint32_t i = 0; i < STATS_NBUCKETS; i++)
             if (r.lat.bucket[i])
                 buckets.append(py::make_tuple(stats_bucket_low(i),
@@ -175,7 +173,7 @@ class PerfTarget {
         d["profile"] = t->profile[0] ? py::object(py::str(t->profile)) : py::object(py::none());
         d["scale"] = t->profile[0] ? py::object(py::float_(t->scale)) : py::object(py::none());
         if (t->profile[0]) {
-            py::dict md;  // the profile at this scale; URI overrides not reflected
+            py::dict md; // the profile at this scale; URI overrides not reflected
             md["lat_ns"] = t->model.lat_ns;
             md["dev_iops"] = t->model.dev_iops;
             md["queue_iops"] = t->model.queue_iops;
@@ -210,12 +208,15 @@ class PerfTarget {
     py::dict run(const Cfg &cfg, bool fill)
     {
         perf_target *t = get();
-        int stop = 0;  // written with __atomic_store_n, read by the workers with __atomic_load_n
+        int stop = 0; // written with __atomic_store_n, read by the workers with __atomic_load_n
         perf_config c = cfg.to_c(&stop);
         auto res = std::make_unique<perf_result>();
         char err[PERF_ERRLEN] = "";
         int rc = run_interruptible(
-            [&] { return fill ? perf_fill(t, &c, res.get(), err, sizeof(err)) : perf_run(t, &c, res.get(), err, sizeof(err)); },
+            [&] {
+                return fill ? perf_fill(t, &c, res.get(), err, sizeof(err))
+                            : perf_run(t, &c, res.get(), err, sizeof(err));
+            },
             [&] { __atomic_store_n(&stop, 1, __ATOMIC_RELEASE); }, SIGNAL_POLL_MS);
         if (rc)
             raise_errno(rc, err[0] ? err : std::string(std::strerror(-rc)));
@@ -265,25 +266,25 @@ Cfg cfg_from_kwargs(const py::kwargs &kw)
         if (v.is_none() || (PyBool_Check(v.ptr()) && k != "verify" && k != "lat"))
             throw py::value_error(k + "=" + std::string(py::repr(v)) + ": bad value");
         try {
-#define PARSE_U32(field, lo, hi) cfg.c.field = v.cast<uint32_t>()
-#define PARSE_U64(field, lo, hi) cfg.c.field = v.cast<uint64_t>()
+#define PARSE_U32(field, lo, hi)  cfg.c.field = v.cast<uint32_t>()
+#define PARSE_U64(field, lo, hi)  cfg.c.field = v.cast<uint64_t>()
 #define PARSE_BOOL(field, lo, hi) cfg.c.field = v.cast<bool>()
-#define PARSE_SECONDS(field, lo, hi)                                                                          \
-    do {                                                                                                      \
-        double s_ = v.cast<double>();                                                                         \
-        if (!(s_ >= (lo) && s_ <= (hi)))  /* named with the value as given (NaN and negatives included) */ \
-            throw py::value_error(k + "=" + std::string(py::repr(v)) + ": must be " + std::to_string(lo) +     \
-                                  ".." + std::to_string(hi) + " seconds");                                     \
-        cfg.c.field = static_cast<uint64_t>(s_ * NS_PER_S);                                                   \
+#define PARSE_SECONDS(field, lo, hi)                                                                                   \
+    do {                                                                                                               \
+        double s_ = v.cast<double>();                                                                                  \
+        if (!(s_ >= (lo) && s_ <= (hi))) /* named with the value as given (NaN and negatives included) */              \
+            throw py::value_error(k + "=" + std::string(py::repr(v)) + ": must be " + std::to_string(lo) + ".." +      \
+                                  std::to_string(hi) + " seconds");                                                    \
+        cfg.c.field = static_cast<uint64_t>(s_ * NS_PER_S);                                                            \
     } while (0)
-#define PARSE_PATTERN(field, lo, hi)                                                                          \
-    do {                                                                                                      \
-        std::string n_ = v.cast<std::string>();                                                               \
-        if (perf_pattern_parse(n_.c_str(), &cfg.c.field))                                                     \
-            throw py::value_error(k + "='" + n_ + "': unknown pattern (read, randread, write, randwrite, randrw)"); \
+#define PARSE_PATTERN(field, lo, hi)                                                                                   \
+    do {                                                                                                               \
+        std::string n_ = v.cast<std::string>();                                                                        \
+        if (perf_pattern_parse(n_.c_str(), &cfg.c.field))                                                              \
+            throw py::value_error(k + "='" + n_ + "': unknown pattern (read, randread, write, randwrite, randrw)");    \
     } while (0)
-#define X(name, type, field, lo, hi, def, doc) \
-    if (k == #name)                            \
+#define X(name, type, field, lo, hi, def, doc)                                                                         \
+    if (k == #name)                                                                                                    \
         PARSE_##type(field, lo, hi);
             PERF_PARAMS(X)
 #undef X
@@ -292,7 +293,7 @@ Cfg cfg_from_kwargs(const py::kwargs &kw)
         }
     }
     char err[PERF_ERRLEN] = "";
-    if (perf_params_check(&cfg.c, err, sizeof(err)))  // the one range check (perf_params.h)
+    if (perf_params_check(&cfg.c, err, sizeof(err))) // the one range check (perf_params.h)
         throw py::value_error(err);
     return cfg;
 }
@@ -312,7 +313,8 @@ py::list params_list()
             d["type"] = "int";
             d["default"] = static_cast<unsigned long long>(p->def);
             d["min"] = static_cast<unsigned long long>(p->lo);
-            d["max"] = p->type == PERF_PT_U64 ? py::object(py::none()) : py::object(py::int_(static_cast<unsigned long long>(p->hi)));
+            d["max"] = p->type == PERF_PT_U64 ? py::object(py::none())
+                                              : py::object(py::int_(static_cast<unsigned long long>(p->hi)));
             break;
         case PERF_PT_BOOL:
             d["type"] = "bool";
@@ -338,33 +340,38 @@ py::list params_list()
     return out;
 }
 
-}  // namespace
+} // namespace
 
 void bind_perf(py::module_ &m)
 {
     m.attr("PERF_PARAMS") = params_list();
-    m.def("perf_params_check", [](py::kwargs kw) { (void)cfg_from_kwargs(kw); },
-          "Check run parameters against the table alone (no target): ValueError naming the parameter.");
+    m.def(
+        "perf_params_check", [](py::kwargs kw) { (void)cfg_from_kwargs(kw); },
+        "Check run parameters against the table alone (no target): ValueError naming the parameter.");
     py::class_<PerfTarget>(m, "PerfTarget",
                            "A target opened for the closed-loop engine (file://, blk://, emu://, pci://).")
-        .def(py::init<const std::string &, const std::string &, bool, bool>(), py::arg("uri"),
-             py::arg("backend") = "", py::arg("allow_write") = false, py::arg("need_write") = false)
+        .def(py::init<const std::string &, const std::string &, bool, bool>(), py::arg("uri"), py::arg("backend") = "",
+             py::arg("allow_write") = false, py::arg("need_write") = false)
         .def("info", &PerfTarget::info, "Backend, devices (LBA size, capacity, limits), profile and scale.")
-        .def("check", [](PerfTarget &t, py::kwargs kw) { t.check(cfg_from_kwargs(kw)); },
-             "Validate engine parameters against this target without any I/O (ValueError names the parameter).")
-        .def("run", [](PerfTarget &t, py::kwargs kw) { return t.run(cfg_from_kwargs(kw), false); },
-             "One timed run: rw, rwmix, iosize, qdepth, nqueues, nthreads, cpus, ndevs, runtime, warmup, "
-             "lba_start, lba_count, align, batch, seed, verify, lat. Returns a dict of raw results.")
-        .def("fill", [](PerfTarget &t, py::kwargs kw) { return t.run(cfg_from_kwargs(kw), true); },
-             "Write the verify stamp over the LBA range once (untimed).")
+        .def(
+            "check", [](PerfTarget &t, py::kwargs kw) { t.check(cfg_from_kwargs(kw)); },
+            "Validate engine parameters against this target without any I/O (ValueError names the parameter).")
+        .def(
+            "run", [](PerfTarget &t, py::kwargs kw) { return t.run(cfg_from_kwargs(kw), false); },
+            "One timed run: rw, rwmix, iosize, qdepth, nqueues, nthreads, cpus, ndevs, runtime, warmup, "
+            "lba_start, lba_count, align, batch, seed, verify, lat. Returns a dict of raw results.")
+        .def(
+            "fill", [](PerfTarget &t, py::kwargs kw) { return t.run(cfg_from_kwargs(kw), true); },
+            "Write the verify stamp over the LBA range once (untimed).")
         .def("write_lba", &PerfTarget::write_lba, py::arg("dev"), py::arg("lba"), py::arg("data"),
              "Write whole LBAs synchronously outside any run (fault injection for tests).")
         .def("close", &PerfTarget::close)
-        .def("__enter__", [](PerfTarget &t) -> PerfTarget & { return t; }, py::return_value_policy::reference)
+        .def(
+            "__enter__", [](PerfTarget &t) -> PerfTarget & { return t; }, py::return_value_policy::reference)
         .def("__exit__", [](PerfTarget &t, py::args) { t.close(); });
     m.def("perf_io_uring_available", &kio_io_uring_available, "True when io_uring works in this build and kernel.");
     m.attr("PERF_STAMP_BYTES") = PERF_STAMP_BYTES;
     m.attr("PERF_MAX_THREADS") = PERF_MAX_THREADS;
 }
 
-}  // namespace nvmelab
+} // namespace nvmelab

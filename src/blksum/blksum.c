@@ -6,7 +6,6 @@
  * the queues and the combine step take the job mutex; hashing and I/O run unlocked.
  */
 #include "blksum/blksum.h"
-#include "blksum/blksum_internal.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
@@ -19,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blksum/blksum_internal.h"
 #include "engine/kio.h"
 #include "engine/uring.h"
 
@@ -26,29 +26,29 @@
 #define BLKSUM_HOLE_CHUNK_BLOCKS (16u * 1024u)
 /** Length field appended to the outer hash: little-endian uint64. */
 #define BLKSUM_LENGTH_BYTES 8u
-#define NS_PER_S 1000000000.0
+#define NS_PER_S            1000000000.0
 
 enum slot_state { SLOT_FREE = 0, SLOT_IO, SLOT_HASH, SLOT_DONE };
 
 struct slot {
-    unsigned char *buf;       /* read_size bytes of I/O memory */
-    unsigned char *hashes;    /* blocks_per_chunk * md_len */
-    uint64_t seq;             /* position in the image's chunk order */
-    uint64_t off;             /* image offset of the chunk */
-    size_t len;               /* bytes of image the chunk covers */
-    size_t filled;            /* bytes read so far (short reads are resumed) */
-    uint64_t hole_blocks;     /* > 0: a hole chunk of this many full zero blocks, no buffer */
-    uint64_t zero_blocks;     /* zero blocks found while hashing */
+    unsigned char *buf;    /* read_size bytes of I/O memory */
+    unsigned char *hashes; /* blocks_per_chunk * md_len */
+    uint64_t seq;          /* position in the image's chunk order */
+    uint64_t off;          /* image offset of the chunk */
+    size_t len;            /* bytes of image the chunk covers */
+    size_t filled;         /* bytes read so far (short reads are resumed) */
+    uint64_t hole_blocks;  /* > 0: a hole chunk of this many full zero blocks, no buffer */
+    uint64_t zero_blocks;  /* zero blocks found while hashing */
     enum slot_state state;
-    struct slot *next;        /* free list / work queue link */
+    struct slot *next; /* free list / work queue link */
 };
 
 struct blksum_job {
     /* configuration */
     const struct blksum_source *src;
     struct blksum_opts opts;
-    const EVP_MD *md;         /* NULL for "null" */
-    EVP_MD *md_fetched;       /* owned when fetched */
+    const EVP_MD *md;   /* NULL for "null" */
+    EVP_MD *md_fetched; /* owned when fetched */
     unsigned md_len;
     unsigned char zero_hash[BLKSUM_MAX_MD_SIZE];
     size_t blocks_per_chunk;
@@ -56,37 +56,40 @@ struct blksum_job {
 
     /* slots */
     struct slot *slots;
-    struct slot **ring;       /* ring[seq % Q]: chunks awaiting combine */
+    struct slot **ring; /* ring[seq % Q]: chunks awaiting combine */
     int nslots;
 
     /* shared state, under mu */
     pthread_mutex_t mu;
-    pthread_cond_t work_cv;   /* hash threads: work queued or stop */
-    pthread_cond_t free_cv;   /* reader: a slot came free, or cancel */
-    pthread_cond_t done_cv;   /* callers of blksum_wait */
+    pthread_cond_t work_cv; /* hash threads: work queued or stop */
+    pthread_cond_t free_cv; /* reader: a slot came free, or cancel */
+    pthread_cond_t done_cv; /* callers of blksum_wait */
     struct slot *free_list;
     struct slot *work_head, *work_tail;
     uint64_t next_combine;
-    bool stop;                /* hash threads exit when the queue is empty */
-    bool ended;               /* the job thread has finished */
+    bool stop;  /* hash threads exit when the queue is empty */
+    bool ended; /* the job thread has finished */
     EVP_MD_CTX *outer;
 
     /* counters */
     atomic_int cancel;
-    atomic_int err;           /* first error (negative), 0 if none */
+    atomic_int err; /* first error (negative), 0 if none */
     atomic_uint_least64_t done_bytes;
     atomic_uint_least64_t zero_blocks;
     uint64_t hole_blocks, bytes_read, reads, size;
 
     /* I/O through one engine backend (reader thread only) */
-    struct perf_target *t;    /* the source's target, or own_t */
+    struct perf_target *t;     /* the source's target, or own_t */
     struct perf_target *own_t; /* psync / io_uring over the source's descriptor */
-    struct perf_chan *ch;     /* one channel of nslots slots of read_size bytes */
-    uint32_t gran;            /* bytes per LBA of the device */
+    struct perf_chan *ch;      /* one channel of nslots slots of read_size bytes */
+    uint32_t gran;             /* bytes per LBA of the device */
     int inflight;
-    struct blksum_cpl { uint32_t slot; int status; } *cpl; /* completions of one reap */
+    struct blksum_cpl {
+        uint32_t slot;
+        int status;
+    } *cpl; /* completions of one reap */
     int ncpl;
-    struct slot *retry;       /* planned, refused with -EBUSY: submitted first next time */
+    struct slot *retry; /* planned, refused with -EBUSY: submitted first next time */
 
     /* threads */
     pthread_t reader;
@@ -108,7 +111,8 @@ static void set_err(struct blksum_job *j, int e)
 
 static bool should_stop(struct blksum_job *j)
 {
-    return atomic_load_explicit(&j->cancel, memory_order_relaxed) || atomic_load_explicit(&j->err, memory_order_relaxed);
+    return atomic_load_explicit(&j->cancel, memory_order_relaxed) ||
+           atomic_load_explicit(&j->err, memory_order_relaxed);
 }
 
 /* True when n bytes at p are all zero; returns at the first non-zero 64-byte group. */
@@ -145,8 +149,8 @@ static void on_done(struct perf_chan *ch, uint32_t slot, int status)
 static int io_open(struct blksum_job *j)
 {
     char err[PERF_ERRLEN];
-    int rc = j->t->ops->chan_open(j->t->ctx, j->src->dev, (uint32_t)j->nslots, (uint32_t)j->opts.read_size, &j->ch,
-                                  err, sizeof(err));
+    int rc = j->t->ops->chan_open(j->t->ctx, j->src->dev, (uint32_t)j->nslots, (uint32_t)j->opts.read_size, &j->ch, err,
+                                  sizeof(err));
     if (rc < 0)
         return rc;
     j->ch->done = on_done;
@@ -631,9 +635,15 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
     j->nslots = o->queue_depth;
     j->blocks_per_chunk = o->read_size / BLKSUM_BLOCK_SIZE;
     switch (o->io) {
-    case BLKSUM_IO_PSYNC: j->io_name = src->seekable ? "psync" : "read"; break;
-    case BLKSUM_IO_IO_URING: j->io_name = src->seekable ? "io_uring" : "read"; break;
-    case BLKSUM_IO_TARGET: j->io_name = src->target->backend; break;
+    case BLKSUM_IO_PSYNC:
+        j->io_name = src->seekable ? "psync" : "read";
+        break;
+    case BLKSUM_IO_IO_URING:
+        j->io_name = src->seekable ? "io_uring" : "read";
+        break;
+    case BLKSUM_IO_TARGET:
+        j->io_name = src->target->backend;
+        break;
     }
     if (o->io == BLKSUM_IO_TARGET) {
         j->t = src->target;
@@ -661,8 +671,8 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
             goto fail;
         }
         j->outer = EVP_MD_CTX_new();
-        if (!j->outer || !EVP_Digest(zeros, sizeof(zeros), j->zero_hash, &len, j->md, NULL) ||
-            len != j->md_len || !EVP_DigestInit_ex(j->outer, j->md, NULL)) {
+        if (!j->outer || !EVP_Digest(zeros, sizeof(zeros), j->zero_hash, &len, j->md, NULL) || len != j->md_len ||
+            !EVP_DigestInit_ex(j->outer, j->md, NULL)) {
             rc = -ENOMEM;
             goto fail;
         }
@@ -737,8 +747,7 @@ int blksum_wait(struct blksum_job *j, int timeout_ms)
     }
     pthread_mutex_lock(&j->mu);
     while (!j->ended && rc == 0)
-        rc = timeout_ms < 0 ? pthread_cond_wait(&j->done_cv, &j->mu)
-                            : pthread_cond_timedwait(&j->done_cv, &j->mu, &dl);
+        rc = timeout_ms < 0 ? pthread_cond_wait(&j->done_cv, &j->mu) : pthread_cond_timedwait(&j->done_cv, &j->mu, &dl);
     rc = j->ended ? 0 : -ETIMEDOUT;
     pthread_mutex_unlock(&j->mu);
     return rc;

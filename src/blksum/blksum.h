@@ -54,13 +54,13 @@ extern "C" {
 /** Largest digest output in bytes (OpenSSL's EVP_MAX_MD_SIZE). */
 #define BLKSUM_MAX_MD_SIZE 64u
 /** Defaults, as in the original tool. */
-#define BLKSUM_DEFAULT_DIGEST "sha256"
+#define BLKSUM_DEFAULT_DIGEST      "sha256"
 #define BLKSUM_DEFAULT_QUEUE_DEPTH 16
-#define BLKSUM_DEFAULT_READ_SIZE (256u * 1024u)
+#define BLKSUM_DEFAULT_READ_SIZE   (256u * 1024u)
 /** Limits that keep a mistyped option from exhausting memory. */
-#define BLKSUM_MAX_THREADS 256
+#define BLKSUM_MAX_THREADS     256
 #define BLKSUM_MAX_QUEUE_DEPTH 1024
-#define BLKSUM_MAX_READ_SIZE (64u * 1024u * 1024u)
+#define BLKSUM_MAX_READ_SIZE   (64u * 1024u * 1024u)
 /** Digest name length limit (OpenSSL names are short). */
 #define BLKSUM_MAX_DIGEST_NAME 64
 
@@ -76,21 +76,21 @@ enum blksum_io {
 /** What to read. Filled by blksum_source_open() (a descriptor: file, block device, pipe) or
  * blksum_source_open_uri() (a target of the engine layer, e.g. an NVMe namespace). */
 struct blksum_source {
-    int fd;               /* -1 for a target source */
-    bool owns_fd;         /* close fd in blksum_source_close() */
-    bool seekable;        /* false: a pipe, read sequentially */
-    bool sparse;          /* SEEK_DATA/SEEK_HOLE usable */
-    uint64_t size;        /* bytes; meaningful only when seekable */
-    const char *kind;     /* "file", "block", "pipe", "target" */
+    int fd;                     /* -1 for a target source */
+    bool owns_fd;               /* close fd in blksum_source_close() */
+    bool seekable;              /* false: a pipe, read sequentially */
+    bool sparse;                /* SEEK_DATA/SEEK_HOLE usable */
+    uint64_t size;              /* bytes; meaningful only when seekable */
+    const char *kind;           /* "file", "block", "pipe", "target" */
     struct perf_target *target; /* a target source (io = BLKSUM_IO_TARGET): device dev of it */
     uint32_t dev;
 };
 
 struct blksum_opts {
-    const char *digest;   /* OpenSSL name or "null"; NULL = sha256 */
-    int threads;          /* hash threads >= 1 */
-    int queue_depth;      /* chunks in flight >= 1 */
-    size_t read_size;     /* bytes per read, a multiple of BLKSUM_BLOCK_SIZE */
+    const char *digest; /* OpenSSL name or "null"; NULL = sha256 */
+    int threads;        /* hash threads >= 1 */
+    int queue_depth;    /* chunks in flight >= 1 */
+    size_t read_size;   /* bytes per read, a multiple of BLKSUM_BLOCK_SIZE */
     enum blksum_io io;
 };
 

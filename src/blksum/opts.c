@@ -89,10 +89,9 @@ int blksum_opts_check(const struct blksum_opts *o, char *msg, size_t msglen)
         snprintf(msg, msglen, "queue depth must be 1..%d, got %d", BLKSUM_MAX_QUEUE_DEPTH, o->queue_depth);
         return -EINVAL;
     }
-    if (o->read_size < BLKSUM_BLOCK_SIZE || o->read_size > BLKSUM_MAX_READ_SIZE ||
-        o->read_size % BLKSUM_BLOCK_SIZE) {
-        snprintf(msg, msglen, "read size must be a multiple of %u bytes between %u and %u, got %zu",
-                 BLKSUM_BLOCK_SIZE, BLKSUM_BLOCK_SIZE, BLKSUM_MAX_READ_SIZE, o->read_size);
+    if (o->read_size < BLKSUM_BLOCK_SIZE || o->read_size > BLKSUM_MAX_READ_SIZE || o->read_size % BLKSUM_BLOCK_SIZE) {
+        snprintf(msg, msglen, "read size must be a multiple of %u bytes between %u and %u, got %zu", BLKSUM_BLOCK_SIZE,
+                 BLKSUM_BLOCK_SIZE, BLKSUM_MAX_READ_SIZE, o->read_size);
         return -EINVAL;
     }
     if (o->io != BLKSUM_IO_PSYNC && o->io != BLKSUM_IO_IO_URING && o->io != BLKSUM_IO_TARGET) {
@@ -167,4 +166,3 @@ int blksum_list_digests(void (*fn)(const char *name, void *arg), void *arg)
     free(l.names);
     return count;
 }
-

@@ -1,7 +1,5 @@
 /* source.c — open what blksum reads: a regular file, a block device, a pipe, or a target of the
  * engine layer (src/engine/backend.h) named by a URI. */
-#include "blksum/blksum.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -10,6 +8,8 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "blksum/blksum.h"
 
 static void probe_sparse(struct blksum_source *src)
 {

@@ -10,8 +10,8 @@
 
 /* ------------------------------------------------------------------ targets */
 
-int perf_target_open(const char *uri, const struct perf_target_opts *opts,
-                     struct perf_target **out, char *err, size_t errlen)
+int perf_target_open(const char *uri, const struct perf_target_opts *opts, struct perf_target **out, char *err,
+                     size_t errlen)
 {
     if (!uri || !*uri) {
         snprintf(err, errlen, "target: empty URI (use emu://..., pci://..., file:///path or blk:///dev/X)");
@@ -39,8 +39,8 @@ void perf_target_close(struct perf_target *t)
     free(t);
 }
 
-int perf_target_write_sync(struct perf_target *t, uint32_t dev, uint64_t slba, const void *buf, size_t len,
-                           char *err, size_t errlen)
+int perf_target_write_sync(struct perf_target *t, uint32_t dev, uint64_t slba, const void *buf, size_t len, char *err,
+                           size_t errlen)
 {
     if (dev >= t->ndevs) {
         snprintf(err, errlen, "dev=%u: the target has %u device(s)", dev, t->ndevs);
@@ -65,4 +65,3 @@ int perf_target_write_sync(struct perf_target *t, uint32_t dev, uint64_t slba, c
                  (unsigned long long)slba, (rc >> 8) & 0xff, rc & 0xff);
     return rc > 0 ? -EIO : rc;
 }
-

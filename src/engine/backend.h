@@ -34,9 +34,9 @@
 extern "C" {
 #endif
 
-#define PERF_MAX_DEVS 64
-#define PERF_ERRLEN 256
-#define PERF_NAMELEN 32
+#define PERF_MAX_DEVS    64
+#define PERF_ERRLEN      256
+#define PERF_NAMELEN     32
 #define PERF_DESCRIBELEN 160 /* "profile=... scale=..." of an emulated target */
 
 /* Geometry of one device (namespace / file / block device) of a target. */
@@ -60,8 +60,8 @@ struct perf_chan {
 struct perf_backend_ops {
     /* Open a channel of qdepth slots of iosize bytes each on device dev; called in
      * the worker thread that will own it. */
-    int (*chan_open)(void *ctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
-                     struct perf_chan **out, char *err, size_t errlen);
+    int (*chan_open)(void *ctx, uint32_t dev, uint32_t qdepth, uint32_t iosize, struct perf_chan **out, char *err,
+                     size_t errlen);
     void (*chan_close)(struct perf_chan *ch);
     /* The I/O buffer of one slot (iosize bytes, DMA-able where it matters). */
     void *(*chan_buf)(struct perf_chan *ch, uint32_t slot);
@@ -84,16 +84,16 @@ struct perf_backend_ops {
 
 /* Target flags */
 #define PERF_TGT_BLOCKING 0x1u /* kick() can wait for completions (kernel paths) */
-#define PERF_TGT_SYNC 0x2u     /* submit() performs the I/O; its completion is ready at once (psync) */
+#define PERF_TGT_SYNC     0x2u /* submit() performs the I/O; its completion is ready at once (psync) */
 
 struct perf_target {
     const struct perf_backend_ops *ops;
     void *ctx;
     uint32_t ndevs;
     uint32_t flags;
-    char backend[PERF_NAMELEN]; /* "psync", "io_uring", "nvmelab-emu", "nvmelab-pci" */
-    char profile[PERF_NAMELEN]; /* emulated targets: device-model profile, else "" */
-    double scale;               /* emulated targets: profile scale, else 0 */
+    char backend[PERF_NAMELEN];      /* "psync", "io_uring", "nvmelab-emu", "nvmelab-pci" */
+    char profile[PERF_NAMELEN];      /* emulated targets: device-model profile, else "" */
+    double scale;                    /* emulated targets: profile scale, else 0 */
     char describe[PERF_DESCRIBELEN]; /* emulated targets: "profile=... scale=...", else "" */
     /* emulated targets: the profile's device model at this scale (0 = no cap);
      * device-model overrides given in the URI are not reflected here */
@@ -114,18 +114,18 @@ struct perf_target_opts {
     uint32_t nsid;       /* NVMe targets: use this namespace on every controller (0: the first active) */
 };
 
-int perf_target_open(const char *uri, const struct perf_target_opts *opts,
-                     struct perf_target **out, char *err, size_t errlen);
+int perf_target_open(const char *uri, const struct perf_target_opts *opts, struct perf_target **out, char *err,
+                     size_t errlen);
 void perf_target_close(struct perf_target *t);
 
 /* Synchronous write of whole LBAs outside any run (fault injection in tests). */
-int perf_target_write_sync(struct perf_target *t, uint32_t dev, uint64_t slba, const void *buf, size_t len,
-                           char *err, size_t errlen);
+int perf_target_write_sync(struct perf_target *t, uint32_t dev, uint64_t slba, const void *buf, size_t len, char *err,
+                           size_t errlen);
 
 /* The NVMe-driver target (emu://, pci://; perf_nvme.c); perf_target_open()
  * dispatches on the URI scheme. */
-int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts,
-                          struct perf_target **out, char *err, size_t errlen);
+int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts, struct perf_target **out, char *err,
+                          size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -22,8 +22,8 @@ enum kio_kind { KIO_PSYNC, KIO_URING };
 struct kio_ctx {
     enum kio_kind kind;
     int fd;
-    int owns_fd;          /* opened from a URI (closed by destroy), not handed in */
-    int stream;           /* a pipe or character device: sequential reads only */
+    int owns_fd; /* opened from a URI (closed by destroy), not handed in */
+    int stream;  /* a pipe or character device: sequential reads only */
     uint32_t lba_size;
     char path[PATH_MAX];
 };
@@ -32,26 +32,37 @@ struct kio_ctx {
 
 static int parse_bool(const char *v, int *out)
 {
-    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) { *out = 1; return 0; }
-    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) { *out = 0; return 0; }
+    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) {
+        *out = 1;
+        return 0;
+    }
+    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) {
+        *out = 0;
+        return 0;
+    }
     return -EINVAL;
 }
 
 /* file:///path[?backend=psync|io_uring][&allow_write=0|1] */
-static int parse_uri(const char *uri, int *is_blk, char *path, size_t pathlen, char *backend,
-                     size_t backendlen, int *allow_write, char *err, size_t errlen)
+static int parse_uri(const char *uri, int *is_blk, char *path, size_t pathlen, char *backend, size_t backendlen,
+                     int *allow_write, char *err, size_t errlen)
 {
     const char *rest;
-    if (!strncmp(uri, "file://", 7)) { *is_blk = 0; rest = uri + 7; }
-    else if (!strncmp(uri, "blk://", 6)) { *is_blk = 1; rest = uri + 6; }
-    else {
+    if (!strncmp(uri, "file://", 7)) {
+        *is_blk = 0;
+        rest = uri + 7;
+    } else if (!strncmp(uri, "blk://", 6)) {
+        *is_blk = 1;
+        rest = uri + 6;
+    } else {
         snprintf(err, errlen, "%s: not a kernel-path URI (expected file:///path or blk:///dev/X)", uri);
         return -EINVAL;
     }
     const char *q = strchr(rest, '?');
     size_t plen = q ? (size_t)(q - rest) : strlen(rest);
     if (plen == 0 || rest[0] != '/') {
-        snprintf(err, errlen, "%s: the path must be absolute (e.g. %s/tmp/data.bin)", uri, *is_blk ? "blk://" : "file://");
+        snprintf(err, errlen, "%s: the path must be absolute (e.g. %s/tmp/data.bin)", uri,
+                 *is_blk ? "blk://" : "file://");
         return -EINVAL;
     }
     if (plen >= pathlen) {
@@ -64,19 +75,31 @@ static int parse_uri(const char *uri, int *is_blk, char *path, size_t pathlen, c
         q++;
         char kv[128];
         size_t n = strcspn(q, "&");
-        if (n >= sizeof(kv)) { snprintf(err, errlen, "%s: URI parameter too long", uri); return -EINVAL; }
+        if (n >= sizeof(kv)) {
+            snprintf(err, errlen, "%s: URI parameter too long", uri);
+            return -EINVAL;
+        }
         memcpy(kv, q, n);
         kv[n] = 0;
         q += n;
         char *eq = strchr(kv, '=');
-        if (!eq) { snprintf(err, errlen, "%s: URI parameter '%s' needs a value (key=value)", uri, kv); return -EINVAL; }
+        if (!eq) {
+            snprintf(err, errlen, "%s: URI parameter '%s' needs a value (key=value)", uri, kv);
+            return -EINVAL;
+        }
         *eq = 0;
         const char *v = eq + 1;
         if (!strcmp(kv, "backend")) {
-            if (strlen(v) >= backendlen) { snprintf(err, errlen, "%s: unknown backend '%s'", uri, v); return -EINVAL; }
+            if (strlen(v) >= backendlen) {
+                snprintf(err, errlen, "%s: unknown backend '%s'", uri, v);
+                return -EINVAL;
+            }
             strcpy(backend, v);
         } else if (!strcmp(kv, "allow_write")) {
-            if (parse_bool(v, allow_write)) { snprintf(err, errlen, "%s: allow_write must be 0 or 1, got '%s'", uri, v); return -EINVAL; }
+            if (parse_bool(v, allow_write)) {
+                snprintf(err, errlen, "%s: allow_write must be 0 or 1, got '%s'", uri, v);
+                return -EINVAL;
+            }
         } else {
             snprintf(err, errlen, "%s: unknown URI parameter '%s' (known: backend, allow_write)", uri, kv);
             return -EINVAL;
@@ -116,7 +139,10 @@ static int dir_nonempty(const char *dir)
         return 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { found = 1; break; }
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            found = 1;
+            break;
+        }
     }
     closedir(d);
     return found;
@@ -170,8 +196,8 @@ int kio_blk_check(const char *path, int want_write, int allow_write, char *err, 
                 continue;
             if (sys_within(me, other)) {
                 fclose(f);
-                snprintf(err, errlen, "blk://%s: refused, %s is %s (%s)", path, src,
-                         t == 0 ? "mounted" : "a swap area", tables[t]);
+                snprintf(err, errlen, "blk://%s: refused, %s is %s (%s)", path, src, t == 0 ? "mounted" : "a swap area",
+                         tables[t]);
                 return -EBUSY;
             }
         }
@@ -194,16 +220,16 @@ struct psync_cpl {
 struct psync_chan {
     struct perf_chan pub;
     int fd;
-    int stream;           /* a pipe: read(2) in order, a short read ends the stream */
+    int stream; /* a pipe: read(2) in order, a short read ends the stream */
     uint32_t iosize, lba_size, qdepth;
-    uint8_t *bufs;        /* qdepth * iosize */
-    uint32_t *xfer;       /* bytes moved by the last command of each slot */
+    uint8_t *bufs;         /* qdepth * iosize */
+    uint32_t *xfer;        /* bytes moved by the last command of each slot */
     struct psync_cpl *cpl; /* completions awaiting reap: a ring of qdepth */
     uint32_t head, count;
 };
 
-static int psync_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
-                      struct perf_chan **out, char *err, size_t errlen)
+static int psync_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize, struct perf_chan **out, char *err,
+                      size_t errlen)
 {
     struct kio_ctx *ctx = vctx;
     (void)dev;
@@ -355,13 +381,13 @@ struct uring_chan {
     uint32_t iosize, lba_size, qdepth;
     int fixed_files, fixed_bufs;
     int fd;
-    uint8_t *bufs;        /* qdepth * iosize, page aligned */
+    uint8_t *bufs; /* qdepth * iosize, page aligned */
     struct iovec *iov;
-    uint32_t queued;      /* SQEs prepared since the last kick */
+    uint32_t queued; /* SQEs prepared since the last kick */
 };
 
-static int uchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
-                      struct perf_chan **out, char *err, size_t errlen)
+static int uchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize, struct perf_chan **out, char *err,
+                      size_t errlen)
 {
     struct kio_ctx *ctx = vctx;
     (void)dev;
@@ -496,8 +522,8 @@ int kio_io_uring_available(void)
 
 /* The perf_target over an open descriptor: lba_size 512 for O_DIRECT files, the
  * device's for blk://, 1 (byte granular) for a descriptor handed in. */
-static int make_target(int fd, int owns_fd, enum kio_kind kind, const char *backend, uint32_t lba_size,
-                       uint64_t bytes, int stream, struct perf_target **out)
+static int make_target(int fd, int owns_fd, enum kio_kind kind, const char *backend, uint32_t lba_size, uint64_t bytes,
+                       int stream, struct perf_target **out)
 {
     struct kio_ctx *ctx = calloc(1, sizeof(*ctx));
     struct perf_target *t = calloc(1, sizeof(*t));
@@ -526,9 +552,8 @@ static int make_target(int fd, int owns_fd, enum kio_kind kind, const char *back
     return 0;
 }
 
-
-int kio_target_open(const char *uri, const struct perf_target_opts *opts,
-                    struct perf_target **out, char *err, size_t errlen)
+int kio_target_open(const char *uri, const struct perf_target_opts *opts, struct perf_target **out, char *err,
+                    size_t errlen)
 {
     int is_blk = 0, allow_write = 0;
     char path[PATH_MAX], backend[PERF_NAMELEN] = "";
@@ -537,7 +562,8 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts,
         return rc;
     if (opts && opts->backend && opts->backend[0]) {
         if (backend[0] && strcmp(backend, opts->backend)) {
-            snprintf(err, errlen, "%s: the URI asks for backend=%s but backend=%s was given", uri, backend, opts->backend);
+            snprintf(err, errlen, "%s: the URI asks for backend=%s but backend=%s was given", uri, backend,
+                     opts->backend);
             return -EINVAL;
         }
         snprintf(backend, sizeof(backend), "%s", opts->backend);
@@ -589,7 +615,8 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts,
     if (fd < 0) {
         int e = errno;
         if (e == EINVAL)
-            snprintf(err, errlen, "%s: the file system does not support O_DIRECT; put the file on another file system", uri);
+            snprintf(err, errlen, "%s: the file system does not support O_DIRECT; put the file on another file system",
+                     uri);
         else if (e == EBUSY)
             snprintf(err, errlen, "%s: device busy (in use by the kernel)", uri);
         else
@@ -615,8 +642,8 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts,
     }
     if (bytes < lba_size) {
         close(fd);
-        snprintf(err, errlen, "%s: holds %llu bytes, less than one %u-byte block (make_file writes a usable file)",
-                 uri, (unsigned long long)bytes, lba_size);
+        snprintf(err, errlen, "%s: holds %llu bytes, less than one %u-byte block (make_file writes a usable file)", uri,
+                 (unsigned long long)bytes, lba_size);
         return -EINVAL;
     }
     rc = make_target(fd, 1, kind, backend, lba_size, bytes, 0, out);
@@ -665,6 +692,6 @@ int kio_target_from_fd(int fd, const char *backend, struct perf_target **out, ch
         snprintf(err, errlen, "unknown backend '%s' (use psync or io_uring)", backend);
         return -EINVAL;
     }
-    return make_target(fd, 0, kind, kind == KIO_URING ? "io_uring" : (stream ? "read" : "psync"), 1, bytes, stream, out);
+    return make_target(fd, 0, kind, kind == KIO_URING ? "io_uring" : (stream ? "read" : "psync"), 1, bytes, stream,
+                       out);
 }
-

@@ -39,10 +39,10 @@
 extern "C" {
 #endif
 
-#define KIO_FILE_LBA_SIZE 512u          /* O_DIRECT granularity assumed for files */
-#define KIO_MAX_IO_BYTES (1u << 20)     /* largest single command we issue */
-#define KIO_BUF_ALIGN 4096u             /* buffer alignment (page) */
-#define KIO_URING_CQ_PER_SQ 2u          /* CQ ring entries per SQ entry (io_uring) */
+#define KIO_FILE_LBA_SIZE    512u       /* O_DIRECT granularity assumed for files */
+#define KIO_MAX_IO_BYTES     (1u << 20) /* largest single command we issue */
+#define KIO_BUF_ALIGN        4096u      /* buffer alignment (page) */
+#define KIO_URING_CQ_PER_SQ  2u         /* CQ ring entries per SQ entry (io_uring) */
 #define KIO_URING_MAX_QDEPTH 4096u      /* deepest io_uring channel we open */
 /* io_uring submissions per io_uring_enter() unless the run sets batch: one, i.e.
  * each command goes to the kernel as soon as it is queued (what fio does with its
@@ -50,8 +50,8 @@ extern "C" {
  * more IOPS than handing the kernel every refill at once (plugged). */
 #define KIO_URING_SUBMIT_BATCH 1u
 
-int kio_target_open(const char *uri, const struct perf_target_opts *opts,
-                    struct perf_target **out, char *err, size_t errlen);
+int kio_target_open(const char *uri, const struct perf_target_opts *opts, struct perf_target **out, char *err,
+                    size_t errlen);
 
 /* A target over an already open descriptor (not closed by the target): a regular
  * file or block device read with backend "psync" or "io_uring", or a pipe (always

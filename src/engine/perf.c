@@ -2,9 +2,9 @@
 #include "engine/perf.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +13,8 @@
 
 #include "engine/kio.h"
 
-#define NS_PER_S 1000000000ull
+#define NS_PER_S              1000000000ull
 #define PERF_DRAIN_TIMEOUT_NS (10ull * NS_PER_S) /* outstanding commands after the end */
-
 
 /* ------------------------------------------------------------------ engine state */
 
@@ -25,7 +24,7 @@ struct range {
     uint32_t align_lbas; /* LBAs between positions */
     uint32_t nlb;        /* LBAs per I/O */
     uint32_t lba_size;
-    uint32_t nchans;     /* channels on this device over all threads */
+    uint32_t nchans; /* channels on this device over all threads */
 };
 
 struct eng_slot {
@@ -41,16 +40,16 @@ struct eng_chan {
     struct perf_chan *ch;
     struct worker *w;
     uint32_t dev;
-    uint32_t k;          /* index among the channels of this device */
+    uint32_t k; /* index among the channels of this device */
     uint32_t qdepth;
     uint32_t outstanding;
     uint32_t nfree;
     uint32_t *freel;
     struct eng_slot *slots;
     uint64_t seq_next, seq_begin, seq_end; /* positions */
-    int exhausted;       /* fill: slice written */
-    int verify;          /* the run verifies reads */
-    int slow_done;       /* verify or latency sampling: completions take eng_done_slow */
+    int exhausted;                         /* fill: slice written */
+    int verify;                            /* the run verifies reads */
+    int slow_done;                         /* verify or latency sampling: completions take eng_done_slow */
 };
 
 struct engine;
@@ -92,10 +91,10 @@ struct engine {
     uint32_t seed32;
     struct range rg[PERF_MAX_DEVS];
     struct worker *w;
-    pthread_mutex_t mu;     /* start gate (cold path only) */
+    pthread_mutex_t mu; /* start gate (cold path only) */
     pthread_cond_t cv;
-    uint32_t ready;         /* workers done with setup */
-    int go;                 /* 1 run, -1 abort */
+    uint32_t ready; /* workers done with setup */
+    int go;         /* 1 run, -1 abort */
     atomic_int setup_failed;
     uint64_t t0, t_meas, t_end;
 };
@@ -112,8 +111,8 @@ static double thread_cpu_s(void)
     struct rusage ru;
     if (getrusage(RUSAGE_THREAD, &ru))
         return 0.0;
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 /* xorshift64*: a few instructions, good enough to spread LBAs */
@@ -147,7 +146,8 @@ static void stamp_write(struct engine *e, uint8_t *buf, uint32_t dev, uint64_t s
     }
 }
 
-static void stamp_check(struct worker *w, const uint8_t *buf, uint32_t dev, uint64_t slba, uint32_t nlb, uint32_t lba_size)
+static void stamp_check(struct worker *w, const uint8_t *buf, uint32_t dev, uint64_t slba, uint32_t nlb,
+                        uint32_t lba_size)
 {
     for (uint32_t i = 0; i < nlb; i++) {
         struct perf_stamp want = {.lba = slba + i, .dev = dev, .seed32 = w->e->seed32};

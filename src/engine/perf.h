@@ -48,10 +48,10 @@ extern "C" {
 #endif
 
 #define PERF_MAX_THREADS 256
-#define PERF_MAX_QDEPTH 65536
+#define PERF_MAX_QDEPTH  65536
 #define PERF_STAMP_BYTES 16u
 #define PERF_STAMP_MAGIC 0x6e766d65u /* "nvme" */
-#define PERF_PERCENT 100u /* rwmix is a percentage of reads */
+#define PERF_PERCENT     100u        /* rwmix is a percentage of reads */
 
 enum perf_pattern {
     PERF_PAT_READ = 0,
@@ -71,13 +71,13 @@ PERF_STATIC_ASSERT(sizeof(struct perf_stamp) == PERF_STAMP_BYTES, "perf_stamp is
 
 struct perf_config {
     enum perf_pattern pattern;
-    uint32_t rwmix;     /* randrw: percent reads (0..100) */
-    uint32_t iosize;    /* bytes, a multiple of the LBA size */
-    uint32_t qdepth;    /* commands in flight per channel */
-    uint32_t nqueues;   /* channels per device per thread */
-    uint32_t nthreads;  /* worker threads */
-    const int *cpus;    /* nthreads logical CPU ids to pin to (NULL: no pinning; -1: that one unpinned) */
-    uint32_t ndevs;     /* devices to use, the first ndevs of the target (0: all) */
+    uint32_t rwmix;    /* randrw: percent reads (0..100) */
+    uint32_t iosize;   /* bytes, a multiple of the LBA size */
+    uint32_t qdepth;   /* commands in flight per channel */
+    uint32_t nqueues;  /* channels per device per thread */
+    uint32_t nthreads; /* worker threads */
+    const int *cpus;   /* nthreads logical CPU ids to pin to (NULL: no pinning; -1: that one unpinned) */
+    uint32_t ndevs;    /* devices to use, the first ndevs of the target (0: all) */
     uint64_t runtime_ns;
     uint64_t warmup_ns;
     uint64_t lba_start; /* first LBA of the range on every device */
@@ -85,28 +85,28 @@ struct perf_config {
     uint32_t align;     /* offset alignment in bytes (0: iosize) */
     uint32_t batch;     /* submissions per kick (0: the target's default_batch, else qdepth) */
     uint64_t seed;
-    int verify;         /* stamp writes, check reads */
-    int lat;            /* sample latency */
-    int *stop;          /* set non-zero (__atomic_store_n) to end the run early (Ctrl-C); may be NULL */
+    int verify; /* stamp writes, check reads */
+    int lat;    /* sample latency */
+    int *stop;  /* set non-zero (__atomic_store_n) to end the run early (Ctrl-C); may be NULL */
 };
 
 struct perf_thread_result {
-    int cpu;              /* requested CPU, -1 if unpinned */
-    int cpu_last;         /* sched_getcpu() at the end of the run */
-    char affinity[64];    /* the thread's affinity list as read back, e.g. "0" or "0-3" */
+    int cpu;           /* requested CPU, -1 if unpinned */
+    int cpu_last;      /* sched_getcpu() at the end of the run */
+    char affinity[64]; /* the thread's affinity list as read back, e.g. "0" or "0-3" */
     uint32_t nchans;
     uint64_t ios, bytes, errors;
     uint64_t polls, empty_polls;
-    double window_s;      /* measured window of this thread */
-    double cpu_s;         /* user+system CPU time in the window (getrusage RUSAGE_THREAD) */
+    double window_s; /* measured window of this thread */
+    double cpu_s;    /* user+system CPU time in the window (getrusage RUSAGE_THREAD) */
 };
 
 struct perf_result {
     uint64_t ios, reads, writes, bytes, errors;
-    double iops;          /* sum over threads of ios / window */
+    double iops; /* sum over threads of ios / window */
     double bytes_per_s;
-    double window_s;      /* mean measured window */
-    double cpu_s;         /* sum of thread CPU time in the windows */
+    double window_s; /* mean measured window */
+    double cpu_s;    /* sum of thread CPU time in the windows */
     uint64_t dev_ios[PERF_MAX_DEVS];
     uint32_t ndevs, nthreads;
     struct perf_thread_result thr[PERF_MAX_THREADS];
@@ -114,8 +114,8 @@ struct perf_result {
     uint64_t verify_errors;
     uint32_t first_bad_dev;
     uint64_t first_bad_lba;
-    int first_err;        /* first command error: <0 errno, >0 NVMe status, 0 none */
-    int interrupted;      /* the stop flag ended the run */
+    int first_err;   /* first command error: <0 errno, >0 NVMe status, 0 none */
+    int interrupted; /* the stop flag ended the run */
 };
 
 const char *perf_pattern_name(enum perf_pattern p);
@@ -127,13 +127,11 @@ int perf_config_check(const struct perf_target *t, const struct perf_config *cfg
 /* One run; the result is written into *res (caller-allocated; large). Returns 0,
  * -EINTR when the stop flag ended it (res->interrupted set, figures partial), or
  * another negative errno with a message. */
-int perf_run(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res,
-             char *err, size_t errlen);
+int perf_run(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res, char *err, size_t errlen);
 
 /* Write the verify stamp over [lba_start, lba_start+lba_count) of the used devices
  * once, with the threads/queues/qdepth of cfg (pattern and times are ignored). */
-int perf_fill(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res,
-              char *err, size_t errlen);
+int perf_fill(struct perf_target *t, const struct perf_config *cfg, struct perf_result *res, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1,19 +1,14 @@
 /* perf_config.c — the perf engine's pattern names and its configuration check against a target (see perf.h). */
-#include "engine/perf.h"
-#include "engine/perf_params.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-
+#include "engine/perf.h"
+#include "engine/perf_params.h"
 
 static const char *const pattern_names[] = {
-    [PERF_PAT_READ] = "read",
-    [PERF_PAT_RANDREAD] = "randread",
-    [PERF_PAT_WRITE] = "write",
-    [PERF_PAT_RANDWRITE] = "randwrite",
-    [PERF_PAT_RANDRW] = "randrw",
+    [PERF_PAT_READ] = "read",           [PERF_PAT_RANDREAD] = "randread", [PERF_PAT_WRITE] = "write",
+    [PERF_PAT_RANDWRITE] = "randwrite", [PERF_PAT_RANDRW] = "randrw",
 };
 #define NPATTERNS (sizeof(pattern_names) / sizeof(pattern_names[0]))
 
@@ -48,23 +43,28 @@ int perf_config_check(const struct perf_target *t, const struct perf_config *cfg
         const struct perf_dev_info *di = &t->dev[d];
         if (cfg->qdepth > di->max_qdepth) {
             if (di->max_qdepth == 1)
-                snprintf(err, errlen, "qdepth=%u: the %s backend keeps one I/O in flight per thread; use qdepth=1 (or backend=io_uring)",
-                         cfg->qdepth, t->backend);
+                snprintf(
+                    err, errlen,
+                    "qdepth=%u: the %s backend keeps one I/O in flight per thread; use qdepth=1 (or backend=io_uring)",
+                    cfg->qdepth, t->backend);
             else
                 snprintf(err, errlen, "qdepth=%u: device %u allows at most %u", cfg->qdepth, d, di->max_qdepth);
             return -EINVAL;
         }
         if (cfg->iosize % di->lba_size) {
-            snprintf(err, errlen, "iosize=%u: must be a multiple of the LBA size %u of device %u", cfg->iosize, di->lba_size, d);
+            snprintf(err, errlen, "iosize=%u: must be a multiple of the LBA size %u of device %u", cfg->iosize,
+                     di->lba_size, d);
             return -EINVAL;
         }
         if (cfg->iosize > di->max_io_bytes) {
-            snprintf(err, errlen, "iosize=%u: device %u accepts at most %u bytes per command", cfg->iosize, d, di->max_io_bytes);
+            snprintf(err, errlen, "iosize=%u: device %u accepts at most %u bytes per command", cfg->iosize, d,
+                     di->max_io_bytes);
             return -EINVAL;
         }
         uint32_t align = cfg->align ? cfg->align : cfg->iosize;
         if (align % di->lba_size) {
-            snprintf(err, errlen, "align=%u: must be a multiple of the LBA size %u of device %u", align, di->lba_size, d);
+            snprintf(err, errlen, "align=%u: must be a multiple of the LBA size %u of device %u", align, di->lba_size,
+                     d);
             return -EINVAL;
         }
         if (cfg->lba_start >= di->nlbas) {
@@ -74,8 +74,8 @@ int perf_config_check(const struct perf_target *t, const struct perf_config *cfg
         }
         uint64_t count = cfg->lba_count ? cfg->lba_count : di->nlbas - cfg->lba_start;
         if (cfg->lba_start + count > di->nlbas) {
-            snprintf(err, errlen, "lba range %llu+%llu: beyond the %llu LBAs of device %u", (unsigned long long)cfg->lba_start,
-                     (unsigned long long)count, (unsigned long long)di->nlbas, d);
+            snprintf(err, errlen, "lba range %llu+%llu: beyond the %llu LBAs of device %u",
+                     (unsigned long long)cfg->lba_start, (unsigned long long)count, (unsigned long long)di->nlbas, d);
             return -EINVAL;
         }
         if (count * di->lba_size < cfg->iosize) {
@@ -86,4 +86,3 @@ int perf_config_check(const struct perf_target *t, const struct perf_config *cfg
     }
     return 0;
 }
-

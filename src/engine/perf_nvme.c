@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/perf.h"
 #include "nvme/emu/emu.h"
 #include "nvme/emu/profiles.h"
 #include "nvme/nvme.h"
-#include "engine/perf.h"
 
 #define QP_EXTRA_ENTRY 1u /* a queue of N entries holds N-1 commands */
 
@@ -42,8 +42,8 @@ struct nvme_pchan {
     struct nvme_dma *dma;
     uint8_t *bufs;
     uint32_t iosize, lba_size;
-    uint32_t max_xfer;   /* bytes per command (the controller's limit) */
-    uint32_t max_nlb;    /* max_xfer in LBAs */
+    uint32_t max_xfer; /* bytes per command (the controller's limit) */
+    uint32_t max_nlb;  /* max_xfer in LBAs */
     struct slot_arg *args;
     struct nvme_pctx *ctx;
 };
@@ -117,11 +117,10 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
     rc = nvme_qpair_create(nvme_ns_ctrl(c->ns), &o, &c->qp);
     if (rc) {
         if (rc == -EBUSY)
-            snprintf(err, errlen, "device %u: no I/O queue left (the controller grants %u); lower nqueues or ncpus", dev,
-                     nvme_ctrl_max_qpairs(nvme_ns_ctrl(c->ns)));
+            snprintf(err, errlen, "device %u: no I/O queue left (the controller grants %u); lower nqueues or ncpus",
+                     dev, nvme_ctrl_max_qpairs(nvme_ns_ctrl(c->ns)));
         else
-            snprintf(err, errlen, "device %u: cannot create a qpair of depth %u: %s", dev, depth,
-                     strerror(-rc));
+            snprintf(err, errlen, "device %u: cannot create a qpair of depth %u: %s", dev, depth, strerror(-rc));
         nvme_dma_free(c->dma);
         goto fail;
     }
@@ -181,8 +180,8 @@ static int pchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t
     uint8_t op = write ? NVME_CMD_WRITE : NVME_CMD_READ;
     if (__builtin_expect(nlb > c->max_nlb, 0))
         return pchan_submit_split(c, slot, op, slba, nlb);
-    return nvme_qpair_submit(c->qp, c->ns, op, slba, nlb, c->bufs + (size_t)slot * c->iosize,
-                             (size_t)nlb * c->lba_size, pchan_cb, &c->args[slot]);
+    return nvme_qpair_submit(c->qp, c->ns, op, slba, nlb, c->bufs + (size_t)slot * c->iosize, (size_t)nlb * c->lba_size,
+                             pchan_cb, &c->args[slot]);
 }
 
 static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)

@@ -31,26 +31,26 @@
 extern "C" {
 #endif
 
-#define PERF_MAX_QUEUES 1024           /* channels per device per thread */
-#define PERF_MAX_SECONDS 86400.0       /* one run: at most a day */
-#define PERF_MIN_RUNTIME 0.001         /* a measured window of at least 1 ms */
+#define PERF_MAX_QUEUES  1024    /* channels per device per thread */
+#define PERF_MAX_SECONDS 86400.0 /* one run: at most a day */
+#define PERF_MIN_RUNTIME 0.001   /* a measured window of at least 1 ms */
 
-#define PERF_PARAMS(X)                                                                                          \
-    X(rw, PATTERN, pattern, 0, 0, PERF_PAT_RANDREAD, "access pattern: read, randread, write, randwrite, randrw") \
-    X(rwmix, U32, rwmix, 0, 100, 50, "randrw: percentage of reads")                                              \
-    X(iosize, U32, iosize, 1, UINT32_MAX, 512, "bytes per I/O, a multiple of the LBA size")                     \
-    X(qdepth, U32, qdepth, 1, PERF_MAX_QDEPTH, 128, "I/Os in flight per queue")                                \
-    X(nqueues, U32, nqueues, 1, PERF_MAX_QUEUES, 1, "queues per device per thread")                            \
-    X(nthreads, U32, nthreads, 1, PERF_MAX_THREADS, 1, "worker threads, one per pinned CPU")                   \
-    X(ndevs, U32, ndevs, 0, PERF_MAX_DEVS, 0, "use the first N devices of the target (0: all)")                \
-    X(runtime, SECONDS, runtime_ns, PERF_MIN_RUNTIME, PERF_MAX_SECONDS, 5, "measured seconds")                                \
-    X(warmup, SECONDS, warmup_ns, 0, PERF_MAX_SECONDS, 1, "seconds run before measuring (not counted)")        \
-    X(lba_start, U64, lba_start, 0, UINT64_MAX, 0, "first LBA of the range on every device")                   \
-    X(lba_count, U64, lba_count, 0, UINT64_MAX, 0, "LBAs in the range (0: to the end)")                        \
-    X(align, U32, align, 0, UINT32_MAX, 0, "offset alignment in bytes (0: iosize)")                            \
-    X(batch, U32, batch, 0, PERF_MAX_QDEPTH, 0, "commands per submission (0: the target's default)")           \
-    X(seed, U64, seed, 0, UINT64_MAX, 1, "random seed")                                                        \
-    X(verify, BOOL, verify, 0, 1, 0, "stamp writes and check reads")                                           \
+#define PERF_PARAMS(X)                                                                                                 \
+    X(rw, PATTERN, pattern, 0, 0, PERF_PAT_RANDREAD, "access pattern: read, randread, write, randwrite, randrw")       \
+    X(rwmix, U32, rwmix, 0, 100, 50, "randrw: percentage of reads")                                                    \
+    X(iosize, U32, iosize, 1, UINT32_MAX, 512, "bytes per I/O, a multiple of the LBA size")                            \
+    X(qdepth, U32, qdepth, 1, PERF_MAX_QDEPTH, 128, "I/Os in flight per queue")                                        \
+    X(nqueues, U32, nqueues, 1, PERF_MAX_QUEUES, 1, "queues per device per thread")                                    \
+    X(nthreads, U32, nthreads, 1, PERF_MAX_THREADS, 1, "worker threads, one per pinned CPU")                           \
+    X(ndevs, U32, ndevs, 0, PERF_MAX_DEVS, 0, "use the first N devices of the target (0: all)")                        \
+    X(runtime, SECONDS, runtime_ns, PERF_MIN_RUNTIME, PERF_MAX_SECONDS, 5, "measured seconds")                         \
+    X(warmup, SECONDS, warmup_ns, 0, PERF_MAX_SECONDS, 1, "seconds run before measuring (not counted)")                \
+    X(lba_start, U64, lba_start, 0, UINT64_MAX, 0, "first LBA of the range on every device")                           \
+    X(lba_count, U64, lba_count, 0, UINT64_MAX, 0, "LBAs in the range (0: to the end)")                                \
+    X(align, U32, align, 0, UINT32_MAX, 0, "offset alignment in bytes (0: iosize)")                                    \
+    X(batch, U32, batch, 0, PERF_MAX_QDEPTH, 0, "commands per submission (0: the target's default)")                   \
+    X(seed, U64, seed, 0, UINT64_MAX, 1, "random seed")                                                                \
+    X(verify, BOOL, verify, 0, 1, 0, "stamp writes and check reads")                                                   \
     X(lat, BOOL, lat, 0, 1, 1, "sample latency (off for hot-path measurements)")
 
 enum perf_param_type { PERF_PT_U32, PERF_PT_U64, PERF_PT_BOOL, PERF_PT_SECONDS, PERF_PT_PATTERN };
@@ -63,7 +63,7 @@ struct perf_param_info {
 };
 
 #define PERF_PARAM_COUNT_(name, type, field, lo, hi, def, doc) +1
-#define PERF_NPARAMS (0 PERF_PARAMS(PERF_PARAM_COUNT_))
+#define PERF_NPARAMS                                           (0 PERF_PARAMS(PERF_PARAM_COUNT_))
 
 /* The i-th parameter (i < PERF_NPARAMS), or NULL. */
 const struct perf_param_info *perf_param_info(size_t i);

@@ -23,16 +23,16 @@
 extern "C" {
 #endif
 
-#define STATS_SUB_BITS 7                          /* exact buckets below 2^7 ns */
-#define STATS_SUB_COUNT (1u << STATS_SUB_BITS)    /* 128 */
-#define STATS_HALF_COUNT (STATS_SUB_COUNT / 2u)   /* buckets per power of two above */
-#define STATS_MAX_EXP 40                          /* 2^40 ns = 1099 s: clamp above */
-#define STATS_NBUCKETS (STATS_SUB_COUNT + (STATS_MAX_EXP - STATS_SUB_BITS) * STATS_HALF_COUNT)
+#define STATS_SUB_BITS   7                      /* exact buckets below 2^7 ns */
+#define STATS_SUB_COUNT  (1u << STATS_SUB_BITS) /* 128 */
+#define STATS_HALF_COUNT (STATS_SUB_COUNT / 2u) /* buckets per power of two above */
+#define STATS_MAX_EXP    40                     /* 2^40 ns = 1099 s: clamp above */
+#define STATS_NBUCKETS   (STATS_SUB_COUNT + (STATS_MAX_EXP - STATS_SUB_BITS) * STATS_HALF_COUNT)
 
 struct stats_hist {
-    uint64_t count;                 /* samples recorded */
-    uint64_t sum_ns;                /* for the mean */
-    uint64_t min_ns;                /* UINT64_MAX when empty */
+    uint64_t count;  /* samples recorded */
+    uint64_t sum_ns; /* for the mean */
+    uint64_t min_ns; /* UINT64_MAX when empty */
     uint64_t max_ns;
     uint64_t bucket[STATS_NBUCKETS];
 };
@@ -42,11 +42,11 @@ static inline uint32_t stats_bucket_of(uint64_t v)
 {
     if (v < STATS_SUB_COUNT)
         return (uint32_t)v;
-    uint32_t e = 63u - (uint32_t)__builtin_clzll(v);          /* 2^e <= v */
+    uint32_t e = 63u - (uint32_t)__builtin_clzll(v); /* 2^e <= v */
     if (e >= STATS_MAX_EXP)
         return STATS_NBUCKETS - 1u;
-    uint32_t shift = e - (STATS_SUB_BITS - 1u);                /* keep the top bits */
-    uint32_t sub = (uint32_t)(v >> shift) - STATS_HALF_COUNT;  /* 0 .. HALF-1 */
+    uint32_t shift = e - (STATS_SUB_BITS - 1u);               /* keep the top bits */
+    uint32_t sub = (uint32_t)(v >> shift) - STATS_HALF_COUNT; /* 0 .. HALF-1 */
     return STATS_SUB_COUNT + (e - STATS_SUB_BITS) * STATS_HALF_COUNT + sub;
 }
 

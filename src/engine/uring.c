@@ -46,11 +46,15 @@ static void explain(int rc, char *err, size_t errlen)
             fclose(f);
         }
         if (level > 0)
-            snprintf(err, errlen, "io_uring is disabled by the sysctl kernel.io_uring_disabled=%d "
-                     "(0 enables it; 1 allows the io_uring_group only)", level);
+            snprintf(err, errlen,
+                     "io_uring is disabled by the sysctl kernel.io_uring_disabled=%d "
+                     "(0 enables it; 1 allows the io_uring_group only)",
+                     level);
         else
-            snprintf(err, errlen, "io_uring is not permitted for this process (%s): kernel.io_uring_disabled=%d, "
-                     "so a seccomp filter (e.g. a container's default profile) blocks it", strerror(-rc), level);
+            snprintf(err, errlen,
+                     "io_uring is not permitted for this process (%s): kernel.io_uring_disabled=%d, "
+                     "so a seccomp filter (e.g. a container's default profile) blocks it",
+                     strerror(-rc), level);
         return;
     }
     snprintf(err, errlen, "io_uring: cannot set up a ring: %s", strerror(-rc));
@@ -86,15 +90,15 @@ static int map_rings(struct uring *r, const struct io_uring_params *p)
             r->sq_ring_bytes = r->cq_ring_bytes;
         r->cq_ring_bytes = r->sq_ring_bytes;
     }
-    r->sq_ring = mmap(NULL, r->sq_ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
-                      IORING_OFF_SQ_RING);
+    r->sq_ring =
+        mmap(NULL, r->sq_ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQ_RING);
     if (r->sq_ring == MAP_FAILED)
         return -errno;
     if (p->features & IORING_FEAT_SINGLE_MMAP) {
         r->cq_ring = r->sq_ring;
     } else {
-        r->cq_ring = mmap(NULL, r->cq_ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
-                          IORING_OFF_CQ_RING);
+        r->cq_ring =
+            mmap(NULL, r->cq_ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_CQ_RING);
         if (r->cq_ring == MAP_FAILED)
             return -errno;
     }

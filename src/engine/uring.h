@@ -65,15 +65,15 @@ extern "C" {
 #define URING_PROBE_ENTRIES 2u /* ring size used by uring_probe() */
 
 struct uring {
-    int fd;                      /* -1 when not set up */
-    unsigned setup_flags;        /* the flags the kernel accepted */
-    unsigned features;           /* IORING_FEAT_* reported by the kernel */
+    int fd;               /* -1 when not set up */
+    unsigned setup_flags; /* the flags the kernel accepted */
+    unsigned features;    /* IORING_FEAT_* reported by the kernel */
     /* SQ ring (kernel memory) */
     unsigned *sq_khead, *sq_ktail, *sq_kflags, *sq_kdropped;
     unsigned sq_mask, sq_entries;
     struct io_uring_sqe *sqes;
-    unsigned sqe_tail;           /* SQEs handed out by uring_get_sqe() */
-    unsigned sqe_head;           /* SQEs already published to the kernel */
+    unsigned sqe_tail; /* SQEs handed out by uring_get_sqe() */
+    unsigned sqe_head; /* SQEs already published to the kernel */
     /* CQ ring (kernel memory) */
     unsigned *cq_khead, *cq_ktail, *cq_koverflow;
     unsigned cq_mask, cq_entries;
@@ -91,8 +91,7 @@ int uring_probe(char *err, size_t errlen);
  * cq_entries CQEs (0 = the kernel's default, twice entries). single_thread: the
  * calling thread alone will submit and reap, so SINGLE_ISSUER and DEFER_TASKRUN may
  * be used. Returns 0 or -errno with the reason in err (err may be NULL). */
-int uring_init(struct uring *r, unsigned entries, unsigned cq_entries, bool single_thread,
-               char *err, size_t errlen);
+int uring_init(struct uring *r, unsigned entries, unsigned cq_entries, bool single_thread, char *err, size_t errlen);
 void uring_exit(struct uring *r);
 
 /* Registered file table / buffers: 0 or -errno (the caller falls back to plain fds
@@ -107,8 +106,8 @@ struct io_uring_sqe *uring_get_sqe(struct uring *r);
 
 /* op: IORING_OP_READ, IORING_OP_WRITE, IORING_OP_READ_FIXED, IORING_OP_WRITE_FIXED.
  * buf_index is used by the _FIXED ops only. */
-static inline void uring_prep_rw(struct io_uring_sqe *sqe, uint8_t op, int fd, void *buf, unsigned len,
-                                 uint64_t off, unsigned buf_index, uint64_t user_data)
+static inline void uring_prep_rw(struct io_uring_sqe *sqe, uint8_t op, int fd, void *buf, unsigned len, uint64_t off,
+                                 unsigned buf_index, uint64_t user_data)
 {
     sqe->opcode = op;
     sqe->fd = fd;

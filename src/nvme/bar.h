@@ -34,10 +34,10 @@ struct nvme_bar_ops {
 };
 
 struct nvme_bar {
-    volatile uint8_t *base;            /* BAR0 mapping */
-    size_t size;                       /* bytes mapped */
-    const struct nvme_bar_ops *ops;    /* NULL on real hardware */
-    void *ctx;                         /* passed to ops */
+    volatile uint8_t *base;         /* BAR0 mapping */
+    size_t size;                    /* bytes mapped */
+    const struct nvme_bar_ops *ops; /* NULL on real hardware */
+    void *ctx;                      /* passed to ops */
 };
 
 #ifdef __cplusplus

@@ -21,28 +21,73 @@
 
 #if defined(__x86_64__)
 
-static inline void nvme_compiler_barrier(void) { __asm__ __volatile__("" ::: "memory"); }
-static inline void nvme_wmb(void)     { __asm__ __volatile__("sfence" ::: "memory"); }
-static inline void nvme_rmb(void)     { __asm__ __volatile__("lfence" ::: "memory"); }
-static inline void nvme_mb(void)      { __asm__ __volatile__("mfence" ::: "memory"); }
-static inline void nvme_dma_rmb(void) { __asm__ __volatile__("" ::: "memory"); }
+static inline void nvme_compiler_barrier(void)
+{
+    __asm__ __volatile__("" ::: "memory");
+}
+static inline void nvme_wmb(void)
+{
+    __asm__ __volatile__("sfence" ::: "memory");
+}
+static inline void nvme_rmb(void)
+{
+    __asm__ __volatile__("lfence" ::: "memory");
+}
+static inline void nvme_mb(void)
+{
+    __asm__ __volatile__("mfence" ::: "memory");
+}
+static inline void nvme_dma_rmb(void)
+{
+    __asm__ __volatile__("" ::: "memory");
+}
 
 #elif defined(__aarch64__)
 
-static inline void nvme_compiler_barrier(void) { __asm__ __volatile__("" ::: "memory"); }
-static inline void nvme_wmb(void)     { __asm__ __volatile__("dsb st" ::: "memory"); }
-static inline void nvme_rmb(void)     { __asm__ __volatile__("dsb ld" ::: "memory"); }
-static inline void nvme_mb(void)      { __asm__ __volatile__("dsb sy" ::: "memory"); }
-static inline void nvme_dma_rmb(void) { __asm__ __volatile__("dmb oshld" ::: "memory"); }
+static inline void nvme_compiler_barrier(void)
+{
+    __asm__ __volatile__("" ::: "memory");
+}
+static inline void nvme_wmb(void)
+{
+    __asm__ __volatile__("dsb st" ::: "memory");
+}
+static inline void nvme_rmb(void)
+{
+    __asm__ __volatile__("dsb ld" ::: "memory");
+}
+static inline void nvme_mb(void)
+{
+    __asm__ __volatile__("dsb sy" ::: "memory");
+}
+static inline void nvme_dma_rmb(void)
+{
+    __asm__ __volatile__("dmb oshld" ::: "memory");
+}
 
 #else /* C11 fallback: correct for coherent memory, not a device-ordering guarantee on every arch. */
 
 #include <stdatomic.h>
-static inline void nvme_compiler_barrier(void) { atomic_signal_fence(memory_order_seq_cst); }
-static inline void nvme_wmb(void)     { atomic_thread_fence(memory_order_seq_cst); }
-static inline void nvme_rmb(void)     { atomic_thread_fence(memory_order_seq_cst); }
-static inline void nvme_mb(void)      { atomic_thread_fence(memory_order_seq_cst); }
-static inline void nvme_dma_rmb(void) { atomic_thread_fence(memory_order_acquire); }
+static inline void nvme_compiler_barrier(void)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+}
+static inline void nvme_wmb(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+}
+static inline void nvme_rmb(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+}
+static inline void nvme_mb(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+}
+static inline void nvme_dma_rmb(void)
+{
+    atomic_thread_fence(memory_order_acquire);
+}
 
 #endif
 

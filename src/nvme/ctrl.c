@@ -10,17 +10,17 @@
 #include <time.h>
 
 #include "nvme/barrier.h"
+#include "nvme/errbuf.h"
 #include "nvme/mmio.h"
 #include "nvme/target.h"
-#include "nvme/errbuf.h"
 
-#define SPINS_BEFORE_SLEEP   1024u
-#define SLEEP_NS             50000L      /* 50 us between polls of a slow controller */
-#define CSTS_CHECK_EVERY     1024u       /* admin wait: read CSTS every this many empty polls */
-#define NS_PER_MS            1000000ull
-#define US_PER_MS            1000u
-#define LBADS_MAX            16u         /* largest LBA data size we accept: 64 KiB */
-#define MAX_XFER_CAP         (2u * 1024u * 1024u) /* one PRP-list page of 4 KiB pages covers 2 MiB */
+#define SPINS_BEFORE_SLEEP 1024u
+#define SLEEP_NS           50000L /* 50 us between polls of a slow controller */
+#define CSTS_CHECK_EVERY   1024u  /* admin wait: read CSTS every this many empty polls */
+#define NS_PER_MS          1000000ull
+#define US_PER_MS          1000u
+#define LBADS_MAX          16u                  /* largest LBA data size we accept: 64 KiB */
+#define MAX_XFER_CAP       (2u * 1024u * 1024u) /* one PRP-list page of 4 KiB pages covers 2 MiB */
 
 void nvme_qpair_expire_cid(struct nvme_qpair *q, uint16_t cid, int err);
 
@@ -36,7 +36,6 @@ static void pause_short(void)
     struct timespec ts = {0, SLEEP_NS};
     nanosleep(&ts, NULL);
 }
-
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Register-level steps                                                                             */
@@ -84,10 +83,8 @@ static int ctrl_enable(struct nvme_ctrl *c)
     nvme_mmio_write64(&c->bar, NVME_REG_ASQ, nvme_dma_iova(c->admin.mem, c->admin.sq));
     nvme_mmio_write64(&c->bar, NVME_REG_ACQ, nvme_dma_iova(c->admin.mem, (const void *)c->admin.cq));
     uint32_t cc = (NVME_CC_CSS_NVM << NVME_CC_CSS_SHIFT) |
-                  ((c->page_shift - NVME_PAGE_SHIFT_MIN) << NVME_CC_MPS_SHIFT) |
-                  (0u << NVME_CC_AMS_SHIFT) |
-                  (NVME_SQES_LOG2 << NVME_CC_IOSQES_SHIFT) |
-                  (NVME_CQES_LOG2 << NVME_CC_IOCQES_SHIFT);
+                  ((c->page_shift - NVME_PAGE_SHIFT_MIN) << NVME_CC_MPS_SHIFT) | (0u << NVME_CC_AMS_SHIFT) |
+                  (NVME_SQES_LOG2 << NVME_CC_IOSQES_SHIFT) | (NVME_CQES_LOG2 << NVME_CC_IOCQES_SHIFT);
     nvme_mmio_write32(&c->bar, NVME_REG_CC, cc);
     nvme_wmb();
     nvme_mmio_write32(&c->bar, NVME_REG_CC, cc | NVME_CC_EN);
@@ -133,7 +130,8 @@ static int admin_exec(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size
             if (csts == NVME_REG32_GONE || nvme_csts_cfs(csts)) {
                 nvme_qpair_expire_cid(q, cid, -EIO);
                 nvme_log(NVME_LOG_ERROR, "controller %u: %s", c->index,
-                         csts == NVME_REG32_GONE ? "registers read all ones (gone)" : "controller fatal status (CSTS.CFS)");
+                         csts == NVME_REG32_GONE ? "registers read all ones (gone)"
+                                                 : "controller fatal status (CSTS.CFS)");
                 return csts == NVME_REG32_GONE ? -ENXIO : -EIO;
             }
         }
@@ -189,7 +187,7 @@ static int admin_checked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, s
         return nvme_errf(err, errlen, rc, "controller %u: %s failed: %s", c->index, what, strerror(-rc));
     if (!nvme_cpl_ok(&cpl))
         return nvme_errf(err, errlen, -EIO, "controller %u: %s failed: %s (sct 0x%x sc 0x%02x)", c->index, what,
-                    nvme_status_name(cpl.sct, cpl.sc), cpl.sct, cpl.sc);
+                         nvme_status_name(cpl.sct, cpl.sc), cpl.sct, cpl.sc);
     if (cdw0)
         *cdw0 = cpl.cdw0;
     return 0;
@@ -220,7 +218,7 @@ static int identify_namespaces(struct nvme_ctrl *c, char *err, size_t errlen)
             if (rc) {
                 free(ids);
                 return nvme_errf(err, errlen, rc, "controller %u: Identify active namespace list failed: %s", c->index,
-                            strerror(-rc));
+                                 strerror(-rc));
             }
             if (!nvme_cpl_ok(&cpl)) {
                 have_list = false; /* fall back to probing 1..NN */
@@ -259,8 +257,8 @@ static int identify_namespaces(struct nvme_ctrl *c, char *err, size_t errlen)
             continue; /* inactive (probing fallback) */
         uint32_t lbads = nvme_id_ns_lbads(idns);
         if (lbads < NVME_LBADS_MIN || lbads > LBADS_MAX) {
-            rc = nvme_errf(err, errlen, -EIO, "controller %u: namespace %u reports LBA data size 2^%u", c->index, ids[i],
-                      lbads);
+            rc = nvme_errf(err, errlen, -EIO, "controller %u: namespace %u reports LBA data size 2^%u", c->index,
+                           ids[i], lbads);
             free(ids);
             free(ns);
             return rc;
@@ -303,10 +301,10 @@ static int ctrl_configure(struct nvme_ctrl *c, char *err, size_t errlen)
     memcpy(&c->id, c->admin_buf->vaddr, sizeof(c->id));
     if (c->id.sqes && (nvme_id_qes_min(c->id.sqes) > NVME_SQES_LOG2 || nvme_id_qes_max(c->id.sqes) < NVME_SQES_LOG2))
         return nvme_errf(err, errlen, -ENOTSUP, "controller %u: does not take 64-byte SQEs (SQES 0x%02x)", c->index,
-                    c->id.sqes);
+                         c->id.sqes);
     if (c->id.cqes && (nvme_id_qes_min(c->id.cqes) > NVME_CQES_LOG2 || nvme_id_qes_max(c->id.cqes) < NVME_CQES_LOG2))
         return nvme_errf(err, errlen, -ENOTSUP, "controller %u: does not take 16-byte CQEs (CQES 0x%02x)", c->index,
-                    c->id.cqes);
+                         c->id.cqes);
     uint64_t mpsmin = (uint64_t)1 << (NVME_PAGE_SHIFT_MIN + nvme_cap_mpsmin(c->cap));
     uint64_t mdts = c->id.mdts ? ((uint64_t)1 << c->id.mdts) * mpsmin : 0;
     c->mdts_bytes = mdts > UINT32_MAX ? UINT32_MAX : (uint32_t)mdts;
@@ -353,12 +351,12 @@ static int ctrl_bringup(struct nvme_ctrl *c, char *err, size_t errlen)
     int rc = ctrl_disable(c);
     if (rc)
         return nvme_errf(err, errlen, rc, "controller %u: disabling (CC.EN=0, wait CSTS.RDY=0 within %u ms) failed: %s",
-                    c->index, c->ready_timeout_ms, rc_str(rc));
+                         c->index, c->ready_timeout_ms, rc_str(rc));
     nvme_qpair_reset_rings(&c->admin);
     rc = ctrl_enable(c);
     if (rc)
         return nvme_errf(err, errlen, rc, "controller %u: enabling (CC.EN=1, wait CSTS.RDY=1 within %u ms) failed: %s",
-                    c->index, c->ready_timeout_ms, rc_str(rc));
+                         c->index, c->ready_timeout_ms, rc_str(rc));
     c->enabled = true;
     return ctrl_configure(c, err, errlen);
 }
@@ -406,7 +404,7 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
     *out = NULL;
     if (!bar || !bar->base || bar->size < NVME_BAR0_MIN_SIZE)
         return nvme_errf(err, errlen, -EINVAL, "controller %u: BAR0 missing or smaller than %u bytes", index,
-                    NVME_BAR0_MIN_SIZE);
+                         NVME_BAR0_MIN_SIZE);
     struct nvme_ctrl *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
@@ -422,12 +420,12 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
     c->vs = nvme_mmio_read32(&c->bar, NVME_REG_VS);
     if (c->cap == UINT64_MAX) {
         rc = nvme_errf(err, errlen, -ENXIO, "controller %u: registers read all ones (function gone or BAR not decoded)",
-                  index);
+                       index);
         goto fail_free;
     }
     if (!(nvme_cap_css(c->cap) & NVME_CAP_CSS_NVM)) {
         rc = nvme_errf(err, errlen, -ENOTSUP, "controller %u: NVM command set not supported (CAP.CSS 0x%x)", index,
-                  nvme_cap_css(c->cap));
+                       nvme_cap_css(c->cap));
         goto fail_free;
     }
     c->dstrd = nvme_cap_dstrd(c->cap);
@@ -436,7 +434,8 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
     if (c->ready_timeout_ms == 0)
         c->ready_timeout_ms = NVME_CAP_TO_UNIT_MS;
     if ((size_t)nvme_db_cq_off(NVME_ADMIN_QID, c->dstrd) + NVME_MMIO_DWORD > bar->size) {
-        rc = nvme_errf(err, errlen, -EINVAL, "controller %u: BAR0 too small for the doorbells at DSTRD %u", index, c->dstrd);
+        rc = nvme_errf(err, errlen, -EINVAL, "controller %u: BAR0 too small for the doorbells at DSTRD %u", index,
+                       c->dstrd);
         goto fail_free;
     }
     /* provisional limits for the admin queue's own PRP building (admin buffer is <= 64 KiB) */
@@ -449,8 +448,8 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
         nvme_errf(err, errlen, rc, "controller %u: allocating the admin queue failed: %s", index, strerror(-rc));
         goto fail_free;
     }
-    c->admin.ctrl_gen = &c->admin.gen;          /* the admin queue survives resets */
-    c->admin.timeout_ticks = UINT64_MAX / 2;    /* admin_exec keeps per-call deadlines */
+    c->admin.ctrl_gen = &c->admin.gen;       /* the admin queue survives resets */
+    c->admin.timeout_ticks = UINT64_MAX / 2; /* admin_exec keeps per-call deadlines */
     c->admin.scan_ticks = UINT64_MAX / 2;
     c->admin.next_scan = UINT64_MAX;
     rc = nvme_dma_alloc_in(&t->dma, NVME_ADMIN_BUF_SIZE, &c->admin_buf);
@@ -754,20 +753,62 @@ out:
 /* ------------------------------------------------------------------------------------------------ */
 /* Accessors                                                                                        */
 /* ------------------------------------------------------------------------------------------------ */
-const struct nvme_id_ctrl *nvme_ctrl_id(const struct nvme_ctrl *c) { return &c->id; }
-uint32_t nvme_ctrl_mdts_bytes(const struct nvme_ctrl *c) { return c->mdts_bytes; }
-uint32_t nvme_ctrl_max_xfer(const struct nvme_ctrl *c) { return c->max_xfer; }
-uint32_t nvme_ctrl_nn(const struct nvme_ctrl *c) { return c->id.nn; }
-uint64_t nvme_ctrl_cap(const struct nvme_ctrl *c) { return c->cap; }
-uint32_t nvme_ctrl_vs(const struct nvme_ctrl *c) { return c->vs; }
-uint32_t nvme_ctrl_page_size(const struct nvme_ctrl *c) { return 1u << c->page_shift; }
-uint32_t nvme_ctrl_max_qpairs(const struct nvme_ctrl *c) { return c->max_qpairs; }
-uint32_t nvme_ctrl_max_depth(const struct nvme_ctrl *c) { return nvme_cap_mqes(c->cap) + 1u; }
-unsigned nvme_ctrl_index(const struct nvme_ctrl *c) { return c->index; }
-struct nvme_target *nvme_ctrl_target(const struct nvme_ctrl *c) { return c->target; }
-const struct nvme_bar *nvme_ctrl_bar(const struct nvme_ctrl *c) { return &c->bar; }
-uint32_t nvme_ctrl_csts(const struct nvme_ctrl *c) { return nvme_mmio_read32(&c->bar, NVME_REG_CSTS); }
-uint32_t nvme_ctrl_nns(const struct nvme_ctrl *c) { return c->nns; }
+const struct nvme_id_ctrl *nvme_ctrl_id(const struct nvme_ctrl *c)
+{
+    return &c->id;
+}
+uint32_t nvme_ctrl_mdts_bytes(const struct nvme_ctrl *c)
+{
+    return c->mdts_bytes;
+}
+uint32_t nvme_ctrl_max_xfer(const struct nvme_ctrl *c)
+{
+    return c->max_xfer;
+}
+uint32_t nvme_ctrl_nn(const struct nvme_ctrl *c)
+{
+    return c->id.nn;
+}
+uint64_t nvme_ctrl_cap(const struct nvme_ctrl *c)
+{
+    return c->cap;
+}
+uint32_t nvme_ctrl_vs(const struct nvme_ctrl *c)
+{
+    return c->vs;
+}
+uint32_t nvme_ctrl_page_size(const struct nvme_ctrl *c)
+{
+    return 1u << c->page_shift;
+}
+uint32_t nvme_ctrl_max_qpairs(const struct nvme_ctrl *c)
+{
+    return c->max_qpairs;
+}
+uint32_t nvme_ctrl_max_depth(const struct nvme_ctrl *c)
+{
+    return nvme_cap_mqes(c->cap) + 1u;
+}
+unsigned nvme_ctrl_index(const struct nvme_ctrl *c)
+{
+    return c->index;
+}
+struct nvme_target *nvme_ctrl_target(const struct nvme_ctrl *c)
+{
+    return c->target;
+}
+const struct nvme_bar *nvme_ctrl_bar(const struct nvme_ctrl *c)
+{
+    return &c->bar;
+}
+uint32_t nvme_ctrl_csts(const struct nvme_ctrl *c)
+{
+    return nvme_mmio_read32(&c->bar, NVME_REG_CSTS);
+}
+uint32_t nvme_ctrl_nns(const struct nvme_ctrl *c)
+{
+    return c->nns;
+}
 
 struct nvme_ns *nvme_ctrl_ns_at(struct nvme_ctrl *c, uint32_t i)
 {
@@ -782,9 +823,27 @@ struct nvme_ns *nvme_ctrl_ns(struct nvme_ctrl *c, uint32_t nsid)
     return NULL;
 }
 
-uint32_t nvme_ns_id(const struct nvme_ns *ns) { return ns->nsid; }
-uint32_t nvme_ns_lba_size(const struct nvme_ns *ns) { return ns->lba_size; }
-uint32_t nvme_ns_lba_shift(const struct nvme_ns *ns) { return ns->lba_shift; }
-uint64_t nvme_ns_nsze(const struct nvme_ns *ns) { return ns->nsze; }
-const struct nvme_id_ns *nvme_ns_idns(const struct nvme_ns *ns) { return &ns->id; }
-struct nvme_ctrl *nvme_ns_ctrl(const struct nvme_ns *ns) { return ns->ctrl; }
+uint32_t nvme_ns_id(const struct nvme_ns *ns)
+{
+    return ns->nsid;
+}
+uint32_t nvme_ns_lba_size(const struct nvme_ns *ns)
+{
+    return ns->lba_size;
+}
+uint32_t nvme_ns_lba_shift(const struct nvme_ns *ns)
+{
+    return ns->lba_shift;
+}
+uint64_t nvme_ns_nsze(const struct nvme_ns *ns)
+{
+    return ns->nsze;
+}
+const struct nvme_id_ns *nvme_ns_idns(const struct nvme_ns *ns)
+{
+    return &ns->id;
+}
+struct nvme_ctrl *nvme_ns_ctrl(const struct nvme_ns *ns)
+{
+    return ns->ctrl;
+}

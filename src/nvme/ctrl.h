@@ -21,12 +21,12 @@
 #include "nvme/nvme.h"
 #include "nvme/qpair.h"
 
-#define NVME_ADMIN_DEPTH          32u      /* admin queue entries */
-#define NVME_ADMIN_TIMEOUT_MS     5000u    /* default admin command timeout */
-#define NVME_IOQ_REQUEST          1024u    /* I/O queues asked for in Set Features Number of Queues */
-#define NVME_SHUTDOWN_TIMEOUT_MS  5000u    /* when RTD3E is 0 */
+#define NVME_ADMIN_DEPTH             32u   /* admin queue entries */
+#define NVME_ADMIN_TIMEOUT_MS        5000u /* default admin command timeout */
+#define NVME_IOQ_REQUEST             1024u /* I/O queues asked for in Set Features Number of Queues */
+#define NVME_SHUTDOWN_TIMEOUT_MS     5000u /* when RTD3E is 0 */
 #define NVME_SHUTDOWN_TIMEOUT_MAX_MS 60000u
-#define NVME_SYNC_QPAIR_DEPTH     8u       /* the per-controller queue behind nvme_ns_io_sync */
+#define NVME_SYNC_QPAIR_DEPTH        8u /* the per-controller queue behind nvme_ns_io_sync */
 
 struct nvme_ns {
     struct nvme_ctrl *ctrl;
@@ -44,26 +44,26 @@ struct nvme_ctrl {
     uint64_t cap;
     uint32_t vs;
     uint32_t dstrd;
-    uint32_t page_shift;          /* controller memory page (12 + CC.MPS) */
-    uint32_t ready_timeout_ms;    /* CAP.TO */
+    uint32_t page_shift;       /* controller memory page (12 + CC.MPS) */
+    uint32_t ready_timeout_ms; /* CAP.TO */
     uint32_t mdts_bytes;
     uint32_t max_xfer;
-    uint32_t max_qpairs;          /* granted I/O queue pairs */
-    uint32_t generation;          /* bumped by every reset; qpairs compare against it */
-    bool enabled;                 /* bring-up reached CC.EN=1 */
+    uint32_t max_qpairs; /* granted I/O queue pairs */
+    uint32_t generation; /* bumped by every reset; qpairs compare against it */
+    bool enabled;        /* bring-up reached CC.EN=1 */
     struct nvme_id_ctrl id;
     uint32_t nns;
-    struct nvme_ns *ns;           /* nns entries, ascending NSID */
+    struct nvme_ns *ns; /* nns entries, ascending NSID */
 
-    pthread_mutex_t admin_lock;   /* admin queue + admin buffer */
+    pthread_mutex_t admin_lock; /* admin queue + admin buffer */
     struct nvme_qpair admin;
-    struct nvme_dma *admin_buf;   /* NVME_ADMIN_BUF_SIZE bounce buffer */
+    struct nvme_dma *admin_buf; /* NVME_ADMIN_BUF_SIZE bounce buffer */
 
-    pthread_mutex_t q_lock;       /* qid bitmap and qpair list */
-    uint8_t *qid_used;            /* max_qpairs + 1 bytes */
-    struct nvme_qpair *qpairs;    /* live I/O qpairs (list) */
+    pthread_mutex_t q_lock;    /* qid bitmap and qpair list */
+    uint8_t *qid_used;         /* max_qpairs + 1 bytes */
+    struct nvme_qpair *qpairs; /* live I/O qpairs (list) */
 
-    pthread_mutex_t sync_lock;    /* nvme_ns_io_sync */
+    pthread_mutex_t sync_lock; /* nvme_ns_io_sync */
     struct nvme_qpair *sync_q;
     struct nvme_dma *sync_buf;
 };

@@ -13,10 +13,10 @@
 #include "nvme/ctrl.h"
 #include "nvme/target.h"
 
-#define PAGEMAP_PATH        "/proc/self/pagemap"
-#define PAGEMAP_ENTRY_SIZE  8u
-#define PAGEMAP_PFN_MASK    ((UINT64_C(1) << 55) - 1)   /* bits 54:0 */
-#define PAGEMAP_PRESENT     (UINT64_C(1) << 63)
+#define PAGEMAP_PATH       "/proc/self/pagemap"
+#define PAGEMAP_ENTRY_SIZE 8u
+#define PAGEMAP_PFN_MASK   ((UINT64_C(1) << 55) - 1) /* bits 54:0 */
+#define PAGEMAP_PRESENT    (UINT64_C(1) << 63)
 
 static size_t round_up(size_t v, size_t align)
 {
@@ -39,11 +39,14 @@ static void dma_release(struct nvme_dma *d)
     struct nvme_dma_domain *dom = d->dom;
     if (dom->kind == NVME_DMA_VFIO) {
         struct vfio_iommu_type1_dma_unmap unmap = {
-            .argsz = sizeof(unmap), .flags = 0, .iova = d->iova, .size = d->size,
+            .argsz = sizeof(unmap),
+            .flags = 0,
+            .iova = d->iova,
+            .size = d->size,
         };
         if (ioctl(dom->vfio_container_fd, VFIO_IOMMU_UNMAP_DMA, &unmap) != 0)
-            nvme_log(NVME_LOG_WARN, "VFIO unmap of iova 0x%llx (%zu bytes) failed: %s",
-                     (unsigned long long)d->iova, d->size, strerror(errno));
+            nvme_log(NVME_LOG_WARN, "VFIO unmap of iova 0x%llx (%zu bytes) failed: %s", (unsigned long long)d->iova,
+                     d->size, strerror(errno));
     }
     if (dom->kind == NVME_DMA_PAGEMAP)
         munlock(d->vaddr, d->size);
@@ -89,8 +92,10 @@ static int pagemap_lookup(struct nvme_dma *d)
         uint64_t pfn = entry & PAGEMAP_PFN_MASK;
         if (!(entry & PAGEMAP_PRESENT) || pfn == 0) {
             /* PFNs read as 0 without CAP_SYS_ADMIN */
-            nvme_log(NVME_LOG_ERROR, "pagemap gives no physical address for hugepage %zu (needs root / "
-                     "CAP_SYS_ADMIN)", i);
+            nvme_log(NVME_LOG_ERROR,
+                     "pagemap gives no physical address for hugepage %zu (needs root / "
+                     "CAP_SYS_ADMIN)",
+                     i);
             rc = -EPERM;
             break;
         }
@@ -128,8 +133,10 @@ int nvme_dma_alloc_in(struct nvme_dma_domain *dom, size_t size, struct nvme_dma 
     if (p == MAP_FAILED) {
         int e = errno;
         if (dom->kind == NVME_DMA_PAGEMAP)
-            nvme_log(NVME_LOG_ERROR, "no free 2 MiB hugepages for %zu bytes of DMA memory (%s); reserve some "
-                     "with `nvmelab hugepages N`", d->size, strerror(e));
+            nvme_log(NVME_LOG_ERROR,
+                     "no free 2 MiB hugepages for %zu bytes of DMA memory (%s); reserve some "
+                     "with `nvmelab hugepages N`",
+                     d->size, strerror(e));
         free(d);
         return e == ENOMEM || e == EAGAIN ? -ENOMEM : -e;
     }

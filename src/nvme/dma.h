@@ -25,29 +25,29 @@
 
 #include "nvme/nvme.h"
 
-#define NVME_HUGEPAGE_SHIFT 21u                         /* 2 MiB hugepages */
-#define NVME_HUGEPAGE_SIZE  ((size_t)1 << NVME_HUGEPAGE_SHIFT)
-#define NVME_HOST_PAGE_SHIFT 12u                        /* 4 KiB host pages */
-#define NVME_HOST_PAGE_SIZE ((size_t)1 << NVME_HOST_PAGE_SHIFT)
-#define NVME_VFIO_IOVA_BASE ((uint64_t)1 << 32)         /* first IOVA handed out (keeps 0 unused) */
+#define NVME_HUGEPAGE_SHIFT  21u /* 2 MiB hugepages */
+#define NVME_HUGEPAGE_SIZE   ((size_t)1 << NVME_HUGEPAGE_SHIFT)
+#define NVME_HOST_PAGE_SHIFT 12u /* 4 KiB host pages */
+#define NVME_HOST_PAGE_SIZE  ((size_t)1 << NVME_HOST_PAGE_SHIFT)
+#define NVME_VFIO_IOVA_BASE  ((uint64_t)1 << 32) /* first IOVA handed out (keeps 0 unused) */
 
 enum nvme_dma_kind { NVME_DMA_IDENTITY, NVME_DMA_PAGEMAP, NVME_DMA_VFIO };
 
 struct nvme_dma_domain {
     enum nvme_dma_kind kind;
-    int vfio_container_fd;        /* NVME_DMA_VFIO: the type1 container; -1 otherwise */
-    uint64_t next_iova;           /* NVME_DMA_VFIO: bump allocator */
-    pthread_mutex_t lock;         /* protects the registry and next_iova */
-    struct nvme_dma *head;        /* registry of live objects */
+    int vfio_container_fd; /* NVME_DMA_VFIO: the type1 container; -1 otherwise */
+    uint64_t next_iova;    /* NVME_DMA_VFIO: bump allocator */
+    pthread_mutex_t lock;  /* protects the registry and next_iova */
+    struct nvme_dma *head; /* registry of live objects */
     struct nvme_target *target;
 };
 
 struct nvme_dma {
     uint8_t *vaddr;
-    size_t size;                  /* usable bytes (rounded to the translation page) */
-    uint64_t iova;                /* contiguous kinds: bus address of vaddr */
-    uint64_t *pages;              /* NVME_DMA_PAGEMAP: bus address of each hugepage; NULL otherwise */
-    unsigned page_shift;          /* translation granularity */
+    size_t size;         /* usable bytes (rounded to the translation page) */
+    uint64_t iova;       /* contiguous kinds: bus address of vaddr */
+    uint64_t *pages;     /* NVME_DMA_PAGEMAP: bus address of each hugepage; NULL otherwise */
+    unsigned page_shift; /* translation granularity */
     struct nvme_dma_domain *dom;
     struct nvme_dma *prev, *next; /* registry links */
 };

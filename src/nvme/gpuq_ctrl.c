@@ -24,7 +24,10 @@ static uint64_t gpuq_now_ns(void)
     return (uint64_t)ts.tv_sec * GPUQ_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
-static size_t gpuq_round_up(size_t n, size_t a) { return (n + a - 1u) / a * a; }
+static size_t gpuq_round_up(size_t n, size_t a)
+{
+    return (n + a - 1u) / a * a;
+}
 
 /* One admin command; -EIO with the status name in err when the controller refused it. */
 static int gpuq_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, const char *what, char *err, size_t errlen)
@@ -55,8 +58,7 @@ static bool gpuq_contiguous(const struct nvme_dma *d, const uint8_t *p, size_t l
     return base != UINT64_MAX;
 }
 
-int nvme_gpuq_pair_create(struct nvme_ctrl *c, uint32_t entries, struct nvme_gpuq_pair **out, char *err,
-                          size_t errlen)
+int nvme_gpuq_pair_create(struct nvme_ctrl *c, uint32_t entries, struct nvme_gpuq_pair **out, char *err, size_t errlen)
 {
     *out = NULL;
     const uint32_t maxd = nvme_ctrl_max_depth(c);
@@ -82,7 +84,8 @@ int nvme_gpuq_pair_create(struct nvme_ctrl *c, uint32_t entries, struct nvme_gpu
     p->qid = (uint16_t)rc;
     rc = nvme_dma_alloc(nvme_ctrl_target(c), sq_bytes + cq_bytes, &p->mem);
     if (rc) {
-        snprintf(err, errlen, "allocating %zu bytes of DMA memory for the rings: %s", sq_bytes + cq_bytes, strerror(-rc));
+        snprintf(err, errlen, "allocating %zu bytes of DMA memory for the rings: %s", sq_bytes + cq_bytes,
+                 strerror(-rc));
         goto fail;
     }
     p->mem_len = sq_bytes + cq_bytes;
@@ -156,8 +159,10 @@ int nvme_gpuq_pair_quiesce(struct nvme_gpuq_pair *p, bool timed_out)
      * the deletion failed, or it could not be confirmed after a timeout, only a reset stops the DMA. */
     if ((p->sq_created || p->cq_created) && (!gone || (timed_out && rc))) {
         if ((drc = nvme_ctrl_reset(p->ctrl))) {
-            nvme_log(NVME_LOG_ERROR, "gpuq: qid %u could not be deleted and the reset failed (%d): its rings are "
-                                     "leaked so the controller cannot write into freed memory", p->qid, drc);
+            nvme_log(NVME_LOG_ERROR,
+                     "gpuq: qid %u could not be deleted and the reset failed (%d): its rings are "
+                     "leaked so the controller cannot write into freed memory",
+                     p->qid, drc);
             rc = -EIO;
         }
     }
@@ -195,8 +200,8 @@ int nvme_gpuq_lut(const struct nvme_dma *d, uint64_t *lut, size_t npages)
 }
 
 int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, const uint64_t *slba, uint32_t nlb,
-                        const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns,
-                        uint16_t *st, char *err, size_t errlen)
+                        const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns, uint16_t *st,
+                        char *err, size_t errlen)
 {
     if (!qdepth || qdepth >= p->entries || qdepth > NVME_GPUQ_MAX_QDEPTH || !timeout_ns) {
         snprintf(err, errlen, "qdepth=%u: must be in 1..%u for a ring of %u entries", qdepth,

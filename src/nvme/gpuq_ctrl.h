@@ -43,16 +43,16 @@ extern "C" {
 
 struct nvme_gpuq_pair {
     struct nvme_ctrl *ctrl;
-    uint16_t qid;              /* SQ and CQ identifier (the same) */
-    uint32_t entries;          /* slots per ring */
-    struct nvme_dma *mem;      /* SQ ring, then CQ ring */
-    struct nvme_sqe *sq;       /* host virtual addresses */
+    uint16_t qid;         /* SQ and CQ identifier (the same) */
+    uint32_t entries;     /* slots per ring */
+    struct nvme_dma *mem; /* SQ ring, then CQ ring */
+    struct nvme_sqe *sq;  /* host virtual addresses */
     struct nvme_cqe *cq;
-    size_t mem_len;            /* bytes of mem in use (for cudaHostRegister) */
-    uint64_t sq_iova, cq_iova; /* bus addresses given to the controller */
+    size_t mem_len;                /* bytes of mem in use (for cudaHostRegister) */
+    uint64_t sq_iova, cq_iova;     /* bus addresses given to the controller */
     uint32_t sq_db_off, cq_db_off; /* BAR0 offsets of the doorbells */
     bool cq_created, sq_created;
-    bool quiesced;             /* nvme_gpuq_pair_quiesce() ran */
+    bool quiesced; /* nvme_gpuq_pair_quiesce() ran */
     int quiesce_rc;
     /* state of the CPU stand-in (the GPU kernel keeps its own) */
     uint64_t sq_pos, cq_pos;
@@ -63,8 +63,7 @@ struct nvme_gpuq_pair {
 };
 
 /* Create one pair with `entries` slots (2..min(MQES+1, 65536)). err names the failing step. */
-int nvme_gpuq_pair_create(struct nvme_ctrl *c, uint32_t entries, struct nvme_gpuq_pair **out, char *err,
-                          size_t errlen);
+int nvme_gpuq_pair_create(struct nvme_ctrl *c, uint32_t entries, struct nvme_gpuq_pair **out, char *err, size_t errlen);
 /* Delete SQ then CQ and free. timed_out: commands may still be in flight; when a deletion fails or times
  * out, the controller is reset (which stops all its DMA) before the rings are freed. Returns 0, or the
  * first error (the memory is freed in every case only after the queue is gone or the controller reset;
@@ -83,8 +82,8 @@ int nvme_gpuq_lut(const struct nvme_dma *d, uint64_t *lut, size_t npages);
  * timeout_ns from the doorbell. Returns 0 (look at st), -ETIMEDOUT, -EPROTO, -EINVAL. After -ETIMEDOUT
  * or -EPROTO the pair is unusable: destroy it with timed_out = true. */
 int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, const uint64_t *slba, uint32_t nlb,
-                        const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns,
-                        uint16_t *st, char *err, size_t errlen);
+                        const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns, uint16_t *st,
+                        char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

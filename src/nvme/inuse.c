@@ -16,15 +16,14 @@
 #define INUSE_LINE_MAX 4096 /* longest line read from a proc file */
 #define INUSE_NAME_LEN 64   /* a block device name or "major:minor" */
 
-
 struct blkset {
     int n;
-    char name[NVME_INUSE_MAX_BLK][INUSE_NAME_LEN];   /* nvme0n1, nvme0n1p1, dm-0 ... */
-    char devno[NVME_INUSE_MAX_BLK][INUSE_NAME_LEN];  /* "259:0" */
-    char ctrl[NVME_INUSE_MAX_BLK][INUSE_NAME_LEN];   /* controller character devices: nvme0 ... (separate count) */
+    char name[NVME_INUSE_MAX_BLK][INUSE_NAME_LEN];  /* nvme0n1, nvme0n1p1, dm-0 ... */
+    char devno[NVME_INUSE_MAX_BLK][INUSE_NAME_LEN]; /* "259:0" */
+    char ctrl[NVME_INUSE_MAX_BLK][INUSE_NAME_LEN];  /* controller character devices: nvme0 ... (separate count) */
     int nctrl;
-    char unnumbered[INUSE_NAME_LEN];         /* first device without a sysfs device number; "" if none */
-    int overflow;                         /* more devices than the set holds (or a name too long) */
+    char unnumbered[INUSE_NAME_LEN]; /* first device without a sysfs device number; "" if none */
+    int overflow;                    /* more devices than the set holds (or a name too long) */
 };
 
 static int set_has(const struct blkset *s, const char *name)
@@ -152,8 +151,11 @@ static void cmdline_root(const char *root, char *out, size_t len)
         if (strncmp(w, "root=", 5))
             continue;
         const char *v = w + 5;
-        static const struct { const char *key, *dir; } by[] = {
-            {"UUID=", "/dev/disk/by-uuid/"}, {"PARTUUID=", "/dev/disk/by-partuuid/"},
+        static const struct {
+            const char *key, *dir;
+        } by[] = {
+            {"UUID=", "/dev/disk/by-uuid/"},
+            {"PARTUUID=", "/dev/disk/by-partuuid/"},
             {"LABEL=", "/dev/disk/by-label/"},
         };
         for (size_t i = 0; i < sizeof by / sizeof by[0]; i++)
@@ -302,7 +304,8 @@ int nvme_pci_in_use(const char *root, const char *addr, char *why, size_t whylen
     }
     char drv[INUSE_NAME_LEN], grp[INUSE_NAME_LEN];
     nvme_sysfs_link_base(root, drv, sizeof drv, "/sys/bus/pci/devices/%s/driver", addr);
-    if (!strcmp(drv, "vfio-pci") && nvme_sysfs_link_base(root, grp, sizeof grp, "/sys/bus/pci/devices/%s/iommu_group", addr) == 0) {
+    if (!strcmp(drv, "vfio-pci") &&
+        nvme_sysfs_link_base(root, grp, sizeof grp, "/sys/bus/pci/devices/%s/iommu_group", addr) == 0) {
         snprintf(store[np], sizeof store[np], "/dev/vfio/%s", grp);
         paths[np] = store[np];
         np++;
@@ -311,7 +314,6 @@ int nvme_pci_in_use(const char *root, const char *addr, char *why, size_t whylen
     open_by(root, paths, why, whylen);
     return why && why[0] ? -EBUSY : 0;
 }
-
 
 int nvme_pci_block_devices(const char *root, const char *addr, char *list, size_t len)
 {

@@ -42,18 +42,18 @@ struct nvme_qpair;
 struct nvme_dma;
 struct nvme_bar;
 
-#define NVME_ERRLEN 256u   /* a comfortable size for the err buffers below */
+#define NVME_ERRLEN 256u /* a comfortable size for the err buffers below */
 
 /* ---------------------------------------------------------------------------------------------------
  * Completions
  * ------------------------------------------------------------------------------------------------- */
 struct nvme_cpl {
-    int      err;    /* 0, or -errno from the driver: -ETIMEDOUT, -ENXIO (reset/gone), -ECANCELED */
-    uint8_t  sct;    /* NVMe status code type (valid when err == 0) */
-    uint8_t  sc;     /* NVMe status code */
-    bool     dnr;    /* do not retry */
-    uint32_t cdw0;   /* command specific result */
-    uint16_t cid;    /* command identifier the driver used */
+    int err;       /* 0, or -errno from the driver: -ETIMEDOUT, -ENXIO (reset/gone), -ECANCELED */
+    uint8_t sct;   /* NVMe status code type (valid when err == 0) */
+    uint8_t sc;    /* NVMe status code */
+    bool dnr;      /* do not retry */
+    uint32_t cdw0; /* command specific result */
+    uint16_t cid;  /* command identifier the driver used */
 };
 
 static inline bool nvme_cpl_ok(const struct nvme_cpl *cpl)
@@ -84,9 +84,9 @@ int nvme_target_open(const char *uri, struct nvme_target **out, char *err, size_
 /* Shut down every controller (CC.SHN, wait SHST), release queues and DMA memory, unmap, free. NULL ok. */
 void nvme_target_close(struct nvme_target *t);
 unsigned nvme_target_nctrl(const struct nvme_target *t);
-struct nvme_ctrl *nvme_target_ctrl(struct nvme_target *t, unsigned i);   /* NULL when i >= nctrl */
+struct nvme_ctrl *nvme_target_ctrl(struct nvme_target *t, unsigned i); /* NULL when i >= nctrl */
 const char *nvme_target_uri(const struct nvme_target *t);
-const char *nvme_target_scheme(const struct nvme_target *t);             /* "emu", "pci" */
+const char *nvme_target_scheme(const struct nvme_target *t); /* "emu", "pci" */
 /* Backend object behind the target (struct nvme_emu_set * for emu://, NULL otherwise); for tests and
  * fault injection. */
 void *nvme_target_backend(const struct nvme_target *t);
@@ -97,7 +97,7 @@ void *nvme_target_backend(const struct nvme_target *t);
 /* Allocate size bytes (rounded up to the translation's page size) of zeroed DMA memory usable by every
  * controller of t. -EINVAL (size 0), -ENOMEM. */
 int nvme_dma_alloc(struct nvme_target *t, size_t size, struct nvme_dma **out);
-void nvme_dma_free(struct nvme_dma *d);                       /* NULL ok */
+void nvme_dma_free(struct nvme_dma *d); /* NULL ok */
 void *nvme_dma_vaddr(const struct nvme_dma *d);
 size_t nvme_dma_size(const struct nvme_dma *d);
 /* Bus address the controller uses for vaddr (must lie inside d); UINT64_MAX when outside. */
@@ -107,18 +107,18 @@ uint64_t nvme_dma_iova(const struct nvme_dma *d, const void *vaddr);
  * Controllers and namespaces
  * ------------------------------------------------------------------------------------------------- */
 const struct nvme_id_ctrl *nvme_ctrl_id(const struct nvme_ctrl *c);
-uint32_t nvme_ctrl_mdts_bytes(const struct nvme_ctrl *c);   /* 0 = no limit reported (driver caps it) */
-uint32_t nvme_ctrl_max_xfer(const struct nvme_ctrl *c);     /* largest transfer the driver will build */
+uint32_t nvme_ctrl_mdts_bytes(const struct nvme_ctrl *c); /* 0 = no limit reported (driver caps it) */
+uint32_t nvme_ctrl_max_xfer(const struct nvme_ctrl *c);   /* largest transfer the driver will build */
 uint32_t nvme_ctrl_nn(const struct nvme_ctrl *c);
 uint64_t nvme_ctrl_cap(const struct nvme_ctrl *c);
 uint32_t nvme_ctrl_vs(const struct nvme_ctrl *c);
-uint32_t nvme_ctrl_page_size(const struct nvme_ctrl *c);    /* memory page size in use (CC.MPS) */
-uint32_t nvme_ctrl_max_qpairs(const struct nvme_ctrl *c);   /* I/O queue pairs granted (Number of Queues) */
-uint32_t nvme_ctrl_max_depth(const struct nvme_ctrl *c);    /* CAP.MQES + 1 */
-unsigned nvme_ctrl_index(const struct nvme_ctrl *c);        /* position in its target */
+uint32_t nvme_ctrl_page_size(const struct nvme_ctrl *c);  /* memory page size in use (CC.MPS) */
+uint32_t nvme_ctrl_max_qpairs(const struct nvme_ctrl *c); /* I/O queue pairs granted (Number of Queues) */
+uint32_t nvme_ctrl_max_depth(const struct nvme_ctrl *c);  /* CAP.MQES + 1 */
+unsigned nvme_ctrl_index(const struct nvme_ctrl *c);      /* position in its target */
 struct nvme_target *nvme_ctrl_target(const struct nvme_ctrl *c);
 const struct nvme_bar *nvme_ctrl_bar(const struct nvme_ctrl *c);
-uint32_t nvme_ctrl_csts(const struct nvme_ctrl *c);         /* current CSTS (CFS = controller fatal) */
+uint32_t nvme_ctrl_csts(const struct nvme_ctrl *c); /* current CSTS (CFS = controller fatal) */
 /* Reserve / release an I/O queue identifier (for callers that build their own queues, e.g. on a GPU,
  * and create them with nvme_ctrl_admin). Returns qid >= 1, or -EBUSY when none is left. */
 int nvme_ctrl_qid_alloc(struct nvme_ctrl *c);
@@ -150,13 +150,13 @@ int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t
 /* ---------------------------------------------------------------------------------------------------
  * I/O queue pairs (hot path)
  * ------------------------------------------------------------------------------------------------- */
-#define NVME_QPAIR_DEFAULT_DEPTH     64u
+#define NVME_QPAIR_DEFAULT_DEPTH      64u
 #define NVME_QPAIR_DEFAULT_TIMEOUT_MS 10000u
 
 struct nvme_qpair_opts {
-    uint32_t depth;       /* queue entries (N); N-1 commands can be outstanding. 0 = default */
-    uint32_t timeout_ms;  /* per-command timeout; 0 = default */
-    uint32_t batch;       /* ring the SQ doorbell after this many submits; 0/1 = every submit */
+    uint32_t depth;      /* queue entries (N); N-1 commands can be outstanding. 0 = default */
+    uint32_t timeout_ms; /* per-command timeout; 0 = default */
+    uint32_t batch;      /* ring the SQ doorbell after this many submits; 0/1 = every submit */
 };
 
 /* Create an I/O CQ and SQ pair (Create I/O CQ, then Create I/O SQ). -EINVAL (depth < 2 or > MQES+1),
@@ -170,8 +170,8 @@ int nvme_qpair_destroy(struct nvme_qpair *q);
  * nlb * lba_size; for Write Zeroes buf is NULL; Flush ignores slba/nlb; DSM: nlb = number of ranges and
  * buf holds struct nvme_dsm_range[nlb] (deallocate). Returns 0, -EBUSY (full: N-1 outstanding), -EINVAL,
  * -E2BIG (over max transfer), -ERANGE (beyond namespace), -ENXIO (qpair dead after reset). */
-int nvme_qpair_submit(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint64_t slba, uint32_t nlb,
-                      void *buf, size_t len, nvme_cb cb, void *arg);
+int nvme_qpair_submit(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint64_t slba, uint32_t nlb, void *buf,
+                      size_t len, nvme_cb cb, void *arg);
 /* Queue a caller-built SQE (opcode, NSID, CDW2-3, CDW10-15 taken as given); the driver fills CID and
  * the data pointer for buf/len (PRPs; MPTR is left as given). */
 int nvme_qpair_submit_raw(struct nvme_qpair *q, const struct nvme_sqe *sqe, void *buf, size_t len, nvme_cb cb,

@@ -20,21 +20,20 @@
 #include "nvme/errbuf.h"
 #include "nvme/inuse.h"
 
-#define SYSFS_ROOT       "/sys"
-#define PROC_MOUNTS      "/proc/self/mounts"
-#define VFIO_CONTAINER   "/dev/vfio/vfio"
-#define MAX_FUNCS        NVME_URI_MAX_ITEMS
-#define MAX_BLOCKDEVS    64u
-#define NAME_LEN         64u
-#define DM_NAME_MAX      128u /* device-mapper names with their NUL (DM_NAME_LEN in linux/dm-ioctl.h) */
-#define LINE_LEN         4096u
-#define PCI_DOMAIN_MAX   0xffffu
-#define PCI_BUS_MAX      0xffu
-#define PCI_DEV_MAX      0x1fu
-#define PCI_FN_MAX       0x7u
-#define PCI_CLASS_SHIFT  0   /* sysfs 'class' holds the 24-bit class code */
-#define PCI_CMD_SIZE     2u
-
+#define SYSFS_ROOT      "/sys"
+#define PROC_MOUNTS     "/proc/self/mounts"
+#define VFIO_CONTAINER  "/dev/vfio/vfio"
+#define MAX_FUNCS       NVME_URI_MAX_ITEMS
+#define MAX_BLOCKDEVS   64u
+#define NAME_LEN        64u
+#define DM_NAME_MAX     128u /* device-mapper names with their NUL (DM_NAME_LEN in linux/dm-ioctl.h) */
+#define LINE_LEN        4096u
+#define PCI_DOMAIN_MAX  0xffffu
+#define PCI_BUS_MAX     0xffu
+#define PCI_DEV_MAX     0x1fu
+#define PCI_FN_MAX      0x7u
+#define PCI_CLASS_SHIFT 0 /* sysfs 'class' holds the 24-bit class code */
+#define PCI_CMD_SIZE    2u
 
 int nvme_pci_addr_canon(const char *s, char *out)
 {
@@ -118,7 +117,7 @@ int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *root,
     unsigned long cls = strtoul(line, NULL, 0) >> PCI_CLASS_SHIFT;
     if (cls != NVME_PCI_CLASS_NVME)
         return nvme_errf(err, errlen, -ENODEV, "%s is not an NVMe controller (class 0x%06lx, want 0x%06x)", canon, cls,
-                    NVME_PCI_CLASS_NVME);
+                         NVME_PCI_CLASS_NVME);
     /* in use by the host: the one check (inuse.h) that `nvmelab devices` and the guest tool use too */
     char why[LINE_LEN / 4];
     int rc = nvme_pci_in_use(root, canon, why, sizeof(why));
@@ -133,12 +132,15 @@ int nvme_pci_check(const char *addr, enum nvme_pci_driver drv, const char *root,
     if (strcmp(bound, "nvme") == 0) {
         char list[LINE_LEN / 4] = "";
         int n = nvme_pci_block_devices(root, canon, list, sizeof(list));
-        rc = nvme_errf(err, errlen, -EBUSY,
-                  "refusing %s: it is bound to the kernel nvme driver (block devices: %s); bind it explicitly with "
-                  "`nvmelab bind %s --driver %s` first", canon, n > 0 ? list : "none", canon, driver_names[drv]);
+        rc =
+            nvme_errf(err, errlen, -EBUSY,
+                      "refusing %s: it is bound to the kernel nvme driver (block devices: %s); bind it explicitly with "
+                      "`nvmelab bind %s --driver %s` first",
+                      canon, n > 0 ? list : "none", canon, driver_names[drv]);
     } else if (!bound[0]) {
-        rc = nvme_errf(err, errlen, -ENODEV, "%s is not bound to any driver; bind it with `nvmelab bind %s --driver %s`",
-                  canon, canon, driver_names[drv]);
+        rc =
+            nvme_errf(err, errlen, -ENODEV, "%s is not bound to any driver; bind it with `nvmelab bind %s --driver %s`",
+                      canon, canon, driver_names[drv]);
     } else if (strcmp(bound, driver_names[drv]) != 0) {
         rc = nvme_errf(err, errlen, -EPERM, "%s is bound to %s, not %s", canon, bound, driver_names[drv]);
     }
@@ -153,9 +155,9 @@ struct pci_func {
     struct nvme_bar bar;
     void *map;
     size_t map_len;
-    int cfg_fd;         /* uio: sysfs config; vfio: device fd (config region at cfg_off) */
+    int cfg_fd; /* uio: sysfs config; vfio: device fd (config region at cfg_off) */
     off_t cfg_off;
-    int dev_fd;         /* vfio device fd, -1 for uio */
+    int dev_fd; /* vfio device fd, -1 for uio */
     uint16_t cmd_saved;
     bool cmd_valid;
 };
@@ -177,7 +179,8 @@ struct nvme_pci {
 
 static int cfg_rw(struct pci_func *f, bool write, uint16_t *v, off_t reg)
 {
-    ssize_t n = write ? pwrite(f->cfg_fd, v, PCI_CMD_SIZE, f->cfg_off + reg) : pread(f->cfg_fd, v, PCI_CMD_SIZE, f->cfg_off + reg);
+    ssize_t n = write ? pwrite(f->cfg_fd, v, PCI_CMD_SIZE, f->cfg_off + reg)
+                      : pread(f->cfg_fd, v, PCI_CMD_SIZE, f->cfg_off + reg);
     return n == (ssize_t)PCI_CMD_SIZE ? 0 : -EIO;
 }
 
@@ -242,8 +245,8 @@ static int vfio_group_fd(struct nvme_pci *p, const char *addr, char *err, size_t
     struct vfio_group_status st = {.argsz = sizeof(st)};
     if (ioctl(fd, VFIO_GROUP_GET_STATUS, &st) != 0 || !(st.flags & VFIO_GROUP_FLAGS_VIABLE)) {
         close(fd);
-        return nvme_errf(err, errlen, -EBUSY, "%s: IOMMU group %d is not viable (bind every function in it to vfio-pci)",
-                    addr, num);
+        return nvme_errf(err, errlen, -EBUSY,
+                         "%s: IOMMU group %d is not viable (bind every function in it to vfio-pci)", addr, num);
     }
     if (ioctl(fd, VFIO_GROUP_SET_CONTAINER, &p->container) != 0) {
         int e = errno;
@@ -340,7 +343,8 @@ int nvme_pci_open(const struct nvme_uri *u, struct nvme_pci **out, char *err, si
     if (p->drv == NVME_PCI_VFIO) {
         p->container = open(VFIO_CONTAINER, O_RDWR | O_CLOEXEC);
         if (p->container < 0) {
-            rc = nvme_errf(err, errlen, -errno, "cannot open %s: %s (is vfio-pci loaded?)", VFIO_CONTAINER, strerror(errno));
+            rc = nvme_errf(err, errlen, -errno, "cannot open %s: %s (is vfio-pci loaded?)", VFIO_CONTAINER,
+                           strerror(errno));
             goto fail;
         }
         if (ioctl(p->container, VFIO_GET_API_VERSION) != VFIO_API_VERSION ||

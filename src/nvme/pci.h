@@ -30,9 +30,9 @@
 #include "nvme/dma.h"
 #include "nvme/uri.h"
 
-#define NVME_PCI_CLASS_NVME   0x010802u
-#define NVME_PCI_ADDR_LEN     13u            /* "0000:4a:00.0" + NUL */
-#define NVME_PCI_ALLOW_ENV    "NVMELAB_PCI_ALLOW"
+#define NVME_PCI_CLASS_NVME 0x010802u
+#define NVME_PCI_ADDR_LEN   13u /* "0000:4a:00.0" + NUL */
+#define NVME_PCI_ALLOW_ENV  "NVMELAB_PCI_ALLOW"
 
 enum nvme_pci_driver { NVME_PCI_UIO, NVME_PCI_VFIO };
 
@@ -40,11 +40,11 @@ struct nvme_pci;
 
 /* Open every function named by u; err names the address and the reason on refusal. */
 int nvme_pci_open(const struct nvme_uri *u, struct nvme_pci **out, char *err, size_t errlen);
-void nvme_pci_close(void *pci);    /* void * so it fits target.backend_close */
+void nvme_pci_close(void *pci); /* void * so it fits target.backend_close */
 unsigned nvme_pci_count(const struct nvme_pci *p);
 const struct nvme_bar *nvme_pci_bar(const struct nvme_pci *p, unsigned i);
 enum nvme_dma_kind nvme_pci_dma_kind(const struct nvme_pci *p);
-int nvme_pci_vfio_container(const struct nvme_pci *p);   /* -1 unless vfio */
+int nvme_pci_vfio_container(const struct nvme_pci *p); /* -1 unless vfio */
 
 /* Parse "DDDD:BB:DD.F" (domain optional) into canonical lower-case form in out[NVME_PCI_ADDR_LEN]. */
 int nvme_pci_addr_canon(const char *s, char *out);

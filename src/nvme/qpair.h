@@ -37,71 +37,71 @@
 #include "nvme/dma.h"
 #include "nvme/nvme.h"
 
-#define NVME_SCAN_DIVISOR   4u           /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
+#define NVME_SCAN_DIVISOR   4u /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
 #define NVME_SCAN_MAX_MS    250u
-#define NVME_CQ_SENTINELS   1u           /* host-only CQE after the ring's last entry, never new (see poll) */
-#define NVME_FAST_NS_SWITCH 64u          /* general-path submits for other namespaces before fast_ns moves */
+#define NVME_CQ_SENTINELS   1u  /* host-only CQE after the ring's last entry, never new (see poll) */
+#define NVME_FAST_NS_SWITCH 64u /* general-path submits for other namespaces before fast_ns moves */
 
 /* A tracker is one cache line so that a CID turns into its address with a single shift. */
-#define NVME_TRK_SIZE       64u
-#define NVME_TRK_SHIFT      6u
+#define NVME_TRK_SIZE  64u
+#define NVME_TRK_SHIFT 6u
 
 struct nvme_tracker {
     /* hot: written by submit, read and cleared by poll */
-    nvme_cb cb;            /* non-NULL while the command is active */
-    uint64_t deadline;     /* clock ticks; 0 = not yet stamped by an expiry scan (and while free) */
+    nvme_cb cb;        /* non-NULL while the command is active */
+    uint64_t deadline; /* clock ticks; 0 = not yet stamped by an expiry scan (and while free) */
     void *arg;
-    uint64_t fast_dw0;     /* SQE qword 0 of a fast-path command but its opcode: this CID, fast_ns's NSID */
+    uint64_t fast_dw0; /* SQE qword 0 of a fast-path command but its opcode: this CID, fast_ns's NSID */
     struct nvme_tracker *next_free;
     uint8_t opc;
-    bool zombie;           /* timed out or abandoned, its CQE still owed (cb is NULL) */
+    bool zombie; /* timed out or abandoned, its CQE still owed (cb is NULL) */
     uint8_t rsvd[6];
     /* cold: only the general PRP path reads these */
-    uint64_t *prp_list;    /* this tracker's PRP-list page (vaddr) */
-    uint64_t prp_iova;     /* and its bus address */
+    uint64_t *prp_list; /* this tracker's PRP-list page (vaddr) */
+    uint64_t prp_iova;  /* and its bus address */
 };
 NVME_STATIC_ASSERT(sizeof(struct nvme_tracker) == NVME_TRK_SIZE, "tracker is one cache line");
 NVME_STATIC_ASSERT(((size_t)1 << NVME_TRK_SHIFT) == NVME_TRK_SIZE, "tracker shift matches its size");
 NVME_STATIC_ASSERT(offsetof(struct nvme_tracker, deadline) == offsetof(struct nvme_tracker, cb) + sizeof(nvme_cb),
-               "cb and deadline are adjacent: freeing clears both together");
+                   "cb and deadline are adjacent: freeing clears both together");
 
 struct nvme_qpair {
     /* hot: what submit touches per command */
-    struct nvme_sqe *sq_next;       /* SQ slot the next command goes to (the software tail) */
-    struct nvme_tracker *free_trk;  /* free list of trackers (NULL: all N-1 in use) */
-    const struct nvme_ns *fast_ns;  /* namespace validated for the fast path (NULL: none yet) */
-    const struct nvme_dma *fast_dma;/* dma_cache when it qualifies for the fast path, else a sentinel */
-    struct nvme_dma *dma_cache;     /* last DMA object a buffer was found in (nvme_dma_free clears it) */
-    const uint32_t *ctrl_gen;       /* live generation of the controller */
-    uint32_t gen;                   /* controller generation at creation */
-    uint32_t sq_left;               /* submits left before the next SQ event: batch doorbell or ring wrap */
+    struct nvme_sqe *sq_next;        /* SQ slot the next command goes to (the software tail) */
+    struct nvme_tracker *free_trk;   /* free list of trackers (NULL: all N-1 in use) */
+    const struct nvme_ns *fast_ns;   /* namespace validated for the fast path (NULL: none yet) */
+    const struct nvme_dma *fast_dma; /* dma_cache when it qualifies for the fast path, else a sentinel */
+    struct nvme_dma *dma_cache;      /* last DMA object a buffer was found in (nvme_dma_free clears it) */
+    const uint32_t *ctrl_gen;        /* live generation of the controller */
+    uint32_t gen;                    /* controller generation at creation */
+    uint32_t sq_left;                /* submits left before the next SQ event: batch doorbell or ring wrap */
     uint64_t page_mask;
     uint32_t page_size;
-    uint64_t fast_lba_size;         /* LBA size of fast_ns */
+    uint64_t fast_lba_size; /* LBA size of fast_ns */
     uint32_t outstanding;
-    uint32_t sq_dirty;              /* next submits that must zero the SQE words the fast path skips (see post) */
+    uint32_t sq_dirty; /* next submits that must zero the SQE words the fast path skips (see post) */
     /* poll and the SQ events */
     struct nvme_sqe *sq;
-    struct nvme_sqe *sq_end;        /* sq + depth */
+    struct nvme_sqe *sq_end; /* sq + depth */
     volatile struct nvme_cqe *cq;
     struct nvme_tracker *trk;
     const struct nvme_bar *bar;
-    uint32_t sq_chunk;              /* sq_left when it was last set */
-    uint32_t sq_pending;            /* SQEs written before the current chunk and not yet rung */
+    uint32_t sq_chunk;   /* sq_left when it was last set */
+    uint32_t sq_pending; /* SQEs written before the current chunk and not yet rung */
     uint32_t batch;
-    uint32_t depth;                 /* entries in each ring */
-    uint64_t ntrk;                  /* trackers: depth - 1 (64-bit: compared with a CID used as an index) */
+    uint32_t depth; /* entries in each ring */
+    uint64_t ntrk;  /* trackers: depth - 1 (64-bit: compared with a CID used as an index) */
     uint32_t cq_head;
-    uint32_t sq_tail;               /* tail index last written to the SQ doorbell */
+    uint32_t sq_tail; /* tail index last written to the SQ doorbell */
     uint16_t qid;
     uint8_t phase;
-    bool dead;                      /* controller reset under us */
-    bool fast_ok;                   /* one controller page fits max_xfer: the PRP1-only fast path may be used */
+    bool dead;    /* controller reset under us */
+    bool fast_ok; /* one controller page fits max_xfer: the PRP1-only fast path may be used */
     uint32_t sq_db_off;
     uint32_t cq_db_off;
-    uint32_t page_shift;            /* controller memory page */
+    uint32_t page_shift; /* controller memory page */
     uint32_t max_xfer;
-    uint64_t now;                   /* clock at the last poll */
+    uint64_t now; /* clock at the last poll */
     uint64_t next_scan;
     uint64_t scan_ticks;
     uint64_t timeout_ticks;

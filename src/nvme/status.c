@@ -148,12 +148,18 @@ const char *nvme_status_name(uint8_t sct, uint8_t sc)
 const char *nvme_sct_name(uint8_t sct)
 {
     switch (sct) {
-    case NVME_SCT_GENERIC: return "Generic Command Status";
-    case NVME_SCT_CMD_SPECIFIC: return "Command Specific Status";
-    case NVME_SCT_MEDIA: return "Media and Data Integrity Errors";
-    case NVME_SCT_PATH: return "Path Related Status";
-    case NVME_SCT_VENDOR: return "Vendor Specific";
-    default: return "Reserved Status Code Type";
+    case NVME_SCT_GENERIC:
+        return "Generic Command Status";
+    case NVME_SCT_CMD_SPECIFIC:
+        return "Command Specific Status";
+    case NVME_SCT_MEDIA:
+        return "Media and Data Integrity Errors";
+    case NVME_SCT_PATH:
+        return "Path Related Status";
+    case NVME_SCT_VENDOR:
+        return "Vendor Specific";
+    default:
+        return "Reserved Status Code Type";
     }
 }
 
@@ -191,8 +197,8 @@ static const struct code_name nvm_opc_names[] = {
 
 const char *nvme_opc_name(bool admin, uint8_t opc)
 {
-    const char *n = admin ? lookup(admin_opc_names, NELEM(admin_opc_names), opc)
-                          : lookup(nvm_opc_names, NELEM(nvm_opc_names), opc);
+    const char *n =
+        admin ? lookup(admin_opc_names, NELEM(admin_opc_names), opc) : lookup(nvm_opc_names, NELEM(nvm_opc_names), opc);
     return n ? n : "Unknown Opcode";
 }
 

@@ -49,7 +49,7 @@ int nvme_sysfs_write(const char *root, const char *val, const char *fmt, ...)
     va_start(ap, fmt);
     vpath(p, root, fmt, ap);
     va_end(ap);
-    int fd = open(p, O_WRONLY | O_TRUNC);   /* as `echo > attr` does */
+    int fd = open(p, O_WRONLY | O_TRUNC); /* as `echo > attr` does */
     if (fd < 0)
         return -errno;
     ssize_t w = write(fd, val, strlen(val));
@@ -86,4 +86,3 @@ int nvme_sysfs_exists(const char *root, const char *fmt, ...)
     struct stat st;
     return stat(p, &st) == 0 || lstat(p, &st) == 0;
 }
-

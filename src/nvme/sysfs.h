@@ -18,7 +18,8 @@
 #define NVME_SYSFS_PATH_MAX 4096 /* longest path built */
 
 void nvme_sysfs_path(char *out, const char *root, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int nvme_sysfs_read(const char *root, char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int nvme_sysfs_read(const char *root, char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 int nvme_sysfs_write(const char *root, const char *val, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int nvme_sysfs_link_base(const char *root, char *out, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -18,7 +18,6 @@
 #endif
 #endif
 
-
 #ifdef NVME_HAVE_EMU
 static void emu_close(void *b)
 {
@@ -27,8 +26,7 @@ static void emu_close(void *b)
 #endif
 
 /* Ask the scheme's backend for the controllers' BARs and the DMA translation. */
-static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, unsigned *nbars, char *err,
-                        size_t errlen)
+static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, unsigned *nbars, char *err, size_t errlen)
 {
     const struct nvme_uri *u = t->parsed;
     if (strcmp(u->scheme, "emu") == 0) {
@@ -64,9 +62,10 @@ static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, uns
         return nvme_dma_domain_init(&t->dma, t, nvme_pci_dma_kind(p), nvme_pci_vfio_container(p));
     }
     if (strcmp(u->scheme, "file") == 0 || strcmp(u->scheme, "blk") == 0)
-        return nvme_errf(err, errlen, -EINVAL,
-                    "%s:// is a kernel I/O path (psync, io_uring): use it with the perf engine, not the NVMe driver",
-                    u->scheme);
+        return nvme_errf(
+            err, errlen, -EINVAL,
+            "%s:// is a kernel I/O path (psync, io_uring): use it with the perf engine, not the NVMe driver",
+            u->scheme);
     return nvme_errf(err, errlen, -EINVAL, "unsupported scheme '%s://' (the driver takes emu:// or pci://)", u->scheme);
 }
 

@@ -24,6 +24,9 @@ struct nvme_target {
     void (*backend_close)(void *backend); /* after every controller is detached and DMA released */
 };
 
-static inline struct nvme_dma_domain *nvme_target_dma(struct nvme_target *t) { return &t->dma; }
+static inline struct nvme_dma_domain *nvme_target_dma(struct nvme_target *t)
+{
+    return &t->dma;
+}
 
 #endif /* NVME_TARGET_H */

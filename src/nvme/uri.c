@@ -1,6 +1,5 @@
 /* uri.c — the generic target-URI parser (grammar in uri.h and src/README.md). */
 #include "nvme/uri.h"
-#include "nvme/errbuf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,10 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvme/errbuf.h"
+
 #define URI_SCHEME_SEP "://"
 #define URI_SCHEME_MAX 15u
-#define HEX_BASE 16
-
+#define HEX_BASE       16
 
 static int hexval(char c)
 {
@@ -161,7 +161,8 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
                 }
             }
             if (!key_ok(tok)) {
-                nvme_errf(err, errlen, -EINVAL, "URI '%s': bad parameter name '%s' (lower-case letters, digits, '_')", s, tok);
+                nvme_errf(err, errlen, -EINVAL, "URI '%s': bad parameter name '%s' (lower-case letters, digits, '_')",
+                          s, tok);
                 goto bad;
             }
             for (unsigned i = 0; i < u->nparams; i++) {
@@ -230,9 +231,8 @@ struct size_suffix {
 #define TB  (GB * KB)
 
 static const struct size_suffix size_suffixes[] = {
-    {"", 1},      {"B", 1},     {"KiB", KIB}, {"MiB", MIB}, {"GiB", GIB}, {"TiB", TIB},
-    {"k", KIB},   {"K", KIB},   {"M", MIB},   {"G", GIB},   {"T", TIB},   {"KB", KB},
-    {"kB", KB},   {"MB", MB},   {"GB", GB},   {"TB", TB},
+    {"", 1},    {"B", 1},   {"KiB", KIB}, {"MiB", MIB}, {"GiB", GIB}, {"TiB", TIB}, {"k", KIB}, {"K", KIB},
+    {"M", MIB}, {"G", GIB}, {"T", TIB},   {"KB", KB},   {"kB", KB},   {"MB", MB},   {"GB", GB}, {"TB", TB},
 };
 
 int nvme_parse_size(const char *s, uint64_t *out)
@@ -289,8 +289,7 @@ int nvme_uri_get_u64(const struct nvme_uri *u, const char *key, uint64_t def, ui
     return 0;
 }
 
-int nvme_uri_get_size(const struct nvme_uri *u, const char *key, uint64_t def, uint64_t *out, char *err,
-                      size_t errlen)
+int nvme_uri_get_size(const struct nvme_uri *u, const char *key, uint64_t def, uint64_t *out, char *err, size_t errlen)
 {
     const char *v = nvme_uri_get(u, key);
     if (!v) {
@@ -310,7 +309,8 @@ int nvme_uri_get_bool(const struct nvme_uri *u, const char *key, bool def, bool 
         return 0;
     }
     if (nvme_parse_bool(v, out) != 0)
-        return nvme_errf(err, errlen, -EINVAL, "parameter '%s': bad boolean '%s' (1/0, true/false, yes/no, on/off)", key, v);
+        return nvme_errf(err, errlen, -EINVAL, "parameter '%s': bad boolean '%s' (1/0, true/false, yes/no, on/off)",
+                         key, v);
     return 0;
 }
 
@@ -326,8 +326,8 @@ int nvme_uri_check_keys(const struct nvme_uri *u, const char *const *known, char
             size_t off = 0;
             for (const char *const *k = known; *k && off < sizeof(list); k++)
                 off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "", *k);
-            return nvme_errf(err, errlen, -EINVAL, "unknown parameter '%s' for %s:// (known: %s)", u->params[i].key, u->scheme,
-                        list);
+            return nvme_errf(err, errlen, -EINVAL, "unknown parameter '%s' for %s:// (known: %s)", u->params[i].key,
+                             u->scheme, list);
         }
     }
     return 0;

@@ -30,22 +30,22 @@
 extern "C" {
 #endif
 
-#define NVME_URI_MAX_LEN     4096u  /* longest URI accepted */
-#define NVME_URI_MAX_ITEMS   64u    /* authority items (e.g. PCI functions) */
-#define NVME_URI_MAX_PARAMS  64u    /* query parameters */
+#define NVME_URI_MAX_LEN    4096u /* longest URI accepted */
+#define NVME_URI_MAX_ITEMS  64u   /* authority items (e.g. PCI functions) */
+#define NVME_URI_MAX_PARAMS 64u   /* query parameters */
 
 struct nvme_uri_param {
     const char *key;
-    const char *value;   /* "1" for a bare key */
+    const char *value; /* "1" for a bare key */
 };
 
 struct nvme_uri {
-    const char *raw;                 /* the URI as given */
-    const char *scheme;              /* lower case, e.g. "emu" */
-    const char *authority;           /* "" when empty */
-    unsigned nitems;                 /* authority split on ',' (0 when empty) */
+    const char *raw;       /* the URI as given */
+    const char *scheme;    /* lower case, e.g. "emu" */
+    const char *authority; /* "" when empty */
+    unsigned nitems;       /* authority split on ',' (0 when empty) */
     const char *items[NVME_URI_MAX_ITEMS];
-    const char *path;                /* "" when absent, else starts with '/' (decoded) */
+    const char *path; /* "" when absent, else starts with '/' (decoded) */
     unsigned nparams;
     struct nvme_uri_param params[NVME_URI_MAX_PARAMS];
 };

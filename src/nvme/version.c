@@ -1,4 +1,7 @@
 /* nvmelab driver version string. */
 #include "nvme/version.h"
 
-const char *nvme_version(void) { return NVME_VERSION_STRING; }
+const char *nvme_version(void)
+{
+    return NVME_VERSION_STRING;
+}

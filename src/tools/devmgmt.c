@@ -5,9 +5,6 @@
 #endif
 #include "devmgmt.h"
 
-#include "nvme/inuse.h"
-#include "nvme/sysfs.h"
-
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -19,13 +16,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define DM_PATH_MAX   NVME_SYSFS_PATH_MAX
-#define DM_NAME_LEN   64            /* a block device name or "major:minor" */
-#define DM_REASON_MAX 1024          /* the reasons a function is busy, joined */
-#define PCI_CLASS_NVME 0x010802u    /* mass storage / non-volatile memory / NVM Express */
-#define KB_PER_MB 1024L
-#define DRV_UIO  "uio_pci_generic"
-#define DRV_VFIO "vfio-pci"
+#include "nvme/inuse.h"
+#include "nvme/sysfs.h"
+
+#define DM_PATH_MAX    NVME_SYSFS_PATH_MAX
+#define DM_NAME_LEN    64        /* a block device name or "major:minor" */
+#define DM_REASON_MAX  1024      /* the reasons a function is busy, joined */
+#define PCI_CLASS_NVME 0x010802u /* mass storage / non-volatile memory / NVM Express */
+#define KB_PER_MB      1024L
+#define DRV_UIO        "uio_pci_generic"
+#define DRV_VFIO       "vfio-pci"
 
 static void setmsg(char *buf, size_t len, const char *fmt, ...)
 {
@@ -104,9 +104,12 @@ int dm_bind(const char *root, const char *in, const char *driver, char *err, siz
         setmsg(err, errlen, "refusing %s: %s", addr, why);
         return rc;
     }
-    if (!strcmp(driver, DRV_VFIO) && nvme_sysfs_link_base(root, grp, sizeof grp, "/sys/bus/pci/devices/%s/iommu_group", addr) < 0) {
-        setmsg(err, errlen, "%s has no IOMMU group: enable the IOMMU (intel_iommu=on or amd_iommu=on) "
-               "or use %s", addr, DRV_UIO);
+    if (!strcmp(driver, DRV_VFIO) &&
+        nvme_sysfs_link_base(root, grp, sizeof grp, "/sys/bus/pci/devices/%s/iommu_group", addr) < 0) {
+        setmsg(err, errlen,
+               "%s has no IOMMU group: enable the IOMMU (intel_iommu=on or amd_iommu=on) "
+               "or use %s",
+               addr, DRV_UIO);
         return -ENODEV;
     }
     if (!nvme_sysfs_exists(root, "/sys/bus/pci/drivers/%s", driver)) {
@@ -182,15 +185,17 @@ int dm_hugepages(const char *root, long n, long size_kb, long *total, long *free
             return rc;
         }
     }
-    if ((rc = nvme_sysfs_read(root, buf, sizeof buf, "/sys/kernel/mm/hugepages/hugepages-%ldkB/nr_hugepages", size_kb)) < 0)
+    if ((rc = nvme_sysfs_read(root, buf, sizeof buf, "/sys/kernel/mm/hugepages/hugepages-%ldkB/nr_hugepages",
+                              size_kb)) < 0)
         return rc;
     *total = strtol(buf, NULL, 10);
-    if ((rc = nvme_sysfs_read(root, buf, sizeof buf, "/sys/kernel/mm/hugepages/hugepages-%ldkB/free_hugepages", size_kb)) < 0)
+    if ((rc = nvme_sysfs_read(root, buf, sizeof buf, "/sys/kernel/mm/hugepages/hugepages-%ldkB/free_hugepages",
+                              size_kb)) < 0)
         return rc;
     *free_pages = strtol(buf, NULL, 10);
     if (n >= 0 && *total < n) {
-        setmsg(err, errlen, "asked for %ld hugepages of %ld kB, the kernel reserved %ld (memory fragmented?)",
-               n, size_kb, *total);
+        setmsg(err, errlen, "asked for %ld hugepages of %ld kB, the kernel reserved %ld (memory fragmented?)", n,
+               size_kb, *total);
         return -ENOMEM;
     }
     setmsg(err, errlen, "%ld hugepages of %ld kB reserved, %ld free", *total, size_kb, *free_pages);
@@ -327,5 +332,8 @@ int dm_main(int argc, char **argv)
 }
 
 #ifdef DM_STANDALONE
-int main(int argc, char **argv) { return dm_main(argc, argv); }
+int main(int argc, char **argv)
+{
+    return dm_main(argc, argv);
+}
 #endif

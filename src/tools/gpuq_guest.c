@@ -2,9 +2,11 @@
  * On every controller of URI: I/O queue pairs created for GPU threads (interrupts off, host-memory rings;
  * nvme/gpuq_ctrl.h), driven by the CPU stand-in round (the GPU kernel's SQE/CID/phase logic from
  * nvme/cuda/nvme_gpuq.h) at several depths so the rings wrap; write then poisoned read-back with stamps on
- * two pairs at once; then a command withheld from the doorbell (its completion never comes), and the teardown after a timeout
- * (queues deleted before the memory is freed), after which a fresh pair must work. Prints NVMELAB-TEST
- * lines like the rest of nvmelab-guest. */
+ * two pairs at once; then a command withheld from the doorbell (its completion never comes), and the teardown after a
+ * timeout (queues deleted before the memory is freed), after which a fresh pair must work. Prints NVMELAB-TEST lines
+ * like the rest of nvmelab-guest. */
+#include "tools/gpuq_guest.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,12 +15,11 @@
 #include "nvme/cuda/nvme_gpuq.h"
 #include "nvme/gpuq_ctrl.h"
 #include "nvme/nvme.h"
-#include "tools/gpuq_guest.h"
 
-#define GQ_PAIRS       2u
-#define GQ_MAX_QD      64u
-#define GQ_TIMEOUT_NS  2000000000ull /* 2 s per completion under TCG */
-#define GQ_WORD        8u
+#define GQ_PAIRS      2u
+#define GQ_MAX_QD     64u
+#define GQ_TIMEOUT_NS 2000000000ull /* 2 s per completion under TCG */
+#define GQ_WORD       8u
 
 static int g_ok, g_bad;
 
@@ -53,7 +54,8 @@ static int gq_round(struct nvme_gpuq_pair *p, struct nvme_ns *ns, struct nvme_dm
     for (uint32_t i = 0; i < qd; i++) {
         if (st[i])
             return snprintf(err, errlen, "command %u: status sct=%u sc=0x%02x", i, nvme_cqe_sct(st[i]),
-                            nvme_cqe_sc(st[i])), -EIO;
+                            nvme_cqe_sc(st[i])),
+                   -EIO;
         const uint64_t *w = (const uint64_t *)(mem + (size_t)i * NVME_GPUQ_PAGE_SIZE);
         for (uint32_t x = 0; !wr && x < NVME_GPUQ_PAGE_SIZE / GQ_WORD; x++)
             *bad_words += w[x] != nvme_gpuq_stamp(dev, slba[i] + x / per, x % per);
@@ -87,11 +89,14 @@ static void gq_ctrl(struct nvme_target *t, unsigned ci, unsigned rounds)
     for (unsigned r = 0; r < rounds && !rc; r++)
         for (unsigned di = 0; di < sizeof(depths) / sizeof(depths[0]) && !rc; di++)
             for (unsigned k = 0; k < GQ_PAIRS && !rc; k++) {
-                uint64_t lba0 = ((uint64_t)(r * 4u + di) * GQ_PAIRS + k) * GQ_MAX_QD * (NVME_GPUQ_PAGE_SIZE / nvme_ns_lba_size(ns));
+                uint64_t lba0 =
+                    ((uint64_t)(r * 4u + di) * GQ_PAIRS + k) * GQ_MAX_QD * (NVME_GPUQ_PAGE_SIZE / nvme_ns_lba_size(ns));
                 lba0 %= nvme_ns_nsze(ns) - (uint64_t)GQ_MAX_QD * (NVME_GPUQ_PAGE_SIZE / nvme_ns_lba_size(ns));
-                rc = gq_round(p[k], ns, buf[k], lut[k], qd, 1, lba0, depths[di], ci, GQ_TIMEOUT_NS, err, sizeof(err), &bad);
+                rc = gq_round(p[k], ns, buf[k], lut[k], qd, 1, lba0, depths[di], ci, GQ_TIMEOUT_NS, err, sizeof(err),
+                              &bad);
                 if (!rc)
-                    rc = gq_round(p[k], ns, buf[k], lut[k], qd, 0, lba0, depths[di], ci, GQ_TIMEOUT_NS, err, sizeof(err), &bad);
+                    rc = gq_round(p[k], ns, buf[k], lut[k], qd, 0, lba0, depths[di], ci, GQ_TIMEOUT_NS, err,
+                                  sizeof(err), &bad);
                 cmds += 2u * depths[di];
             }
     snprintf(detail, sizeof(detail), "%llu commands, %llu words differ%s%s", (unsigned long long)cmds,

@@ -28,20 +28,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "tools/gpuq_guest.h"
-#include "nvme/nvme.h"
 #include "devmgmt.h"
+#include "nvme/nvme.h"
+#include "tools/gpuq_guest.h"
 
-#define GUEST_MAX_QUEUES      8u      /* worker threads (one qpair each) in the multi-queue test */
-#define GUEST_RAW_DEPTH       32u     /* queue entries of the read-after-write qpairs */
-#define GUEST_RAW_SLOTS       8u      /* commands in flight per thread in the read-after-write test */
-#define GUEST_RAW_MAX_IO      (64u * 1024u)  /* largest transfer used there (capped by the controller) */
-#define GUEST_WRAP_CMDS       200u    /* commands pushed through each small queue */
-#define GUEST_GUARD_BYTE      0xA5u   /* fill around read destinations to catch DMA overruns */
-#define GUEST_PERF_DEPTH      32u     /* default perf queue depth */
-#define GUEST_PERF_IOSIZE     4096u
-#define GUEST_POLL_SPIN_MAX   100000000ull /* polls before a synchronous wait gives up */
-#define NS_PER_S              1000000000.0
+#define GUEST_MAX_QUEUES    8u            /* worker threads (one qpair each) in the multi-queue test */
+#define GUEST_RAW_DEPTH     32u           /* queue entries of the read-after-write qpairs */
+#define GUEST_RAW_SLOTS     8u            /* commands in flight per thread in the read-after-write test */
+#define GUEST_RAW_MAX_IO    (64u * 1024u) /* largest transfer used there (capped by the controller) */
+#define GUEST_WRAP_CMDS     200u          /* commands pushed through each small queue */
+#define GUEST_GUARD_BYTE    0xA5u         /* fill around read destinations to catch DMA overruns */
+#define GUEST_PERF_DEPTH    32u           /* default perf queue depth */
+#define GUEST_PERF_IOSIZE   4096u
+#define GUEST_POLL_SPIN_MAX 100000000ull /* polls before a synchronous wait gives up */
+#define NS_PER_S            1000000000.0
 
 static int g_pass, g_fail;
 
@@ -68,15 +68,14 @@ static double now_s(void)
 }
 
 /* Deterministic content of one LBA: depends on controller, namespace, LBA and a generation number. */
-static void pattern(void *buf, size_t len, unsigned ctrl, uint32_t nsid, uint64_t lba, uint32_t lba_size,
-                    uint32_t gen)
+static void pattern(void *buf, size_t len, unsigned ctrl, uint32_t nsid, uint64_t lba, uint32_t lba_size, uint32_t gen)
 {
     uint64_t *w = buf;
     for (size_t i = 0; i < len / sizeof *w; i++) {
         uint64_t l = lba + (i * sizeof *w) / lba_size;
         uint64_t x = (l << 20) ^ ((uint64_t)ctrl << 56) ^ ((uint64_t)nsid << 48) ^ ((uint64_t)gen << 32) ^ i;
         x ^= x >> 29;
-        x *= 0xbf58476d1ce4e5b9ull;   /* splitmix64 finaliser: cheap, position dependent */
+        x *= 0xbf58476d1ce4e5b9ull; /* splitmix64 finaliser: cheap, position dependent */
         x ^= x >> 32;
         w[i] = x;
     }
@@ -115,7 +114,10 @@ static int io_wait(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint64
     return 0;
 }
 
-static const char *cpl_str(const struct nvme_cpl *c, char *buf, size_t len) { return nvme_cpl_str(c, buf, len); }
+static const char *cpl_str(const struct nvme_cpl *c, char *buf, size_t len)
+{
+    return nvme_cpl_str(c, buf, len);
+}
 
 /* ---- identify ---- */
 static void trim(char *dst, const char *src, size_t n)
@@ -142,7 +144,8 @@ static void test_identify(struct nvme_ctrl *c, unsigned ci)
         struct nvme_ns *ns = nvme_ctrl_ns_at(c, i);
         uint32_t lba = nvme_ns_lba_size(ns);
         printf("ctrl %u ns %u lba=%u nsze=%llu\n", ci, nvme_ns_id(ns), lba, (unsigned long long)nvme_ns_nsze(ns));
-        ok = ok && lba >= 512 && (lba & (lba - 1)) == 0 && nvme_ns_nsze(ns) > 0 && nvme_ctrl_ns(c, nvme_ns_id(ns)) == ns;
+        ok =
+            ok && lba >= 512 && (lba & (lba - 1)) == 0 && nvme_ns_nsze(ns) > 0 && nvme_ctrl_ns(c, nvme_ns_id(ns)) == ns;
     }
     snprintf(name, sizeof name, "ctrl%u.identify", ci);
     result(ok, name, "sn=%s nns=%u", sn, nvme_ctrl_nns(c));
@@ -153,8 +156,8 @@ struct raw_job {
     struct nvme_ctrl *c;
     struct nvme_ns *ns;
     unsigned ci, tid, rounds;
-    uint64_t first_lba, nlbas;    /* this thread's private range */
-    int err;                      /* first failure, -errno or 1 for a status / mismatch */
+    uint64_t first_lba, nlbas; /* this thread's private range */
+    int err;                   /* first failure, -errno or 1 for a status / mismatch */
     char msg[256];
     uint64_t ios, bytes;
 };
@@ -198,10 +201,10 @@ static void *raw_thread(void *arg)
                 if (phase == 0) {
                     seed = seed * 1103515245u + 12345u;
                     s[k].nlb = 1 + (seed >> 8) % max_nlb;
-                    uint64_t span = j->nlbas / GUEST_RAW_SLOTS;   /* slot k owns its own sub-range */
+                    uint64_t span = j->nlbas / GUEST_RAW_SLOTS; /* slot k owns its own sub-range */
                     s[k].lba = j->first_lba + k * span + ((seed >> 4) % (span - s[k].nlb + 1));
-                    pattern(wb + (size_t)k * max_io, (size_t)s[k].nlb * lba, j->ci, nvme_ns_id(j->ns), s[k].lba,
-                            lba, r);
+                    pattern(wb + (size_t)k * max_io, (size_t)s[k].nlb * lba, j->ci, nvme_ns_id(j->ns), s[k].lba, lba,
+                            r);
                 } else {
                     memset(rb + (size_t)k * max_io, 0, (size_t)s[k].nlb * lba);
                 }
@@ -261,8 +264,8 @@ static void test_raw(struct nvme_ctrl *c, unsigned ci, struct nvme_ns *ns, unsig
     uint64_t per = nvme_ns_nsze(ns) / nq;
     double t0 = now_s();
     for (unsigned t = 0; t < nq; t++) {
-        jobs[t] = (struct raw_job){.c = c, .ns = ns, .ci = ci, .tid = t, .rounds = rounds, .first_lba = t * per,
-                                   .nlbas = per};
+        jobs[t] = (struct raw_job){
+            .c = c, .ns = ns, .ci = ci, .tid = t, .rounds = rounds, .first_lba = t * per, .nlbas = per};
         pthread_create(&th[t], NULL, raw_thread, &jobs[t]);
     }
     int ok = 1;
@@ -286,7 +289,7 @@ static void test_raw(struct nvme_ctrl *c, unsigned ci, struct nvme_ns *ns, unsig
 static void test_prp(struct nvme_ctrl *c, unsigned ci, struct nvme_ns *ns)
 {
     uint32_t page = nvme_ctrl_page_size(c), lba = nvme_ns_lba_size(ns), mx = nvme_ctrl_max_xfer(c);
-    size_t span = (size_t)mx + 2u * page;          /* room for the largest transfer at any offset */
+    size_t span = (size_t)mx + 2u * page; /* room for the largest transfer at any offset */
     struct nvme_qpair *q = NULL;
     struct nvme_dma *d = NULL;
     char name[96], cs[128];
@@ -301,19 +304,24 @@ static void test_prp(struct nvme_ctrl *c, unsigned ci, struct nvme_ns *ns)
     }
     uint8_t *wbuf = nvme_dma_vaddr(d), *rbuf = wbuf + span;
     /* (offset into the source buffer, bytes, offset into the destination buffer) */
-    struct { const char *what; size_t off; size_t len; size_t roff; } cases[] = {
+    struct {
+        const char *what;
+        size_t off;
+        size_t len;
+        size_t roff;
+    } cases[] = {
         {"one-lba", 0, lba, 0},
-        {"lba-crossing-page", page - lba / 2 - (lba / 2) % 4, lba, page - 4},  /* PRP1 + PRP2 (2nd page) */
+        {"lba-crossing-page", page - lba / 2 - (lba / 2) % 4, lba, page - 4}, /* PRP1 + PRP2 (2nd page) */
         {"one-page", 0, page, 0},
-        {"two-pages", 0, 2u * page, 0},                 /* PRP2 is a page pointer */
-        {"two-pages-offset", 64, 2u * page, 128},       /* three pages: PRP list */
-        {"three-pages", 0, 3u * page, 0},               /* PRP list */
-        {"max-transfer", 0, mx, 0},                     /* the longest PRP list */
-        {"max-transfer-offset", 512, mx, 4},            /* the longest list, one more page */
+        {"two-pages", 0, 2u * page, 0},           /* PRP2 is a page pointer */
+        {"two-pages-offset", 64, 2u * page, 128}, /* three pages: PRP list */
+        {"three-pages", 0, 3u * page, 0},         /* PRP list */
+        {"max-transfer", 0, mx, 0},               /* the longest PRP list */
+        {"max-transfer-offset", 512, mx, 4},      /* the longest list, one more page */
         {"max-transfer-end-of-page", page - 4, mx, page - 8},
     };
     uint64_t nsze = nvme_ns_nsze(ns);
-    uint64_t slba = nsze / 2;   /* middle of the namespace, away from the multi-queue ranges' starts */
+    uint64_t slba = nsze / 2; /* middle of the namespace, away from the multi-queue ranges' starts */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t len = cases[i].len - cases[i].len % lba;
         if (len == 0)
@@ -338,7 +346,8 @@ static void test_prp(struct nvme_ctrl *c, unsigned ci, struct nvme_ns *ns)
             for (size_t b = 0; b < span && ok; b++)
                 if ((b < cases[i].roff || b >= cases[i].roff + len) && rbuf[b] != GUEST_GUARD_BYTE) {
                     ok = 0;
-                    snprintf(buf, sizeof buf, "DMA wrote outside the buffer at byte %zd", (ssize_t)b - (ssize_t)cases[i].roff);
+                    snprintf(buf, sizeof buf, "DMA wrote outside the buffer at byte %zd",
+                             (ssize_t)b - (ssize_t)cases[i].roff);
                     why = buf;
                 }
         }
@@ -423,8 +432,7 @@ static void test_wrap(struct nvme_ctrl *c, unsigned ci, struct nvme_ns *ns)
             if (rc >= 0)
                 rc = nvme_qpair_poll(q, 0);
         }
-        int ok = rc >= 0 && w.completed == GUEST_WRAP_CMDS && w.bad == 0 && full > 0 &&
-                 nvme_qpair_outstanding(q) == 0;
+        int ok = rc >= 0 && w.completed == GUEST_WRAP_CMDS && w.bad == 0 && full > 0 && nvme_qpair_outstanding(q) == 0;
         result(ok, name, "%u commands through %u entries (%u x full, %u wraps)%s%s", w.completed, depths[di], full,
                w.completed / depths[di], w.bad ? ": " : (rc < 0 ? ": " : ""),
                w.bad ? cpl_str(&w.first_bad, cs, sizeof cs) : (rc < 0 ? strerror(-rc) : ""));
@@ -481,9 +489,11 @@ static void *perf_thread(void *arg)
     unsigned k = 0;
     while (now_s() < end) {
         while (s.inflight < j->qd) {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;      /* xorshift64 */
-            rc = nvme_qpair_submit(q, j->ns, NVME_CMD_READ, (x % range) * nlb, nlb, b + (size_t)(k++ % j->qd) * j->iosize,
-                                   j->iosize, perf_cb, &s);
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17; /* xorshift64 */
+            rc = nvme_qpair_submit(q, j->ns, NVME_CMD_READ, (x % range) * nlb, nlb,
+                                   b + (size_t)(k++ % j->qd) * j->iosize, j->iosize, perf_cb, &s);
             if (rc < 0)
                 break;
             s.inflight++;
@@ -532,8 +542,9 @@ static int cmd_perf(struct nvme_target *t, double seconds, uint32_t qd, unsigned
         char name[64];
         snprintf(name, sizeof name, "ctrl%u.perf", ci);
         printf("NVMELAB-PERF ctrl=%u ns=%u pattern=randread iosize=%u qd=%u nqueues=%u seconds=%.2f ios=%llu "
-               "iops=%.0f mibs=%.2f errors=%llu\n", ci, nvme_ns_id(ns), io, qd, n, el, (unsigned long long)ios,
-               (double)ios / el, (double)ios * io / el / (1024.0 * 1024.0), (unsigned long long)errors);
+               "iops=%.0f mibs=%.2f errors=%llu\n",
+               ci, nvme_ns_id(ns), io, qd, n, el, (unsigned long long)ios, (double)ios / el,
+               (double)ios * io / el / (1024.0 * 1024.0), (unsigned long long)errors);
         result(err == 0 && errors == 0 && ios > 0, name, "%.0f IOPS (%s)", (double)ios / el,
                err ? strerror(-err) : "no errors");
     }
@@ -544,7 +555,7 @@ static int cmd_perf(struct nvme_target *t, double seconds, uint32_t qd, unsigned
 /* A Read one LBA past the end of namespace 1 of controller 0, built raw so that the driver's own range
  * check is bypassed. The controller must answer LBA Out of Range; QEMU logs pci_nvme_err_invalid_lba_range
  * and pci_nvme_err_req_status, which run.sh then expects exactly once each (and no other event). */
-#define GUEST_PROVOKED_EVENT "pci_nvme_err_invalid_lba_range"
+#define GUEST_PROVOKED_EVENT  "pci_nvme_err_invalid_lba_range"
 #define GUEST_PROVOKED_STATUS "pci_nvme_err_req_status"
 static int cmd_provoke(struct nvme_target *t)
 {
@@ -560,8 +571,11 @@ static int cmd_provoke(struct nvme_target *t)
         rc = nvme_dma_alloc(t, nvme_ns_lba_size(ns), &d);
     if (rc == 0) {
         uint64_t slba = nvme_ns_nsze(ns);
-        struct nvme_sqe sqe = {.opc = NVME_CMD_READ, .nsid = nvme_ns_id(ns), .cdw10 = (uint32_t)slba,
-                               .cdw11 = (uint32_t)(slba >> 32), .cdw12 = 0 /* one LBA (0's based) */};
+        struct nvme_sqe sqe = {.opc = NVME_CMD_READ,
+                               .nsid = nvme_ns_id(ns),
+                               .cdw10 = (uint32_t)slba,
+                               .cdw11 = (uint32_t)(slba >> 32),
+                               .cdw12 = 0 /* one LBA (0's based) */};
         rc = nvme_qpair_submit_raw(q, &sqe, nvme_dma_vaddr(d), nvme_ns_lba_size(ns), on_cpl, &w);
         nvme_qpair_ring(q);
         for (unsigned long long i = 0; rc == 0 && !w.done && i < GUEST_POLL_SPIN_MAX; i++)
@@ -570,8 +584,10 @@ static int cmd_provoke(struct nvme_target *t)
     }
     int ok = rc == 0 && w.done && w.cpl.err == 0 && w.cpl.sct == NVME_SCT_GENERIC && w.cpl.sc == NVME_SC_LBA_RANGE;
     result(ok, "provoke-lba-out-of-range", "read past the end -> %s",
-           rc ? strerror(-rc) : w.done ? cpl_str(&w.cpl, cs, sizeof cs) : "no completion");
-    if (ok)   /* the range check, and the error status of the completion */
+           rc       ? strerror(-rc)
+           : w.done ? cpl_str(&w.cpl, cs, sizeof cs)
+                    : "no completion");
+    if (ok) /* the range check, and the error status of the completion */
         printf("NVMELAB-PROVOKED %s 1\nNVMELAB-PROVOKED %s 1\n", GUEST_PROVOKED_EVENT, GUEST_PROVOKED_STATUS);
     nvme_dma_free(d);
     if (q)

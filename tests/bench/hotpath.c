@@ -9,7 +9,7 @@
 
 #include "nvme/nvme.h"
 
-#define IOSIZE 512u
+#define IOSIZE         512u
 #define QP_EXTRA_ENTRY 1u /* N entries hold N-1 commands */
 
 static unsigned long long completed;

@@ -22,25 +22,24 @@
 #include "nvme/spec.h"
 #include "nvme/uri.h"
 
-#define TH_PAGE        4096u
-#define TH_MAXQ        17u
-#define TH_POLL_LIMIT  200000000ull
+#define TH_PAGE       4096u
+#define TH_MAXQ       17u
+#define TH_POLL_LIMIT 200000000ull
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            abort();                                                                               \
-        }                                                                                          \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
-#define CHECK_EQ(a, b)                                                                             \
-    do {                                                                                           \
-        long long _a = (long long)(a), _b = (long long)(b);                                        \
-        if (_a != _b) {                                                                            \
-            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s = %lld, %s = %lld\n", __FILE__, __LINE__, #a, \
-                    _a, #b, _b);                                                                   \
-            abort();                                                                               \
-        }                                                                                          \
+#define CHECK_EQ(a, b)                                                                                                 \
+    do {                                                                                                               \
+        long long _a = (long long)(a), _b = (long long)(b);                                                            \
+        if (_a != _b) {                                                                                                \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s = %lld, %s = %lld\n", __FILE__, __LINE__, #a, _a, #b, _b);     \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 struct th_q {
@@ -81,7 +80,10 @@ static inline void th_w64(struct th *t, uint32_t off, uint64_t v)
     t->bar->ops->write(t->bar->ctx, off, v, 8);
 }
 
-static inline uint32_t th_r32(struct th *t, uint32_t off) { return *(volatile uint32_t *)(t->bar->base + off); }
+static inline uint32_t th_r32(struct th *t, uint32_t off)
+{
+    return *(volatile uint32_t *)(t->bar->base + off);
+}
 static inline uint64_t th_r64(struct th *t, uint32_t off)
 {
     return th_r32(t, off) | ((uint64_t)th_r32(t, off + 4) << 32);
@@ -212,10 +214,16 @@ static inline bool th_poll(struct th *t, uint16_t qid, struct nvme_cqe *out)
     return false;
 }
 
-static inline uint16_t th_status(const struct nvme_cqe *e) { return e->status & ~(uint16_t)NVME_CQE_P; }
+static inline uint16_t th_status(const struct nvme_cqe *e)
+{
+    return e->status & ~(uint16_t)NVME_CQE_P;
+}
 #define TH_ST(sct, sc) ((uint16_t)(((sct) << NVME_CQE_SCT_SHIFT) | ((sc) << NVME_CQE_SC_SHIFT)))
 /* status without DNR */
-static inline uint16_t th_sc(const struct nvme_cqe *e) { return th_status(e) & ~(uint16_t)NVME_CQE_DNR; }
+static inline uint16_t th_sc(const struct nvme_cqe *e)
+{
+    return th_status(e) & ~(uint16_t)NVME_CQE_DNR;
+}
 
 /* Submit, wait, return the CQE (cid assigned here). */
 static inline struct nvme_cqe th_cmd(struct th *t, uint16_t qid, struct nvme_sqe cmd)
@@ -238,8 +246,10 @@ static inline struct nvme_cqe th_create_cq(struct th *t, uint16_t qid, uint32_t 
     q->cqh = 0;
     q->phase = 1;
     q->size = entries;
-    struct nvme_sqe c = {.opc = NVME_ADM_CREATE_CQ, .prp1 = (uintptr_t)q->cq,
-                         .cdw10 = NVME_CREATE_Q_CDW10(qid, entries), .cdw11 = NVME_CREATE_Q_PC};
+    struct nvme_sqe c = {.opc = NVME_ADM_CREATE_CQ,
+                         .prp1 = (uintptr_t)q->cq,
+                         .cdw10 = NVME_CREATE_Q_CDW10(qid, entries),
+                         .cdw11 = NVME_CREATE_Q_PC};
     return th_cmd(t, 0, c);
 }
 
@@ -251,7 +261,8 @@ static inline struct nvme_cqe th_create_sq(struct th *t, uint16_t qid, uint32_t 
     q->sq = th_alloc(entries * NVME_SQE_SIZE);
     q->sqt = 0;
     q->sqsize = entries;
-    struct nvme_sqe c = {.opc = NVME_ADM_CREATE_SQ, .prp1 = (uintptr_t)q->sq,
+    struct nvme_sqe c = {.opc = NVME_ADM_CREATE_SQ,
+                         .prp1 = (uintptr_t)q->sq,
                          .cdw10 = NVME_CREATE_Q_CDW10(qid, entries),
                          .cdw11 = NVME_CREATE_Q_PC | ((uint32_t)cqid << NVME_CREATE_SQ_CQID_SHIFT)};
     return th_cmd(t, 0, c);
@@ -269,8 +280,13 @@ static inline void th_create_ioq(struct th *t, uint16_t qid, uint32_t entries)
 static inline struct nvme_sqe th_rw(uint8_t opc, uint32_t nsid, uint64_t slba, uint32_t nlb, const void *buf,
                                     uint64_t prp2)
 {
-    struct nvme_sqe c = {.opc = opc, .nsid = nsid, .prp1 = (uintptr_t)buf, .prp2 = prp2,
-                         .cdw10 = (uint32_t)slba, .cdw11 = (uint32_t)(slba >> 32), .cdw12 = nlb - 1};
+    struct nvme_sqe c = {.opc = opc,
+                         .nsid = nsid,
+                         .prp1 = (uintptr_t)buf,
+                         .prp2 = prp2,
+                         .cdw10 = (uint32_t)slba,
+                         .cdw11 = (uint32_t)(slba >> 32),
+                         .cdw12 = nlb - 1};
     return c;
 }
 

@@ -6,8 +6,6 @@
  * thread/queue-depth/read-size/I/O-mode independence, holes vs zeros, pipes, bad
  * options, and cancellation. The full vector table is checked by tests/test_blksum.py.
  */
-#include "blksum/blksum.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,12 +14,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-            exit(1);                                                                  \
-        }                                                                             \
+#include "blksum/blksum.h"
+
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* sha256 of le64(0): the blkhash of an empty image (vector "1::0"). */
@@ -31,8 +31,8 @@ static const char ZERO_BLOCK_SHA256[] = "8ab067ab7939a3d4f40cbb118956c07c06aeae2
 
 enum { IMAGE_BLOCKS = 97, IMAGE_TAIL = 1234, HOLE_EVERY = 5, ZERO_EVERY = 3 };
 
-static void digest_of(const char *path, const char *dg, int threads, int qd, size_t rs, enum blksum_io io,
-                      char *hex, size_t hexlen, struct blksum_result *out)
+static void digest_of(const char *path, const char *dg, int threads, int qd, size_t rs, enum blksum_io io, char *hex,
+                      size_t hexlen, struct blksum_result *out)
 {
     struct blksum_source src;
     struct blksum_opts o;
@@ -45,7 +45,8 @@ static void digest_of(const char *path, const char *dg, int threads, int qd, siz
     o.read_size = rs;
     o.io = io;
     int rc = blksum_compute(&src, &o, &r);
-    if (rc) fprintf(stderr, "compute: %s\n", blksum_strerror(rc));
+    if (rc)
+        fprintf(stderr, "compute: %s\n", blksum_strerror(rc));
     CHECK(rc == 0);
     blksum_source_close(&src);
     blksum_hex(&r, hex, hexlen);

@@ -16,11 +16,11 @@
 #include "nvme/gpuq_ctrl.h"
 #include "test_driver.h"
 
-#define QD        37u   /* not a power of two: slots and phases rotate every round */
-#define ENTRIES   (QD + 1u)
-#define ROUNDS    200u
-#define SQID      3u
-#define PAGE      NVME_GPUQ_PAGE_SIZE
+#define QD      37u /* not a power of two: slots and phases rotate every round */
+#define ENTRIES (QD + 1u)
+#define ROUNDS  200u
+#define SQID    3u
+#define PAGE    NVME_GPUQ_PAGE_SIZE
 
 static void test_sqe(void)
 {
@@ -78,8 +78,8 @@ static void test_cid(void)
     uint8_t seen[QD] = {0};
     uint16_t cid = nvme_gpuq_cid_make(5, 3);
     T_EQ(nvme_gpuq_cqe_match(cid, SQID, SQID, 5, QD, seen), 3);
-    T_EQ(nvme_gpuq_cqe_match(cid, SQID, SQID, 5, QD, seen), -NVME_GPUQ_BAD_CID);            /* duplicate */
-    T_EQ(nvme_gpuq_cqe_match(nvme_gpuq_cid_make(4, 4), SQID, SQID, 5, QD, seen), -NVME_GPUQ_BAD_CID); /* stale */
+    T_EQ(nvme_gpuq_cqe_match(cid, SQID, SQID, 5, QD, seen), -NVME_GPUQ_BAD_CID);                       /* duplicate */
+    T_EQ(nvme_gpuq_cqe_match(nvme_gpuq_cid_make(4, 4), SQID, SQID, 5, QD, seen), -NVME_GPUQ_BAD_CID);  /* stale */
     T_EQ(nvme_gpuq_cqe_match(nvme_gpuq_cid_make(5, QD), SQID, SQID, 5, QD, seen), -NVME_GPUQ_BAD_CID); /* idx */
     T_EQ(nvme_gpuq_cqe_match(nvme_gpuq_cid_make(5, 4), SQID + 1, SQID, 5, QD, seen), -NVME_GPUQ_BAD_SQID);
     /* generations wrap within the CID field: round GEN_COUNT matches generation 0 */
@@ -191,7 +191,8 @@ static void test_standin_on_controller(void)
                 w[x] = wr ? nvme_gpuq_stamp(0, slba[i] + x / 64u, x % 64u) : 0; /* reads: poisoned (zero) first */
         }
         T_EQ(nvme_gpuq_cpu_round(p, wr ? NVME_CMD_WRITE : NVME_CMD_READ, nvme_ns_id(ns), slba, NLB, p1, p2, SQD,
-                                 1000000000ull, st, err, sizeof(err)), 0);
+                                 1000000000ull, st, err, sizeof(err)),
+             0);
         for (uint32_t i = 0; i < SQD; i++) {
             T_EQ(st[i], 0);
             const uint64_t *w = (const uint64_t *)(mem + (size_t)i * PAGE);
@@ -204,14 +205,16 @@ static void test_standin_on_controller(void)
     /* the watchdog: the controller drops the 5th completion of the next round */
     struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_DROP, .qid = p->qid, .nth = 5, .count = 1};
     T_EQ(nvme_emu_inject(nvme_target_backend(t), 0, &f), 0);
-    T_EQ(nvme_gpuq_cpu_round(p, NVME_CMD_READ, nvme_ns_id(ns), slba, NLB, p1, p2, SQD, 50000000ull, st, err, sizeof(err)),
+    T_EQ(nvme_gpuq_cpu_round(p, NVME_CMD_READ, nvme_ns_id(ns), slba, NLB, p1, p2, SQD, 50000000ull, st, err,
+                             sizeof(err)),
          -ETIMEDOUT);
     T_CHECK(strstr(err, "did not arrive within") != NULL);
     T_EQ(nvme_gpuq_pair_destroy(p, true), 0); /* Delete SQ aborts the dropped command; then memory is freed */
     /* the controller is still usable: a fresh pair works */
     T_EQ(nvme_gpuq_pair_create(c, SQD + 1, &p, err, sizeof(err)), 0);
     T_EQ(nvme_gpuq_cpu_round(p, NVME_CMD_READ, nvme_ns_id(ns), slba, NLB, p1, p2, SQD, 1000000000ull, st, err,
-                             sizeof(err)), 0);
+                             sizeof(err)),
+         0);
     T_EQ(nvme_gpuq_pair_destroy(p, false), 0);
     /* refusals: too many entries */
     T_EQ(nvme_gpuq_pair_create(c, nvme_ctrl_max_depth(c) + 1, &p, err, sizeof(err)), -EINVAL);
@@ -273,8 +276,8 @@ static void test_rounds(void)
         /* submission half: thread i owns slot tail+i */
         for (uint32_t i = 0; i < QD; i++) {
             slba[i] = nvme_gpuq_slba(1, &lcg[i], round, i, QD, 1000, 0, 1);
-            nvme_gpuq_sqe_rw(&m.sq[nvme_gpuq_cq_slot(sq_pos + i, ENTRIES)], NVME_CMD_READ,
-                             nvme_gpuq_cid_make(round, i), 1, slba[i], 1, 0x1000, 0);
+            nvme_gpuq_sqe_rw(&m.sq[nvme_gpuq_cq_slot(sq_pos + i, ENTRIES)], NVME_CMD_READ, nvme_gpuq_cid_make(round, i),
+                             1, slba[i], 1, 0x1000, 0);
         }
         sq_pos += QD;
         model_serve(&m, nvme_gpuq_db(sq_pos, ENTRIES));

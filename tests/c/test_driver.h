@@ -14,38 +14,38 @@
 
 #include "nvme/nvme.h"
 
-#define T_CHECK(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            abort();                                                                               \
-        }                                                                                          \
+#define T_CHECK(cond)                                                                                                  \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
-#define T_EQ(a, b)                                                                                 \
-    do {                                                                                           \
-        long long _a = (long long)(a), _b = (long long)(b);                                        \
-        if (_a != _b) {                                                                            \
-            fprintf(stderr, "%s:%d: %s = %lld, expected %s = %lld\n", __FILE__, __LINE__, #a, _a, #b, _b); \
-            abort();                                                                               \
-        }                                                                                          \
+#define T_EQ(a, b)                                                                                                     \
+    do {                                                                                                               \
+        long long _a = (long long)(a), _b = (long long)(b);                                                            \
+        if (_a != _b) {                                                                                                \
+            fprintf(stderr, "%s:%d: %s = %lld, expected %s = %lld\n", __FILE__, __LINE__, #a, _a, #b, _b);             \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
-#define T_STREQ(a, b)                                                                              \
-    do {                                                                                           \
-        const char *_a = (a), *_b = (b);                                                           \
-        if (strcmp(_a, _b) != 0) {                                                                 \
-            fprintf(stderr, "%s:%d: %s = \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a, _a, _b); \
-            abort();                                                                               \
-        }                                                                                          \
+#define T_STREQ(a, b)                                                                                                  \
+    do {                                                                                                               \
+        const char *_a = (a), *_b = (b);                                                                               \
+        if (strcmp(_a, _b) != 0) {                                                                                     \
+            fprintf(stderr, "%s:%d: %s = \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a, _a, _b);                  \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
-#define T_CONTAINS(hay, needle)                                                                    \
-    do {                                                                                           \
-        if (!strstr((hay), (needle))) {                                                            \
-            fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__, (hay), (needle)); \
-            abort();                                                                               \
-        }                                                                                          \
+#define T_CONTAINS(hay, needle)                                                                                        \
+    do {                                                                                                               \
+        if (!strstr((hay), (needle))) {                                                                                \
+            fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__, (hay), (needle));           \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static inline struct nvme_target *t_open(const char *uri)

@@ -6,8 +6,8 @@
 #include "nvme/emu/emu.h"
 #include "test_driver.h"
 
-#define MIB (1024u * 1024u)
-#define KIB 1024u
+#define MIB  (1024u * 1024u)
+#define KIB  1024u
 #define PAGE 4096u
 
 static void test_bringup(void)
@@ -89,8 +89,8 @@ static void test_bad_uris(void)
 }
 
 /* Write a pattern through (buf + woff), read it back into (buf2 + roff), compare. */
-static void rw_check(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t *wbuf, uint8_t *rbuf, size_t woff,
-                     size_t roff, uint64_t slba, size_t len, uint64_t seed)
+static void rw_check(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t *wbuf, uint8_t *rbuf, size_t woff, size_t roff,
+                     uint64_t slba, size_t len, uint64_t seed)
 {
     struct nvme_cpl cpl;
     uint32_t nlb = (uint32_t)(len / nvme_ns_lba_size(ns));
@@ -305,8 +305,8 @@ static void test_statuses(void)
     struct nvme_dma *qm;
     T_EQ(nvme_dma_alloc(t, 64 * KIB, &qm), 0);
     uint64_t qaddr = (uint64_t)(uintptr_t)nvme_dma_vaddr(qm);
-    struct nvme_sqe a = {.opc = NVME_ADM_CREATE_CQ, .prp1 = qaddr, .cdw10 = NVME_CREATE_Q_CDW10(0, 8),
-                         .cdw11 = NVME_CREATE_Q_PC};
+    struct nvme_sqe a = {
+        .opc = NVME_ADM_CREATE_CQ, .prp1 = qaddr, .cdw10 = NVME_CREATE_Q_CDW10(0, 8), .cdw11 = NVME_CREATE_Q_PC};
     T_EQ(nvme_ctrl_admin(c, &a, NULL, 0, &cpl, 1000), 0);
     expect_status(&cpl, NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
     a.cdw10 = NVME_CREATE_Q_CDW10(60000, 8);
@@ -322,7 +322,9 @@ static void test_statuses(void)
     T_EQ(nvme_ctrl_admin(c, &a, NULL, 0, &cpl, 1000), 0);
     expect_status(&cpl, NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_VECTOR);
     /* SQ on a CQ that does not exist */
-    struct nvme_sqe sq = {.opc = NVME_ADM_CREATE_SQ, .prp1 = qaddr, .cdw10 = NVME_CREATE_Q_CDW10(qid, 8),
+    struct nvme_sqe sq = {.opc = NVME_ADM_CREATE_SQ,
+                          .prp1 = qaddr,
+                          .cdw10 = NVME_CREATE_Q_CDW10(qid, 8),
                           .cdw11 = NVME_CREATE_Q_PC | ((uint32_t)qid << NVME_CREATE_SQ_CQID_SHIFT)};
     T_EQ(nvme_ctrl_admin(c, &sq, NULL, 0, &cpl, 1000), 0);
     expect_status(&cpl, NVME_SCT_CMD_SPECIFIC, NVME_SC_CQ_INVALID);
@@ -333,8 +335,8 @@ static void test_statuses(void)
     nvme_ctrl_qid_free(c, (uint16_t)qid);
     /* Get Log Page with an unknown log identifier */
     uint8_t logbuf[512];
-    struct nvme_sqe lp = {.opc = NVME_ADM_GET_LOG_PAGE, .nsid = UINT32_MAX,
-                          .cdw10 = 0x70u | ((uint32_t)(sizeof(logbuf) / 4 - 1) << 16)};
+    struct nvme_sqe lp = {
+        .opc = NVME_ADM_GET_LOG_PAGE, .nsid = UINT32_MAX, .cdw10 = 0x70u | ((uint32_t)(sizeof(logbuf) / 4 - 1) << 16)};
     T_EQ(nvme_ctrl_admin(c, &lp, logbuf, sizeof(logbuf), &cpl, 1000), 0);
     expect_status(&cpl, NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_LOG_PAGE);
     /* and a good one: SMART log through the bounce buffer (not DMA memory) */

@@ -52,20 +52,23 @@ static void test_registers(void)
 
 static void test_status_names(void)
 {
-    struct { uint8_t sct, sc; const char *name; } cases[] = {
-        {0, 0x00, "Successful Completion"},        {0, 0x01, "Invalid Command Opcode"},
-        {0, 0x02, "Invalid Field in Command"},     {0, 0x03, "Command ID Conflict"},
-        {0, 0x04, "Data Transfer Error"},          {0, 0x06, "Internal Error"},
-        {0, 0x07, "Command Abort Requested"},      {0, 0x0b, "Invalid Namespace or Format"},
-        {0, 0x0c, "Command Sequence Error"},       {0, 0x13, "PRP Offset Invalid"},
-        {0, 0x80, "LBA Out of Range"},             {0, 0x81, "Capacity Exceeded"},
-        {0, 0x82, "Namespace Not Ready"},          {1, 0x00, "Completion Queue Invalid"},
-        {1, 0x01, "Invalid Queue Identifier"},     {1, 0x02, "Invalid Queue Size"},
-        {1, 0x08, "Invalid Interrupt Vector"},     {1, 0x09, "Invalid Log Page"},
-        {1, 0x0a, "Invalid Format"},               {1, 0x0c, "Invalid Queue Deletion"},
-        {2, 0x81, "Unrecovered Read Error"},       {2, 0x85, "Compare Failure"},
-        {3, 0x71, "Command Aborted By Host"},      {7, 0x42, "Vendor Specific Status"},
-        {0, 0x7f, "Unknown Status"},               {5, 0x00, "Unknown Status"},
+    struct {
+        uint8_t sct, sc;
+        const char *name;
+    } cases[] = {
+        {0, 0x00, "Successful Completion"},    {0, 0x01, "Invalid Command Opcode"},
+        {0, 0x02, "Invalid Field in Command"}, {0, 0x03, "Command ID Conflict"},
+        {0, 0x04, "Data Transfer Error"},      {0, 0x06, "Internal Error"},
+        {0, 0x07, "Command Abort Requested"},  {0, 0x0b, "Invalid Namespace or Format"},
+        {0, 0x0c, "Command Sequence Error"},   {0, 0x13, "PRP Offset Invalid"},
+        {0, 0x80, "LBA Out of Range"},         {0, 0x81, "Capacity Exceeded"},
+        {0, 0x82, "Namespace Not Ready"},      {1, 0x00, "Completion Queue Invalid"},
+        {1, 0x01, "Invalid Queue Identifier"}, {1, 0x02, "Invalid Queue Size"},
+        {1, 0x08, "Invalid Interrupt Vector"}, {1, 0x09, "Invalid Log Page"},
+        {1, 0x0a, "Invalid Format"},           {1, 0x0c, "Invalid Queue Deletion"},
+        {2, 0x81, "Unrecovered Read Error"},   {2, 0x85, "Compare Failure"},
+        {3, 0x71, "Command Aborted By Host"},  {7, 0x42, "Vendor Specific Status"},
+        {0, 0x7f, "Unknown Status"},           {5, 0x00, "Unknown Status"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         T_STREQ(nvme_status_name(cases[i].sct, cases[i].sc), cases[i].name);
@@ -141,7 +144,10 @@ static void test_uri_good(void)
 
 static void test_uri_bad(void)
 {
-    static const struct { const char *uri; const char *msg; } cases[] = {
+    static const struct {
+        const char *uri;
+        const char *msg;
+    } cases[] = {
         {"", "empty URI"},
         {"emu:/x", "no scheme"},
         {"://x", "bad scheme"},
@@ -180,17 +186,32 @@ static void test_uri_bad(void)
 
 static void test_values(void)
 {
-    static const struct { const char *s; uint64_t v; } sizes[] = {
-        {"0", 0}, {"4096", 4096}, {"4KiB", 4096}, {"4k", 4096}, {"4K", 4096}, {"64MiB", 64ull << 20},
-        {"64M", 64ull << 20}, {"1GiB", 1ull << 30}, {"2G", 2ull << 30}, {"1TiB", 1ull << 40}, {"3KB", 3000},
-        {"2MB", 2000000}, {"1GB", 1000000000}, {"512B", 512}, {"0x1000", 4096},
+    static const struct {
+        const char *s;
+        uint64_t v;
+    } sizes[] = {
+        {"0", 0},
+        {"4096", 4096},
+        {"4KiB", 4096},
+        {"4k", 4096},
+        {"4K", 4096},
+        {"64MiB", 64ull << 20},
+        {"64M", 64ull << 20},
+        {"1GiB", 1ull << 30},
+        {"2G", 2ull << 30},
+        {"1TiB", 1ull << 40},
+        {"3KB", 3000},
+        {"2MB", 2000000},
+        {"1GB", 1000000000},
+        {"512B", 512},
+        {"0x1000", 4096},
     };
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         uint64_t v = 1;
         T_EQ(nvme_parse_size(sizes[i].s, &v), 0);
         T_EQ(v, sizes[i].v);
     }
-    static const char *bad_sizes[] = {"", "-1", "1.5G", "12Q", "G", "1 G", "99999999999999999999", "20000000TiB",
+    static const char *bad_sizes[] = {"",     "-1", "1.5G", "12Q", "G", "1 G", "99999999999999999999", "20000000TiB",
                                       "1KiBB"};
     for (size_t i = 0; i < sizeof(bad_sizes) / sizeof(bad_sizes[0]); i++) {
         uint64_t v;

@@ -35,8 +35,10 @@ static void test_queue_management(void)
     e = th_create_cq(&t, 1, 1);
     CHECK_EQ(th_sc(&e), CSP(NVME_SC_QUEUE_SIZE));
     void *mis = th_alloc(2 * TH_PAGE);
-    c = (struct nvme_sqe){.opc = NVME_ADM_CREATE_CQ, .prp1 = (uintptr_t)mis + 512,
-                          .cdw10 = NVME_CREATE_Q_CDW10(1, 16), .cdw11 = NVME_CREATE_Q_PC};
+    c = (struct nvme_sqe){.opc = NVME_ADM_CREATE_CQ,
+                          .prp1 = (uintptr_t)mis + 512,
+                          .cdw10 = NVME_CREATE_Q_CDW10(1, 16),
+                          .cdw11 = NVME_CREATE_Q_PC};
     e = th_cmd(&t, 0, c);
     CHECK_EQ(th_sc(&e), GEN(NVME_SC_INVALID_PRP_OFFSET));
     c.prp1 = (uintptr_t)mis;
@@ -226,7 +228,9 @@ static void test_io_status_and_data(void)
 
     /* SMART log counts what we did; unknown log page is refused */
     uint8_t *log = th_alloc(TH_PAGE);
-    c = (struct nvme_sqe){.opc = NVME_ADM_GET_LOG_PAGE, .nsid = UINT32_MAX, .prp1 = (uintptr_t)log,
+    c = (struct nvme_sqe){.opc = NVME_ADM_GET_LOG_PAGE,
+                          .nsid = UINT32_MAX,
+                          .prp1 = (uintptr_t)log,
                           .cdw10 = NVME_LOGPAGE_SMART | ((512u / 4 - 1) << 16)};
     e = th_cmd(&t, 0, c);
     CHECK_EQ(th_status(&e), 0);

@@ -4,10 +4,10 @@
  * NVMELAB_FUZZ_N overrides the number of I/O commands (default 300000). */
 #include "emu_testhost.h"
 
-#define FUZZ_IO_DEFAULT   300000u
-#define FUZZ_ADMIN        30000u
-#define FUZZ_BUF_PAGES    64u
-#define FUZZ_NSZE_LBAS    (16u << 20) / 512u
+#define FUZZ_IO_DEFAULT 300000u
+#define FUZZ_ADMIN      30000u
+#define FUZZ_BUF_PAGES  64u
+#define FUZZ_NSZE_LBAS  (16u << 20) / 512u
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
 static uint64_t rnd(void)
@@ -24,11 +24,16 @@ static uint8_t *window;
 static uint64_t rnd_ptr(void)
 {
     switch (rnd() % 6) {
-    case 0: return 0;
-    case 1: return rnd();                                                    /* wild */
-    case 2: return (uintptr_t)window + (rnd() % FUZZ_BUF_PAGES) * TH_PAGE + (rnd() % TH_PAGE); /* any offset */
-    case 3: return (uintptr_t)window + (rnd() % FUZZ_BUF_PAGES) * TH_PAGE + (rnd() % 8) * 4;
-    default: return (uintptr_t)window + (rnd() % FUZZ_BUF_PAGES) * TH_PAGE;  /* page aligned */
+    case 0:
+        return 0;
+    case 1:
+        return rnd(); /* wild */
+    case 2:
+        return (uintptr_t)window + (rnd() % FUZZ_BUF_PAGES) * TH_PAGE + (rnd() % TH_PAGE); /* any offset */
+    case 3:
+        return (uintptr_t)window + (rnd() % FUZZ_BUF_PAGES) * TH_PAGE + (rnd() % 8) * 4;
+    default:
+        return (uintptr_t)window + (rnd() % FUZZ_BUF_PAGES) * TH_PAGE; /* page aligned */
     }
 }
 
@@ -37,10 +42,11 @@ static void random_sqe(struct nvme_sqe *c, bool admin)
     uint64_t *w = (uint64_t *)c;
     for (unsigned i = 0; i < NVME_SQE_SIZE / 8; i++)
         w[i] = rnd();
-    static const uint8_t io_ops[] = {NVME_CMD_READ, NVME_CMD_WRITE, NVME_CMD_FLUSH, NVME_CMD_WRITE_ZEROES, NVME_CMD_DSM};
-    static const uint8_t adm_ops[] = {NVME_ADM_IDENTIFY, NVME_ADM_GET_LOG_PAGE, NVME_ADM_GET_FEATURES,
-                                      NVME_ADM_SET_FEATURES, NVME_ADM_CREATE_CQ, NVME_ADM_DELETE_SQ,
-                                      NVME_ADM_DELETE_CQ, NVME_ADM_ABORT, NVME_ADM_KEEP_ALIVE};
+    static const uint8_t io_ops[] = {NVME_CMD_READ, NVME_CMD_WRITE, NVME_CMD_FLUSH, NVME_CMD_WRITE_ZEROES,
+                                     NVME_CMD_DSM};
+    static const uint8_t adm_ops[] = {NVME_ADM_IDENTIFY,     NVME_ADM_GET_LOG_PAGE, NVME_ADM_GET_FEATURES,
+                                      NVME_ADM_SET_FEATURES, NVME_ADM_CREATE_CQ,    NVME_ADM_DELETE_SQ,
+                                      NVME_ADM_DELETE_CQ,    NVME_ADM_ABORT,        NVME_ADM_KEEP_ALIVE};
     if (rnd() % 8) { /* mostly plausible opcodes and fields, sometimes fully random */
         c->opc = admin ? adm_ops[rnd() % sizeof(adm_ops)] : io_ops[rnd() % sizeof(io_ops)];
         c->flags = rnd() % 16 ? 0 : c->flags;

@@ -4,8 +4,8 @@
 
 #include "emu_testhost.h"
 
-#define RUN_S        0.25
-#define TOLERANCE    0.15
+#define RUN_S     0.25
+#define TOLERANCE 0.15
 
 static double now_s(void)
 {
@@ -64,15 +64,15 @@ static struct loop_result closed_loop(struct th *t, unsigned qd, uint32_t nlb, v
 static void expect_rate(const char *what, struct loop_result r, double want, double lat_s)
 {
     bool fed = r.cpu_frac > 0.8;
-    printf("  %-32s %9.0f /s (model %.0f) min latency %.3f ms, cpu %.0f%%%s\n", what, r.rate, want,
-           r.min_lat * 1e3, r.cpu_frac * 100, fed ? "" : " (starved: lower bound not checked)");
+    printf("  %-32s %9.0f /s (model %.0f) min latency %.3f ms, cpu %.0f%%%s\n", what, r.rate, want, r.min_lat * 1e3,
+           r.cpu_frac * 100, fed ? "" : " (starved: lower bound not checked)");
     if (r.rate > want * (1 + TOLERANCE) || (fed && r.rate < want * (1 - TOLERANCE))) {
         fprintf(stderr, "%s: %.0f/s is not within %.0f%% of %.0f/s\n", what, r.rate, TOLERANCE * 100, want);
         abort();
     }
     if (r.min_lat < lat_s) {
-        fprintf(stderr, "%s: a command completed after %.6f s, before the model latency %.6f s\n", what,
-                r.min_lat, lat_s);
+        fprintf(stderr, "%s: a command completed after %.6f s, before the model latency %.6f s\n", what, r.min_lat,
+                lat_s);
         abort();
     }
 }
@@ -161,8 +161,12 @@ static void test_faults(void)
     struct nvme_cqe e;
 
     /* the 3rd command on queue 1 completes with Internal Error, DNR */
-    struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_STATUS, .qid = 1, .nth = 3,
-                               .sct = NVME_SCT_GENERIC, .sc = NVME_SC_INTERNAL, .dnr = true};
+    struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_STATUS,
+                               .qid = 1,
+                               .nth = 3,
+                               .sct = NVME_SCT_GENERIC,
+                               .sc = NVME_SC_INTERNAL,
+                               .dnr = true};
     CHECK_EQ(nvme_emu_inject(t.set, 0, &f), 0);
     for (int i = 1; i <= 5; i++) {
         e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 0, 1, buf, 0));
@@ -174,7 +178,8 @@ static void test_faults(void)
         }
     }
     /* delay: the next command completes 30 ms later */
-    f = (struct nvme_emu_fault){.kind = NVME_EMU_FAULT_DELAY, .qid = NVME_EMU_FAULT_ANY_QUEUE, .nth = 1, .delay_ms = 30};
+    f = (struct nvme_emu_fault){
+        .kind = NVME_EMU_FAULT_DELAY, .qid = NVME_EMU_FAULT_ANY_QUEUE, .nth = 1, .delay_ms = 30};
     CHECK_EQ(nvme_emu_inject(t.set, 0, &f), 0);
     struct nvme_sqe c = th_rw(NVME_CMD_READ, 1, 0, 1, buf, 0);
     c.cid = 900;

@@ -138,7 +138,8 @@ static void test_identify_shapes(void)
     CHECK(nvme_cqe_dnr(e.status));
     /* active namespace list after nsid 1: 2, 3 */
     uint32_t *list = th_alloc(TH_PAGE);
-    c = (struct nvme_sqe){.opc = NVME_ADM_IDENTIFY, .nsid = 1, .prp1 = (uintptr_t)list, .cdw10 = NVME_CNS_ACTIVE_NS_LIST};
+    c = (struct nvme_sqe){
+        .opc = NVME_ADM_IDENTIFY, .nsid = 1, .prp1 = (uintptr_t)list, .cdw10 = NVME_CNS_ACTIVE_NS_LIST};
     e = th_cmd(&t, 0, c);
     CHECK_EQ(th_status(&e), 0);
     CHECK_EQ(list[0], 2);
@@ -152,8 +153,9 @@ static void test_identify_shapes(void)
 
     /* controller 1: 4 KiB LBAs, thin provisioned */
     char err[256];
-    CHECK_EQ(th_open_err(&t, "emu://?ndev=2&nns=3,1&lbads=512,4096&nsze=64MiB,1GiB&ncap=64MiB,512MiB", 1, err,
-                         sizeof(err)), 0);
+    CHECK_EQ(
+        th_open_err(&t, "emu://?ndev=2&nns=3,1&lbads=512,4096&nsze=64MiB,1GiB&ncap=64MiB,512MiB", 1, err, sizeof(err)),
+        0);
     CHECK(th_enable(&t, 16));
     c = (struct nvme_sqe){.opc = NVME_ADM_IDENTIFY, .nsid = 1, .prp1 = (uintptr_t)ns, .cdw10 = NVME_CNS_NS};
     e = th_cmd(&t, 0, c);
@@ -179,8 +181,8 @@ static void dump_profiles(void)
         printf("%s{\"name\": \"%s\", \"default_scale\": %.17g, \"lat_ns\": %.17g, \"lat_sigma\": %.17g, "
                "\"dev_iops\": %.17g, \"dev_bw\": %.17g, \"queue_iops\": %.17g, \"fetch_burst\": %u, "
                "\"link_bw\": %.17g}",
-               i ? ", " : "", p->name, p->default_scale, p->lat_ns, p->lat_sigma, p->dev_iops, p->dev_bw,
-               p->queue_iops, p->fetch_burst, p->link_bw);
+               i ? ", " : "", p->name, p->default_scale, p->lat_ns, p->lat_sigma, p->dev_iops, p->dev_bw, p->queue_iops,
+               p->fetch_burst, p->link_bw);
     printf("]\n");
 }
 

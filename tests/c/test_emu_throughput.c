@@ -6,9 +6,9 @@
 
 #include "emu_testhost.h"
 
-#define QSIZE   1024u
-#define BATCH   256u
-#define RUN_S   0.5
+#define QSIZE 1024u
+#define BATCH 256u
+#define RUN_S 0.5
 
 static double now_s(void)
 {

@@ -7,8 +7,14 @@
 
 #include "engine/perf.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
-#define MS 1000000ull
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                                      \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+#define MS       1000000ull
 #define LBA_SIZE 512u
 
 static struct perf_result res;
@@ -32,10 +38,21 @@ int main(void)
     CHECK(t->ndevs == 2 && !strcmp(t->backend, "nvmelab-emu") && !strcmp(t->profile, "null") && t->scale == 1.0);
     enum perf_pattern pats[] = {PERF_PAT_READ, PERF_PAT_RANDREAD, PERF_PAT_WRITE, PERF_PAT_RANDWRITE, PERF_PAT_RANDRW};
     for (unsigned i = 0; i < 5; i++) {
-        struct perf_config c = {.pattern = pats[i], .rwmix = 50, .iosize = 4096, .qdepth = 32, .nqueues = 2,
-                                .nthreads = 2, .runtime_ns = 100 * MS, .warmup_ns = 10 * MS, .seed = 1, .lat = 1};
+        struct perf_config c = {.pattern = pats[i],
+                                .rwmix = 50,
+                                .iosize = 4096,
+                                .qdepth = 32,
+                                .nqueues = 2,
+                                .nthreads = 2,
+                                .runtime_ns = 100 * MS,
+                                .warmup_ns = 10 * MS,
+                                .seed = 1,
+                                .lat = 1};
         int rc = perf_run(t, &c, &res, err, sizeof(err));
-        if (rc) { fprintf(stderr, "%s\n", err); return 1; }
+        if (rc) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
         printf("emu %-9s: %10.0f IOPS, dev0 %llu dev1 %llu, p50 %llu ns\n", perf_pattern_name(pats[i]), res.iops,
                (unsigned long long)res.dev_ios[0], (unsigned long long)res.dev_ios[1],
                (unsigned long long)stats_hist_percentile(&res.lat, 50));
@@ -44,8 +61,17 @@ int main(void)
     }
 
     /* fill + verify, then corrupt one LBA of device 1 */
-    struct perf_config v = {.pattern = PERF_PAT_READ, .iosize = 4096, .qdepth = 16, .nqueues = 1, .nthreads = 1,
-                            .runtime_ns = 100 * MS, .seed = 99, .verify = 1, .lat = 1, .lba_start = 2048, .lba_count = 4096};
+    struct perf_config v = {.pattern = PERF_PAT_READ,
+                            .iosize = 4096,
+                            .qdepth = 16,
+                            .nqueues = 1,
+                            .nthreads = 1,
+                            .runtime_ns = 100 * MS,
+                            .seed = 99,
+                            .verify = 1,
+                            .lat = 1,
+                            .lba_start = 2048,
+                            .lba_count = 4096};
     CHECK(perf_fill(t, &v, &res, err, sizeof(err)) == 0);
     CHECK(res.ios == 2 * (4096 * LBA_SIZE / 4096));
     CHECK(perf_run(t, &v, &res, err, sizeof(err)) == 0);
@@ -61,8 +87,12 @@ int main(void)
     CHECK(perf_target_write_sync(t, 0, 0, junk, 100, err, sizeof(err)) == -EINVAL);
 
     /* limits of the target, before any I/O */
-    struct perf_config bad = {.pattern = PERF_PAT_RANDREAD, .iosize = 4096, .qdepth = 1u << 16, .nqueues = 1,
-                              .nthreads = 1, .runtime_ns = 10 * MS};
+    struct perf_config bad = {.pattern = PERF_PAT_RANDREAD,
+                              .iosize = 4096,
+                              .qdepth = 1u << 16,
+                              .nqueues = 1,
+                              .nthreads = 1,
+                              .runtime_ns = 10 * MS};
     CHECK(perf_run(t, &bad, &res, err, sizeof(err)) == -EINVAL && strstr(err, "qdepth"));
     bad.qdepth = 8;
     bad.ndevs = 3;

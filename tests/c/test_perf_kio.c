@@ -10,10 +10,16 @@
 #include "engine/kio.h"
 #include "engine/perf.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                                      \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
 #define FILE_BYTES (8u << 20)
-#define IOSIZE 4096u
-#define MS 1000000ull
+#define IOSIZE     4096u
+#define MS         1000000ull
 
 static char path[] = "/var/tmp/nvmelab-test-perf-kio-XXXXXX";
 static char uri[128];
@@ -26,12 +32,26 @@ static void run_ok(const char *backend, enum perf_pattern pat, uint32_t qd, uint
     char err[PERF_ERRLEN] = "";
     struct perf_target_opts o = {.backend = backend, .need_write = 1};
     int rc = perf_target_open(uri, &o, &t, err, sizeof(err));
-    if (rc) { fprintf(stderr, "open: %s\n", err); exit(1); }
-    struct perf_config c = {.pattern = pat, .rwmix = 70, .iosize = IOSIZE, .qdepth = qd, .nqueues = 1,
-                            .nthreads = nthreads, .runtime_ns = 150 * MS, .warmup_ns = 20 * MS,
-                            .seed = 7, .verify = verify, .lat = 1};
+    if (rc) {
+        fprintf(stderr, "open: %s\n", err);
+        exit(1);
+    }
+    struct perf_config c = {.pattern = pat,
+                            .rwmix = 70,
+                            .iosize = IOSIZE,
+                            .qdepth = qd,
+                            .nqueues = 1,
+                            .nthreads = nthreads,
+                            .runtime_ns = 150 * MS,
+                            .warmup_ns = 20 * MS,
+                            .seed = 7,
+                            .verify = verify,
+                            .lat = 1};
     rc = perf_run(t, &c, &res, err, sizeof(err));
-    if (rc) { fprintf(stderr, "%s %s qd%u: %s\n", backend, perf_pattern_name(pat), qd, err); exit(1); }
+    if (rc) {
+        fprintf(stderr, "%s %s qd%u: %s\n", backend, perf_pattern_name(pat), qd, err);
+        exit(1);
+    }
     printf("%-8s %-9s qd%-3u thr%u: %8.0f IOPS p50 %llu ns, errors %llu, verify errors %llu\n", backend,
            perf_pattern_name(pat), qd, nthreads, res.iops, (unsigned long long)stats_hist_percentile(&res.lat, 50),
            (unsigned long long)res.errors, (unsigned long long)res.verify_errors);
@@ -39,10 +59,14 @@ static void run_ok(const char *backend, enum perf_pattern pat, uint32_t qd, uint
     CHECK(res.errors == 0);
     CHECK(res.lat.count == res.ios);
     CHECK(res.bytes == res.ios * IOSIZE);
-    if (pat == PERF_PAT_READ || pat == PERF_PAT_RANDREAD) CHECK(res.writes == 0);
-    if (pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE) CHECK(res.reads == 0);
-    if (pat == PERF_PAT_RANDRW) CHECK(res.reads > 0 && res.writes > 0);
-    if (verify) CHECK(res.verify_errors == 0);
+    if (pat == PERF_PAT_READ || pat == PERF_PAT_RANDREAD)
+        CHECK(res.writes == 0);
+    if (pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE)
+        CHECK(res.reads == 0);
+    if (pat == PERF_PAT_RANDRW)
+        CHECK(res.reads > 0 && res.writes > 0);
+    if (verify)
+        CHECK(res.verify_errors == 0);
     perf_target_close(t);
 }
 
@@ -66,15 +90,19 @@ int main(void)
     int fd = mkstemp(path);
     CHECK(fd >= 0);
     char *blk = malloc(1 << 20);
-    for (unsigned i = 0; i < (1u << 20); i++) blk[i] = (char)(i * 7 + 1);
-    for (unsigned i = 0; i < FILE_BYTES / (1u << 20); i++) CHECK(write(fd, blk, 1 << 20) == 1 << 20);
+    for (unsigned i = 0; i < (1u << 20); i++)
+        blk[i] = (char)(i * 7 + 1);
+    for (unsigned i = 0; i < FILE_BYTES / (1u << 20); i++)
+        CHECK(write(fd, blk, 1 << 20) == 1 << 20);
     fsync(fd);
     snprintf(uri, sizeof(uri), "file://%s", path);
 
     enum perf_pattern pats[] = {PERF_PAT_READ, PERF_PAT_RANDREAD, PERF_PAT_WRITE, PERF_PAT_RANDWRITE, PERF_PAT_RANDRW};
-    for (unsigned i = 0; i < 5; i++) run_ok("psync", pats[i], 1, 1, 0);
+    for (unsigned i = 0; i < 5; i++)
+        run_ok("psync", pats[i], 1, 1, 0);
     if (kio_io_uring_available()) {
-        for (unsigned i = 0; i < 5; i++) run_ok("io_uring", pats[i], 16, 2, 0);
+        for (unsigned i = 0; i < 5; i++)
+            run_ok("io_uring", pats[i], 16, 2, 0);
     } else {
         printf("io_uring unavailable on this kernel/build: skipped\n");
     }
@@ -87,8 +115,15 @@ int main(void)
         char err[PERF_ERRLEN] = "";
         struct perf_target_opts o = {.backend = vb, .need_write = 1};
         CHECK(perf_target_open(uri, &o, &t, err, sizeof(err)) == 0);
-        struct perf_config c = {.pattern = PERF_PAT_READ, .iosize = IOSIZE, .qdepth = vqd, .nqueues = 1, .nthreads = 1,
-                                .runtime_ns = 200 * MS, .seed = 7, .verify = 1, .lat = 1};
+        struct perf_config c = {.pattern = PERF_PAT_READ,
+                                .iosize = IOSIZE,
+                                .qdepth = vqd,
+                                .nqueues = 1,
+                                .nthreads = 1,
+                                .runtime_ns = 200 * MS,
+                                .seed = 7,
+                                .verify = 1,
+                                .lat = 1};
         CHECK(perf_fill(t, &c, &res, err, sizeof(err)) == 0);
         CHECK(res.ios == FILE_BYTES / IOSIZE);
         CHECK(perf_run(t, &c, &res, err, sizeof(err)) == 0);
@@ -115,18 +150,27 @@ int main(void)
     }
 
     /* bad parameters */
-    struct perf_config good = {.pattern = PERF_PAT_RANDREAD, .iosize = IOSIZE, .qdepth = 1, .nqueues = 1, .nthreads = 1,
-                               .runtime_ns = 10 * MS, .lat = 1};
+    struct perf_config good = {.pattern = PERF_PAT_RANDREAD,
+                               .iosize = IOSIZE,
+                               .qdepth = 1,
+                               .nqueues = 1,
+                               .nthreads = 1,
+                               .runtime_ns = 10 * MS,
+                               .lat = 1};
     struct perf_config c = good;
     c.qdepth = 4;
     expect_err(uri, "psync", c, "qdepth=4");
-    c = good; c.iosize = 1000;
+    c = good;
+    c.iosize = 1000;
     expect_err(uri, "psync", c, "iosize=1000");
-    c = good; c.lba_start = FILE_BYTES;
+    c = good;
+    c.lba_start = FILE_BYTES;
     expect_err(uri, "psync", c, "lba_start");
-    c = good; c.rwmix = 101;
+    c = good;
+    c.rwmix = 101;
     expect_err(uri, "psync", c, "rwmix");
-    c = good; c.runtime_ns = 0;
+    c = good;
+    c.runtime_ns = 0;
     expect_err(uri, "psync", c, "runtime");
     expect_err("file:///nonexistent/nvmelab.bin", "psync", good, "no such file");
     expect_err(uri, "aio", good, "unknown backend");

@@ -4,7 +4,13 @@
 
 #include "engine/stats.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                                      \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
 #define REL_ERR 0.016 /* 2^-(STATS_SUB_BITS-1) */
 
 int main(void)

@@ -10,10 +10,10 @@
 #include "nvme/target.h"
 #include "test_driver.h"
 
-#define KIB 1024u
-#define PAGE 4096u
+#define KIB       1024u
+#define PAGE      4096u
 #define SQE_WORDS 8u
-#define CID_MASK (0xffffull << 16)
+#define CID_MASK  (0xffffull << 16)
 
 typedef uint64_t __attribute__((may_alias)) qword;
 
@@ -143,8 +143,13 @@ static void test_dirty_slots(void)
     struct nvme_cpl cpl;
     T_EQ(t_io(q, ns, NVME_CMD_READ, 0, 1, buf, 512, &cpl), 0); /* prime */
     for (int round = 0; round < 3; round++) {
-        struct nvme_sqe raw = {.opc = NVME_CMD_READ, .nsid = nvme_ns_id(ns), .cdw2 = 0xc0de, .cdw3 = 0xc0de,
-                               .cdw12 = 0, .cdw14 = 0xbeef, .cdw15 = 0xbeef};
+        struct nvme_sqe raw = {.opc = NVME_CMD_READ,
+                               .nsid = nvme_ns_id(ns),
+                               .cdw2 = 0xc0de,
+                               .cdw3 = 0xc0de,
+                               .cdw12 = 0,
+                               .cdw14 = 0xbeef,
+                               .cdw15 = 0xbeef};
         T_EQ(t_raw(q, &raw, buf, 512, &cpl), 0);
         for (uint32_t i = 0; i < 2 * o.depth; i++) {
             const struct nvme_sqe *s = next_slot(q);

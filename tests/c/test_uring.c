@@ -1,9 +1,6 @@
 /* test_uring.c — the io_uring module over the kernel ABI: ring set-up and fallbacks, a full SQ
  * refuses more SQEs, reads and writes (plain and fixed) land where they should across many
  * wrap-arounds of both rings, and a process that may not use io_uring gets an error that says why. */
-#include "engine/kio.h"
-#include "engine/uring.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -18,7 +15,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
+#include "engine/kio.h"
+#include "engine/uring.h"
+
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                                      \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
 
 enum { ENTRIES = 8, BLK = 4096, NBLK = 64, ROUNDS = 50 };
 

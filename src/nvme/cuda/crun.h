@@ -21,20 +21,20 @@
 #include "nvme/spec.h"
 
 #define CRUN_SHARED_PER_CMD (sizeof(uint16_t) + sizeof(uint32_t)) // status + seen flag per command
-#define CRUN_STOP_GRACE_NS  5000000000ull  // after the stop flag, the kernel ends within timeout + this
+#define CRUN_STOP_GRACE_NS  5000000000ull // after the stop flag, the kernel ends within timeout + this
 
 struct crun_queue {
     struct nvme_sqe *sq;
     const struct nvme_cqe *cq;
     volatile uint32_t *sq_db, *cq_db;
     uint32_t entries;
-    uint32_t dev, qidx;        // device, queue index within the device
+    uint32_t dev, qidx; // device, queue index within the device
     uint16_t qid;
     uint16_t pad;
-    int state;                 // enum nvme_gpuq_state, first failure wins (atomicCAS)
+    int state; // enum nvme_gpuq_state, first failure wins (atomicCAS)
     int err_valid;
     uint32_t err_state;
-    uint16_t err_status;       // CQE status without phase
+    uint16_t err_status; // CQE status without phase
     uint16_t pad2;
     uint64_t err_lba;
     unsigned long long errors, verify_errors;
@@ -53,7 +53,7 @@ struct crun_params {
     uint32_t qdepth, nqueues, iosize, nlb, lba_size;
     int random, write, verify, readback;
     uint64_t seed, nslots, lba0, max_rounds, timeout_ns;
-    int scope;                           // enum nvme_cuda_scope: who writes the CQs (acquire scope)
+    int scope; // enum nvme_cuda_scope: who writes the CQs (acquire scope)
 };
 
 /* cudaFuncGetAttributes on the kernel (forces its module to load under lazy loading, before any
@@ -66,9 +66,9 @@ int crun_launch(const struct crun_params *P, uint32_t nblk, void *stream, char *
 int crun_launch_blocking_refused(char *err, size_t errlen);
 /* After the kernel ended: per-queue rounds (and into queue_rounds), counters, first error, the progress
  * check, and the run's return code with one message naming the device and queue. */
-int crun_collect(const struct crun_params *P, struct crun_queue *hq, uint32_t nblk, const struct nvme_cuda_run_params *p,
-                 struct nvme_cuda_run_result *r, uint64_t *queue_rounds, size_t nqueue_rounds, bool stopped_by_user,
-                 char *err, size_t errlen);
+int crun_collect(const struct crun_params *P, struct crun_queue *hq, uint32_t nblk,
+                 const struct nvme_cuda_run_params *p, struct nvme_cuda_run_result *r, uint64_t *queue_rounds,
+                 size_t nqueue_rounds, bool stopped_by_user, char *err, size_t errlen);
 
 /* The measured window (timed runs): round counts at its edges and its length. */
 struct crun_window {

@@ -9,13 +9,12 @@
 // writer's (P.scope, see nvme_cuda.cuh).
 #include <cerrno>
 #include <chrono>
-#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
-
 #include <cuda_runtime.h>
+#include <thread>
+#include <vector>
 
 #include "nvme/cuda/crun.h"
 #include "nvme/cuda/gpu_emu.h"
@@ -52,8 +51,8 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
     uint64_t prp1 = 0, prp2 = 0;
     uint64_t *list = reinterpret_cast<uint64_t *>(buf + P.span);
     const uint64_t list_dma = P.span < P.stride ? P.lut[(off + P.span) >> NVME_GPUQ_PAGE_SHIFT] : 0;
-    int prp_bad = nvme_gpuq_prp(P.lut, P.lut_pages, off, P.iosize, P.span < P.stride ? list : nullptr, list_dma,
-                                &prp1, &prp2);
+    int prp_bad =
+        nvme_gpuq_prp(P.lut, P.lut_pages, off, P.iosize, P.span < P.stride ? list : nullptr, list_dma, &prp1, &prp2);
     if (i == 0) {
         s_fail = 0;
         s_next_check = 0;
@@ -88,7 +87,8 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
             __syncthreads();
             if (s_stop)
                 break;
-            const uint64_t slba = nvme_gpuq_slba(P.random, &lcg, k, thread_in_dev, threads_per_dev, P.nslots, P.lba0, P.nlb);
+            const uint64_t slba =
+                nvme_gpuq_slba(P.random, &lcg, k, thread_in_dev, threads_per_dev, P.nslots, P.lba0, P.nlb);
             if (!wr && P.verify) { // poison: a read that moves no data must not verify (stamps are never 0)
                 uint64_t *w = reinterpret_cast<uint64_t *>(buf);
                 for (uint64_t x = 0; x < words; x++)
@@ -167,8 +167,10 @@ int crun_preload(uint32_t qdepth, int *blocks_per_sm, char *err, size_t errlen)
     if (ce != cudaSuccess)
         return gemu_cuda_errno((int)ce, "loading the cuda-run kernel", err, errlen);
     if ((int)qdepth > a.maxThreadsPerBlock) {
-        snprintf(err, errlen, "qdepth=%u: the cuda-run kernel runs at most %d threads per block on this GPU "
-                 "(cudaFuncGetAttributes, %d registers per thread)", qdepth, a.maxThreadsPerBlock, a.numRegs);
+        snprintf(err, errlen,
+                 "qdepth=%u: the cuda-run kernel runs at most %d threads per block on this GPU "
+                 "(cudaFuncGetAttributes, %d registers per thread)",
+                 qdepth, a.maxThreadsPerBlock, a.numRegs);
         return -E2BIG;
     }
     ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, crun_kernel, (int)qdepth,
@@ -188,15 +190,17 @@ int crun_launch_blocking_refused(char *err, size_t errlen)
     const char *v = getenv("CUDA_LAUNCH_BLOCKING");
     if (!v || !*v || !strcmp(v, "0"))
         return 0;
-    snprintf(err, errlen, "CUDA_LAUNCH_BLOCKING=%s is set: every kernel launch would then wait for the kernel to end, "
+    snprintf(err, errlen,
+             "CUDA_LAUNCH_BLOCKING=%s is set: every kernel launch would then wait for the kernel to end, "
              "and the persistent emulator and the engine end only when the host tells them to, so the run would "
-             "hang; unset CUDA_LAUNCH_BLOCKING (or set it to 0) for device-initiated I/O", v);
+             "hang; unset CUDA_LAUNCH_BLOCKING (or set it to 0) for device-initiated I/O",
+             v);
     return -ENOTSUP;
 }
 
 int crun_collect(const crun_params *P, crun_queue *hq, uint32_t nblk, const nvme_cuda_run_params *p,
-                 nvme_cuda_run_result *r, uint64_t *queue_rounds, size_t nqueue_rounds, bool stopped_by_user,
-                 char *err, size_t errlen)
+                 nvme_cuda_run_result *r, uint64_t *queue_rounds, size_t nqueue_rounds, bool stopped_by_user, char *err,
+                 size_t errlen)
 {
     uint64_t rounds_all = 0, round_ns = 0;
     std::vector<uint64_t> per(nblk);
@@ -231,20 +235,24 @@ int crun_collect(const crun_params *P, crun_queue *hq, uint32_t nblk, const nvme
     for (uint32_t b = 0; b < nblk; b++) {
         const crun_queue &q = hq[b];
         if (q.state == NVME_GPUQ_TIMEOUT) {
-            snprintf(err, errlen, "device %u queue %u (qid %u): a completion did not arrive within %.3f s "
-                     "(round %llu); the queue was stopped", q.dev, q.qidx, q.qid, P->timeout_ns / 1e9,
-                     (unsigned long long)q.rounds);
+            snprintf(err, errlen,
+                     "device %u queue %u (qid %u): a completion did not arrive within %.3f s "
+                     "(round %llu); the queue was stopped",
+                     q.dev, q.qidx, q.qid, P->timeout_ns / 1e9, (unsigned long long)q.rounds);
             return -ETIMEDOUT;
         }
         if (q.state == NVME_GPUQ_BAD_CID || q.state == NVME_GPUQ_BAD_SQID) {
-            snprintf(err, errlen, "device %u queue %u (qid %u): a completion named %s (CID 0x%04x) "
-                     "(round %llu); the queue was stopped", q.dev, q.qidx, q.qid,
-                     q.state == NVME_GPUQ_BAD_CID ? "a command that is not outstanding" : "another SQ",
-                     q.err_status, (unsigned long long)q.rounds);
+            snprintf(err, errlen,
+                     "device %u queue %u (qid %u): a completion named %s (CID 0x%04x) "
+                     "(round %llu); the queue was stopped",
+                     q.dev, q.qidx, q.qid,
+                     q.state == NVME_GPUQ_BAD_CID ? "a command that is not outstanding" : "another SQ", q.err_status,
+                     (unsigned long long)q.rounds);
             return -EPROTO;
         }
         if (q.state == NVME_GPUQ_NVME_ERROR && q.err_status == 0) {
-            snprintf(err, errlen, "device %u queue %u: the I/O buffer does not fit the PRP lookup table", q.dev, q.qidx);
+            snprintf(err, errlen, "device %u queue %u: the I/O buffer does not fit the PRP lookup table", q.dev,
+                     q.qidx);
             return -EFAULT;
         }
     }
@@ -257,9 +265,10 @@ int crun_collect(const crun_params *P, crun_queue *hq, uint32_t nblk, const nvme
     int idle = nvme_gpuq_idle_queue(per.data(), nblk);
     if (idle >= 0) {
         const crun_queue &q = hq[idle];
-        snprintf(err, errlen, "device %u queue %u (qid %u) completed no round while others completed %llu: its "
-                 "block never ran (not resident beside the others?); the run is not valid", q.dev, q.qidx, q.qid,
-                 (unsigned long long)rounds_all);
+        snprintf(err, errlen,
+                 "device %u queue %u (qid %u) completed no round while others completed %llu: its "
+                 "block never ran (not resident beside the others?); the run is not valid",
+                 q.dev, q.qidx, q.qid, (unsigned long long)rounds_all);
         return -EAGAIN;
     }
     return 0;
@@ -283,8 +292,8 @@ static uint64_t crun_sum_rounds(const volatile unsigned long long *r, uint32_t n
 }
 
 int crun_drive(const crun_params *P, const nvme_cuda_run_params *p, uint32_t nblk,
-               const volatile unsigned long long *rounds_host, volatile int *stop_host, volatile int *stop, void *end_event,
-               crun_window *w, char *err, size_t errlen)
+               const volatile unsigned long long *rounds_host, volatile int *stop_host, volatile int *stop,
+               void *end_event, crun_window *w, char *err, size_t errlen)
 {
     cudaEvent_t e1 = (cudaEvent_t)end_event;
     const auto t_start = std::chrono::steady_clock::now();
@@ -301,11 +310,13 @@ int crun_drive(const crun_params *P, const nvme_cuda_run_params *p, uint32_t nbl
         }
     } else {
         crun_sleep_until(t_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                       std::chrono::duration<double>(p->warmup_s)), stop, e1);
+                                       std::chrono::duration<double>(p->warmup_s)),
+                         stop, e1);
         w->r0 = crun_sum_rounds(rounds_host, nblk);
         const auto t_w0 = std::chrono::steady_clock::now();
         crun_sleep_until(t_w0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(p->runtime_s)), stop, e1);
+                                    std::chrono::duration<double>(p->runtime_s)),
+                         stop, e1);
         w->r1 = crun_sum_rounds(rounds_host, nblk);
         w->window_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_w0).count();
     }

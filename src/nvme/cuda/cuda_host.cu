@@ -6,9 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <thread>
-
 #include <cuda_runtime.h>
+#include <thread>
 
 #include "nvme/cuda/cuda_api.h"
 #include "nvme/cuda/gpu_emu.h"
@@ -40,7 +39,8 @@ int gemu_cuda_errno(int cuda_err, const char *what, char *err, size_t errlen)
 uint64_t gemu_steady_ns(void)
 {
     return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch()).count();
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 // One watchdog for streams and events: query until done, an error, or the deadline.
@@ -115,7 +115,9 @@ extern "C" int nvme_cuda_rw_parse(const char *name, nvme_cuda_rw *out)
     static const struct {
         const char *name;
         nvme_cuda_rw rw;
-    } t[] = {{"read", NVME_CUDA_READ}, {"randread", NVME_CUDA_RANDREAD}, {"write", NVME_CUDA_WRITE},
+    } t[] = {{"read", NVME_CUDA_READ},
+             {"randread", NVME_CUDA_RANDREAD},
+             {"write", NVME_CUDA_WRITE},
              {"randwrite", NVME_CUDA_RANDWRITE}};
     for (const auto &e : t)
         if (name && !strcmp(name, e.name)) {
@@ -125,7 +127,8 @@ extern "C" int nvme_cuda_rw_parse(const char *name, nvme_cuda_rw *out)
     return -EINVAL;
 }
 
-extern "C" size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs, uint64_t *stride)
+extern "C" size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs,
+                                     uint64_t *stride)
 {
     const uint64_t page = NVME_GPUQ_PAGE_SIZE;
     const uint64_t span = ((uint64_t)iosize + page - 1u) / page * page;
@@ -135,8 +138,8 @@ extern "C" size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t 
     return (size_t)((uint64_t)ndevs * nqueues * qdepth * st + page);
 }
 
-extern "C" int nvme_cuda_target_check(const char *target, uint32_t ndev_default, char *desc, size_t desclen,
-                                      char *err, size_t errlen)
+extern "C" int nvme_cuda_target_check(const char *target, uint32_t ndev_default, char *desc, size_t desclen, char *err,
+                                      size_t errlen)
 {
     gemu e{};
     int rc = gemu_parse_uri(target, ndev_default, &e, err, errlen);
@@ -175,4 +178,3 @@ extern "C" int nvme_cuda_unmap_bar(void *bar, char *err, size_t errlen)
     cudaError_t ce = cudaHostUnregister(bar);
     return ce == cudaSuccess ? 0 : gemu_cuda_errno((int)ce, "cudaHostUnregister(BAR0)", err, errlen);
 }
-

@@ -14,10 +14,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <cuda_runtime.h>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime.h>
 
 #include "nvme/bar.h"
 #include "nvme/cuda/crun.h"
@@ -40,9 +39,9 @@ static const char CPCI_GPU_PAYLOAD_MSG[] =
 
 struct cpci_state {
     nvme_target *t = nullptr;
-    std::vector<nvme_gpuq_pair *> pairs;     // one per block, device-major
-    std::vector<void *> registered;          // host ranges registered with CUDA (unregistered in reverse)
-    std::vector<void *> bars;                // BARs mapped for the GPU
+    std::vector<nvme_gpuq_pair *> pairs; // one per block, device-major
+    std::vector<void *> registered;      // host ranges registered with CUDA (unregistered in reverse)
+    std::vector<void *> bars;            // BARs mapped for the GPU
     nvme_dma *payload = nullptr;
 };
 
@@ -99,8 +98,10 @@ int nvme_cuda_run_pci(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, ui
         return -EINVAL;
     }
     if (emu && !strstr(p->target, "mode=thread")) {
-        snprintf(err, errlen, "target=%s: GPU threads ring doorbells the inline emulator never sees; use "
-                 "emu://?mode=thread&... (a service thread polls the doorbells) or gpu-emu://", p->target);
+        snprintf(err, errlen,
+                 "target=%s: GPU threads ring doorbells the inline emulator never sees; use "
+                 "emu://?mode=thread&... (a service thread polls the doorbells) or gpu-emu://",
+                 p->target);
         return -EINVAL;
     }
     char why[NVME_CUDA_DESC_LEN];
@@ -143,13 +144,13 @@ int nvme_cuda_run_pci(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, ui
     uint32_t lba_size = 0;
     void *buf_dev = nullptr;
     int bps = 0;
-#define CPCI_CUDA(call, what)                                                                                     \
-    do {                                                                                                          \
-        cudaError_t ce_ = (call);                                                                                 \
-        if (ce_ != cudaSuccess) {                                                                                 \
-            rc = gemu_cuda_errno((int)ce_, what, err, errlen);                                                    \
-            goto out;                                                                                             \
-        }                                                                                                         \
+#define CPCI_CUDA(call, what)                                                                                          \
+    do {                                                                                                               \
+        cudaError_t ce_ = (call);                                                                                      \
+        if (ce_ != cudaSuccess) {                                                                                      \
+            rc = gemu_cuda_errno((int)ce_, what, err, errlen);                                                         \
+            goto out;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
     if (ndevs > nctrl) {
@@ -163,10 +164,10 @@ int nvme_cuda_run_pci(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, ui
         if (!ns || (lba_size && nvme_ns_lba_size(ns) != lba_size) || p->iosize % nvme_ns_lba_size(ns) ||
             p->iosize > nvme_ctrl_max_xfer(c)) {
             snprintf(err, errlen, "controller %u: %s", d,
-                     !ns ? "has no active namespace"
-                         : (lba_size && nvme_ns_lba_size(ns) != lba_size) ? "its LBA size differs from the others'"
-                         : p->iosize % nvme_ns_lba_size(ns) ? "iosize is not a multiple of its LBA size"
-                                                            : "iosize is above its largest transfer (MDTS)");
+                     !ns                                              ? "has no active namespace"
+                     : (lba_size && nvme_ns_lba_size(ns) != lba_size) ? "its LBA size differs from the others'"
+                     : p->iosize % nvme_ns_lba_size(ns)               ? "iosize is not a multiple of its LBA size"
+                                                                      : "iosize is above its largest transfer (MDTS)");
             rc = -EINVAL;
             goto out;
         }
@@ -174,9 +175,10 @@ int nvme_cuda_run_pci(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, ui
         if (nvme_ns_nsze(ns) < lba_count)
             lba_count = nvme_ns_nsze(ns);
         if (p->qdepth + 1u > nvme_ctrl_max_depth(c) || p->nqueues > nvme_ctrl_max_qpairs(c)) {
-            snprintf(err, errlen, "controller %u: qdepth=%u needs %u entries and nqueues=%u queue pairs; it offers "
-                     "%u entries and %u pairs", d, p->qdepth, p->qdepth + 1u, p->nqueues, nvme_ctrl_max_depth(c),
-                     nvme_ctrl_max_qpairs(c));
+            snprintf(err, errlen,
+                     "controller %u: qdepth=%u needs %u entries and nqueues=%u queue pairs; it offers "
+                     "%u entries and %u pairs",
+                     d, p->qdepth, p->qdepth + 1u, p->nqueues, nvme_ctrl_max_depth(c), nvme_ctrl_max_qpairs(c));
             rc = -EINVAL;
             goto out;
         }
@@ -192,8 +194,10 @@ int nvme_cuda_run_pci(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, ui
     if (rc)
         goto out;
     if ((double)nblk > (double)bps * r->gpu.sms) {
-        snprintf(err, errlen, "the run needs %u blocks of %u threads resident at once; %s holds %d per SM on %d SMs. "
-                 "Lower qdepth, nqueues or ndevs", nblk, p->qdepth, r->gpu.name, bps, r->gpu.sms);
+        snprintf(err, errlen,
+                 "the run needs %u blocks of %u threads resident at once; %s holds %d per SM on %d SMs. "
+                 "Lower qdepth, nqueues or ndevs",
+                 nblk, p->qdepth, r->gpu.name, bps, r->gpu.sms);
         rc = -E2BIG;
         goto out;
     }
@@ -264,7 +268,8 @@ int nvme_cuda_run_pci(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, ui
     CPCI_CUDA(cudaMemcpy(lut, hlut.data(), hlut.size() * sizeof(uint64_t), cudaMemcpyHostToDevice),
               "uploading the PRP lookup table");
     CPCI_CUDA(cudaMalloc((void **)&dq, nblk * sizeof(crun_queue)), "allocating the queue table");
-    CPCI_CUDA(cudaMemcpy(dq, hq.data(), nblk * sizeof(crun_queue), cudaMemcpyHostToDevice), "uploading the queue table");
+    CPCI_CUDA(cudaMemcpy(dq, hq.data(), nblk * sizeof(crun_queue), cudaMemcpyHostToDevice),
+              "uploading the queue table");
     CPCI_CUDA(cudaHostAlloc((void **)&rounds_host, nblk * sizeof(unsigned long long), cudaHostAllocMapped),
               "allocating mapped round counters");
     memset(rounds_host, 0, nblk * sizeof(unsigned long long));
@@ -315,7 +320,8 @@ int nvme_cuda_run_pci(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, ui
         float ms = 0;
         CPCI_CUDA(cudaEventElapsedTime(&ms, e0, e1), "reading the kernel time");
         r->kernel_s = ms / 1e3;
-        CPCI_CUDA(cudaMemcpy(hq.data(), dq, nblk * sizeof(crun_queue), cudaMemcpyDeviceToHost), "reading queue results");
+        CPCI_CUDA(cudaMemcpy(hq.data(), dq, nblk * sizeof(crun_queue), cudaMemcpyDeviceToHost),
+                  "reading queue results");
         r->ndevs = ndevs;
         snprintf(r->profile, sizeof(r->profile), "%s", emu ? "emu-thread" : "hardware");
         r->scale = 1.0;

@@ -14,10 +14,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <cuda_runtime.h>
 #include <thread>
 #include <vector>
-
-#include <cuda_runtime.h>
 
 #include "nvme/cuda/crun.h"
 #include "nvme/cuda/cuda_api.h"
@@ -25,19 +24,19 @@
 #include "nvme/cuda/nvme_cuda.cuh"
 #include "nvme/cuda/nvme_gpuq.h"
 
-#define CRUN_HOST_POLL      std::chrono::milliseconds(1)
-#define CRUN_MAX_NDEVS      GEMU_MAX_DEVS
-#define CRUN_MAX_NQUEUES    GEMU_MAX_QUEUES_DEV
-#define CRUN_DEFAULT_NDEVS  16u        // the published server's device count
+#define CRUN_HOST_POLL     std::chrono::milliseconds(1)
+#define CRUN_MAX_NDEVS     GEMU_MAX_DEVS
+#define CRUN_MAX_NQUEUES   GEMU_MAX_QUEUES_DEV
+#define CRUN_DEFAULT_NDEVS 16u // the published server's device count
 
 // ------------------------------------------------------------------------------------------ host side
-#define CRUN_CHECK(call, what)                                                      \
-    do {                                                                            \
-        cudaError_t ce_ = (call);                                                   \
-        if (ce_ != cudaSuccess) {                                                   \
-            rc = gemu_cuda_errno((int)ce_, what, err, errlen);                      \
-            goto out;                                                               \
-        }                                                                           \
+#define CRUN_CHECK(call, what)                                                                                         \
+    do {                                                                                                               \
+        cudaError_t ce_ = (call);                                                                                      \
+        if (ce_ != cudaSuccess) {                                                                                      \
+            rc = gemu_cuda_errno((int)ce_, what, err, errlen);                                                         \
+            goto out;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 static int crun_check(const nvme_cuda_run_params *p, char *err, size_t errlen)
@@ -48,7 +47,8 @@ static int crun_check(const nvme_cuda_run_params *p, char *err, size_t errlen)
     if (p->rw < NVME_CUDA_READ || p->rw > NVME_CUDA_RANDWRITE)
         BAD("rw=%d: must be read, randread, write or randwrite", (int)p->rw);
     if (p->iosize < NVME_GPUQ_LBA_SIZE_MIN || p->iosize % NVME_GPUQ_LBA_SIZE_MIN || p->iosize > NVME_GPUQ_MAX_IO)
-        BAD("iosize=%u: must be a multiple of %u bytes, at most %u", p->iosize, NVME_GPUQ_LBA_SIZE_MIN, NVME_GPUQ_MAX_IO);
+        BAD("iosize=%u: must be a multiple of %u bytes, at most %u", p->iosize, NVME_GPUQ_LBA_SIZE_MIN,
+            NVME_GPUQ_MAX_IO);
     if (p->qdepth < 1 || p->qdepth > NVME_GPUQ_MAX_QDEPTH)
         BAD("qdepth=%u: must be in 1..%u (one CUDA thread per command, one block per queue)", p->qdepth,
             NVME_GPUQ_MAX_QDEPTH);
@@ -133,7 +133,8 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         goto out;
     ndevs = p->ndevs ? p->ndevs : emu->ndev;
     if (ndevs > emu->ndev) {
-        snprintf(err, errlen, "ndevs=%u: the target has %u device(s) (ndev=%u in the URI)", ndevs, emu->ndev, emu->ndev);
+        snprintf(err, errlen, "ndevs=%u: the target has %u device(s) (ndev=%u in the URI)", ndevs, emu->ndev,
+                 emu->ndev);
         rc = -EINVAL;
         goto out;
     }
@@ -231,7 +232,8 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         q.cq_db = cdb;
     }
     CRUN_CHECK(cudaMalloc((void **)&dq, nblk * sizeof(crun_queue)), "allocating the queue table");
-    CRUN_CHECK(cudaMemcpy(dq, hq.data(), nblk * sizeof(crun_queue), cudaMemcpyHostToDevice), "uploading the queue table");
+    CRUN_CHECK(cudaMemcpy(dq, hq.data(), nblk * sizeof(crun_queue), cudaMemcpyHostToDevice),
+               "uploading the queue table");
     CRUN_CHECK(cudaHostAlloc((void **)&rounds_host, nblk * sizeof(unsigned long long), cudaHostAllocMapped),
                "allocating mapped round counters");
     memset(rounds_host, 0, nblk * sizeof(unsigned long long));
@@ -302,7 +304,8 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         float ms = 0;
         CRUN_CHECK(cudaEventElapsedTime(&ms, e0, e1), "reading the kernel time");
         r->kernel_s = ms / 1e3;
-        CRUN_CHECK(cudaMemcpy(hq.data(), dq, nblk * sizeof(crun_queue), cudaMemcpyDeviceToHost), "reading queue results");
+        CRUN_CHECK(cudaMemcpy(hq.data(), dq, nblk * sizeof(crun_queue), cudaMemcpyDeviceToHost),
+                   "reading queue results");
         snprintf(r->payload, sizeof(r->payload), "gpu");
         r->emu_blocks = emu->blocks;
         r->emu_warps = emu->warps;

@@ -36,12 +36,14 @@ static inline NVME_HD uint32_t gemu_plan_queue_stride(uint32_t blocks, uint32_t 
 {
     return blocks * warps;
 }
-static inline NVME_HD uint32_t gemu_plan_block_of(uint32_t queue, uint32_t blocks) { return queue % blocks; }
+static inline NVME_HD uint32_t gemu_plan_block_of(uint32_t queue, uint32_t blocks)
+{
+    return queue % blocks;
+}
 
 /* 0 when `warps` warps per block fit a kernel whose cudaFuncGetAttributes says max_threads_per_block
  * (and regs registers per thread); else -E2BIG and one line naming the parameter and its limit. */
-static inline int gemu_plan_warps_check(uint32_t warps, int max_threads_per_block, int regs, char *err,
-                                        size_t errlen)
+static inline int gemu_plan_warps_check(uint32_t warps, int max_threads_per_block, int regs, char *err, size_t errlen)
 {
     uint32_t limit = max_threads_per_block > 0 ? (uint32_t)max_threads_per_block / GEMU_PLAN_WARP : 0u;
     if (warps <= limit)

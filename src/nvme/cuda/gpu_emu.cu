@@ -9,10 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cuda_runtime.h>
 #include <new>
 #include <vector>
-
-#include <cuda_runtime.h>
 
 #include "nvme/cuda/gemu_plan.h"
 #include "nvme/cuda/gpu_emu.h"
@@ -21,21 +20,21 @@
 #include "nvme/emu/profiles.h"
 #include "nvme/uri.h"
 
-#define GEMU_ST(sct, sc)     ((uint16_t)(((sct) << NVME_CQE_SCT_SHIFT) | ((sc) << NVME_CQE_SC_SHIFT)))
-#define GEMU_ST_DNR(sct, sc) ((uint16_t)(GEMU_ST(sct, sc) | NVME_CQE_DNR))
-#define GEMU_FULL_MASK       0xffffffffu
-#define GEMU_NSID            1u            // one namespace per emulated controller
-#define GEMU_NSID_ALL        0xffffffffu
-#define GEMU_VEC             16u           // bytes per vector copy
-#define GEMU_WORD            4u            // bytes per scalar copy (PRPs are dword aligned)
-#define GEMU_CQE_W3_OFF      12u
-#define GEMU_IDLE_BACKOFF_MAX_NS 256u      // an idle emulator warp sleeps at most this long between sweeps
+#define GEMU_ST(sct, sc)         ((uint16_t)(((sct) << NVME_CQE_SCT_SHIFT) | ((sc) << NVME_CQE_SC_SHIFT)))
+#define GEMU_ST_DNR(sct, sc)     ((uint16_t)(GEMU_ST(sct, sc) | NVME_CQE_DNR))
+#define GEMU_FULL_MASK           0xffffffffu
+#define GEMU_NSID                1u // one namespace per emulated controller
+#define GEMU_NSID_ALL            0xffffffffu
+#define GEMU_VEC                 16u // bytes per vector copy
+#define GEMU_WORD                4u  // bytes per scalar copy (PRPs are dword aligned)
+#define GEMU_CQE_W3_OFF          12u
+#define GEMU_IDLE_BACKOFF_MAX_NS 256u // an idle emulator warp sleeps at most this long between sweeps
 
-#define GEMU_CHECK(call, what)                                                   \
-    do {                                                                         \
-        cudaError_t ce_ = (call);                                                \
-        if (ce_ != cudaSuccess)                                                  \
-            return gemu_cuda_errno((int)ce_, what, err, errlen);                 \
+#define GEMU_CHECK(call, what)                                                                                         \
+    do {                                                                                                               \
+        cudaError_t ce_ = (call);                                                                                      \
+        if (ce_ != cudaSuccess)                                                                                        \
+            return gemu_cuda_errno((int)ce_, what, err, errlen);                                                       \
     } while (0)
 
 // ------------------------------------------------------------------------------------------ device code
@@ -44,7 +43,10 @@ static __device__ __forceinline__ bool gemu_in_window(const gemu_shared *g, uint
     return addr >= g->dma_lo && addr + len >= addr && addr + len <= g->dma_hi;
 }
 
-static __device__ __forceinline__ uint64_t gemu_ld64(const uint64_t *p) { return __ldcv(reinterpret_cast<const unsigned long long *>(p)); }
+static __device__ __forceinline__ uint64_t gemu_ld64(const uint64_t *p)
+{
+    return __ldcv(reinterpret_cast<const unsigned long long *>(p));
+}
 
 // PRP rules of the CPU emulator (io.c), minus chained lists (refused with Invalid Field).
 static __device__ uint16_t gemu_prp_check(const gemu_shared *g, uint64_t prp1, uint64_t prp2, uint64_t len)
@@ -180,7 +182,8 @@ static __device__ void gemu_warp_copy(uint8_t *dst, const uint8_t *src, uint64_t
     if (!((uintptr_t)dst % GEMU_VEC) && !((uintptr_t)src % GEMU_VEC) && !(n % GEMU_VEC))
         gemu_warp_copy_t(reinterpret_cast<uint4 *>(dst), reinterpret_cast<const uint4 *>(src), n / GEMU_VEC, lane);
     else
-        gemu_warp_copy_t(reinterpret_cast<uint32_t *>(dst), reinterpret_cast<const uint32_t *>(src), n / GEMU_WORD, lane);
+        gemu_warp_copy_t(reinterpret_cast<uint32_t *>(dst), reinterpret_cast<const uint32_t *>(src), n / GEMU_WORD,
+                         lane);
 }
 
 static __device__ __forceinline__ uint64_t gemu_gcra(unsigned long long *tat, uint64_t t, uint64_t cost)
@@ -195,7 +198,10 @@ static __device__ __forceinline__ uint64_t gemu_gcra(unsigned long long *tat, ui
     }
 }
 
-static __device__ __forceinline__ uint64_t gemu_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static __device__ __forceinline__ uint64_t gemu_max(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
 
 // Exclusive prefix sum over the warp.
 static __device__ __forceinline__ uint64_t gemu_excl_scan(uint64_t v, unsigned lane, uint64_t *total)
@@ -228,7 +234,7 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
     if (n > room)
         n = (uint32_t)room;
     if (n) {
-        __threadfence(); // the SQEs were published before the doorbell
+        __threadfence();        // the SQEs were published before the doorbell
         alignas(16) nvme_sqe c; // moved as four 16-byte vectors
         uint16_t status = 0;
         uint64_t len = 0, off = 0;
@@ -393,7 +399,7 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
 
 // __launch_bounds__: the kernel is compiled for blocks of up to GEMU_MAX_WARPS_BLOCK warps, so its register
 // count fits them; gemu_open refuses more (gemu_plan_warps_check on cudaFuncGetAttributes).
-__global__ void __launch_bounds__(GEMU_MAX_WARPS_BLOCK * GEMU_WARP) gemu_kernel(gemu_shared *g)
+__global__ void __launch_bounds__(GEMU_MAX_WARPS_BLOCK *GEMU_WARP) gemu_kernel(gemu_shared *g)
 {
     const unsigned lane = threadIdx.x % GEMU_WARP;
     const unsigned wib = threadIdx.x / GEMU_WARP, warps = blockDim.x / GEMU_WARP;
@@ -479,7 +485,8 @@ int gemu_open(const char *uri, uint32_t ndev_default, gemu **out, char *err, siz
             if (ce == cudaSuccess && e->fill_stamp) {
                 const uint64_t words = ns_bytes / NVME_GPUQ_STAMP_WORD;
                 const unsigned grid = (unsigned)((words + GEMU_FILL_THREADS - 1u) / GEMU_FILL_THREADS);
-                gemu_fill_kernel<<<grid, GEMU_FILL_THREADS>>>((uint64_t *)e->hdev[i].ns, words, i, e->hdev[i].lba_shift);
+                gemu_fill_kernel<<<grid, GEMU_FILL_THREADS>>>((uint64_t *)e->hdev[i].ns, words, i,
+                                                              e->hdev[i].lba_shift);
                 if ((ce = cudaGetLastError()) == cudaSuccess)
                     ce = cudaDeviceSynchronize();
             }
@@ -547,8 +554,8 @@ int gemu_preload(const gemu *e, char *err, size_t errlen)
 
 int gemu_occupancy(const gemu *e, int *blocks_per_sm)
 {
-    cudaError_t ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, gemu_kernel,
-                                                                   (int)(e->warps * GEMU_WARP), 0);
+    cudaError_t ce =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, gemu_kernel, (int)(e->warps * GEMU_WARP), 0);
     return ce == cudaSuccess ? 0 : gemu_cuda_errno((int)ce, "gpu-emu: occupancy", NULL, 0);
 }
 
@@ -644,4 +651,3 @@ void gemu_close(gemu *e)
     delete[] e->hdev;
     delete e;
 }
-

@@ -36,33 +36,34 @@
 
 #include "nvme/spec.h"
 
-#define GEMU_MAX_DEVS        64u
-#define GEMU_MAX_QUEUES_DEV  64u
-#define GEMU_FP_SHIFT        16u        /* fixed-point fraction bits of the model's ns */
-#define GEMU_WARP            32u
-#define GEMU_DEFAULT_BLOCKS  8u
-#define GEMU_DEFAULT_WARPS   8u         /* warps per block */
-#define GEMU_MAX_WARPS_BLOCK 16u        /* 512 threads: gemu_kernel's __launch_bounds__ (its ~120 registers
-                                           per thread fit 16 warps; 32 would force spills) */
-#define GEMU_DEFAULT_NS_MIB  64u        /* namespace size per device */
-#define GEMU_STOP_CHECK_ITERS 256u      /* polls of the (PCIe-mapped) stop flag are this sparse */
-#define GEMU_MIB             (1024u * 1024u)
+#define GEMU_MAX_DEVS       64u
+#define GEMU_MAX_QUEUES_DEV 64u
+#define GEMU_FP_SHIFT       16u /* fixed-point fraction bits of the model's ns */
+#define GEMU_WARP           32u
+#define GEMU_DEFAULT_BLOCKS 8u
+#define GEMU_DEFAULT_WARPS  8u /* warps per block */
+#define GEMU_MAX_WARPS_BLOCK                                                                                           \
+    16u                            /* 512 threads: gemu_kernel's __launch_bounds__ (its ~120 registers                 \
+                                      per thread fit 16 warps; 32 would force spills) */
+#define GEMU_DEFAULT_NS_MIB   64u  /* namespace size per device */
+#define GEMU_STOP_CHECK_ITERS 256u /* polls of the (PCIe-mapped) stop flag are this sparse */
+#define GEMU_MIB              (1024u * 1024u)
 
 /* Device-model constants as the kernel uses them (fixed point ns, GEMU_FP_SHIFT bits). */
 struct gemu_model {
-    uint64_t lat_ns;           /* fixed latency added after the caps */
-    uint64_t queue_gap_fp;     /* ns between commands of one SQ (0 = no cap) */
-    uint64_t dev_gap_fp;       /* ns between commands of one device */
-    uint64_t dev_byte_fp;      /* ns per payload byte of one device */
-    uint64_t link_byte_fp;     /* ns per payload byte, shared by all devices */
+    uint64_t lat_ns;       /* fixed latency added after the caps */
+    uint64_t queue_gap_fp; /* ns between commands of one SQ (0 = no cap) */
+    uint64_t dev_gap_fp;   /* ns between commands of one device */
+    uint64_t dev_byte_fp;  /* ns per payload byte of one device */
+    uint64_t link_byte_fp; /* ns per payload byte, shared by all devices */
     int timed;
 };
 
 /* A command fetched and not yet completed. */
 struct gemu_pend {
-    uint64_t due;              /* ns since the emulator's epoch */
+    uint64_t due; /* ns since the emulator's epoch */
     uint16_t cid;
-    uint16_t status;           /* without phase */
+    uint16_t status; /* without phase */
     uint32_t pad;
 };
 
@@ -70,24 +71,24 @@ struct gemu_pend {
 struct gemu_queue {
     const struct nvme_sqe *sq;
     struct nvme_cqe *cq;
-    volatile uint32_t *sq_db;  /* SQ tail doorbell word */
-    volatile uint32_t *cq_db;  /* CQ head doorbell word */
-    struct gemu_pend *pend;    /* ring of `entries` */
+    volatile uint32_t *sq_db; /* SQ tail doorbell word */
+    volatile uint32_t *cq_db; /* CQ head doorbell word */
+    struct gemu_pend *pend;   /* ring of `entries` */
     uint32_t entries;
     uint32_t dev;
     uint16_t qid;
     uint16_t pad0;
     uint32_t pad1;
     /* state */
-    uint64_t sq_head;          /* running count of fetched SQEs */
-    uint64_t cq_tail;          /* running count of posted CQEs */
-    uint64_t pend_head;        /* running count of retired pending entries */
-    uint64_t pend_tail;        /* running count of pending entries pushed */
-    uint64_t q_tat;            /* per-queue GCRA */
+    uint64_t sq_head;   /* running count of fetched SQEs */
+    uint64_t cq_tail;   /* running count of posted CQEs */
+    uint64_t pend_head; /* running count of retired pending entries */
+    uint64_t pend_tail; /* running count of pending entries pushed */
+    uint64_t q_tat;     /* per-queue GCRA */
     /* counters */
     uint64_t fetched, completed, errors, dropped, cq_full_held;
-    uint64_t late_ns_sum, late_ns_max;   /* completion posted after its due time (timed models) */
-    uint64_t idle_sweeps;                /* sweeps of this queue's warp that found nothing (first queue) */
+    uint64_t late_ns_sum, late_ns_max; /* completion posted after its due time (timed models) */
+    uint64_t idle_sweeps;              /* sweeps of this queue's warp that found nothing (first queue) */
 };
 
 /* The emulator's counters summed over its queues, for the run's record. */
@@ -97,11 +98,11 @@ struct gemu_stats {
 };
 
 struct gemu_dev {
-    uint8_t *ns;               /* namespace data in GPU memory (NULL with data=none) */
-    uint64_t nlb;              /* LBAs */
+    uint8_t *ns;  /* namespace data in GPU memory (NULL with data=none) */
+    uint64_t nlb; /* LBAs */
     uint32_t lba_shift;
     uint32_t pad;
-    unsigned long long iops_tat, bw_tat;  /* shared GCRA buckets (atomicCAS) */
+    unsigned long long iops_tat, bw_tat; /* shared GCRA buckets (atomicCAS) */
 };
 
 /* Everything the persistent kernel reads; lives in GPU memory. */
@@ -109,15 +110,15 @@ struct gemu_shared {
     struct gemu_model model;
     struct gemu_queue *queues;
     struct gemu_dev *devs;
-    uint32_t nqueues;          /* registered queues in total */
+    uint32_t nqueues; /* registered queues in total */
     uint32_t ndev;
-    uint64_t dma_lo, dma_hi;   /* the window PRPs must fall in */
-    uint64_t mdts_bytes;       /* largest transfer */
-    uint32_t drop_nth;         /* 0 = off */
+    uint64_t dma_lo, dma_hi; /* the window PRPs must fall in */
+    uint64_t mdts_bytes;     /* largest transfer */
+    uint32_t drop_nth;       /* 0 = off */
     int ooo;
-    int data;                  /* copy payloads */
-    volatile int *stop;        /* mapped host memory */
-    unsigned long long epoch;  /* globaltimer at first use (set by the first warp) */
+    int data;                 /* copy payloads */
+    volatile int *stop;       /* mapped host memory */
+    unsigned long long epoch; /* globaltimer at first use (set by the first warp) */
     unsigned long long link_tat;
 };
 
@@ -128,16 +129,16 @@ struct gemu {
     uint32_t ndev, blocks, warps, ns_mib, lba_size, drop_nth;
     int ooo, data, fill_stamp;
     double lat_ns, iops, bw, qiops, link; /* the model in use, nominal (before scale) */
-    struct gemu_shared h;      /* host copy, uploaded at start */
-    struct gemu_shared *d;     /* device copy */
-    struct gemu_queue *hq;     /* host copies of the queue table */
-    struct gemu_dev *hdev;     /* host copy of the device table (namespace pointers) */
+    struct gemu_shared h;                 /* host copy, uploaded at start */
+    struct gemu_shared *d;                /* device copy */
+    struct gemu_queue *hq;                /* host copies of the queue table */
+    struct gemu_dev *hdev;                /* host copy of the device table (namespace pointers) */
     uint32_t nq, nq_cap;
-    volatile uint32_t *db;     /* doorbell words: 2 per (dev, queue slot) */
-    int *stop_host;            /* mapped pinned stop flag */
+    volatile uint32_t *db; /* doorbell words: 2 per (dev, queue slot) */
+    int *stop_host;        /* mapped pinned stop flag */
     int *stop_dev;
     bool started;
-    bool hung;                 /* did not stop in time: memory is not freed (the kernel may touch it) */
+    bool hung; /* did not stop in time: memory is not freed (the kernel may touch it) */
 };
 
 /* Parse and validate a gpu-emu:// URI without touching the GPU; *e receives the settings (no memory). */

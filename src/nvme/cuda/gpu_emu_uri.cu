@@ -13,9 +13,8 @@
 
 #define GEMU_NS_PER_S 1e9
 
-static const char *const gemu_keys[] = {"ndev", "profile", "scale", "blocks", "warps", "ns", "lba",
-                                        "data", "ooo", "drop", "mdts", "fill", "lat", "iops", "bw", "qiops",
-                                        "link", NULL};
+static const char *const gemu_keys[] = {"ndev", "profile", "scale", "blocks", "warps", "ns", "lba",   "data", "ooo",
+                                        "drop", "mdts",    "fill",  "lat",    "iops",  "bw", "qiops", "link", NULL};
 
 static uint64_t gemu_gap_fp(double rate) // fixed-point ns between commands at `rate` per second
 {
@@ -49,7 +48,11 @@ static int gemu_model_key(const nvme_uri *u, const char *key, gemu_unit unit, do
         x = strtod(buf, &end);
         double mul = 1;
         if (unit == GEMU_UNIT_TIME && end && *end) {
-            mul = !strcmp(end, "ns") ? 1 : !strcmp(end, "us") ? 1e3 : !strcmp(end, "ms") ? 1e6 : !strcmp(end, "s") ? 1e9 : -1;
+            mul = !strcmp(end, "ns")   ? 1
+                  : !strcmp(end, "us") ? 1e3
+                  : !strcmp(end, "ms") ? 1e6
+                  : !strcmp(end, "s")  ? 1e9
+                                       : -1;
             end += strlen(end);
         }
         if (!end || *end || mul < 0 || !std::isfinite(x))
@@ -115,14 +118,16 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
     if ((rc = nvme_uri_get_u64(u, "warps", GEMU_DEFAULT_WARPS, &v, err, errlen)))
         return rc;
     if (v < 1 || v > GEMU_MAX_WARPS_BLOCK) {
-        snprintf(err, errlen, "parameter 'warps': %llu is out of range 1..%u", (unsigned long long)v, GEMU_MAX_WARPS_BLOCK);
+        snprintf(err, errlen, "parameter 'warps': %llu is out of range 1..%u", (unsigned long long)v,
+                 GEMU_MAX_WARPS_BLOCK);
         return -EINVAL;
     }
     e->warps = (uint32_t)v;
     if ((rc = nvme_uri_get_size(u, "ns", (uint64_t)GEMU_DEFAULT_NS_MIB * GEMU_MIB, &v, err, errlen)))
         return rc;
     if (v < GEMU_MIB || v % GEMU_MIB) {
-        snprintf(err, errlen, "parameter 'ns': %llu bytes is not a whole number of MiB >= 1 MiB", (unsigned long long)v);
+        snprintf(err, errlen, "parameter 'ns': %llu bytes is not a whole number of MiB >= 1 MiB",
+                 (unsigned long long)v);
         return -EINVAL;
     }
     e->ns_mib = (uint32_t)(v / GEMU_MIB);
@@ -169,8 +174,8 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
     if ((rc = nvme_uri_get_size(u, "mdts", NVME_GPUQ_MAX_IO, &v, err, errlen)))
         return rc;
     if (v < e->lba_size || v > NVME_GPUQ_MAX_IO) {
-        snprintf(err, errlen, "parameter 'mdts': %llu is out of range %u..%u bytes", (unsigned long long)v,
-                 e->lba_size, NVME_GPUQ_MAX_IO);
+        snprintf(err, errlen, "parameter 'mdts': %llu is out of range %u..%u bytes", (unsigned long long)v, e->lba_size,
+                 NVME_GPUQ_MAX_IO);
         return -EINVAL;
     }
     double lat, iops, bw, qiops, link;
@@ -223,6 +228,6 @@ int gemu_describe(const gemu *e, char *buf, size_t len)
                     "profile=%s scale=%g ndev=%u blocks=%u warps=%u ns=%uMiB lba=%u data=%s fill=%s ooo=%d drop=%u "
                     "lat=%gns iops=%g bw=%g qiops=%g link=%g",
                     e->profile, e->scale, e->ndev, e->blocks, e->warps, e->ns_mib, e->lba_size,
-                    e->data ? "ram" : "none", e->fill_stamp ? "stamp" : "zero", e->ooo, e->drop_nth, e->lat_ns,
-                    e->iops, e->bw, e->qiops, e->link);
+                    e->data ? "ram" : "none", e->fill_stamp ? "stamp" : "zero", e->ooo, e->drop_nth, e->lat_ns, e->iops,
+                    e->bw, e->qiops, e->link);
 }

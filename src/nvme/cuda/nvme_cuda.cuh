@@ -38,10 +38,10 @@
 
 #include "nvme/cuda/nvme_gpuq.h"
 
-#define NVME_CUDA_CQE_W3_OFF  12u   /* byte offset of the CID + status word in a CQE */
-#define NVME_CUDA_CID_SHIFT   0u    /* in that little-endian word: CID is the low half */
-#define NVME_CUDA_STATUS_SHIFT 16u  /* status (with phase) the high half */
-#define NVME_CUDA_SQE_VEC     4u    /* 16-byte vectors per SQE */
+#define NVME_CUDA_CQE_W3_OFF   12u /* byte offset of the CID + status word in a CQE */
+#define NVME_CUDA_CID_SHIFT    0u  /* in that little-endian word: CID is the low half */
+#define NVME_CUDA_STATUS_SHIFT 16u /* status (with phase) the high half */
+#define NVME_CUDA_SQE_VEC      4u  /* 16-byte vectors per SQE */
 
 static __device__ __forceinline__ uint64_t nvme_cuda_now_ns(void)
 {
@@ -82,8 +82,8 @@ static __device__ __forceinline__ uint32_t nvme_cuda_ld_acquire(const uint32_t *
 /* The last word of CQE `slot` (CID low half, status with phase high half), an acquire at `scope`. */
 static __device__ __forceinline__ uint32_t nvme_cuda_cqe_w3(const struct nvme_cqe *cq, uint32_t slot, int scope)
 {
-    const uint32_t *w = reinterpret_cast<const uint32_t *>(reinterpret_cast<const uint8_t *>(cq + slot) +
-                                                           NVME_CUDA_CQE_W3_OFF);
+    const uint32_t *w =
+        reinterpret_cast<const uint32_t *>(reinterpret_cast<const uint8_t *>(cq + slot) + NVME_CUDA_CQE_W3_OFF);
     return nvme_cuda_ld_acquire(w, scope);
 }
 
@@ -94,9 +94,8 @@ struct nvme_cuda_cqe_seen {
 /* Wait until the CQE for queue position `pos` is new, or the deadline passes, or *abort becomes non-zero
  * (another thread of the queue already failed). Returns NVME_GPUQ_OK with *out filled, or
  * NVME_GPUQ_TIMEOUT. */
-static __device__ int nvme_cuda_cqe_wait(const struct nvme_cqe *cq, uint32_t entries, uint64_t pos,
-                                         uint64_t timeout_ns, int scope, const volatile int *abort,
-                                         struct nvme_cuda_cqe_seen *out)
+static __device__ int nvme_cuda_cqe_wait(const struct nvme_cqe *cq, uint32_t entries, uint64_t pos, uint64_t timeout_ns,
+                                         int scope, const volatile int *abort, struct nvme_cuda_cqe_seen *out)
 {
     const uint32_t slot = nvme_gpuq_cq_slot(pos, entries);
     const uint64_t deadline = nvme_gpuq_deadline(nvme_cuda_now_ns(), timeout_ns);

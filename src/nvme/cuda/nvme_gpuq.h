@@ -30,22 +30,22 @@ extern "C" {
 #endif
 
 /* ---- sizes and limits ---- */
-#define NVME_GPUQ_PAGE_SHIFT    12u                          /* NVMe memory page (CC.MPS = 0) */
-#define NVME_GPUQ_PAGE_SIZE     (1u << NVME_GPUQ_PAGE_SHIFT)
-#define NVME_GPUQ_PRP_PER_PAGE  (NVME_GPUQ_PAGE_SIZE / NVME_PRP_ENTRY_SIZE) /* 512 entries per PRP list */
+#define NVME_GPUQ_PAGE_SHIFT   12u /* NVMe memory page (CC.MPS = 0) */
+#define NVME_GPUQ_PAGE_SIZE    (1u << NVME_GPUQ_PAGE_SHIFT)
+#define NVME_GPUQ_PRP_PER_PAGE (NVME_GPUQ_PAGE_SIZE / NVME_PRP_ENTRY_SIZE) /* 512 entries per PRP list */
 /* One PRP list page (no chaining): PRP1 covers the first page, the list the remaining pages. */
-#define NVME_GPUQ_MAX_IO        (NVME_GPUQ_PAGE_SIZE * NVME_GPUQ_PRP_PER_PAGE) /* 2 MiB */
-#define NVME_GPUQ_MAX_QDEPTH    1024u    /* one CUDA thread per command, one block per queue */
-#define NVME_GPUQ_IDX_BITS      10u      /* CID bits naming the thread: log2(NVME_GPUQ_MAX_QDEPTH) */
-#define NVME_GPUQ_IDX_MASK      ((1u << NVME_GPUQ_IDX_BITS) - 1u)
-#define NVME_GPUQ_GEN_BITS      (16u - NVME_GPUQ_IDX_BITS) /* the rest of the 16-bit CID: round generation */
-#define NVME_GPUQ_GEN_MASK      ((1u << NVME_GPUQ_GEN_BITS) - 1u)
+#define NVME_GPUQ_MAX_IO     (NVME_GPUQ_PAGE_SIZE * NVME_GPUQ_PRP_PER_PAGE) /* 2 MiB */
+#define NVME_GPUQ_MAX_QDEPTH 1024u /* one CUDA thread per command, one block per queue */
+#define NVME_GPUQ_IDX_BITS   10u   /* CID bits naming the thread: log2(NVME_GPUQ_MAX_QDEPTH) */
+#define NVME_GPUQ_IDX_MASK   ((1u << NVME_GPUQ_IDX_BITS) - 1u)
+#define NVME_GPUQ_GEN_BITS   (16u - NVME_GPUQ_IDX_BITS) /* the rest of the 16-bit CID: round generation */
+#define NVME_GPUQ_GEN_MASK   ((1u << NVME_GPUQ_GEN_BITS) - 1u)
 /* Generations in use: 0..GEN_COUNT-1. The all-ones generation is never used, so no CID reaches 0xFFFF,
  * which the spec reserves (NVME_CID_RESERVED), whatever the depth (idx 1023 with gen 63 would make it). */
-#define NVME_GPUQ_GEN_COUNT     NVME_GPUQ_GEN_MASK
-#define NVME_GPUQ_CID_RESERVED  0xffffu
-#define NVME_GPUQ_LBA_SIZE_MIN  512u
-#define NVME_GPUQ_STAMP_WORD    8u       /* verification stamps are 64-bit words */
+#define NVME_GPUQ_GEN_COUNT    NVME_GPUQ_GEN_MASK
+#define NVME_GPUQ_CID_RESERVED 0xffffu
+#define NVME_GPUQ_LBA_SIZE_MIN 512u
+#define NVME_GPUQ_STAMP_WORD   8u /* verification stamps are 64-bit words */
 
 NVME_STATIC_ASSERT(NVME_GPUQ_MAX_QDEPTH == (1u << NVME_GPUQ_IDX_BITS), "CID index bits cover the max depth");
 NVME_STATIC_ASSERT(NVME_GPUQ_IDX_BITS + NVME_GPUQ_GEN_BITS == 16u, "a CID is 16 bits");
@@ -55,16 +55,16 @@ NVME_STATIC_ASSERT(((NVME_GPUQ_GEN_COUNT - 1u) << NVME_GPUQ_IDX_BITS | NVME_GPUQ
 /* ---- per-queue status word: what stopped a queue (0 = running/clean) ---- */
 enum nvme_gpuq_state {
     NVME_GPUQ_OK = 0,
-    NVME_GPUQ_TIMEOUT = 1,     /* a completion did not arrive before its deadline */
-    NVME_GPUQ_BAD_CID = 2,     /* a CQE named a CID that is not outstanding (wrong generation/index, duplicate) */
-    NVME_GPUQ_BAD_SQID = 3,    /* a CQE named another submission queue */
-    NVME_GPUQ_NVME_ERROR = 4,  /* a command completed with a non-zero NVMe status (kept in the queue record) */
-    NVME_GPUQ_VERIFY = 5,      /* read data did not carry the stamp written there */
+    NVME_GPUQ_TIMEOUT = 1,    /* a completion did not arrive before its deadline */
+    NVME_GPUQ_BAD_CID = 2,    /* a CQE named a CID that is not outstanding (wrong generation/index, duplicate) */
+    NVME_GPUQ_BAD_SQID = 3,   /* a CQE named another submission queue */
+    NVME_GPUQ_NVME_ERROR = 4, /* a command completed with a non-zero NVMe status (kept in the queue record) */
+    NVME_GPUQ_VERIFY = 5,     /* read data did not carry the stamp written there */
 };
 
 /* ---- SQE ---- */
-static inline NVME_HD void nvme_gpuq_sqe_rw(struct nvme_sqe *s, uint8_t opc, uint16_t cid, uint32_t nsid,
-                                            uint64_t slba, uint32_t nlb, uint64_t prp1, uint64_t prp2)
+static inline NVME_HD void nvme_gpuq_sqe_rw(struct nvme_sqe *s, uint8_t opc, uint16_t cid, uint32_t nsid, uint64_t slba,
+                                            uint32_t nlb, uint64_t prp1, uint64_t prp2)
 {
     s->opc = opc;
     s->flags = 0; /* no fusing, PRPs */
@@ -91,7 +91,8 @@ static inline NVME_HD int nvme_gpuq_prp(const uint64_t *lut, uint64_t npages, ui
                                         uint64_t *list, uint64_t list_dma, uint64_t *prp1, uint64_t *prp2)
 {
     const uint64_t pmask = NVME_GPUQ_PAGE_SIZE - 1u;
-    if (!len || (off & (NVME_PRP_ALIGN - 1u)) || off + len < off || ((off + len + pmask) >> NVME_GPUQ_PAGE_SHIFT) > npages)
+    if (!len || (off & (NVME_PRP_ALIGN - 1u)) || off + len < off ||
+        ((off + len + pmask) >> NVME_GPUQ_PAGE_SHIFT) > npages)
         return -1;
     uint64_t first = off >> NVME_GPUQ_PAGE_SHIFT, last = (off + len - 1u) >> NVME_GPUQ_PAGE_SHIFT;
     uint64_t pages = last - first + 1u;
@@ -111,13 +112,22 @@ static inline NVME_HD int nvme_gpuq_prp(const uint64_t *lut, uint64_t npages, ui
 
 /* ---- CIDs: (generation, thread index) ----
  * `round` is a running round count; its generation is round % NVME_GPUQ_GEN_COUNT (never all ones). */
-static inline NVME_HD uint32_t nvme_gpuq_gen(uint32_t round) { return round % NVME_GPUQ_GEN_COUNT; }
+static inline NVME_HD uint32_t nvme_gpuq_gen(uint32_t round)
+{
+    return round % NVME_GPUQ_GEN_COUNT;
+}
 static inline NVME_HD uint16_t nvme_gpuq_cid_make(uint32_t round, uint32_t idx)
 {
     return (uint16_t)((nvme_gpuq_gen(round) << NVME_GPUQ_IDX_BITS) | (idx & NVME_GPUQ_IDX_MASK));
 }
-static inline NVME_HD uint32_t nvme_gpuq_cid_idx(uint16_t cid) { return cid & NVME_GPUQ_IDX_MASK; }
-static inline NVME_HD uint32_t nvme_gpuq_cid_gen(uint16_t cid) { return (uint32_t)cid >> NVME_GPUQ_IDX_BITS; }
+static inline NVME_HD uint32_t nvme_gpuq_cid_idx(uint16_t cid)
+{
+    return cid & NVME_GPUQ_IDX_MASK;
+}
+static inline NVME_HD uint32_t nvme_gpuq_cid_gen(uint16_t cid)
+{
+    return (uint32_t)cid >> NVME_GPUQ_IDX_BITS;
+}
 
 /* The checks of a CQE that need no state: the SQ it names and the CID's generation and index.
  * Returns the index, or -NVME_GPUQ_BAD_SQID / -NVME_GPUQ_BAD_CID. */
@@ -150,7 +160,10 @@ static inline NVME_HD int nvme_gpuq_cqe_match(uint16_t cid, uint16_t sqid, uint1
 /* ---- ring arithmetic and the phase tag ----
  * A queue position is a running count `pos` (never wrapped); slot = pos % entries, and the phase a CQE in
  * that slot carries when new is 1 on the first pass, 0 on the second, and so on. */
-static inline NVME_HD uint32_t nvme_gpuq_cq_slot(uint64_t pos, uint32_t entries) { return (uint32_t)(pos % entries); }
+static inline NVME_HD uint32_t nvme_gpuq_cq_slot(uint64_t pos, uint32_t entries)
+{
+    return (uint32_t)(pos % entries);
+}
 static inline NVME_HD uint16_t nvme_gpuq_cq_phase(uint64_t pos, uint32_t entries)
 {
     return (uint16_t)(((pos / entries) & 1u) ^ 1u);
@@ -167,10 +180,16 @@ enum nvme_gpuq_poll { NVME_GPUQ_POLL_EMPTY = 0, NVME_GPUQ_POLL_NEW = 1, NVME_GPU
 static inline NVME_HD int nvme_gpuq_poll_step(uint16_t status, uint64_t pos, uint32_t entries, uint64_t now,
                                               uint64_t deadline);
 /* The doorbell value (a slot index) after `pos` entries. */
-static inline NVME_HD uint32_t nvme_gpuq_db(uint64_t pos, uint32_t entries) { return (uint32_t)(pos % entries); }
+static inline NVME_HD uint32_t nvme_gpuq_db(uint64_t pos, uint32_t entries)
+{
+    return (uint32_t)(pos % entries);
+}
 
 /* ---- deadlines (ns of a free-running clock; wrap-safe) ---- */
-static inline NVME_HD uint64_t nvme_gpuq_deadline(uint64_t now, uint64_t timeout_ns) { return now + timeout_ns; }
+static inline NVME_HD uint64_t nvme_gpuq_deadline(uint64_t now, uint64_t timeout_ns)
+{
+    return now + timeout_ns;
+}
 static inline NVME_HD int nvme_gpuq_expired(uint64_t now, uint64_t deadline)
 {
     return (int64_t)(now - deadline) >= 0;

@@ -13,36 +13,36 @@
 
 #include "nvme/emu/emu_internal.h"
 
-#define EMU_MN               "nvmelab emulated controller"
-#define EMU_FR               "0.1.0"
-#define EMU_RAB              6u
-#define EMU_ACL              3u       /* 0-based: 4 outstanding Abort commands */
-#define EMU_FRMW_1SLOT       0x02u
-#define EMU_SQES             ((NVME_SQES_LOG2 << 4) | NVME_SQES_LOG2)
-#define EMU_CQES             ((NVME_CQES_LOG2 << 4) | NVME_CQES_LOG2)
-#define EMU_DLFEAT           0x09u    /* deallocated blocks read as zeros; Write Zeroes may deallocate */
-#define EMU_NSFEAT_THIN      0x01u
-#define EMU_FEAT_SEL_SHIFT   8u
-#define EMU_FEAT_SEL_MASK    0x7u
-#define EMU_FEAT_SEL_SUPPORTED 3u
+#define EMU_MN                  "nvmelab emulated controller"
+#define EMU_FR                  "0.1.0"
+#define EMU_RAB                 6u
+#define EMU_ACL                 3u /* 0-based: 4 outstanding Abort commands */
+#define EMU_FRMW_1SLOT          0x02u
+#define EMU_SQES                ((NVME_SQES_LOG2 << 4) | NVME_SQES_LOG2)
+#define EMU_CQES                ((NVME_CQES_LOG2 << 4) | NVME_CQES_LOG2)
+#define EMU_DLFEAT              0x09u /* deallocated blocks read as zeros; Write Zeroes may deallocate */
+#define EMU_NSFEAT_THIN         0x01u
+#define EMU_FEAT_SEL_SHIFT      8u
+#define EMU_FEAT_SEL_MASK       0x7u
+#define EMU_FEAT_SEL_SUPPORTED  3u
 #define EMU_FEAT_CAP_CHANGEABLE 0x4u
-#define EMU_FEAT_SV          (1u << 31)
-#define EMU_LOG_LID_MASK     0xffu
-#define EMU_LOG_NUMDL_SHIFT  16u
-#define EMU_LOG_NUMDU_MASK   0xffffu
-#define EMU_ABORT_NOT_DONE   1u
-#define EMU_QID_MASK         0xffffu
-#define EMU_QSIZE_SHIFT      16u
-#define EMU_ADMIN_XFER_MAX   (1u << 20)
-#define EMU_SMART_TEMP_OFF   1u
-#define EMU_SMART_DUR_OFF    32u
-#define EMU_SMART_DUW_OFF    48u
-#define EMU_SMART_HRC_OFF    64u
-#define EMU_SMART_HWC_OFF    80u
-#define EMU_SMART_SPARE_OFF  3u
-#define EMU_SMART_SPARE_THR  4u
-#define EMU_FULL_PERCENT     100u
-#define EMU_SPARE_THRESHOLD  10u
+#define EMU_FEAT_SV             (1u << 31)
+#define EMU_LOG_LID_MASK        0xffu
+#define EMU_LOG_NUMDL_SHIFT     16u
+#define EMU_LOG_NUMDU_MASK      0xffffu
+#define EMU_ABORT_NOT_DONE      1u
+#define EMU_QID_MASK            0xffffu
+#define EMU_QSIZE_SHIFT         16u
+#define EMU_ADMIN_XFER_MAX      (1u << 20)
+#define EMU_SMART_TEMP_OFF      1u
+#define EMU_SMART_DUR_OFF       32u
+#define EMU_SMART_DUW_OFF       48u
+#define EMU_SMART_HRC_OFF       64u
+#define EMU_SMART_HWC_OFF       80u
+#define EMU_SMART_SPARE_OFF     3u
+#define EMU_SMART_SPARE_THR     4u
+#define EMU_FULL_PERCENT        100u
+#define EMU_SPARE_THRESHOLD     10u
 
 /* ---------------------------------------------------------------- queues */
 static void sq_free(struct emu_sq *sq)
@@ -260,7 +260,10 @@ static uint16_t admin_identify(struct emu_ctrl *c, const struct nvme_sqe *cmd)
     return copy_out(c, cmd, id.raw, sizeof(id.raw), 0, NVME_IDENTIFY_SIZE);
 }
 
-static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof(v)); }
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, sizeof(v));
+}
 
 static uint16_t admin_get_log(struct emu_ctrl *c, const struct nvme_sqe *cmd)
 {
@@ -306,9 +309,15 @@ static uint16_t admin_get_log(struct emu_ctrl *c, const struct nvme_sqe *cmd)
 static bool feature_known(uint8_t fid)
 {
     switch (fid) {
-    case NVME_FEAT_ARBITRATION: case NVME_FEAT_POWER_MGMT: case NVME_FEAT_TEMP_THRESH:
-    case NVME_FEAT_ERR_RECOVERY: case NVME_FEAT_NUM_QUEUES: case NVME_FEAT_IRQ_COALESCE:
-    case NVME_FEAT_IRQ_CONFIG: case NVME_FEAT_WRITE_ATOMIC: case NVME_FEAT_ASYNC_EVENT:
+    case NVME_FEAT_ARBITRATION:
+    case NVME_FEAT_POWER_MGMT:
+    case NVME_FEAT_TEMP_THRESH:
+    case NVME_FEAT_ERR_RECOVERY:
+    case NVME_FEAT_NUM_QUEUES:
+    case NVME_FEAT_IRQ_COALESCE:
+    case NVME_FEAT_IRQ_CONFIG:
+    case NVME_FEAT_WRITE_ATOMIC:
+    case NVME_FEAT_ASYNC_EVENT:
         return true;
     default:
         return false;
@@ -430,23 +439,41 @@ static uint16_t admin_delete_cq(struct emu_ctrl *c, const struct nvme_sqe *cmd)
     return EMU_ST_OK;
 }
 
-void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status,
-                    uint32_t *dw0, bool *hold)
+void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status, uint32_t *dw0,
+                    bool *hold)
 {
     if (cmd->flags & (NVME_SQE_FUSE_MASK | NVME_SQE_PSDT_MASK)) {
         *status = EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
         return;
     }
     switch (cmd->opc) {
-    case NVME_ADM_IDENTIFY: *status = admin_identify(c, cmd); break;
-    case NVME_ADM_GET_LOG_PAGE: *status = admin_get_log(c, cmd); break;
-    case NVME_ADM_SET_FEATURES: *status = admin_set_features(c, cmd, dw0); break;
-    case NVME_ADM_GET_FEATURES: *status = admin_get_features(c, cmd, dw0); break;
-    case NVME_ADM_CREATE_CQ: *status = admin_create_cq(c, cmd); break;
-    case NVME_ADM_CREATE_SQ: *status = admin_create_sq(c, cmd); break;
-    case NVME_ADM_DELETE_SQ: *status = admin_delete_sq(c, cmd); break;
-    case NVME_ADM_DELETE_CQ: *status = admin_delete_cq(c, cmd); break;
-    case NVME_ADM_KEEP_ALIVE: *status = EMU_ST_OK; break;
+    case NVME_ADM_IDENTIFY:
+        *status = admin_identify(c, cmd);
+        break;
+    case NVME_ADM_GET_LOG_PAGE:
+        *status = admin_get_log(c, cmd);
+        break;
+    case NVME_ADM_SET_FEATURES:
+        *status = admin_set_features(c, cmd, dw0);
+        break;
+    case NVME_ADM_GET_FEATURES:
+        *status = admin_get_features(c, cmd, dw0);
+        break;
+    case NVME_ADM_CREATE_CQ:
+        *status = admin_create_cq(c, cmd);
+        break;
+    case NVME_ADM_CREATE_SQ:
+        *status = admin_create_sq(c, cmd);
+        break;
+    case NVME_ADM_DELETE_SQ:
+        *status = admin_delete_sq(c, cmd);
+        break;
+    case NVME_ADM_DELETE_CQ:
+        *status = admin_delete_cq(c, cmd);
+        break;
+    case NVME_ADM_KEEP_ALIVE:
+        *status = EMU_ST_OK;
+        break;
     case NVME_ADM_ABORT: {
         /* Best effort, as the spec allows: this controller never aborts a command (DW0 bit 0 = 1). */
         uint32_t sqid = cmd->cdw10 & EMU_QID_MASK;
@@ -469,4 +496,3 @@ void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe
         break;
     }
 }
-

@@ -36,14 +36,15 @@
 
 /* NVME_HD (spec.h): __host__ __device__ under nvcc, empty in C. */
 
-#define NVME_CR_ST(sct, sc) ((uint16_t)(((unsigned)(sct) << NVME_CQE_SCT_SHIFT) | ((unsigned)(sc) << NVME_CQE_SC_SHIFT)))
+#define NVME_CR_ST(sct, sc)                                                                                            \
+    ((uint16_t)(((unsigned)(sct) << NVME_CQE_SCT_SHIFT) | ((unsigned)(sc) << NVME_CQE_SC_SHIFT)))
 #define NVME_CR_ST_DNR(sct, sc) ((uint16_t)(NVME_CR_ST(sct, sc) | NVME_CQE_DNR))
-#define NVME_CR_OK ((uint16_t)0)
+#define NVME_CR_OK              ((uint16_t)0)
 
 static inline NVME_HD uint16_t nvme_cr_flags(uint8_t flags)
 {
     return (flags & (NVME_SQE_FUSE_MASK | NVME_SQE_PSDT_MASK)) ? NVME_CR_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD)
-                                                                 : NVME_CR_OK;
+                                                               : NVME_CR_OK;
 }
 
 static inline NVME_HD void nvme_cr_rw(uint32_t cdw10, uint32_t cdw11, uint32_t cdw12, uint64_t *slba, uint64_t *nlb)

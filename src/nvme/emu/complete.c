@@ -43,8 +43,10 @@ static void heap_pop(struct emu_sq *sq)
     for (;;) {
         uint32_t l = 2 * i + 1, r = l + 1, m = i;
         const struct emu_pend *best = &last;
-        if (l < n && pend_lt(&sq->heap[l], best)) m = l, best = &sq->heap[l];
-        if (r < n && pend_lt(&sq->heap[r], best)) m = r;
+        if (l < n && pend_lt(&sq->heap[l], best))
+            m = l, best = &sq->heap[l];
+        if (r < n && pend_lt(&sq->heap[r], best))
+            m = r;
         if (m == i)
             break;
         sq->heap[i] = sq->heap[m];
@@ -97,5 +99,3 @@ void emu_complete(struct emu_ctrl *c, struct emu_sq *sq, uint16_t cid, uint16_t 
     struct emu_pend p = {.due = due, .key = sq->seq++, .dw0 = dw0, .cid = cid, .status = status};
     emu_heap_push(sq, &p);
 }
-
-

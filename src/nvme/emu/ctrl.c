@@ -42,7 +42,10 @@ static void restore_ro(struct emu_ctrl *c)
     csts_publish(c);
 }
 
-static inline uint32_t db_stride(const struct emu_ctrl *c) { return NVME_DB_BASE_STRIDE << c->cfg.dstrd; }
+static inline uint32_t db_stride(const struct emu_ctrl *c)
+{
+    return NVME_DB_BASE_STRIDE << c->cfg.dstrd;
+}
 
 /* ---------------------------------------------------------------- queues */
 /* ---------------------------------------------------------------- CC */
@@ -185,9 +188,9 @@ static void *svc_main(void *arg)
                         emu_sq_service(c, sq);
                         /* sq may be gone if an admin command deleted it */
                         struct emu_sq *again = atomic_load_explicit(&c->sqs[q], memory_order_relaxed);
-                        if (again == sq &&
-                            atomic_load_explicit(&sq->st->completed, memory_order_relaxed) +
-                                    atomic_load_explicit(&sq->st->fetched, memory_order_relaxed) != before)
+                        if (again == sq && atomic_load_explicit(&sq->st->completed, memory_order_relaxed) +
+                                                   atomic_load_explicit(&sq->st->fetched, memory_order_relaxed) !=
+                                               before)
                             work = true;
                     }
                 }
@@ -205,8 +208,8 @@ static void *svc_main(void *arg)
 }
 
 /* ---------------------------------------------------------------- set open / close */
-static int open_backing(const struct emu_cfg *cfg, unsigned ci, unsigned nsi, uint64_t nsze, int *fd_out,
-                        char *err, size_t errlen)
+static int open_backing(const struct emu_cfg *cfg, unsigned ci, unsigned nsi, uint64_t nsze, int *fd_out, char *err,
+                        size_t errlen)
 {
     char path[EMU_MAX_PATH + 32];
     unsigned total = 0;
@@ -398,7 +401,10 @@ void nvme_emu_set_close(struct nvme_emu_set *set)
     free(set);
 }
 
-unsigned nvme_emu_set_count(const struct nvme_emu_set *set) { return set ? set->n : 0; }
+unsigned nvme_emu_set_count(const struct nvme_emu_set *set)
+{
+    return set ? set->n : 0;
+}
 
 const struct nvme_bar *nvme_emu_set_bar(const struct nvme_emu_set *set, unsigned i)
 {
@@ -410,8 +416,14 @@ int nvme_emu_set_describe(const struct nvme_emu_set *set, char *buf, size_t len)
     return snprintf(buf, len, "%s", set ? set->desc : "");
 }
 
-const char *nvme_emu_set_profile(const struct nvme_emu_set *set) { return set ? set->cfg.profile->name : ""; }
-double nvme_emu_set_scale(const struct nvme_emu_set *set) { return set ? set->cfg.scale : 0; }
+const char *nvme_emu_set_profile(const struct nvme_emu_set *set)
+{
+    return set ? set->cfg.profile->name : "";
+}
+double nvme_emu_set_scale(const struct nvme_emu_set *set)
+{
+    return set ? set->cfg.scale : 0;
+}
 
 /* ---------------------------------------------------------------- DMA windows */
 int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len)

@@ -57,10 +57,9 @@ struct nvme_emu_kv {
  * value, out of range: -EINVAL and a message naming key and value in err);
  * then the controllers are created (-ENOMEM, or -errno of a backing file).
  * On success *out owns everything; release it with nvme_emu_set_close(). */
-int nvme_emu_target_open(const struct nvme_uri *u, struct nvme_emu_set **out,
-                         char *err, size_t errlen);
-int nvme_emu_target_open_kv(const struct nvme_emu_kv *kv, size_t nkv,
-                            struct nvme_emu_set **out, char *err, size_t errlen);
+int nvme_emu_target_open(const struct nvme_uri *u, struct nvme_emu_set **out, char *err, size_t errlen);
+int nvme_emu_target_open_kv(const struct nvme_emu_kv *kv, size_t nkv, struct nvme_emu_set **out, char *err,
+                            size_t errlen);
 
 unsigned nvme_emu_set_count(const struct nvme_emu_set *set);
 /* BAR of controller i (0-based), NULL when i is out of range. */
@@ -124,8 +123,7 @@ struct nvme_emu_qstats {
 
 /* Counters of SQ sqid (0 = admin) of controller ctrl; counters survive queue
  * deletion until the qid is created again. -EINVAL for a bad ctrl/sqid. */
-int nvme_emu_queue_stats(const struct nvme_emu_set *set, unsigned ctrl, uint16_t sqid,
-                         struct nvme_emu_qstats *out);
+int nvme_emu_queue_stats(const struct nvme_emu_set *set, unsigned ctrl, uint16_t sqid, struct nvme_emu_qstats *out);
 
 /* Commands still held by the device model (fetched, completion not yet posted)
  * on controller ctrl, all queues. */

@@ -25,79 +25,79 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nvme/emu/cmd_rules.h"
 #include "nvme/bar.h"
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu.h"
 #include "nvme/emu/profiles.h"
 #include "nvme/spec.h"
 
 /* ---- limits of the URI parameters ---- */
-#define EMU_MAX_CTRLS        64u
-#define EMU_MAX_NS           32u
-#define EMU_MAX_DSTRD        8u          /* doorbell stride 4 << 8 = 1 KiB at most */
-#define EMU_MAX_NIOQ         65535u
-#define EMU_MAX_MQES         65536u      /* entries (CAP.MQES is 0-based 16-bit) */
-#define EMU_MIN_MQES         2u
-#define EMU_MAX_PATH         4096u
-#define EMU_MAX_RAM_NSZE     (1ull << 42) /* 4 TiB of sparse RAM namespace (chunk table 32 MiB) */
-#define EMU_MAX_FILE_NSZE    (1ull << 50)
+#define EMU_MAX_CTRLS     64u
+#define EMU_MAX_NS        32u
+#define EMU_MAX_DSTRD     8u /* doorbell stride 4 << 8 = 1 KiB at most */
+#define EMU_MAX_NIOQ      65535u
+#define EMU_MAX_MQES      65536u /* entries (CAP.MQES is 0-based 16-bit) */
+#define EMU_MIN_MQES      2u
+#define EMU_MAX_PATH      4096u
+#define EMU_MAX_RAM_NSZE  (1ull << 42) /* 4 TiB of sparse RAM namespace (chunk table 32 MiB) */
+#define EMU_MAX_FILE_NSZE (1ull << 50)
 
 /* ---- defaults ---- */
-#define EMU_DEF_NDEV         1u
-#define EMU_DEF_NNS          1u
-#define EMU_DEF_NSZE         (1ull << 30)  /* 1 GiB, costs nothing until written */
-#define EMU_DEF_LBADS        512u
-#define EMU_DEF_MDTS         (128u << 10)  /* 128 KiB */
-#define EMU_DEF_MQES         4096u
-#define EMU_DEF_NIOQ         64u
-#define EMU_DEF_SEED         1u
+#define EMU_DEF_NDEV  1u
+#define EMU_DEF_NNS   1u
+#define EMU_DEF_NSZE  (1ull << 30) /* 1 GiB, costs nothing until written */
+#define EMU_DEF_LBADS 512u
+#define EMU_DEF_MDTS  (128u << 10) /* 128 KiB */
+#define EMU_DEF_MQES  4096u
+#define EMU_DEF_NIOQ  64u
+#define EMU_DEF_SEED  1u
 
 /* ---- controller constants ---- */
-#define EMU_PAGE_SHIFT       NVME_PAGE_SHIFT_MIN   /* CAP.MPSMIN = CAP.MPSMAX = 0: 4 KiB pages only */
-#define EMU_PAGE_SIZE        NVME_PAGE_SIZE_MIN
-#define EMU_CAP_TO_UNITS     2u                    /* CAP.TO: 1 s for CSTS.RDY transitions */
-#define EMU_CHUNK_SHIFT      20u                   /* RAM namespace allocation granule: 1 MiB */
-#define EMU_CHUNK_SIZE       (1ull << EMU_CHUNK_SHIFT)
-#define EMU_AERL             3u                    /* 0-based: 4 outstanding Async Event Requests */
-#define EMU_NFEATURES        0x0cu                 /* feature ids 0x01..0x0b kept in a table */
-#define EMU_SMART_LOG_SIZE   512u
-#define EMU_ERROR_LOG_ENTRY  64u
-#define EMU_DATA_UNIT_BYTES  512000u               /* SMART data units: 1000 x 512 bytes */
-#define EMU_TEMP_KELVIN      300u
-#define EMU_CID_WORDS        (65536u / 64u)        /* outstanding-CID bitmap of one SQ */
-#define EMU_FP_SHIFT         16u                   /* model time: ns in 48.16 fixed point */
-#define EMU_NS_PER_S         1000000000ull
-#define EMU_NS_PER_MS        1000000ull
-#define EMU_DUE_NEVER        UINT64_MAX
-#define EMU_MAX_DMA_WINDOWS  NVME_EMU_MAX_DMA_WINDOWS
-#define EMU_VID              0x1b36u               /* QEMU's PCI vendor id: an emulated device */
-#define EMU_SVC_IDLE_SPINS   256u                  /* mode=thread: empty sweeps before sleeping */
-#define EMU_SVC_SLEEP_NS     20000u
+#define EMU_PAGE_SHIFT      NVME_PAGE_SHIFT_MIN /* CAP.MPSMIN = CAP.MPSMAX = 0: 4 KiB pages only */
+#define EMU_PAGE_SIZE       NVME_PAGE_SIZE_MIN
+#define EMU_CAP_TO_UNITS    2u  /* CAP.TO: 1 s for CSTS.RDY transitions */
+#define EMU_CHUNK_SHIFT     20u /* RAM namespace allocation granule: 1 MiB */
+#define EMU_CHUNK_SIZE      (1ull << EMU_CHUNK_SHIFT)
+#define EMU_AERL            3u    /* 0-based: 4 outstanding Async Event Requests */
+#define EMU_NFEATURES       0x0cu /* feature ids 0x01..0x0b kept in a table */
+#define EMU_SMART_LOG_SIZE  512u
+#define EMU_ERROR_LOG_ENTRY 64u
+#define EMU_DATA_UNIT_BYTES 512000u /* SMART data units: 1000 x 512 bytes */
+#define EMU_TEMP_KELVIN     300u
+#define EMU_CID_WORDS       (65536u / 64u) /* outstanding-CID bitmap of one SQ */
+#define EMU_FP_SHIFT        16u            /* model time: ns in 48.16 fixed point */
+#define EMU_NS_PER_S        1000000000ull
+#define EMU_NS_PER_MS       1000000ull
+#define EMU_DUE_NEVER       UINT64_MAX
+#define EMU_MAX_DMA_WINDOWS NVME_EMU_MAX_DMA_WINDOWS
+#define EMU_VID             0x1b36u /* QEMU's PCI vendor id: an emulated device */
+#define EMU_SVC_IDLE_SPINS  256u    /* mode=thread: empty sweeps before sleeping */
+#define EMU_SVC_SLEEP_NS    20000u
 
 enum emu_mode { EMU_MODE_INLINE = 0, EMU_MODE_THREAD = 1 };
 enum emu_backing { EMU_BACKING_RAM = 0, EMU_BACKING_FILE = 1 };
 
 struct emu_ctrl_cfg {
     uint32_t nns;
-    uint64_t nsze;     /* bytes */
-    uint64_t ncap;     /* bytes that may be allocated (thin provisioning), <= nsze */
-    uint32_t lbads;    /* bytes: 512 or 4096 */
-    uint64_t mdts;     /* bytes, 0 = unlimited */
-    uint32_t mqes;     /* entries */
+    uint64_t nsze;  /* bytes */
+    uint64_t ncap;  /* bytes that may be allocated (thin provisioning), <= nsze */
+    uint32_t lbads; /* bytes: 512 or 4096 */
+    uint64_t mdts;  /* bytes, 0 = unlimited */
+    uint32_t mqes;  /* entries */
     uint32_t nioq;
     uint32_t dstrd;
 };
 
 /* Effective device model: nominal profile values with URI overrides, then scaled. */
 struct emu_model_cfg {
-    bool timed;            /* any latency or cap: the clock is read */
-    uint64_t lat_ns;       /* median latency after scale */
+    bool timed;      /* any latency or cap: the clock is read */
+    uint64_t lat_ns; /* median latency after scale */
     double lat_sigma;
-    uint64_t dev_iops_fp;  /* fixed-point ns between commands at the device cap (0 = none) */
-    double dev_bw_fp;      /* fixed-point ns per byte (0 = none) */
+    uint64_t dev_iops_fp; /* fixed-point ns between commands at the device cap (0 = none) */
+    double dev_bw_fp;     /* fixed-point ns per byte (0 = none) */
     uint64_t queue_iops_fp;
     double link_bw_fp;
-    uint32_t fetch_burst;  /* 0 = unlimited */
+    uint32_t fetch_burst; /* 0 = unlimited */
 };
 
 struct emu_cfg {
@@ -113,7 +113,7 @@ struct emu_cfg {
     enum emu_mode mode;
     uint64_t seed;
     bool ooo;
-    bool data;             /* false: data=none, no data movement */
+    bool data; /* false: data=none, no data movement */
     struct emu_model_cfg model;
 };
 
@@ -125,10 +125,10 @@ struct emu_ns {
     uint32_t lba_shift;
     uint64_t nlb;
     uint64_t bytes;
-    int fd;                        /* -1: RAM */
-    _Atomic(uint8_t *) *chunks;    /* RAM: lazily calloc'ed EMU_CHUNK_SIZE pieces */
+    int fd;                     /* -1: RAM */
+    _Atomic(uint8_t *) *chunks; /* RAM: lazily calloc'ed EMU_CHUNK_SIZE pieces */
     uint64_t nchunks;
-    uint64_t cap_chunks;           /* allocation limit (ncap) */
+    uint64_t cap_chunks; /* allocation limit (ncap) */
     atomic_uint_fast64_t used_chunks;
 };
 
@@ -151,11 +151,11 @@ uint64_t emu_model_due(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now, uint
 
 /* ---- queues ---- */
 struct emu_pend {
-    uint64_t due;       /* ns since set epoch; EMU_DUE_NEVER = dropped */
-    uint64_t key;       /* tie-breaker: sequence, or random with ooo */
+    uint64_t due; /* ns since set epoch; EMU_DUE_NEVER = dropped */
+    uint64_t key; /* tie-breaker: sequence, or random with ooo */
     uint32_t dw0;
     uint16_t cid;
-    uint16_t status;    /* without phase */
+    uint16_t status; /* without phase */
 };
 
 struct emu_qstats_int {
@@ -168,13 +168,13 @@ struct emu_cq {
     uint16_t id;
     uint32_t size;
     volatile struct nvme_cqe *ring;
-    uint32_t tail;             /* next slot the controller writes */
-    uint32_t head;             /* last head the host reported */
+    uint32_t tail; /* next slot the controller writes */
+    uint32_t head; /* last head the host reported */
     uint16_t phase;
-    uint16_t nsq;              /* SQs bound */
-    uint16_t *sqids;           /* nsq entries (grows) */
+    uint16_t nsq;    /* SQs bound */
+    uint16_t *sqids; /* nsq entries (grows) */
     uint16_t sqids_cap;
-    atomic_flag lock;          /* taken while posting when nsq > 1 */
+    atomic_flag lock; /* taken while posting when nsq > 1 */
 };
 
 struct emu_sq {
@@ -184,13 +184,13 @@ struct emu_sq {
     uint32_t head, tail;
     struct emu_cq *cq;
     struct emu_qstats_int *st;
-    uint64_t *cid_bits;        /* EMU_CID_WORDS words: outstanding CIDs */
-    struct emu_pend *heap;     /* size entries */
+    uint64_t *cid_bits;    /* EMU_CID_WORDS words: outstanding CIDs */
+    struct emu_pend *heap; /* size entries */
     uint32_t nheap;
     uint64_t seq;
-    uint64_t q_tat;            /* per-queue GCRA (fixed point) */
+    uint64_t q_tat; /* per-queue GCRA (fixed point) */
     uint64_t rng;
-    uint32_t aers;             /* admin SQ: outstanding async event requests */
+    uint32_t aers; /* admin SQ: outstanding async event requests */
 };
 
 struct emu_fault {
@@ -212,12 +212,12 @@ struct emu_ctrl {
     _Atomic uint32_t csts;
     bool enabled;
     _Atomic bool cfs;
-    uint32_t nsq_alloc, ncq_alloc;  /* Number of Queues (1-based counts) */
+    uint32_t nsq_alloc, ncq_alloc; /* Number of Queues (1-based counts) */
     bool nq_set;
     uint32_t feat[EMU_NFEATURES];
-    struct emu_sq *_Atomic *sqs;    /* nioq + 1 */
-    struct emu_cq **cqs;            /* nioq + 1 */
-    struct emu_qstats_int *qstats;  /* nioq + 1 */
+    struct emu_sq *_Atomic *sqs;   /* nioq + 1 */
+    struct emu_cq **cqs;           /* nioq + 1 */
+    struct emu_qstats_int *qstats; /* nioq + 1 */
     /* device model */
     _Atomic uint64_t iops_tat, bw_tat;
     /* faults */
@@ -228,20 +228,22 @@ struct emu_ctrl {
     pthread_t svc;
     bool svc_running;
     atomic_bool svc_stop;
-    uint32_t *db_seen;              /* last doorbell values seen by the service thread (2 per qid) */
+    uint32_t *db_seen; /* last doorbell values seen by the service thread (2 per qid) */
 };
 
 struct nvme_emu_set {
     struct emu_cfg cfg;
     unsigned n;
     struct emu_ctrl *ctrls;
-    uint64_t epoch_ns;              /* CLOCK_MONOTONIC at open */
+    uint64_t epoch_ns; /* CLOCK_MONOTONIC at open */
     _Atomic uint64_t link_tat;
     char desc[256];
     /* DMA windows: when any is registered, every PRP and queue address must fall inside one */
     pthread_mutex_t dma_lock;
     _Atomic unsigned ndma;
-    struct { uintptr_t lo, hi; } dma[EMU_MAX_DMA_WINDOWS];
+    struct {
+        uintptr_t lo, hi;
+    } dma[EMU_MAX_DMA_WINDOWS];
 };
 
 /* true when [addr, addr+len) is DMA-able (always true with no windows registered) */
@@ -256,19 +258,18 @@ void emu_complete(struct emu_ctrl *c, struct emu_sq *sq, uint16_t cid, uint16_t 
 /* Walk the PRPs of a transfer of len bytes; calls fn for each contiguous host segment (fn returns a
  * status too, e.g. Capacity Exceeded). Returns a status without phase (EMU_ST) or EMU_ST_OK. */
 typedef int (*emu_seg_fn)(void *arg, uint8_t *host, size_t len, uint64_t xfer_off);
-uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len,
-                      emu_seg_fn fn, void *arg);
+uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
+                      void *arg);
 
 /* ctrl.c */
 /* Execute one admin command; *hold = true keeps it outstanding (Async Event Request). */
-void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status,
-                    uint32_t *dw0, bool *hold);
+void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status, uint32_t *dw0,
+                    bool *hold);
 
 /* status helpers: 16-bit status without phase = (sct << 9) | (sc << 1) | dnr */
-#define EMU_ST(sct, sc)      NVME_CR_ST(sct, sc)     /* cmd_rules.h: shared with the GPU emulator */
-#define EMU_ST_DNR(sct, sc)  NVME_CR_ST_DNR(sct, sc)
-#define EMU_ST_OK            NVME_CR_OK
-
+#define EMU_ST(sct, sc)     NVME_CR_ST(sct, sc) /* cmd_rules.h: shared with the GPU emulator */
+#define EMU_ST_DNR(sct, sc) NVME_CR_ST_DNR(sct, sc)
+#define EMU_ST_OK           NVME_CR_OK
 
 /* Registers in BAR memory (release stores, acquire loads; 64-bit as two dwords, low first). */
 static inline void emu_reg_w32(struct emu_ctrl *c, uint32_t off, uint32_t v)
@@ -307,7 +308,7 @@ void emu_heap_push(struct emu_sq *sq, const struct emu_pend *p);
 
 /* Write one CQE (phase tag last, release) unless the CQ is full. */
 static inline bool emu_cq_post(struct emu_cq *cq, uint16_t sqid, uint16_t sqhd, uint16_t cid, uint16_t status,
-                           uint32_t dw0)
+                               uint32_t dw0)
 {
     uint32_t next = cq->tail + 1 == cq->size ? 0 : cq->tail + 1;
     if (next == cq->head)
@@ -323,6 +324,5 @@ static inline bool emu_cq_post(struct emu_cq *cq, uint16_t sqid, uint16_t sqhd, 
         cq->phase ^= NVME_CQE_P;
     return true;
 }
-
 
 #endif /* NVME_EMU_INTERNAL_H */

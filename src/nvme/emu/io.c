@@ -19,7 +19,6 @@
 
 #define EMU_DSM_BUF (NVME_DSM_MAX_RANGES * NVME_DSM_RANGE_SIZE)
 
-
 /* ---------------------------------------------------------------- DMA windows */
 #define EMU_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -208,16 +207,16 @@ static inline uint64_t rng_next(uint64_t *s)
 }
 
 /* one command through the general path: faults, CID conflicts, model, heap */
-static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint64_t *now,
-                       uint64_t *rd, uint64_t *wr, uint64_t *rdb, uint64_t *wrb)
+static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint64_t *now, uint64_t *rd,
+                       uint64_t *wr, uint64_t *rdb, uint64_t *wrb)
 {
     const struct emu_cfg *cfg = &c->set->cfg;
     uint16_t status = 0;
     uint32_t dw0 = 0, delay_ms = 0;
     uint64_t bytes = 0, due = 0;
     bool admin = sq->id == 0;
-    enum fault_effect fx = atomic_load_explicit(&c->nfaults, memory_order_relaxed)
-                               ? fault_check(c, sq->id, &status, &delay_ms) : FX_NONE;
+    enum fault_effect fx =
+        atomic_load_explicit(&c->nfaults, memory_order_relaxed) ? fault_check(c, sq->id, &status, &delay_ms) : FX_NONE;
     uint16_t cid = cmd->cid;
     uint64_t bit = 1ull << (cid & 63);
     struct emu_pend p = {.cid = cid};
@@ -239,8 +238,10 @@ static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_
         } else {
             status = io_exec(c, cmd, &bytes);
             if (!status) {
-                if (cmd->opc == NVME_CMD_READ) (*rd)++, *rdb += bytes;
-                else if (cmd->opc == NVME_CMD_WRITE) (*wr)++, *wrb += bytes;
+                if (cmd->opc == NVME_CMD_READ)
+                    (*rd)++, *rdb += bytes;
+                else if (cmd->opc == NVME_CMD_WRITE)
+                    (*wr)++, *wrb += bytes;
             }
         }
     }
@@ -294,10 +295,12 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             fetched++;
             uint64_t bytes = 0;
             uint16_t st = !data && (cmd.opc == NVME_CMD_READ || cmd.opc == NVME_CMD_WRITE) ? rw_nodata(c, &cmd, &bytes)
-                                                                                         : io_exec(c, &cmd, &bytes);
+                                                                                           : io_exec(c, &cmd, &bytes);
             if (!st) {
-                if (cmd.opc == NVME_CMD_READ) rd++, rdb += bytes;
-                else if (cmd.opc == NVME_CMD_WRITE) wr++, wrb += bytes;
+                if (cmd.opc == NVME_CMD_READ)
+                    rd++, rdb += bytes;
+                else if (cmd.opc == NVME_CMD_WRITE)
+                    wr++, wrb += bytes;
             }
             if (emu_cq_post(cq, sq->id, (uint16_t)head, cmd.cid, st, 0)) {
                 posted++;

@@ -25,7 +25,10 @@ uint64_t emu_now_ns(const struct nvme_emu_set *set)
     return (uint64_t)ts.tv_sec * EMU_NS_PER_S + (uint64_t)ts.tv_nsec - set->epoch_ns;
 }
 
-static double pick(double override, double nominal) { return override >= 0 ? override : nominal; }
+static double pick(double override, double nominal)
+{
+    return override >= 0 ? override : nominal;
+}
 
 static uint64_t gap_fp(double rate) /* fixed-point ns between commands at `rate` per second */
 {
@@ -57,8 +60,7 @@ static uint64_t gcra_shared(_Atomic uint64_t *tat, uint64_t t, uint64_t cost)
     uint64_t old = atomic_load_explicit(tat, memory_order_relaxed), s;
     do {
         s = old > t ? old : t;
-    } while (!atomic_compare_exchange_weak_explicit(tat, &old, s + cost, memory_order_relaxed,
-                                                    memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(tat, &old, s + cost, memory_order_relaxed, memory_order_relaxed));
     return s;
 }
 

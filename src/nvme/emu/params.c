@@ -14,16 +14,14 @@
 #include <string.h>
 
 #include "nvme/emu/emu_internal.h"
-#include "nvme/uri.h"
 #include "nvme/errbuf.h"
+#include "nvme/uri.h"
 
 #define EMU_LIST_ITEM_MAX 64u
 
-
 static const char *const emu_keys[] = {
-    "ndev", "nns", "nsze", "ncap", "lbads", "mdts", "mqes", "nioq", "dstrd", "backing",
-    "profile", "scale", "mode", "seed", "ooo", "data",
-    "lat", "lat_sigma", "iops", "bw", "qiops", "fetch", "link", NULL,
+    "ndev", "nns",  "nsze", "ncap", "lbads", "mdts",      "mqes", "nioq", "dstrd", "backing", "profile", "scale",
+    "mode", "seed", "ooo",  "data", "lat",   "lat_sigma", "iops", "bw",   "qiops", "fetch",   "link",    NULL,
 };
 
 static const char *find(const struct nvme_emu_kv *kv, size_t n, const char *key)
@@ -43,11 +41,16 @@ static int parse_time_ns(const char *s, double *out)
     if (end == s || errno || !isfinite(v) || v < 0)
         return -EINVAL;
     double mul = 1;
-    if (*end == 0 || strcmp(end, "ns") == 0) mul = 1;
-    else if (strcmp(end, "us") == 0) mul = 1e3;
-    else if (strcmp(end, "ms") == 0) mul = 1e6;
-    else if (strcmp(end, "s") == 0) mul = 1e9;
-    else return -EINVAL;
+    if (*end == 0 || strcmp(end, "ns") == 0)
+        mul = 1;
+    else if (strcmp(end, "us") == 0)
+        mul = 1e3;
+    else if (strcmp(end, "ms") == 0)
+        mul = 1e6;
+    else if (strcmp(end, "s") == 0)
+        mul = 1e9;
+    else
+        return -EINVAL;
     *out = v * mul;
     return 0;
 }
@@ -81,18 +84,22 @@ static int parse_rate(const char *s, double *out)
 }
 
 /* Split a per-controller list and hand item i (or the only item) to the caller. */
-static int list_get(const char *key, const char *val, unsigned ndev, unsigned i, char *buf, size_t len,
-                    char *err, size_t errlen)
+static int list_get(const char *key, const char *val, unsigned ndev, unsigned i, char *buf, size_t len, char *err,
+                    size_t errlen)
 {
     unsigned n = nvme_uri_list_count(val);
     if (n != 1 && n != ndev)
-        return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s': '%s' has %u values; give 1 or ndev=%u", key, val, n, ndev);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s': '%s' has %u values; give 1 or ndev=%u", key, val,
+                         n, ndev);
     if (nvme_uri_list_item(val, n == 1 ? 0 : i, buf, len))
         return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s': value '%s' is too long", key, val);
     return 0;
 }
 
-static bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+static bool is_pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
 
 int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg, char *err, size_t errlen)
 {
@@ -109,9 +116,9 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
             known |= strcmp(*k, kv[i].key) == 0;
         if (!known)
             return nvme_errf(err, errlen, -EINVAL,
-                        "emu: unknown parameter '%s' (known: ndev nns nsze ncap lbads mdts mqes nioq dstrd "
-                        "backing profile scale mode seed ooo data lat lat_sigma iops bw qiops fetch link)",
-                        kv[i].key);
+                             "emu: unknown parameter '%s' (known: ndev nns nsze ncap lbads mdts mqes nioq dstrd "
+                             "backing profile scale mode seed ooo data lat lat_sigma iops bw qiops fetch link)",
+                             kv[i].key);
         for (size_t j = 0; j < i; j++)
             if (strcmp(kv[j].key, kv[i].key) == 0)
                 return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s' given twice", kv[i].key);
@@ -139,13 +146,24 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         c->dstrd = 0;
         bool ncap_given = false;
 #define ITEM(key) ((v = find(kv, nkv, key)) && !list_get(key, v, cfg->ndev, i, item, sizeof(item), err, errlen))
-#define LISTCHK(key) do { const char *_v = find(kv, nkv, key); \
-        if (_v && list_get(key, _v, cfg->ndev, i, item, sizeof(item), err, errlen)) return -EINVAL; } while (0)
-        LISTCHK("nns"); LISTCHK("nsze"); LISTCHK("ncap"); LISTCHK("lbads"); LISTCHK("mdts");
-        LISTCHK("mqes"); LISTCHK("nioq"); LISTCHK("dstrd");
+#define LISTCHK(key)                                                                                                   \
+    do {                                                                                                               \
+        const char *_v = find(kv, nkv, key);                                                                           \
+        if (_v && list_get(key, _v, cfg->ndev, i, item, sizeof(item), err, errlen))                                    \
+            return -EINVAL;                                                                                            \
+    } while (0)
+        LISTCHK("nns");
+        LISTCHK("nsze");
+        LISTCHK("ncap");
+        LISTCHK("lbads");
+        LISTCHK("mdts");
+        LISTCHK("mqes");
+        LISTCHK("nioq");
+        LISTCHK("dstrd");
         if (ITEM("nns")) {
             if (nvme_parse_u64(item, &u) || u < 1 || u > EMU_MAX_NS)
-                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nns': bad value '%s' (1..%u)", item, EMU_MAX_NS);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nns': bad value '%s' (1..%u)", item,
+                                 EMU_MAX_NS);
             c->nns = (uint32_t)u;
         }
         if (ITEM("lbads")) {
@@ -160,7 +178,7 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         }
         if (c->nsze % c->lbads)
             return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nsze': %llu bytes is not a multiple of lbads=%u",
-                        (unsigned long long)c->nsze, c->lbads);
+                             (unsigned long long)c->nsze, c->lbads);
         c->ncap = c->nsze;
         if (ITEM("ncap")) {
             if (nvme_parse_size(item, &u) || u > c->nsze)
@@ -173,23 +191,26 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
             if (nvme_parse_size(item, &u) || (u != 0 && (u % EMU_PAGE_SIZE || !is_pow2(u / EMU_PAGE_SIZE))) ||
                 (u / EMU_PAGE_SIZE) > (1ull << 30))
                 return nvme_errf(err, errlen, -EINVAL,
-                            "emu: parameter 'mdts': bad value '%s' (0 = unlimited, or 4KiB x a power of two)", item);
+                                 "emu: parameter 'mdts': bad value '%s' (0 = unlimited, or 4KiB x a power of two)",
+                                 item);
             c->mdts = u;
         }
         if (ITEM("mqes")) {
             if (nvme_parse_u64(item, &u) || u < EMU_MIN_MQES || u > EMU_MAX_MQES)
                 return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'mqes': bad value '%s' (%u..%u entries)", item,
-                            EMU_MIN_MQES, EMU_MAX_MQES);
+                                 EMU_MIN_MQES, EMU_MAX_MQES);
             c->mqes = (uint32_t)u;
         }
         if (ITEM("nioq")) {
             if (nvme_parse_u64(item, &u) || u < 1 || u > EMU_MAX_NIOQ)
-                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nioq': bad value '%s' (1..%u)", item, EMU_MAX_NIOQ);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nioq': bad value '%s' (1..%u)", item,
+                                 EMU_MAX_NIOQ);
             c->nioq = (uint32_t)u;
         }
         if (ITEM("dstrd")) {
             if (nvme_parse_u64(item, &u) || u > EMU_MAX_DSTRD)
-                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'dstrd': bad value '%s' (0..%u)", item, EMU_MAX_DSTRD);
+                return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'dstrd': bad value '%s' (0..%u)", item,
+                                 EMU_MAX_DSTRD);
             c->dstrd = (uint32_t)u;
         }
 #undef ITEM
@@ -213,8 +234,8 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         uint64_t lim = cfg->backing == EMU_BACKING_RAM ? EMU_MAX_RAM_NSZE : EMU_MAX_FILE_NSZE;
         if (cfg->c[i].nsze > lim)
             return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'nsze': %llu bytes exceeds the %s limit of %llu",
-                        (unsigned long long)cfg->c[i].nsze, cfg->backing == EMU_BACKING_RAM ? "ram" : "file",
-                        (unsigned long long)lim);
+                             (unsigned long long)cfg->c[i].nsze, cfg->backing == EMU_BACKING_RAM ? "ram" : "file",
+                             (unsigned long long)lim);
     }
 
     cfg->profile = nvme_emu_profile_find("null");
@@ -227,7 +248,8 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
                 strncat(names, i ? ", " : "", sizeof(names) - strlen(names) - 1);
                 strncat(names, p->name, sizeof(names) - strlen(names) - 1);
             }
-            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'profile': unknown profile '%s' (known: %s)", v, names);
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'profile': unknown profile '%s' (known: %s)", v,
+                             names);
         }
     }
     cfg->scale = cfg->profile->default_scale;
@@ -238,9 +260,12 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
 
     cfg->mode = EMU_MODE_INLINE;
     if ((v = find(kv, nkv, "mode"))) {
-        if (strcmp(v, "inline") == 0) cfg->mode = EMU_MODE_INLINE;
-        else if (strcmp(v, "thread") == 0) cfg->mode = EMU_MODE_THREAD;
-        else return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'mode': bad value '%s' (inline or thread)", v);
+        if (strcmp(v, "inline") == 0)
+            cfg->mode = EMU_MODE_INLINE;
+        else if (strcmp(v, "thread") == 0)
+            cfg->mode = EMU_MODE_THREAD;
+        else
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'mode': bad value '%s' (inline or thread)", v);
     }
     cfg->seed = EMU_DEF_SEED;
     if ((v = find(kv, nkv, "seed")) && nvme_parse_u64(v, &cfg->seed))
@@ -249,9 +274,12 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'ooo': bad value '%s' (0 or 1)", v);
     cfg->data = true;
     if ((v = find(kv, nkv, "data"))) {
-        if (strcmp(v, "copy") == 0) cfg->data = true;
-        else if (strcmp(v, "none") == 0) cfg->data = false;
-        else return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'data': bad value '%s' (copy or none)", v);
+        if (strcmp(v, "copy") == 0)
+            cfg->data = true;
+        else if (strcmp(v, "none") == 0)
+            cfg->data = false;
+        else
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'data': bad value '%s' (copy or none)", v);
     }
 
     /* device-model overrides (nominal values; scale applies afterwards) */
@@ -259,20 +287,22 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
     cfg->fetch = -1;
     if ((v = find(kv, nkv, "lat")) && (parse_time_ns(v, &cfg->lat_ns) || cfg->lat_ns > 1e12))
         return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'lat': bad time '%s' (e.g. 50us; ns, us, ms, s)", v);
-    if ((v = find(kv, nkv, "lat_sigma")) && (parse_double(v, &cfg->lat_sigma) || cfg->lat_sigma < 0 ||
-                                             cfg->lat_sigma > 4))
+    if ((v = find(kv, nkv, "lat_sigma")) &&
+        (parse_double(v, &cfg->lat_sigma) || cfg->lat_sigma < 0 || cfg->lat_sigma > 4))
         return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'lat_sigma': bad value '%s' (0..4)", v);
     if ((v = find(kv, nkv, "iops")) && (parse_double(v, &cfg->iops) || cfg->iops < 0))
         return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'iops': bad value '%s' (commands/s, 0 = no cap)", v);
     if ((v = find(kv, nkv, "qiops")) && (parse_double(v, &cfg->qiops) || cfg->qiops < 0))
         return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'qiops': bad value '%s' (commands/s, 0 = no cap)", v);
     if ((v = find(kv, nkv, "bw")) && parse_rate(v, &cfg->bw))
-        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'bw': bad rate '%s' (bytes/s, e.g. 14GiB or 500MB/s)", v);
+        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'bw': bad rate '%s' (bytes/s, e.g. 14GiB or 500MB/s)",
+                         v);
     if ((v = find(kv, nkv, "link")) && parse_rate(v, &cfg->link))
         return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'link': bad rate '%s' (bytes/s, e.g. 45200MB/s)", v);
     if ((v = find(kv, nkv, "fetch"))) {
         if (nvme_parse_u64(v, &u) || u > EMU_MAX_MQES)
-            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'fetch': bad value '%s' (0 = unlimited, ..%u)", v, EMU_MAX_MQES);
+            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'fetch': bad value '%s' (0 = unlimited, ..%u)", v,
+                             EMU_MAX_MQES);
         cfg->fetch = (int64_t)u;
     }
     emu_model_setup(cfg);

@@ -49,26 +49,25 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "nvme/emu/calibration.h"   /* generated from data/reference/headline.csv */
+#include "nvme/emu/calibration.h" /* generated from data/reference/headline.csv */
 
-#define GIB                         1073741824.0
-#define NS_PER_S                    1e9
-#define PM1753_NDEVS_PUBLISHED      16.0          /* the published server's device count */
-#define PM1753_NQ1_QD128_INFLIGHT   (128.0 * PM1753_NDEVS_PUBLISHED) /* qd x devices, one queue each */
-#define PM1753_DEFAULT_SCALE        64.0
-#define PM1753_DEVICE_IOPS_CAP      NVME_CAL_DEVICE_IOPS_CAP
-#define P2P_PAYLOAD_CEILING_B_S     (NVME_CAL_P2P_PAYLOAD_GB_S * 1e9)
+#define GIB                       1073741824.0
+#define NS_PER_S                  1e9
+#define PM1753_NDEVS_PUBLISHED    16.0                             /* the published server's device count */
+#define PM1753_NQ1_QD128_INFLIGHT (128.0 * PM1753_NDEVS_PUBLISHED) /* qd x devices, one queue each */
+#define PM1753_DEFAULT_SCALE      64.0
+#define PM1753_DEVICE_IOPS_CAP    NVME_CAL_DEVICE_IOPS_CAP
+#define P2P_PAYLOAD_CEILING_B_S   (NVME_CAL_P2P_PAYLOAD_GB_S * 1e9)
 
 /* ---- derived constants (the arithmetic in the header comment) ---- */
-#define PM1753_DEV_BW      (NVME_CAL_PLATEAU_GIB_S * GIB / PM1753_NDEVS_PUBLISHED)
-#define PM1753_QUEUE_IOPS  (NVME_CAL_NQ1_QD512_IOPS / PM1753_NDEVS_PUBLISHED)
-#define PM1753_LAT_NS      (PM1753_NQ1_QD128_INFLIGHT / NVME_CAL_NQ1_QD128_IOPS * NS_PER_S)
+#define PM1753_DEV_BW     (NVME_CAL_PLATEAU_GIB_S * GIB / PM1753_NDEVS_PUBLISHED)
+#define PM1753_QUEUE_IOPS (NVME_CAL_NQ1_QD512_IOPS / PM1753_NDEVS_PUBLISHED)
+#define PM1753_LAT_NS     (PM1753_NQ1_QD128_INFLIGHT / NVME_CAL_NQ1_QD128_IOPS * NS_PER_S)
 
 /* The device model both pm1753 profiles share; they differ only in the link cap. */
-#define PM1753_MODEL                                                                                    \
-    .default_scale = PM1753_DEFAULT_SCALE, .lat_ns = PM1753_LAT_NS, .lat_sigma = 0.0,                    \
-    .dev_iops = PM1753_DEVICE_IOPS_CAP, .dev_bw = PM1753_DEV_BW, .queue_iops = PM1753_QUEUE_IOPS,         \
-    .fetch_burst = 0
+#define PM1753_MODEL                                                                                                   \
+    .default_scale = PM1753_DEFAULT_SCALE, .lat_ns = PM1753_LAT_NS, .lat_sigma = 0.0,                                  \
+    .dev_iops = PM1753_DEVICE_IOPS_CAP, .dev_bw = PM1753_DEV_BW, .queue_iops = PM1753_QUEUE_IOPS, .fetch_burst = 0
 
 static const struct nvme_emu_profile profiles[] = {
     {

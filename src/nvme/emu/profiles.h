@@ -24,14 +24,14 @@ extern "C" {
 struct nvme_emu_profile {
     const char *name;
     const char *summary;
-    double default_scale;  /* used when the URI gives no scale */
-    double lat_ns;         /* base latency per command, nominal */
-    double lat_sigma;      /* lognormal shape of the latency (0 = fixed); median stays lat_ns */
-    double dev_iops;       /* per-device command rate cap, commands/s (0 = none) */
-    double dev_bw;         /* per-device payload bandwidth cap, bytes/s (0 = none) */
-    double queue_iops;     /* per-queue command rate cap, commands/s (0 = none) */
-    uint32_t fetch_burst;  /* SQEs fetched per doorbell/poll event and queue (0 = unlimited) */
-    double link_bw;        /* payload bandwidth shared by all devices of a target, bytes/s (0 = none) */
+    double default_scale; /* used when the URI gives no scale */
+    double lat_ns;        /* base latency per command, nominal */
+    double lat_sigma;     /* lognormal shape of the latency (0 = fixed); median stays lat_ns */
+    double dev_iops;      /* per-device command rate cap, commands/s (0 = none) */
+    double dev_bw;        /* per-device payload bandwidth cap, bytes/s (0 = none) */
+    double queue_iops;    /* per-queue command rate cap, commands/s (0 = none) */
+    uint32_t fetch_burst; /* SQEs fetched per doorbell/poll event and queue (0 = unlimited) */
+    double link_bw;       /* payload bandwidth shared by all devices of a target, bytes/s (0 = none) */
 };
 
 /* NULL when no profile has that name. */

@@ -16,8 +16,8 @@ bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
 }
 
 /* ---------------------------------------------------------------- PRPs */
-uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len,
-                      emu_seg_fn fn, void *arg)
+uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
+                      void *arg)
 {
     const uint64_t page = EMU_PAGE_SIZE;
     uint16_t st;
@@ -74,4 +74,3 @@ uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t pr
     }
     return EMU_ST_OK;
 }
-
