@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // nvmelab._native: each part of the project binds its own types in one file.
 // module.cpp calls these in order; a part that is not compiled in binds nothing.
 #pragma once

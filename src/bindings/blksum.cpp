@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // blksum.cpp: nvmelab._native bindings of the blksum C core (src/blksum/blksum.h).
 //
 // The checksum runs on its own C threads; the calling Python thread waits without the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // cuda.cpp — bindings of device-initiated I/O (src/nvme/cuda/cuda_api.h): CUDA device discovery, the
 // cuda-run engine over gpu-emu://. Always present: cuda_device_count() and cuda_status() answer 0 and a
 // reason in a build without CUDA or on a host without a GPU. The engine runs with the GIL released on a

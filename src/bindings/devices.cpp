@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // nvmelab._native: the driver's PCI in-use check (nvme/inuse.h) for nvmelab.devices.
 #include <string>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // driver.cpp — nvmelab._native bindings of the C driver (src/nvme/nvme.h): targets, controllers,
 // namespaces, queue pairs, DMA buffers, status names. The friendly Python API lives in
 // src/nvmelab/driver.py and src/nvmelab/qpair.py; this layer keeps memory safety and lifetimes:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // driver_ctrl.cpp — nvmelab._native: the Controller class (state and rules: driver_state.h, driver.cpp).
 #include "driver_state.h"
 

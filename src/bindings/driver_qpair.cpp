@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // driver_qpair.cpp — nvmelab._native: the QPair class (state and rules: driver_state.h, driver.cpp).
 #include "driver_state.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // driver_state.h — the C++ state behind the driver bindings (driver*.cpp): lifetimes and locks of
 // targets, controllers, queue pairs and DMA memory (the rules are at the top of driver.cpp).
 // Internal to the bindings; every function here is inline so that each bind file may include it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // driver_target.cpp — nvmelab._native: the Target, DmaBuffer and Namespace classes (state and rules: driver_state.h,
 // driver.cpp).
 #include "driver_state.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // nvmelab._native: the one errno / NVMe-status -> Python exception converter (see errors.h).
 #include "errors.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // errors.h — the one errno / NVMe-status -> Python exception converter of nvmelab._native.
 //
 // Rule (every binding uses it: driver, perf, blksum, cuda, devices):

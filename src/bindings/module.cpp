@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // nvmelab._native: module entry point and build_info().
 #include <string>
 

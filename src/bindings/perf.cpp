@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // nvmelab._native perf part: the closed-loop engine (perf.h) on every target.
 //
 // PerfTarget(uri, backend=None, allow_write=False, need_write=False) opens a target;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* blksum.c — the checksum pipeline: reader thread, I/O engines, hash threads, in-order combine.
  *
  * Chunks (one per slot, queue_depth slots) move FREE -> IO -> HASH -> DONE -> combined -> FREE.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * blksum.h — blkhash-compatible parallel image checksum (C core of nvmelab.blksum).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * blksum_internal.h — what blksum's C files share and the public header does not show.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* opts.c — blksum's options, digests and error texts: defaults, checks, the digest list (see blksum.h). */
 #include <errno.h>
 #include <openssl/err.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* source.c — open what blksum reads: a regular file, a block device, a pipe, or a target of the
  * engine layer (src/engine/backend.h) named by a URI. */
 #include <errno.h>

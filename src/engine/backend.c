@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend.c — targets of the engine layer: open by URI scheme, close, cold-path write (see backend.h). */
 #include "engine/backend.h"
 

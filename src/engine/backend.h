@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * backend.h — the one I/O backend interface of nvmelab's engine layer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kio.c — psync and io_uring backends on file:// and blk:// (see kio.h). */
 #include "engine/kio.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kio.h — kernel I/O paths for the perf engine: psync and io_uring on file:// and blk://.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* perf.c — closed-loop engine (see perf.h). */
 #include "engine/perf.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * perf.h — the closed-loop performance engine (CPU-initiated I/O on any target).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* perf_config.c — the perf engine's pattern names and its configuration check against a target (see perf.h). */
 #include <errno.h>
 #include <stdio.h>

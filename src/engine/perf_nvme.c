@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* perf_nvme.c — the perf engine's backend on the nvmelab driver: emu:// and pci:// targets.
  *
  * One device = the first active namespace of one controller (or namespace opts.nsid).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* perf_params.c — the run parameter table (perf_params.h) as data, defaults and one range check. */
 #include "engine/perf_params.h"
 

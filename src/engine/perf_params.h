@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * perf_params.h — every run parameter of the perf engine, declared once.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats.c — log-linear latency histogram (see stats.h). */
 #include "engine/stats.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stats.h — latency histogram and per-thread counters of the perf engine.
  *

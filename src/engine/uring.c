@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* uring.c — io_uring through its three system calls and mmap'd rings (see uring.h). */
 #include "engine/uring.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uring.h — a minimal io_uring ring over the kernel's own ABI (no liburing).
  *

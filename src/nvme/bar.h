@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bar.h — the transport hook between the driver and what it talks to: BAR0 of an NVMe controller.
  *

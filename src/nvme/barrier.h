@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * barrier.h — memory barriers between the host CPU, DMA memory and device registers, spelled out per
  * architecture (x86-64, aarch64) with a C11 <stdatomic.h> fallback elsewhere.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrl.c — controller bring-up per spec, admin commands, I/O queue creation/deletion, reset, shutdown,
  * and the synchronous I/O helper. See ctrl.h for the order of steps. */
 #include "nvme/ctrl.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ctrl.h — controller internals: the state ctrl.c keeps per controller, bring-up / shutdown entry points
  * used by target.c, and the log helper every driver file uses. Public calls are in nvme.h.

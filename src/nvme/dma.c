@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dma.c — DMA memory objects with identity, hugepage+pagemap and VFIO IOVA translation (see dma.h). */
 #include "nvme/dma.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dma.h — DMA memory internals: one nvme_dma object type with pluggable address translation, and the
  * per-target DMA domain that owns every object (public calls are in nvme.h).

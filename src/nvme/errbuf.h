@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* errbuf.h — the one helper that fills a caller's error buffer (internal).
  *
  * Purpose: functions that take `char *err, size_t errlen` report a failure with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpuq_ctrl.c — I/O queue pairs with host-memory rings for device-side drivers, and the CPU stand-in
  * that drives them (gpuq_ctrl.h). Uses only the public driver API (admin commands, qid allocator, DMA
  * objects, BAR access) and the queue logic shared with the GPU (nvme/cuda/nvme_gpuq.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gpuq_ctrl.h — I/O queue pairs on a controller for a driver outside this process's threads (CUDA
  * threads of the cuda-run engine), in plain C with no CUDA include: queue creation with interrupts off,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* inuse.c — is an NVMe PCI function in use by the host? (see inuse.h) */
 #include "nvme/inuse.h"
 

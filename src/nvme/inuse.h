@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * inuse.h — the one check whether an NVMe PCI function is in use by the host.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mmio.h — controller register access: one access per function, no policy (the caller decides what to
  * wait for and how long). Each write is followed by the transport hook (bar.h) when one is set.

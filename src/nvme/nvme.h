@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * nvme.h — public API of the nvmelab user-space NVMe driver (C11). Include this one header.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* pci.c — the pci:// backend: sysfs discovery and safety checks, BAR0 mapping through uio (resource0) or
  * VFIO (container, group, device, region info), bus mastering. See pci.h for the rules. */
 #include "nvme/pci.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pci.h — the pci:// backend: real NVMe controllers bound to uio_pci_generic or vfio-pci.
  *

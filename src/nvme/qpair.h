@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * qpair.h — queue pair internals shared by qpair.c (I/O queues) and ctrl.c (the admin queue runs on the
  * same code with qid 0). Public calls are in nvme.h.

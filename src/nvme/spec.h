@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * spec.h — NVMe (base 1.4 / NVM command set) definitions used by the driver, the emulated controller and
  * the CUDA queue code: controller registers and their fields, the doorbell layout, submission and

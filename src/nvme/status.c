@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* status.c — spec names of status codes and opcodes, completion strings, and the diagnostics hook. */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sysfs.c — root-prefixed reads, writes and links of sysfs/procfs files (see sysfs.h). */
 #include "nvme/sysfs.h"
 

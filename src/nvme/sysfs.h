@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sysfs.h — small helpers over sysfs and procfs paths with a root prefix.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* target.c — nvme_target_open: parse the URI (uri.c), dispatch on the scheme to its backend (emu:// ->
  * src/nvme/emu, pci:// -> pci.c), bring each controller up (ctrl.c); close unwinds in reverse. */
 #include "nvme/target.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * target.h — target internals: what nvme_target_open builds from a URI. The scheme's backend (emu.c in
  * src/nvme/emu for emu://, pci.c for pci://) supplies one BAR per controller and the DMA translation;

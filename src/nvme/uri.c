@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* uri.c — the generic target-URI parser (grammar in uri.h and src/README.md). */
 #include "nvme/uri.h"
 

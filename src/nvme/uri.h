@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uri.h — the one generic target-URI parser (grammar in src/README.md, "Target URIs"):
  *

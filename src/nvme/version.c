@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nvmelab driver version string. */
 #include "nvme/version.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* devmgmt.c — NVMe PCI function management over sysfs (see devmgmt.h); the in-use check is the driver's
  * (nvme/inuse.h), the one nvmelab/devices.py also calls. */
 #ifndef _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* devmgmt.h — NVMe PCI function management over sysfs, for hosts without Python (the QEMU guest).
  *
  * The same rules as the Python module nvmelab.devices (which hosts use through `nvmelab devices|bind|

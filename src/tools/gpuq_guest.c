@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpuq_guest.c — `nvmelab-guest gpuq URI`: the real-controller path of device-initiated I/O without a GPU.
  * On every controller of URI: I/O queue pairs created for GPU threads (interrupts off, host-memory rings;
  * nvme/gpuq_ctrl.h), driven by the CPU stand-in round (the GPU kernel's SQE/CID/phase logic from

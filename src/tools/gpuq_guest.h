@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gpuq_guest.h — `nvmelab-guest gpuq URI [--rounds N]`: checks of the GPU-queue path on real controllers
  * without a GPU (queue pairs with host-memory rings driven by the CPU stand-in; see gpuq_guest.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nvmelab-guest — self-test and short perf run of the user-space driver on real (or QEMU) controllers.
  *
  * Built statically by env/qemu/run.sh against the driver sources and run inside the QEMU guest, which has

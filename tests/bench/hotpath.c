@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hotpath.c — the driver's submit/ring/poll loop on emu://?profile=null, for callgrind.
  *
  * Usage: hotpath URI QDEPTH NIOS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * emu_testhost.h — a raw NVMe host for the emulator's C tests: drives emu://
  * controllers through BAR memory stores and the bar ops, with its own queues,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cuda_queue_host.c — the device-side queue logic (src/nvme/cuda/nvme_gpuq.h) compiled for the host:
  * SQE building, PRPs from a lookup table, CID generation/index, matching out-of-order completions by CID
  * over many lock-step rounds with a ring that wraps every round (phase tag flips), rejection of stale,

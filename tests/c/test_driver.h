@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_driver.h — small helpers shared by the driver's C tests (tests/c/test_driver_*.c): CHECK macros
  * that abort with file:line, an "open or die" for emu:// targets, a synchronous submit-and-wait on a

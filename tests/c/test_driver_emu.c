@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_driver_emu.c — the driver against the emulated controller: bring-up and identify, read after write,
  * PRP edge cases, phase wrap, queue full, validation statuses, fault injection -> timeout -> reset,
  * Write Zeroes / DSM / Flush, several threads on several qpairs, sync I/O. */

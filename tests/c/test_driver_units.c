@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_driver_units.c — unit tests of the driver's pieces that need no controller: register field
  * accessors and doorbell offsets, status names, the URI grammar, PCI address parsing and the pci://
  * safety checks on a fake sysfs tree (allow-list, class, binding, mounted and root-filesystem refusal). */

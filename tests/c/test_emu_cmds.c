@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_emu_cmds.c — admin and NVM command semantics of emu://: every status code, data, phases, CQ full. */
 #include "emu_testhost.h"
 

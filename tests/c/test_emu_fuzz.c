@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_emu_fuzz.c — random 64-byte SQEs into the admin and I/O queues of emu://: no crash, every
  * command completes (except held Async Event Requests) with a status from the spec's lists.
  * DMA windows are registered so that wild PRPs are refused instead of dereferenced.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_emu_model.c — device model (Little's law, caps), out-of-order completion, faults, mode=thread. */
 #include <pthread.h>
 #include <time.h>

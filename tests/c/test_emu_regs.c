@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_emu_regs.c — emu:// URI validation, register semantics, bring-up and Identify. */
 #include "emu_testhost.h"
 #include "nvme/emu/profiles.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_emu_throughput.c — emulator cost on the null profile: commands per second per core, inline mode,
  * through the raw test host (batches of BATCH reads per doorbell, completions reaped as they come).
  * As a ctest it only checks that commands flow and prints the figures; `make bench` runs it with

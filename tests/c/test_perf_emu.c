@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_perf_emu.c — the engine on emu://: every pattern, several devices/queues/threads,
  * fill + verify with an injected corruption named by its LBA, target limits refused. */
 #include <errno.h>

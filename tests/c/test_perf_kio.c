@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_perf_kio.c — the engine on file:// with psync and io_uring: every pattern,
  * fill + verify, a corrupted block found with its LBA, bad parameters refused. */
 #include <errno.h>

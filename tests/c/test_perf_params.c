@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_perf_params.c — the run parameter table: defaults, one range check naming the parameter, lookup. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_perf_stats.c — the log-linear histogram: bucket edges, percentiles, merge. */
 #include <stdio.h>
 #include <stdlib.h>

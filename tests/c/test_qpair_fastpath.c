@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_qpair_fastpath.c — the qpair hot path (qpair.c) against the general path on emu:// targets:
  * the SQE the fast path writes equals the general path's, every argument error still gets its precise errno
  * once the fast path is primed, data written and read through it is intact, SQE words the fast path skips are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_uring.c — the io_uring module over the kernel ABI: ring set-up and fallbacks, a full SQ
  * refuses more SQEs, reads and writes (plain and fixed) land where they should across many
  * wrap-arounds of both rings, and a process that may not use io_uring gets an error that says why. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * crun.h — internals of the cuda-run engine shared by its two hosts (cuda_run.cu: gpu-emu://,
  * cuda_pci.cu: pci://): the queue table and parameters the kernel reads, the launch, the host-side wait

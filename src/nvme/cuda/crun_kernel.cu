@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // crun_kernel.cu — the cuda-run kernel and what both of its hosts (gpu-emu://, pci://) share: launch,
 // module preload, and the collection of per-queue state into a result (crun.h).
 //

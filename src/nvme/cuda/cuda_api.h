@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_api.h — the plain C interface of device-initiated I/O (libnvme_cuda) for the bindings and C
  * callers: CUDA device discovery, the cuda-run engine, and the GPU-resident emulated controller behind

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // cuda_host.cu — host-side pieces of libnvme_cuda that are not one engine: the one CUDA-error -> errno
 // converter (the CUDA name and text go into the message), host watchdogs that poll a stream or an event
 // with a deadline instead of synchronizing, device count and info, buffer sizing, gpu-emu:// URI checks,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // cuda_pci.cu — cuda-run on controllers the driver opens (pci:// on vfio-pci or uio_pci_generic; also
 // emu://?mode=thread, the CPU emulator with its own service thread, as a stand-in controller for GPU
 // tests without NVMe hardware). The plain C part (nvme/gpuq_ctrl.h) creates the I/O queue pairs with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // cuda_run.cu — the cuda-run engine: device-initiated I/O from CUDA threads.
 //
 // Grid = devices x queues per device, one block per queue pair, one thread per in-flight command

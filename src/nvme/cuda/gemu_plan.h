@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gemu_plan.h — how the GPU-resident emulator (gpu_emu.cu) lays its work out, as plain C that the
  * host tests can run: which warp of the persistent kernel serves which queue, and whether a requested

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // gpu_emu.cu — the GPU-resident emulated NVMe controller (gpu-emu://): a persistent kernel in which each
 // warp serves queue pairs: it reads the SQ tail doorbell word, fetches up to 32 SQEs at once (one per
 // lane), validates them with the CPU emulator's status codes, applies the device model as batch GCRA

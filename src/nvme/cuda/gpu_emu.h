@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gpu_emu.h — the GPU-resident emulated NVMe controller behind `gpu-emu://` (internal to libnvme_cuda).
  *

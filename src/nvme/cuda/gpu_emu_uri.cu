@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // gpu_emu_uri.cu — the gpu-emu:// URI: keys, values, the device model's constants, and the one-line
 // description that goes into every record (see gpu_emu.h; host code only, no GPU needed).
 #include <cerrno>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * nvme_cuda.cuh — device-side NVMe queue access from CUDA threads: the clock, doorbell stores, CQE polls
  * with a deadline, and the lock-step round (one block per queue pair, one thread per command).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * nvme_gpuq.h — the queue logic of device-initiated I/O, in plain C that compiles for the host and (under
  * nvcc) for the GPU: SQE building, PRPs from a DMA-address lookup table, command identifiers (CIDs) with a

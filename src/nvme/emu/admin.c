@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* admin.c — the emulated controller's admin command set and its I/O queue management.
  *
  * Identify (CNS 00h/01h/02h), Get Log Page (Error Information, SMART / Health), Set/Get Features,

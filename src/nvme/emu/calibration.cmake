@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # calibration.cmake — generate nvme/emu/calibration.h from data/reference/headline.csv.
 #
 #   cmake -DIN=data/reference/headline.csv -DOUT=<dir>/nvme/emu/calibration.h -P calibration.cmake

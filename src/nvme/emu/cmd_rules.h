@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_rules.h — NVMe command and PRP rules shared by the CPU emulator (emu/io.c) and the GPU
  * emulator (cuda/gpu_emu.cu).

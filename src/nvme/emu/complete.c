@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* complete.c — posting completions: held completions in a min-heap per SQ (by due time, then
  * order), the CQ lock of shared CQs, and emu_complete()/emu_sq_drain() (see emu_internal.h). */
 #include <string.h>

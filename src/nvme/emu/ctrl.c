@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ctrl.c — the emulated controller: set open/close, BAR registers and CC,
  * fault injection, statistics, and the service thread of mode=thread.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * emu.h — the embedded emulated NVMe controller behind `emu://` URIs.
  *

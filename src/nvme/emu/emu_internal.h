@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * emu_internal.h — private state of the emulated controller (not for the driver or bindings).
  *

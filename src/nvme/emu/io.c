@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * io.c — the command path of the emulated controller: fetch SQEs, execute NVM
  * commands, walk PRPs, hold and post completions.

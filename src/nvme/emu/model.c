@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * model.c — the device model: when a fetched command's completion becomes due.
  *

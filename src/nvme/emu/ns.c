@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ns.c — namespaces of the emulated controller: sparse RAM or a sparse file.
  *

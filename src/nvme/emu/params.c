@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * params.c — emu:// parameters: parse and validate every key=value into struct emu_cfg.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * profiles.c — the calibration of the emulator's device models, in one place.
  *

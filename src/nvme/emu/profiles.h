@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * profiles.h — named device-model profiles of the emulated controller.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* prp.c — the emulator's DMA windows and PRP walk (rules in cmd_rules.h, shared with the GPU emulator). */
 #include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu_internal.h"
