@@ -176,3 +176,10 @@ def test_cpu_side_sweeps_plot():
     spec = chart.to_dict()
     assert len(spec["hconcat"]) == 1  # an empty table draws no panel
     assert "IOPS per physical core" in str(spec)
+
+
+def test_polling_share():
+    df = pd.DataFrame({"cpu_usage": [200.0, 90.0, None], "ncpus": [2, 1, 1]})
+    share = analysis.polling_share(df)
+    assert share.iloc[0] == 1.0 and share.iloc[1] == 0.9 and math.isnan(share.iloc[2])
+    assert 0 < analysis.BUSY_POLL_MIN_SHARE <= 1

@@ -354,7 +354,8 @@ def host_variable_comparison(sweeps: dict[str, pd.DataFrame], seed_ad: pd.DataFr
             note = (why.get("thr_sib") if siblings and why.get("thr_sib") else why.get(var)) or \
                 "no runs of this change in the records"
         elif siblings and why.get("thr_sib"):
-            note = f"measured, but {why['thr_sib']}: thr_sib=1 ran on the same CPUs as thr_sib=0"
+            note = (f"{why['thr_sib']}: thr_sib=1 ran on the same CPUs as thr_sib=0, so this difference is "
+                    "run-to-run variation, not an effect of siblings")
         else:
             note = ""
         row["note"] = note
@@ -372,3 +373,16 @@ def sweep_rows(df: pd.DataFrame, plan: Any, sweep: str) -> pd.DataFrame:
     if df.empty or "run_key" not in df.columns:
         return df.iloc[0:0]
     return df[df["run_key"].isin(keys)].reset_index(drop=True)
+
+
+#: A busy-polling engine keeps each of its cores busy; a run whose measured CPU use is below this share
+#: of ncpus x 100 % lost CPU time to other work on the host (a noisy neighbour, a busy hypervisor).
+BUSY_POLL_MIN_SHARE = 0.9
+
+
+def polling_share(df: pd.DataFrame) -> pd.Series:
+    """Per run, the share of its cores the engine actually got: ``cpu_usage`` (percent of one CPU) over
+    ``ncpus`` x 100 %. Meaningful for busy-polling engines (the nvmelab driver), where it should be
+    close to 1; NaN where a record has no cpu_usage."""
+    usage = pd.to_numeric(df["cpu_usage"], errors="coerce") if "cpu_usage" in df else pd.Series(float("nan"), index=df.index)
+    return usage / (df["ncpus"].astype(float) * 100.0)
