@@ -216,3 +216,24 @@ def test_seed004_statements_and_sets() -> None:
     assert reference.seed004_parameter_sets()["Queue depth"] == ["64", "128", "256"]
     opt = reference.seed004_optimal().set_index("independent_variable")["value"]
     assert (opt["Queue depth"], opt["I/O size"], opt["Number of cores"]) == ("128", "512", "8")
+
+
+@needs_seeds
+def test_seed004_files_are_what_the_transcription_script_writes() -> None:
+    """data/reference/seeds/transcribe_seed004.py run on the seed gives the committed files, byte for byte."""
+    import importlib.util
+    import io
+
+    script = reference.seeds_dir() / "transcribe_seed004.py"
+    spec = importlib.util.spec_from_file_location("transcribe_seed004", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    seed = SEEDS / mod.SEED_NAME
+    files = mod.build(seed.read_text(), seed.name)
+    assert set(files) == {p.name for p in CSV_FILES if p.name.startswith("seed004_")}
+    for name, (header, rows) in files.items():
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+        assert (reference.seeds_dir() / name).read_text() == buf.getvalue(), name
