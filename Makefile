@@ -3,7 +3,7 @@
 #   make test   the default test run (C tests, Python tests, notebooks, book checks)
 # Each target first checks what it needs from the system (env/prereqs.sh, one place for all of them):
 # env/build/book/test stop naming the Debian packages to install; the extra legs (test-qemu,
-# test-browser, bench) install their own packages when run as root on Debian.
+# test-browser, bench, records) install their own packages when run as root on Debian.
 SHELL      := /bin/bash
 PYTHON     ?= python3
 VENV       := .venv
@@ -19,12 +19,12 @@ QEMU_ARGS  ?=
 PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 
 .PHONY: help env build test test-c test-py test-notebooks test-book test-browser test-sanitize test-qemu \
-	    test-gpu bench bench-gpu book lab clean format wheelhouse check-env check-build check-sanitize check-qemu \
-	    check-browser check-bench check-gpu
+	    test-gpu bench bench-gpu records book lab clean format wheelhouse check-env check-build check-sanitize \
+	    check-qemu check-browser check-bench check-records check-gpu
 
 help:
 	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
-	@echo "     test-browser | test-gpu | wheelhouse | clean"
+	@echo "     test-browser | test-gpu | wheelhouse | records [STUDY=cpu_submit RECORDS_PRESET=standard] | clean"
 
 # --- system prerequisites (env/prereqs.sh): checked first, in well under a second ---
 check-env:
@@ -39,6 +39,8 @@ check-browser:
 	@$(PREREQS) --install browser
 check-bench:
 	@$(PREREQS) --install bench
+check-records:
+	@$(PREREQS) --install records
 check-gpu:
 	@$(PREREQS) gpu
 
@@ -102,6 +104,14 @@ bench: check-bench build
 
 bench-gpu: check-gpu build
 	$(PY) -m tests.bench --gpu
+
+# --- records: a study's sweep measured on this host, under data/results/<study>/<host>/ ---
+# Installs stress-ng first (root, Debian). `make book` and `make test` never need it: they read
+# the committed records. Take them on a quiet machine.
+STUDY          ?= cpu_submit
+RECORDS_PRESET ?= standard
+records: check-records build
+	$(PY) -m nvmelab study run $(STUDY) --preset $(RECORDS_PRESET)
 
 # --- book ---
 book: build

@@ -10,12 +10,13 @@
 #             and apt package lists (the guest kernel is fetched with apt-get download)
 #   browser   chromium, for the book's page check (tests/book)
 #   bench     fio and valgrind (callgrind), for make bench
+#   records   stress-ng, for make records (the host-variable sweeps stress the CPUs a run leaves idle)
 #   gpu       build, plus nvcc and a CUDA GPU the NVIDIA driver can see (make test-gpu, bench-gpu);
 #             never installed from here (the CUDA toolkit and driver come from NVIDIA)
 #
 # Without --install a missing part stops here with one line per part and the exact Debian package,
 # then the command that installs them (exit 1). With --install (the extra legs: qemu, browser,
-# bench), root on a machine with apt-get installs the missing packages first and checks again.
+# bench, records), root on a machine with apt-get installs the missing packages first and checks again.
 # `make env`, `make build`, `make book` and `make test` never install system packages.
 # Environment: PYTHON (default python3), VENV (default .venv; the venv check is skipped once it exists).
 set -uo pipefail
@@ -27,8 +28,8 @@ LEGS=()
 for a in "$@"; do
     case "$a" in
         --install) INSTALL=1 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
-        env|build|sanitize|qemu|browser|bench|gpu) LEGS+=("$a") ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        env|build|sanitize|qemu|browser|bench|records|gpu) LEGS+=("$a") ;;
         *) echo "prereqs.sh: unknown leg '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -116,6 +117,10 @@ check_browser() {
 check_bench() {
     have fio || need "fio (the kernel-path comparison)" fio
     { have valgrind && have callgrind_annotate; } || need "valgrind with callgrind_annotate (driver hot path)" valgrind
+}
+
+check_records() {
+    have stress-ng || need "stress-ng (stress on the CPUs a run does not use)" stress-ng
 }
 
 check_gpu() {

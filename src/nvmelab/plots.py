@@ -226,3 +226,15 @@ def save(chart: alt.TopLevelMixin, path: str | Path) -> Path:
     else:
         raise ValueError(f"save: unsupported figure format {suffix!r} (use .svg, .png, .html or .json)")
     return path
+
+
+def cpu_side_sweeps(tables: Sequence[tuple[str, pd.DataFrame]], *, y: str = "iops_per_core", series: str = "backend",
+                    title: str = "") -> alt.HConcatChart:
+    """The CPU-side sweeps (study cpu_submit) beside each other: one panel per (x column, table of
+    analysis.sweep_change_table), `y` (default IOPS per physical core) against x, one line per `series`;
+    queue depth and I/O size on a log2 axis."""
+    y_title = "IOPS per physical core" if y == "iops_per_core" else TITLES.get(y, y)
+    charts = [scaling_lines(agg, x, y, series=series, log2=x in ("qdepth", "iosize"), y_title=y_title,
+                            series_title="Path", title=f"{y_title} vs {TITLES.get(x, x).lower()}")
+              for x, agg in tables if agg is not None and not agg.empty]
+    return beside(charts, title)

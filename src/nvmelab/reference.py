@@ -11,6 +11,9 @@ Key functions:
     seed003_statements() every number seed 003 quotes in its text (set-up, typical rates, ratios)
     seed003_value(...)   one of them, as a number
     seed003_bcache()     seed 003's bcache priority_stats (percent)
+    seed004_parameterisations()  seed 004's A-D table (IOPS of the best configuration per siblings/stress)
+    seed004_host_variables()     seed 004's powersave, turbo-off, SMT-off and userspace tables, with changes
+    seed004_optimal() seed004_parameter_sets() seed004_statements() seed004_value(...)
     data_root()          the repository's data/ folder
 
 Caveat: these files are published results, never ours; rows carry
@@ -125,6 +128,103 @@ def seed_files(seed: str) -> list[Path]:
 def _read_seed_csv(path: Path) -> pd.DataFrame:
     # every cell as printed: "null" is a digest name and "0.030" keeps its digits
     return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+# --- seed 004 (AiSIO, CPU-initiated I/O: the parameter search) --------------------------------
+#: Number words seed 004 uses for counts.
+_SEED004_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+#: Which published parameterisation (seed 004's A-D table) a host-variable condition starts from.
+SEED004_CONDITIONS = {
+    "powersave": "powersave governor",
+    "turbo_off": "turbo boost off",
+    "smt_off": "SMT off",
+    "smt_off_userspace_3ghz": "SMT off, userspace governor at a fixed clock",
+}
+
+
+def seed004_number(printed: str) -> float:
+    """A number as seed 004 prints it ("61 720 159", "3.86", "five") -> float; ValueError otherwise."""
+    t = printed.strip()
+    if t in _SEED004_WORDS:
+        return float(_SEED004_WORDS[t])
+    return float(t.replace(" ", "").replace(",", ""))
+
+
+def seed004_parameterisations() -> pd.DataFrame:
+    """Seed 004's A-D table: the best configuration with thread siblings used or not and stress on
+    or off. Columns ``id``, ``thread_siblings``, ``stress`` (as printed), ``thr_sib`` and
+    ``stress_on`` (0/1), ``iops`` (float)."""
+    t = _read_seed_csv(seeds_dir() / "seed004_parameterisations.csv")
+    df = t[["id", "thread_siblings", "stress", "section"]].copy()
+    df["thr_sib"] = (t["thread_siblings"] == "used").astype(int)
+    df["stress_on"] = (t["stress"] == "on").astype(int)
+    df["iops"] = t["reached_iops"].map(seed004_number)
+    return df
+
+
+def seed004_host_variables(notes: bool = False) -> pd.DataFrame:
+    """Seed 004's governor (powersave), turbo-off, SMT-off and SMT-off-at-3-GHz tables, one row
+    per condition and parameterisation: ``condition``, ``id``, ``iops``, ``change`` as printed
+    (percent, signed: a decrease is negative), ``baseline_iops`` (the A-D table) and
+    ``change_from_iops``, the change recomputed from the two IOPS values.
+    notes=True: the unrounded comment lines under the same headings (which include D)."""
+    name = "seed004_host_variables_notes.csv" if notes else "seed004_host_variables.csv"
+    t = _read_seed_csv(seeds_dir() / name)
+    unknown = sorted(set(t["condition"]) - set(SEED004_CONDITIONS))
+    if unknown:
+        raise ValueError(f"seed 004: unknown condition(s) {unknown}")
+    sign = t["direction"].map({"decrease": -1.0, "increase": 1.0})
+    if sign.isna().any():
+        raise ValueError(f"seed 004: change direction must be increase or decrease, got {sorted(set(t['direction']))}")
+    base = seed004_parameterisations().set_index("id")["iops"]
+    df = pd.DataFrame({"condition": t["condition"], "id": t["parameterization_id"],
+                       "iops": t["iops"].map(seed004_number), "change": sign * t["change"].astype(float)})
+    df["baseline_iops"] = df["id"].map(base)
+    df["change_from_iops"] = (df["iops"] / df["baseline_iops"] - 1) * 100
+    df["section"] = t["section"]
+    return df
+
+
+def seed004_optimal() -> pd.DataFrame:
+    """Seed 004's optimal parameterisation, as printed (``independent_variable``, ``value``)."""
+    return _read_seed_csv(seeds_dir() / "seed004_optimal_parameterisation.csv")[["independent_variable", "value"]]
+
+
+def seed004_parameter_sets(which: str = "initial") -> dict[str, list[str]]:
+    """Seed 004's parameter sets ("initial" or "expanded"): variable -> its values as printed; an
+    elided range ("1, 2, ..., 16") is expanded."""
+    t = _read_seed_csv(seeds_dir() / "seed004_parameter_sets.csv")
+    t = t[t["set"] == which]
+    if t.empty:
+        raise KeyError(f"seed 004 has no {which!r} parameter set")
+    out: dict[str, list[str]] = {}
+    for var, g in t.groupby("variable", sort=False):
+        vals = list(g["value"])
+        if "..." in vals:
+            i = vals.index("...")
+            lo, step, hi = int(vals[i - 1]), int(vals[i - 1]) - int(vals[i - 2]), int(vals[i + 1])
+            vals = vals[:i] + [str(v) for v in range(lo + step, hi, step)] + vals[i + 1:]
+        out[var] = vals
+    return out
+
+
+def seed004_statements() -> pd.DataFrame:
+    """Every number seed 004 quotes in its text, with ``number`` (float; counts printed as words
+    included) and ``bound`` (~, <=, or empty)."""
+    t = _read_seed_csv(seeds_dir() / "seed004_statements.csv")
+    t["number"] = t["value"].map(seed004_number)
+    return t
+
+
+def seed004_value(quantity: str, section: str | None = None) -> float:
+    """One number seed 004 quotes (e.g. ``"bandwidth_4096"``); `section` picks among repeats."""
+    s = seed004_statements()
+    sel = s[s["quantity"] == quantity]
+    if section is not None:
+        sel = sel[sel["section"] == section]
+    if len(sel) != 1:
+        raise KeyError(f"seed 004 {quantity}/{section}: {len(sel)} rows match")
+    return float(sel["number"].iloc[0])
 
 
 def blksum_qdepth() -> pd.DataFrame:

@@ -12,6 +12,10 @@ never recorded under a label that is not true. A variable a preset does not
 request is recorded as found. Thread siblings are not a host setting: the
 engine picks the CPUs (nvmelab.cpus) and the record says what it used.
 
+`controllability()` says, per variable, what this host allows and why not, so that
+a variable the host does not expose is recorded as not controllable with its reason
+(the runner stores it in every record as ``host_control``) rather than left out.
+
 Caveat: sysfs paths are those of Linux intel_pstate/acpi-cpufreq; on hosts
 without them the values read as None (governor, turbo) and cannot be set.
 """
@@ -55,6 +59,69 @@ def read_all(root: Path = SYS_CPU) -> dict[str, Any]:
     return _cpus.host_state(root)
 
 
+#: The variables `controllability` reports on, in the order seed 004 lists them.
+CONTROL_VARS = ("governor", "turbo", "smt", "thr_sib", "stress", "freq_samples")
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK)
+
+
+def controllability(root: Path = SYS_CPU, *, allow_changes: bool = True,
+                    stress_cmd: str | None = None) -> dict[str, dict[str, Any]]:
+    """What this host lets a sweep vary, per variable: ``{"found": value as found, "settable": bool,
+    "why": reason when not settable (else "")}``. `thr_sib` is settable when a physical core has
+    more than one usable logical CPU; `stress` when stress-ng is installed and the host has more
+    than one CPU; `freq_samples` when scaling_cur_freq can be read (the records then carry them)."""
+    euid_root = os.geteuid() == 0
+    out: dict[str, dict[str, Any]] = {}
+
+    def entry(found: Any, why: str) -> dict[str, Any]:
+        return {"found": found, "settable": not why, "why": why}
+
+    def sysfs_why(files: list[Path], absent: str) -> str:
+        if not files:
+            return absent
+        if not allow_changes:
+            return "changing host settings is turned off (--no-host-changes)"
+        if not euid_root:
+            return "needs root"
+        ro = [str(f) for f in files if not _writable(f)]
+        return f"{ro[0]} is read-only" if ro else ""
+
+    state = read_all(root)
+    gov_files = sorted(root.glob("cpu[0-9]*/cpufreq/scaling_governor"))
+    gw = sysfs_why(gov_files, "no cpufreq in sysfs (no scaling_governor)")
+    avail = _read(gov_files[0].parent / "scaling_available_governors") if gov_files else None
+    out["governor"] = entry(state.get("governor"), gw)
+    if avail:
+        out["governor"]["available"] = avail.split()
+    tf = _cpus.turbo_file(root)
+    out["turbo"] = entry(state.get("turbo"), sysfs_why([tf[0]] if tf else [],
+                                                      "no intel_pstate/no_turbo or cpufreq/boost in sysfs"))
+    ctl = root / "smt" / "control"
+    smt_state = _read(ctl)
+    if smt_state in (None, "notsupported", "notimplemented", "forceoff"):
+        sw = f"SMT control is {smt_state or 'absent'} on this host"
+    else:
+        sw = sysfs_why([ctl], "")
+    out["smt"] = entry(state.get("smt"), sw)
+    try:
+        topo = _cpus.topology(root=root)
+        tpc = topo.threads_per_core
+        out["thr_sib"] = entry(tpc, "" if tpc > 1 else "one logical CPU per physical core: no siblings to use")
+        ncpu = topo.nlogical
+    except OSError as exc:  # pragma: no cover - sysfs unreadable
+        out["thr_sib"] = entry(None, f"topology unreadable: {exc}")
+        ncpu = len(_cpus.online(root))
+    cmd = stress_cmd if stress_cmd is not None else shutil.which("stress-ng")
+    out["stress"] = entry(bool(cmd), "" if cmd and ncpu > 1 else
+                          ("stress-ng is not installed" if not cmd else "one CPU: none left to stress"))
+    freq = sorted(root.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"))
+    out["freq_samples"] = entry(bool(freq), "" if freq else "no scaling_cur_freq in sysfs: no frequency samples")
+    return out
+
+
 @dataclass
 class HostControl:
     """Applies host variables for runs and restores them; one per sweep (and per host)."""
@@ -67,6 +134,10 @@ class HostControl:
 
     def current(self) -> dict[str, Any]:
         return read_all(self.root)
+
+    def controllability(self) -> dict[str, dict[str, Any]]:
+        """What this host lets a sweep vary (module function `controllability`), for the records."""
+        return controllability(self.root, allow_changes=self.allow_changes, stress_cmd=self.stress_cmd or "")
 
     # -- setters: None on success, else the reason it cannot be set --
     def _set_files(self, var: str, files: list[Path], value: str) -> str | None:

@@ -165,6 +165,7 @@ def execute_run(run: Run, run_fn: RunFn, host: HostControl, *, file_mib: int = D
     rec["run_key"] = run.key
     rec["preset"] = run.preset
     rec["sweeps"] = list(run.sweeps)
+    rec["host_control"] = host.controllability()  # what this host let the sweep vary, and why not
     flags = []
     for var in ("governor", "turbo", "smt"):
         want = run.params.get(var)
