@@ -455,6 +455,44 @@ def not_predicted() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def pcie_curves(p: Params, sizes: Sequence[int] | None = None) -> pd.DataFrame:
+    """Model payload (and link) bandwidth vs I/O size for the PCIe saturation set-up (CPU-initiated,
+    upcie-cuda, 4 devices, 1 core, QD 128); `sizes` default: powers of two over the published sizes."""
+    pc = reference.published("pcie-bandwidth-saturation")
+    if sizes is None:
+        lo, hi = int(pc["iosize"].min()), int(pc["iosize"].max())
+        sizes = [1 << k for k in range(lo.bit_length() - 1, (2 * hi).bit_length())]
+    ndevs, ncpus = int(pc["ndevs"].iloc[0]), int(pc["ncpus"].iloc[0])
+    g = pd.DataFrame({"iosize": list(sizes)})
+    g["iops_mean"] = cpu_iops(p, "upcie-cuda", ncpus, ndevs, g.iosize)
+    g["gbps_mean"] = g.iops_mean * g.iosize / 1e9
+    g["link_gbps_mean"] = g.gbps_mean * p.link_ratio
+    g["series"] = f"{ndevs} devices, {ncpus} core"
+    return g
+
+
+#: Which validation points each study's figure draws, and on which axes (x, y).
+_FIGURE_AXES = {"cuda_qdepth": ("qdepth", "iops"), "cuda_iosize": ("iosize", "gbps"), "pcie_saturation": ("iosize", "gbps")}
+
+
+def figure_points(df: pd.DataFrame, study: str) -> pd.DataFrame:
+    """The published points of `study` that sit on its model figure (a rate at one configuration),
+    with x, y, ``role``, ``kind`` (plots.POINT_KINDS) and ``label``; min-QD points and derived
+    numbers go to the tables instead."""
+    from .plots import point_kind
+
+    x, y = _FIGURE_AXES[study]
+    pts = published_points()
+    v = df[(df["study"] == study) & (df["quantity"] == y)].merge(
+        pts[["study", "point_id", "nqueues", "qdepth", "iosize"]], on=["study", "point_id"])
+    v = v[v[x].notna() & v["qdepth"].notna()].copy()
+    v[y] = v["published"]
+    v["kind"] = v["role"].map(point_kind)
+    v["label"] = [f"{pid}: {val:,.4g} {u}" for pid, val, u in zip(v.point_id, v.published, v.unit)]
+    cols = list(dict.fromkeys([x, y, "nqueues", "qdepth", "iosize", "role", "kind", "label", "point_id"]))
+    return v[cols].reset_index(drop=True)
+
+
 # ------------------------------------------------------------------------------------ CLI ---
 def write_validation(path: str | Path | None = None) -> Path:
     """Fit, validate and write the CSV (rounded to 6 significant digits: the same bytes every time)."""
