@@ -53,3 +53,16 @@ def test_figure_points_of_the_device_initiated_studies() -> None:
         assert pts[[x, y]].notna().all().all()
         # each point's kind says its role
         assert (pts["kind"] == pts["role"].map(plots.point_kind)).all()
+
+
+def test_most_practical_configuration() -> None:
+    from nvmelab import analysis
+
+    t = pd.DataFrame({"nqueues": [1, 2, 4, 8], "min_qdepth": [512, 128, 64, 64],
+                      "total_cuda_threads": [8192, 4096, 4096, 8192], "reached": [False, True, True, True]})
+    assert analysis.most_practical_configuration(t)["nqueues"] == 4  # same threads as nq=2, half the depth
+    t.loc[0, "reached"] = True
+    t.loc[0, "total_cuda_threads"] = 16
+    assert analysis.most_practical_configuration(t)["nqueues"] == 1
+    with pytest.raises(ValueError):
+        analysis.most_practical_configuration(t.assign(reached=False))

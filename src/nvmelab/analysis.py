@@ -229,3 +229,14 @@ def round_sig(x: float, digits: int = 3) -> float:
     if x == 0 or not np.isfinite(x):
         return x
     return float(f"{x:.{digits}g}")
+
+
+def most_practical_configuration(table: pd.DataFrame, *, threads: str = "total_cuda_threads",
+                                 qdepth: str = "min_qdepth", reached: str = "reached") -> pd.Series:
+    """Of the configurations that saturated (`reached`), the one that needs the fewest threads and,
+    among those, the smallest per-queue depth (fewer commands in flight per queue); the published
+    chapters call this the most practical configuration."""
+    ok = table[table[reached]] if reached in table else table
+    if ok.empty:
+        raise ValueError("most_practical_configuration: no configuration saturated")
+    return ok.sort_values([threads, qdepth], kind="stable").iloc[0]
