@@ -153,3 +153,18 @@ def test_cuda_statements_convert_printed_units() -> None:
     roof = reference.headline_value("cpu-initiated", "roofline_iops")
     assert 100 * (nq1 - 0.05e6) / roof <= frac + 0.05 and frac - 0.05 <= 100 * (nq1 + 0.05e6) / roof
     assert not math.isclose(frac, 100 * nq1 / roof, abs_tol=0.05)  # the printed 53.5 M itself gives 86.7 %
+
+
+def test_emu_query_carries_the_fitted_round() -> None:
+    q = dict(kv.split("=") for kv in model.emu_query(KNOWN).split("&"))
+    assert q["lat"] == "20000ns" and float(q["qiops"]) == pytest.approx(1 / 300e-9, rel=1e-6)
+    assert float(q["bw"]) == pytest.approx(1 / 100e-12, rel=1e-6) and float(q["link"]) == 50e9
+    assert float(dict(kv.split("=") for kv in model.emu_query(KNOWN, device_initiated=False).split("&"))["bw"]) == 20e9
+
+
+def test_summary_table_counts() -> None:
+    df = pd.DataFrame({"study": ["a", "a", "a", "b"], "role": ["calibration", "held_out", "held_out", "held_out"],
+                       "rel_error": [0.0, 0.1, -0.5, 0.2]})
+    t = model.summary_table(df).set_index("study")
+    assert t.loc["a", "held_out"] == 2 and t.loc["a", "over"] == 1 and t.loc["a", "max_abs_error"] == 0.5
+    assert t.loc["all studies", "held_out"] == 3 and t.loc["all studies", "median_abs_error"] == pytest.approx(0.2)

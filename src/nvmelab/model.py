@@ -34,6 +34,7 @@ Key functions:
     qdepth_curves / iosize_curves   the model's curves for the device-initiated figures
     min_qdepth_table(study)     the published min-QD table beside the model's
     not_predicted()             published points left out, with the reason
+    emu_query(params)           the emulator's URI overrides that would use the fitted parameters
 Run ``python -m nvmelab.model`` to (re)write data/results/model/validation.csv.
 """
 from __future__ import annotations
@@ -82,8 +83,8 @@ MISSING_MECHANISMS = {
     ("cuda_qdepth", "min_qdepth/"): (
         "interference between the queues of one device: the model lets the lock-step rounds of a "
         "device's queues overlap perfectly, so a few shallow queues already add up to the device cap; "
-        "the published sweep needed qdepth 64 or more with any number of queues, i.e. a per-round cost "
-        "that more queues do not hide (device arbitration among submission queues, or GPU-side doorbell "
+        "the published sweep needed the same depth with four, eight or sixteen queues, i.e. a per-round "
+        "cost that more queues do not hide (device arbitration among submission queues, or GPU-side doorbell "
         "and polling traffic), which the model does not have"),
     ("cpu_initiated", "headline/D"): (
         "CPU contention: stress-ng on the unused CPUs slows the I/O threads when their siblings are not "
@@ -402,6 +403,18 @@ def summary(df: pd.DataFrame) -> dict:
     }
 
 
+def summary_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per study and overall: calibration and held-out counts, median and largest |relative error|
+    of the held-out points, and how many miss by more than EXPLAIN_ABOVE."""
+    rows = []
+    for study, g in list(df.groupby("study")) + [("all studies", df)]:
+        h = g[g["role"] == "held_out"]["rel_error"].abs()
+        rows.append({"study": study, "calibration": int((g["role"] == "calibration").sum()), "held_out": len(h),
+                     "median_abs_error": float(h.median()), "max_abs_error": float(h.max()),
+                     "over": int((h > EXPLAIN_ABOVE).sum())})
+    return pd.DataFrame(rows)
+
+
 def bound_checks(p: Params) -> pd.DataFrame:
     """The published "not reached" entries of the min-QD tables (a bound, not a number), beside
     whether the model also stays below the saturation fraction over the whole published sweep."""
@@ -491,6 +504,18 @@ def figure_points(df: pd.DataFrame, study: str) -> pd.DataFrame:
     v["label"] = [f"{pid}: {val:,.4g} {u}" for pid, val, u in zip(v.point_id, v.published, v.unit)]
     cols = list(dict.fromkeys([x, y, "nqueues", "qdepth", "iosize", "role", "kind", "label", "point_id"]))
     return v[cols].reset_index(drop=True)
+
+
+def emu_query(p: Params, *, device_initiated: bool = True) -> str:
+    """The emulator's device-model overrides (URI query keys of ``emu://`` and ``gpu-emu://``,
+    nominal, before ``scale``) that make the pm1753 profile use the fitted parameters instead of
+    its copies of published points. The emulator's buckets run a lock-step round in
+    ``lat + qdepth / qiops + qdepth x size / bw`` for one queue, so ``lat``, ``qiops`` and ``bw`` take
+    the round's three costs; with ``device_initiated=False`` ``bw`` is the device bandwidth cap
+    (the CPU-initiated plateau) instead, because the emulator has one ``bw`` for both."""
+    bw = 1 / p.round_byte_s if device_initiated else p.dev_bw
+    return (f"lat={p.round_lat_s * 1e9:.0f}ns&qiops={1 / p.round_cmd_s:.0f}&iops={p.dev_iops:.0f}"
+            f"&bw={bw:.0f}&link={p.link_bw:.0f}")
 
 
 # ------------------------------------------------------------------------------------ CLI ---
