@@ -520,10 +520,13 @@ def emu_query(p: Params, *, device_initiated: bool = True) -> str:
 
 # ------------------------------------------------------------------------------------ CLI ---
 def write_validation(path: str | Path | None = None) -> Path:
-    """Fit, validate and write the CSV (rounded to 6 significant digits: the same bytes every time)."""
+    """Fit, validate and write the CSV (values to 6 significant digits, errors to 6 decimals: the same bytes every time)."""
     path = Path(path) if path else reference.data_root() / VALIDATION_PATH
     path.parent.mkdir(parents=True, exist_ok=True)
     df = validate()
+    # six decimals of relative error: round-off of the fit (1e-14 at calibration points) must not
+    # change the file from one machine or BLAS to the next; + 0.0 turns -0 into 0
+    df["rel_error"] = df["rel_error"].round(6) + 0.0
     tmp = path.with_suffix(".tmp")
     df.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
     tmp.replace(path)
