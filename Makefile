@@ -115,6 +115,7 @@ records: check-records build
 
 # --- book ---
 book: build
+	$(PY) -m nvmelab.model
 	NVMELAB_PRESET=$(PRESET) $(PY) -m sphinx -W --keep-going -n -b html book book/_build/html
 	@echo "book: open book/_build/html/index.html"
 

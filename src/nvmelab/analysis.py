@@ -386,3 +386,14 @@ def polling_share(df: pd.DataFrame) -> pd.Series:
     close to 1; NaN where a record has no cpu_usage."""
     usage = pd.to_numeric(df["cpu_usage"], errors="coerce") if "cpu_usage" in df else pd.Series(float("nan"), index=df.index)
     return usage / (df["ncpus"].astype(float) * 100.0)
+
+
+def most_practical_configuration(table: pd.DataFrame, *, threads: str = "total_cuda_threads",
+                                 qdepth: str = "min_qdepth", reached: str = "reached") -> pd.Series:
+    """Of the configurations that saturated (`reached`), the one that needs the fewest threads and,
+    among those, the smallest per-queue depth (fewer commands in flight per queue); the published
+    chapters call this the most practical configuration."""
+    ok = table[table[reached]] if reached in table else table
+    if ok.empty:
+        raise ValueError("most_practical_configuration: no configuration saturated")
+    return ok.sort_values([threads, qdepth], kind="stable").iloc[0]

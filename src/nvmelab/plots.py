@@ -238,3 +238,71 @@ def cpu_side_sweeps(tables: Sequence[tuple[str, pd.DataFrame]], *, y: str = "iop
                             series_title="Path", title=f"{y_title} vs {TITLES.get(x, x).lower()}")
               for x, agg in tables if agg is not None and not agg.empty]
     return beside(charts, title)
+
+
+# ------------------------------------------------------------------ model beside published ---
+#: Marker of each kind of point on a model figure (legend "Points"): what was fitted, what was
+#: predicted without being fitted, and what we measured.
+POINT_KINDS = {
+    "published, calibration point (fitted)": "square",
+    "published, held out (predicted)": "diamond",
+    "ours (measured)": "circle",
+}
+
+
+def model_curves(curves: pd.DataFrame, x: str, y: str, *, series: str, points: pd.DataFrame | None = None,
+                 ours: pd.DataFrame | None = None, reference_lines: Sequence[tuple[str, float]] = (),
+                 title: str = "", series_title: str | None = None, y_title: str | None = None,
+                 log2: bool = True) -> alt.LayerChart:
+    """Model output as lines (one per `series`, legend "model: <series>"), published points marked by
+    role (`points` with columns x, y, ``kind`` in POINT_KINDS, ``label``), our measurements as a third
+    kind (`ours`: aggregated, columns x, ``<y>_mean``, series; drawn as points and thin lines), and
+    labelled horizontal reference lines ((label, value) pairs). Every layer that is drawn has a legend
+    entry; empty layers are left out, so no legend is ever empty."""
+    if curves.empty:
+        raise ValueError("model_curves: no model curves to draw")
+    pts = pd.DataFrame() if points is None else points
+    ours = pd.DataFrame() if ours is None else ours
+    unknown = set(pts.get("kind", [])) - set(POINT_KINDS)
+    if unknown:
+        raise ValueError(f"model_curves: unknown point kind(s) {sorted(unknown)}; known: {list(POINT_KINDS)}")
+    xs = sorted(set(curves[x]) | set(pts.get(x, [])) | set(ours.get(x, [])))
+    xe = _xenc(x, log2, xs)
+    s_title = series_title or TITLES.get(series, series)
+    cd = curves.assign(**{"model": "model: " + curves[series].astype(str)})
+    order = [f"model: {v}" for v in sorted(curves[series].unique())]
+    color = alt.Color("model:N", title=f"Model, by {s_title}", sort=order)
+    yfmt = ",.0f" if y == "iops" else ",.2f"
+    layers: list = [alt.Chart(cd).mark_line(strokeWidth=1.5).encode(
+        x=xe, y=alt.Y(f"{y}_mean:Q", title=y_title or TITLES.get(y, y)), color=color,
+        tooltip=[alt.Tooltip("model:N", title="model"), alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
+                 alt.Tooltip(f"{y}_mean:Q", title=f"{TITLES.get(y, y)} (model)", format=yfmt)])]
+    kinds = [k for k in POINT_KINDS if (not pts.empty and k in set(pts["kind"]))]
+    if not ours.empty:
+        kinds.append("ours (measured)")
+    shape = alt.Shape("kind:N", title="Points", scale=alt.Scale(domain=kinds, range=[POINT_KINDS[k] for k in kinds]))
+    if not pts.empty:
+        layers.append(alt.Chart(pts).mark_point(size=110, filled=True, color="black", opacity=0.9).encode(
+            x=xe, y=f"{y}:Q", shape=shape,
+            tooltip=[alt.Tooltip("kind:N", title="point"), alt.Tooltip("label:N", title="published"),
+                     alt.Tooltip(f"{y}:Q", format=yfmt)]))
+    if not ours.empty:
+        od = ours.assign(kind="ours (measured)")
+        layers.append(alt.Chart(od).mark_line(strokeWidth=0.8, color="gray").encode(
+            x=xe, y=f"{y}_mean:Q", detail=f"{series}:N"))
+        layers.append(alt.Chart(od).mark_point(size=45, filled=True, color="gray").encode(
+            x=xe, y=f"{y}_mean:Q", shape=shape,
+            tooltip=[alt.Tooltip(f"{series}:N", title=s_title), alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
+                     alt.Tooltip(f"{y}_mean:Q", title="ours (mean)", format=yfmt)]))
+    for label, value in reference_lines:
+        rd = pd.DataFrame({"v": [float(value)], "label": [label]})
+        layers.append(alt.Chart(rd).mark_rule(strokeDash=[6, 4], color="black").encode(
+            y="v:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("v:Q", format=yfmt)]))
+        layers.append(alt.Chart(rd).mark_text(align="right", baseline="bottom", dx=-4, dy=-3, fontSize=11).encode(
+            x=alt.value(WIDTH), y="v:Q", text="label:N"))
+    return alt.layer(*layers).resolve_scale(shape="shared").properties(width=WIDTH, height=HEIGHT, title=title)
+
+
+def point_kind(role: str) -> str:
+    """The POINT_KINDS label of a validation role (``calibration`` | ``held_out``)."""
+    return {"calibration": "published, calibration point (fitted)", "held_out": "published, held out (predicted)"}[role]

@@ -285,3 +285,81 @@ def seed003_bcache() -> pd.DataFrame:
     t = _read_seed_csv(seeds_dir() / "seed003_bcache_priority_stats.csv")
     t["number"] = t["value"].astype(float)
     return t
+
+
+# ------------------------------------------------------------------ seeds 000 and 001 ---
+# Device-initiated studies (seed 000: cuda-qdepth; seed 001: cuda-iosize), transcribed into
+# data/reference/seeds/seed000_*.csv and seed001_*.csv (numbers as printed; see the README there).
+
+#: Multipliers of the printed units to plain numbers (M IOPS -> IOPS, KiB -> bytes).
+_SEED_UNIT_SCALE = {"M IOPS": 1e6, "KiB": 1024, "B": 1, "bytes": 1}
+#: Each study's seed file prefix.
+CUDA_SEEDS = {"cuda_qdepth": "000", "cuda_iosize": "001"}
+
+
+def _seed_number(value: str, unit: str) -> float:
+    return float(Decimal(value) * Decimal(str(_SEED_UNIT_SCALE.get(unit, 1))))
+
+
+def cuda_min_qdepth(study: str) -> pd.DataFrame:
+    """The published minimum-queue-depth table of a device-initiated study ("cuda_qdepth": per
+    ``nqueues``; "cuda_iosize": per ``iosize`` in bytes), with ``min_qdepth``, ``total_cuda_threads``
+    (ints), ``reached`` (False where the seed prints "> N (not reached)": the number is then the top
+    of the sweep, a lower bound) and the provenance columns."""
+    if study not in CUDA_SEEDS:
+        raise ValueError(f"cuda_min_qdepth: unknown study {study!r}; known: {', '.join(CUDA_SEEDS)}")
+    t = _read_seed_csv(seeds_dir() / f"seed{CUDA_SEEDS[study]}_min_qdepth.csv")
+    df = pd.DataFrame()
+    if study == "cuda_qdepth":
+        df["nqueues"] = t["nqueues"].astype(int)
+    else:
+        df["iosize"] = [int(_seed_number(v, u)) for v, u in zip(t["iosize"], t["iosize_unit"])]
+    df["min_qdepth"] = t["min_qdepth"].astype(int)
+    df["total_cuda_threads"] = t["total_cuda_threads"].astype(int)
+    df["reached"] = t["qdepth_bound"] != ">"
+    for col in ("seed", "section", "locator"):
+        df[col] = t[col]
+    return df
+
+
+def cuda_statements(study: str) -> pd.DataFrame:
+    """Every number a device-initiated seed quotes in its text, one row per quotation: the printed
+    columns plus ``number`` (the value in plain units: "53.5" "M IOPS" -> 53 500 000) and, for
+    seed 001, ``iosize_bytes``. A range ("44–45 GB/s") has ``value`` and ``value_high``."""
+    if study not in CUDA_SEEDS:
+        raise ValueError(f"cuda_statements: unknown study {study!r}; known: {', '.join(CUDA_SEEDS)}")
+    t = _read_seed_csv(seeds_dir() / f"seed{CUDA_SEEDS[study]}_statements.csv")
+    t["number"] = [_seed_number(v, u) for v, u in zip(t["value"], t["unit"])]
+    if "value_high" in t:
+        t["number_high"] = [_seed_number(v, u) if v else float("nan") for v, u in zip(t["value_high"], t["unit"])]
+    if "iosize" in t:
+        t["iosize_bytes"] = [int(_seed_number(v, u)) if v else None for v, u in zip(t["iosize"], t["iosize_unit"])]
+    return t
+
+
+def cuda_value(study: str, quantity: str, *, section: str | None = None, **where: str) -> float:
+    """One number a device-initiated seed quotes, in plain units; ``where`` selects printed columns
+    (e.g. ``nqueues="2", qdepth="128"``). Repeated quotations of the same number (caption, text,
+    summary) are allowed as long as they agree."""
+    s = cuda_statements(study)
+    sel = s[s["quantity"] == quantity]
+    if section is not None:
+        sel = sel[sel["section"] == section]
+    for col, val in where.items():
+        if col not in sel:
+            raise KeyError(f"{study}: no column {col!r} in the statements")
+        sel = sel[sel[col] == str(val)]
+    if sel.empty:
+        raise KeyError(f"{study} {quantity} {where}: no statement matches")
+    vals = set(sel["number"])
+    if len(vals) != 1:
+        raise KeyError(f"{study} {quantity} {where}: {len(vals)} different numbers match ({sorted(vals)})")
+    return float(vals.pop())
+
+
+def cuda_parameters(study: str) -> dict[str, list[int]]:
+    """The sweep of a device-initiated seed's "Independent Variables" table, by variable name."""
+    if study not in CUDA_SEEDS:
+        raise ValueError(f"cuda_parameters: unknown study {study!r}; known: {', '.join(CUDA_SEEDS)}")
+    t = _read_seed_csv(seeds_dir() / f"seed{CUDA_SEEDS[study]}_parameters.csv")
+    return {var: [int(v) for v in g["value"]] for var, g in t.groupby("variable", sort=False)}
