@@ -339,3 +339,72 @@ def test_host_readers_are_the_engines_and_take_another_sysfs_root(fake_sys):
     assert used_cpus(1, 0, fake_sys) == [0] and used_cpus(2, 1, fake_sys) == [0, 1]
     with pytest.raises(ValueError, match="physical cores"):
         used_cpus(3, 0, fake_sys)
+
+
+def test_run_modes_never_missing_auto(spec, tmp_path, monkeypatch):
+    """NVMELAB_RUN: never shows recorded runs and measures nothing (an empty frame when there are
+    none); missing runs what this host lacks; an unknown mode or preset is one clear error."""
+    from nvmelab.experiments import runner, study_results
+
+    monkeypatch.setattr(runner, "load_spec", lambda name: spec)
+    monkeypatch.setenv("NVMELAB_HOST_ID", "hostA")
+    monkeypatch.setenv("NVMELAB_RUN", "never")
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep is None and df.empty and not list(tmp_path.rglob("*.jsonl"))
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False,
+                            mode="missing")
+    assert rep.ran == 6 and len(df) == 6
+    assert set(df["results_path"]) == {str(tmp_path / "t_study" / "hostA" / "quick.jsonl")}
+    monkeypatch.setenv("NVMELAB_HOST_ID", "hostB")
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep is None and set(df["results_host"]) == {"hostA"}  # never: hostA's records, nothing measured
+    monkeypatch.setenv("NVMELAB_RUN", "missing")
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep.ran == 6 and set(df["results_host"]) == {"hostB"}
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep.ran == 0 and rep.already_done == 6 and len(df) == 6  # missing resumes: nothing left to run
+    monkeypatch.setenv("NVMELAB_RUN", "sometimes")
+    with pytest.raises(ValueError, match="NVMELAB_RUN"):
+        study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    monkeypatch.delenv("NVMELAB_RUN")
+    monkeypatch.setenv("NVMELAB_PRESET", "huge")
+    with pytest.raises(ValueError, match="NVMELAB_PRESET"):
+        study_results("t_study", run_fn=fake_run, results_root=tmp_path, progress=False)
+
+
+def test_plan_missing_lists_unrecorded_configurations(spec):
+    import pandas as pd
+
+    plan = spec.plan("quick")
+    none = plan.missing(pd.DataFrame())
+    assert len(none) == 3 and set(none["repetitions"]) == {2}
+    half = plan.missing(pd.DataFrame({"run_key": [plan.runs[0].key]}))
+    assert len(half) == 3 and sorted(half["repetitions"]) == [1, 2, 2]
+    assert plan.missing(pd.DataFrame({"run_key": [r.key for r in plan.runs]})).empty
+
+
+def test_book_study_list_comes_from_the_specs():
+    from nvmelab.experiments.spec import book_studies
+
+    studies = book_studies()
+    assert [s for s, _, _ in studies][:1] == ["cpu_initiated"] and len(studies) == len(list_specs())
+    labels = [lb for _, lb, _ in studies]
+    assert len(set(labels)) == len(labels) and all(lb.startswith("sec-experiments-") for lb in labels)
+    assert {"sec-experiments-blksum-qdepth", "sec-experiments-vram-cache"} <= set(labels)
+    for name in list_specs():  # every spec runs through one runner: its engine resolves
+        s = load_spec(name)
+        assert s.label and s.order > 0
+        assert all(set(r.engine_params) <= set(runner_engines()[s.engine].params) for r in s.plan("quick").runs)
+
+
+def runner_engines():
+    from nvmelab.experiments.spec import ENGINES
+
+    return ENGINES
+
+
+def test_each_engine_resolves_or_says_why():
+    from nvmelab.experiments.runner import resolve_engine
+
+    for name in ("cpu", "blksum", "tier"):
+        assert callable(resolve_engine(name))

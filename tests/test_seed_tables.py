@@ -63,16 +63,16 @@ def test_hyperfine_summary_and_seed_layout() -> None:
 
     import pandas as pd
 
-    from nvmelab import blksum_study
+    from nvmelab import analysis
 
     runs = pd.DataFrame({"host": "h", "tool": "nvmelab-blksum", "digest": "null", "backend": "psync", "ncpus": 2,
                          "qdepth": [1, 1, 1, 2, 2], "runtime_s": [1.0, 2.0, 3.0, 0.5, 0.7],
                          "user_s": [0.1, 0.2, 0.3, 0.1, 0.1], "system_s": [0.4, 0.5, 0.6, 0.2, 0.2]})
-    hf = blksum_study.hyperfine_summary(runs)
+    hf = analysis.hyperfine_summary(runs)
     q1 = hf[hf.qdepth == 1].iloc[0]
     assert (q1.mean_s, q1.std_s, q1.min_s, q1.max_s, q1.runs) == (2.0, 1.0, 1.0, 3.0, 3)  # sample σ, as hyperfine
     assert math.isclose(q1.user_s, 0.2) and math.isclose(q1.system_s, 0.5)
-    t = blksum_study.seed_layout(hf, reference.blksum_qdepth(), "null", pm=".3f")
+    t = analysis.seed_layout(hf, reference.blksum_qdepth(), "null", pm=".3f")
     assert list(t.index) == [1, 2, 4, 8, 16, 32]
     groups = list(dict.fromkeys(a for a, _ in t.columns))
     assert groups == ["seed: laptop, file", "seed: server, file", "ours: psync, 2 threads"]

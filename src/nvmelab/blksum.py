@@ -374,3 +374,117 @@ def to_record(res: BlksumResult, *, repetition: int, tool: str = TOOL, study: st
         rec.update(image)
     rec.update(extra)
     return rec
+
+
+# --------------------------------------------------------------------------- the study engine
+# The blksum_qdepth study (experiments/specs/blksum_qdepth.toml) runs through the sweep runner like
+# every study; this is its engine: one checksum run, one record. The target ``image://generated``
+# is an image made in the scratch folder (data, written zeros, holes; memory-backed where
+# possible), read once to warm the page cache (the seed's runs read a cached image too) and
+# deleted when the sweep ends (study_cleanup); a ``file://`` target checksums that file as it is.
+
+#: The study's generated-image target.
+GENERATED = "image://generated"
+#: Tool label of the original blkhash ``blksum`` (timed as a whole process when it is on PATH).
+ORIGINAL_TOOL = "blksum"
+#: Generated images of this process: size -> (path, description); digests per image and digest.
+_IMAGES: dict[int, tuple[Path, dict[str, Any]]] = {}
+_DIGESTS: dict[tuple[int, str], str] = {}
+
+
+def original_blksum() -> Optional[str]:
+    """The original blkhash `blksum` on PATH, or None."""
+    import shutil
+
+    return shutil.which("blksum")
+
+
+def _study_image(target: str, image_mib: Optional[int]) -> tuple[Path, dict[str, Any]]:
+    if target.startswith("file://"):
+        path = Path(target[len("file://"):])
+        if not path.is_file():
+            raise FileNotFoundError(f"{target}: no such image")
+        size = path.stat().st_size
+        return path, {"image_bytes": size, "image_kind": "given file"}
+    if target != GENERATED:
+        raise ValueError(f"target {target!r}: the blksum study reads {GENERATED} or a file:// image")
+    if not image_mib or int(image_mib) < 1:
+        raise ValueError(f"image_mib must be >= 1, got {image_mib!r}")
+    size = int(image_mib) * MIB
+    if size not in _IMAGES:
+        from .experiments.runner import scratch_dir
+
+        path = scratch_dir() / f"blksum_qdepth-{os.getpid()}-{int(image_mib)}MiB.raw"
+        log.info("blksum study: generating a %d MiB image at %s", image_mib, path)
+        desc = make_image(path, size)
+        desc["image_kind"] = "generated: data, written zeros, holes"
+        run(path, "null", threads=1, queue_depth=DEFAULT_QUEUE_DEPTH)  # warm the page cache
+        _IMAGES[size] = (path, desc)
+    return _IMAGES[size]
+
+
+def _cpu_times(who: Optional[int] = None) -> tuple[float, float]:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF if who is None else who)
+    return ru.ru_utime, ru.ru_stime
+
+
+def study_run(*, study: str = STUDY, target: str = GENERATED, tool: str = TOOL, digest: str = DEFAULT_DIGEST,
+              backend: str = "psync", ncpus: Any = "all", qdepth: int = DEFAULT_QUEUE_DEPTH,
+              iosize: int = DEFAULT_READ_SIZE, image_mib: Optional[int] = None) -> dict[str, Any]:
+    """One run of the study: checksum the image once and return its record.
+
+    ``ncpus`` is the number of hash threads, ``"all"`` for every CPU this process may use;
+    ``backend`` the I/O mode (psync | io_uring); ``iosize`` the read size. ``tool`` "blksum"
+    times the original blkhash tool as a whole process (as hyperfine does). A run this host
+    cannot make (io_uring missing, the original tool not on PATH) raises ValueError, which the
+    runner records as skipped with the reason. ``user_s``/``system_s`` are the CPU time of the
+    run (getrusage of this process, or of the child for the original tool)."""
+    import resource
+
+    threads = default_threads() if ncpus == "all" else int(ncpus)
+    if backend == "io_uring" and not have_io_uring():
+        raise ValueError("io_uring is not available on this host")
+    if tool not in (TOOL, ORIGINAL_TOOL):
+        raise ValueError(f"tool must be {TOOL!r} or {ORIGINAL_TOOL!r}, got {tool!r}")
+    exe = original_blksum() if tool == ORIGINAL_TOOL else None
+    if tool == ORIGINAL_TOOL and exe is None:
+        raise ValueError("the original blkhash blksum is not on PATH")
+    image, desc = _study_image(target, image_mib)
+    prov = provenance()
+    extra = {"target_note": "page-cache warm", "loadavg_1m": os.getloadavg()[0]}
+    if exe is not None:
+        if backend != "psync":
+            raise ValueError("the original blksum reads with its own I/O path; use backend psync")
+        u0, s0 = _cpu_times(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        p = subprocess.run([exe, "-d", digest, "-t", str(threads), "--queue-depth", str(qdepth), str(image)],
+                           capture_output=True, text=True)
+        dt = time.perf_counter() - t0
+        u1, s1 = _cpu_times(resource.RUSAGE_CHILDREN)
+        if p.returncode != 0:
+            raise RuntimeError(f"{exe} failed ({p.returncode}): {p.stderr.strip()[:200]}")
+        size = desc["image_bytes"]
+        return {"study": study, "tool": ORIGINAL_TOOL, "target": "file://" + str(image), "backend": "original",
+                "rw": "read", "iosize": iosize, "qdepth": qdepth, "nqueues": 1, "ndevs": 1, "ncpus": threads,
+                "runtime_s": dt, "iops": 0.0, "mibs": size / MIB / dt, "lat_ns": None, "cpu_usage": None,
+                "cpu_freqs": None, "governor": None, "turbo": None, "smt": None, "thr_sib": False,
+                "stress": False, "repetition": 0, "provenance": prov, "digest": digest, "timing": "whole process",
+                "executable": exe, "user_s": u1 - u0, "system_s": s1 - s0, **desc, **extra}
+    u0, s0 = _cpu_times()
+    res = run(image, digest, threads=threads, queue_depth=qdepth, io=backend, read_size=iosize)
+    u1, s1 = _cpu_times()
+    if _DIGESTS.setdefault((desc["image_bytes"], digest), res.hexdigest) != res.hexdigest:
+        raise RuntimeError(f"the {digest} digest of {image} changed with the configuration "
+                           f"(threads {threads}, queue depth {qdepth}, {backend})")
+    return to_record(res, repetition=0, study=study, image=desc, prov=prov, user_s=u1 - u0, system_s=s1 - s0,
+                     **extra)
+
+
+def study_cleanup() -> None:
+    """Delete the images study_run generated (the runner calls this when a sweep ends)."""
+    for path, _ in _IMAGES.values():
+        path.unlink(missing_ok=True)
+    _IMAGES.clear()
+    _DIGESTS.clear()

@@ -226,3 +226,109 @@ def save(chart: alt.TopLevelMixin, path: str | Path) -> Path:
     else:
         raise ValueError(f"save: unsupported figure format {suffix!r} (use .svg, .png, .html or .json)")
     return path
+
+
+# ------------------------------------------------------------ blksum_qdepth ---
+def _log2_qdepth(values: Sequence) -> alt.X:
+    return alt.X("qdepth:Q", scale=alt.Scale(type="log", base=2), title="queue depth",
+                 axis=alt.Axis(values=sorted(pd.Series(values).unique().tolist()), format="~g"))
+
+
+def blksum_time(agg: pd.DataFrame) -> alt.FacetChart:
+    """Mean checksum time against queue depth, one panel per digest, a line per I/O mode and thread
+    count, error bars ``lo``..``hi`` (analysis.blksum_summary of our tool's records)."""
+    x = _log2_qdepth(agg["qdepth"])
+    base = alt.Chart(agg)
+    lines = base.mark_line(point=True).encode(
+        x=x, y=alt.Y("runtime_s_mean:Q", title="time (s)"), color=alt.Color("series:N", title="I/O, threads"),
+        tooltip=["digest", "io", "threads", "qdepth", alt.Tooltip("runtime_s_mean:Q", format=".3f"),
+                 alt.Tooltip("runtime_s_std:Q", format=".3f"), alt.Tooltip("mibs_mean:Q", format=",.0f")])
+    bars = base.mark_errorbar().encode(x=x, y=alt.Y("lo:Q", title="time (s)"), y2="hi:Q", color="series:N")
+    return (lines + bars).properties(width=280, height=220).facet(
+        column=alt.Column("digest:N", title="digest")).resolve_scale(y="independent")
+
+
+def blksum_speedup(both: pd.DataFrame) -> alt.FacetChart:
+    """Speed-up over queue depth 1 per series, ours (solid) and the seed's (dashed), one panel per
+    digest (analysis.blksum_speedups)."""
+    return alt.Chart(both).mark_line(point=True).encode(
+        x=_log2_qdepth(both["qdepth"]), y=alt.Y("speedup:Q", title="speed-up over Q1"),
+        color=alt.Color("series:N", title="series"), strokeDash=alt.StrokeDash("source:N", title="source"),
+        tooltip=["series", "digest", "qdepth", alt.Tooltip("speedup:Q", format=".2f")],
+    ).properties(width=250, height=240).facet(column=alt.Column("digest:N", title="digest"))
+
+
+# --------------------------------------------------------------- vram_cache ---
+def _budget_x(agg: pd.DataFrame) -> alt.X:
+    return alt.X("fraction_value:Q", scale=alt.Scale(type="log", base=2),
+                 title="memory budget (fraction of the state)",
+                 axis=alt.Axis(values=sorted(agg["fraction_value"].unique().tolist()), format="~g"))
+
+
+def vram_throughput(agg: pd.DataFrame) -> alt.FacetChart:
+    """Effective throughput against the memory budget per configuration, one panel per workload,
+    error bars one std (analysis.vram_summary)."""
+    x = _budget_x(agg)
+    base = alt.Chart(agg)
+    lines = base.mark_line(point=True).encode(
+        x=x, y=alt.Y("mibs_mean:Q", title="effective throughput (MiB/s)"),
+        color=alt.Color("config:N", title="configuration"),
+        tooltip=["config", "rw", "fraction", alt.Tooltip("mibs_mean:Q", format=".1f"),
+                 alt.Tooltip("mibs_std:Q", format=".1f"), alt.Tooltip("hit_ratio_mean:Q", format=".2f")])
+    bars = base.mark_errorbar().encode(x=x, y=alt.Y("lo:Q", title="effective throughput (MiB/s)"), y2="hi:Q",
+                                       color="config:N")
+    return (lines + bars).properties(width=260, height=240).facet(
+        column=alt.Column("rw:N", title="workload")).resolve_scale(y="independent")
+
+
+def vram_striping(nc: pd.DataFrame, fractions: Sequence[str]) -> alt.FacetChart:
+    """Speed-up of RAID-0 over one device against the number of devices, a line per budget (in the
+    order of `fractions`), one panel per workload (analysis.vram_striping)."""
+    return alt.Chart(nc).mark_line(point=True).encode(
+        x=alt.X("ndevs:Q", title="devices", scale=alt.Scale(domain=[1, int(nc["ndevs"].max())]),
+                axis=alt.Axis(values=sorted(nc["ndevs"].unique().tolist()))),
+        y=alt.Y("speedup:Q", title="effective throughput / one device"),
+        color=alt.Color("fraction:N", title="budget", sort=list(fractions)),
+        tooltip=["rw", "fraction", "ndevs", alt.Tooltip("speedup:Q", format=".2f")],
+    ).properties(width=260, height=220).facet(column=alt.Column("rw:N", title="workload"))
+
+
+def vram_per_device(rates: pd.DataFrame, fraction: str) -> alt.FacetChart:
+    """Read and write MiB/s of each device at one budget, a row per cache, a column per workload
+    (analysis.vram_device_rates)."""
+    long = rates[rates["fraction"] == fraction].melt(
+        id_vars=["workload", "fraction", "cache", "dev"], value_vars=["read_mibs", "write_mibs"],
+        var_name="direction", value_name="MiB/s")
+    long["direction"] = long["direction"].str.replace("_mibs", "")
+    return alt.Chart(long).mark_bar().encode(
+        x=alt.X("dev:O", title="device"), y=alt.Y("MiB/s:Q", title="MiB/s"), xOffset="direction:N",
+        color=alt.Color("direction:N"),
+        tooltip=["workload", "cache", "dev", "direction", alt.Tooltip("MiB/s:Q", format=".2f")],
+    ).properties(width=200, height=160).facet(row=alt.Row("cache:N", title="cache"),
+                                              column=alt.Column("workload:N"))
+
+
+def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
+    """The cache's hit ratio (top) and the mean device request size (bottom, every configuration)
+    against the memory budget (analysis.vram_summary)."""
+    x = _budget_x(agg)
+    hit = alt.Chart(agg[agg["cache"] != "none"]).mark_line(point=True).encode(
+        x=x, y=alt.Y("hit_ratio_mean:Q", title="hit ratio", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("config:N", title="configuration"), strokeDash=alt.StrokeDash("rw:N", title="workload"),
+        tooltip=["config", "rw", "fraction", alt.Tooltip("hit_ratio_mean:Q", format=".3f")],
+    ).properties(width=260, height=220)
+    req = alt.Chart(agg).mark_line(point=True).encode(
+        x=x, y=alt.Y("mean_request_bytes_mean:Q", title="mean device request (bytes)"),
+        color=alt.Color("config:N", title="configuration"), strokeDash=alt.StrokeDash("rw:N", title="workload"),
+        tooltip=["config", "rw", "fraction", alt.Tooltip("mean_request_bytes_mean:Q", format=",.0f")],
+    ).properties(width=260, height=220)
+    return alt.vconcat(hit, req)
+
+
+def vram_line_states(states: pd.DataFrame) -> alt.Chart:
+    """Shares of unused, clean and dirty cache lines, ours and the seed's (analysis.vram_line_states)."""
+    return alt.Chart(states).mark_bar().encode(
+        y=alt.Y("who:N", title=None), x=alt.X("share:Q", title="share of cache lines", stack="normalize"),
+        color=alt.Color("state:N", scale=alt.Scale(domain=["unused", "clean", "dirty"])),
+        tooltip=["who", "state", alt.Tooltip("share:Q", format=".2f")],
+    ).properties(width=300)

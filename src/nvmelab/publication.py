@@ -7,6 +7,8 @@ Key functions:
     declare_sources(records=[...], published=[...])        tell the book which data files the page shows
     describe_records(paths)                                host, preset, dates, commits per records file,
                                                            from the records' provenance
+    glue_values(values, prefix)                            glue computed numbers and phrases for the prose
+    values_table(values)                                   the same values as a table (quantity, value)
     format_number(value, fmt=None)                         one number as a table shows it
 
 In JupyterLab a table or figure shows its caption under a plain "Table"/"Figure"
@@ -306,3 +308,39 @@ def describe_records(paths: Iterable[str | os.PathLike], *, commit_chars: int = 
                      else str(prov["profile"]))
         out.append(src)
     return out
+
+
+# ------------------------------------------------------------ glued values ---
+def glue_values(values: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Glue each scalar of `values` under ``prefix + key`` for a chapter's prose (myst_nb.glue,
+    not displayed): numbers as numbers, strings as Markdown (for ``{glue:md}``). Lists and other
+    values are left out. Returns the keys glued; outside a MyST-NB environment nothing is glued
+    and the keys are returned all the same."""
+    keys = []
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:
+        _glue = None
+    for k, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            continue
+        keys.append(prefix + k)
+        if _glue is None:
+            continue
+        if isinstance(v, str):
+            from IPython.display import Markdown
+
+            _glue(prefix + k, Markdown(v), display=False)
+        else:
+            _glue(prefix + k, v, display=False)
+    return keys
+
+
+def values_table(values: Mapping[str, Any], fmt: str = ",.3g"):
+    """`values` as a DataFrame (quantity, value as text) for publication.table: floats with `fmt`,
+    lists left out."""
+    import pandas as pd
+
+    items = [(k, v) for k, v in values.items() if not isinstance(v, (list, tuple, dict))]
+    return pd.DataFrame({"quantity": [k for k, _ in items],
+                         "value": [format_number(v, fmt if isinstance(v, float) else None) for _, v in items]})

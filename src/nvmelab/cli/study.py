@@ -15,10 +15,12 @@ Run the sweep of a study (src/nvmelab/experiments/specs/<study>.toml) on a targe
   nvmelab study plan cpu_initiated --preset standard
   nvmelab study run cpu_initiated --preset standard [--target URI]
 
+Every study, blksum_qdepth and vram_cache included, is a spec run by this runner.
 Presets: quick (CI, seconds), standard (a small host, minutes), paper (the full
 published grid, for real hardware: pass --target pci://... naming the allow-listed
 controllers). Records are appended after every run, so an interrupted sweep
-resumes where it stopped. Host variables (governor, turbo, SMT, stress) are
+resumes where it stopped: `run` makes exactly what this host's records of the
+preset lack (what a notebook does under NVMELAB_RUN=missing). Host variables (governor, turbo, SMT, stress) are
 applied when the host allows it and restored afterwards; runs asking for a value
 the host cannot be set to are skipped and listed.
 """

@@ -5,6 +5,16 @@ Key functions:
     execute_run(run, run_fn, host, ...) -> Outcome     one run, host variables around it
     load_results(study, preset=None) -> DataFrame      our records of a study, all hosts
     results_path(root, study, host, preset)            data/results/<study>/<host>/<preset>.jsonl
+    study_results(study, preset, ...) -> (df, report)  what a notebook shows: records and/or a run
+    preset_name(preset=None) / run_mode(mode=None)     $NVMELAB_PRESET and $NVMELAB_RUN, checked
+
+Presets and run modes (one mechanism for every study):
+* ``NVMELAB_PRESET`` (quick | standard | paper) picks the sweep; ``quick`` is a smoke test (CI,
+  nbval) whose records go under build/results and are never published.
+* ``NVMELAB_RUN`` says whether a notebook may measure (study_results):
+    auto     use the recorded runs of the preset when any host has them, else run here (default)
+    never    only recorded runs, never measure (the book: it publishes the committed records)
+    missing  run (resume) what this host has not recorded yet, then show this host's records
 
 Behaviour:
 * Records are appended atomically (nvmelab.records.append_records) right after
@@ -35,7 +45,7 @@ import pandas as pd
 
 from .. import records as _records
 from .hostvars import HostControl, used_cpus
-from .spec import ENGINES, Plan, Run, StudySpec, load_spec
+from .spec import ENGINES, PRESETS, Plan, Run, StudySpec, load_spec
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +55,26 @@ EST_OVERHEAD_S = 0.2
 #: Size of a scratch file created for file:// targets unless the spec says otherwise.
 DEFAULT_FILE_MIB = 64
 _HOST_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Values of $NVMELAB_RUN (see the module docstring).
+RUN_MODES = ("auto", "never", "missing")
+#: The preset a notebook uses when neither its parameter nor $NVMELAB_PRESET names one.
+DEFAULT_PRESET = "standard"
+
+
+def preset_name(preset: str | None = None) -> str:
+    """The preset: the argument, else $NVMELAB_PRESET, else standard; an unknown name is an error."""
+    name = preset or os.environ.get("NVMELAB_PRESET") or DEFAULT_PRESET
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r} (NVMELAB_PRESET); choose one of {', '.join(PRESETS)}")
+    return name
+
+
+def run_mode(mode: str | None = None) -> str:
+    """The run mode: the argument, else $NVMELAB_RUN, else auto; an unknown value is an error."""
+    name = mode or os.environ.get("NVMELAB_RUN") or "auto"
+    if name not in RUN_MODES:
+        raise ValueError(f"unknown run mode {name!r} (NVMELAB_RUN); choose one of {', '.join(RUN_MODES)}")
+    return name
 
 
 def host_id() -> str:
@@ -86,8 +116,9 @@ def results_path(root: Path, study: str, host: str, preset: str) -> Path:
 
 
 def resolve_engine(name: str) -> RunFn:
-    """The run function of an engine name ('cpu', 'cuda'); a clear error when it does not exist."""
-    modname, fn = ENGINES[name]
+    """The run function of an engine name ('cpu', 'cuda', 'blksum', 'tier'); a clear error when it
+    does not exist."""
+    modname, fn = ENGINES[name].module, ENGINES[name].function
     try:
         mod = importlib.import_module(modname)
     except ImportError as exc:
@@ -96,6 +127,18 @@ def resolve_engine(name: str) -> RunFn:
     if run is None:
         raise RuntimeError(f"engine {name!r}: {modname}.{fn} is not available in this build")
     return run
+
+
+def _engine_cleanup(name: str) -> None:
+    """Call the engine's cleanup function, if it has one (after a sweep, also on errors)."""
+    eng = ENGINES[name]
+    if not eng.cleanup:
+        return
+    try:
+        fn = getattr(importlib.import_module(eng.module), eng.cleanup)
+    except (ImportError, AttributeError):
+        return
+    fn()
 
 
 def done_keys(paths: Iterable[Path]) -> set[str]:
@@ -279,6 +322,7 @@ def run_study(study: str | StudySpec, preset: str = "quick", *, target: str | No
         raise
     finally:
         bar.close()
+        _engine_cleanup(spec.engine)
     log.info(rep.summary())
     return rep
 
@@ -301,36 +345,53 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
     return to_frame(recs)
 
 
-def study_results(study: str, preset: str, *, target: str | None = None, reuse: bool = True,
-                  run_fn: RunFn | None = None, results_root: str | Path | None = None,
-                  progress: bool = True) -> tuple[pd.DataFrame, SweepReport | None]:
+def study_results(study: str | StudySpec, preset: str | None = None, *, target: str | None = None,
+                  reuse: bool = True, run_fn: RunFn | None = None, results_root: str | Path | None = None,
+                  progress: bool = True, mode: str | None = None) -> tuple[pd.DataFrame, SweepReport | None]:
     """The records a notebook shows for `study`/`preset`, from one host.
 
-    reuse=True: when records of this preset and target exist (committed under
-    data/results, or from an earlier run; matched by run key, so a different
-    target or changed parameters do not count), use them without running: this
-    host's if it has any, else those of the host with the most records. Otherwise (or when there
-    are none) run/resume the sweep here and return this host's records.
-    Returns (records as a DataFrame, the SweepReport or None when nothing ran).
+    `preset` None: $NVMELAB_PRESET (preset_name). `mode` None: $NVMELAB_RUN (run_mode):
+    auto (default): when records of this preset and target exist (committed under data/results,
+    or from an earlier run; matched by run key, so a different target or changed parameters do
+    not count), use them without running: this host's if it has any, else those of the host with
+    the most records; when there are none, run the sweep here. ``reuse=False`` is the same as
+    mode missing. never: recorded runs only (an empty frame when there are none); nothing runs.
+    missing: run (resume) what this host has not recorded, then return this host's records.
+    Returns (records as a DataFrame, the SweepReport or None when nothing ran). Every frame
+    carries ``results_path`` (the records file of each row) for publication.declare_sources.
     """
+    preset = preset_name(preset)
+    mode = run_mode(mode)
+    if not reuse and mode == "auto":
+        mode = "missing"
+    spec = study if isinstance(study, StudySpec) else load_spec(study)
     root = Path(results_root) if results_root is not None else default_results_root(preset)
-    keys = {r.key for r in load_spec(study).plan(preset, target=target).runs}
+    keys = {r.key for r in spec.plan(preset, target=target).runs}
 
     def of_plan(df: pd.DataFrame) -> pd.DataFrame:  # only records of this plan (same target, parameters)
         return df[df["run_key"].isin(keys)] if "run_key" in df else df.iloc[0:0]
 
-    if reuse:
-        df = of_plan(load_results(study, preset, root))
+    def with_path(df: pd.DataFrame) -> pd.DataFrame:
+        df = df.reset_index(drop=True)
+        df["results_path"] = [str(results_path(root, spec.study, h, preset)) for h in df.get("results_host", [])]
+        return df
+
+    if mode in ("auto", "never"):
+        df = of_plan(load_results(spec.study, preset, root))
         if not df.empty:
             counts = df["results_host"].value_counts()
             me = host_id()
             host = me if me in counts.index else sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-            return df[df["results_host"] == host].reset_index(drop=True), None
-    rep = run_study(study, preset, target=target, run_fn=run_fn, results_root=root, progress=progress)
-    df = of_plan(load_results(study, preset, root))
+            return with_path(df[df["results_host"] == host]), None
+        if mode == "never":
+            log.warning("%s/%s: no records of this plan under %s and NVMELAB_RUN=never: nothing is measured",
+                        spec.study, preset, root)
+            return with_path(df), None
+    rep = run_study(spec, preset, target=target, run_fn=run_fn, results_root=root, progress=progress)
+    df = of_plan(load_results(spec.study, preset, root))
     if not df.empty:
-        df = df[df["results_host"] == host_id()].reset_index(drop=True)
-    return df, rep
+        df = df[df["results_host"] == host_id()]
+    return with_path(df), rep
 
 
 def engine_available(name: str) -> tuple[bool, str]:

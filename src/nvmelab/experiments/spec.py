@@ -13,10 +13,14 @@ Key names:
     Plan.sweep_frame(df, sweep) -> the rows of df that belong to one sweep
 
 Parameters a run may carry (anything else is an error naming the key):
-    engine parameters  target, backend, rw, iosize, qdepth, nqueues, ndevs, ncpus,
-                       thr_sib, runtime, warmup
+    engine parameters  those of the spec's engine (``ENGINES[engine].params``): for
+                       cpu and cuda target, backend, rw, iosize, qdepth, nqueues,
+                       ndevs, ncpus, thr_sib, runtime, warmup; blksum and tier name
+                       their own (image and digest; volume, cache and workload)
     host variables     governor, turbo, smt, stress (applied by hostvars; a
                        variable a preset does not name is recorded as found)
+Book keys: ``label`` (the chapter's label) and ``order`` (its place among the
+study chapters); book/conf.py reads the study list from the specs (book_studies).
 A variable's values may be inline tables; such a value is a bundle of
 parameters set together (e.g. a stack = target + backend + qdepth).
 Strings may use ``{scratch}`` (the scratch folder for file targets).
@@ -45,8 +49,37 @@ KNOWN = set(ENGINE_PARAMS) | set(HOST_VARS)
 PRESETS = ("quick", "standard", "paper")
 #: Repetitions per configuration unless a spec says otherwise (as published).
 DEFAULT_REPETITIONS = 5
-#: Engines by name: module and function.
-ENGINES = {"cpu": ("nvmelab.perf", "run"), "cuda": ("nvmelab.perf", "run_cuda")}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine the runner can call: ``module.function(study=..., **params)`` returns one record.
+
+    ``params`` are the run parameters it takes; ``cleanup`` (optional) names a function of the
+    module the runner calls once a sweep ends (the blksum engine deletes its generated image)."""
+
+    module: str
+    function: str
+    params: tuple[str, ...]
+    cleanup: str | None = None
+
+
+#: Engines by name.
+ENGINES = {
+    "cpu": Engine("nvmelab.perf", "run", ENGINE_PARAMS),
+    "cuda": Engine("nvmelab.perf", "run_cuda", ENGINE_PARAMS),
+    "blksum": Engine("nvmelab.blksum", "study_run",
+                     ("target", "tool", "digest", "backend", "ncpus", "qdepth", "iosize", "image_mib"),
+                     cleanup="study_cleanup"),
+    "tier": Engine("nvmelab.tier.engine", "run",
+                   ("target", "rw", "fraction", "ndevs", "cache", "policy", "nqubits", "dtype", "page", "depth",
+                    "accesses", "chunk", "qdepth", "readahead", "coalesce", "seed", "allow_write")),
+}
+
+
+def known_params(engine: str) -> set[str]:
+    """The parameters a run of `engine` may carry: the engine's own and the host variables."""
+    return set(ENGINES[engine].params) | set(HOST_VARS)
 
 
 class SpecError(ValueError):
@@ -62,6 +95,7 @@ class Run:
     params: dict[str, Any]
     repetition: int
     sweeps: tuple[str, ...]
+    engine: str = "cpu"
 
     @property
     def config_key(self) -> str:
@@ -73,7 +107,8 @@ class Run:
 
     @property
     def engine_params(self) -> dict[str, Any]:
-        return {k: v for k, v in self.params.items() if k in ENGINE_PARAMS}
+        names = ENGINES[self.engine].params
+        return {k: v for k, v in self.params.items() if k in names}
 
     @property
     def host_params(self) -> dict[str, Any]:
@@ -81,8 +116,8 @@ class Run:
 
     def label(self) -> str:
         p = self.params
-        keys = [k for k in ("backend", "iosize", "qdepth", "nqueues", "ncpus", "ndevs", "thr_sib",
-                            "governor", "turbo", "smt", "stress") if k in p]
+        keys = [k for k in ("tool", "backend", "digest", "rw", "fraction", "cache", "policy", "iosize", "qdepth",
+                            "nqueues", "ncpus", "ndevs", "thr_sib", "governor", "turbo", "smt", "stress") if k in p]
         return " ".join(f"{k}={p[k]}" for k in keys) + f" rep={self.repetition}"
 
 
@@ -116,6 +151,19 @@ class Plan:
         return merged.drop(columns=[f"__{c}" for c in cols])
 
 
+    def missing(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The configurations of this plan with no record in `df` (matched by run key), one row
+        each: their parameters, ``repetitions`` missing, and ``sweeps``."""
+        have = set(df["run_key"]) if "run_key" in df.columns else set()
+        rows: dict[str, dict[str, Any]] = {}
+        for r in self.runs:
+            if r.key in have:
+                continue
+            row = rows.setdefault(r.config_key, dict(r.params, repetitions=0, sweeps=", ".join(r.sweeps)))
+            row["repetitions"] += 1
+        return pd.DataFrame(list(rows.values()))
+
+
 def _norm(v: Any) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "None"
@@ -141,6 +189,8 @@ class StudySpec:
     path: Path | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    order: int = 0
 
     def preset_names(self) -> list[str]:
         return list(self.presets)
@@ -186,7 +236,7 @@ class StudySpec:
                     configs[ck] = params
                     member[ck] = []
                 member[ck].append(name)
-        runs = [Run(self.study, preset, p, rep, tuple(member[ck]))
+        runs = [Run(self.study, preset, p, rep, tuple(member[ck]), self.engine)
                 for ck, p in configs.items() for rep in range(reps)]
         return Plan(self, preset, runs, sweeps)
 
@@ -234,9 +284,10 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
         if key not in data:
             raise SpecError(f"{where}: missing key {key!r}")
     _check_keys(where, data, {"study", "title", "engine", "target", "source", "fixed", "exclude",
-                              "presets", "notes", "extra"})
+                              "presets", "notes", "extra", "label", "order"})
     if data["engine"] not in ENGINES:
         raise SpecError(f"{where}: engine must be one of {', '.join(ENGINES)}, got {data['engine']!r}")
+    KNOWN = known_params(data["engine"])  # noqa: N806 (the parameters of this spec's engine)
     fixed = data.get("fixed", {})
     _check_keys(f"{where} [fixed]", fixed, KNOWN | set(SETTINGS))
     exclude = data.get("exclude", [])
@@ -268,6 +319,7 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
         study=data["study"], title=data.get("title", data["study"]), engine=data["engine"],
         target=data["target"], source=data.get("source", ""), fixed=fixed, exclude=exclude,
         presets=presets, path=path, notes=data.get("notes", ""), extra=data.get("extra", {}),
+        label=data.get("label", ""), order=int(data.get("order", 0)),
     )
 
 
@@ -278,6 +330,14 @@ def _spec_dir():
 def list_specs() -> list[str]:
     """Names of the studies that have a spec."""
     return sorted(p.name[:-5] for p in _spec_dir().iterdir() if p.name.endswith(".toml"))
+
+
+def book_studies() -> list[tuple[str, str, str]]:
+    """(study, chapter label, chapter title) of every spec, in book order (``order``, then the
+    name): the study chapters of the book (book/conf.py)."""
+    specs = [load_spec(n) for n in list_specs()]
+    return [(s.study, s.label or f"sec-experiments-{s.study.replace('_', '-')}", s.title)
+            for s in sorted(specs, key=lambda s: (s.order, s.study))]
 
 
 def load_spec(name_or_path: str | Path) -> StudySpec:
