@@ -2,10 +2,9 @@
 
 What it adds (all configured from book/conf.py):
 
-* The study chapters. ``conf.STUDIES`` lists (notebook stem, label, title). In any
-  source, a line holding only ``NVMELAB_STUDIES`` (inside a toctree) becomes one entry
-  per study: ``notebooks/<stem>`` when the notebook exists, else
-  ``placeholders/<stem>``. If a notebook does not carry its label, the label is
+* The study chapters. ``conf.STUDIES`` lists (notebook stem, label, title), read from
+  the study specs. In any source, a line holding only ``NVMELAB_STUDIES`` (inside a
+  toctree) becomes one entry ``notebooks/<stem>`` per study. If a notebook does not carry its label, the label is
   attached to the notebook's first section, so ``{ref}`` to a study always works.
 * Title first. A study notebook opens with its ``parameters`` cell (papermill's
   convention), then the markdown cell with its title. On a book page the title should
@@ -74,8 +73,7 @@ VEGA_CDN_RE = re.compile(r"https://cdn\.jsdelivr\.net/npm/vega(?:-lite|-embed|-l
 
 # ---------------------------------------------------------------- studies ---
 def _study_doc(app: Sphinx, stem: str) -> str:
-    nb = Path(app.srcdir) / "notebooks" / f"{stem}.ipynb"
-    return f"notebooks/{stem}" if nb.exists() else f"placeholders/{stem}"
+    return f"notebooks/{stem}"
 
 
 def fill_study_toctree(app: Sphinx, docname: str, source: list[str]) -> None:
@@ -519,7 +517,7 @@ def _glued_sources(app: Sphinx, docname: str) -> dict[str, list[str]] | None:
 
 def _inferred_records(app: Sphinx, stem: str) -> list[str]:
     """The study's records for the preset being built (when the notebook declares nothing)."""
-    preset = os.environ.get("NVMELAB_PRESET", "quick")
+    preset = os.environ.get("NVMELAB_PRESET", "standard")
     root = _repo_root(app)
     bases = [Path(app.config.nvmelab_results_dir)]
     if preset == "quick":
@@ -561,6 +559,21 @@ def _inferred_published(app: Sphinx, docname: str) -> list[str]:
     return out
 
 
+def _no_records_text(stem: str) -> str:
+    """What the banner says when a study page shows none of our records."""
+    preset = os.environ.get("NVMELAB_PRESET", "standard")
+    try:
+        from nvmelab.experiments import load_spec
+
+        engine = load_spec(stem).engine
+    except Exception:  # noqa: BLE001 - a page without a spec still gets a banner
+        engine = ""
+    if engine == "cuda":
+        return (f"none: our device-initiated (GPU) records of preset {preset} are not taken yet (they need a CUDA "
+                "GPU); this page shows the published data only.")
+    return f"none: no records of preset {preset} exist yet for this study; this page shows published data only."
+
+
 def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: str) -> nodes.container:
     from nvmelab.publication import describe_records
 
@@ -572,7 +585,7 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
     head = nodes.paragraph()
     head += nodes.strong(text="Records shown. " if declared else "Records of this study (preset being built). ")
     if not records:
-        head += nodes.Text("none: this page shows published data only, or no records exist yet for this preset.")
+        head += nodes.Text(_no_records_text(stem))
         box += head
     else:
         box += head
@@ -584,6 +597,8 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
             para += nodes.Text(": " + src.summary() + ".")
             if src.smoke_test:
                 para += nodes.emphasis(text=" Smoke-test records (quick preset), not measurements to quote.")
+                logger.warning("%s shows smoke-test (quick) records %s; the book publishes measured records only",
+                               docname, src.path, location=docname)
             li += para
             items += li
             note_data_file(app.env, src.path if Path(src.path).is_absolute() else root / src.path, docname)
@@ -640,7 +655,7 @@ def _build_stamp(app: Sphinx) -> dict[str, str]:
         "commit_full": commit,
         "commit_date": git("show", "-s", "--format=%cs", "HEAD") if commit else "",
         "built_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "preset": os.environ.get("NVMELAB_PRESET", "quick"),
+        "preset": os.environ.get("NVMELAB_PRESET", "standard"),
     }
 
 
