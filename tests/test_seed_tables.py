@@ -79,3 +79,21 @@ def test_hyperfine_summary_and_seed_layout() -> None:
     assert t.loc[1, ("seed: laptop, file", "mean_pm_std_s")] == "0.763 ± 0.022"
     assert t.loc[1, ("ours: psync, 2 threads", "mean_pm_std_s")] == "2.000 ± 1.000"
     assert pd.isna(t.loc[4, ("ours: psync, 2 threads", "user_s")])  # no run at Q4: empty, not invented
+
+
+def test_blksum_speedups_ours_beside_the_seeds() -> None:
+    import pandas as pd
+
+    from nvmelab import analysis
+
+    agg = pd.DataFrame({"digest": "null", "io": "psync", "threads": 2, "qdepth": [1, 2, 4],
+                        "runtime_s_mean": [2.0, 1.0, 4.0]})
+    both = analysis.blksum_speedups(agg, reference.blksum_qdepth())
+    ours = both[both.source == "ours"].set_index("qdepth")["speedup"]
+    assert list(ours) == [1.0, 2.0, 0.5] and set(both[both.source == "ours"]["series"]) == {"ours: psync, 2 thr"}
+    seed = both[both.source != "ours"]
+    assert {"seed: laptop (file)", "seed: server (NBD)"} <= set(seed["series"])
+    assert (seed[seed.qdepth == 1]["speedup"] == 1.0).all()
+    best = analysis.blksum_best(agg, reference.blksum_qdepth())
+    mine = best[best.source == "ours"].iloc[0]
+    assert (mine.qdepth, mine.speedup) == (2, 2.0)

@@ -314,21 +314,20 @@ def speedup_over_q1(agg: pd.DataFrame, series: Sequence[str], mean: str = "runti
     return pd.concat(rows, ignore_index=True) if rows else agg.assign(speedup=pd.Series(dtype=float))
 
 
-def published_speedups() -> pd.DataFrame:
-    """The seed's laptop/server tables (data/reference/blksum-qdepth.csv) as speed-up over Q1."""
-    from .reference import blksum_qdepth
-
-    ref = blksum_qdepth()
-    ref = ref.assign(series=ref["system"] + (ref["nbd"].astype(int).map({0: " (file)", 1: " (NBD)"})))
+def published_speedups(seed: pd.DataFrame) -> pd.DataFrame:
+    """The seed's laptop/server tables (``seed`` = reference.blksum_qdepth(), seed 002) as speed-up
+    over Q1."""
+    ref = seed.assign(series=seed["system"] + (seed["nbd"].astype(int).map({0: " (file)", 1: " (NBD)"})))
     return speedup_over_q1(ref, ["system", "nbd", "digest"], mean="mean_s")
 
 
-def blksum_speedups(agg_ours: pd.DataFrame) -> pd.DataFrame:
-    """Ours (blksum_summary of our tool) and the seed's speed-ups over Q1 in one long table:
-    digest, qdepth, speedup, series ("ours: psync, 2 thr" / "seed: laptop (file)"), source."""
+def blksum_speedups(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
+    """Ours (blksum_summary of our tool) and the seed's (``seed`` = reference.blksum_qdepth())
+    speed-ups over Q1 in one long table: digest, qdepth, speedup, series ("ours: psync, 2 thr" /
+    "seed: laptop (file)"), source."""
     ours = speedup_over_q1(agg_ours, ["digest", "io", "threads"])
     ours["series"] = "ours: " + ours["io"].astype(str) + ", " + ours["threads"].astype(str) + " thr"
-    pub = published_speedups()
+    pub = published_speedups(seed)
     pub["series"] = "seed: " + pub["series"]
     cols = ["digest", "qdepth", "speedup", "series"]
     return pd.concat([ours[cols].assign(source="ours"), pub[cols].assign(source="published (seed 002)")],
@@ -468,16 +467,24 @@ def verdict(ratios: Any, better: str = "faster than", worse: str = "slower than"
     return f"sometimes {better.split()[0]}, sometimes {worse.split()[0]} {better.split(' ', 1)[1]}".strip()
 
 
-def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame) -> dict[str, Any]:
+def _stated(statements: pd.DataFrame, setup: str, quantity: str) -> float:
+    sel = statements[(statements["setup"] == setup) & (statements["quantity"] == quantity)]
+    if len(sel) != 1:
+        raise KeyError(f"seed 003 {setup}/{quantity}: {len(sel)} rows match")
+    return float(sel["number"].iloc[0])
+
+
+def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame, disk: pd.DataFrame, statements: pd.DataFrame,
+                       bcache: pd.DataFrame) -> dict[str, Any]:
     """Seed 003's conclusions set against our records (``vram_summary`` and ``vram_per_device`` tables).
 
     Returns scalars only (numbers and short verdict phrases) for the chapter's prose: the
     striping gain of the largest array over one device, the spread of per-device load, the
     cache's gain at equal memory budget per workload (with hit ratio and request size), its
     clean/dirty split, and the seed's own numbers for each claim, computed from its
-    transcribed tables (data/reference/seeds/seed003_*.csv). Nothing here is typed in."""
-    from . import reference
-
+    transcribed tables (data/reference/seeds/seed003_*.csv: ``disk`` = reference.seed003_disk_io(),
+    ``statements`` = reference.seed003_statements(), ``bcache`` = reference.seed003_bcache()).
+    Nothing here is typed in."""
     out: dict[str, Any] = {}
     nc = vram_striping(agg)
     top = int(nc["ndevs"].max())
@@ -492,7 +499,6 @@ def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame) -> dict[str, Any]:
         out[f"stripe_budget_{w}_small"] = str(g["fraction"].iloc[0])
         out[f"stripe_budget_{w}_large"] = str(g["fraction"].iloc[-1])
     # the seed: one SATA SSD against the mdadm array (MiB/s; Glances' M is binary)
-    disk = reference.seed003_disk_io()
     whole = disk[~disk["partition"]]
     sata = whole[(whole["setup"] == "sata-ssd-swap") & (whole["device"] == "sdb")].iloc[0]
     md0 = whole[(whole["setup"] == "mdadm-raid0-swap") & (whole["device"] == "md0")].iloc[0]
@@ -503,7 +509,7 @@ def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame) -> dict[str, Any]:
     # balance over the array's devices
     sticks = whole[(whole["setup"] == "mdadm-raid0-swap") & whole["device"].str.startswith("nvme")]
     out["seed_sticks"] = int(len(sticks))
-    out["seed_qubits"] = int(reference.seed003_value("workload", "max_qubits"))
+    out["seed_qubits"] = int(_stated(statements, "workload", "max_qubits"))
     out["seed_stick_read_min"] = float(sticks["read_bytes_s"].min()) / mib
     out["seed_stick_read_max"] = float(sticks["read_bytes_s"].max()) / mib
     out["seed_stick_spread"] = float(sticks["read_bytes_s"].max() / sticks["read_bytes_s"].min())
@@ -519,9 +525,9 @@ def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame) -> dict[str, Any]:
     zfs = whole[(whole["setup"] == "zfs-swap") & whole["device"].str.startswith("nvme")]
     out["seed_zfs_read_ratio"] = float(sticks["read_bytes_s"].mean() / zfs["read_bytes_s"].mean())
     out["seed_zfs_write_ratio"] = float(sticks["write_bytes_s"].mean() / zfs["write_bytes_s"].mean())
-    out["seed_zfs_latency_ratio"] = reference.seed003_value("zfs-vs-mdadm", "latency_ratio")
-    out["seed_iowait_mdadm"] = reference.seed003_value("mdadm-raid0-swap", "io_wait")
-    out["seed_iowait_zfs"] = reference.seed003_value("zfs-swap", "io_wait")
+    out["seed_zfs_latency_ratio"] = _stated(statements, "zfs-vs-mdadm", "latency_ratio")
+    out["seed_iowait_mdadm"] = _stated(statements, "mdadm-raid0-swap", "io_wait")
+    out["seed_iowait_zfs"] = _stated(statements, "zfs-swap", "io_wait")
     # the cache at equal budget, per workload
     host = agg[agg["cache"] == "host"]
     cmp = host.merge(nc[nc["ndevs"] == host["ndevs"].max()][["rw", "fraction", "mibs_mean",
@@ -545,7 +551,7 @@ def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame) -> dict[str, Any]:
         out[f"cache_req_verdict_{w}"] = verdict(g["req_ratio"], "larger than", "smaller than")
         out[f"cache_dirty_{w}_pct"] = 100 * float(g["dirty_mean"].mean())
         out[f"cache_clean_{w}_pct"] = 100 * float(g["clean_mean"].mean())
-    bc = reference.seed003_bcache().set_index("stat")["number"]
+    bc = bcache.set_index("stat")["number"]
     for k in ("unused", "clean", "dirty"):
         out[f"seed_bcache_{k}_pct"] = float(bc[k])
     return out

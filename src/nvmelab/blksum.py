@@ -320,7 +320,7 @@ def provenance() -> dict[str, Any]:
     from . import __version__
 
     try:
-        from .experiments.runner import host_id
+        from .experiments.paths import host_id
 
         host = host_id()
     except Exception:  # the runner is optional for this module
@@ -412,7 +412,7 @@ def _study_image(target: str, image_mib: Optional[int]) -> tuple[Path, dict[str,
         raise ValueError(f"image_mib must be >= 1, got {image_mib!r}")
     size = int(image_mib) * MIB
     if size not in _IMAGES:
-        from .experiments.runner import scratch_dir
+        from .experiments.paths import scratch_dir
 
         path = scratch_dir() / f"blksum_qdepth-{os.getpid()}-{int(image_mib)}MiB.raw"
         log.info("blksum study: generating a %d MiB image at %s", image_mib, path)

@@ -32,6 +32,7 @@ from typing import Any, Optional
 from . import _native
 from . import spec
 from .errors import NvmeError, os_error
+from .namespace import DmaBuffer, Namespace, _buf_span, _count
 
 __all__ = ["QPair", "Completion", "check_completion", "opcode_name"]
 
@@ -137,8 +138,6 @@ class QPair:
 
     # -- submission --
     def _data_args(self, ns: Any, slba: Any, nlb: Any, buf: Any, offset: Any) -> tuple:
-        from .driver import DmaBuffer, Namespace, _count
-
         if not isinstance(ns, Namespace):
             raise TypeError(f"ns: expected a Namespace, got {type(ns).__name__}")
         if ns.controller is not self.controller:
@@ -209,8 +208,6 @@ class QPair:
         every other field (opcode, nsid, cdw10-15) is sent unchecked, so the controller's own
         validation answers. Return the tag.
         """
-        from .driver import _buf_span
-
         raw = spec.sqe_bytes(sqe)
         off, n = _buf_span(buf, offset, nbytes, "buf")
         ntag = next(self._tags)
@@ -221,8 +218,6 @@ class QPair:
         return tag
 
     def _check_ns(self, ns: Any) -> None:
-        from .driver import Namespace
-
         if not isinstance(ns, Namespace):
             raise TypeError(f"ns: expected a Namespace, got {type(ns).__name__}")
         if ns.controller is not self.controller:
@@ -240,8 +235,6 @@ class QPair:
         timeout passes; with 0 check once. Commands past the queue's command timeout complete
         with ``error=TimeoutError``. Returns a list of :class:`Completion`.
         """
-        from .driver import _count
-
         m = 0 if max is None else _count("max", max, minimum=1, maximum=0xFFFFFFFF)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e9:
             raise ValueError(f"timeout: expected seconds >= 0, got {timeout!r}")

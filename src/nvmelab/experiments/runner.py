@@ -33,9 +33,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import re
-import socket
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +42,7 @@ import pandas as pd
 
 from .. import records as _records
 from .hostvars import HostControl, used_cpus
+from .paths import default_results_root, host_id, results_path, scratch_dir  # noqa: F401 (re-exported)
 from .spec import ENGINES, PRESETS, Plan, Run, StudySpec, load_spec
 
 log = logging.getLogger(__name__)
@@ -54,7 +52,6 @@ RunFn = Callable[..., dict]
 EST_OVERHEAD_S = 0.2
 #: Size of a scratch file created for file:// targets unless the spec says otherwise.
 DEFAULT_FILE_MIB = 64
-_HOST_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 #: Values of $NVMELAB_RUN (see the module docstring).
 RUN_MODES = ("auto", "never", "missing")
 #: The preset a notebook uses when neither its parameter nor $NVMELAB_PRESET names one.
@@ -75,44 +72,6 @@ def run_mode(mode: str | None = None) -> str:
     if name not in RUN_MODES:
         raise ValueError(f"unknown run mode {name!r} (NVMELAB_RUN); choose one of {', '.join(RUN_MODES)}")
     return name
-
-
-def host_id() -> str:
-    """This host's folder name under data/results/<study>/: $NVMELAB_HOST_ID or the hostname."""
-    raw = os.environ.get("NVMELAB_HOST_ID") or socket.gethostname() or "unknown-host"
-    return _HOST_RE.sub("_", raw).strip("._") or "unknown-host"
-
-
-def scratch_dir() -> Path:
-    """Where file:// study targets live: $NVMELAB_SCRATCH, else a folder on /dev/shm (memory),
-    else the temporary directory."""
-    env = os.environ.get("NVMELAB_SCRATCH")
-    if env:
-        base = Path(env)
-    elif Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
-        base = Path("/dev/shm") / f"nvmelab-{os.getuid()}"
-    else:
-        base = Path(tempfile.gettempdir()) / f"nvmelab-{os.getuid()}"
-    base.mkdir(parents=True, exist_ok=True)
-    return base
-
-
-def default_results_root(preset: str) -> Path:
-    """data/results for real sweeps; the quick (CI) preset writes under build/results, which git ignores,
-    so that `make test` never changes the committed data."""
-    env = os.environ.get("NVMELAB_RESULTS")
-    if env:
-        return Path(env)
-    from ..reference import data_root
-
-    data = data_root()
-    if preset == "quick":
-        return data.parent / "build" / "results"
-    return data / "results"
-
-
-def results_path(root: Path, study: str, host: str, preset: str) -> Path:
-    return Path(root) / study / host / f"{preset}.jsonl"
 
 
 def resolve_engine(name: str) -> RunFn:

@@ -264,7 +264,7 @@ def emu_target_for(target: str, ndevs: Any) -> str:
 def _expand(v: Any, scratch: str | None) -> Any:
     if isinstance(v, str) and "{scratch}" in v:
         if scratch is None:
-            from .runner import scratch_dir
+            from .paths import scratch_dir
 
             scratch = str(scratch_dir())
         return v.replace("{scratch}", scratch)
