@@ -5,14 +5,14 @@ How the book is put together (see book/README.md for the reasoning):
 * Chapters are MyST markdown files in this directory; the study chapters are the
   notebooks themselves, reached through the symlink ``book/notebooks -> ../notebooks``
   (nothing is copied). ``STUDIES`` below is read from the study specs
-  (``src/nvmelab/experiments/specs/*.toml``: study, ``label``, ``title``, in ``order``);
+  (``src/nvmelab/studies/specs/*.toml``: study, ``label``, ``title``, in ``order``);
   every study has a notebook of the same name, and the extension
   ``_ext/nvmelab_book.py`` fills the study toctree from the list.
 * The book publishes measured records. ``NVMELAB_PRESET`` (default ``standard``) names
   the records every study page shows, and ``NVMELAB_RUN`` (default ``never``) whether a
   notebook may measure: ``never`` shows the committed records under
   ``data/results/<study>/<host>/<preset>.jsonl`` and runs nothing; ``missing`` runs,
-  for this host, what its records lack (nvmelab.experiments.runner). The ``quick``
+  for this host, what its records lack (nvmelab.studies.runner). The ``quick``
   preset is a smoke test (``make test-notebooks``, CI) and is refused here, so no quick
   record feeds a figure or a sentence of the book. Both variables are exported, so the
   notebook kernels inherit them.
@@ -45,7 +45,7 @@ extensions = [
 
 # --- the studies (book order), from the specs; read by _ext/nvmelab_book.py ---
 sys.path.insert(0, str(HERE.parent / "src"))  # the package of this checkout (also without an installed venv)
-from nvmelab.experiments.spec import book_studies  # noqa: E402
+from nvmelab.studies.spec import book_studies  # noqa: E402
 
 #: (notebook stem under notebooks/ = study name, label on the chapter heading, chapter title)
 STUDIES = book_studies()
@@ -80,7 +80,7 @@ if PRESET in SMOKE_PRESETS:
         f"book: NVMELAB_PRESET={PRESET} is a smoke test whose records are never published; build the book "
         "from measured records (make book, NVMELAB_PRESET=standard or paper) and run the quick preset with "
         "make test-notebooks")
-from nvmelab.experiments.runner import run_mode  # noqa: E402
+from nvmelab.studies.runner import run_mode  # noqa: E402
 
 run_mode(RUN_MODE)  # an unknown NVMELAB_RUN is an error here, not in seven notebooks
 #: NVMELAB_BOOK_CACHE: another jupyter-cache root (tests and cold-build timing use a fresh one).
@@ -126,6 +126,6 @@ html_copy_source = False
 
 nitpicky = True
 # Figures and results tables are numbered book-wide (the study toctree is not numbered);
-# outputs of nvmelab.publication.figure/table become such nodes (see _ext/nvmelab_book.py).
+# outputs of nvmelab.results.publication.figure/table become such nodes (see _ext/nvmelab_book.py).
 numfig = True
 numfig_format = {"figure": "Figure %s", "table": "Table %s", "code-block": "Listing %s", "section": "Section %s"}

@@ -1,4 +1,4 @@
-"""nvmelab.blksum: conformance vectors, independence of the configuration, inputs, errors, Ctrl-C."""
+"""nvmelab.engines.blksum: conformance vectors, independence of the configuration, inputs, errors, Ctrl-C."""
 from __future__ import annotations
 
 import csv
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab import blksum, records
+from nvmelab.engines import blksum
+from nvmelab.results import records
 
 VECTORS = Path(os.environ.get("NVMELAB_VECTORS", Path(__file__).resolve().parent / "vectors"))
 NVMELAB = [sys.executable, "-m", "nvmelab"]
@@ -290,7 +291,7 @@ qdepth = 1
 def test_study_runs_through_the_runner_and_resumes(tmp_path, monkeypatch):
     import tomllib
 
-    from nvmelab.experiments import parse_spec, run_study
+    from nvmelab.studies import parse_spec, run_study
 
     monkeypatch.setenv("NVMELAB_SCRATCH", str(tmp_path / "scratch"))
     spec = parse_spec(tomllib.loads(STUDY_SPEC))
@@ -324,9 +325,9 @@ def test_study_engine_refuses_bad_targets():
 def test_committed_records_resume_under_the_spec():
     """data/results/blksum_qdepth/vm/standard.jsonl carries the runner's keys (migrated once): every
     run of nvmelab blksum is done; only the original tool's runs are pending."""
-    from nvmelab.experiments import load_spec
-    from nvmelab.experiments.runner import done_keys
-    from nvmelab.reference import data_root
+    from nvmelab.studies import load_spec
+    from nvmelab.studies.runner import done_keys
+    from nvmelab.results.reference import data_root
 
     plan = load_spec("blksum_qdepth").plan("standard")
     done = done_keys([data_root() / "results" / "blksum_qdepth" / "vm" / "standard.jsonl"])

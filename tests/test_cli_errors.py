@@ -211,7 +211,7 @@ def test_any_exception_from_a_command_is_one_line(exc, needle, monkeypatch, caps
 
     from nvmelab.cli import devices as devices_cmd
     from nvmelab.cli import main
-    from nvmelab.errors import NvmeError
+    from nvmelab.driver.errors import NvmeError
 
     def boom(args):
         if exc == "nvme":

@@ -81,4 +81,26 @@ def test_the_check_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
     graph = import_graph()
-    assert "nvmelab.qpair" in graph["nvmelab.driver"] and "nvmelab.namespace" in graph["nvmelab.qpair"]
+    assert "nvmelab.driver.qpair" in graph["nvmelab.driver"] and "nvmelab.driver.namespace" in graph["nvmelab.driver.qpair"]
+
+
+def test_old_module_paths_are_the_new_modules() -> None:
+    """The aliases kept for code written before the split give the very same modules."""
+    import nvmelab
+    import nvmelab.experiments as old_studies
+    import nvmelab.studies as studies
+    from nvmelab import analysis, plots, reference
+    from nvmelab.results import analysis as a, plots as p, reference as r
+
+    assert (analysis, plots, reference) == (a, p, r)
+    assert old_studies.load_spec is studies.load_spec and old_studies.study_results is studies.study_results
+    import nvmelab.errors
+    import nvmelab.driver.errors
+
+    assert nvmelab.errors.NvmeError is nvmelab.driver.errors.NvmeError  # what the extension raises
+    try:
+        nvmelab.nosuchmodule  # noqa: B018
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")

@@ -1,4 +1,4 @@
-"""Loaders of the seed 002/003 transcriptions (nvmelab.reference): units converted, nothing lost.
+"""Loaders of the seed 002/003 transcriptions (nvmelab.results.reference): units converted, nothing lost.
 
 The transcriptions themselves are checked against the seed text by tests/test_reference_seeds.py;
 here the loaders must convert what is printed (ms or s; Glances' K/M suffixes) without
@@ -10,7 +10,7 @@ import csv
 
 import pytest
 
-from nvmelab import reference
+from nvmelab.results import reference
 
 
 def _rows(name: str) -> list[dict]:
@@ -63,7 +63,7 @@ def test_hyperfine_summary_and_seed_layout() -> None:
 
     import pandas as pd
 
-    from nvmelab import analysis
+    from nvmelab.results import analysis
 
     runs = pd.DataFrame({"host": "h", "tool": "nvmelab-blksum", "digest": "null", "backend": "psync", "ncpus": 2,
                          "qdepth": [1, 1, 1, 2, 2], "runtime_s": [1.0, 2.0, 3.0, 0.5, 0.7],
@@ -84,7 +84,7 @@ def test_hyperfine_summary_and_seed_layout() -> None:
 def test_blksum_speedups_ours_beside_the_seeds() -> None:
     import pandas as pd
 
-    from nvmelab import analysis
+    from nvmelab.results import analysis
 
     agg = pd.DataFrame({"digest": "null", "io": "psync", "threads": 2, "qdepth": [1, 2, 4],
                         "runtime_s_mean": [2.0, 1.0, 4.0]})

@@ -1,10 +1,10 @@
-"""nvmelab.analysis.vram_seed_findings: seed 003's claims against our records, whichever way they go."""
+"""nvmelab.results.analysis.vram_seed_findings: seed 003's claims against our records, whichever way they go."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from nvmelab import analysis, reference
+from nvmelab.results import analysis, reference
 
 
 @pytest.mark.parametrize("ratios,want", [

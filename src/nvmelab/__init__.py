@@ -1,9 +1,17 @@
 """nvmelab: CPU- and GPU-initiated NVMe I/O, a user-space driver and reproducible studies.
 
 Entry points:
-    nvmelab.open(uri)        controllers of a target (emu://, pci://), a context manager
-    nvmelab.perf.run(...)    one closed-loop run -> one record (see nvmelab.records)
-    nvmelab.build_info()     what the native core was compiled with
+    nvmelab.open(uri)                controllers of a target (emu://, pci://), a context manager
+    nvmelab.engines.perf.run(...)    one closed-loop run -> one record (see nvmelab.results.records)
+    nvmelab.build_info()             what the native core was compiled with
+
+Packages, by concern (each imports only those listed before it, and the driver nothing of ours):
+    driver    open(), Target, Controller, Namespace, QPair, DmaBuffer, errors, the NVMe spec
+    host      cpus, hostvars, devices, provenance
+    results   records, reference, analysis, plots, publication, environments
+    engines   perf, gpu, blksum, tier (what makes a measurement)
+    studies   spec, runner, distributed, paths, specs/*.toml (the studies, run by one runner)
+    cli       the `nvmelab` command
 """
 from __future__ import annotations
 
@@ -66,6 +74,13 @@ def _io_uring_part(info: dict) -> dict:
     return _part(False, "", why + "; the psync backend still works")
 
 
+#: Module paths from before the package was split by concern (issue 14), kept importable as
+#: ``from nvmelab import analysis`` while notebooks and branches still use them; new code imports
+#: the new path (nvmelab.results.analysis). ``nvmelab.experiments`` is the same kind of alias.
+MOVED = {"analysis": "results.analysis", "plots": "results.plots", "reference": "results.reference",
+         "records": "results.records", "publication": "results.publication"}
+
+
 def __getattr__(name: str):
     # The driver API is imported on first use so that pure-Python parts (records,
     # analysis, plots, reference) work without a compiled extension.
@@ -73,4 +88,8 @@ def __getattr__(name: str):
         from . import driver
 
         return getattr(driver, name)
+    if name in MOVED:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{MOVED[name]}")
     raise AttributeError(f"module 'nvmelab' has no attribute {name!r}")

@@ -147,7 +147,7 @@ def test_required_labels_exist() -> None:
 
 def test_every_study_spec_is_its_notebook_in_the_book() -> None:
     """The study list is the specs: every spec's notebook is built, under the spec's label."""
-    from nvmelab.experiments import list_specs
+    from nvmelab.studies import list_specs
 
     labels = std_labels()
     assert sorted(stem for stem, _, _ in STUDIES) == list_specs()
@@ -260,7 +260,7 @@ def test_study_page_opens_with_banner(label: str) -> None:
     body = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text[banner:text.find("</div>", banner)]))
     assert "Records" in body and "Published sources" in body
     assert "Smoke-test" not in body and "preset quick" not in body, f"{stem}: the book shows quick records"
-    from nvmelab.experiments import load_spec
+    from nvmelab.studies import load_spec
 
     shown = body.split("Published sources")[0]
     if load_spec(stem).engine == "cuda" and " none: " in shown:

@@ -17,8 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from nvmelab import records
-from nvmelab.experiments import load_spec
+from nvmelab.results import records
+from nvmelab.studies import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 

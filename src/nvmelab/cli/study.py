@@ -9,7 +9,7 @@ from . import UsageError
 COMMAND = "study"
 HELP = "run a study's sweep (records under data/results/<study>/<host>/)"
 DESCRIPTION = """\
-Run the sweep of a study (src/nvmelab/experiments/specs/<study>.toml) on a target.
+Run the sweep of a study (src/nvmelab/studies/specs/<study>.toml) on a target.
 
   nvmelab study list
   nvmelab study plan cpu_initiated --preset standard
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments import PRESETS, list_specs, load_spec, run_study
+    from ..studies import PRESETS, list_specs, load_spec, run_study
 
     if args.action == "list":
         for name in list_specs():
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scheduler:
         from distributed import Client
 
-        from ..experiments.distributed import DaskExecutor
+        from ..studies.distributed import DaskExecutor
 
         client = Client(args.scheduler)
         executor = DaskExecutor(client, allow_host_changes=not args.no_host_changes)
