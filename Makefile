@@ -1,5 +1,6 @@
 # nvmelab — every target works from a fresh clone: each depends on `env`.
-#   make book   environment, build, execute the notebooks on emu://, HTML book
+#   make book   environment, build, the HTML book from the committed `standard` records (measures nothing;
+#               NVMELAB_RUN=missing measures what this host's records lack, PRESET=paper another preset)
 #   make test   the default test run (C tests, Python tests, notebooks, book checks)
 # Each target first checks what it needs from the system (env/prereqs.sh, one place for all of them):
 # env/build/book/test stop naming the Debian packages to install; the extra legs (test-qemu,
@@ -10,7 +11,10 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 BUILD      := build/dev
 JOBS       ?= $(shell nproc)
-PRESET     ?= quick
+# Preset: empty = the target's own (test-notebooks: quick, a smoke test; book: standard, measured records).
+PRESET     ?=
+# May the book's notebooks measure? never: the committed records only; missing: run what this host lacks.
+NVMELAB_RUN ?= never
 STAMP      := $(VENV)/.nvmelab-env
 LOCK       := env/requirements.lock
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
@@ -73,7 +77,8 @@ test-py: build
 	$(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/book
 
 test-notebooks: build
-	NVMELAB_PRESET=$(PRESET) $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
+	NVMELAB_PRESET=$(or $(PRESET),quick) NVMELAB_RUN=auto \
+	  $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 
 test-book: book
 	$(PY) -m pytest -q -p no:cacheprovider tests/book
@@ -115,8 +120,9 @@ records: check-records build
 
 # --- book ---
 book: build
-	$(PY) -m nvmelab.model
-	NVMELAB_PRESET=$(PRESET) $(PY) -m sphinx -W --keep-going -n -b html book book/_build/html
+	$(PY) -m nvmelab.results.model
+	NVMELAB_PRESET=$(or $(PRESET),standard) NVMELAB_RUN=$(NVMELAB_RUN) \
+	  $(PY) -m sphinx -W --keep-going -n -b html book book/_build/html
 	@echo "book: open book/_build/html/index.html"
 
 # --- style: clang-format for C/C++/CUDA, ruff for Python (both pinned in the lock); tests/test_style.py checks ---

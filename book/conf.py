@@ -4,14 +4,22 @@ How the book is put together (see book/README.md for the reasoning):
 
 * Chapters are MyST markdown files in this directory; the study chapters are the
   notebooks themselves, reached through the symlink ``book/notebooks -> ../notebooks``
-  (nothing is copied). ``STUDIES`` below lists them in book order with their labels.
-  A study whose notebook does not exist yet is shown by ``placeholders/<stem>.md``,
-  a page that says so plainly; the extension ``_ext/nvmelab_book.py`` picks the
-  notebook or the placeholder at build time and fills the study toctree.
+  (nothing is copied). ``STUDIES`` below is read from the study specs
+  (``src/nvmelab/studies/specs/*.toml``: study, ``label``, ``title``, in ``order``);
+  every study has a notebook of the same name, and the extension
+  ``_ext/nvmelab_book.py`` fills the study toctree from the list.
+* The book publishes measured records. ``NVMELAB_PRESET`` (default ``standard``) names
+  the records every study page shows, and ``NVMELAB_RUN`` (default ``never``) whether a
+  notebook may measure: ``never`` shows the committed records under
+  ``data/results/<study>/<host>/<preset>.jsonl`` and runs nothing; ``missing`` runs,
+  for this host, what its records lack (nvmelab.studies.runner). The ``quick``
+  preset is a smoke test (``make test-notebooks``, CI) and is refused here, so no quick
+  record feeds a figure or a sentence of the book. Both variables are exported, so the
+  notebook kernels inherit them.
 * Notebooks run through jupyter-cache (``nb_execution_mode = "cache"``). The cache
-  lives in ``book/.jupyter_cache/<preset>`` so a notebook executed under the quick
-  preset is never reused for the standard one. The preset comes from the
-  ``NVMELAB_PRESET`` environment variable (the Makefile sets it); the kernel inherits it.
+  lives in ``book/.jupyter_cache/<preset>-<run mode>`` and is keyed by the notebook's
+  code; records that change under it are picked up by a fresh cache (``make clean``)
+  or ``NVMELAB_BOOK_EXECUTE=force``.
 * The HTML works offline: Vega, Vega-Lite and vega-embed are vendored in
   ``_static/vega/`` and the extension points Altair's chart loader at them.
 """
@@ -35,17 +43,15 @@ extensions = [
     "nvmelab_book",
 ]
 
-# --- which study is which notebook (book order); read by _ext/nvmelab_book.py ---
-#: (notebook stem under notebooks/, label on the chapter heading, chapter title)
-STUDIES = [
-    ("cpu_initiated", "sec-experiments-cpu-initiated", "CPU-initiated I/O: parameter search"),
-    ("tool_comparison", "sec-experiments-tool-comparison", "I/O stack comparison"),
-    ("pcie_saturation", "sec-experiments-pcie-bandwidth", "PCIe bandwidth saturation"),
-    ("cuda_iosize", "sec-experiments-cuda-iosize", "Device-initiated I/O: I/O size scaling"),
-    ("cuda_qdepth", "sec-experiments-cuda-qdepth", "Device-initiated I/O: queue depth scaling"),
-    ("blksum_qdepth", "sec-experiments-blksum-qdepth", "Block-image checksum: queue depth"),
-    ("vram_cache", "sec-experiments-vram-cache", "NVMe RAID-0 with a GPU-memory cache"),
-]
+# --- the studies (book order), from the specs; read by _ext/nvmelab_book.py ---
+sys.path.insert(0, str(HERE.parent / "src"))  # the package of this checkout (also without an installed venv)
+from nvmelab.studies.spec import book_studies  # noqa: E402
+
+#: (notebook stem under notebooks/ = study name, label on the chapter heading, chapter title)
+STUDIES = book_studies()
+_missing = [stem for stem, _, _ in STUDIES if not (HERE / "notebooks" / f"{stem}.ipynb").exists()]
+if _missing:
+    raise RuntimeError(f"book: study spec(s) without a notebook: {', '.join(f'notebooks/{m}.ipynb' for m in _missing)}")
 nvmelab_studies = STUDIES
 nvmelab_results_dir = str(HERE.parent / "data" / "results")
 
@@ -60,27 +66,33 @@ exclude_patterns = [
     "notebooks/README.md",
     "notebooks/**/*.py",
 ]
-# A placeholder is dropped once its notebook exists (no orphan page, no duplicate label).
-exclude_patterns += [
-    f"placeholders/{stem}.md" for stem, _, _ in STUDIES if (HERE / "notebooks" / f"{stem}.ipynb").exists()
-]
 myst_enable_extensions = ["colon_fence", "deflist", "substitution", "attrs_inline"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # notebooks may start below an H1 after their label cell
 
 # --- notebook execution (MyST-NB + jupyter-cache) ---
-PRESET = os.environ.setdefault("NVMELAB_PRESET", "quick")  # exported: the notebook kernels inherit it
+#: Presets whose records are smoke tests: the book refuses to build from them.
+SMOKE_PRESETS = ("quick",)
+PRESET = os.environ.setdefault("NVMELAB_PRESET", "standard")  # exported: the notebook kernels inherit it
+RUN_MODE = os.environ.setdefault("NVMELAB_RUN", "never")      # never | missing (| auto); exported likewise
+if PRESET in SMOKE_PRESETS:
+    raise RuntimeError(
+        f"book: NVMELAB_PRESET={PRESET} is a smoke test whose records are never published; build the book "
+        "from measured records (make book, NVMELAB_PRESET=standard or paper) and run the quick preset with "
+        "make test-notebooks")
+from nvmelab.studies.runner import run_mode  # noqa: E402
+
+run_mode(RUN_MODE)  # an unknown NVMELAB_RUN is an error here, not in seven notebooks
 #: NVMELAB_BOOK_CACHE: another jupyter-cache root (tests and cold-build timing use a fresh one).
 CACHE_ROOT = Path(os.environ.get("NVMELAB_BOOK_CACHE") or HERE / ".jupyter_cache")
 #: Longest a single cell may run, per preset (seconds). `standard` sweeps on the
 #: emulator take minutes per study on 2 cores; `paper` is meant for real hardware.
 CELL_TIMEOUT_S = {"quick": 600, "standard": 3600, "paper": -1}
 nb_execution_mode = os.environ.get("NVMELAB_BOOK_EXECUTE", "cache")
-nb_execution_cache_path = str(CACHE_ROOT / PRESET)
+nb_execution_cache_path = str(CACHE_ROOT / f"{PRESET}-{RUN_MODE}")
 nb_execution_timeout = CELL_TIMEOUT_S.get(PRESET, CELL_TIMEOUT_S["standard"])
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
-nb_execution_excludepatterns = ["placeholders/*"]
 nb_kernel_rgx_aliases = {".*": "python3"}  # any Python kernel name runs on this environment's kernel
 nb_output_stderr = "remove-warn"
 nb_merge_streams = True
@@ -114,6 +126,6 @@ html_copy_source = False
 
 nitpicky = True
 # Figures and results tables are numbered book-wide (the study toctree is not numbered);
-# outputs of nvmelab.publication.figure/table become such nodes (see _ext/nvmelab_book.py).
+# outputs of nvmelab.results.publication.figure/table become such nodes (see _ext/nvmelab_book.py).
 numfig = True
 numfig_format = {"figure": "Figure %s", "table": "Table %s", "code-block": "Listing %s", "section": "Section %s"}

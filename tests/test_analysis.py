@@ -1,11 +1,11 @@
-"""nvmelab.analysis: population std, rooflines, saturation, comparisons."""
+"""nvmelab.results.analysis: population std, rooflines, saturation, comparisons."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from nvmelab import analysis
+from nvmelab.results import analysis
 
 
 def _df():

@@ -1,4 +1,4 @@
-"""nvmelab.blksum: conformance vectors, independence of the configuration, inputs, errors, Ctrl-C."""
+"""nvmelab.engines.blksum: conformance vectors, independence of the configuration, inputs, errors, Ctrl-C."""
 from __future__ import annotations
 
 import csv
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab import blksum, records
+from nvmelab.engines import blksum
+from nvmelab.results import records
 
 VECTORS = Path(os.environ.get("NVMELAB_VECTORS", Path(__file__).resolve().parent / "vectors"))
 NVMELAB = [sys.executable, "-m", "nvmelab"]
@@ -257,3 +258,79 @@ def test_emu_bad_uri_is_one_clear_error():
         blksum.checksum("emu://?nsze=1MiB&bogus=1")
     out = subprocess.run(NVMELAB + ["blksum", "emu://?nsze=1MiB&bogus=1"], capture_output=True, text=True)
     assert out.returncode == 2 and "bogus" in out.stderr and "Traceback" not in out.stderr
+
+
+# ------------------------------------------------------------ the study, through the runner ---
+STUDY_SPEC = """
+study = "t_blksum"
+engine = "blksum"
+target = "image://generated"
+[fixed]
+iosize = 262144
+image_mib = 2
+[presets.quick]
+repetitions = 2
+[[presets.quick.sweeps]]
+name = "qdepth"
+digest = "sha256"
+backend = ["psync", "io_uring"]
+ncpus = ["all", 1]
+qdepth = [1, 4]
+[[presets.quick.sweeps]]
+name = "original"
+tool = "blksum"
+digest = "sha256"
+backend = "psync"
+ncpus = 1
+qdepth = 1
+[presets.standard]
+[presets.paper]
+"""
+
+
+def test_study_runs_through_the_runner_and_resumes(tmp_path, monkeypatch):
+    import tomllib
+
+    from nvmelab.studies import parse_spec, run_study
+
+    monkeypatch.setenv("NVMELAB_SCRATCH", str(tmp_path / "scratch"))
+    spec = parse_spec(tomllib.loads(STUDY_SPEC))
+    rep = run_study(spec, "quick", results_root=tmp_path / "results", progress=False)
+    uring = blksum.have_io_uring()
+    orig = blksum.original_blksum() is not None
+    assert rep.planned == 2 * (8 + 1)
+    assert rep.ran == 2 * ((8 if uring else 4) + (1 if orig else 0))
+    reasons = " ".join(why for _, why in rep.skipped)
+    if not uring:
+        assert "io_uring" in reasons
+    if not orig:
+        assert "not on PATH" in reasons
+    recs = records.load_records(next(iter(rep.paths)), check=True)
+    ours = [r for r in recs if r["tool"] == blksum.TOOL]
+    assert len({r["hexdigest"] for r in ours}) == 1 and ours[0]["image_bytes"] == 2 * blksum.MIB
+    assert {r["ncpus"] for r in ours} == {blksum.default_threads(), 1}
+    assert all(r["run_key"].endswith(f"#{r['repetition']}") for r in recs)
+    assert not list((tmp_path / "scratch").glob("*.raw")), "the generated image is deleted after the sweep"
+    again = run_study(spec, "quick", results_root=tmp_path / "results", progress=False)
+    assert again.ran == 0 and again.already_done == rep.ran
+
+
+def test_study_engine_refuses_bad_targets():
+    with pytest.raises(ValueError, match="image://generated"):
+        blksum.study_run(target="emu://?nsze=1MiB", image_mib=1)
+    with pytest.raises(ValueError, match="image_mib"):
+        blksum.study_run(image_mib=0)
+
+
+def test_committed_records_resume_under_the_spec():
+    """data/results/blksum_qdepth/vm/standard.jsonl carries the runner's keys (migrated once): every
+    run of nvmelab blksum is done; only the original tool's runs are pending."""
+    from nvmelab.studies import load_spec
+    from nvmelab.studies.runner import done_keys
+    from nvmelab.results.reference import data_root
+
+    plan = load_spec("blksum_qdepth").plan("standard")
+    done = done_keys([data_root() / "results" / "blksum_qdepth" / "vm" / "standard.jsonl"])
+    pending = [r for r in plan.runs if r.key not in done]
+    assert done <= {r.key for r in plan.runs}
+    assert pending and all(r.params["tool"] == blksum.ORIGINAL_TOOL for r in pending)

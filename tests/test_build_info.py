@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import nvmelab
-from nvmelab import perf
+from nvmelab.engines import perf
 
 PARTS = {"cuda", "io_uring", "blksum"}
 

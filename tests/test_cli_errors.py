@@ -56,7 +56,6 @@ CASES = [
     (["identify", "emu://?ndev=1&wat=1"], "wat"),
     (["perf", "run", "--target", "nfs://x"], "nfs://x"),
     (["blksum", "emu://?nsze=1MiB&bogus=1"], "bogus"),
-    (["tier", "run", "--target", "nfs://x", "--allow-write"], "nfs://x"),
     # a missing file
     (["blksum", "{missing}"], "{missing}: No such file"),
     (["perf", "run", "--target", "file://{missing}", "--backend", "psync", "--qdepth", "1"], "{missing}"),
@@ -82,9 +81,8 @@ CASES = [
     (["blksum", "-t", "0", "{image}"], "must be >= 1"),
     (["blksum", "--read-size", "1000", "{image}"], "--read-size"),
     (["blksum", "--nsid", "7", "emu://?nsze=1MiB"], "namespace 7"),
-    (["tier", "run", "--ndevs", "0"], "--ndevs"),
-    (["tier", "run", "--fraction", "1/0"], "1/0"),
-    (["tier", "sweep", "--preset", "huge"], "huge"),
+    (["study", "run", "vram_cache", "--preset", "huge"], "huge"),
+    (["study", "plan", "blksum_qdepth", "--preset", "huge"], "huge"),
     (["study", "run", "cpu_initiated", "--max-runs", "0"], "--max-runs"),
     (["hugepages", "-3", "--root", "{fakeroot}"], "-3"),
     (["hugepages", "4", "--root", "{fakeroot}"], "not supported"),
@@ -213,7 +211,7 @@ def test_any_exception_from_a_command_is_one_line(exc, needle, monkeypatch, caps
 
     from nvmelab.cli import devices as devices_cmd
     from nvmelab.cli import main
-    from nvmelab.errors import NvmeError
+    from nvmelab.driver.errors import NvmeError
 
     def boom(args):
         if exc == "nvme":

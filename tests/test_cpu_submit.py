@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nvmelab import analysis, plots, reference
-from nvmelab.experiments import load_spec
-from nvmelab.experiments.hostvars import CONTROL_VARS, HostControl, controllability
+from nvmelab.results import analysis, plots, reference
+from nvmelab.studies import load_spec
+from nvmelab.host.hostvars import CONTROL_VARS, HostControl, controllability
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,8 @@ import sys
 import numpy as np
 import pytest
 
-from nvmelab import gpu, records
+from nvmelab.engines import gpu
+from nvmelab.results import records
 
 nat = pytest.importorskip("nvmelab._native")
 HAS_CUDA_BUILD = bool(nat.build_info().get("cuda"))
@@ -160,8 +161,8 @@ def test_record_without_profile_is_refused():
 
 
 def test_engine_is_reachable_from_perf_and_the_study_runner():
-    from nvmelab import perf
-    from nvmelab.experiments import runner
+    from nvmelab.engines import perf
+    from nvmelab.studies import runner
 
     assert callable(perf.run_cuda)
     assert runner.resolve_engine("cuda") is perf.run_cuda

@@ -16,7 +16,7 @@ import errno
 
 import pytest
 
-from nvmelab import gpu
+from nvmelab.engines import gpu
 
 nat = pytest.importorskip("nvmelab._native")
 HAS_CUDA_BUILD = bool(nat.build_info().get("cuda"))

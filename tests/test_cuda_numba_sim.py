@@ -1,4 +1,4 @@
-"""The numba-cuda example kernel (nvmelab.gpu_kernels) on the CPU, under numba's CUDA simulator.
+"""The numba-cuda example kernel (nvmelab.engines.gpu_kernels) on the CPU, under numba's CUDA simulator.
 
 The simulator is chosen by NUMBA_ENABLE_CUDASIM=1 before numba is imported, so the check runs in a
 fresh interpreter. It feeds the kernel the rows gpu-emu serves with fill=stamp, compares every row's
@@ -18,7 +18,7 @@ pytest.importorskip("numba")
 SCRIPT = textwrap.dedent("""
     import warnings
     import numpy as np
-    from nvmelab import gpu
+    from nvmelab.engines import gpu
     warnings.simplefilter("ignore", RuntimeWarning)  # the simulator computes in NumPy scalars: wrap-around warns
     rows = np.stack([gpu.stamps(d, lba, 1024) for d, lba in gpu.read_lbas(1024, qdepth=2, nqueues=2, ndevs=2)])
     ref = gpu.checksum_reference(rows)

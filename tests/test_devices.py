@@ -1,4 +1,4 @@
-"""nvmelab.devices and its C twin (src/tools/devmgmt.c) against a fake sysfs/procfs tree.
+"""nvmelab.host.devices and its C twin (src/tools/devmgmt.c) against a fake sysfs/procfs tree.
 
 The fake host has five PCI functions: four NVMe controllers in different states and one bridge:
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab import devices
+from nvmelab.host import devices
 from nvmelab.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,7 +289,7 @@ def test_one_in_use_check() -> None:
     from nvmelab import _native
 
     assert devices.MAX_BLOCK_DEVICES == _native.PCI_INUSE_MAX_BLK
-    src = (ROOT / "src/nvmelab/devices.py").read_text()
+    src = (ROOT / "src/nvmelab/host/devices.py").read_text()
     assert "pci_in_use" in src and "/holders" not in src and "/proc/cmdline" not in src
 
 

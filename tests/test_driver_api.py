@@ -10,7 +10,7 @@ import pytest
 
 import nvmelab
 from nvmelab import driver
-from nvmelab.errors import ClosedError
+from nvmelab.driver.errors import ClosedError
 
 URI2 = "emu://?ndev=2&nsze=16MiB"
 URI1 = "emu://?nsze=8MiB"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import nvmelab
-from nvmelab import spec
-from nvmelab.errors import ClosedError, NvmeError
+from nvmelab.driver import spec
+from nvmelab.driver.errors import ClosedError, NvmeError
 
 URI = "emu://?ndev=1&nsze=8MiB&mdts=64KiB"
 PAGE = 4096

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nvmelab
-from nvmelab import spec
-from nvmelab.errors import NvmeError
+from nvmelab.driver import spec
+from nvmelab.driver.errors import NvmeError
 
 ALLOWED = (ValueError, TypeError, NvmeError)
 FUZZ = settings(max_examples=150, deadline=None, database=None,

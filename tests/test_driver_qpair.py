@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import nvmelab
-from nvmelab.errors import ClosedError
+from nvmelab.driver.errors import ClosedError
 
 URI = "emu://?ndev=1&nsze=32MiB&mdts=64KiB"
 PAGE = 4096
@@ -139,7 +139,7 @@ def test_exactly_mdts_and_mdts_plus_one(ctrl, ns, offset):
 
 def test_mdts_plus_one_refused_by_the_controller_when_sent_raw(ctrl, ns):
     """Past the Python check, the emulated controller itself refuses a transfer over MDTS."""
-    from nvmelab import spec
+    from nvmelab.driver import spec
 
     mdts = ctrl.mdts_bytes
     nlb = mdts // ns.lba_size + 1

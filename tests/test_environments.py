@@ -1,10 +1,10 @@
-"""nvmelab.environments: host summaries from record provenance (the book's environments chapter)."""
+"""nvmelab.results.environments: host summaries from record provenance (the book's environments chapter)."""
 from __future__ import annotations
 
 import pytest
 
-from nvmelab import environments
-from nvmelab.records import RecordError, write_records
+from nvmelab.results import environments
+from nvmelab.results.records import RecordError, write_records
 
 
 def record(host: str, **prov) -> dict:

@@ -6,7 +6,7 @@ import errno
 import pytest
 
 from nvmelab import _native
-from nvmelab.errors import NvmeError
+from nvmelab.driver.errors import NvmeError
 
 DNR = 1 << 16  # PERF_STATUS_DNR
 

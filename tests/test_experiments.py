@@ -5,12 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab import records
-from nvmelab.experiments import (
-    HostControl, SpecError, list_specs, load_results, load_spec, parse_spec, run_study,
-)
-from nvmelab.experiments.fake import fake_run
-from nvmelab.experiments.runner import LocalExecutor
+from nvmelab.results import records
+from nvmelab.studies import HostControl, SpecError, list_specs, load_results, load_spec, parse_spec, run_study
+from nvmelab.studies.fake import fake_run
+from nvmelab.studies.runner import LocalExecutor
 
 SPEC = """
 study = "t_study"
@@ -262,7 +260,7 @@ def test_invalid_engine_record_is_an_error(spec, tmp_path):
 
 def test_dask_executor_two_workers(spec, tmp_path):
     distributed = pytest.importorskip("distributed")
-    from nvmelab.experiments.distributed import DaskExecutor
+    from nvmelab.studies.distributed import DaskExecutor
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
@@ -292,8 +290,8 @@ def test_cli_study_list_and_errors(capsys):
 
 
 def test_study_results_reuses_recorded_runs(spec, tmp_path, monkeypatch):
-    from nvmelab.experiments import study_results
-    from nvmelab.experiments import runner
+    from nvmelab.studies import study_results
+    from nvmelab.studies import runner
 
     monkeypatch.setattr(runner, "load_spec", lambda name: spec)
     monkeypatch.setenv("NVMELAB_HOST_ID", "hostA")
@@ -307,7 +305,7 @@ def test_study_results_reuses_recorded_runs(spec, tmp_path, monkeypatch):
 
 
 def test_emulated_targets_get_their_device_count():
-    from nvmelab.experiments.spec import emu_target_for
+    from nvmelab.studies.spec import emu_target_for
 
     assert emu_target_for("emu://?profile=pm1753", 4) == "emu://?profile=pm1753&ndev=4"
     assert emu_target_for("emu://", 2) == "emu://?ndev=2"
@@ -318,8 +316,8 @@ def test_emulated_targets_get_their_device_count():
 
 
 def test_study_results_does_not_reuse_another_target(spec, tmp_path, monkeypatch):
-    from nvmelab.experiments import study_results
-    from nvmelab.experiments import runner
+    from nvmelab.studies import study_results
+    from nvmelab.studies import runner
 
     monkeypatch.setattr(runner, "load_spec", lambda name: spec)
     df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
@@ -330,8 +328,8 @@ def test_study_results_does_not_reuse_another_target(spec, tmp_path, monkeypatch
 
 
 def test_host_readers_are_the_engines_and_take_another_sysfs_root(fake_sys):
-    from nvmelab import cpus
-    from nvmelab.experiments.hostvars import read_all, used_cpus
+    from nvmelab.host import cpus
+    from nvmelab.host.hostvars import read_all, used_cpus
 
     assert read_all(fake_sys) == cpus.host_state(fake_sys) == {"governor": "performance", "turbo": 1, "smt": 0}
     (fake_sys / "intel_pstate" / "no_turbo").write_text("1\n")
@@ -339,3 +337,72 @@ def test_host_readers_are_the_engines_and_take_another_sysfs_root(fake_sys):
     assert used_cpus(1, 0, fake_sys) == [0] and used_cpus(2, 1, fake_sys) == [0, 1]
     with pytest.raises(ValueError, match="physical cores"):
         used_cpus(3, 0, fake_sys)
+
+
+def test_run_modes_never_missing_auto(spec, tmp_path, monkeypatch):
+    """NVMELAB_RUN: never shows recorded runs and measures nothing (an empty frame when there are
+    none); missing runs what this host lacks; an unknown mode or preset is one clear error."""
+    from nvmelab.studies import runner, study_results
+
+    monkeypatch.setattr(runner, "load_spec", lambda name: spec)
+    monkeypatch.setenv("NVMELAB_HOST_ID", "hostA")
+    monkeypatch.setenv("NVMELAB_RUN", "never")
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep is None and df.empty and not list(tmp_path.rglob("*.jsonl"))
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False,
+                            mode="missing")
+    assert rep.ran == 6 and len(df) == 6
+    assert set(df["results_path"]) == {str(tmp_path / "t_study" / "hostA" / "quick.jsonl")}
+    monkeypatch.setenv("NVMELAB_HOST_ID", "hostB")
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep is None and set(df["results_host"]) == {"hostA"}  # never: hostA's records, nothing measured
+    monkeypatch.setenv("NVMELAB_RUN", "missing")
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep.ran == 6 and set(df["results_host"]) == {"hostB"}
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep.ran == 0 and rep.already_done == 6 and len(df) == 6  # missing resumes: nothing left to run
+    monkeypatch.setenv("NVMELAB_RUN", "sometimes")
+    with pytest.raises(ValueError, match="NVMELAB_RUN"):
+        study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    monkeypatch.delenv("NVMELAB_RUN")
+    monkeypatch.setenv("NVMELAB_PRESET", "huge")
+    with pytest.raises(ValueError, match="NVMELAB_PRESET"):
+        study_results("t_study", run_fn=fake_run, results_root=tmp_path, progress=False)
+
+
+def test_plan_missing_lists_unrecorded_configurations(spec):
+    import pandas as pd
+
+    plan = spec.plan("quick")
+    none = plan.missing(pd.DataFrame())
+    assert len(none) == 3 and set(none["repetitions"]) == {2}
+    half = plan.missing(pd.DataFrame({"run_key": [plan.runs[0].key]}))
+    assert len(half) == 3 and sorted(half["repetitions"]) == [1, 2, 2]
+    assert plan.missing(pd.DataFrame({"run_key": [r.key for r in plan.runs]})).empty
+
+
+def test_book_study_list_comes_from_the_specs():
+    from nvmelab.studies.spec import book_studies
+
+    studies = book_studies()
+    assert [s for s, _, _ in studies][:1] == ["cpu_initiated"] and len(studies) == len(list_specs())
+    labels = [lb for _, lb, _ in studies]
+    assert len(set(labels)) == len(labels) and all(lb.startswith("sec-experiments-") for lb in labels)
+    assert {"sec-experiments-blksum-qdepth", "sec-experiments-vram-cache"} <= set(labels)
+    for name in list_specs():  # every spec runs through one runner: its engine resolves
+        s = load_spec(name)
+        assert s.label and s.order > 0
+        assert all(set(r.engine_params) <= set(runner_engines()[s.engine].params) for r in s.plan("quick").runs)
+
+
+def runner_engines():
+    from nvmelab.studies.spec import ENGINES
+
+    return ENGINES
+
+
+def test_each_engine_resolves_or_says_why():
+    from nvmelab.studies.runner import resolve_engine
+
+    for name in ("cpu", "blksum", "tier"):
+        assert callable(resolve_engine(name))

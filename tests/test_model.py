@@ -1,7 +1,7 @@
-"""nvmelab.model: the fit recovers known parameters, calibration and held-out points are disjoint,
+"""nvmelab.results.model: the fit recovers known parameters, calibration and held-out points are disjoint,
 validation.csv is what the code writes, and the validation goals hold on that CSV.
 
-Also the seed 000/001 loaders the model reads (nvmelab.reference.cuda_*).
+Also the seed 000/001 loaders the model reads (nvmelab.results.reference.cuda_*).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nvmelab import model, reference
+from nvmelab.results import model, reference
 
 KNOWN = model.Params(dev_iops=4.0e6, dev_bw=20.0e9, core_rate={"upcie": 20.0e6, "upcie-cuda": 25.0e6},
                      link_bw=50.0e9, link_ratio=1.4, round_lat_s=20e-6, round_cmd_s=300e-9, round_byte_s=100e-12)
@@ -101,7 +101,7 @@ def test_a_large_unexplained_miss_is_an_error() -> None:
 def test_validation_csv_is_regenerated_identically(tmp_path) -> None:
     committed = reference.data_root() / model.VALIDATION_PATH
     out = model.write_validation(tmp_path / "validation.csv")
-    assert out.read_bytes() == committed.read_bytes(), "run `python -m nvmelab.model` and commit the CSV"
+    assert out.read_bytes() == committed.read_bytes(), "run `python -m nvmelab.results.model` and commit the CSV"
 
 
 def test_validation_goals_hold_on_the_csv() -> None:

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from nvmelab import cpus, perf, provenance
-from nvmelab.records import validate
+from nvmelab.host import cpus, provenance
+from nvmelab.engines import perf
+from nvmelab.results.records import validate
 
 FILE_BYTES = 16 << 20
 SHORT = dict(runtime=0.25, warmup=0.05)

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from nvmelab.records import load_records
+from nvmelab.results.records import load_records
 
 
 def nvmelab(*args: str) -> subprocess.CompletedProcess:

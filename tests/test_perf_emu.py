@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nvmelab import perf
-from nvmelab.records import validate
+from nvmelab.engines import perf
+from nvmelab.results.records import validate
 
 NULL = "emu://?profile=null"
 SHORT = dict(runtime=0.2, warmup=0.05)

@@ -5,7 +5,8 @@ import argparse
 
 import pytest
 
-from nvmelab import _native, perf
+from nvmelab import _native
+from nvmelab.engines import perf
 from nvmelab.cli import perf as cli_perf
 
 

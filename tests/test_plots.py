@@ -1,10 +1,10 @@
-"""nvmelab.plots: figures carry the data, tooltips, rules and source labels; static export works offline."""
+"""nvmelab.results.plots: figures carry the data, tooltips, rules and source labels; static export works offline."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from nvmelab import analysis, plots, reference
+from nvmelab.results import analysis, plots, reference
 
 
 def _agg():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nvmelab import model, plots
+from nvmelab.results import model, plots
 
 
 def _curves() -> pd.DataFrame:
@@ -56,7 +56,7 @@ def test_figure_points_of_the_device_initiated_studies() -> None:
 
 
 def test_most_practical_configuration() -> None:
-    from nvmelab import analysis
+    from nvmelab.results import analysis
 
     t = pd.DataFrame({"nqueues": [1, 2, 4, 8], "min_qdepth": [512, 128, 64, 64],
                       "total_cuda_threads": [8192, 4096, 4096, 8192], "reached": [False, True, True, True]})

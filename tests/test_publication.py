@@ -1,4 +1,4 @@
-"""nvmelab.publication: rendered tables, captioned figures, declared sources, record summaries."""
+"""nvmelab.results.publication: rendered tables, captioned figures, declared sources, record summaries."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nvmelab import publication as pub
+from nvmelab.results import publication as pub
 
 
 @pytest.mark.parametrize("value,fmt,want", [

@@ -1,4 +1,4 @@
-"""The record schema and the atomic JSONL files (nvmelab.records)."""
+"""The record schema and the atomic JSONL files (nvmelab.results.records)."""
 from __future__ import annotations
 
 import copy
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nvmelab import records
+from nvmelab.results import records
 
 GOOD = {
     "study": "adhoc", "tool": "nvmelab", "target": "emu://?profile=null", "backend": "nvmelab-emu",

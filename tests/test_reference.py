@@ -1,4 +1,4 @@
-"""Published reference data (nvmelab.reference) and the headline numbers recomputed from records."""
+"""Published reference data (nvmelab.results.reference) and the headline numbers recomputed from records."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import statistics
 import pandas as pd
 import pytest
 
-from nvmelab import analysis, plots, reference
+from nvmelab.results import analysis, plots, reference
 
 
 @pytest.mark.parametrize("name, rows, configs", [

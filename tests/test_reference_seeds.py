@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab import reference
+from nvmelab.results import reference
 
 #: Columns that say where a row comes from; never checked as numbers.
 WHERE_COLUMNS = ("seed", "section", "locator")

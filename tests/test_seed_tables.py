@@ -1,4 +1,4 @@
-"""Loaders of the seed 002/003 transcriptions (nvmelab.reference): units converted, nothing lost.
+"""Loaders of the seed 002/003 transcriptions (nvmelab.results.reference): units converted, nothing lost.
 
 The transcriptions themselves are checked against the seed text by tests/test_reference_seeds.py;
 here the loaders must convert what is printed (ms or s; Glances' K/M suffixes) without
@@ -10,7 +10,7 @@ import csv
 
 import pytest
 
-from nvmelab import reference
+from nvmelab.results import reference
 
 
 def _rows(name: str) -> list[dict]:
@@ -63,19 +63,37 @@ def test_hyperfine_summary_and_seed_layout() -> None:
 
     import pandas as pd
 
-    from nvmelab import blksum_study
+    from nvmelab.results import analysis
 
     runs = pd.DataFrame({"host": "h", "tool": "nvmelab-blksum", "digest": "null", "backend": "psync", "ncpus": 2,
                          "qdepth": [1, 1, 1, 2, 2], "runtime_s": [1.0, 2.0, 3.0, 0.5, 0.7],
                          "user_s": [0.1, 0.2, 0.3, 0.1, 0.1], "system_s": [0.4, 0.5, 0.6, 0.2, 0.2]})
-    hf = blksum_study.hyperfine_summary(runs)
+    hf = analysis.hyperfine_summary(runs)
     q1 = hf[hf.qdepth == 1].iloc[0]
     assert (q1.mean_s, q1.std_s, q1.min_s, q1.max_s, q1.runs) == (2.0, 1.0, 1.0, 3.0, 3)  # sample σ, as hyperfine
     assert math.isclose(q1.user_s, 0.2) and math.isclose(q1.system_s, 0.5)
-    t = blksum_study.seed_layout(hf, reference.blksum_qdepth(), "null", pm=".3f")
+    t = analysis.seed_layout(hf, reference.blksum_qdepth(), "null", pm=".3f")
     assert list(t.index) == [1, 2, 4, 8, 16, 32]
     groups = list(dict.fromkeys(a for a, _ in t.columns))
     assert groups == ["seed: laptop, file", "seed: server, file", "ours: psync, 2 threads"]
     assert t.loc[1, ("seed: laptop, file", "mean_pm_std_s")] == "0.763 ± 0.022"
     assert t.loc[1, ("ours: psync, 2 threads", "mean_pm_std_s")] == "2.000 ± 1.000"
     assert pd.isna(t.loc[4, ("ours: psync, 2 threads", "user_s")])  # no run at Q4: empty, not invented
+
+
+def test_blksum_speedups_ours_beside_the_seeds() -> None:
+    import pandas as pd
+
+    from nvmelab.results import analysis
+
+    agg = pd.DataFrame({"digest": "null", "io": "psync", "threads": 2, "qdepth": [1, 2, 4],
+                        "runtime_s_mean": [2.0, 1.0, 4.0]})
+    both = analysis.blksum_speedups(agg, reference.blksum_qdepth())
+    ours = both[both.source == "ours"].set_index("qdepth")["speedup"]
+    assert list(ours) == [1.0, 2.0, 0.5] and set(both[both.source == "ours"]["series"]) == {"ours: psync, 2 thr"}
+    seed = both[both.source != "ours"]
+    assert {"seed: laptop (file)", "seed: server (NBD)"} <= set(seed["series"])
+    assert (seed[seed.qdepth == 1]["speedup"] == 1.0).all()
+    best = analysis.blksum_best(agg, reference.blksum_qdepth())
+    mine = best[best.source == "ours"].iloc[0]
+    assert (mine.qdepth, mine.speedup) == (2, 2.0)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nvmelab
-from nvmelab.tier import Cache, GpuUnavailable, TierIOError, Volume, gpu_available
+from nvmelab.engines.tier import Cache, GpuUnavailable, TierIOError, Volume, gpu_available
 
 BLOCK = 512
 LINE = 4096
@@ -218,7 +218,7 @@ def cupy_standin(monkeypatch):
 
 
 def test_gpu_code_path_with_a_numpy_standin(target, cupy_standin):
-    from nvmelab.tier import workload as W
+    from nvmelab.engines.tier import workload as W
 
     assert gpu_available() == (True, "numpy stand-in")
     lay = W.StateLayout(14, "complex64", LINE)

@@ -1,11 +1,10 @@
-"""nvmelab.tier.study.seed_findings: seed 003's claims against our records, whichever way they go."""
+"""nvmelab.results.analysis.vram_seed_findings: seed 003's claims against our records, whichever way they go."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from nvmelab import reference
-from nvmelab.tier import study
+from nvmelab.results import analysis, reference
 
 
 @pytest.mark.parametrize("ratios,want", [
@@ -15,7 +14,7 @@ from nvmelab.tier import study
     ([], "not measured against"),
 ])
 def test_verdict(ratios, want) -> None:
-    assert study.verdict(ratios) == want
+    assert analysis.verdict(ratios) == want
 
 
 def _agg(cache_mibs: dict[str, float]) -> pd.DataFrame:
@@ -41,21 +40,26 @@ def _dev(spread: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def findings(agg: pd.DataFrame, dev: pd.DataFrame) -> dict:
+    return analysis.vram_seed_findings(agg, dev, reference.seed003_disk_io(), reference.seed003_statements(),
+                                       reference.seed003_bcache())
+
+
 def test_findings_follow_the_data_either_way() -> None:
-    f = study.seed_findings(_agg({"circuit": 1.5, "random": 0.8}), _dev(1.02))
+    f = findings(_agg({"circuit": 1.5, "random": 0.8}), _dev(1.02))
     assert f["ndevs"] == 7
     assert (f["stripe_gain_min"], f["stripe_gain_max"]) == pytest.approx((1.2, 2.0))
     assert f["cache_verdict_circuit"] == "faster than" and f["cache_gain_circuit_max"] == pytest.approx(1.5)
     assert f["cache_verdict_random"] == "slower than" and f["cache_gain_random_min"] == pytest.approx(0.8)
     assert f["cache_req_verdict_random"] == "larger than" and f["cache_req_random_max"] == pytest.approx(4.0)
     assert f["stripe_balance"].startswith("evenly")
-    g = study.seed_findings(_agg({"circuit": 0.5, "random": 1.1}), _dev(1.5))
+    g = findings(_agg({"circuit": 0.5, "random": 1.1}), _dev(1.5))
     assert g["cache_verdict_circuit"] == "slower than" and g["cache_verdict_random"] == "faster than"
     assert g["stripe_balance"].startswith("less evenly")
 
 
 def test_findings_seed_side_is_computed_from_the_transcription() -> None:
-    f = study.seed_findings(_agg({"circuit": 1.5, "random": 0.8}), _dev(1.0))
+    f = findings(_agg({"circuit": 1.5, "random": 0.8}), _dev(1.0))
     d = reference.seed003_disk_io()
     md0 = d[(d.setup == "mdadm-raid0-swap") & (d.device == "md0")].iloc[0]
     assert f["seed_md0_mibs"] == pytest.approx((md0.read_bytes_s + md0.write_bytes_s) / 2**20)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nvmelab
-from nvmelab.tier import Request, TierIOError, Volume
+from nvmelab.engines.tier import Request, TierIOError, Volume
 
 BLOCK = 512
 NSZE = 1 << 20

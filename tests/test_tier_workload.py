@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import nvmelab
-from nvmelab.tier import Cache, Volume
-from nvmelab.tier import workload as W
+from nvmelab.engines.tier import Cache, Volume
+from nvmelab.engines.tier import workload as W
 
 URI = "emu://?ndev=4&nsze=1MiB&lbads=512"
 
@@ -103,7 +103,7 @@ def test_layout_validation():
 def test_fault_mid_workload_surfaces_and_cache_stays_consistent():
     """A device error in the middle of a circuit stops it with TierIOError; once the device is
     healthy again, a flush puts exactly the cache's view of the state on the devices."""
-    from nvmelab.tier import TierIOError
+    from nvmelab.engines.tier import TierIOError
 
     lay = W.StateLayout(14, "complex64", 4096)
     gates = W.random_circuit(lay.nqubits, 6, seed=5)

@@ -2,10 +2,9 @@
 
 What it adds (all configured from book/conf.py):
 
-* The study chapters. ``conf.STUDIES`` lists (notebook stem, label, title). In any
-  source, a line holding only ``NVMELAB_STUDIES`` (inside a toctree) becomes one entry
-  per study: ``notebooks/<stem>`` when the notebook exists, else
-  ``placeholders/<stem>``. If a notebook does not carry its label, the label is
+* The study chapters. ``conf.STUDIES`` lists (notebook stem, label, title), read from
+  the study specs. In any source, a line holding only ``NVMELAB_STUDIES`` (inside a
+  toctree) becomes one entry ``notebooks/<stem>`` per study. If a notebook does not carry its label, the label is
   attached to the notebook's first section, so ``{ref}`` to a study always works.
 * Title first. A study notebook opens with its ``parameters`` cell (papermill's
   convention), then the markdown cell with its title. On a book page the title should
@@ -17,7 +16,7 @@ What it adds (all configured from book/conf.py):
   CDN; every such URL in a page's raw HTML is pointed at the vendored bundle
   ``_static/vega/vega-bundle.js`` (see ``vendor_vega.py``).
 * ``{nvmelab-environments}`` directive: the hosts that produced the committed records
-  under ``data/results`` (from their provenance; code in ``nvmelab.environments``).
+  under ``data/results`` (from their provenance; code in ``nvmelab.results.environments``).
 * ``{published}`` role: a published number from ``data/reference/headline.csv``,
   written ``{published}`experiment|quantity|config|format```` (config and format
   optional), so that prose never types a published figure by hand.
@@ -30,12 +29,12 @@ What it adds (all configured from book/conf.py):
 * Folded code. Every notebook code cell is shown folded ("Show code cell source"), as
   MyST-NB's ``hide-input`` tag would; the notebooks carry no tags, so they stay plain
   and fully executable in JupyterLab. A cell tagged ``show-input`` stays open.
-* Numbered captions. An output made by ``nvmelab.publication.figure`` or ``.table``
+* Numbered captions. An output made by ``nvmelab.results.publication.figure`` or ``.table``
   carries a ``data-nvmelab-kind`` marker; it becomes a Sphinx figure or an enumerable
   table node with its caption, so ``numfig`` numbers it ("Figure 3", "Table 2") and
   ``{numref}`` can point at it by its name.
 * Banner and footer. A study notebook declares the data files it shows
-  (``nvmelab.publication.declare_sources``, glued as ``nvmelab_sources``); the page
+  (``nvmelab.results.publication.declare_sources``, glued as ``nvmelab_sources``); the page
   opens with a banner naming those records (host, preset, dates, commit, from their
   provenance) and the published sources. Without a declaration the banner lists the
   study's records of the preset being built (and says so). Every page's footer names
@@ -74,8 +73,7 @@ VEGA_CDN_RE = re.compile(r"https://cdn\.jsdelivr\.net/npm/vega(?:-lite|-embed|-l
 
 # ---------------------------------------------------------------- studies ---
 def _study_doc(app: Sphinx, stem: str) -> str:
-    nb = Path(app.srcdir) / "notebooks" / f"{stem}.ipynb"
-    return f"notebooks/{stem}" if nb.exists() else f"placeholders/{stem}"
+    return f"notebooks/{stem}"
 
 
 def fill_study_toctree(app: Sphinx, docname: str, source: list[str]) -> None:
@@ -189,14 +187,14 @@ def _counts(d: dict[str, int]) -> str:
 
 
 class EnvironmentsDirective(SphinxDirective):
-    """Tables of the hosts behind the committed records (nvmelab.environments)."""
+    """Tables of the hosts behind the committed records (nvmelab.results.environments)."""
 
     has_content = False
     option_spec = {"results": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        from nvmelab import environments
-        from nvmelab.records import RecordError
+        from nvmelab.results import environments
+        from nvmelab.results.records import RecordError
 
         root = Path(self.options.get("results") or self.config.nvmelab_results_dir)
         if not root.is_absolute():
@@ -250,7 +248,7 @@ class PublishedRole(SphinxRole):
     """``{published}`experiment|quantity|config|format```: a number from headline.csv."""
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
-        from nvmelab import reference
+        from nvmelab.results import reference
 
         parts = self.text.split("|")
         if len(parts) < 2 or len(parts) > 4:
@@ -387,7 +385,7 @@ class FoldCode(SphinxPostTransform):
 
 
 # -------------------------------------------------------- numbered captions ---
-#: The marker nvmelab.publication writes around a captioned output.
+#: The marker nvmelab.results.publication writes around a captioned output.
 CAPTIONED_RE = re.compile(
     r'<div class="nvmelab-captioned[^"]*" data-nvmelab-kind="(figure|table)"'
     r'(?: data-nvmelab-name="([^"]*)")? data-nvmelab-caption="([^"]*)">'
@@ -421,7 +419,7 @@ def _depart_captioned_table_other(self, node: captioned_table) -> None:
 
 
 class CaptionOutputs(SphinxTransform):
-    """Turn outputs of nvmelab.publication.figure/table into numbered figure/table nodes."""
+    """Turn outputs of nvmelab.results.publication.figure/table into numbered figure/table nodes."""
 
     default_priority = 500
 
@@ -501,7 +499,7 @@ def _glued_sources(app: Sphinx, docname: str) -> dict[str, list[str]] | None:
     """The notebook's declare_sources() glue, or None when it declared nothing."""
     import ast
 
-    from nvmelab.publication import SOURCES_KEY
+    from nvmelab.results.publication import SOURCES_KEY
 
     folder = Path(app.env.mystnb_config.output_folder)  # type: ignore[attr-defined]
     path = folder.joinpath(*docname.split("/")[:-1]) / f"{docname.split('/')[-1]}.glue.json"
@@ -519,7 +517,7 @@ def _glued_sources(app: Sphinx, docname: str) -> dict[str, list[str]] | None:
 
 def _inferred_records(app: Sphinx, stem: str) -> list[str]:
     """The study's records for the preset being built (when the notebook declares nothing)."""
-    preset = os.environ.get("NVMELAB_PRESET", "quick")
+    preset = os.environ.get("NVMELAB_PRESET", "standard")
     root = _repo_root(app)
     bases = [Path(app.config.nvmelab_results_dir)]
     if preset == "quick":
@@ -538,7 +536,7 @@ _SEED_CALL_RE = re.compile(r"""\b(?:seed_files\(\s*\\?["'](\d{3})|(blksum_qdepth
 
 def _inferred_published(app: Sphinx, docname: str) -> list[str]:
     """The published files a notebook's code reads (reference.published/headline/seed loaders)."""
-    from nvmelab import reference
+    from nvmelab.results import reference
 
     text = Path(app.env.doc2path(docname)).read_text(encoding="utf-8")
     root = _repo_root(app)
@@ -561,8 +559,23 @@ def _inferred_published(app: Sphinx, docname: str) -> list[str]:
     return out
 
 
+def _no_records_text(stem: str) -> str:
+    """What the banner says when a study page shows none of our records."""
+    preset = os.environ.get("NVMELAB_PRESET", "standard")
+    try:
+        from nvmelab.studies import load_spec
+
+        engine = load_spec(stem).engine
+    except Exception:  # noqa: BLE001 - a page without a spec still gets a banner
+        engine = ""
+    if engine == "cuda":
+        return (f"none: our device-initiated (GPU) records of preset {preset} are not taken yet (they need a CUDA "
+                "GPU); this page shows the published data only.")
+    return f"none: no records of preset {preset} exist yet for this study; this page shows published data only."
+
+
 def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: str) -> nodes.container:
-    from nvmelab.publication import describe_records
+    from nvmelab.results.publication import describe_records
 
     root = _repo_root(app)
     declared = decl is not None
@@ -572,7 +585,7 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
     head = nodes.paragraph()
     head += nodes.strong(text="Records shown. " if declared else "Records of this study (preset being built). ")
     if not records:
-        head += nodes.Text("none: this page shows published data only, or no records exist yet for this preset.")
+        head += nodes.Text(_no_records_text(stem))
         box += head
     else:
         box += head
@@ -584,6 +597,8 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
             para += nodes.Text(": " + src.summary() + ".")
             if src.smoke_test:
                 para += nodes.emphasis(text=" Smoke-test records (quick preset), not measurements to quote.")
+                logger.warning("%s shows smoke-test (quick) records %s; the book publishes measured records only",
+                               docname, src.path, location=docname)
             li += para
             items += li
             note_data_file(app.env, src.path if Path(src.path).is_absolute() else root / src.path, docname)
@@ -640,7 +655,7 @@ def _build_stamp(app: Sphinx) -> dict[str, str]:
         "commit_full": commit,
         "commit_date": git("show", "-s", "--format=%cs", "HEAD") if commit else "",
         "built_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "preset": os.environ.get("NVMELAB_PRESET", "quick"),
+        "preset": os.environ.get("NVMELAB_PRESET", "standard"),
     }
 
 

@@ -1,9 +1,17 @@
 """nvmelab: CPU- and GPU-initiated NVMe I/O, a user-space driver and reproducible studies.
 
 Entry points:
-    nvmelab.open(uri)        controllers of a target (emu://, pci://), a context manager
-    nvmelab.perf.run(...)    one closed-loop run -> one record (see nvmelab.records)
-    nvmelab.build_info()     what the native core was compiled with
+    nvmelab.open(uri)                controllers of a target (emu://, pci://), a context manager
+    nvmelab.engines.perf.run(...)    one closed-loop run -> one record (see nvmelab.results.records)
+    nvmelab.build_info()             what the native core was compiled with
+
+Packages, by concern (each imports only those listed before it, and the driver nothing of ours):
+    driver    open(), Target, Controller, Namespace, QPair, DmaBuffer, errors, the NVMe spec
+    host      cpus, hostvars, devices, provenance
+    results   records, reference, analysis, plots, publication, environments
+    engines   perf, gpu, blksum, tier (what makes a measurement)
+    studies   spec, runner, distributed, paths, specs/*.toml (the studies, run by one runner)
+    cli       the `nvmelab` command
 """
 from __future__ import annotations
 

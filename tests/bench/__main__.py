@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     if not mods:
         print("no benchmarks selected", file=sys.stderr)
         return 0
-    from nvmelab import provenance
+    from nvmelab.host import provenance
 
     outdir = args.out / socket.gethostname()
     failed = 0

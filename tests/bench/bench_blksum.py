@@ -58,7 +58,7 @@ def _apt_policy(pkg: str) -> str:
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
-    from nvmelab import blksum
+    from nvmelab.engines import blksum
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@
    nvme_qpair_ring and nvme_qpair_poll are collected (--toggle-collect) and the
    emulator's share (reached through the BAR ops bar_write/bar_idle) and the
    callback's are subtracted. Goal: <= 100 instructions per I/O.
-2. IOPS per core: nvmelab.perf.run on emu://?profile=null (1 thread, QD 128,
+2. IOPS per core: nvmelab.engines.perf.run on emu://?profile=null (1 thread, QD 128,
    512 B randread, latency sampling off) against `fio --ioengine=null` with the
    same pattern, pinned to the same CPU, runs interleaved so both see the same
    host load. The ratio is of the mean IOPS of the interleaved runs (one thread =
@@ -34,7 +34,8 @@ NATIVE_IOS = 5_000_000
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
-    from nvmelab import cpus, perf
+    from nvmelab.host import cpus
+    from nvmelab.engines import perf
 
     rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "3"))
     runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))

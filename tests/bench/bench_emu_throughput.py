@@ -7,7 +7,7 @@ submit/ring/poll, the emulator's fetch/check/complete and the caller's callback
   * instructions per command for the driver and for the emulator separately (callgrind: the
     emulator is everything reached through the BAR hooks bar_write/bar_idle);
   * the emulator-only rate: the loop rate divided by the emulator's share of the instructions;
-  * the same loop through the perf engine (nvmelab.perf.run, one pinned thread, latency off),
+  * the same loop through the perf engine (nvmelab.engines.perf.run, one pinned thread, latency off),
     which adds the engine's per-command work (pattern, slots, counters).
 Goal (issue 16): the loop >= 40 M commands/s on one core (`met`); the earlier goal of >= 5 M
 commands/s for the emulator alone is kept as `met_emulator_5m`.
@@ -41,7 +41,8 @@ BASELINE_REV = "cabf752"
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
-    from nvmelab import cpus, perf
+    from nvmelab.host import cpus
+    from nvmelab.engines import perf
 
     rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "3"))
     runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))

@@ -21,7 +21,7 @@ IOSIZE = 512
 NDEVS = 16
 
 def _roofline() -> float:
-    from nvmelab import reference
+    from nvmelab.results import reference
 
     return reference.headline_value("cpu-initiated", "roofline_iops")
 
@@ -39,7 +39,7 @@ PM1753_TARGET = f"gpu-emu://?ndev={NDEVS}&profile=pm1753&data=none&blocks=16&war
 
 
 def _best(target: str, grid: list[tuple[int, int]], runtime: float, reps: int) -> dict[str, Any]:
-    from nvmelab import gpu
+    from nvmelab.engines import gpu
 
     rows = []
     for nq, qd in grid:
@@ -61,7 +61,7 @@ def _best(target: str, grid: list[tuple[int, int]], runtime: float, reps: int) -
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
-    from nvmelab import gpu
+    from nvmelab.engines import gpu
 
     ok, why = gpu.available()
     if not ok:

@@ -108,7 +108,7 @@ def summarize(runs: dict[int, dict[str, list]]) -> dict[str, dict[str, Any]]:
 
 
 def _measure(path: Path, cpu: int, rounds: int, runtime: float) -> dict[int, dict[str, list]]:
-    from nvmelab import perf
+    from nvmelab.engines import perf
 
     runs: dict[int, dict[str, list]] = {qd: {"nvmelab": [], "fio": []} for qd in QDEPTHS}
 
@@ -134,7 +134,8 @@ def _measure(path: Path, cpu: int, rounds: int, runtime: float) -> dict[int, dic
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
-    from nvmelab import cpus, perf
+    from nvmelab.host import cpus
+    from nvmelab.engines import perf
 
     rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "2"))
     runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))

@@ -13,7 +13,7 @@ container that hides or scrolls its overflow; a label Vega cut short (it ends in
 ellipsis, which is what a legend's or axis's label limit does) or drawn outside the
 chart's own area; a panel background outside the chart area (a clipped facet); a
 legend with no entries; tick labels of one axis that overlap; a results table
-(``nvmelab.publication.table``) wider than the column. A chart drawn to a
+(``nvmelab.results.publication.table``) wider than the column. A chart drawn to a
 ``<canvas>`` cannot be inspected and is reported as such: the book renders SVG. And
 it can save a screenshot of the whole page (PNG).
 """

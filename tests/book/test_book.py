@@ -86,7 +86,8 @@ def test_rebuild_has_no_warnings(tmp_path: Path) -> None:
     """Re-run the book build with -W -n; any warning (or unresolved reference) fails."""
     warnings = tmp_path / "warnings.txt"
     env = dict(os.environ)
-    env.setdefault("NVMELAB_PRESET", "quick")
+    env.setdefault("NVMELAB_PRESET", "standard")
+    env.setdefault("NVMELAB_RUN", "never")
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
            "-d", str(tmp_path / "doctrees"), "-w", str(warnings), str(BOOK), str(tmp_path / "html")]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=REBUILD_TIMEOUT_S)
@@ -144,15 +145,25 @@ def test_required_labels_exist() -> None:
         assert target.is_file(), f"label {lb} points at {labels[lb]}, which was not built"
 
 
-def test_studies_with_notebooks_are_not_placeholders() -> None:
-    """A study whose notebook exists must be shown by the notebook, not by its placeholder."""
-    sys.path.insert(0, str(BOOK))
+def test_every_study_spec_is_its_notebook_in_the_book() -> None:
+    """The study list is the specs: every spec's notebook is built, under the spec's label."""
+    from nvmelab.studies import list_specs
+
     labels = std_labels()
-    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        placeholder = f"placeholders/{nb.stem}.html"
-        owners = [lb for lb, uri in labels.items() if uri == placeholder]
-        assert not owners, f"{nb.name} exists but {owners} still point at {placeholder}"
-        assert (HTML / "notebooks" / f"{nb.stem}.html").is_file(), f"{nb.name} was not built into the book"
+    assert sorted(stem for stem, _, _ in STUDIES) == list_specs()
+    for stem, label, _ in STUDIES:
+        assert (HTML / "notebooks" / f"{stem}.html").is_file(), f"{stem}.ipynb was not built into the book"
+        assert labels.get(label) == f"notebooks/{stem}.html", f"{label} does not point at notebooks/{stem}.html"
+
+
+def test_book_refuses_the_quick_preset(tmp_path: Path) -> None:
+    """quick records are a smoke test: the book build stops at once under NVMELAB_PRESET=quick."""
+    env = dict(os.environ, NVMELAB_PRESET="quick")
+    cmd = [sys.executable, "-m", "sphinx", "-q", "-b", "html", "-d", str(tmp_path / "d"), str(BOOK),
+           str(tmp_path / "html")]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "smoke test" in proc.stderr
+    assert not (tmp_path / "html" / "index.html").exists()
 
 
 # ---------------------------------------------------------------- offline ---
@@ -246,8 +257,17 @@ def test_study_page_opens_with_banner(label: str) -> None:
     assert h1 >= 0 and banner > h1, f"{stem}: no banner after the title"
     first_cell = text.find('class="cell ')
     assert first_cell < 0 or banner < first_cell, f"{stem}: the banner does not open the page"
-    body = re.sub(r"<[^>]+>", " ", text[banner:text.find("</div>", banner)])
+    body = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text[banner:text.find("</div>", banner)]))
     assert "Records" in body and "Published sources" in body
+    assert "Smoke-test" not in body and "preset quick" not in body, f"{stem}: the book shows quick records"
+    from nvmelab.studies import load_spec
+
+    shown = body.split("Published sources")[0]
+    if load_spec(stem).engine == "cuda" and " none: " in shown:
+        assert "not taken yet" in shown, f"{stem}: a GPU study without records must say so: {shown}"
+    else:  # the committed measured records: host, preset, dates and commit named
+        for want in ("preset standard", "host ", "measured ", "commit"):
+            assert want in shown, f"{stem}: the banner does not name the records' {want.strip()}: {shown}"
 
 
 def test_every_page_footer_has_build_stamp_and_working_data_links() -> None:

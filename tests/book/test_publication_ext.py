@@ -1,7 +1,7 @@
 """The book extension's publication features on a small Sphinx project (no notebook execution).
 
 A study notebook with stored outputs shows a table and a figure made by
-``nvmelab.publication`` and declares its records and published sources. The built page
+``nvmelab.results.publication`` and declares its records and published sources. The built page
 must: number both captions ("Table 1", "Figure 1"), fold the code cells, open with a
 banner naming the records' host, preset, date and commit (from their provenance) and
 the published source, and end with a footer that names the build commit and links
@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 from test_result_role import _build, _glue_output  # the same stored-output notebook and -W build
 
-from nvmelab import publication
+from nvmelab.results import publication
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 
@@ -145,7 +145,7 @@ def test_undeclared_study_banner_names_what_its_code_reads(tmp_path: Path) -> No
           "cells": [
               {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n"},
               {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1, "outputs": [],
-               "source": 'from nvmelab import reference\nh = reference.headline()\n'
+               "source": 'from nvmelab.results import reference\nh = reference.headline()\n'
                          'r = reference.published("tool-comparison")\n'},
           ]}
     (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))

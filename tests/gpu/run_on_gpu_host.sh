@@ -45,9 +45,10 @@ do_bench() {
 do_studies() {
     NVMELAB_GPU_BUDGET_S=${NVMELAB_GPU_BUDGET_S:-1500} "$PY" - <<'PYEOF'
 import logging, os, time
-from nvmelab import perf, records
-from nvmelab.experiments import runner
-from nvmelab.experiments.spec import load_spec
+from nvmelab.engines import perf
+from nvmelab.results import records
+from nvmelab.studies import runner
+from nvmelab.studies.spec import load_spec
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 budget = float(os.environ["NVMELAB_GPU_BUDGET_S"])

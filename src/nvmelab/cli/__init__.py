@@ -6,7 +6,7 @@ are other names for it); modules are discovered, so each part of the project own
 its own file.
 
 Errors are handled here, once, for every subcommand: a command raises (a
-:class:`UsageError`, ``ValueError``, ``OSError``, :class:`~nvmelab.errors.NvmeError`,
+:class:`UsageError`, ``ValueError``, ``OSError``, :class:`~nvmelab.driver.errors.NvmeError`,
 ...) and :func:`main` prints ONE line on stderr, ``nvmelab COMMAND: error: MESSAGE``,
 never a traceback. Exit status: 2 when a command could not do what was asked
 (a bad option, URI or value, an unknown study or digest, a missing file, a

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import devices
+from ..host import devices
 
 COMMAND = "bind"
 HELP = "bind one NVMe PCI function to uio_pci_generic or vfio-pci (refuses boot, mounted, in-use devices)"

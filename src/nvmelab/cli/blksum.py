@@ -42,7 +42,7 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .. import blksum
+    from ..engines import blksum
 
     p.add_argument("image", nargs="?", help="image path, block device, '-' for stdin (default: stdin if a pipe), "
                    "or a target URI such as 'emu://?nsze=64MiB' (read through the user-space driver)")
@@ -91,7 +91,7 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import blksum
+    from ..engines import blksum
 
     if args.list_digests:
         try:

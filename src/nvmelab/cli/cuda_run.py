@@ -69,8 +69,8 @@ def table(rec: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import gpu
-    from ..records import append_records
+    from ..engines import gpu
+    from ..results.records import append_records
 
     if args.rounds and args.rounds < 0:
         raise UsageError(f"--rounds {args.rounds}: must be >= 0")

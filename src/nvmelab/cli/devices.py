@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import devices
+from ..host import devices
 
 COMMAND = "devices"
 HELP = "list NVMe PCI functions with driver, IOMMU group, block devices and whether they are in use"

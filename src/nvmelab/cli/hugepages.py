@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import devices
+from ..host import devices
 
 COMMAND = "hugepages"
 HELP = "reserve N hugepages (2M or 1G) for pci:// DMA memory and report the kernel's counts"

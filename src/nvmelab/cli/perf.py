@@ -17,7 +17,7 @@ DESCRIPTION = (
 
 
 def _cpu_list(text: str) -> list[int]:
-    from ..cpus import parse_cpu_list
+    from ..host.cpus import parse_cpu_list
 
     try:
         return parse_cpu_list(text)
@@ -35,7 +35,7 @@ _NONE_DEFAULT = {"ndevs", "seed"}
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
     """One option per run parameter of the engine's table (src/engine/perf_params.h)."""
-    from .. import perf
+    from ..engines import perf
 
     for prm in perf.params():
         name = prm["name"]
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         from .cuda_run import run as _run_cuda
 
         return _run_cuda(args)
-    from .. import perf
-    from ..records import append_records
+    from ..engines import perf
+    from ..results.records import append_records
 
     if args.perf_command == "params":
         print(perf.params_markdown())

@@ -9,16 +9,18 @@ from . import UsageError
 COMMAND = "study"
 HELP = "run a study's sweep (records under data/results/<study>/<host>/)"
 DESCRIPTION = """\
-Run the sweep of a study (src/nvmelab/experiments/specs/<study>.toml) on a target.
+Run the sweep of a study (src/nvmelab/studies/specs/<study>.toml) on a target.
 
   nvmelab study list
   nvmelab study plan cpu_initiated --preset standard
   nvmelab study run cpu_initiated --preset standard [--target URI]
 
+Every study, blksum_qdepth and vram_cache included, is a spec run by this runner.
 Presets: quick (CI, seconds), standard (a small host, minutes), paper (the full
 published grid, for real hardware: pass --target pci://... naming the allow-listed
 controllers). Records are appended after every run, so an interrupted sweep
-resumes where it stopped. Host variables (governor, turbo, SMT, stress) are
+resumes where it stopped: `run` makes exactly what this host's records of the
+preset lack (what a notebook does under NVMELAB_RUN=missing). Host variables (governor, turbo, SMT, stress) are
 applied when the host allows it and restored afterwards; runs asking for a value
 the host cannot be set to are skipped and listed.
 """
@@ -46,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments import PRESETS, list_specs, load_spec, run_study
+    from ..studies import PRESETS, list_specs, load_spec, run_study
 
     if args.action == "list":
         for name in list_specs():
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scheduler:
         from distributed import Client
 
-        from ..experiments.distributed import DaskExecutor
+        from ..studies.distributed import DaskExecutor
 
         client = Client(args.scheduler)
         executor = DaskExecutor(client, allow_host_changes=not args.no_host_changes)

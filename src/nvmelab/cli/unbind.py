@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import devices
+from ..host import devices
 
 COMMAND = "unbind"
 HELP = "release one NVMe PCI function from its driver and let the kernel re-probe it (refuses in-use devices)"

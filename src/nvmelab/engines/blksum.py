@@ -1,0 +1,490 @@
+"""blkhash-compatible image checksums (the C core in src/blksum, threads without the GIL).
+
+The digest, as the conformance vectors (tests/vectors/blkhash.csv) define it::
+
+    digest = H( H(block_1) || ... || H(block_N) || le64(total_length) )
+
+The image is cut into :data:`BLOCK_SIZE` (64 KiB) blocks, the last one possibly
+short; ``H`` is one OpenSSL digest chosen by name (``sha256`` by default, also
+``sha1``, ``sha512``, ``blake2b512``, ``md5``, ...; see :func:`digests`);
+``le64(total_length)`` is the image size in bytes as a little-endian unsigned
+64-bit integer. An empty image hashes to ``H(le64(0))``. The digest ``null``
+hashes nothing and prints an empty digest; it times the I/O alone.
+
+This is one flat outer hash over the block hashes in order. The vectors were
+checked against that reading with a hashlib prototype (:func:`blkhash_py`
+is that prototype, kept as an independent slow reference) and they do not match
+a variant that spreads the block hashes over several interleaved streams, so
+digests from another blkhash implementation that uses such streams will differ.
+
+Full-size all-zero blocks contribute a precomputed ``H(zero block)``; a short
+all-zero last block is hashed as itself. Holes (``SEEK_DATA``/``SEEK_HOLE``)
+are never read. The digest does not depend on threads, queue depth, read size
+or I/O mode.
+
+Key functions:
+    checksum(path, digest=..., ...) -> str          the hex digest
+    run(path, ...) -> BlksumResult                  digest plus timing and counters
+    digests() -> list[str]                          accepted digest names
+    blkhash_py(path, digest)                        pure-Python reference (slow)
+    make_image(path, size, ...)                     a test image with data, zeros, holes
+    to_record(result, ...)                          an nvmelab.results.records run record
+
+Inputs: a file, a block device, ``-`` (stdin, when it is a pipe), a path to a
+FIFO, or an nvmelab target namespace (``emu://…``, ``pci://…``) read through the
+user-space driver with up to queue-depth chunks in flight on one I/O qpair.
+
+Ctrl-C while :func:`run` waits cancels the C job promptly and raises
+``KeyboardInterrupt``; no digest is returned.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import socket
+import struct
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+log = logging.getLogger(__name__)
+
+#: Bytes per hashed block (fixed by the format).
+BLOCK_SIZE = 64 * 1024
+#: Defaults, as in the original tool.
+DEFAULT_DIGEST = "sha256"
+DEFAULT_QUEUE_DEPTH = 16
+DEFAULT_READ_SIZE = 256 * 1024
+#: I/O modes of the C core.
+IO_MODES = ("psync", "io_uring")
+#: Target schemes read through the user-space NVMe driver.
+DRIVER_SCHEMES = ("emu", "pci")
+#: Study name and tool label in run records.
+STUDY = "blksum_qdepth"
+TOOL = "nvmelab-blksum"
+MIB = 1024 * 1024
+
+ProgressFn = Callable[[int, int], None]
+
+
+def _native():
+    from .. import _native as nat
+
+    if not hasattr(nat, "blksum_file"):
+        raise RuntimeError("nvmelab was built without the blksum core (src/blksum)")
+    return nat
+
+
+def default_threads() -> int:
+    """Hash threads used when none are given: the CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def digests() -> list[str]:
+    """Digest names accepted by :func:`checksum` (OpenSSL's, plus ``null``), sorted."""
+    return list(_native().blksum_digests())
+
+
+def have_io_uring() -> bool:
+    """Whether the io_uring mode was compiled in."""
+    return bool(_native().blksum_have_io_uring())
+
+
+@dataclass
+class BlksumResult:
+    """One checksum run: the digest, what was read, and how long it took."""
+
+    hexdigest: str
+    digest: str
+    path: str
+    size: int
+    bytes_read: int
+    blocks: int
+    zero_blocks: int
+    hole_blocks: int
+    reads: int
+    elapsed_s: float
+    io: str
+    source: str
+    threads: int
+    queue_depth: int
+    read_size: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mibs(self) -> float:
+        """Image bytes per second over the elapsed time, in MiB/s (holes count as covered)."""
+        return self.size / MIB / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def line(self) -> str:
+        """The output line of the original tool: ``<hex>  <name>``."""
+        return f"{self.hexdigest}  {self.path}"
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["mibs"] = self.mibs
+        return d
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def run(
+    path: str | os.PathLike,
+    digest: str = DEFAULT_DIGEST,
+    *,
+    threads: Optional[int] = None,
+    queue_depth: int = DEFAULT_QUEUE_DEPTH,
+    io: str = "psync",
+    read_size: int = DEFAULT_READ_SIZE,
+    progress: Optional[ProgressFn] = None,
+    nsid: int = 0,
+) -> BlksumResult:
+    """Checksum a file, block device, pipe or target namespace; return the digest with timing and counters.
+
+    ``emu://`` and ``pci://`` URIs are read through the user-space driver (namespace ``nsid``
+    of the first controller, 0 = the first active one); ``io`` does not apply to them.
+
+    ``progress(done_bytes, total_bytes)`` is called about every 100 ms from the calling
+    thread (``total_bytes`` is 0 for a pipe). Raises ``ValueError`` for a bad parameter or
+    unknown digest, ``OSError`` subclasses for a missing or unreadable input.
+    """
+    nat = _native()
+    spath = os.fspath(path)
+    if not isinstance(spath, str) or not spath:
+        raise ValueError(f"path must be a non-empty string, got {path!r}")
+    scheme = spath.split("://", 1)[0] if "://" in spath else ""
+    if scheme == "file":
+        spath = spath[len("file://"):]
+    elif scheme == "blk":
+        spath = spath[len("blk://"):]
+    elif scheme and scheme not in DRIVER_SCHEMES:
+        raise ValueError(f"{spath}: blksum cannot read {scheme}:// targets (files, block devices, pipes, "
+                         f"and {', '.join(s + '://' for s in DRIVER_SCHEMES)} namespaces)")
+    if threads is None:
+        threads = default_threads()
+    _check_int("threads", threads, 1, nat.BLKSUM_MAX_THREADS)
+    _check_int("queue_depth", queue_depth, 1, nat.BLKSUM_MAX_QUEUE_DEPTH)
+    _check_int("read_size", read_size, BLOCK_SIZE, nat.BLKSUM_MAX_READ_SIZE)
+    if read_size % BLOCK_SIZE:
+        raise ValueError(f"read_size must be a multiple of {BLOCK_SIZE} bytes, got {read_size}")
+    if io not in IO_MODES:
+        raise ValueError(f"io must be one of {', '.join(IO_MODES)}, got {io!r}")
+    if not isinstance(digest, str) or not nat.blksum_digest_known(digest):
+        raise ValueError(f"unknown digest {digest!r} (see nvmelab blksum --list-digests)")
+    extra: dict[str, Any] = {}
+    if scheme in DRIVER_SCHEMES:
+        if not hasattr(nat, "blksum_uri"):
+            raise RuntimeError("nvmelab was built without the driver path of blksum")
+        d = nat.blksum_uri(spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size,
+                           nsid=nsid, progress=progress)
+        extra["target_describe"] = d.pop("target_describe", "")
+    else:
+        d = nat.blksum_file(spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size,
+                            io=io, progress=progress)
+    res = BlksumResult(digest=digest, path=os.fspath(path), threads=threads, queue_depth=queue_depth,
+                       read_size=read_size, extra=extra, **d)
+    log.debug("blksum %s: %s in %.3f s (%s, t=%d q=%d)", res.path, res.hexdigest, res.elapsed_s, res.io,
+              threads, queue_depth)
+    return res
+
+
+def checksum(path_or_uri: str | os.PathLike, digest: str = DEFAULT_DIGEST, *, threads: Optional[int] = None,
+             queue_depth: int = DEFAULT_QUEUE_DEPTH, io: str = "psync", read_size: int = DEFAULT_READ_SIZE) -> str:
+    """The blkhash hex digest of a file, block device or pipe (empty string for ``null``)."""
+    return run(path_or_uri, digest, threads=threads, queue_depth=queue_depth, io=io,
+               read_size=read_size).hexdigest
+
+
+# --------------------------------------------------------------------------- reference
+
+def blkhash_py(path: str | os.PathLike, digest: str = DEFAULT_DIGEST) -> str:
+    """Pure-Python blkhash (hashlib, one thread, reads everything): the slow reference."""
+    if digest == "null":
+        with open(path, "rb") as f:
+            while f.read(BLOCK_SIZE * 16):
+                pass
+        return ""
+    outer = hashlib.new(digest)
+    total = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(BLOCK_SIZE)
+            if not block:
+                break
+            total += len(block)
+            outer.update(hashlib.new(digest, block).digest())
+    outer.update(struct.pack("<Q", total))
+    return outer.hexdigest()
+
+
+# --------------------------------------------------------------------------- test images
+
+#: Extent pattern of :func:`make_image`: (kind, MiB) repeated; d = random data, z = written zeros,
+#: h = hole. About 50 % data, 25 % zeros, 25 % holes, in extents of a few MiB.
+IMAGE_PATTERN = (("d", 4), ("z", 2), ("d", 2), ("h", 3), ("d", 2), ("z", 1), ("h", 1), ("d", 1))
+
+
+def make_image(path: str | os.PathLike, size: int, *, seed: int = 0,
+               pattern: tuple[tuple[str, int], ...] = IMAGE_PATTERN) -> dict[str, Any]:
+    """Write a sparse test image of ``size`` bytes with data, zero and hole extents.
+
+    Returns a description (size and bytes of each kind) for records and figure captions.
+    The data is pseudo-random (numpy, seeded) so it does not compress or dedupe.
+    """
+    import numpy as np
+
+    size = _check_int("size", size, 0, 1 << 50)
+    rng = np.random.default_rng(seed)
+    counts = {"data": 0, "zero": 0, "hole": 0}
+    names = {"d": "data", "z": "zero", "h": "hole"}
+    zeros = bytes(MIB)
+    path = Path(path)
+    try:
+        with open(path, "wb") as f:
+            pos = 0
+            i = 0
+            while pos < size:
+                kind, mib = pattern[i % len(pattern)]
+                i += 1
+                n = min(mib * MIB, size - pos)
+                if kind == "h":
+                    f.seek(n, os.SEEK_CUR)
+                else:
+                    left = n
+                    while left:
+                        k = min(left, MIB)
+                        f.write(rng.bytes(k) if kind == "d" else zeros[:k])
+                        left -= k
+                counts[names[kind]] += n
+                pos += n
+            f.truncate(size)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return {"image_bytes": size, "image_data_bytes": counts["data"], "image_zero_bytes": counts["zero"],
+            "image_hole_bytes": counts["hole"], "image_seed": seed}
+
+
+def drop_file_cache(path: str | os.PathLike) -> bool:
+    """Ask the kernel to drop a file's cached pages (POSIX_FADV_DONTNEED); True when it accepted."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return True
+    except (AttributeError, OSError):
+        return False
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- records
+
+def _git_commit() -> Optional[str]:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _cpu_model() -> Optional[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def provenance() -> dict[str, Any]:
+    """Where and with what a blksum record was made (the keys nvmelab.results.records requires)."""
+    from .. import __version__
+
+    try:
+        from ..studies.paths import host_id
+
+        host = host_id()
+    except Exception:  # the runner is optional for this module
+        host = socket.gethostname()
+    try:
+        import ssl
+
+        openssl = ssl.OPENSSL_VERSION
+    except ImportError:
+        openssl = None
+    return {
+        "git_commit": _git_commit(),
+        "host": host,
+        "cpu_model": _cpu_model(),
+        "kernel": platform.release(),
+        "packages": {"nvmelab": __version__, "python": platform.python_version(), "openssl": openssl},
+        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "ncpus_online": os.cpu_count(),
+    }
+
+
+def to_record(res: BlksumResult, *, repetition: int, tool: str = TOOL, study: str = STUDY,
+              image: Optional[dict[str, Any]] = None, prov: Optional[dict[str, Any]] = None,
+              **extra: Any) -> dict[str, Any]:
+    """A run record (nvmelab.results.records schema) for one checksum run.
+
+    ``iosize`` is the read size, ``qdepth`` the queue depth, ``ncpus`` the hash threads,
+    ``runtime_s`` the elapsed time; ``iops`` counts read requests per second and ``mibs``
+    image MiB per second. Digest, image description and counters go in extra keys.
+    """
+    target = res.path if "://" in res.path else "file://" + os.path.abspath(res.path)
+    prov = dict(prov if prov is not None else provenance())
+    desc = res.extra.get("target_describe") or ""
+    if desc:  # an emulated target: name its profile and scale (records require it)
+        kv = dict(item.split("=", 1) for item in desc.split() if "=" in item)
+        prov["profile"] = kv.get("profile")
+        prov["scale"] = float(kv["scale"]) if "scale" in kv else None
+        prov["emu"] = desc
+    rec: dict[str, Any] = {
+        "study": study, "tool": tool, "target": target, "backend": res.io, "rw": "read",
+        "iosize": res.read_size, "qdepth": res.queue_depth, "nqueues": 1, "ndevs": 1, "ncpus": res.threads,
+        "runtime_s": res.elapsed_s, "iops": res.reads / res.elapsed_s if res.elapsed_s > 0 else 0.0,
+        "mibs": res.mibs, "lat_ns": None, "cpu_usage": None, "cpu_freqs": None, "governor": None,
+        "turbo": None, "smt": None, "thr_sib": False, "stress": False, "repetition": repetition,
+        "provenance": prov,
+        "digest": res.digest, "hexdigest": res.hexdigest, "image_size": res.size,
+        "bytes_read": res.bytes_read, "zero_blocks": res.zero_blocks, "hole_blocks": res.hole_blocks,
+        "reads": res.reads,
+    }
+    if image:
+        rec.update(image)
+    rec.update(extra)
+    return rec
+
+
+# --------------------------------------------------------------------------- the study engine
+# The blksum_qdepth study (experiments/specs/blksum_qdepth.toml) runs through the sweep runner like
+# every study; this is its engine: one checksum run, one record. The target ``image://generated``
+# is an image made in the scratch folder (data, written zeros, holes; memory-backed where
+# possible), read once to warm the page cache (the seed's runs read a cached image too) and
+# deleted when the sweep ends (study_cleanup); a ``file://`` target checksums that file as it is.
+
+#: The study's generated-image target.
+GENERATED = "image://generated"
+#: Tool label of the original blkhash ``blksum`` (timed as a whole process when it is on PATH).
+ORIGINAL_TOOL = "blksum"
+#: Generated images of this process: size -> (path, description); digests per image and digest.
+_IMAGES: dict[int, tuple[Path, dict[str, Any]]] = {}
+_DIGESTS: dict[tuple[int, str], str] = {}
+
+
+def original_blksum() -> Optional[str]:
+    """The original blkhash `blksum` on PATH, or None."""
+    import shutil
+
+    return shutil.which("blksum")
+
+
+def _study_image(target: str, image_mib: Optional[int]) -> tuple[Path, dict[str, Any]]:
+    if target.startswith("file://"):
+        path = Path(target[len("file://"):])
+        if not path.is_file():
+            raise FileNotFoundError(f"{target}: no such image")
+        size = path.stat().st_size
+        return path, {"image_bytes": size, "image_kind": "given file"}
+    if target != GENERATED:
+        raise ValueError(f"target {target!r}: the blksum study reads {GENERATED} or a file:// image")
+    if not image_mib or int(image_mib) < 1:
+        raise ValueError(f"image_mib must be >= 1, got {image_mib!r}")
+    size = int(image_mib) * MIB
+    if size not in _IMAGES:
+        from ..studies.paths import scratch_dir
+
+        path = scratch_dir() / f"blksum_qdepth-{os.getpid()}-{int(image_mib)}MiB.raw"
+        log.info("blksum study: generating a %d MiB image at %s", image_mib, path)
+        desc = make_image(path, size)
+        desc["image_kind"] = "generated: data, written zeros, holes"
+        run(path, "null", threads=1, queue_depth=DEFAULT_QUEUE_DEPTH)  # warm the page cache
+        _IMAGES[size] = (path, desc)
+    return _IMAGES[size]
+
+
+def _cpu_times(who: Optional[int] = None) -> tuple[float, float]:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF if who is None else who)
+    return ru.ru_utime, ru.ru_stime
+
+
+def study_run(*, study: str = STUDY, target: str = GENERATED, tool: str = TOOL, digest: str = DEFAULT_DIGEST,
+              backend: str = "psync", ncpus: Any = "all", qdepth: int = DEFAULT_QUEUE_DEPTH,
+              iosize: int = DEFAULT_READ_SIZE, image_mib: Optional[int] = None) -> dict[str, Any]:
+    """One run of the study: checksum the image once and return its record.
+
+    ``ncpus`` is the number of hash threads, ``"all"`` for every CPU this process may use;
+    ``backend`` the I/O mode (psync | io_uring); ``iosize`` the read size. ``tool`` "blksum"
+    times the original blkhash tool as a whole process (as hyperfine does). A run this host
+    cannot make (io_uring missing, the original tool not on PATH) raises ValueError, which the
+    runner records as skipped with the reason. ``user_s``/``system_s`` are the CPU time of the
+    run (getrusage of this process, or of the child for the original tool)."""
+    import resource
+
+    threads = default_threads() if ncpus == "all" else int(ncpus)
+    if backend == "io_uring" and not have_io_uring():
+        raise ValueError("io_uring is not available on this host")
+    if tool not in (TOOL, ORIGINAL_TOOL):
+        raise ValueError(f"tool must be {TOOL!r} or {ORIGINAL_TOOL!r}, got {tool!r}")
+    exe = original_blksum() if tool == ORIGINAL_TOOL else None
+    if tool == ORIGINAL_TOOL and exe is None:
+        raise ValueError("the original blkhash blksum is not on PATH")
+    image, desc = _study_image(target, image_mib)
+    prov = provenance()
+    extra = {"target_note": "page-cache warm", "loadavg_1m": os.getloadavg()[0]}
+    if exe is not None:
+        if backend != "psync":
+            raise ValueError("the original blksum reads with its own I/O path; use backend psync")
+        u0, s0 = _cpu_times(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        p = subprocess.run([exe, "-d", digest, "-t", str(threads), "--queue-depth", str(qdepth), str(image)],
+                           capture_output=True, text=True)
+        dt = time.perf_counter() - t0
+        u1, s1 = _cpu_times(resource.RUSAGE_CHILDREN)
+        if p.returncode != 0:
+            raise RuntimeError(f"{exe} failed ({p.returncode}): {p.stderr.strip()[:200]}")
+        size = desc["image_bytes"]
+        return {"study": study, "tool": ORIGINAL_TOOL, "target": "file://" + str(image), "backend": "original",
+                "rw": "read", "iosize": iosize, "qdepth": qdepth, "nqueues": 1, "ndevs": 1, "ncpus": threads,
+                "runtime_s": dt, "iops": 0.0, "mibs": size / MIB / dt, "lat_ns": None, "cpu_usage": None,
+                "cpu_freqs": None, "governor": None, "turbo": None, "smt": None, "thr_sib": False,
+                "stress": False, "repetition": 0, "provenance": prov, "digest": digest, "timing": "whole process",
+                "executable": exe, "user_s": u1 - u0, "system_s": s1 - s0, **desc, **extra}
+    u0, s0 = _cpu_times()
+    res = run(image, digest, threads=threads, queue_depth=qdepth, io=backend, read_size=iosize)
+    u1, s1 = _cpu_times()
+    if _DIGESTS.setdefault((desc["image_bytes"], digest), res.hexdigest) != res.hexdigest:
+        raise RuntimeError(f"the {digest} digest of {image} changed with the configuration "
+                           f"(threads {threads}, queue depth {qdepth}, {backend})")
+    return to_record(res, repetition=0, study=study, image=desc, prov=prov, user_s=u1 - u0, system_s=s1 - s0,
+                     **extra)
+
+
+def study_cleanup() -> None:
+    """Delete the images study_run generated (the runner calls this when a sweep ends)."""
+    for path, _ in _IMAGES.values():
+        path.unlink(missing_ok=True)
+    _IMAGES.clear()
+    _DIGESTS.clear()

@@ -1,0 +1,333 @@
+"""Device-initiated I/O from Python: the cuda-run engine, GPU buffers without copies, a numba-cuda kernel.
+
+    rec = nvmelab.engines.perf.run_cuda(target="gpu-emu://?profile=pm1753", iosize=512, qdepth=128,
+                                nqueues=2, ndevs=16, runtime=5, warmup=1)
+
+`run_cuda` checks every parameter before touching the GPU (ValueError naming it), runs the native
+engine (src/nvme/cuda/cuda_run.cu) with the GIL released -- grid = devices x queues, one CUDA thread per
+command in flight, lock-step rounds, completions matched by CID -- and returns one record in the format
+of nvmelab.results.records (tool and backend "nvmelab-cuda"), with the GPU, the emulator's profile and scale in
+its provenance. Ctrl-C ends the kernels and raises KeyboardInterrupt; no partial record.
+
+Interop: `read_blocks` reads into any GPU buffer that exposes ``__cuda_array_interface__`` (a cupy array,
+a numba device array) and hands back a zero-copy strided view of the blocks; `block_checksums` is the
+numba-cuda example kernel that consumes them on the same GPU. `stamps` and `checksum_reference` are the
+NumPy counterparts used to check both (also under numba's CUDA simulator, NUMBA_ENABLE_CUDASIM=1);
+`read_and_checksum` does read + checksum + check in one call for a notebook.
+
+Where there is no GPU, `status()` says why and `run_cuda` raises OSError(ENODEV) with that reason.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+
+from ..host import provenance as _prov
+from ..results.records import engine_record, validate
+
+log = logging.getLogger(__name__)
+
+TOOL = "nvmelab-cuda"
+BACKEND = "nvmelab-cuda"
+PATTERNS = ("read", "randread", "write", "randwrite")
+#: Where the payload of the real-controller path lives ("gpu" is refused with the reason).
+PAYLOADS = ("host", "gpu")
+DEFAULT_TARGET = "gpu-emu://?profile=null"
+#: Devices when neither the call nor the URI says (the published server's count).
+DEFAULT_NDEVS = 16
+MAX_QDEPTH = 1024      # one CUDA block per queue, one thread per command
+MAX_NQUEUES = 64
+MAX_IOSIZE = 2 << 20   # PRP1 + one PRP list page
+LBA_SIZE = 512
+NS_PER_S = 1e9
+#: Threads per block of the checksum kernel.
+CHECKSUM_THREADS = 128
+STAMP_WORD = 8
+_U64 = (1 << 64) - 1
+
+
+def _native():
+    from .. import _native
+
+    return _native
+
+
+def status() -> dict:
+    """{'compiled', 'devices', 'reason'}: can device-initiated I/O run here, and if not, why."""
+    try:
+        nat = _native()
+    except ImportError as exc:
+        return {"compiled": False, "devices": 0, "reason": f"nvmelab native extension unavailable: {exc}"}
+    if not hasattr(nat, "cuda_status"):
+        return {"compiled": False, "devices": 0, "reason": "this build has no device-initiated I/O"}
+    return dict(nat.cuda_status())
+
+
+def available() -> tuple[bool, str]:
+    """(True, "") when a CUDA GPU can run the engine, else (False, the reason)."""
+    st = status()
+    return (st["devices"] > 0, "" if st["devices"] > 0 else st["reason"])
+
+
+def device_info(gpu: int = 0) -> dict:
+    """Name, compute capability, SMs, memory, driver/runtime versions and PCI address of a GPU."""
+    return dict(_native().cuda_device_info(gpu))
+
+
+# ------------------------------------------------------------------------------------------ checks
+def _int(name: str, v: Any, lo: int, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ValueError(f"{name}={v!r}: must be an integer")
+    v = int(v)
+    if v < lo or (hi is not None and v > hi):
+        raise ValueError(f"{name}={v}: must be " + (f">= {lo}" if hi is None else f"in {lo}..{hi}"))
+    return v
+
+
+def _secs(name: str, v: Any, strict: bool) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"{name}={v!r}: must be a finite number of seconds")
+    if (strict and v <= 0) or v < 0:
+        raise ValueError(f"{name}={v}: must be {'>' if strict else '>='} 0")
+    return float(v)
+
+
+def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, ndevs: int | None,
+                 runtime: float, warmup: float, rounds: int, timeout: float) -> None:
+    """Validate the parameters of run_cuda; ValueError names the first bad one."""
+    if not isinstance(target, str) or not target.startswith(("gpu-emu://", "pci://", "emu://")):
+        raise ValueError(f"target={target!r}: cuda-run drives gpu-emu://..., pci://... or emu://?mode=thread&...")
+    if rw not in PATTERNS:
+        raise ValueError(f"rw={rw!r}: cuda-run patterns are {', '.join(PATTERNS)}")
+    _int("iosize", iosize, LBA_SIZE, MAX_IOSIZE)
+    if iosize % LBA_SIZE:
+        raise ValueError(f"iosize={iosize}: must be a multiple of {LBA_SIZE} bytes")
+    _int("qdepth", qdepth, 1, MAX_QDEPTH)
+    _int("nqueues", nqueues, 1, MAX_NQUEUES)
+    if ndevs is not None:
+        _int("ndevs", ndevs, 1)
+    _int("rounds", rounds, 0)
+    if not rounds:
+        _secs("runtime", runtime, strict=True)
+    _secs("warmup", warmup, strict=False)
+    _secs("timeout", timeout, strict=True)
+
+
+# ------------------------------------------------------------------------------------------ engine
+def run_cuda(target: str = DEFAULT_TARGET, rw: str = "randread", iosize: int = 512, qdepth: int = 128,
+             nqueues: int = 1, ndevs: int | None = None, runtime: float = 5.0, warmup: float = 1.0, *,
+             study: str = "adhoc", repetition: int = 0, seed: int | None = None, verify: bool = False,
+             readback: bool = False, rounds: int = 0, timeout: float = 2.0, gpu: int = 0, lba_count: int = 0, stress: bool = False,
+             ncpus: int = 1, thr_sib: bool = False, backend: str | None = None, payload: str = "host") -> dict:
+    """One cuda-run measurement -> one record (nvmelab.results.records format, tool "nvmelab-cuda").
+
+    target: gpu-emu://?ndev=N&profile=null|pm1753|pm1753-p2p&scale=S&blocks=B&... (src/README.md).
+    ndevs: use the first N devices (default: the URI's ndev, else 16). rounds > 0 runs exactly that many
+    lock-step rounds per queue instead of a timed window (tests). readback (write patterns, with rounds and
+    verify): after the write rounds every thread reads its LBAs back and checks the stamps. timeout: per-completion deadline in
+    seconds; a lost completion raises TimeoutError naming device and queue. ncpus/thr_sib/backend exist so
+    that study specs shared with the CPU engine can call this; the GPU engine uses one host thread.
+    payload (pci:// and emu://?mode=thread, the real-controller path): "host" = pinned host memory mapped into
+    the GPU; "gpu" is refused with the reason (no importer of GPU memory's DMA addresses; book/driver.md).
+    """
+    check_params(target, rw, iosize, qdepth, nqueues, ndevs, runtime, warmup, rounds, timeout)
+    _int("ncpus", ncpus, 1, 1)
+    if backend not in (None, BACKEND):
+        raise ValueError(f"backend={backend!r}: cuda-run has one backend, {BACKEND!r}")
+    _int("repetition", repetition, 0)
+    if seed is None:
+        seed = 1 + repetition
+    _int("seed", seed, 0)
+    _int("lba_count", lba_count, 0)
+    if payload not in PAYLOADS:
+        raise ValueError(f"payload={payload!r}: must be one of {', '.join(PAYLOADS)}")
+    from ..host import cpus as _cpus
+
+    host = _cpus.host_state()
+    res = dict(_native().cuda_run(target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues,
+                                  ndevs=ndevs or 0, runtime=float(runtime), warmup=float(warmup), rounds=rounds,
+                                  seed=seed, lba_count=lba_count, timeout_ns=int(timeout * NS_PER_S),
+                                  verify=bool(verify), readback=bool(readback), gpu=gpu, payload=payload))
+    return make_record(res, target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, study=study,
+                       repetition=repetition, seed=seed, warmup=warmup, stress=stress, thr_sib=thr_sib,
+                       host=host, verify=verify)
+
+
+def make_record(res: dict, *, target: str, rw: str, iosize: int, qdepth: int, nqueues: int, study: str,
+                repetition: int, seed: int, warmup: float, stress: bool, thr_sib: bool, host: dict,
+                verify: bool) -> dict:
+    """Turn the engine's raw result into a validated record."""
+    info = {"backend": BACKEND, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
+    rec = engine_record(res, study=study, tool=TOOL, target=target, backend=BACKEND, rw=rw, iosize=iosize,
+                        qdepth=qdepth, nqueues=nqueues, ndevs=res["ndevs"], ncpus=1, host=host, thr_sib=thr_sib,
+                        stress=stress, repetition=repetition, warmup=warmup, seed=seed)
+    rec.update({
+        "lat_ns": None,  # lock-step rounds: the round time below, not per-command latency
+        "cpu_usage": None,
+        "cpu_freqs": None,
+        "ios_total": res["ios_total"],
+        "cuda_threads": res["threads"],
+        "kernel_s": round(res["kernel_s"], 6),
+        "round_ns": {"mean": round(res["round_ns_mean"], 1), "max": res["round_ns_max"]},
+        "queue_rounds": list(res["queue_rounds"]),
+        "payload": res.get("payload") or None,
+        # gpu-emu's own counters: late completions or CQ-full holds mean the emulator, not the model, limited it
+        "emulator_counters": dict(res["emulator"]) if res.get("emulator") else None,
+        "provenance": _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"]),
+    })
+    if verify:
+        rec["verify_errors"] = res["verify_errors"]
+    if res["errors"]:
+        log.warning("%d commands failed; first: %s", res["errors"], res["first_error"])
+    return validate(rec)
+
+
+# ------------------------------------------------------------------------------------------ interop
+class _View:
+    """A zero-copy 2-D view (rows of `width` bytes, `stride` apart) of GPU memory, as
+    __cuda_array_interface__ v3, so cupy.asarray / numba.cuda.as_cuda_array wrap it without a copy.
+    Keeps the owner alive."""
+
+    def __init__(self, owner: Any, ptr: int, rows: int, width: int, stride: int):
+        self._owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (rows, width), "typestr": "|u1", "data": (ptr, False), "strides": (stride, 1),
+            "version": 3, "stream": None,
+        }
+
+
+def _cai(buf: Any) -> tuple[int, int]:
+    """(device pointer, bytes) of a C-contiguous GPU array exposing __cuda_array_interface__."""
+    cai = getattr(buf, "__cuda_array_interface__", None)
+    if cai is None:
+        raise TypeError(f"buf: {type(buf).__name__} has no __cuda_array_interface__ (pass a cupy or numba device array)")
+    shape, strides = tuple(cai["shape"]), cai.get("strides")
+    itemsize = np.dtype(cai["typestr"]).itemsize
+    if strides is not None:
+        expect, acc = [], itemsize
+        for n in reversed(shape):
+            expect.insert(0, acc)
+            acc *= n
+        if tuple(strides) != tuple(expect):
+            raise ValueError("buf: must be C-contiguous")
+    if cai["data"][1]:
+        raise ValueError("buf: is read-only")
+    return int(cai["data"][0]), int(np.prod(shape, dtype=np.int64)) * itemsize
+
+
+def device_buffer(nbytes: int) -> Any:
+    """An uninitialised GPU byte array: cupy when installed, else a numba device array."""
+    try:
+        import cupy
+
+        return cupy.empty(nbytes, dtype=cupy.uint8)
+    except ImportError:
+        from numba import cuda
+
+        return cuda.device_array(nbytes, dtype=np.uint8)
+
+
+def read_blocks(target: str, *, iosize: int = 4096, qdepth: int = 32, nqueues: int = 1, ndevs: int = 1,
+                rw: str = "read", buf: Any = None, seed: int = 1, timeout: float = 2.0, gpu: int = 0
+                ) -> tuple[_View, dict]:
+    """One lock-step round of reads by every engine thread into a GPU buffer; returns (blocks, result).
+
+    blocks: a zero-copy view of shape (threads, iosize); row t holds what thread t read (t = (device *
+    nqueues + queue) * qdepth + i). With rw="read" thread (d, q, i) reads LBA (q * qdepth + i) * iosize/512
+    of device d (see read_lbas). Wrap it with cupy.asarray(blocks) or numba.cuda.as_cuda_array(blocks).
+    """
+    if rw not in ("read", "randread"):
+        raise ValueError(f"rw={rw!r}: read_blocks reads (read or randread)")
+    check_params(target, rw, iosize, qdepth, nqueues, ndevs, 1.0, 0.0, 1, timeout)
+    size, stride = _native().cuda_buf_size(iosize, qdepth, nqueues, ndevs)
+    if buf is None:
+        buf = device_buffer(size)
+    ptr, nbytes = _cai(buf)
+    if nbytes < size:
+        raise ValueError(f"buf: {nbytes} bytes, this shape needs {size} (cuda_buf_size)")
+    res = dict(_native().cuda_run(target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, ndevs=ndevs,
+                                  rounds=1, seed=seed, timeout_ns=int(timeout * NS_PER_S), gpu=gpu, buf=ptr,
+                                  buf_len=nbytes))
+    rows = ndevs * nqueues * qdepth
+    return _View(buf, ptr + res["buf_offset"], rows, iosize, res["buf_stride"]), res
+
+
+def read_lbas(iosize: int, qdepth: int, nqueues: int, ndevs: int) -> list[tuple[int, int]]:
+    """(device, first LBA) read by each row of read_blocks(rw="read"), in row order."""
+    nlb = iosize // LBA_SIZE
+    return [(d, (q * qdepth + i) * nlb) for d in range(ndevs) for q in range(nqueues) for i in range(qdepth)]
+
+
+# ------------------------------------------------------------------------------------------ data
+_STAMP_XOR = 0x6E766D656C616221
+_MIX = 0xFF51AFD7ED558CCD
+
+
+def stamps(dev: int, slba: int, nbytes: int, lba_size: int = LBA_SIZE) -> np.ndarray:
+    """The bytes gpu-emu holds at (dev, slba..) with fill=stamp (and that verified writes carry):
+    NumPy port of nvme_gpuq_stamp()."""
+    words = nbytes // STAMP_WORD
+    per = lba_size // STAMP_WORD
+    w = np.arange(words, dtype=np.uint64)
+    lba = np.uint64(slba) + w // np.uint64(per)
+    x = (np.uint64(dev) << np.uint64(56)) ^ (lba << np.uint64(8)) ^ (w % np.uint64(per)) ^ np.uint64(_STAMP_XOR)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(33)
+        x *= np.uint64(_MIX)
+        x ^= x >> np.uint64(33)
+    return (x | np.uint64(1)).view(np.uint8)
+
+
+def checksum_reference(blocks: np.ndarray) -> np.ndarray:
+    """NumPy version of block_checksums: per row, XOR over 64-bit words w_k of w_k * (2k + 1) mod 2^64."""
+    words = np.ascontiguousarray(blocks).view(np.uint64)
+    k = np.arange(words.shape[1], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        mixed = words * (np.uint64(2) * k + np.uint64(1))
+    return np.bitwise_xor.reduce(mixed, axis=1)
+
+
+def block_checksums(blocks: Any) -> Any:
+    """The numba-cuda example kernel: a checksum of every row of a (rows, bytes) uint8 GPU array (e.g. the
+    view from read_blocks), computed on the GPU where the data was read. Returns a device array of uint64;
+    .copy_to_host() for NumPy."""
+    from numba import cuda
+
+    dev = cuda.to_device(blocks) if isinstance(blocks, np.ndarray) else cuda.as_cuda_array(blocks)
+    if dev.ndim != 2 or dev.shape[1] % STAMP_WORD:
+        raise ValueError(f"blocks: expected (rows, bytes) with bytes a multiple of {STAMP_WORD}, got {dev.shape}")
+    from .gpu_kernels import checksum_rows
+
+    out = cuda.to_device(np.zeros(dev.shape[0], dtype=np.uint64))
+    checksum_rows[dev.shape[0], CHECKSUM_THREADS](dev, out)
+    return out
+
+
+def read_and_checksum(target: str = "gpu-emu://?ndev=2&profile=null&fill=stamp&ns=16MiB", *, iosize: int = 4096,
+                      qdepth: int = 64, nqueues: int = 2, ndevs: int = 2) -> dict:
+    """I/O and compute sharing the GPU, in one call for a notebook: one round of device-initiated reads
+    into a GPU buffer, then the numba-cuda checksum kernel over the blocks just read, checked against the
+    NumPy checksum of the data the target is known to hold (fill=stamp). Needs a GPU.
+
+    Returns {"rows", "bytes", "read_s" (kernel time of the read round), "checksum_s" (wall time of the
+    checksum kernel, compile excluded), "matches" (rows whose checksum equals the expected one), "gpu"}."""
+    import time
+
+    from numba import cuda
+
+    if "fill=stamp" not in target:
+        raise ValueError(f"target={target!r}: needs fill=stamp so that the expected data is known")
+    blocks, res = read_blocks(target, iosize=iosize, qdepth=qdepth, nqueues=nqueues, ndevs=ndevs)
+    block_checksums(blocks)  # compile (first call) outside the timed run
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    sums = block_checksums(blocks)
+    cuda.synchronize()
+    dt = time.perf_counter() - t0
+    want = checksum_reference(np.stack([stamps(d, lba, iosize) for d, lba in read_lbas(iosize, qdepth, nqueues, ndevs)]))
+    got = sums.copy_to_host()
+    return {"rows": int(got.shape[0]), "bytes": int(got.shape[0]) * iosize, "read_s": res["kernel_s"],
+            "checksum_s": dt, "matches": int(np.count_nonzero(got == want)), "gpu": res["gpu"]}

@@ -1,0 +1,28 @@
+"""numba-cuda kernels that consume data read by device-initiated I/O (imported lazily by nvmelab.engines.gpu).
+
+`checksum_rows` computes, per row of a (rows, bytes) uint8 array, the XOR over its 64-bit little-endian
+words w_k of w_k * (2k + 1) mod 2^64 -- cheap, order-sensitive, and the same as
+nvmelab.engines.gpu.checksum_reference. One CUDA block per row. Runs on a GPU, or on the CPU under numba's CUDA
+simulator (NUMBA_ENABLE_CUDASIM=1 set before numba is imported).
+"""
+from __future__ import annotations
+
+from numba import cuda, uint64
+
+#: Bytes per checksummed word.
+WORD = 8
+
+
+@cuda.jit
+def checksum_rows(blocks, out):
+    row = cuda.blockIdx.x
+    nwords = blocks.shape[1] // WORD
+    acc = uint64(0)
+    k = cuda.threadIdx.x
+    while k < nwords:
+        w = uint64(0)
+        for b in range(WORD):  # assembled from bytes: rows may have any stride and alignment
+            w |= uint64(blocks[row, k * WORD + b]) << uint64(8 * b)
+        acc ^= w * (uint64(2) * uint64(k) + uint64(1))
+        k += cuda.blockDim.x
+    cuda.atomic.xor(out, row, acc)

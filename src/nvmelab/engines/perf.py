@@ -1,0 +1,292 @@
+"""The closed-loop performance engine from Python: one call, one record.
+
+    rec = nvmelab.engines.perf.run(target="emu://?profile=null", rw="randread", iosize=512,
+                           qdepth=128, nqueues=1, ncpus=1, runtime=5, warmup=1)
+
+`run` validates every parameter before any I/O (ValueError naming the
+parameter), pins one worker thread per logical CPU of `ncpus` physical cores (one CPU
+per core, or every thread sibling with thr_sib=True; or the explicit `cpus`), runs the native engine
+(src/engine/perf.c) with the GIL released, samples the CPU frequencies of the used
+CPUs every 0.5 s, and returns one record that passes nvmelab.results.records.validate.
+Ctrl-C stops the run cleanly and raises KeyboardInterrupt: no partial record.
+
+Targets: emu://..., pci://... (the user-space driver), file:///path and
+blk:///dev/X (kernel paths, backend "io_uring" (default) or "psync"; psync keeps
+one I/O in flight per thread, so qdepth must be 1).
+
+`make_file(path, size)` creates a target file holding real data (not holes).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from ..host import cpus as _cpus
+from ..host import provenance as _prov
+from ..results.records import engine_record, validate
+
+log = logging.getLogger(__name__)
+
+PATTERNS = ("read", "randread", "write", "randwrite", "randrw")
+KERNEL_BACKENDS = ("psync", "io_uring")
+SCHEMES = ("emu://", "pci://", "file://", "blk://", "gpu-emu://")
+PERCENT = 100.0
+#: Chunk written by make_file.
+MAKE_FILE_CHUNK = 1 << 20
+
+
+def _native():
+    from .. import _native
+
+    return _native
+
+
+def backend_name(target: str, backend: str | None) -> str:
+    """The backend a target/backend pair runs on ("nvmelab-emu", "io_uring", ...)."""
+    if target.startswith(("file://", "blk://")):
+        return backend or "io_uring"
+    if target.startswith("emu://"):
+        return "nvmelab-emu"
+    if target.startswith("pci://"):
+        return "nvmelab-pci"
+    return backend or "?"
+
+
+def _int(name: str, v: Any, lo: int = 1, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{name}={v!r}: must be an integer")
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name}={v}: must be {rng}")
+    return v
+
+
+def params() -> list[dict]:
+    """The engine's run parameters as declared once in C (src/engine/perf_params.h): name, type,
+    min, max, default, doc. The CLI options and `nvmelab perf params` are made from this list."""
+    return [dict(p) for p in _native().PERF_PARAMS]
+
+
+def default(name: str) -> Any:
+    """The table's default of one run parameter."""
+    for p in _native().PERF_PARAMS:
+        if p["name"] == name:
+            return p["default"]
+    raise KeyError(name)
+
+
+def params_markdown() -> str:
+    """The parameter reference as a Markdown table, made from params()."""
+    rows = ["| parameter | type | range | default | meaning |", "|---|---|---|---|---|"]
+    for p in params():
+        rng = "" if p["min"] is None else f"{p['min']}..{'' if p['max'] is None else p['max']}"
+        rows.append(f"| `{p['name']}` | {p['type']} | {rng} | {p['default']} | {p['doc']} |")
+    return "\n".join(rows)
+
+
+def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, ncpus: int, runtime: float,
+                 warmup: float, rwmix: int, backend: str | None, cpus: list[int] | None, ndevs: int | None,
+                 thr_sib: bool) -> list[int]:
+    """Validate the target-independent parameters; returns the CPU list to pin to.
+
+    The engine's own parameters are checked by the one C check of the parameter table
+    (perf_params.h); this adds only what the engine does not see: the URI, the CPUs, the backend."""
+    if not isinstance(target, str) or not target.startswith(SCHEMES):
+        raise ValueError(f"target={target!r}: use emu://..., pci://..., file:///path or blk:///dev/X")
+    if target.startswith("gpu-emu://"):
+        raise ValueError(f"target={target!r}: GPU-emulated targets are driven by the device-initiated engine, not perf.run")
+    _int("ncpus", ncpus, 1, 256)
+    if ndevs is not None:
+        _int("ndevs", ndevs)
+    _native().perf_params_check(rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, rwmix=rwmix,
+                                runtime=runtime, warmup=warmup, ndevs=ndevs or 0)
+    if backend is not None:
+        if not target.startswith(("file://", "blk://")):
+            raise ValueError(f"backend={backend!r}: only file:// and blk:// targets take a backend")
+        if backend not in KERNEL_BACKENDS:
+            raise ValueError(f"backend={backend!r}: must be one of {', '.join(KERNEL_BACKENDS)}")
+    if (backend or "io_uring") == "psync" and target.startswith(("file://", "blk://")) and qdepth != 1:
+        raise ValueError(f"qdepth={qdepth}: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend='io_uring'")
+    if cpus is not None:
+        cpus = _cpus.check_cpus(list(cpus))
+        if not thr_sib and len(cpus) != ncpus:
+            raise ValueError(f"cpus: {len(cpus)} CPU ids given for ncpus={ncpus} (thr_sib=False: one CPU per core)")
+        return cpus
+    return _cpus.cpumask(ncpus, bool(thr_sib))
+
+
+def make_file(path: str | os.PathLike, size: int, *, seed: int = 0) -> Path:
+    """Create (or replace) `path` holding `size` bytes of pseudo-random data, fsynced.
+
+    Real data, so reads are served from allocated blocks, not holes. `size` must be
+    a positive multiple of 4096.
+    """
+    _int("size", size)
+    if size % 4096:
+        raise ValueError(f"size={size}: must be a multiple of 4096 bytes")
+    path = Path(path)
+    rng = random.Random(seed)
+    chunk = rng.randbytes(MAKE_FILE_CHUNK)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            left = size
+            i = 0
+            while left:
+                n = min(left, MAKE_FILE_CHUNK)
+                # vary each chunk a little so no two blocks are identical
+                f.write(i.to_bytes(8, "little") + chunk[8:n])
+                left -= n
+                i += 1
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def open_target(target: str, backend: str | None = None, *, allow_write: bool = False, need_write: bool = False):
+    """Open a target for the engine (a context manager): .info(), .check(**p), .run(**p), .fill(**p)."""
+    return _native().PerfTarget(target, backend or "", bool(allow_write), bool(need_write))
+
+
+def fill(target: str, *, iosize: int = 4096, qdepth: int = 32, backend: str | None = None, seed: int = 1,
+         ndevs: int | None = None, lba_start: int = 0, lba_count: int = 0, allow_write: bool = False) -> dict:
+    """Write the verify stamp over the LBA range once (what a verified read run checks)."""
+    with open_target(target, backend, allow_write=allow_write, need_write=True) as t:
+        return t.fill(iosize=iosize, qdepth=qdepth, nthreads=1, ndevs=ndevs or 0, seed=seed,
+                      lba_start=lba_start, lba_count=lba_count)
+
+
+def run(target: str = "emu://", rw: str | None = None, iosize: int | None = None, qdepth: int | None = None,
+        nqueues: int | None = None, ncpus: int = 1, thr_sib: bool = False, runtime: float | None = None,
+        warmup: float | None = None, cpus: list[int] | None = None, ndevs: int | None = None,
+        backend: str | None = None, verify: bool | None = None, rwmix: int | None = None, seed: int | None = None,
+        study: str = "adhoc", repetition: int = 0, stress: bool = False, lat: bool | None = None,
+        prefill: bool | None = None, allow_write: bool = False, lba_start: int | None = None,
+        lba_count: int | None = None, align: int | None = None, batch: int | None = None) -> dict:
+    """One closed-loop run -> one record (see the module docstring and DESIGN.md "Records").
+
+    verify: stamp every written LBA and check every read one; mismatches are
+    counted in `verify_errors` with the first bad (device, LBA) in `verify_first_bad`.
+    prefill: write the stamps over the range before a verified run that reads
+    (default: True when verify and the pattern reads); pass False to check data
+    written earlier (e.g. by `fill`).
+    lat: sample latency (False for the hot-path benchmark).
+    batch: commands queued per submission (doorbell write or io_uring_enter); 0 = the
+    target's default: each I/O submitted at once on io_uring (as fio does), the whole
+    refill per doorbell on emu:// and pci://.
+    Engine parameters left at None take the default of the parameter table (`params()`).
+    """
+    d = {p["name"]: p["default"] for p in _native().PERF_PARAMS}
+    given = dict(rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, runtime=runtime, warmup=warmup,
+                 verify=verify, rwmix=rwmix, lat=lat, lba_start=lba_start, lba_count=lba_count, align=align,
+                 batch=batch)
+    v = {k: d[k] if x is None else x for k, x in given.items()}
+    rw, iosize, qdepth, nqueues, runtime, warmup = (v[k] for k in ("rw", "iosize", "qdepth", "nqueues", "runtime",
+                                                                    "warmup"))
+    verify, rwmix, lat, lba_start, lba_count, align, batch = (v[k] for k in ("verify", "rwmix", "lat", "lba_start",
+                                                                              "lba_count", "align", "batch"))
+    pinned = check_params(target, rw, iosize, qdepth, nqueues, ncpus, runtime, warmup, rwmix, backend, cpus,
+                          ndevs, thr_sib)
+    _int("repetition", repetition, 0)
+    if seed is None:
+        seed = 1 + repetition
+    _int("seed", seed, 0)
+    reads = rw in ("read", "randread", "randrw")
+    writes = rw in ("write", "randwrite", "randrw")
+    if prefill is None:
+        prefill = bool(verify and reads)
+    engine = dict(rw=rw, rwmix=rwmix, iosize=iosize, qdepth=qdepth, nqueues=nqueues, nthreads=len(pinned),
+                  cpus=pinned, ndevs=ndevs or 0, runtime=float(runtime), warmup=float(warmup), seed=seed,
+                  verify=bool(verify), lat=bool(lat), lba_start=lba_start, lba_count=lba_count, align=align,
+                  batch=batch)
+    host = _cpus.host_state()
+    with open_target(target, backend, allow_write=allow_write, need_write=writes or prefill) as t:
+        info = t.info()
+        t.check(**engine)  # every parameter against the target, before any I/O
+        if prefill:
+            log.info("prefill: stamping the LBA range of %s", target)
+            t.fill(**{**engine, "rw": "write"})
+        sampler = _cpus.FreqSampler(pinned)
+        with sampler:
+            res = t.run(**engine)
+    return make_record(res, info, target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues,
+                       ncpus=ncpus, thr_sib=thr_sib, stress=stress, study=study, repetition=repetition,
+                       cpus=pinned, cpu_freqs=sampler.result(), host=host, seed=seed, rwmix=rwmix,
+                       verify=verify, warmup=warmup)
+
+
+def make_record(res: dict, info: dict, *, target: str, rw: str, iosize: int, qdepth: int, nqueues: int,
+                ncpus: int, thr_sib: bool, stress: bool, study: str, repetition: int, cpus: list[int],
+                cpu_freqs: list | None, host: dict, seed: int, rwmix: int, verify: bool, warmup: float) -> dict:
+    """Turn the engine's raw result into a record (nvmelab.results.records format) and validate it."""
+    window = res["window_s"]
+    lat = res["lat"]
+    ndevs_used = len(res["dev_ios"]) or 1
+    rec = engine_record(res, study=study, tool="nvmelab", target=target, backend=info["backend"], rw=rw,
+                        iosize=iosize, qdepth=qdepth, nqueues=nqueues, ndevs=ndevs_used, ncpus=ncpus, host=host,
+                        thr_sib=thr_sib, stress=stress, repetition=repetition, warmup=warmup, seed=seed)
+    rec.update({
+        "lat_ns": None if lat is None else {k: lat[k] for k in ("p50", "p90", "p99", "p999", "max", "min", "mean")},
+        "cpu_usage": round(res["cpu_s"] / window * PERCENT, 1) if window > 0 else None,
+        "cpu_freqs": cpu_freqs,
+        "cpus": cpus,
+        "threads": [{k: t[k] for k in ("cpu", "affinity", "cpu_last", "ios", "nchans", "cpu_s", "polls", "empty_polls")}
+                    for t in res["threads"]],
+        "dev_ios": res["dev_ios"],
+        "provenance": _prov.capture(info),
+    })
+    if rw == "randrw":
+        rec["rwmix"] = rwmix
+    if verify:
+        rec["verify_errors"] = res["verify_errors"]
+        rec["verify_first_bad"] = res["first_bad"]
+        if res["verify_errors"]:
+            bad = res["first_bad"]
+            log.warning("verify: %d mismatching LBAs; first: device %d LBA %d", res["verify_errors"], bad["dev"], bad["lba"])
+    if res["errors"]:
+        log.warning("%d commands failed; first: %s", res["errors"], res["first_error"])
+    return validate(rec)
+
+
+def table(rec: dict) -> str:
+    """A human-readable summary of one record."""
+    lat = rec.get("lat_ns") or {}
+
+    def us(k: str) -> str:
+        return f"{lat[k] / 1000:.1f} us" if k in lat else "-"
+
+    prov = rec["provenance"]
+    rows = [
+        ("target", rec["target"]),
+        ("backend", rec["backend"] + (f" (profile {prov.get('profile')}, scale {prov.get('scale')})" if prov.get("profile") else "")),
+        ("pattern", f"{rec['rw']}" + (f" ({rec['rwmix']}% reads)" if "rwmix" in rec else "")),
+        ("iosize / qdepth", f"{rec['iosize']} B / {rec['qdepth']}"),
+        ("nqueues / ndevs", f"{rec['nqueues']} / {rec['ndevs']}"),
+        ("threads (cpus)", f"{rec['ncpus']} ({_cpus.format_cpu_list(rec['cpus'])}, thr_sib={rec['thr_sib']})"),
+        ("runtime", f"{rec['runtime_s']:.2f} s (warm-up {rec['warmup_s']:.2f} s, not counted)"),
+        ("IOPS", f"{rec['iops']:,.0f}"),
+        ("bandwidth", f"{rec['mibs']:,.2f} MiB/s"),
+        ("latency p50/p99/p99.9", f"{us('p50')} / {us('p99')} / {us('p999')}"),
+        ("latency max", us("max")),
+        ("CPU usage", "-" if rec["cpu_usage"] is None else f"{rec['cpu_usage']:.1f} %"),
+        ("errors", str(rec["errors"])),
+    ]
+    if "verify_errors" in rec:
+        bad = rec.get("verify_first_bad")
+        rows.append(("verify errors", f"{rec['verify_errors']}" + (f" (first: dev {bad['dev']} LBA {bad['lba']})" if bad else "")))
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def run_cuda(*args: Any, **kwargs: Any) -> dict:
+    """Device-initiated I/O (the cuda-run engine) -> one record; see nvmelab.engines.gpu.run_cuda."""
+    from .gpu import run_cuda as _run_cuda
+
+    return _run_cuda(*args, **kwargs)

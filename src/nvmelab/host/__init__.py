@@ -1,0 +1,2 @@
+"""The host: CPUs and their settings (cpus, hostvars), NVMe devices and their binding (devices),
+and the provenance every record carries."""

@@ -1,0 +1,132 @@
+"""Environment capture for run records: what ran, where, when, and on what.
+
+`capture(target_info)` returns the `provenance` object of a record (see
+nvmelab.results.records.PROVENANCE_KEYS): git commit, host, CPU model and layout,
+kernel, package versions, UTC time, GPU and driver where present, the native
+build, and for emulated targets the device-model profile and scale. Static parts
+are read once per process; the time is taken on every call.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import importlib.metadata
+import logging
+import platform
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from . import cpus as _cpus
+
+log = logging.getLogger(__name__)
+
+#: Packages whose versions go into every record (absent ones are left out).
+PACKAGES = ("nvmelab", "numpy", "pandas", "altair", "pybind11", "cupy-cuda13x", "numba-cuda")
+#: Seconds allowed for an external query (git, nvidia-smi, fio).
+QUERY_TIMEOUT_S = 5
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """HEAD of the repository this package lives in, "+dirty" when the tree has changes; None outside git."""
+    here = Path(__file__).resolve().parent
+    head = _run(["git", "rev-parse", "HEAD"], cwd=here)
+    if not head:
+        return None
+    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here)
+    return head + ("+dirty" if dirty else "")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+@functools.lru_cache(maxsize=1)
+def packages() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if "nvmelab" not in out:
+        from .. import __version__
+
+        out["nvmelab"] = __version__
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def gpu() -> dict | None:
+    """GPU names and driver version from nvidia-smi, None where there is no NVIDIA GPU."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    out = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    if not out:
+        return None
+    names, driver = [], None
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if parts and parts[0]:
+            names.append(parts[0])
+            driver = parts[1] if len(parts) > 1 else driver
+    return {"names": names, "driver": driver} if names else None
+
+
+@functools.lru_cache(maxsize=1)
+def build() -> dict | None:
+    try:
+        from .. import build_info
+
+        return build_info()
+    except Exception as exc:  # the extension may be missing: say so rather than fail a record
+        log.debug("build_info unavailable: %s", exc)
+        return None
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def capture(target_info: dict | None = None, **extra: Any) -> dict:
+    """The provenance object of one record.
+
+    target_info: what nvmelab._native.PerfTarget.info() returned (backend, profile,
+    scale, devices); emulated targets must carry profile and scale.
+    """
+    topo = _cpus.topology()
+    prov: dict[str, Any] = {
+        "git_commit": git_commit(),
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_layout": topo.describe(),
+        "kernel": platform.release(),
+        "packages": packages(),
+        "utc": utc_now(),
+        "gpu": gpu(),
+        "build": build(),
+    }
+    if target_info:
+        prov["profile"] = target_info.get("profile")
+        prov["scale"] = target_info.get("scale")
+        prov["devices"] = target_info.get("devices")
+    prov.update(extra)
+    return prov

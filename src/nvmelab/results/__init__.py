@@ -1,0 +1,2 @@
+"""Results: records (format, atomic files), published reference data, analysis, figures, and
+how results appear in the book (publication, environments)."""

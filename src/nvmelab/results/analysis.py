@@ -1,0 +1,736 @@
+"""Analysis of run records: aggregation, rooflines, saturation points, comparisons.
+
+Every number a notebook shows is computed here from records (ours under
+``data/results/`` or the published ones under ``data/reference/``):
+
+* :func:`to_frame` flattens records (dicts) into a pandas DataFrame.
+* :func:`aggregate` reduces repetitions to the arithmetic mean and the
+  **population** standard deviation (ddof=0), as the published pipeline does.
+* :func:`roofline` is the maximum single-device result times the number of
+  devices (the published method), or a given constant.
+* :func:`saturation` is the smallest x whose mean reaches
+  :data:`SATURATION_FRACTION` of the roofline.
+* :func:`compare` sets published and reproduced means side by side.
+
+Caveat: the functions never drop or invent rows; a configuration without records
+simply has no row, and a saturation that is not reached is reported as ``None``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+#: A configuration "saturates" when its mean reaches this fraction of the roofline.
+SATURATION_FRACTION = 0.95
+#: Bytes in a MiB (records carry bandwidth as MiB/s).
+MIB = 1024 * 1024
+#: Bytes in a GB (bandwidth in the published text is in decimal GB/s).
+GB = 1_000_000_000
+
+#: Columns that identify a configuration in records (the independent variables).
+CONFIG_COLUMNS = (
+    "source", "study", "tool", "backend", "target", "profile", "scale", "host", "rw", "iosize",
+    "qdepth", "nqueues", "ndevs", "ncpus", "governor", "turbo", "smt", "thr_sib", "stress",
+)
+
+
+#: Nested record fields to_frame keeps as they are (lists of dicts); every other nested field is dropped.
+NESTED_COLUMNS = ("per_device",)
+
+
+def to_frame(records: Iterable[dict[str, Any]], source: str = "nvmelab") -> pd.DataFrame:
+    """Flatten run records into a DataFrame, one row per record.
+
+    Scalar fields are kept as columns; ``lat_ns`` becomes ``lat_p50_ns`` ...;
+    provenance ``host``, ``profile`` and ``scale`` become columns; ``source``
+    says where the rows came from (ours or published). Derived columns:
+    ``gbps`` (payload bandwidth in GB/s, decimal) and, where the record has a
+    ``dcgm`` byte rate, ``dcgm_gbps``.
+    """
+    rows = []
+    for rec in records:
+        row = {k: v for k, v in rec.items() if not isinstance(v, (dict, list)) or k in NESTED_COLUMNS}
+        lat = rec.get("lat_ns") or {}
+        for k in ("p50", "p99", "p999", "max"):
+            row[f"lat_{k}_ns"] = lat.get(k)
+        prov = rec.get("provenance") or {}
+        for k in ("host", "profile", "scale", "cpu_model"):
+            if k not in row:
+                row[k] = prov.get(k)
+        row.setdefault("source", source)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    if "mibs" in df:
+        df["gbps"] = df["mibs"].astype(float) * MIB / GB
+    if "dcgm" in df:
+        df["dcgm_gbps"] = pd.to_numeric(df["dcgm"], errors="coerce") / GB
+    return df
+
+
+def aggregate(df: pd.DataFrame, by: Sequence[str] | None = None,
+              metrics: Sequence[str] = ("iops", "mibs")) -> pd.DataFrame:
+    """Mean and population std (ddof=0) of `metrics` over repetitions.
+
+    `by` defaults to the configuration columns present in `df`. The result has
+    one row per configuration with ``<metric>_mean``, ``<metric>_std`` and ``n``
+    (number of repetitions), sorted by `by`.
+    """
+    if by is None:
+        by = [c for c in CONFIG_COLUMNS if c in df.columns]
+    by = list(by)
+    missing = [c for c in list(by) + list(metrics) if c not in df.columns]
+    if missing:
+        raise ValueError(f"aggregate: columns not in the data: {', '.join(missing)}")
+    if df.empty:
+        cols = by + [f"{m}_{s}" for m in metrics for s in ("mean", "std")] + ["n"]
+        return pd.DataFrame(columns=cols)
+    g = df.groupby(by, dropna=False, sort=True)
+    out = pd.DataFrame({"n": g.size()})
+    for m in metrics:
+        vals = pd.to_numeric(df[m], errors="coerce")
+        gm = vals.groupby([df[c] for c in by], dropna=False, sort=True)
+        out[f"{m}_mean"] = gm.mean()
+        out[f"{m}_std"] = gm.std(ddof=0)
+    return out.reset_index()
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """A ceiling for a metric, and how it was obtained (stated in notebooks)."""
+
+    value: float
+    method: str
+    per_device: float | None = None
+    ndevs: int | None = None
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+def roofline(df: pd.DataFrame | None = None, *, ndevs: int | None = None, metric: str = "iops",
+             constant: float | None = None, per_device: float | None = None,
+             method: str | None = None) -> Roofline:
+    """The roofline for `ndevs` devices.
+
+    Published method (default): the maximum `metric` of any single run with one
+    device (``ndevs == 1``) times `ndevs`. With `constant`, that value is used
+    as is (e.g. a link rate); with `per_device` (and `ndevs`), that capacity
+    times `ndevs` (e.g. an emulated device model's cap). `method` overrides the
+    description. Raises ValueError when there is no single-device run to derive
+    it from.
+    """
+    if constant is not None:
+        return Roofline(float(constant), method or "given constant")
+    if per_device is not None:
+        if ndevs is None or ndevs < 1:
+            raise ValueError(f"roofline: per_device needs ndevs >= 1, got {ndevs}")
+        return Roofline(float(per_device) * ndevs, method or f"{per_device:,.0f} per device x {ndevs} devices",
+                        float(per_device), int(ndevs))
+    if df is None or ndevs is None:
+        raise ValueError("roofline: give records (df) and ndevs, or a constant")
+    if ndevs < 1:
+        raise ValueError(f"roofline: ndevs must be >= 1, got {ndevs}")
+    single = df[df["ndevs"] == 1]
+    if single.empty:
+        raise ValueError("roofline: no single-device run (ndevs == 1) to derive the device capacity from")
+    per_dev = float(pd.to_numeric(single[metric]).max())
+    return Roofline(per_dev * ndevs, f"max single-device {metric} x {ndevs} devices", per_dev, int(ndevs))
+
+
+def saturation(agg: pd.DataFrame, x: str, roof: float | Roofline, *, mean: str = "iops_mean",
+               by: Sequence[str] = (), fraction: float = SATURATION_FRACTION) -> pd.DataFrame:
+    """Smallest `x` whose mean reaches ``fraction * roof``, per group of `by`.
+
+    Returns one row per group with ``saturating_x`` (None when never reached),
+    ``best_x``, ``best_mean`` and ``best_fraction`` (best mean over the roofline).
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"saturation: fraction must be in (0, 1], got {fraction}")
+    ceiling = float(roof)
+    if ceiling <= 0:
+        raise ValueError(f"saturation: roofline must be > 0, got {ceiling}")
+    groups = agg.groupby(list(by), sort=True, dropna=False) if by else [((), agg)]
+    rows = []
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        g = g.sort_values(x)
+        reached = g[g[mean] >= fraction * ceiling]
+        best = g.loc[g[mean].idxmax()] if not g.empty else None
+        row = dict(zip(by, key))
+        row.update(
+            saturating_x=None if reached.empty else _py(reached[x].iloc[0]),
+            best_x=None if best is None else _py(best[x]),
+            best_mean=None if best is None else float(best[mean]),
+            best_fraction=None if best is None else float(best[mean]) / ceiling,
+        )
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if not out.empty:  # keep None (not reached) as None, not NaN
+        out["saturating_x"] = pd.Series([r["saturating_x"] for r in rows], dtype=object)
+    return out
+
+
+def _py(v: Any) -> Any:
+    """A numpy scalar as the plain Python value (for tables and glue)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def compare(published: pd.DataFrame, ours: pd.DataFrame, on: Sequence[str],
+            metric: str = "iops_mean") -> pd.DataFrame:
+    """Published vs reproduced means for the configurations in `on`.
+
+    Outer join on `on`: a configuration present on one side only keeps its row
+    with the other side empty. ``ratio`` is ours / published.
+    """
+    on = list(on)
+    a = published[on + [metric]].rename(columns={metric: "published"})
+    b = ours[on + [metric]].rename(columns={metric: "nvmelab"})
+    out = a.merge(b, on=on, how="outer").sort_values(on).reset_index(drop=True)
+    out["ratio"] = out["nvmelab"] / out["published"]
+    return out
+
+
+def best_configuration(agg: pd.DataFrame, mean: str = "iops_mean") -> pd.Series:
+    """The configuration row with the highest mean."""
+    if agg.empty:
+        raise ValueError("best_configuration: no data")
+    return agg.loc[agg[mean].idxmax()]
+
+
+def protocol_overhead(agg: pd.DataFrame) -> pd.DataFrame:
+    """PCIe link bytes over payload bytes per configuration (needs dcgm_gbps and gbps means)."""
+    out = agg.copy()
+    out["overhead_ratio"] = out["dcgm_gbps_mean"] / out["gbps_mean"]
+    return out
+
+
+def per_io_cost_ns(df: pd.DataFrame) -> pd.Series:
+    """CPU time per I/O in ns, per record: measured CPU time (cpu_usage, percent of one CPU)
+    over completed I/Os. Where a record has no cpu_usage, one busy core per worker thread
+    (ncpus x 100 %) is assumed, as for busy-polling engines."""
+    usage = pd.to_numeric(df["cpu_usage"], errors="coerce") if "cpu_usage" in df else pd.Series(float("nan"), index=df.index)
+    usage = usage.fillna(df["ncpus"].astype(float) * 100.0)
+    return usage / 100.0 * 1e9 / df["iops"].astype(float)
+
+
+def relative_change(new: float, old: float) -> float:
+    """(new - old) / old; the published text quotes these as percent changes."""
+    if old == 0:
+        return float("nan")
+    return (new - old) / old
+
+
+def round_sig(x: float, digits: int = 3) -> float:
+    """Round to `digits` significant figures (for stable text in notebooks)."""
+    if x == 0 or not np.isfinite(x):
+        return x
+    return float(f"{x:.{digits}g}")
+
+
+# ------------------------------------------------------------ blksum_qdepth ---
+# The block-image checksum study (seed 002): records of the blksum engine (nvmelab.engines.blksum).
+
+#: Columns of a hyperfine table, as the seed prints them (time columns in seconds here).
+HYPERFINE_COLUMNS = ("mean_s", "std_s", "user_s", "system_s", "min_s", "max_s")
+
+
+def blksum_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean and population std of runtime and MiB/s per (host, tool, digest, io, threads, qdepth);
+    adds ``series`` ("psync, 2 thread(s)") and ``lo``/``hi`` (mean ∓ one std) for error bars."""
+    by = [c for c in ("host", "tool", "digest", "backend", "ncpus", "qdepth", "image_bytes") if c in df.columns]
+    agg = aggregate(df, by=by, metrics=("runtime_s", "mibs")).rename(columns={"backend": "io", "ncpus": "threads"})
+    if not agg.empty:
+        agg["series"] = agg["io"].astype(str) + ", " + agg["threads"].astype(str) + " thread(s)"
+        agg["lo"] = agg["runtime_s_mean"] - agg["runtime_s_std"]
+        agg["hi"] = agg["runtime_s_mean"] + agg["runtime_s_std"]
+    return agg
+
+
+def hyperfine_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Our runs summarised the way hyperfine prints a benchmark, per (tool, digest, io, threads,
+    qdepth): mean, σ (sample standard deviation, ddof=1, as hyperfine's), mean user and system
+    CPU time, min, max and the number of runs. Records without CPU times give NaN there."""
+    d = df.rename(columns={"backend": "io", "ncpus": "threads"}).copy()
+    for c in ("user_s", "system_s"):
+        if c not in d.columns:
+            d[c] = float("nan")
+    by = [c for c in ("host", "tool", "digest", "io", "threads", "qdepth") if c in d.columns]
+    g = d.groupby(by, dropna=False)
+    out = g["runtime_s"].agg(mean_s="mean", std_s=lambda x: x.std(ddof=1), min_s="min", max_s="max",
+                             runs="count")
+    out["user_s"] = g["user_s"].mean()
+    out["system_s"] = g["system_s"].mean()
+    return out.reset_index()[by + list(HYPERFINE_COLUMNS) + ["runs"]]
+
+
+def seed_layout(ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str = "file",
+                pm: str | None = None) -> pd.DataFrame:
+    """One table per digest in the seed's layout: a row per queue depth, and for each source (the
+    seed's laptop and server with ``io`` = file or nbd, then each of our series) the columns mean,
+    σ, user and system in seconds. ``ours`` is hyperfine_summary() of our records (one host).
+    With ``pm`` (a format spec such as ".3f"), mean and σ become one text column "mean ± σ", as
+    hyperfine prints them."""
+    cols = ["mean_s", "std_s", "user_s", "system_s"]
+    parts = {}
+    for machine, g in seed[(seed["digest"] == digest) & (seed["io"] == io)].groupby("system"):
+        thr = g["threads"].dropna()
+        label = f"seed: {machine}, {'NBD' if io == 'nbd' else 'file'}" + (f", {int(thr.iloc[0])} threads"
+                                                                          if len(thr) else "")
+        parts[label] = g.set_index("qdepth")[cols]
+    for (io_o, thr), g in ours[ours["digest"] == digest].groupby(["io", "threads"]):
+        parts[f"ours: {io_o}, {int(thr)} thread{'s' if int(thr) != 1 else ''}"] = g.set_index("qdepth")[cols]
+    if not parts:
+        raise ValueError(f"no seed or own rows for digest {digest!r}")
+    if pm:
+        for k, t in parts.items():
+            t = t.copy()
+            t.insert(0, "mean_pm_std_s", [f"{m:{pm}} ± {sd:{pm}}" if sd == sd else f"{m:{pm}}"
+                                          for m, sd in zip(t["mean_s"], t["std_s"])])
+            parts[k] = t.drop(columns=["mean_s", "std_s"])
+    table = pd.concat(parts, axis=1).sort_index()
+    table.index.name = "qdepth"
+    return table
+
+
+def speedup_over_q1(agg: pd.DataFrame, series: Sequence[str], mean: str = "runtime_s_mean") -> pd.DataFrame:
+    """time(Q=1) / time(Q) within each series (Q1 itself is 1.0); rows without a Q1 point are dropped."""
+    series = list(series)
+    rows = []
+    for _, g in agg.groupby(series, dropna=False):
+        q1 = g.loc[g["qdepth"] == 1, mean]
+        if q1.empty:
+            continue
+        g = g.copy()
+        g["speedup"] = float(q1.iloc[0]) / g[mean]
+        rows.append(g)
+    return pd.concat(rows, ignore_index=True) if rows else agg.assign(speedup=pd.Series(dtype=float))
+
+
+def published_speedups(seed: pd.DataFrame) -> pd.DataFrame:
+    """The seed's laptop/server tables (``seed`` = reference.blksum_qdepth(), seed 002) as speed-up
+    over Q1."""
+    ref = seed.assign(series=seed["system"] + (seed["nbd"].astype(int).map({0: " (file)", 1: " (NBD)"})))
+    return speedup_over_q1(ref, ["system", "nbd", "digest"], mean="mean_s")
+
+
+def blksum_speedups(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
+    """Ours (blksum_summary of our tool) and the seed's (``seed`` = reference.blksum_qdepth())
+    speed-ups over Q1 in one long table: digest, qdepth, speedup, series ("ours: psync, 2 thr" /
+    "seed: laptop (file)"), source."""
+    ours = speedup_over_q1(agg_ours, ["digest", "io", "threads"])
+    ours["series"] = "ours: " + ours["io"].astype(str) + ", " + ours["threads"].astype(str) + " thr"
+    pub = published_speedups(seed)
+    pub["series"] = "seed: " + pub["series"]
+    cols = ["digest", "qdepth", "speedup", "series"]
+    return pd.concat([ours[cols].assign(source="ours"), pub[cols].assign(source="published (seed 002)")],
+                     ignore_index=True)
+
+
+def blksum_best(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
+    """The fastest queue depth per series, ours and the seed's, with its gain over Q1:
+    source, digest, series, qdepth, time_s, speedup (time(Q1) / time(best))."""
+    rows = []
+    for (digest, io, thr), g in agg_ours.groupby(["digest", "io", "threads"]):
+        best = g.loc[g["runtime_s_mean"].idxmin()]
+        q1 = g.loc[g["qdepth"] == 1, "runtime_s_mean"]
+        rows.append({"source": "ours", "digest": digest, "series": f"{io}, {int(thr)} thread(s)",
+                     "qdepth": int(best["qdepth"]), "time_s": float(best["runtime_s_mean"]),
+                     "mibs": float(best.get("mibs_mean", float("nan"))),
+                     "speedup": float(q1.iloc[0]) / float(best["runtime_s_mean"]) if len(q1) else float("nan")})
+    for (system, io, digest), g in seed.groupby(["system", "io", "digest"]):
+        best = g.loc[g["mean_s"].idxmin()]
+        q1 = g.loc[g["qdepth"] == 1, "mean_s"]
+        thr = best.get("threads")
+        rows.append({"source": "seed", "digest": digest,
+                     "series": f"{system}, {'NBD' if io == 'nbd' else 'file'}"
+                               + (f", {int(thr)} threads" if thr == thr and thr is not None else ""),
+                     "qdepth": int(best["qdepth"]), "time_s": float(best["mean_s"]), "mibs": float("nan"),
+                     "speedup": float(q1.iloc[0]) / float(best["mean_s"]) if len(q1) else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def original_ratio(agg: pd.DataFrame, original_tool: str = "blksum", ours_tool: str = "nvmelab-blksum"
+                   ) -> pd.DataFrame:
+    """Time of the original blksum over ours (psync), per digest and threads (rows) and queue depth
+    (columns "Q1", ...); empty when no original runs are recorded."""
+    orig = agg[agg["tool"] == original_tool]
+    ours = agg[(agg["tool"] == ours_tool) & (agg["io"] == "psync")]
+    if orig.empty or ours.empty:
+        return pd.DataFrame()
+    m = orig.merge(ours, on=["digest", "threads", "qdepth"], suffixes=("_orig", "_ours"))
+    m["ratio"] = m["runtime_s_mean_orig"] / m["runtime_s_mean_ours"]
+    ratio = m.pivot_table(index=["digest", "threads"], columns="qdepth", values="ratio")
+    ratio.columns = [f"Q{q}" for q in ratio.columns]
+    return ratio
+
+
+# --------------------------------------------------------------- vram_cache ---
+# The tiered-store study (seed 003): records of the tier engine (nvmelab.engines.tier.engine).
+
+#: An array whose busiest device moved at most this multiple of the least busy one's bytes is
+#: called evenly loaded (the seed's sticks were within 0.3 % of each other).
+BALANCED_SPREAD = 1.10
+
+
+def _fraction_value(s: Any) -> float:
+    from fractions import Fraction
+
+    return float(Fraction(str(s)))
+
+
+def vram_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean and population std over repetitions of the ok runs, per configuration (rw, fraction,
+    config, ndevs, cache, policy); ``fraction_value`` is the budget as a number, ``lo``/``hi`` the
+    effective throughput ∓ one std."""
+    ok = df[df["status"] == "ok"].copy() if "status" in df.columns else df.copy()
+    ok["fraction_value"] = ok["fraction"].map(_fraction_value)
+    keys = ["rw", "fraction", "fraction_value", "config", "config_key", "ndevs", "cache", "policy"]
+    cols = [c for c in ("mibs", "device_mibs", "iops", "runtime_s", "hit_ratio", "unused", "clean", "dirty",
+                        "mean_request_bytes") if c in ok.columns]
+    g = ok.groupby(keys, dropna=False)[cols]
+    out = g.mean().add_suffix("_mean").join(g.std(ddof=0).add_suffix("_std")).reset_index()
+    out["lo"] = out["mibs_mean"] - out["mibs_std"]
+    out["hi"] = out["mibs_mean"] + out["mibs_std"]
+    return out
+
+
+def vram_per_device(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per ok run and device: config, workload, fraction, ndevs, cache, repetition, dev,
+    read_mibs, write_mibs."""
+    rows = []
+    ok = df[df["status"] == "ok"] if "status" in df.columns else df
+    for r in ok.itertuples():
+        for d in r.per_device:
+            rows.append({"config": r.config, "workload": r.rw, "fraction": r.fraction, "ndevs": r.ndevs,
+                         "cache": r.cache, "repetition": r.repetition, "dev": d["dev"],
+                         "read_mibs": d["read_mibs"], "write_mibs": d["write_mibs"]})
+    return pd.DataFrame(rows)
+
+
+def vram_striping(agg: pd.DataFrame) -> pd.DataFrame:
+    """Runs without a cache, with ``speedup``: effective throughput over that of one device at the
+    same workload and budget."""
+    nc = agg[agg["cache"] == "none"].copy()
+    one = nc[nc["ndevs"] == 1].set_index(["rw", "fraction"])["mibs_mean"]
+    nc["speedup"] = [r.mibs_mean / one.get((r.rw, r.fraction), float("nan")) for r in nc.itertuples()]
+    return nc
+
+
+def vram_device_rates(dev: pd.DataFrame, ndevs: int | None = None) -> pd.DataFrame:
+    """Mean read and write MiB/s per device of the largest array (or `ndevs`), per workload,
+    budget and cache."""
+    top = int(dev["ndevs"].max()) if ndevs is None else ndevs
+    return (dev[dev["ndevs"] == top].groupby(["workload", "fraction", "cache", "dev"])[["read_mibs", "write_mibs"]]
+            .mean().reset_index())
+
+
+def vram_device_spread(rates: pd.DataFrame) -> pd.DataFrame:
+    """Per workload, budget and cache: mean, least and most busy device's read and write MiB/s
+    (columns read_mean, read_min, read_max, write_mean, ...), from vram_device_rates."""
+    return rates.groupby(["workload", "fraction", "cache"]).agg(
+        read_mean=("read_mibs", "mean"), read_min=("read_mibs", "min"), read_max=("read_mibs", "max"),
+        write_mean=("write_mibs", "mean"), write_min=("write_mibs", "min"), write_max=("write_mibs", "max"),
+    ).reset_index()
+
+
+def vram_line_states(agg: pd.DataFrame, bcache: pd.DataFrame) -> pd.DataFrame:
+    """Shares of unused, clean and dirty cache lines: ours (mean over each run, per configuration)
+    and the seed's bcache reading (data/reference seed003_bcache), columns who, state, share."""
+    ca = agg[agg["cache"] != "none"]
+    states = ca.melt(id_vars=["config", "rw", "fraction"], value_vars=["unused_mean", "clean_mean", "dirty_mean"],
+                     var_name="state", value_name="share")
+    states["state"] = states["state"].str.replace("_mean", "")
+    states["who"] = ("ours: " + states["rw"] + ", " + states["config"].str.replace("RAID-0 ", "") + ", "
+                     + states["fraction"])
+    bc = bcache[bcache["stat"].isin(["unused", "clean", "dirty"])]
+    seed = pd.DataFrame({"who": "seed 003: bcache on vRAM", "state": bc["stat"], "share": bc["number"] / 100.0})
+    return pd.concat([states[["who", "state", "share"]], seed], ignore_index=True)
+
+
+def verdict(ratios: Any, better: str = "faster than", worse: str = "slower than") -> str:
+    """``better`` when every ratio is above 1, ``worse`` when every one is below, else a mixed phrase."""
+    r = [float(x) for x in ratios]
+    if not r:
+        return "not measured against"
+    if all(x > 1 for x in r):
+        return better
+    if all(x < 1 for x in r):
+        return worse
+    return f"sometimes {better.split()[0]}, sometimes {worse.split()[0]} {better.split(' ', 1)[1]}".strip()
+
+
+def _stated(statements: pd.DataFrame, setup: str, quantity: str) -> float:
+    sel = statements[(statements["setup"] == setup) & (statements["quantity"] == quantity)]
+    if len(sel) != 1:
+        raise KeyError(f"seed 003 {setup}/{quantity}: {len(sel)} rows match")
+    return float(sel["number"].iloc[0])
+
+
+def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame, disk: pd.DataFrame, statements: pd.DataFrame,
+                       bcache: pd.DataFrame) -> dict[str, Any]:
+    """Seed 003's conclusions set against our records (``vram_summary`` and ``vram_per_device`` tables).
+
+    Returns scalars only (numbers and short verdict phrases) for the chapter's prose: the
+    striping gain of the largest array over one device, the spread of per-device load, the
+    cache's gain at equal memory budget per workload (with hit ratio and request size), its
+    clean/dirty split, and the seed's own numbers for each claim, computed from its
+    transcribed tables (data/reference/seeds/seed003_*.csv: ``disk`` = reference.seed003_disk_io(),
+    ``statements`` = reference.seed003_statements(), ``bcache`` = reference.seed003_bcache()).
+    Nothing here is typed in."""
+    out: dict[str, Any] = {}
+    nc = vram_striping(agg)
+    top = int(nc["ndevs"].max())
+    big = nc[nc["ndevs"] == top]
+    out["ndevs"] = top
+    out["stripe_gain_min"] = float(big["speedup"].min())
+    out["stripe_gain_max"] = float(big["speedup"].max())
+    for w, g in big.groupby("rw"):
+        g = g.sort_values("fraction_value")
+        out[f"stripe_gain_{w}_small"] = float(g["speedup"].iloc[0])
+        out[f"stripe_gain_{w}_large"] = float(g["speedup"].iloc[-1])
+        out[f"stripe_budget_{w}_small"] = str(g["fraction"].iloc[0])
+        out[f"stripe_budget_{w}_large"] = str(g["fraction"].iloc[-1])
+    # the seed: one SATA SSD against the mdadm array (MiB/s; Glances' M is binary)
+    whole = disk[~disk["partition"]]
+    sata = whole[(whole["setup"] == "sata-ssd-swap") & (whole["device"] == "sdb")].iloc[0]
+    md0 = whole[(whole["setup"] == "mdadm-raid0-swap") & (whole["device"] == "md0")].iloc[0]
+    mib = float(1 << 20)
+    out["seed_sata_mibs"] = float(sata["read_bytes_s"] + sata["write_bytes_s"]) / mib
+    out["seed_md0_mibs"] = float(md0["read_bytes_s"] + md0["write_bytes_s"]) / mib
+    out["seed_md0_over_sata"] = out["seed_md0_mibs"] / out["seed_sata_mibs"]
+    # balance over the array's devices
+    sticks = whole[(whole["setup"] == "mdadm-raid0-swap") & whole["device"].str.startswith("nvme")]
+    out["seed_sticks"] = int(len(sticks))
+    out["seed_qubits"] = int(_stated(statements, "workload", "max_qubits"))
+    out["seed_stick_read_min"] = float(sticks["read_bytes_s"].min()) / mib
+    out["seed_stick_read_max"] = float(sticks["read_bytes_s"].max()) / mib
+    out["seed_stick_spread"] = float(sticks["read_bytes_s"].max() / sticks["read_bytes_s"].min())
+    d = dev[(dev["ndevs"] == top) & (dev["cache"] == "none")]
+    per = d.groupby(["workload", "fraction", "dev"])["read_mibs"].mean().reset_index()
+    spread = per.groupby(["workload", "fraction"])["read_mibs"].agg(lambda x: x.max() / x.min() if x.min() > 0
+                                                                  else float("nan"))
+    out["stripe_spread_max"] = float(spread.max())
+    out["balanced_spread"] = BALANCED_SPREAD
+    out["stripe_balance"] = ("evenly loaded, like the seed's" if out["stripe_spread_max"] <= BALANCED_SPREAD
+                             else "less evenly loaded than the seed's")
+    # ZFS against mdadm in the seed's own tables (whole devices only)
+    zfs = whole[(whole["setup"] == "zfs-swap") & whole["device"].str.startswith("nvme")]
+    out["seed_zfs_read_ratio"] = float(sticks["read_bytes_s"].mean() / zfs["read_bytes_s"].mean())
+    out["seed_zfs_write_ratio"] = float(sticks["write_bytes_s"].mean() / zfs["write_bytes_s"].mean())
+    out["seed_zfs_latency_ratio"] = _stated(statements, "zfs-vs-mdadm", "latency_ratio")
+    out["seed_iowait_mdadm"] = _stated(statements, "mdadm-raid0-swap", "io_wait")
+    out["seed_iowait_zfs"] = _stated(statements, "zfs-swap", "io_wait")
+    # the cache at equal budget, per workload
+    host = agg[agg["cache"] == "host"]
+    cmp = host.merge(nc[nc["ndevs"] == host["ndevs"].max()][["rw", "fraction", "mibs_mean",
+                                                            "mean_request_bytes_mean"]],
+                     on=["rw", "fraction"], suffixes=("", "_nocache"))
+    cmp["gain"] = cmp["mibs_mean"] / cmp["mibs_mean_nocache"]
+    cmp["req_ratio"] = cmp["mean_request_bytes_mean"] / cmp["mean_request_bytes_mean_nocache"]
+    out["cache_gain_min"] = float(cmp["gain"].min()) if len(cmp) else None
+    out["cache_gain_max"] = float(cmp["gain"].max()) if len(cmp) else None
+    out["workloads"] = sorted(cmp["rw"].unique())
+    for w, g in cmp.groupby("rw"):
+        out[f"cache_verdict_{w}"] = verdict(g["gain"])
+        out[f"cache_gain_{w}_min"] = float(g["gain"].min())
+        out[f"cache_gain_{w}_max"] = float(g["gain"].max())
+        best = g.loc[g["gain"].idxmax()]
+        out[f"cache_best_budget_{w}"] = str(best["fraction"])
+        out[f"cache_hit_{w}_min"] = float(g["hit_ratio_mean"].min())
+        out[f"cache_hit_{w}_max"] = float(g["hit_ratio_mean"].max())
+        out[f"cache_req_{w}_min"] = float(g["req_ratio"].min())
+        out[f"cache_req_{w}_max"] = float(g["req_ratio"].max())
+        out[f"cache_req_verdict_{w}"] = verdict(g["req_ratio"], "larger than", "smaller than")
+        out[f"cache_dirty_{w}_pct"] = 100 * float(g["dirty_mean"].mean())
+        out[f"cache_clean_{w}_pct"] = 100 * float(g["clean_mean"].mean())
+    bc = bcache.set_index("stat")["number"]
+    for k in ("unused", "clean", "dirty"):
+        out[f"seed_bcache_{k}_pct"] = float(bc[k])
+    return out
+
+
+def vram_gpu_status(agg: pd.DataFrame, here_ok: bool, here_why: str) -> str:
+    """One sentence on the GPU-memory cache: whether the records hold runs of it, and whether this
+    host could make them (``here_ok``, ``here_why`` from nvmelab.engines.tier.gpu_available)."""
+    n = int((agg["cache"] == "gpu").sum()) if "cache" in agg.columns else 0
+    if n:
+        return f"the records hold {n} GPU-memory cache configuration(s), shown beside the host-memory ones"
+    here = f"this host has one ({here_why})" if here_ok else f"this host has none either ({here_why})"
+    return ("the records hold no GPU-memory cache runs: the host that made them had no usable GPU, and "
+            + here)
+
+
+# --- the CPU side of CPU-initiated I/O (study cpu_submit; seed 004's host variables) ----------
+#: Seed 004's host-variable comparisons, as (name, sweep of study cpu_submit, variable, new value,
+#: old value, columns held fixed, seed 004's parameterisation ids new/old or the host-variable
+#: condition). Each is a one-factor change: the published one is computed from seed 004's tables,
+#: ours from the records of that sweep.
+HOST_VARIABLE_CHANGES = (
+    ("stress on, siblings not used (D vs C)", "stress", "stress", 1, 0, {"thr_sib": 0}, ("D", "C")),
+    ("stress on, siblings used (B vs A)", "stress", "stress", 1, 0, {"thr_sib": 1}, ("B", "A")),
+    ("siblings used, no stress (A vs C)", "stress", "thr_sib", 1, 0, {"stress": 0}, ("A", "C")),
+    ("powersave governor (C)", "governor", "governor", "powersave", "performance", {}, "powersave"),
+    ("turbo off (C)", "turbo", "turbo", 0, 1, {}, "turbo_off"),
+    ("SMT off (C)", "smt", "smt", 0, 1, {}, "smt_off"),
+    ("SMT off, userspace governor at a fixed clock (C)", None, "fixed_freq", None, None, {},
+     "smt_off_userspace_3ghz"),
+)
+
+
+def freq_khz(cpu_freqs: Any) -> float:
+    """Mean sampled frequency over a record's CPUs (``cpu_freqs``: per CPU [mean, variance] in kHz,
+    or [mean, variance] pairs as published); NaN when the record has no samples."""
+    if not cpu_freqs:
+        return float("nan")
+    means = [f[0] for f in cpu_freqs if isinstance(f, (list, tuple)) and f and f[0] is not None]
+    return float(np.mean(means)) if means else float("nan")
+
+
+def with_cpu_samples(df: pd.DataFrame, records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """`df` (rows of `to_frame`) with the per-record CPU samples that `to_frame` leaves out:
+    ``freq_khz`` (see :func:`freq_khz`) and ``logical_cpus`` (how many logical CPUs the run used),
+    matched on ``run_key`` and ``results_host`` when present."""
+    keys = [k for k in ("run_key", "results_host") if k in df.columns]
+    if "run_key" not in keys:
+        raise ValueError("with_cpu_samples: df has no run_key column")
+    rows = [{**{k: r.get(k) for k in keys}, "freq_khz": freq_khz(r.get("cpu_freqs")),
+             "logical_cpus": len(r.get("cpus") or []) or float("nan")} for r in records]
+    samples = pd.DataFrame(rows, columns=keys + ["freq_khz", "logical_cpus"]).drop_duplicates(keys)
+    return df.drop(columns=[c for c in ("freq_khz", "logical_cpus") if c in df.columns]).merge(
+        samples, on=keys, how="left")
+
+
+def sweep_change_table(df: pd.DataFrame, x: str, baseline: Any, *, by: Sequence[str] = ("backend",),
+                       metrics: Sequence[str] = ("iops", "cpu_usage", "freq_khz")) -> pd.DataFrame:
+    """One sweep of our records: per `by` group and `x` value, the means (population std) of
+    `metrics`, ``iops_per_core_mean``/``_std`` (IOPS over the run's physical cores, ``ncpus``) and
+    ``change``, the relative change of ``iops_mean`` against the row whose `x` is `baseline` in the
+    same group (NaN where the group has no baseline row)."""
+    d = df.copy()
+    d["iops_per_core"] = d["iops"].astype(float) / d["ncpus"].astype(float)
+    metrics = [m for m in metrics if m in d.columns] + ["iops_per_core"]
+    keys = list(by) + ([x] if x not in by else []) + (["ncpus"] if x != "ncpus" else [])
+    agg = aggregate(d, by=keys, metrics=metrics)
+    base = agg[agg[x].astype(str) == str(baseline)].set_index(list(by))["iops_mean"]
+    ref = agg.set_index(list(by)).index.map(lambda k: base.get(k, float("nan")))
+    agg["change"] = agg["iops_mean"].to_numpy() / np.asarray(ref, dtype=float) - 1
+    return agg
+
+
+def one_factor_change(df: pd.DataFrame, var: str, new: Any, old: Any, *, fixed: dict[str, Any] | None = None,
+                      by: Sequence[str] = ("backend",)) -> pd.DataFrame:
+    """Mean IOPS with `var` at `old` and at `new` (other columns in `fixed` held), per `by` group,
+    and their relative ``change``; only groups that have both values appear."""
+    cols = list(by) + ["old_iops", "new_iops", "change"]
+    if df.empty or var not in df.columns:
+        return pd.DataFrame(columns=cols)
+    d = df
+    for k, v in (fixed or {}).items():
+        if k not in d.columns:
+            return pd.DataFrame(columns=cols)
+        d = d[d[k].astype(str) == str(v)]
+    sel = d[var].astype(str)
+    old_m = d[sel == str(old)].groupby(list(by))["iops"].mean()
+    new_m = d[sel == str(new)].groupby(list(by))["iops"].mean()
+    both = old_m.index.intersection(new_m.index)
+    out = pd.DataFrame({"old_iops": old_m[both], "new_iops": new_m[both]})
+    out["change"] = out["new_iops"] / out["old_iops"] - 1
+    return out.reset_index()[cols]
+
+
+def host_control_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """What the measuring host let the sweep vary, from the records' ``host_control`` (written by
+    the runner): one row per variable and host with ``found``, ``settable`` and ``why``."""
+    rows = {}
+    for r in records:
+        host = r.get("results_host") or (r.get("provenance") or {}).get("host")
+        for var, c in (r.get("host_control") or {}).items():
+            rows[(host, var)] = {"host": host, "variable": var, "found": c.get("found"),
+                                 "settable": bool(c.get("settable")), "why": c.get("why") or ""}
+    return pd.DataFrame(list(rows.values()), columns=["host", "variable", "found", "settable", "why"])
+
+
+def host_variable_comparison(sweeps: dict[str, pd.DataFrame], seed_ad: pd.DataFrame, seed_hv: pd.DataFrame,
+                             control: pd.DataFrame, *, by: str = "backend") -> pd.DataFrame:
+    """Seed 004's host-variable changes beside ours: one row per entry of HOST_VARIABLE_CHANGES,
+    ``published`` (relative change computed from seed 004's IOPS: the A-D table, or the
+    condition's table against the A-D value of C), one column of our change per `by` value, and
+    ``note``: why ours is missing (the host's reason from `control`, or that the sweep has no
+    such runs). `sweeps` maps a sweep name to the rows of our records in it (Plan.sweep_frame);
+    `seed_ad`/`seed_hv` as nvmelab.results.reference loads them."""
+    groups = sorted({g for d in sweeps.values() if by in d.columns for g in d[by].dropna().unique()})
+    ad = seed_ad.set_index("id")["iops"]
+    why = ({} if control.empty else
+           control.drop_duplicates("variable", keep="last").set_index("variable")["why"].to_dict())
+    rows = []
+    for name, sweep, var, new, old, fixed, seed in HOST_VARIABLE_CHANGES:
+        if isinstance(seed, tuple):
+            pub = ad[seed[0]] / ad[seed[1]] - 1
+        else:
+            hv = seed_hv[(seed_hv["condition"] == seed) & (seed_hv["id"] == "C")]
+            pub = float(hv["iops"].iloc[0]) / ad["C"] - 1 if len(hv) == 1 else float("nan")
+        row: dict[str, Any] = {"change": name, "published": pub}
+        frame = sweeps.get(sweep) if sweep else None
+        got = (one_factor_change(frame, var, new, old, fixed=fixed, by=[by])
+               if frame is not None and new is not None else None)
+        for g in groups:
+            hit = got[got[by] == g] if got is not None else None
+            row[g] = float(hit["change"].iloc[0]) if hit is not None and len(hit) else float("nan")
+        siblings = var == "thr_sib" or fixed.get("thr_sib") == 1
+        if new is None:
+            note = "not a parameter of our sweep (no fixed-frequency setting)"
+        elif not groups or any(np.isnan(row[g]) for g in groups):
+            note = (why.get("thr_sib") if siblings and why.get("thr_sib") else why.get(var)) or \
+                "no runs of this change in the records"
+        elif siblings and why.get("thr_sib"):
+            note = (f"{why['thr_sib']}: thr_sib=1 ran on the same CPUs as thr_sib=0, so this difference is "
+                    "run-to-run variation, not an effect of siblings")
+        else:
+            note = ""
+        row["note"] = note
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["change", "published"] + list(groups) + ["note"])
+
+
+def sweep_rows(df: pd.DataFrame, plan: Any, sweep: str) -> pd.DataFrame:
+    """The rows of `df` that are runs of `sweep` in `plan` (an experiments Plan), matched on the
+    exact run key, so a configuration that several sweeps share counts in each of them and a
+    parameter a record states differently (a backend named by the engine) does not get in the way."""
+    if sweep not in plan.sweeps:
+        raise KeyError(f"plan has no sweep {sweep!r}; it has {', '.join(plan.sweeps)}")
+    keys = {r.key for r in plan.runs if sweep in r.sweeps}
+    if df.empty or "run_key" not in df.columns:
+        return df.iloc[0:0]
+    return df[df["run_key"].isin(keys)].reset_index(drop=True)
+
+
+#: A busy-polling engine keeps each of its cores busy; a run whose measured CPU use is below this share
+#: of ncpus x 100 % lost CPU time to other work on the host (a noisy neighbour, a busy hypervisor).
+BUSY_POLL_MIN_SHARE = 0.9
+
+
+def polling_share(df: pd.DataFrame) -> pd.Series:
+    """Per run, the share of its cores the engine actually got: ``cpu_usage`` (percent of one CPU) over
+    ``ncpus`` x 100 %. Meaningful for busy-polling engines (the nvmelab driver), where it should be
+    close to 1; NaN where a record has no cpu_usage."""
+    usage = pd.to_numeric(df["cpu_usage"], errors="coerce") if "cpu_usage" in df else pd.Series(float("nan"), index=df.index)
+    return usage / (df["ncpus"].astype(float) * 100.0)
+
+
+def most_practical_configuration(table: pd.DataFrame, *, threads: str = "total_cuda_threads",
+                                 qdepth: str = "min_qdepth", reached: str = "reached") -> pd.Series:
+    """Of the configurations that saturated (`reached`), the one that needs the fewest threads and,
+    among those, the smallest per-queue depth (fewer commands in flight per queue); the published
+    chapters call this the most practical configuration."""
+    ok = table[table[reached]] if reached in table else table
+    if ok.empty:
+        raise ValueError("most_practical_configuration: no configuration saturated")
+    return ok.sort_values([threads, qdepth], kind="stable").iloc[0]

@@ -1,0 +1,167 @@
+"""The environments that produced the committed results, read from record provenance.
+
+Every record under ``data/results/<study>/<host>/`` carries a ``provenance`` object
+(see :mod:`nvmelab.results.records`). This module groups those records by host and
+summarises, per host, what the book's environments chapter shows: CPU, kernel,
+GPU and driver, package versions, the git commits and time span of the runs, the
+studies and targets measured, and — for emulated targets — the profile and scale.
+
+Key functions:
+    host_environments(records)   records -> list of HostEnvironment (one per host)
+    collect(results_dir)         load every committed record below a folder and summarise it
+    result_files(results_dir)    the JSONL files that `collect` reads (for build dependencies)
+
+Caveat: nothing here is measured; it only reports what the records say. A field
+that no record of a host names is shown as unknown, never guessed. Records that
+disagree within one host (two kernels, say) are all listed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from .records import load_records, validate
+
+#: Shown where no record of a host names a value.
+UNKNOWN = "unknown"
+#: Package versions listed per host, in this order, when the records name them.
+KEY_PACKAGES = ("nvmelab", "numpy", "pandas", "altair", "cupy", "python")
+
+
+@dataclasses.dataclass
+class HostEnvironment:
+    """What the records of one host say about it."""
+
+    host: str
+    records: int = 0
+    cpu_models: list[str] = dataclasses.field(default_factory=list)
+    kernels: list[str] = dataclasses.field(default_factory=list)
+    gpus: list[str] = dataclasses.field(default_factory=list)
+    gpu_drivers: list[str] = dataclasses.field(default_factory=list)
+    git_commits: list[str] = dataclasses.field(default_factory=list)
+    packages: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    studies: dict[str, int] = dataclasses.field(default_factory=dict)
+    targets: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: "profile @ scale" of emulated targets, with their record counts
+    emulation: dict[str, int] = dataclasses.field(default_factory=dict)
+    first_utc: str | None = None
+    last_utc: str | None = None
+
+    def cpu_model(self) -> str:
+        return " / ".join(self.cpu_models) or UNKNOWN
+
+    def kernel(self) -> str:
+        return " / ".join(self.kernels) or UNKNOWN
+
+    def gpu(self) -> str:
+        if not self.gpus:
+            return "none recorded"
+        drv = f" (driver {' / '.join(self.gpu_drivers)})" if self.gpu_drivers else ""
+        return " / ".join(self.gpus) + drv
+
+    def span(self) -> str:
+        if not self.first_utc:
+            return UNKNOWN
+        return self.first_utc if self.first_utc == self.last_utc else f"{self.first_utc} – {self.last_utc}"
+
+
+def _text(value: Any) -> str | None:
+    """A provenance value as display text; None for absent/empty values."""
+    if value is None or value == "" or value == [] or value == {}:
+        return None
+    if isinstance(value, dict):
+        # e.g. {"name": "NVIDIA H100", "driver": "550.54"}: show the name-like part
+        for key in ("name", "model", "product"):
+            if value.get(key):
+                return str(value[key])
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if isinstance(value, (list, tuple)):
+        parts = [p for p in (_text(v) for v in value) if p]
+        return ", ".join(parts) or None
+    return str(value)
+
+
+def _add(seen: list[str], value: Any) -> None:
+    text = _text(value)
+    if text and text not in seen:
+        seen.append(text)
+
+
+def _gpu_fields(prov: dict[str, Any]) -> tuple[Any, Any]:
+    """(gpu, driver) from provenance, whichever spelling the writer used."""
+    gpu = prov.get("gpu")
+    driver = prov.get("gpu_driver") or prov.get("driver") or prov.get("cuda_driver")
+    if isinstance(gpu, dict):
+        driver = driver or gpu.get("driver") or gpu.get("driver_version")
+    return gpu, driver
+
+
+def host_environments(records: Iterable[dict[str, Any]]) -> list[HostEnvironment]:
+    """Group records by ``provenance.host`` and summarise each host (sorted by host name)."""
+    hosts: dict[str, HostEnvironment] = {}
+    counters: dict[str, tuple[Counter, Counter, Counter]] = {}
+    for rec in records:
+        prov = rec.get("provenance") or {}
+        name = _text(prov.get("host")) or UNKNOWN
+        env = hosts.setdefault(name, HostEnvironment(host=name))
+        studies, targets, emulation = counters.setdefault(name, (Counter(), Counter(), Counter()))
+        env.records += 1
+        _add(env.cpu_models, prov.get("cpu_model"))
+        _add(env.kernels, prov.get("kernel"))
+        gpu, driver = _gpu_fields(prov)
+        _add(env.gpus, gpu)
+        _add(env.gpu_drivers, driver)
+        commit = _text(prov.get("git_commit"))
+        if commit:
+            _add(env.git_commits, commit[:12])
+        pkgs = prov.get("packages")
+        if isinstance(pkgs, dict):
+            for pkg, ver in pkgs.items():
+                seen = env.packages.setdefault(str(pkg), [])
+                _add(seen, ver)
+        studies[str(rec.get("study", UNKNOWN))] += 1
+        target = str(rec.get("target", UNKNOWN))
+        scheme = target.split("://", 1)[0] + "://" if "://" in target else target
+        targets[scheme] += 1
+        if prov.get("profile"):
+            emulation[f"{prov['profile']} @ scale {prov.get('scale')}"] += 1
+        utc = _text(prov.get("utc"))
+        if utc:
+            env.first_utc = min(env.first_utc or utc, utc)
+            env.last_utc = max(env.last_utc or utc, utc)
+    for name, env in hosts.items():
+        studies, targets, emulation = counters[name]
+        env.studies = dict(sorted(studies.items()))
+        env.targets = dict(sorted(targets.items()))
+        env.emulation = dict(sorted(emulation.items()))
+    return [hosts[k] for k in sorted(hosts)]
+
+
+def result_files(results_dir: str | os.PathLike) -> list[Path]:
+    """The committed record files below `results_dir` (sorted; temporary files skipped)."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return []
+    return sorted(f for f in root.rglob("*.jsonl") if not f.name.startswith(".tmp-"))
+
+
+def collect(results_dir: str | os.PathLike) -> list[HostEnvironment]:
+    """Load and validate every record below `results_dir`, then summarise by host.
+
+    A corrupt or invalid record raises :class:`nvmelab.results.records.RecordError` naming
+    the file and line; an absent or empty folder gives an empty list.
+    """
+    records: list[dict[str, Any]] = []
+    for path in result_files(results_dir):
+        for i, rec in enumerate(load_records(path)):
+            records.append(validate(rec, f"{path} record {i}"))
+    return host_environments(records)
+
+
+def package_versions(env: HostEnvironment) -> str:
+    """The key package versions of a host as one line, e.g. ``nvmelab 0.1.0, numpy 2.1``."""
+    keys = [k for k in KEY_PACKAGES if k in env.packages] or sorted(env.packages)
+    return ", ".join(f"{k} {' / '.join(env.packages[k])}" for k in keys if env.packages[k]) or UNKNOWN

@@ -1,0 +1,346 @@
+"""How results appear on a book page: rendered tables, captioned figures, and the data a page shows.
+
+Key functions:
+    table(df, caption, name=..., units=..., formats=...)   an HTML table with units in the headers and
+                                                           thousands separators, captioned
+    figure(chart, caption, name=...)                       an Altair chart (or any HTML output), captioned
+    declare_sources(records=[...], published=[...])        tell the book which data files the page shows
+    describe_records(paths)                                host, preset, dates, commits per records file,
+                                                           from the records' provenance
+    glue_values(values, prefix)                            glue computed numbers and phrases for the prose
+    values_table(values)                                   the same values as a table (quantity, value)
+    format_number(value, fmt=None)                         one number as a table shows it
+
+In JupyterLab a table or figure shows its caption under a plain "Table"/"Figure"
+label. In the book, the extension ``book/_ext/nvmelab_book.py`` finds the
+``data-nvmelab-kind`` marker these helpers write, turns the output into a numbered
+Sphinx figure or table (``numfig``), so that ``{numref}`` works, and builds the page
+banner and footer from ``declare_sources``.
+
+Caveat: the book reads the caption from the marker's ``data-nvmelab-caption``
+attribute, which holds plain text; markup in a caption is shown as typed.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+#: The glue key under which a notebook declares its data files (read by the book extension).
+SOURCES_KEY = "nvmelab_sources"
+#: Marker attributes of a captioned output (read by the book extension).
+KIND_ATTR = "data-nvmelab-kind"
+NAME_ATTR = "data-nvmelab-name"
+CAPTION_ATTR = "data-nvmelab-caption"
+#: Comments around the caption shown in JupyterLab; the book replaces it with a numbered one.
+CAPTION_BEGIN, CAPTION_END = "<!--nvmelab-caption-->", "<!--/nvmelab-caption-->"
+#: Shown for a missing value (NaN or None) in a table.
+MISSING = "–"
+#: Presets whose records are smoke tests, never measurements to quote.
+SMOKE_PRESETS = ("quick",)
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+#: Text cells that are numbers in print ("0.763 ± 0.022", "1,234"): aligned as numbers.
+_NUMBER_TEXT_RE = re.compile(r"^[\d.,\s±–+-]*\d[\d.,\s±–+-]*$")
+
+
+def repo_root() -> Path:
+    """The checkout this package lives in (``src/nvmelab/...`` -> repository root)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "pyproject.toml").is_file() and (parent / "data").is_dir():
+            return parent
+    return Path.cwd()
+
+
+def repo_path(path: str | os.PathLike) -> str:
+    """`path` relative to the repository root (as the book links it); absolute if outside."""
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(repo_root()).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+# ------------------------------------------------------------------ numbers ---
+def _auto_format(values: Sequence[float], integer: bool = False) -> str:
+    """A format spec for a column: whole numbers for integers and for magnitudes of 1000 and more,
+    else as many decimals as make three significant digits at the column's largest value."""
+    finite = [abs(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if integer or not finite:
+        return ",.0f"
+    top = max(finite)
+    if top >= 1000:
+        return ",.0f"
+    if top >= 100:
+        return ",.1f"
+    if top >= 1:
+        return ",.2f"
+    return ",.3f"
+
+
+def format_number(value: Any, fmt: str | None = None) -> str:
+    """A number as a table shows it: thousands separators, `fmt` (a format spec) or an automatic one."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if hasattr(value, "item"):  # numpy scalar
+        value = value.item()
+    if not isinstance(value, (int, float)):
+        return str(value)
+    return format(value, fmt or _auto_format([value], integer=isinstance(value, int)))
+
+
+# ------------------------------------------------------------------- output ---
+@dataclass
+class Captioned:
+    """HTML with a caption, marked for the book (see the module docstring)."""
+
+    kind: str          # "figure" or "table"
+    body: str          # the HTML of the chart or table
+    caption: str
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("figure", "table"):
+            raise ValueError(f"kind must be 'figure' or 'table', not {self.kind!r}")
+        if not self.caption.strip():
+            raise ValueError("a caption is required")
+        if self.name is not None and not _NAME_RE.match(self.name):
+            raise ValueError(f"name {self.name!r}: use lower-case letters, digits and '-', starting with a letter")
+
+    def _repr_html_(self) -> str:
+        label = "Figure" if self.kind == "figure" else "Table"
+        cap = (f'{CAPTION_BEGIN}<p class="nvmelab-caption"><strong>{label}.</strong> '
+               f"{html.escape(self.caption)}</p>{CAPTION_END}")
+        attrs = f'class="nvmelab-captioned nvmelab-{self.kind}" {KIND_ATTR}="{self.kind}"'
+        if self.name:
+            attrs += f' {NAME_ATTR}="{html.escape(self.name)}"'
+        attrs += f' {CAPTION_ATTR}="{html.escape(self.caption, quote=True)}"'
+        inner = cap + self.body if self.kind == "table" else self.body + cap
+        return f"<div {attrs}>\n{inner}\n</div>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/html": self._repr_html_(), "text/plain": f"{self.kind}: {self.caption}"}
+
+
+def _chart_html(chart: Any) -> str:
+    if isinstance(chart, str):
+        return chart
+    if hasattr(chart, "_repr_mimebundle_"):
+        bundle = chart._repr_mimebundle_()
+        if isinstance(bundle, tuple):
+            bundle = bundle[0]
+        if "text/html" in bundle:
+            return bundle["text/html"]
+    if hasattr(chart, "_repr_html_"):
+        return chart._repr_html_()
+    raise TypeError(f"{type(chart).__name__} has no HTML form to show as a figure")
+
+
+def figure(chart: Any, caption: str, *, name: str | None = None) -> Captioned:
+    """`chart` (Altair or anything with an HTML form) with a caption; the book numbers it."""
+    return Captioned("figure", _chart_html(chart), caption, name)
+
+
+def table(df: Any, caption: str, *, name: str | None = None, units: Mapping[str, str] | None = None,
+          formats: Mapping[str, str] | None = None, columns: Mapping[str, str] | None = None,
+          index: bool = False) -> Captioned:
+    """`df` as an HTML table: `columns` renames headers, `units` adds "(unit)" to them, `formats`
+    gives a format spec per column (else one is chosen per column from its magnitude, always with
+    thousands separators). With `index`, the index levels become the first columns. Two-level
+    column labels (``pd.concat({...}, axis=1)``) give a grouped header: the group over its columns;
+    `units`, `formats` and `columns` then refer to the second level."""
+    import pandas as pd
+
+    d = df.reset_index() if index else df
+    if isinstance(d.columns, pd.MultiIndex):
+        if d.columns.nlevels != 2:
+            raise ValueError("table: at most two levels of column labels")
+        groups = [str(a) for a, _ in d.columns]
+        keys = [str(b) if str(b) else str(a) for a, b in d.columns]
+        groups = [g if str(b) else "" for g, (_, b) in zip(groups, d.columns)]  # index columns: no group
+    else:
+        groups = None
+        keys = [str(c) for c in d.columns]
+    units = dict(units or {})
+    formats = dict(formats or {})
+    columns = dict(columns or {})
+    unknown = (set(units) | set(formats) | set(columns)) - set(keys)
+    if unknown:
+        raise KeyError(f"table: no column(s) {sorted(unknown)} in {keys}")
+    heads, cells, numeric = [], [], []
+    for i, key in enumerate(keys):
+        title = columns.get(key, key)
+        if units.get(key):
+            title += f" ({units[key]})"
+        heads.append(title)
+        series = d.iloc[:, i]
+        is_num = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+        numeric.append(is_num)
+        fmt = formats.get(key) or (_auto_format(list(series.astype(float)),
+                                                integer=pd.api.types.is_integer_dtype(series)) if is_num else None)
+        cells.append([format_number(v, fmt) if is_num else ("" if v is None else str(v)) for v in series])
+    cls = ["num" if n or (col and all(_NUMBER_TEXT_RE.match(v) or v in ("", MISSING) for v in col)) else "text"
+           for n, col in zip(numeric, cells)]
+    out = ['<table class="nvmelab-results">', "<thead>"]
+    if groups:
+        out.append("<tr>")
+        i = 0
+        while i < len(groups):
+            j = i
+            while j + 1 < len(groups) and groups[j + 1] == groups[i] and groups[i]:
+                j += 1
+            if groups[i]:
+                out.append(f'<th class="group" colspan="{j - i + 1}">{html.escape(groups[i])}</th>')
+            else:
+                out.append(f'<th class="{cls[i]}" rowspan="2">{html.escape(heads[i])}</th>')
+            i = j + 1
+        out.append("</tr>")
+    out.append("<tr>")
+    out += [f'<th class="{c}">{html.escape(h)}</th>' for h, c, g in zip(heads, cls, groups or [" "] * len(heads))
+            if g]
+    out.append("</tr></thead>")
+    out.append("<tbody>")
+    for r in range(len(d)):
+        out.append("<tr>" + "".join(f'<td class="{c}">{html.escape(col[r])}</td>' for col, c in zip(cells, cls))
+                   + "</tr>")
+    out.append("</tbody></table>")
+    return Captioned("table", "\n".join(out), caption, name)
+
+
+# ------------------------------------------------------------------ sources ---
+def declare_sources(*, records: Iterable[str | os.PathLike] = (), published: Iterable[str | os.PathLike] = (),
+                    glue: bool = True) -> dict[str, list[str]]:
+    """Declare the data files a study page shows: `records` (our JSONL files) and `published`
+    (files under data/reference). In a book build the list is glued under ``SOURCES_KEY``; the
+    extension turns it into the page banner (from the records' provenance) and the footer links.
+    Returns the declaration; outside a book build nothing else happens."""
+    decl = {"records": sorted({repo_path(p) for p in records}),
+            "published": sorted({repo_path(p) for p in published})}
+    for p in decl["records"] + decl["published"]:
+        full = Path(p) if Path(p).is_absolute() else repo_root() / p
+        if not full.is_file():
+            raise FileNotFoundError(f"declare_sources: {p} does not exist")
+    if glue:
+        try:
+            from myst_nb import glue as _glue
+        except ImportError:  # outside a MyST-NB environment
+            return decl
+        _glue(SOURCES_KEY, json.dumps(decl), display=False)
+    return decl
+
+
+@dataclass
+class RecordSource:
+    """What one records file says about itself (from every record's provenance)."""
+
+    path: str
+    records: int = 0
+    hosts: list[str] = field(default_factory=list)
+    presets: list[str] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    first_utc: str | None = None
+    last_utc: str | None = None
+    emulation: list[str] = field(default_factory=list)
+
+    @property
+    def smoke_test(self) -> bool:
+        return any(p in SMOKE_PRESETS for p in self.presets)
+
+    def dates(self) -> str:
+        if not self.first_utc:
+            return "unknown"
+        a, b = self.first_utc[:10], (self.last_utc or self.first_utc)[:10]
+        return a if a == b else f"{a} to {b}"
+
+    def summary(self) -> str:
+        """One line: '<n> records, host vm, preset standard, 2026-11-22, commit 007577dc2ca8'."""
+        parts = [f"{self.records:,} records", "host " + (", ".join(self.hosts) or "unknown"),
+                 "preset " + (", ".join(self.presets) or "unknown"), f"measured {self.dates()}",
+                 ("commit " if len(self.commits) <= 1 else "commits ") + (", ".join(self.commits) or "unknown")]
+        if self.emulation:
+            parts.append("emulated " + ", ".join(self.emulation))
+        return ", ".join(parts)
+
+
+def _add(seen: list[str], value: Any) -> None:
+    if value not in (None, "") and str(value) not in seen:
+        seen.append(str(value))
+
+
+def describe_records(paths: Iterable[str | os.PathLike], *, commit_chars: int = 12) -> list[RecordSource]:
+    """Per records file: count, hosts, presets (the record's ``preset`` or the file name), dates,
+    git commits and emulated profiles, read from the records' provenance. Nothing is guessed:
+    a field no record names stays empty."""
+    out = []
+    for p in paths:
+        full = Path(p) if Path(p).is_absolute() else repo_root() / p
+        src = RecordSource(repo_path(full))
+        with open(full, encoding="utf-8") as f:
+            lines = [ln for ln in f if ln.strip()]
+        for n, line in enumerate(lines, 1):
+            try:
+                rec = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{src.path}:{n}: not a JSON record ({exc})") from None
+            prov = rec.get("provenance") or {}
+            src.records += 1
+            _add(src.hosts, prov.get("host"))
+            _add(src.presets, rec.get("preset") or full.stem)
+            commit = prov.get("git_commit")
+            if commit:
+                dirty = commit.endswith("+dirty")
+                _add(src.commits, commit.removesuffix("+dirty")[:commit_chars] + ("+dirty" if dirty else ""))
+            utc = prov.get("utc")
+            if utc:
+                src.first_utc = min(src.first_utc or utc, utc)
+                src.last_utc = max(src.last_utc or utc, utc)
+            if prov.get("profile"):
+                scale = prov.get("scale")
+                _add(src.emulation, f"{prov['profile']} (scale {scale:g})" if isinstance(scale, (int, float))
+                     else str(prov["profile"]))
+        out.append(src)
+    return out
+
+
+# ------------------------------------------------------------ glued values ---
+def glue_values(values: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Glue each scalar of `values` under ``prefix + key`` for a chapter's prose (myst_nb.glue,
+    not displayed): numbers as numbers, strings as Markdown (for ``{glue:md}``). Lists and other
+    values are left out. Returns the keys glued; outside a MyST-NB environment nothing is glued
+    and the keys are returned all the same."""
+    keys = []
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:
+        _glue = None
+    for k, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            continue
+        keys.append(prefix + k)
+        if _glue is None:
+            continue
+        if isinstance(v, str):
+            from IPython.display import Markdown
+
+            _glue(prefix + k, Markdown(v), display=False)
+        else:
+            _glue(prefix + k, v, display=False)
+    return keys
+
+
+def values_table(values: Mapping[str, Any], fmt: str = ",.3g"):
+    """`values` as a DataFrame (quantity, value as text) for publication.table: floats with `fmt`,
+    lists left out."""
+    import pandas as pd
+
+    items = [(k, v) for k, v in values.items() if not isinstance(v, (list, tuple, dict))]
+    return pd.DataFrame({"quantity": [k for k, _ in items],
+                         "value": [format_number(v, fmt if isinstance(v, float) else None) for _, v in items]})

@@ -1,0 +1,57 @@
+"""Where a study's records and scratch files go, and which host this is.
+
+    host_id()                              $NVMELAB_HOST_ID or the hostname, as a folder name
+    scratch_dir()                          where file:// and generated study targets live
+    default_results_root(preset)           data/results (quick: build/results)
+    results_path(root, study, host, preset) data/results/<study>/<host>/<preset>.jsonl
+
+Below both spec.py and runner.py (and the engines that need a scratch folder), so neither
+imports the other for these.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+from pathlib import Path
+
+_HOST_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def host_id() -> str:
+    """This host's folder name under data/results/<study>/: $NVMELAB_HOST_ID or the hostname."""
+    raw = os.environ.get("NVMELAB_HOST_ID") or socket.gethostname() or "unknown-host"
+    return _HOST_RE.sub("_", raw).strip("._") or "unknown-host"
+
+
+def scratch_dir() -> Path:
+    """Where file:// study targets live: $NVMELAB_SCRATCH, else a folder on /dev/shm (memory),
+    else the temporary directory."""
+    env = os.environ.get("NVMELAB_SCRATCH")
+    if env:
+        base = Path(env)
+    elif Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
+        base = Path("/dev/shm") / f"nvmelab-{os.getuid()}"
+    else:
+        base = Path(tempfile.gettempdir()) / f"nvmelab-{os.getuid()}"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def default_results_root(preset: str) -> Path:
+    """data/results for real sweeps; the quick (CI) preset writes under build/results, which git ignores,
+    so that `make test` never changes the committed data."""
+    env = os.environ.get("NVMELAB_RESULTS")
+    if env:
+        return Path(env)
+    from ..results.reference import data_root
+
+    data = data_root()
+    if preset == "quick":
+        return data.parent / "build" / "results"
+    return data / "results"
+
+
+def results_path(root: Path, study: str, host: str, preset: str) -> Path:
+    return Path(root) / study / host / f"{preset}.jsonl"

@@ -1,0 +1,362 @@
+"""Study specifications: one TOML file per study, expanded into a list of runs.
+
+A spec (``specs/<study>.toml``) names the study, its engine and default target,
+the fixed parameters, exclusions, and presets. A preset (``quick``, ``standard``,
+``paper``) overrides fixed parameters and lists one or more *sweeps*; each sweep
+is the Cartesian product of its variables' values. The runs of a preset are the
+union of its sweeps (a configuration shared by two sweeps runs once) minus the
+exclusions, times the repetitions.
+
+Key names:
+    load_spec(name_or_path) -> StudySpec;  list_specs() -> names
+    StudySpec.plan(preset, target=None) -> Plan (runs, in a stable order)
+    Plan.sweep_frame(df, sweep) -> the rows of df that belong to one sweep
+
+Parameters a run may carry (anything else is an error naming the key):
+    engine parameters  those of the spec's engine (``ENGINES[engine].params``): for
+                       cpu and cuda target, backend, rw, iosize, qdepth, nqueues,
+                       ndevs, ncpus, thr_sib, runtime, warmup; blksum and tier name
+                       their own (image and digest; volume, cache and workload)
+    host variables     governor, turbo, smt, stress (applied by hostvars; a
+                       variable a preset does not name is recorded as found)
+Book keys: ``label`` (the chapter's label) and ``order`` (its place among the
+study chapters); book/conf.py reads the study list from the specs (book_studies).
+A variable's values may be inline tables; such a value is a bundle of
+parameters set together (e.g. a stack = target + backend + qdepth).
+Strings may use ``{scratch}`` (the scratch folder for file targets).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+#: Parameters passed to the engine's run function.
+ENGINE_PARAMS = ("target", "backend", "rw", "iosize", "qdepth", "nqueues", "ndevs", "ncpus",
+                 "thr_sib", "runtime", "warmup")
+#: Host variables (seed 004) the runner applies around a run.
+HOST_VARS = ("governor", "turbo", "smt", "stress")
+#: Preset-level settings that are not run parameters.
+SETTINGS = ("repetitions",)
+KNOWN = set(ENGINE_PARAMS) | set(HOST_VARS)
+#: Presets every spec defines.
+PRESETS = ("quick", "standard", "paper")
+#: Repetitions per configuration unless a spec says otherwise (as published).
+DEFAULT_REPETITIONS = 5
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine the runner can call: ``module.function(study=..., **params)`` returns one record.
+
+    ``params`` are the run parameters it takes; ``cleanup`` (optional) names a function of the
+    module the runner calls once a sweep ends (the blksum engine deletes its generated image)."""
+
+    module: str
+    function: str
+    params: tuple[str, ...]
+    cleanup: str | None = None
+
+
+#: Engines by name.
+ENGINES = {
+    "cpu": Engine("nvmelab.engines.perf", "run", ENGINE_PARAMS),
+    "cuda": Engine("nvmelab.engines.perf", "run_cuda", ENGINE_PARAMS),
+    "blksum": Engine("nvmelab.engines.blksum", "study_run",
+                     ("target", "tool", "digest", "backend", "ncpus", "qdepth", "iosize", "image_mib"),
+                     cleanup="study_cleanup"),
+    "tier": Engine("nvmelab.engines.tier.engine", "run",
+                   ("target", "rw", "fraction", "ndevs", "cache", "policy", "nqubits", "dtype", "page", "depth",
+                    "accesses", "chunk", "qdepth", "readahead", "coalesce", "seed", "allow_write")),
+}
+
+
+def known_params(engine: str) -> set[str]:
+    """The parameters a run of `engine` may carry: the engine's own and the host variables."""
+    return set(ENGINES[engine].params) | set(HOST_VARS)
+
+
+class SpecError(ValueError):
+    """A study spec that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a sweep: parameters, repetition, and the key used to resume."""
+
+    study: str
+    preset: str
+    params: dict[str, Any]
+    repetition: int
+    sweeps: tuple[str, ...]
+    engine: str = "cpu"
+
+    @property
+    def config_key(self) -> str:
+        return json.dumps(self.params, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def key(self) -> str:
+        return f"{self.config_key}#{self.repetition}"
+
+    @property
+    def engine_params(self) -> dict[str, Any]:
+        names = ENGINES[self.engine].params
+        return {k: v for k, v in self.params.items() if k in names}
+
+    @property
+    def host_params(self) -> dict[str, Any]:
+        return {k: v for k, v in self.params.items() if k in HOST_VARS}
+
+    def label(self) -> str:
+        p = self.params
+        keys = [k for k in ("tool", "backend", "digest", "rw", "fraction", "cache", "policy", "iosize", "qdepth",
+                            "nqueues", "ncpus", "ndevs", "thr_sib", "governor", "turbo", "smt", "stress") if k in p]
+        return " ".join(f"{k}={p[k]}" for k in keys) + f" rep={self.repetition}"
+
+
+@dataclass
+class Plan:
+    """The expanded runs of one preset, plus what the notebooks need to select sweeps."""
+
+    spec: "StudySpec"
+    preset: str
+    runs: list[Run]
+    sweeps: dict[str, list[dict[str, Any]]]  # sweep name -> its configurations (params)
+
+    def sweep_frame(self, df: pd.DataFrame, sweep: str) -> pd.DataFrame:
+        """Rows of `df` whose varied parameters match a configuration of `sweep`.
+
+        Matching uses the parameters that appear as columns in `df` and are
+        scalars (bundles are compared through their members).
+        """
+        if sweep not in self.sweeps:
+            raise KeyError(f"{self.spec.study}/{self.preset} has no sweep {sweep!r}; it has {', '.join(self.sweeps)}")
+        configs = pd.DataFrame(self.sweeps[sweep])
+        cols = [c for c in configs.columns if c in df.columns and c not in ("runtime", "warmup", "target")]
+        if df.empty or not cols:
+            return df.iloc[0:0]
+        keys = configs[cols].drop_duplicates()
+        left = df.copy()
+        for c in cols:  # compare as text so 1 == 1.0 and None/NaN line up
+            left[f"__{c}"] = left[c].map(_norm)
+            keys[f"__{c}"] = keys[c].map(_norm)
+        merged = left.merge(keys[[f"__{c}" for c in cols]], on=[f"__{c}" for c in cols], how="inner")
+        return merged.drop(columns=[f"__{c}" for c in cols])
+
+
+    def missing(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The configurations of this plan with no record in `df` (matched by run key), one row
+        each: their parameters, ``repetitions`` missing, and ``sweeps``."""
+        have = set(df["run_key"]) if "run_key" in df.columns else set()
+        rows: dict[str, dict[str, Any]] = {}
+        for r in self.runs:
+            if r.key in have:
+                continue
+            row = rows.setdefault(r.config_key, dict(r.params, repetitions=0, sweeps=", ".join(r.sweeps)))
+            row["repetitions"] += 1
+        return pd.DataFrame(list(rows.values()))
+
+
+def _norm(v: Any) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "None"
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+@dataclass
+class StudySpec:
+    """A parsed study spec (see the module docstring for the file format)."""
+
+    study: str
+    title: str
+    engine: str
+    target: str
+    source: str
+    fixed: dict[str, Any]
+    exclude: list[dict[str, Any]]
+    presets: dict[str, dict[str, Any]]
+    path: Path | None = None
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    order: int = 0
+
+    def preset_names(self) -> list[str]:
+        return list(self.presets)
+
+    def plan(self, preset: str, target: str | None = None, scratch: str | None = None) -> Plan:
+        """Expand `preset` into runs; `target` replaces the spec's default target (a sweep value
+        that names its own target, like a file-backed stack, keeps its own)."""
+        if preset not in self.presets:
+            raise SpecError(f"study {self.study!r} has no preset {preset!r}; choose one of {', '.join(self.presets)}")
+        pre = self.presets[preset]
+        base = dict(self.fixed)
+        base.update(pre.get("fixed", {}))
+        reps = int(pre.get("repetitions", base.pop("repetitions", DEFAULT_REPETITIONS)))
+        base.pop("repetitions", None)
+        if reps < 1:
+            raise SpecError(f"{self.where}: preset {preset!r}: repetitions must be >= 1, got {reps}")
+        if target is not None:
+            base["target"] = target  # replaces the default; a bundle naming its own target keeps it
+        base.setdefault("target", self.target)
+        configs: dict[str, dict[str, Any]] = {}
+        member: dict[str, list[str]] = {}
+        sweeps: dict[str, list[dict[str, Any]]] = {}
+        for sw in pre.get("sweeps", [{"name": "all"}]):
+            name = sw.get("name", "all")
+            variables = {k: v for k, v in sw.items() if k != "name"}
+            names = list(variables)
+            values = [v if isinstance(v, list) else [v] for v in variables.values()]
+            sweeps[name] = []
+            for combo in itertools.product(*values):
+                params = dict(base)
+                for k, v in zip(names, combo):
+                    if isinstance(v, dict):
+                        params.update(v)
+                    else:
+                        params[k] = v
+                params = {k: _expand(v, scratch) for k, v in params.items()}
+                params["target"] = emu_target_for(params["target"], params.get("ndevs"))
+                if self._excluded(params):
+                    continue
+                sweeps[name].append(params)
+                ck = json.dumps(params, sort_keys=True)
+                if ck not in configs:
+                    configs[ck] = params
+                    member[ck] = []
+                member[ck].append(name)
+        runs = [Run(self.study, preset, p, rep, tuple(member[ck]), self.engine)
+                for ck, p in configs.items() for rep in range(reps)]
+        return Plan(self, preset, runs, sweeps)
+
+    def _excluded(self, params: dict[str, Any]) -> bool:
+        return any(all(k in params and params[k] == v for k, v in ex.items()) for ex in self.exclude)
+
+    @property
+    def where(self) -> str:
+        return str(self.path) if self.path else f"spec {self.study}"
+
+
+def emu_target_for(target: str, ndevs: Any) -> str:
+    """An emulated target sized for the run: ``emu://?profile=x`` with ndevs=4 becomes
+    ``emu://?profile=x&ndev=4`` (the emulator creates as many controllers as ``ndev`` says).
+    A URI that already names ``ndev``, and every other scheme, is left as it is."""
+    if ndevs is None or not str(target).startswith(("emu://", "gpu-emu://")):
+        return target
+    head, _, query = target.partition("?")
+    keys = [kv.split("=", 1)[0] for kv in query.split("&") if kv]
+    if "ndev" in keys:
+        return target
+    return f"{head}?{query}&ndev={int(ndevs)}" if query else f"{head}?ndev={int(ndevs)}"
+
+
+def _expand(v: Any, scratch: str | None) -> Any:
+    if isinstance(v, str) and "{scratch}" in v:
+        if scratch is None:
+            from .paths import scratch_dir
+
+            scratch = str(scratch_dir())
+        return v.replace("{scratch}", scratch)
+    return v
+
+
+def _check_keys(where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    bad = sorted(set(table) - allowed)
+    if bad:
+        raise SpecError(f"{where}: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(allowed))}")
+
+
+def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
+    """Validate a spec's TOML tables and build a StudySpec."""
+    where = str(path) if path else "spec"
+    for key in ("study", "engine", "target", "presets"):
+        if key not in data:
+            raise SpecError(f"{where}: missing key {key!r}")
+    _check_keys(where, data, {"study", "title", "engine", "target", "source", "fixed", "exclude",
+                              "presets", "notes", "extra", "label", "order"})
+    if data["engine"] not in ENGINES:
+        raise SpecError(f"{where}: engine must be one of {', '.join(ENGINES)}, got {data['engine']!r}")
+    KNOWN = known_params(data["engine"])  # noqa: N806 (the parameters of this spec's engine)
+    fixed = data.get("fixed", {})
+    _check_keys(f"{where} [fixed]", fixed, KNOWN | set(SETTINGS))
+    exclude = data.get("exclude", [])
+    for i, ex in enumerate(exclude):
+        _check_keys(f"{where} exclude[{i}]", ex, KNOWN)
+    presets = data["presets"]
+    missing = [p for p in PRESETS if p not in presets]
+    if missing:
+        raise SpecError(f"{where}: presets {', '.join(missing)} missing (every spec defines {', '.join(PRESETS)})")
+    for pname, pre in presets.items():
+        pw = f"{where} presets.{pname}"
+        _check_keys(pw, pre, {"fixed", "sweeps", "repetitions", "notes"})
+        _check_keys(f"{pw}.fixed", pre.get("fixed", {}), KNOWN)
+        for j, sw in enumerate(pre.get("sweeps", [])):
+            for k, v in sw.items():
+                if k == "name":
+                    continue
+                if isinstance(v, list) and not v:
+                    raise SpecError(f"{pw}.sweeps[{j}]: variable {k!r} has no values")
+                items = v if isinstance(v, list) else [v]
+                bundles = [isinstance(item, dict) for item in items]
+                if k not in KNOWN and not all(bundles):
+                    raise SpecError(f"{pw}.sweeps[{j}]: unknown variable {k!r} (a name that is not a parameter "
+                                    f"must hold tables of parameters); parameters: {', '.join(sorted(KNOWN))}")
+                for item in items:
+                    if isinstance(item, dict):
+                        _check_keys(f"{pw}.sweeps[{j}].{k}", item, KNOWN)
+    return StudySpec(
+        study=data["study"], title=data.get("title", data["study"]), engine=data["engine"],
+        target=data["target"], source=data.get("source", ""), fixed=fixed, exclude=exclude,
+        presets=presets, path=path, notes=data.get("notes", ""), extra=data.get("extra", {}),
+        label=data.get("label", ""), order=int(data.get("order", 0)),
+    )
+
+
+def _spec_dir():
+    return resources.files("nvmelab.studies") / "specs"
+
+
+def list_specs() -> list[str]:
+    """Names of the studies that have a spec."""
+    return sorted(p.name[:-5] for p in _spec_dir().iterdir() if p.name.endswith(".toml"))
+
+
+def book_studies() -> list[tuple[str, str, str]]:
+    """(study, chapter label, chapter title) of every spec, in book order (``order``, then the
+    name): the study chapters of the book (book/conf.py)."""
+    specs = [load_spec(n) for n in list_specs()]
+    return [(s.study, s.label or f"sec-experiments-{s.study.replace('_', '-')}", s.title)
+            for s in sorted(specs, key=lambda s: (s.order, s.study))]
+
+
+def load_spec(name_or_path: str | Path) -> StudySpec:
+    """Load a spec by study name (``cpu_initiated``) or by path to a TOML file."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        if not p.is_file():
+            raise FileNotFoundError(f"study spec {p} does not exist")
+        path = p
+        text = p.read_text(encoding="utf-8")
+    else:
+        name = str(name_or_path).replace("-", "_")
+        res = _spec_dir() / f"{name}.toml"
+        if not res.is_file():
+            raise SpecError(f"unknown study {name_or_path!r}; known: {', '.join(list_specs())}")
+        path = Path(str(res))
+        text = res.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    return parse_spec(data, path)

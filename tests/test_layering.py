@@ -1,0 +1,95 @@
+"""No call cycle between C files (the Python side: tests/test_import_cycles.py).
+
+Each object file of the dev build (build/dev, as `make test` builds it) is a node; A -> B when A uses a
+global symbol that B defines (nm). Any strongly connected component of two or more files is a cycle, e.g.
+the emulator's ctrl.c <-> io.c loop that the split removed. The test also checks that the graph is not
+trivially empty, so it can fail.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build" / "dev" / "src"
+
+
+def _sccs(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    nodes = set(graph) | {w for ws in graph.values() for w in ws}
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_scc_finds_a_cycle() -> None:
+    assert _sccs({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _sccs({"a": {"b"}, "b": set()}) == []
+
+
+def _c_graph() -> dict[str, set[str]]:
+    objs = [o for o in BUILD.rglob("*.o") if "bindings" not in o.parts]
+    defs: dict[str, set[str]] = defaultdict(set)
+    uses: dict[str, set[str]] = {}
+    for o in objs:
+        name = str(o.relative_to(BUILD))
+        for line in subprocess.run(["nm", "-g", "--defined-only", str(o)], capture_output=True, text=True,
+                                   check=True).stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                defs[parts[2]].add(name)
+        uses[name] = {ln.split()[-1] for ln in subprocess.run(["nm", "-u", str(o)], capture_output=True, text=True,
+                                                              check=True).stdout.splitlines() if ln.strip()}
+    graph: dict[str, set[str]] = {}
+    for name, syms in uses.items():
+        graph[name] = {d for s in syms for d in defs.get(s, ()) if d != name}
+    return graph
+
+
+@pytest.mark.skipif(not BUILD.is_dir() or shutil.which("nm") is None, reason="needs the dev build (make build) and nm")
+def test_no_call_cycle_between_c_files() -> None:
+    graph = _c_graph()
+    assert sum(len(v) for v in graph.values()) > 20, "the call graph of the C files looks empty"
+    assert _sccs(graph) == []
