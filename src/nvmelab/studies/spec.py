@@ -21,6 +21,8 @@ Parameters a run may carry (anything else is an error naming the key):
                        variable a preset does not name is recorded as found)
 Book keys: ``label`` (the chapter's label) and ``order`` (its place among the
 study chapters); book/conf.py reads the study list from the specs (book_studies).
+``chapter`` names the study whose chapter shows this one's records when it has no
+chapter of its own (cpu_submit is shown in cpu_initiated's).
 A variable's values may be inline tables; such a value is a bundle of
 parameters set together (e.g. a stack = target + backend + qdepth).
 Strings may use ``{scratch}`` (the scratch folder for file targets).
@@ -191,6 +193,7 @@ class StudySpec:
     extra: dict[str, Any] = field(default_factory=dict)
     label: str = ""
     order: int = 0
+    chapter: str = ""
 
     def preset_names(self) -> list[str]:
         return list(self.presets)
@@ -284,7 +287,7 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
         if key not in data:
             raise SpecError(f"{where}: missing key {key!r}")
     _check_keys(where, data, {"study", "title", "engine", "target", "source", "fixed", "exclude",
-                              "presets", "notes", "extra", "label", "order"})
+                              "presets", "notes", "extra", "label", "order", "chapter"})
     if data["engine"] not in ENGINES:
         raise SpecError(f"{where}: engine must be one of {', '.join(ENGINES)}, got {data['engine']!r}")
     KNOWN = known_params(data["engine"])  # noqa: N806 (the parameters of this spec's engine)
@@ -319,7 +322,7 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
         study=data["study"], title=data.get("title", data["study"]), engine=data["engine"],
         target=data["target"], source=data.get("source", ""), fixed=fixed, exclude=exclude,
         presets=presets, path=path, notes=data.get("notes", ""), extra=data.get("extra", {}),
-        label=data.get("label", ""), order=int(data.get("order", 0)),
+        label=data.get("label", ""), order=int(data.get("order", 0)), chapter=data.get("chapter", ""),
     )
 
 
@@ -334,8 +337,14 @@ def list_specs() -> list[str]:
 
 def book_studies() -> list[tuple[str, str, str]]:
     """(study, chapter label, chapter title) of every spec, in book order (``order``, then the
-    name): the study chapters of the book (book/conf.py)."""
+    name): the study chapters of the book (book/conf.py). A spec whose ``chapter`` names another
+    study has no chapter of its own and is left out; that study must exist."""
     specs = [load_spec(n) for n in list_specs()]
+    names = {s.study for s in specs}
+    for s in specs:
+        if s.chapter and s.chapter not in names:
+            raise SpecError(f"{s.path or s.study}: chapter {s.chapter!r} is not a study (studies: {', '.join(sorted(names))})")
+    specs = [s for s in specs if not s.chapter or s.chapter == s.study]
     return [(s.study, s.label or f"sec-experiments-{s.study.replace('_', '-')}", s.title)
             for s in sorted(specs, key=lambda s: (s.order, s.study))]
 
