@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # nvmelab — every target works from a fresh clone: each depends on `env`.
 #   make book   environment, build, the HTML book from the committed `standard` records (measures nothing;
 #               NVMELAB_RUN=missing measures what this host's records lack, PRESET=paper another preset)
@@ -128,6 +129,8 @@ book: build
 # --- style: clang-format for C/C++/CUDA, ruff for Python (both pinned in the lock); tests/test_style.py checks ---
 format: env
 	$(VENV)/bin/clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cpp' '*.hpp')
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 lab: build
 	$(PY) -m jupyter lab notebooks

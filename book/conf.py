@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Sphinx configuration of the nvmelab book (MyST-NB + sphinx-book-theme).
 
 How the book is put together (see book/README.md for the reasoning):
@@ -23,6 +24,7 @@ How the book is put together (see book/README.md for the reasoning):
 * The HTML works offline: Vega, Vega-Lite and vega-embed are vendored in
   ``_static/vega/`` and the extension points Altair's chart loader at them.
 """
+
 from __future__ import annotations
 
 import os
@@ -74,12 +76,13 @@ suppress_warnings = ["myst.header"]  # notebooks may start below an H1 after the
 #: Presets whose records are smoke tests: the book refuses to build from them.
 SMOKE_PRESETS = ("quick",)
 PRESET = os.environ.setdefault("NVMELAB_PRESET", "standard")  # exported: the notebook kernels inherit it
-RUN_MODE = os.environ.setdefault("NVMELAB_RUN", "never")      # never | missing (| auto); exported likewise
+RUN_MODE = os.environ.setdefault("NVMELAB_RUN", "never")  # never | missing (| auto); exported likewise
 if PRESET in SMOKE_PRESETS:
     raise RuntimeError(
         f"book: NVMELAB_PRESET={PRESET} is a smoke test whose records are never published; build the book "
         "from measured records (make book, NVMELAB_PRESET=standard or paper) and run the quick preset with "
-        "make test-notebooks")
+        "make test-notebooks"
+    )
 from nvmelab.studies.runner import run_mode  # noqa: E402
 
 run_mode(RUN_MODE)  # an unknown NVMELAB_RUN is an error here, not in seven notebooks

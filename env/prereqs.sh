@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nvmelab — what each make target needs from the system, checked in its first second.
 #
 # usage: env/prereqs.sh [--install] LEG...
@@ -28,7 +29,7 @@ LEGS=()
 for a in "$@"; do
     case "$a" in
         --install) INSTALL=1 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
         env|build|sanitize|qemu|browser|bench|records|gpu) LEGS+=("$a") ;;
         *) echo "prereqs.sh: unknown leg '$a' (see --help)" >&2; exit 2 ;;
     esac

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Create/refresh the project's virtual environment from the pinned lock.
 # usage: env/setup-venv.sh VENV LOCK PYTHON
 # Idempotent: pip installs only what differs from the lock. The package itself is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Build a wheelhouse of the Python packages a GPU host lacks (GPU hosts often have no package index).
 #   make wheelhouse                      -> env/wheelhouse/*.whl (manylinux x86_64, CPython 3.12 by default)
 #   PYVER=3.11 make wheelhouse           -> for another Python

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nvmelab — run a command as if some Debian packages were not installed, without removing them.
 #
 # usage: env/without.sh PACKAGE... -- COMMAND [ARG...]
@@ -13,7 +14,7 @@
 set -euo pipefail
 pkgs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do pkgs+=("$1"); shift; done
-[ $# -gt 1 ] && [ ${#pkgs[@]} -gt 0 ] || { sed -n '4,5p' "$0" >&2; exit 2; }
+[ $# -gt 1 ] && [ ${#pkgs[@]} -gt 0 ] || { sed -n '5,6p' "$0" >&2; exit 2; }
 shift
 [ "$(id -u)" = 0 ] || { echo "without.sh: needs root (a private mount namespace)" >&2; exit 2; }
 command -v unshare >/dev/null || { echo "without.sh: unshare not found (Debian package util-linux)" >&2; exit 2; }

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Shared pytest configuration: GPU tests skip with a reason where no CUDA device exists."""
+
 from __future__ import annotations
 
 import functools

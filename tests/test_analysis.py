@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.results.analysis: population std, rooflines, saturation, comparisons."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,12 +11,14 @@ from nvmelab.results import analysis
 
 
 def _df():
-    return pd.DataFrame({
-        "qdepth": [1, 1, 2, 2, 4, 4, 8, 8],
-        "ndevs": [1] * 8,
-        "iops": [10.0, 12.0, 20.0, 22.0, 30.0, 30.0, 31.0, 33.0],
-        "mibs": [1.0] * 8,
-    })
+    return pd.DataFrame(
+        {
+            "qdepth": [1, 1, 2, 2, 4, 4, 8, 8],
+            "ndevs": [1] * 8,
+            "iops": [10.0, 12.0, 20.0, 22.0, 30.0, 30.0, 31.0, 33.0],
+            "mibs": [1.0] * 8,
+        }
+    )
 
 
 def test_aggregate_uses_population_std():
@@ -70,8 +74,13 @@ def test_compare_outer_join_and_ratio():
 
 
 def test_to_frame_flattens_latency_and_provenance():
-    rec = {"iops": 1.0, "mibs": 1.0, "target": "emu://?profile=null", "lat_ns": {"p50": 5, "p99": 6, "p999": 7, "max": 8},
-           "provenance": {"host": "h", "profile": "null", "scale": 1.0}}
+    rec = {
+        "iops": 1.0,
+        "mibs": 1.0,
+        "target": "emu://?profile=null",
+        "lat_ns": {"p50": 5, "p99": 6, "p999": 7, "max": 8},
+        "provenance": {"host": "h", "profile": "null", "scale": 1.0},
+    }
     df = analysis.to_frame([rec])
     assert df.loc[0, "lat_p99_ns"] == 6 and df.loc[0, "profile"] == "null" and df.loc[0, "host"] == "h"
     assert df.loc[0, "gbps"] == pytest.approx(1048576 / 1e9)

@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The kernel-path benchmark's statistics (paired ratios, bootstrap interval, efficiency);
 the benchmark itself runs under `make bench`, not here."""
+
 from __future__ import annotations
 
 import sys
@@ -21,8 +23,12 @@ def kp():
 
 
 def _runs(ours, theirs, cpu=50.0):
-    return {4: {"nvmelab": [{"iops": x, "cpu_usage": cpu} for x in ours],
-                "fio": [{"iops": x, "cpu_usage": cpu} for x in theirs]}}
+    return {
+        4: {
+            "nvmelab": [{"iops": x, "cpu_usage": cpu} for x in ours],
+            "fio": [{"iops": x, "cpu_usage": cpu} for x in theirs],
+        }
+    }
 
 
 def test_pairs_are_matched_by_round(kp):

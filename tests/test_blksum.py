@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.engines.blksum: conformance vectors, independence of the configuration, inputs, errors, Ctrl-C."""
+
 from __future__ import annotations
 
 import csv
@@ -17,7 +19,6 @@ from nvmelab.results import records
 
 VECTORS = Path(os.environ.get("NVMELAB_VECTORS", Path(__file__).resolve().parent / "vectors"))
 NVMELAB = [sys.executable, "-m", "nvmelab"]
-
 
 
 def _have_core() -> bool:
@@ -78,8 +79,9 @@ def test_vectors_any_configuration(vector_images, io, threads, qd, rs):
     for row in ROWS:
         if row["digest"] != "sha256":
             continue
-        got = blksum.checksum(vector_images[row["spec"]], "sha256", threads=threads, queue_depth=qd, io=io,
-                              read_size=rs)
+        got = blksum.checksum(
+            vector_images[row["spec"]], "sha256", threads=threads, queue_depth=qd, io=io, read_size=rs
+        )
         assert got == row["blkhash"], f"{row['spec']} t={threads} q={qd} rs={rs} {io}"
 
 
@@ -139,8 +141,12 @@ def test_cli_output_and_json(vector_images):
     path = str(vector_images[row["spec"]])
     out = subprocess.run(NVMELAB + ["blksum", "-d", "blake2b512", path], capture_output=True, text=True, check=True)
     assert out.stdout == f"{row['blkhash']}  {path}\n"
-    out = subprocess.run(NVMELAB + ["blksum", "-d", "blake2b512", "--io", "io_uring", "--json", path],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        NVMELAB + ["blksum", "-d", "blake2b512", "--io", "io_uring", "--json", path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     d = json.loads(out.stdout)
     assert d["hexdigest"] == row["blkhash"] and d["elapsed_s"] > 0 and d["size"] == os.path.getsize(path)
 
@@ -153,15 +159,18 @@ def test_list_digests():
     assert "sha256" in out.stdout.split()
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"digest": "no-such-digest"}, "unknown digest"),
-    ({"threads": 0}, "threads"),
-    ({"threads": -3}, "threads"),
-    ({"queue_depth": 0}, "queue_depth"),
-    ({"read_size": 0}, "read_size"),
-    ({"read_size": 1000 * 1000}, "multiple"),
-    ({"io": "aio"}, "io must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"digest": "no-such-digest"}, "unknown digest"),
+        ({"threads": 0}, "threads"),
+        ({"threads": -3}, "threads"),
+        ({"queue_depth": 0}, "queue_depth"),
+        ({"read_size": 0}, "read_size"),
+        ({"read_size": 1000 * 1000}, "multiple"),
+        ({"io": "aio"}, "io must be"),
+    ],
+)
 def test_bad_parameters(mixed_image, kwargs, match):
     path, _ = mixed_image
     digest = kwargs.pop("digest", "sha256")
@@ -184,13 +193,16 @@ def test_bad_inputs(tmp_path):
         blksum.checksum("gpu-emu://?ndev=1")
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["/no/such/image"], "No such file"),
-    (["-d", "bogus", "-"], "unknown digest"),
-    (["-t", "0", "-"], "must be >= 1"),
-    (["-q", "-4", "-"], "queue-depth"),
-    (["--read-size", "1000", "-"], "multiple of 64 KiB"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["/no/such/image"], "No such file"),
+        (["-d", "bogus", "-"], "unknown digest"),
+        (["-t", "0", "-"], "must be >= 1"),
+        (["-q", "-4", "-"], "queue-depth"),
+        (["--read-size", "1000", "-"], "multiple of 64 KiB"),
+    ],
+)
 def test_cli_errors_are_one_line(argv, needle):
     out = subprocess.run(NVMELAB + ["blksum"] + argv, capture_output=True, text=True, input="")
     assert out.returncode == 2
@@ -202,8 +214,14 @@ def test_ctrl_c_stops_promptly_without_digest(sigint):
     """An endless pipe never finishes; SIGINT must end the run quickly, exit 130, print no digest."""
     producer = subprocess.Popen(["yes", "blksum"], stdout=subprocess.PIPE)
     try:
-        proc = subprocess.Popen(NVMELAB + ["blksum", "-t", "2"], stdin=producer.stdout,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint)
+        proc = subprocess.Popen(
+            NVMELAB + ["blksum", "-t", "2"],
+            stdin=producer.stdout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=sigint,
+        )
         producer.stdout.close()
         time.sleep(1.0)
         assert proc.poll() is None, "blksum ended on an endless pipe"
@@ -325,9 +343,9 @@ def test_study_engine_refuses_bad_targets():
 def test_committed_records_resume_under_the_spec():
     """data/results/blksum_qdepth/vm/standard.jsonl carries the runner's keys (migrated once): every
     run of nvmelab blksum is done; only the original tool's runs are pending."""
+    from nvmelab.results.reference import data_root
     from nvmelab.studies import load_spec
     from nvmelab.studies.runner import done_keys
-    from nvmelab.results.reference import data_root
 
     plan = load_spec("blksum_qdepth").plan("standard")
     done = done_keys([data_root() / "results" / "blksum_qdepth" / "vm" / "standard.jsonl"])

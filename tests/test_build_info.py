@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.build_info() and `nvmelab build-info`: every optional part is listed, an absent one with
 the reason, and the io_uring entry agrees with what the perf engine can actually do here."""
+
 from __future__ import annotations
 
 import json
@@ -42,7 +44,8 @@ def test_cli_lists_each_part_and_a_gpu_line():
     assert p.returncode == 0, p.stderr
     listed = {line.split()[0] for line in p.stdout.splitlines()[1:]}
     assert listed == PARTS | {"gpu"}
-    p = subprocess.run([sys.executable, "-m", "nvmelab", "build-info", "--json"], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "nvmelab", "build-info", "--json"], capture_output=True, text=True, timeout=120
+    )
     doc = json.loads(p.stdout)
     assert set(doc["parts"]) == PARTS | {"gpu"} and doc["version"] == nvmelab.__version__

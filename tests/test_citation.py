@@ -1,15 +1,17 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The artifact's metadata at the root: CITATION.cff is valid CFF 1.2.0 (required keys, known keys,
 author and reference shapes), cites the AiSIO work with the repository and commit that
 data/reference/README.md names as the source of the published records, and agrees with
 pyproject.toml and LICENSE on the license and version."""
+
 from __future__ import annotations
 
 import datetime
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,33 +19,178 @@ ROOT = Path(__file__).resolve().parents[1]
 # Citation File Format 1.2.0 (https://citation-file-format.github.io/): the keys its schema allows.
 TOP_REQUIRED = {"cff-version", "message", "title", "authors"}
 TOP_KEYS = TOP_REQUIRED | {
-    "abstract", "commit", "contact", "date-released", "doi", "identifiers", "keywords", "license", "license-url",
-    "preferred-citation", "references", "repository", "repository-artifact", "repository-code", "type", "url",
+    "abstract",
+    "commit",
+    "contact",
+    "date-released",
+    "doi",
+    "identifiers",
+    "keywords",
+    "license",
+    "license-url",
+    "preferred-citation",
+    "references",
+    "repository",
+    "repository-artifact",
+    "repository-code",
+    "type",
+    "url",
     "version",
 }
-PERSON_KEYS = {"address", "affiliation", "alias", "city", "country", "email", "family-names", "fax", "given-names",
-               "name-particle", "name-suffix", "orcid", "post-code", "region", "tel", "website"}
-ENTITY_KEYS = {"address", "alias", "city", "country", "date-end", "date-start", "email", "fax", "location", "name",
-               "orcid", "post-code", "region", "tel", "website"}
+PERSON_KEYS = {
+    "address",
+    "affiliation",
+    "alias",
+    "city",
+    "country",
+    "email",
+    "family-names",
+    "fax",
+    "given-names",
+    "name-particle",
+    "name-suffix",
+    "orcid",
+    "post-code",
+    "region",
+    "tel",
+    "website",
+}
+ENTITY_KEYS = {
+    "address",
+    "alias",
+    "city",
+    "country",
+    "date-end",
+    "date-start",
+    "email",
+    "fax",
+    "location",
+    "name",
+    "orcid",
+    "post-code",
+    "region",
+    "tel",
+    "website",
+}
 REFERENCE_REQUIRED = {"authors", "title", "type"}
 REFERENCE_KEYS = REFERENCE_REQUIRED | {
-    "abbreviation", "abstract", "collection-doi", "collection-title", "collection-type", "commit", "conference",
-    "contact", "copyright", "data-type", "database", "database-provider", "date-accessed", "date-downloaded",
-    "date-published", "date-released", "department", "doi", "edition", "editors", "editors-series", "end", "entry",
-    "filename", "format", "identifiers", "institution", "isbn", "issn", "issue", "issue-date", "issue-title",
-    "journal", "keywords", "languages", "license", "license-url", "loc-end", "loc-start", "location", "medium",
-    "month", "nihmsid", "notes", "number", "number-volumes", "pages", "patent-states", "pmcid", "publisher",
-    "recipients", "repository", "repository-artifact", "repository-code", "scope", "section", "senders", "start",
-    "status", "term", "thesis-type", "translators", "url", "version", "volume", "volume-title", "year",
+    "abbreviation",
+    "abstract",
+    "collection-doi",
+    "collection-title",
+    "collection-type",
+    "commit",
+    "conference",
+    "contact",
+    "copyright",
+    "data-type",
+    "database",
+    "database-provider",
+    "date-accessed",
+    "date-downloaded",
+    "date-published",
+    "date-released",
+    "department",
+    "doi",
+    "edition",
+    "editors",
+    "editors-series",
+    "end",
+    "entry",
+    "filename",
+    "format",
+    "identifiers",
+    "institution",
+    "isbn",
+    "issn",
+    "issue",
+    "issue-date",
+    "issue-title",
+    "journal",
+    "keywords",
+    "languages",
+    "license",
+    "license-url",
+    "loc-end",
+    "loc-start",
+    "location",
+    "medium",
+    "month",
+    "nihmsid",
+    "notes",
+    "number",
+    "number-volumes",
+    "pages",
+    "patent-states",
+    "pmcid",
+    "publisher",
+    "recipients",
+    "repository",
+    "repository-artifact",
+    "repository-code",
+    "scope",
+    "section",
+    "senders",
+    "start",
+    "status",
+    "term",
+    "thesis-type",
+    "translators",
+    "url",
+    "version",
+    "volume",
+    "volume-title",
+    "year",
     "year-original",
 }
 REFERENCE_TYPES = {
-    "art", "article", "audiovisual", "bill", "blog", "book", "catalogue", "conference", "conference-paper", "data",
-    "database", "dictionary", "edited-work", "encyclopedia", "film-broadcast", "generic", "government-document",
-    "grant", "hearing", "historical-work", "legal-case", "legal-rule", "magazine-article", "manual", "map",
-    "multimedia", "music", "newspaper-article", "pamphlet", "patent", "personal-communication", "proceedings",
-    "report", "serial", "slides", "software", "software-code", "software-container", "software-executable",
-    "software-virtual-machine", "sound-recording", "standard", "statute", "thesis", "unpublished", "video", "website",
+    "art",
+    "article",
+    "audiovisual",
+    "bill",
+    "blog",
+    "book",
+    "catalogue",
+    "conference",
+    "conference-paper",
+    "data",
+    "database",
+    "dictionary",
+    "edited-work",
+    "encyclopedia",
+    "film-broadcast",
+    "generic",
+    "government-document",
+    "grant",
+    "hearing",
+    "historical-work",
+    "legal-case",
+    "legal-rule",
+    "magazine-article",
+    "manual",
+    "map",
+    "multimedia",
+    "music",
+    "newspaper-article",
+    "pamphlet",
+    "patent",
+    "personal-communication",
+    "proceedings",
+    "report",
+    "serial",
+    "slides",
+    "software",
+    "software-code",
+    "software-container",
+    "software-executable",
+    "software-virtual-machine",
+    "sound-recording",
+    "standard",
+    "statute",
+    "thesis",
+    "unpublished",
+    "video",
+    "website",
 }
 
 
@@ -64,9 +211,9 @@ def check_authors(authors, where: str) -> None:
     assert isinstance(authors, list) and authors, f"{where}: authors must be a non-empty list"
     for a in authors:
         assert isinstance(a, dict), f"{where}: an author is a mapping, got {a!r}"
-        if "name" in a:   # an entity
+        if "name" in a:  # an entity
             assert a["name"].strip() and set(a) <= ENTITY_KEYS, f"{where}: bad entity {a}"
-        else:             # a person
+        else:  # a person
             assert a.get("family-names", "").strip(), f"{where}: a person needs family-names: {a}"
             assert set(a) <= PERSON_KEYS, f"{where}: unknown person keys {set(a) - PERSON_KEYS}"
 
@@ -106,7 +253,7 @@ def test_license_and_version_agree_with_pyproject(cff, project):
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert text.startswith("BSD 3-Clause License")
     assert "the nvmelab authors" in text
-    assert "Neither the name of the copyright holder" in text   # clause 3: what makes it 3-clause
+    assert "Neither the name of the copyright holder" in text  # clause 3: what makes it 3-clause
 
 
 def test_changelog_keeps_an_unreleased_section():

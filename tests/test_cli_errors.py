@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Every `nvmelab` command, given bad input, prints exactly one line on stderr that names what was
 wrong, no traceback, nothing on stdout, and exits 2 (Ctrl-C: 130). The handler is in one place,
 `nvmelab.cli.main`; these cases run the real command line in a subprocess.
@@ -6,6 +7,7 @@ Nothing here touches a device or a host setting: the mounted device is only name
 (read-only pattern; the refusal comes before any I/O), and the device-management commands run
 against an empty fake sysfs tree (`--root`).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +25,14 @@ NVMELAB = [sys.executable, "-m", "nvmelab"]
 
 
 def nvmelab(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*NVMELAB, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*NVMELAB, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def root_block_device() -> str | None:
@@ -43,9 +51,8 @@ def root_block_device() -> str | None:
 def files(tmp_path_factory) -> dict[str, str]:
     d = tmp_path_factory.mktemp("cli_errors")
     (d / "image.raw").write_bytes(b"\0" * 65536)
-    (d / "sys").mkdir()                     # an empty fake sysfs: no PCI functions, no hugepage sizes
-    return {"dir": str(d), "missing": str(d / "missing.img"), "image": str(d / "image.raw"),
-            "fakeroot": str(d / "sys")}
+    (d / "sys").mkdir()  # an empty fake sysfs: no PCI functions, no hugepage sizes
+    return {"dir": str(d), "missing": str(d / "missing.img"), "image": str(d / "image.raw"), "fakeroot": str(d / "sys")}
 
 
 # (command line, text the error line must contain). {dir}, {missing}, {image}, {fakeroot} are filled in.
@@ -127,7 +134,7 @@ def test_mounted_device_is_refused_in_one_line():
     dev = root_block_device()
     if dev is None:
         pytest.skip("'/' is not on a block device here (no mounted device to name)")
-    for extra in ([], ["--backend", "psync", "--qdepth", "1"]):   # the issue's command line, then psync
+    for extra in ([], ["--backend", "psync", "--qdepth", "1"]):  # the issue's command line, then psync
         p = nvmelab("perf", "run", "--target", f"blk://{dev}", "--runtime", "0.2", *extra)
         line = check_one_line(p, dev)
         assert "mounted" in line, line
@@ -149,7 +156,7 @@ def test_every_command_has_a_bad_input_case():
     wanted = set()
     seen = set()
     for name, sub in commands.items():
-        if id(sub) in seen:   # an alias of a command already listed
+        if id(sub) in seen:  # an alias of a command already listed
             continue
         seen.add(id(sub))
         actions = [a for a in sub._actions if getattr(a, "choices", None) and a.dest.endswith(("action", "command"))]
@@ -171,9 +178,13 @@ def test_debug_shows_the_traceback(how):
 
 
 def test_ctrl_c_is_one_line_exit_130(sigint):
-    proc = subprocess.Popen([*NVMELAB, "perf", "run", "--target", "emu://?profile=null", "--runtime", "30",
-                             "--warmup", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=sigint)
+    proc = subprocess.Popen(
+        [*NVMELAB, "perf", "run", "--target", "emu://?profile=null", "--runtime", "30", "--warmup", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint,
+    )
     try:
         time.sleep(1.5)
         assert proc.poll() is None, proc.communicate()
@@ -193,17 +204,20 @@ def test_broken_pipe_is_silent():
     r, w = os.pipe()
     proc = subprocess.Popen([*NVMELAB, "study", "list"], stdout=w, stderr=subprocess.PIPE, text=True)
     os.close(w)
-    os.close(r)                              # the reader leaves before anything was read
+    os.close(r)  # the reader leaves before anything was read
     _, err = proc.communicate(timeout=60)
     assert err == "", err
-    assert proc.returncode in (0, 141)       # 0 when everything fit into the pipe before the reader left
+    assert proc.returncode in (0, 141)  # 0 when everything fit into the pipe before the reader left
 
 
-@pytest.mark.parametrize("exc,needle", [
-    ("nvme", "LBA Out of Range (SCT 0x0, SC 0x80, DNR)"),
-    ("oserror", "/dev/nvme9n1: Device or resource busy"),
-    ("bug", "ZeroDivisionError: integer division or modulo by zero (run with --debug for the traceback)"),
-])
+@pytest.mark.parametrize(
+    "exc,needle",
+    [
+        ("nvme", "LBA Out of Range (SCT 0x0, SC 0x80, DNR)"),
+        ("oserror", "/dev/nvme9n1: Device or resource busy"),
+        ("bug", "ZeroDivisionError: integer division or modulo by zero (run with --debug for the traceback)"),
+    ],
+)
 def test_any_exception_from_a_command_is_one_line(exc, needle, monkeypatch, capsys):
     """In-process: whatever a command raises (an NVMe status, an OSError with a file name, a bug)
     reaches the user as one line through nvmelab.cli.main."""

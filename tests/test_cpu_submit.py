@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The CPU-side study (specs/cpu_submit.toml): its spec, what a host lets it vary (hostvars), the
 records leg that installs stress-ng, and the analysis and plot functions its chapter uses."""
+
 from __future__ import annotations
 
 import math
@@ -8,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from nvmelab.host.hostvars import CONTROL_VARS, HostControl, controllability
 from nvmelab.results import analysis, plots, reference
 from nvmelab.studies import load_spec
-from nvmelab.host.hostvars import CONTROL_VARS, HostControl, controllability
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,21 +93,61 @@ def test_records_leg_installs_stress_ng_and_book_and_test_do_not_need_it():
         line = next(ln for ln in make.splitlines() if ln.startswith(target))
         assert "records" not in line, line
     prereqs = (ROOT / "env" / "prereqs.sh").read_text()
-    assert 'check_records() {\n    have stress-ng || need' in prereqs
+    assert "check_records() {\n    have stress-ng || need" in prereqs
 
 
 def _records_frame():
     rows = []
     for backend, base in (("nvmelab-emu", 100.0), ("io_uring", 10.0)):
         for rep in (0, 1):
-            rows.append(dict(backend=backend, qdepth=128, ncpus=1, thr_sib=0, stress=0, iops=base + rep,
-                             cpu_usage=100.0, run_key=f"{backend}-c#{rep}"))
-            rows.append(dict(backend=backend, qdepth=128, ncpus=1, thr_sib=0, stress=1, iops=base / 2 + rep,
-                             cpu_usage=100.0, run_key=f"{backend}-s#{rep}"))
-            rows.append(dict(backend=backend, qdepth=8, ncpus=1, thr_sib=0, stress=0, iops=base * 0.8,
-                             cpu_usage=90.0, run_key=f"{backend}-q8#{rep}"))
-            rows.append(dict(backend=backend, qdepth=128, ncpus=2, thr_sib=0, stress=0, iops=base * 1.5,
-                             cpu_usage=200.0, run_key=f"{backend}-n2#{rep}"))
+            rows.append(
+                dict(
+                    backend=backend,
+                    qdepth=128,
+                    ncpus=1,
+                    thr_sib=0,
+                    stress=0,
+                    iops=base + rep,
+                    cpu_usage=100.0,
+                    run_key=f"{backend}-c#{rep}",
+                )
+            )
+            rows.append(
+                dict(
+                    backend=backend,
+                    qdepth=128,
+                    ncpus=1,
+                    thr_sib=0,
+                    stress=1,
+                    iops=base / 2 + rep,
+                    cpu_usage=100.0,
+                    run_key=f"{backend}-s#{rep}",
+                )
+            )
+            rows.append(
+                dict(
+                    backend=backend,
+                    qdepth=8,
+                    ncpus=1,
+                    thr_sib=0,
+                    stress=0,
+                    iops=base * 0.8,
+                    cpu_usage=90.0,
+                    run_key=f"{backend}-q8#{rep}",
+                )
+            )
+            rows.append(
+                dict(
+                    backend=backend,
+                    qdepth=128,
+                    ncpus=2,
+                    thr_sib=0,
+                    stress=0,
+                    iops=base * 1.5,
+                    cpu_usage=200.0,
+                    run_key=f"{backend}-n2#{rep}",
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -127,15 +169,20 @@ def test_sweep_change_table_per_core_and_against_the_baseline():
 def test_one_factor_change_and_comparison_with_seed_004():
     df = _records_frame()
     got = analysis.one_factor_change(df[df.qdepth == 128], "stress", 1, 0, fixed={"thr_sib": 0, "ncpus": 1})
-    assert dict(zip(got.backend, got.change.round(6))) == {"io_uring": round(5.5 / 10.5 - 1, 6),
-                                                            "nvmelab-emu": round(50.5 / 100.5 - 1, 6)}
-    control = pd.DataFrame([
-        {"host": "h", "variable": "governor", "found": None, "settable": False, "why": "no cpufreq in sysfs"},
-        {"host": "h", "variable": "thr_sib", "found": 1, "settable": False, "why": "no siblings to use"},
-    ])
+    assert dict(zip(got.backend, got.change.round(6))) == {
+        "io_uring": round(5.5 / 10.5 - 1, 6),
+        "nvmelab-emu": round(50.5 / 100.5 - 1, 6),
+    }
+    control = pd.DataFrame(
+        [
+            {"host": "h", "variable": "governor", "found": None, "settable": False, "why": "no cpufreq in sysfs"},
+            {"host": "h", "variable": "thr_sib", "found": 1, "settable": False, "why": "no siblings to use"},
+        ]
+    )
     sweeps = {"stress": df[(df.qdepth == 128) & (df.ncpus == 1)], "governor": df.iloc[0:0]}
-    t = analysis.host_variable_comparison(sweeps, reference.seed004_parameterisations(),
-                                          reference.seed004_host_variables(), control).set_index("change")
+    t = analysis.host_variable_comparison(
+        sweeps, reference.seed004_parameterisations(), reference.seed004_host_variables(), control
+    ).set_index("change")
     ad = reference.seed004_parameterisations().set_index("id")["iops"]
     d_vs_c = t.loc["stress on, siblings not used (D vs C)"]
     assert math.isclose(d_vs_c.published, ad["D"] / ad["C"] - 1)
@@ -150,16 +197,23 @@ def test_one_factor_change_and_comparison_with_seed_004():
 
 def test_cpu_samples_host_control_and_sweep_rows():
     df = pd.DataFrame({"run_key": ["a#0", "b#0"], "iops": [1.0, 2.0]})
-    recs = [{"run_key": "a#0", "cpu_freqs": [[2.0e6, 0.0], [3.0e6, 1.0]], "cpus": [0, 1],
-             "host_control": {"smt": {"found": 0, "settable": False, "why": "SMT control is notsupported"}},
-             "provenance": {"host": "h"}},
-            {"run_key": "b#0", "cpu_freqs": None, "cpus": [0]}]
+    recs = [
+        {
+            "run_key": "a#0",
+            "cpu_freqs": [[2.0e6, 0.0], [3.0e6, 1.0]],
+            "cpus": [0, 1],
+            "host_control": {"smt": {"found": 0, "settable": False, "why": "SMT control is notsupported"}},
+            "provenance": {"host": "h"},
+        },
+        {"run_key": "b#0", "cpu_freqs": None, "cpus": [0]},
+    ]
     s = analysis.with_cpu_samples(df, recs).set_index("run_key")
     assert s.loc["a#0", "freq_khz"] == 2.5e6 and s.loc["a#0", "logical_cpus"] == 2
     assert math.isnan(s.loc["b#0", "freq_khz"])
     ctl = analysis.host_control_table(recs)
-    assert ctl.to_dict("records") == [{"host": "h", "variable": "smt", "found": 0, "settable": False,
-                                       "why": "SMT control is notsupported"}]
+    assert ctl.to_dict("records") == [
+        {"host": "h", "variable": "smt", "found": 0, "settable": False, "why": "SMT control is notsupported"}
+    ]
     plan = load_spec("cpu_submit").plan("quick")
     key = next(r.key for r in plan.runs if "qdepth" in r.sweeps and r.params["qdepth"] == 8)
     rows = pd.DataFrame({"run_key": [key, "other#0"], "iops": [1.0, 2.0]})

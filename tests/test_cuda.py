@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Device-initiated I/O (issue 6): what runs without a GPU here, and the GPU tests (marked `gpu`).
 
 Without a GPU: the native module answers "no GPU" with a reason, parameters and gpu-emu URIs are checked
@@ -9,6 +10,7 @@ With a GPU (`pytest -m gpu`, see tests/gpu/run_on_gpu_host.sh): read-after-write
 queues with many threads and ring wraparound, CID matching under out-of-order completion, the timeout
 path, the device model, PRP lists, and zero-copy interop with cupy/numba.
 """
+
 from __future__ import annotations
 
 import errno
@@ -46,22 +48,25 @@ def test_no_gpu_reason_names_cuda():
     assert "no CUDA device" in nat.cuda_status()["reason"]
 
 
-@pytest.mark.parametrize("kw, word", [
-    ({"rw": "randrw"}, "rw="),
-    ({"iosize": 1000}, "iosize="),
-    ({"iosize": 4 << 20}, "iosize="),
-    ({"qdepth": 0}, "qdepth="),
-    ({"qdepth": 2048}, "qdepth="),
-    ({"nqueues": 0}, "nqueues="),
-    ({"ndevs": 0}, "ndevs="),
-    ({"runtime": 0}, "runtime="),
-    ({"runtime": float("nan")}, "runtime="),
-    ({"warmup": -1}, "warmup="),
-    ({"target": "emu://?profile=null"}, "target="),
-    ({"ncpus": 2}, "ncpus="),
-    ({"backend": "io_uring"}, "backend="),
-    ({"timeout": 0}, "timeout="),
-])
+@pytest.mark.parametrize(
+    "kw, word",
+    [
+        ({"rw": "randrw"}, "rw="),
+        ({"iosize": 1000}, "iosize="),
+        ({"iosize": 4 << 20}, "iosize="),
+        ({"qdepth": 0}, "qdepth="),
+        ({"qdepth": 2048}, "qdepth="),
+        ({"nqueues": 0}, "nqueues="),
+        ({"ndevs": 0}, "ndevs="),
+        ({"runtime": 0}, "runtime="),
+        ({"runtime": float("nan")}, "runtime="),
+        ({"warmup": -1}, "warmup="),
+        ({"target": "emu://?profile=null"}, "target="),
+        ({"ncpus": 2}, "ncpus="),
+        ({"backend": "io_uring"}, "backend="),
+        ({"timeout": 0}, "timeout="),
+    ],
+)
 def test_parameters_checked_before_the_gpu(kw, word):
     args = dict(target="gpu-emu://?profile=null", runtime=0.1, warmup=0)
     args.update(kw)
@@ -70,24 +75,27 @@ def test_parameters_checked_before_the_gpu(kw, word):
 
 
 @needs_cuda_build
-@pytest.mark.parametrize("uri, word", [
-    ("gpu-emu://?profile=nope", "profile"),
-    ("gpu-emu://?ndev=0", "ndev"),
-    ("gpu-emu://?ndev=65", "ndev"),
-    ("gpu-emu://?scale=-2", "scale"),
-    ("gpu-emu://?blocks=0", "blocks"),
-    ("gpu-emu://?warps=33", "warps"),
-    ("gpu-emu://?ns=1000", "ns"),
-    ("gpu-emu://?lba=1024", "lba"),
-    ("gpu-emu://?data=maybe", "data"),
-    ("gpu-emu://?fill=stamp&data=none", "fill"),
-    ("gpu-emu://?ooo=perhaps", "ooo"),
-    ("gpu-emu://?colour=blue", "colour"),
-    ("gpu-emu://host?profile=null", "gpu-emu://"),
-    ("gpu-emu://?lat=5parsecs", "lat"),
-    ("gpu-emu://?qiops=-1", "qiops"),
-    ("gpu-emu://?bw=fast", "bw"),
-])
+@pytest.mark.parametrize(
+    "uri, word",
+    [
+        ("gpu-emu://?profile=nope", "profile"),
+        ("gpu-emu://?ndev=0", "ndev"),
+        ("gpu-emu://?ndev=65", "ndev"),
+        ("gpu-emu://?scale=-2", "scale"),
+        ("gpu-emu://?blocks=0", "blocks"),
+        ("gpu-emu://?warps=33", "warps"),
+        ("gpu-emu://?ns=1000", "ns"),
+        ("gpu-emu://?lba=1024", "lba"),
+        ("gpu-emu://?data=maybe", "data"),
+        ("gpu-emu://?fill=stamp&data=none", "fill"),
+        ("gpu-emu://?ooo=perhaps", "ooo"),
+        ("gpu-emu://?colour=blue", "colour"),
+        ("gpu-emu://host?profile=null", "gpu-emu://"),
+        ("gpu-emu://?lat=5parsecs", "lat"),
+        ("gpu-emu://?qiops=-1", "qiops"),
+        ("gpu-emu://?bw=fast", "bw"),
+    ],
+)
 def test_gpu_emu_uri_errors_name_the_key(uri, word):
     with pytest.raises(ValueError, match=word):
         nat.cuda_target_check(uri)
@@ -130,11 +138,28 @@ def test_run_without_gpu_is_a_clear_error():
 
 def _fake_result(**over):
     res = {
-        "window_s": 1.0, "kernel_s": 1.5, "ios": 1000, "ios_total": 1500, "iops": 1000.0, "bytes_per_s": 512000.0,
-        "errors": 0, "verify_errors": 0, "round_ns_mean": 1234.5, "round_ns_max": 9999, "threads": 256,
-        "emu_blocks": 8, "emu_warps": 8, "ndevs": 2, "profile": "pm1753", "scale": 1.0, "ooo": False,
-        "target_desc": "profile=pm1753 scale=1 ndev=2", "queue_rounds": [10, 10], "buf_offset": 0,
-        "buf_stride": 4096, "first_error": None,
+        "window_s": 1.0,
+        "kernel_s": 1.5,
+        "ios": 1000,
+        "ios_total": 1500,
+        "iops": 1000.0,
+        "bytes_per_s": 512000.0,
+        "errors": 0,
+        "verify_errors": 0,
+        "round_ns_mean": 1234.5,
+        "round_ns_max": 9999,
+        "threads": 256,
+        "emu_blocks": 8,
+        "emu_warps": 8,
+        "ndevs": 2,
+        "profile": "pm1753",
+        "scale": 1.0,
+        "ooo": False,
+        "target_desc": "profile=pm1753 scale=1 ndev=2",
+        "queue_rounds": [10, 10],
+        "buf_offset": 0,
+        "buf_stride": 4096,
+        "first_error": None,
         "gpu": {"name": "Test GPU", "compute_capability": "9.0", "sms": 132, "driver_version": 13000},
     }
     res.update(over)
@@ -142,10 +167,22 @@ def _fake_result(**over):
 
 
 def test_record_from_an_engine_result_validates():
-    rec = gpu.make_record(_fake_result(), target="gpu-emu://?profile=pm1753&ndev=2", rw="randread", iosize=512,
-                          qdepth=128, nqueues=1, study="cuda_qdepth", repetition=0, seed=1, warmup=0.5,
-                          stress=False, thr_sib=False, host={"governor": None, "turbo": None, "smt": None},
-                          verify=False)
+    rec = gpu.make_record(
+        _fake_result(),
+        target="gpu-emu://?profile=pm1753&ndev=2",
+        rw="randread",
+        iosize=512,
+        qdepth=128,
+        nqueues=1,
+        study="cuda_qdepth",
+        repetition=0,
+        seed=1,
+        warmup=0.5,
+        stress=False,
+        thr_sib=False,
+        host={"governor": None, "turbo": None, "smt": None},
+        verify=False,
+    )
     records.validate(rec)
     assert rec["tool"] == "nvmelab-cuda" and rec["backend"] == "nvmelab-cuda"
     assert rec["provenance"]["profile"] == "pm1753" and rec["provenance"]["scale"] == 1.0
@@ -156,8 +193,22 @@ def test_record_from_an_engine_result_validates():
 
 def test_record_without_profile_is_refused():
     with pytest.raises(records.RecordError, match="profile"):
-        gpu.make_record(_fake_result(profile=""), target="gpu-emu://", rw="read", iosize=512, qdepth=1, nqueues=1,
-                        study="x", repetition=0, seed=1, warmup=0, stress=False, thr_sib=False, host={}, verify=False)
+        gpu.make_record(
+            _fake_result(profile=""),
+            target="gpu-emu://",
+            rw="read",
+            iosize=512,
+            qdepth=1,
+            nqueues=1,
+            study="x",
+            repetition=0,
+            seed=1,
+            warmup=0,
+            stress=False,
+            thr_sib=False,
+            host={},
+            verify=False,
+        )
 
 
 def test_engine_is_reachable_from_perf_and_the_study_runner():
@@ -208,8 +259,17 @@ def test_read_after_write_many_threads_wraparound():
     # 4 devices x 4 queues x 64 threads = 1024 threads; each ring has qdepth+1 slots, so the tail and the
     # phase move every round; 40 write rounds sweep the 4 MiB namespaces 10 times, then the same LBAs are
     # read back and checked
-    rec = gpu.run_cuda(target="gpu-emu://?ndev=4&profile=null&ns=4MiB", rw="write", iosize=4096, qdepth=64,
-                       nqueues=4, ndevs=4, rounds=40, verify=True, readback=True)
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=4&profile=null&ns=4MiB",
+        rw="write",
+        iosize=4096,
+        qdepth=64,
+        nqueues=4,
+        ndevs=4,
+        rounds=40,
+        verify=True,
+        readback=True,
+    )
     assert rec["errors"] == 0 and rec["verify_errors"] == 0
     assert rec["queue_rounds"] == [80] * 16
     assert rec["ios"] == 80 * 64 * 16
@@ -218,38 +278,58 @@ def test_read_after_write_many_threads_wraparound():
 @pytest.mark.gpu
 def test_verify_detects_unwritten_data():
     # the negative control: reading a zeroed namespace with verify must report mismatches
-    rec = gpu.run_cuda(target="gpu-emu://?ndev=1&profile=null&ns=1MiB", rw="read", iosize=512, qdepth=8,
-                       ndevs=1, rounds=2, verify=True)
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=1&profile=null&ns=1MiB", rw="read", iosize=512, qdepth=8, ndevs=1, rounds=2, verify=True
+    )
     assert rec["verify_errors"] == 2 * 8 * 512 // 8
 
 
 @pytest.mark.gpu
 def test_cid_matching_under_out_of_order_completion():
-    rec = gpu.run_cuda(target="gpu-emu://?ndev=2&profile=null&ooo=1&fill=stamp&ns=8MiB", rw="randread",
-                       iosize=512, qdepth=256, nqueues=2, ndevs=2, rounds=200, verify=True)
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=2&profile=null&ooo=1&fill=stamp&ns=8MiB",
+        rw="randread",
+        iosize=512,
+        qdepth=256,
+        nqueues=2,
+        ndevs=2,
+        rounds=200,
+        verify=True,
+    )
     assert rec["errors"] == 0 and rec["verify_errors"] == 0
     assert rec["queue_rounds"] == [200] * 4
 
 
 @pytest.mark.gpu
 def test_prp_lists_and_large_io():
-    rec = gpu.run_cuda(target="gpu-emu://?ndev=2&profile=null&ns=16MiB", rw="randwrite", iosize=65536, qdepth=16,
-                       nqueues=1, ndevs=2, rounds=20, verify=True, readback=True)
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=2&profile=null&ns=16MiB",
+        rw="randwrite",
+        iosize=65536,
+        qdepth=16,
+        nqueues=1,
+        ndevs=2,
+        rounds=20,
+        verify=True,
+        readback=True,
+    )
     assert rec["errors"] == 0 and rec["verify_errors"] == 0
 
 
 @pytest.mark.gpu
 def test_lost_completion_times_out_not_hangs():
     with pytest.raises(TimeoutError, match="device .* queue .*did not arrive"):
-        gpu.run_cuda(target="gpu-emu://?ndev=1&profile=null&drop=5", rw="randread", qdepth=8, ndevs=1, rounds=10,
-                     timeout=0.2)
+        gpu.run_cuda(
+            target="gpu-emu://?ndev=1&profile=null&drop=5", rw="randread", qdepth=8, ndevs=1, rounds=10, timeout=0.2
+        )
 
 
 @pytest.mark.gpu
 def test_nvme_errors_are_counted_with_their_status():
     # lba_count beyond the namespace is refused by the engine; an MDTS below iosize is an NVMe error
-    rec = gpu.run_cuda(target="gpu-emu://?ndev=1&profile=null&mdts=4096", rw="randread", iosize=8192, qdepth=4,
-                       ndevs=1, rounds=3)
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=1&profile=null&mdts=4096", rw="randread", iosize=8192, qdepth=4, ndevs=1, rounds=3
+    )
     assert rec["errors"] == 12
     assert rec["first_error"]["name"] == "Invalid Field in Command" and rec["first_error"]["dnr"]
 
@@ -257,8 +337,16 @@ def test_nvme_errors_are_counted_with_their_status():
 @pytest.mark.gpu
 def test_timed_run_record_and_model_caps():
     # pm1753, one device, one queue: the per-queue cap (profiles.c) bounds the rate
-    rec = gpu.run_cuda(target="gpu-emu://?ndev=1&profile=pm1753", rw="randread", iosize=512, qdepth=512,
-                       nqueues=1, ndevs=1, runtime=0.5, warmup=0.2)
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=1&profile=pm1753",
+        rw="randread",
+        iosize=512,
+        qdepth=512,
+        nqueues=1,
+        ndevs=1,
+        runtime=0.5,
+        warmup=0.2,
+    )
     records.validate(rec)
     cap = 53_500_000 / 16
     assert rec["errors"] == 0
@@ -268,8 +356,9 @@ def test_timed_run_record_and_model_caps():
 
 @pytest.mark.gpu
 def test_numba_checksum_of_blocks_just_read():
-    blocks, res = gpu.read_blocks("gpu-emu://?ndev=2&profile=null&fill=stamp&ns=4MiB", iosize=4096, qdepth=32,
-                                  nqueues=2, ndevs=2)
+    blocks, res = gpu.read_blocks(
+        "gpu-emu://?ndev=2&profile=null&fill=stamp&ns=4MiB", iosize=4096, qdepth=32, nqueues=2, ndevs=2
+    )
     assert res["errors"] == 0
     got = gpu.block_checksums(blocks).copy_to_host()
     want_rows = np.stack([gpu.stamps(d, lba, 4096) for d, lba in gpu.read_lbas(4096, 32, 2, 2)])
@@ -281,8 +370,9 @@ def test_cupy_wraps_the_buffer_without_a_copy():
     cupy = pytest.importorskip("cupy")
     size, _ = nat.cuda_buf_size(512, 8, 1, 1)
     buf = cupy.zeros(size, dtype=cupy.uint8)
-    blocks, res = gpu.read_blocks("gpu-emu://?ndev=1&profile=null&fill=stamp&ns=1MiB", iosize=512, qdepth=8,
-                                  ndevs=1, buf=buf)
+    blocks, res = gpu.read_blocks(
+        "gpu-emu://?ndev=1&profile=null&fill=stamp&ns=1MiB", iosize=512, qdepth=8, ndevs=1, buf=buf
+    )
     view = cupy.asarray(blocks)
     assert view.data.ptr == buf.data.ptr + res["buf_offset"]
     assert np.array_equal(cupy.asnumpy(view[3]), gpu.stamps(0, 3, 512))

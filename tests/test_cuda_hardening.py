@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Device-initiated I/O hardening and the real-controller path (issue 17).
 
 Without a GPU: refusals that come before any CUDA call (CUDA_LAUNCH_BLOCKING, the emulator's warps limit,
@@ -10,6 +11,7 @@ controller, rings and payload in pinned host memory mapped into the GPU, system-
 emu://?mode=thread, every queue making progress with 16 queues, the emulator's counters and lateness in the
 record, and the watchdog after a dropped completion.
 """
+
 from __future__ import annotations
 
 import errno
@@ -58,16 +60,50 @@ def test_payload_is_checked():
 def test_record_tells_an_emulator_limited_run_apart():
     from tests.test_cuda import _fake_result
 
-    emu = {"fetched": 1500, "completed": 1500, "errors": 0, "dropped": 0, "cq_full_held": 3, "idle_sweeps": 7,
-           "late_ns_mean": 812.5, "late_ns_max": 40000}
-    rec = gpu.make_record(_fake_result(emulator=emu, payload="gpu"), target="gpu-emu://?profile=pm1753&ndev=2",
-                          rw="randread", iosize=512, qdepth=128, nqueues=1, study="cuda_qdepth", repetition=0, seed=1,
-                          warmup=0.5, stress=False, thr_sib=False, host={}, verify=False)
+    emu = {
+        "fetched": 1500,
+        "completed": 1500,
+        "errors": 0,
+        "dropped": 0,
+        "cq_full_held": 3,
+        "idle_sweeps": 7,
+        "late_ns_mean": 812.5,
+        "late_ns_max": 40000,
+    }
+    rec = gpu.make_record(
+        _fake_result(emulator=emu, payload="gpu"),
+        target="gpu-emu://?profile=pm1753&ndev=2",
+        rw="randread",
+        iosize=512,
+        qdepth=128,
+        nqueues=1,
+        study="cuda_qdepth",
+        repetition=0,
+        seed=1,
+        warmup=0.5,
+        stress=False,
+        thr_sib=False,
+        host={},
+        verify=False,
+    )
     assert rec["emulator_counters"]["late_ns_mean"] == 812.5 and rec["emulator_counters"]["cq_full_held"] == 3
     assert rec["payload"] == "gpu"
-    rec = gpu.make_record(_fake_result(emulator=None, payload="host"), target="pci://0000:01:00.0", rw="read",
-                          iosize=512, qdepth=8, nqueues=1, study="x", repetition=0, seed=1, warmup=0, stress=False,
-                          thr_sib=False, host={}, verify=False)
+    rec = gpu.make_record(
+        _fake_result(emulator=None, payload="host"),
+        target="pci://0000:01:00.0",
+        rw="read",
+        iosize=512,
+        qdepth=8,
+        nqueues=1,
+        study="x",
+        repetition=0,
+        seed=1,
+        warmup=0,
+        stress=False,
+        thr_sib=False,
+        host={},
+        verify=False,
+    )
     assert rec["emulator_counters"] is None and rec["payload"] == "host"
 
 
@@ -76,8 +112,17 @@ def test_record_tells_an_emulator_limited_run_apart():
 def test_real_controller_path_on_the_cpu_emulator():
     # queues created by admin commands, rings + payload in pinned host memory, doorbells in the register
     # window, CQEs written by a CPU thread: the kernel's system-scope polls and the teardown order
-    rec = gpu.run_cuda(target="emu://?ndev=2&mode=thread&nsze=64MiB", rw="write", iosize=4096, qdepth=32, nqueues=2,
-                       rounds=3, verify=True, readback=True, timeout=5.0)
+    rec = gpu.run_cuda(
+        target="emu://?ndev=2&mode=thread&nsze=64MiB",
+        rw="write",
+        iosize=4096,
+        qdepth=32,
+        nqueues=2,
+        rounds=3,
+        verify=True,
+        readback=True,
+        timeout=5.0,
+    )
     assert rec["verify_errors"] == 0 and rec["payload"] == "host"
     assert all(r == 6 for r in rec["queue_rounds"])  # 3 write rounds + 3 readback rounds per queue
     assert rec["emulator_counters"] is None
@@ -85,8 +130,15 @@ def test_real_controller_path_on_the_cpu_emulator():
 
 @pytest.mark.gpu
 def test_sixteen_queues_all_progress_and_counters_are_reported():
-    rec = gpu.run_cuda(target="gpu-emu://?ndev=16&profile=pm1753", rw="randread", iosize=512, qdepth=64, nqueues=1,
-                       runtime=1.0, warmup=0.2)
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=16&profile=pm1753",
+        rw="randread",
+        iosize=512,
+        qdepth=64,
+        nqueues=1,
+        runtime=1.0,
+        warmup=0.2,
+    )
     assert len(rec["queue_rounds"]) == 16 and min(rec["queue_rounds"]) > 0
     em = rec["emulator_counters"]
     assert em["completed"] >= rec["ios_total"] and em["late_ns_mean"] >= 0 and em["dropped"] == 0
@@ -101,8 +153,15 @@ def test_dropped_completion_ends_in_the_watchdog_error():
 @pytest.mark.gpu
 def test_verified_reads_are_poisoned_first():
     # write + readback over the same buffers: without poisoning, a read that moved no data would verify
-    rec = gpu.run_cuda(target="gpu-emu://?ndev=1&profile=null&ns=16MiB", rw="write", iosize=4096, qdepth=64,
-                       rounds=2, verify=True, readback=True)
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=1&profile=null&ns=16MiB",
+        rw="write",
+        iosize=4096,
+        qdepth=64,
+        rounds=2,
+        verify=True,
+        readback=True,
+    )
     assert rec["verify_errors"] == 0
     with pytest.raises(ValueError, match="verify"):  # data=none moves nothing: refused for verify, not passed
         gpu.run_cuda(target="gpu-emu://?ndev=1&data=none", rw="read", qdepth=8, rounds=1, verify=True)

@@ -1,9 +1,11 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The numba-cuda example kernel (nvmelab.engines.gpu_kernels) on the CPU, under numba's CUDA simulator.
 
 The simulator is chosen by NUMBA_ENABLE_CUDASIM=1 before numba is imported, so the check runs in a
 fresh interpreter. It feeds the kernel the rows gpu-emu serves with fill=stamp, compares every row's
 checksum with the NumPy reference, and checks that one flipped bit and two swapped words change it.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.host.devices and its C twin (src/tools/devmgmt.c) against a fake sysfs/procfs tree.
 
 The fake host has five PCI functions: four NVMe controllers in different states and one bridge:
@@ -8,6 +9,7 @@ The fake host has five PCI functions: four NVMe controllers in different states 
   0000:00:07.0  nvme3 -> nvme3n1, open by a process
   0000:00:1f.0  ISA bridge (not NVMe)
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab.host import devices
 from nvmelab.cli import main as cli_main
+from nvmelab.host import devices
 
 ROOT = Path(__file__).resolve().parents[1]
 FREE, BOOT, STACKED, OPEN, BRIDGE = "0000:00:04.0", "0000:00:05.0", "0000:00:06.0", "0000:00:07.0", "0000:00:1f.0"
@@ -122,7 +124,7 @@ class KernelSysfs(devices.Sysfs):
         super().write(p, value)
         self.writes.append((p, value))
         if p.endswith("/driver/unbind"):
-            (self.path(p).parent.parent / "driver").unlink()   # the link, not the driver directory
+            (self.path(p).parent.parent / "driver").unlink()  # the link, not the driver directory
         elif p == "/sys/bus/pci/drivers_probe":
             dev = self.path(f"/sys/bus/pci/devices/{value}")
             want = (dev / "driver_override").read_text().strip()
@@ -132,8 +134,9 @@ class KernelSysfs(devices.Sysfs):
 
 
 # ---- addresses ----
-@pytest.mark.parametrize("text,want", [("0000:4A:00.0", "0000:4a:00.0"), ("4a:00.1", "0000:4a:00.1"),
-                                       ("0001:00:1f.7", "0001:00:1f.7")])
+@pytest.mark.parametrize(
+    "text,want", [("0000:4A:00.0", "0000:4a:00.0"), ("4a:00.1", "0000:4a:00.1"), ("0001:00:1f.7", "0001:00:1f.7")]
+)
 def test_parse_address(text: str, want: str) -> None:
     assert devices.parse_address(text) == want
 
@@ -147,12 +150,12 @@ def test_parse_address_rejects(text: str) -> None:
 # ---- discovery and the busy rules ----
 def test_list_functions(host: FakeHost) -> None:
     fns = {f.address: f for f in devices.list_functions(devices.Sysfs(host.root))}
-    assert sorted(fns) == [FREE, BOOT, STACKED, OPEN]          # the bridge is not listed
+    assert sorted(fns) == [FREE, BOOT, STACKED, OPEN]  # the bridge is not listed
     assert fns[FREE].free and fns[FREE].block_devices == ["nvme0n1"] and fns[FREE].driver == "nvme"
     assert fns[BOOT].block_devices == ["nvme1n1", "nvme1n1p1", "nvme1n1p2"]
     assert "boot device (/dev/nvme1n1p1 mounted on /)" in fns[BOOT].busy
     assert "swap (/dev/nvme1n1p2)" in fns[BOOT].busy
-    assert fns[STACKED].block_devices == ["nvme2n1", "dm-0"]    # multipath head name from nvme2c2n1
+    assert fns[STACKED].block_devices == ["nvme2n1", "dm-0"]  # multipath head name from nvme2c2n1
     assert fns[STACKED].iommu_group == "12"
     assert "mounted (/dev/dm-0 on /data)" in fns[STACKED].busy
     assert "held by dm-0 (stacked on /dev/nvme2n1)" in fns[STACKED].busy
@@ -163,7 +166,8 @@ def test_root_on_cmdline_is_boot_device(host: FakeHost) -> None:
     _ln(host.root / "dev/disk/by-uuid/abcd", "../../nvme0n1")
     _w(host.root / "proc/cmdline", "ro root=UUID=abcd quiet\n")
     assert devices.busy_reasons(FREE, devices.Sysfs(host.root)) == [
-        "boot device (root=/dev/nvme0n1 on the kernel command line)"]
+        "boot device (root=/dev/nvme0n1 on the kernel command line)"
+    ]
 
 
 def test_open_controller_and_uio_nodes(host: FakeHost) -> None:
@@ -191,13 +195,16 @@ def test_unbind_refuses_busy(host: FakeHost) -> None:
     assert fs.writes == []
 
 
-@pytest.mark.parametrize("addr,driver,err", [
-    ("", "uio_pci_generic", "not a PCI address"),
-    ("0000:00:1e.0", "uio_pci_generic", "no PCI function 0000:00:1e.0"),
-    (BRIDGE, "uio_pci_generic", "not an NVMe controller"),
-    (FREE, "nvme", "driver must be"),
-    (FREE, "vfio-pci", "no IOMMU group"),
-])
+@pytest.mark.parametrize(
+    "addr,driver,err",
+    [
+        ("", "uio_pci_generic", "not a PCI address"),
+        ("0000:00:1e.0", "uio_pci_generic", "no PCI function 0000:00:1e.0"),
+        (BRIDGE, "uio_pci_generic", "not an NVMe controller"),
+        (FREE, "nvme", "driver must be"),
+        (FREE, "vfio-pci", "no IOMMU group"),
+    ],
+)
 def test_bind_rejects(host: FakeHost, addr: str, driver: str, err: str) -> None:
     fs = KernelSysfs(host.root)
     with pytest.raises(devices.DeviceError, match=err):
@@ -210,30 +217,36 @@ def test_bind_and_unbind_move_one_function(host: FakeHost) -> None:
     f = devices.bind(FREE, "uio_pci_generic", fs)
     assert f.driver == "uio_pci_generic"
     pci = f"/sys/bus/pci/devices/{FREE}"
-    assert fs.writes == [(f"{pci}/driver/unbind", FREE), (f"{pci}/driver_override", "uio_pci_generic"),
-                         ("/sys/bus/pci/drivers_probe", FREE)]
+    assert fs.writes == [
+        (f"{pci}/driver/unbind", FREE),
+        (f"{pci}/driver_override", "uio_pci_generic"),
+        ("/sys/bus/pci/drivers_probe", FREE),
+    ]
     # nothing else changed driver
     for other in (BOOT, STACKED, OPEN):
         assert fs.link_name(f"/sys/bus/pci/devices/{other}/driver") == "nvme"
-    assert devices.bind(FREE, "uio_pci_generic", fs).driver == "uio_pci_generic"   # idempotent, no writes
+    assert devices.bind(FREE, "uio_pci_generic", fs).driver == "uio_pci_generic"  # idempotent, no writes
     assert len(fs.writes) == 3
     f = devices.unbind(FREE, fs=fs)
     assert f.driver == "nvme"
-    assert fs.writes[3:] == [(f"{pci}/driver/unbind", FREE), (f"{pci}/driver_override", "\n"),
-                             ("/sys/bus/pci/drivers_probe", FREE)]
+    assert fs.writes[3:] == [
+        (f"{pci}/driver/unbind", FREE),
+        (f"{pci}/driver_override", "\n"),
+        ("/sys/bus/pci/drivers_probe", FREE),
+    ]
 
 
 def test_bind_vfio_with_group(host: FakeHost) -> None:
     fs = KernelSysfs(host.root)
     _ln(host.root / "sys/bus/pci/devices" / FREE / "iommu_group", "../../../kernel/iommu_groups/3")
     assert devices.bind(FREE, "vfio-pci", fs).driver == "vfio-pci"
-    host.open_fd(99, "python", "/dev/vfio/3")      # a process holds the group: unbind must refuse
+    host.open_fd(99, "python", "/dev/vfio/3")  # a process holds the group: unbind must refuse
     with pytest.raises(devices.RefusedError, match="/dev/vfio/3 open by pid 99"):
         devices.unbind(FREE, fs=fs)
 
 
 def test_bind_reports_probe_failure(host: FakeHost) -> None:
-    fs = devices.Sysfs(host.root)   # plain writes: the "kernel" never binds
+    fs = devices.Sysfs(host.root)  # plain writes: the "kernel" never binds
     with pytest.raises(devices.DeviceError, match="did not bind to uio_pci_generic"):
         devices.bind(FREE, "uio_pci_generic", fs)
 
@@ -252,7 +265,7 @@ def test_hugepages(host: FakeHost) -> None:
     state = devices.hugepages(64, "2M", fs)
     assert (hp / "nr_hugepages").read_text() == "64"
     assert (state.total, state.free, state.size_kb) == (64, 64, 2048)
-    _w(hp / "nr_hugepages", "10\n")                     # what a fragmented kernel reports back
+    _w(hp / "nr_hugepages", "10\n")  # what a fragmented kernel reports back
     assert devices.hugepages(None, "2M", fs).total == 10
     with pytest.raises(devices.DeviceError, match="size must be"):
         devices.hugepages(1, "4M", fs)
@@ -264,11 +277,12 @@ def test_hugepages_short_reservation(host: FakeHost) -> None:
     class Stingy(devices.Sysfs):
         def write(self, p: str, value: str) -> None:
             super().write(p, str(min(int(value), 5)))
+
     hp = host.root / "sys/kernel/mm/hugepages/hugepages-2048kB"
     _w(hp / "nr_hugepages", "3\n")
     with pytest.raises(devices.DeviceError, match="reserve only 5; left at 3"):
         devices.hugepages(8, "2M", Stingy(host.root))
-    assert (hp / "nr_hugepages").read_text().strip() == "3"   # the short reservation was given back
+    assert (hp / "nr_hugepages").read_text().strip() == "3"  # the short reservation was given back
 
 
 # ---- the command line ----
@@ -300,9 +314,24 @@ def devmgmt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not cc:
         pytest.skip("no C compiler")
     exe = tmp_path_factory.mktemp("devmgmt") / "devmgmt"
-    subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Werror", "-D_GNU_SOURCE", "-DDM_STANDALONE", f"-I{ROOT / 'src'}",
-                    "-o", str(exe), str(ROOT / "src/tools/devmgmt.c"), str(ROOT / "src/nvme/inuse.c"),
-                    str(ROOT / "src/nvme/sysfs.c")], check=True)
+    subprocess.run(
+        [
+            cc,
+            "-std=c11",
+            "-O1",
+            "-Wall",
+            "-Werror",
+            "-D_GNU_SOURCE",
+            "-DDM_STANDALONE",
+            f"-I{ROOT / 'src'}",
+            "-o",
+            str(exe),
+            str(ROOT / "src/tools/devmgmt.c"),
+            str(ROOT / "src/nvme/inuse.c"),
+            str(ROOT / "src/nvme/sysfs.c"),
+        ],
+        check=True,
+    )
     return exe
 
 
@@ -317,7 +346,7 @@ def test_c_twin_same_verdicts(host: FakeHost, devmgmt: Path, addr: str) -> None:
     assert r.returncode == (1 if py else 0), r.stdout + r.stderr
     c_reasons = r.stdout.strip().split(": ", 1)[1].split("; ") if py else []
     assert sorted(c_reasons) == sorted(py)
-    if py:   # the bind refusal says the same and changes nothing
+    if py:  # the bind refusal says the same and changes nothing
         r = _c(devmgmt, host.root, "bind", addr, "--driver", "uio_pci_generic")
         assert r.returncode == 1 and f"refusing {addr}" in r.stdout
         assert os.readlink(host.root / f"sys/bus/pci/devices/{addr}/driver").endswith("/nvme")
@@ -332,17 +361,20 @@ def test_c_twin_lists_the_same(host: FakeHost, devmgmt: Path) -> None:
         assert f" driver={f.driver} " in row
         assert sorted(row.split(" blk=")[1].split()[0].split(",")) == sorted(f.block_devices)
         assert (" state=free" in row) == f.free
-    assert rows == {}     # nothing the Python side did not list (the bridge is absent from both)
+    assert rows == {}  # nothing the Python side did not list (the bridge is absent from both)
 
 
-@pytest.mark.parametrize("args,code,text", [
-    (("bind", "0000:00:1e.0", "--driver", "uio_pci_generic"), 1, "no PCI function 0000:00:1e.0"),
-    (("bind", BRIDGE, "--driver", "uio_pci_generic"), 1, "not an NVMe controller"),
-    (("bind", FREE, "--driver", "vfio-pci"), 1, "no IOMMU group"),
-    (("bind", "4a:00", "--driver", "vfio-pci"), 2, "not a PCI address"),
-    (("bind", FREE, "--driver", "nvme"), 2, "driver must be"),
-    (("hugepages", "4", "--size", "3M"), 2, "size must be"),
-])
+@pytest.mark.parametrize(
+    "args,code,text",
+    [
+        (("bind", "0000:00:1e.0", "--driver", "uio_pci_generic"), 1, "no PCI function 0000:00:1e.0"),
+        (("bind", BRIDGE, "--driver", "uio_pci_generic"), 1, "not an NVMe controller"),
+        (("bind", FREE, "--driver", "vfio-pci"), 1, "no IOMMU group"),
+        (("bind", "4a:00", "--driver", "vfio-pci"), 2, "not a PCI address"),
+        (("bind", FREE, "--driver", "nvme"), 2, "driver must be"),
+        (("hugepages", "4", "--size", "3M"), 2, "size must be"),
+    ],
+)
 def test_c_twin_rejects(host: FakeHost, devmgmt: Path, args: tuple[str, ...], code: int, text: str) -> None:
     r = _c(devmgmt, host.root, *args)
     assert r.returncode == code and text in (r.stdout + r.stderr)

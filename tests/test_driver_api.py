@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python driver API on the emulated target: bring-up, identify, synchronous I/O,
 argument checks, lifetimes (nvmelab.open / Controller / Namespace / DmaBuffer)."""
+
 from __future__ import annotations
 
 import gc
@@ -29,6 +31,7 @@ def ns(target):
 
 # --- bring-up and identify ---
 
+
 def test_open_returns_sequence_of_controllers(target):
     assert len(target) == 2
     assert [c.index for c in target] == [0, 1]
@@ -40,17 +43,31 @@ def test_identify_fields(target):
     sns = set()
     for c in target:
         d = c.identify()
-        for key in ("vid", "ssvid", "sn", "mn", "fr", "mdts", "mdts_bytes", "cntlid", "ver", "nn",
-                    "sqes", "cqes", "oncs", "vwc"):
+        for key in (
+            "vid",
+            "ssvid",
+            "sn",
+            "mn",
+            "fr",
+            "mdts",
+            "mdts_bytes",
+            "cntlid",
+            "ver",
+            "nn",
+            "sqes",
+            "cqes",
+            "oncs",
+            "vwc",
+        ):
             assert key in d, key
         assert isinstance(d["sn"], str) and d["sn"] == d["sn"].strip() and d["sn"]
         assert isinstance(d["mn"], str) and d["mn"]
         assert d["nn"] >= 1
-        assert d["sqes"] & 0xF == 6 and d["cqes"] & 0xF == 4    # required entry sizes 64 B / 16 B
+        assert d["sqes"] & 0xF == 6 and d["cqes"] & 0xF == 4  # required entry sizes 64 B / 16 B
         if d["mdts"]:
             assert d["mdts_bytes"] == c.mdts_bytes and d["mdts_bytes"] % 4096 == 0
         sns.add(d["sn"])
-        d["sn"] = "mutated"                                        # a copy: the cache is unaffected
+        d["sn"] = "mutated"  # a copy: the cache is unaffected
         assert c.identify()["sn"] != "mutated"
     assert len(sns) == 2, "each controller has its own serial number"
 
@@ -90,6 +107,7 @@ def test_lba_format_4k():
 
 # --- synchronous I/O ---
 
+
 def test_read_after_write_random(ns):
     rng = np.random.default_rng(2)
     for _ in range(20):
@@ -122,10 +140,10 @@ def test_large_sync_io_is_split_by_mdts(target, ns):
 def test_read_into_caller_memory(target, ns):
     ns.write(0, np.arange(2 * ns.lba_size, dtype=np.uint16).astype(np.uint8))
     with target.alloc(8192) as buf:
-        r = ns.read(0, 2, out=buf)                  # into DMA memory: a view of it, no copy
+        r = ns.read(0, 2, out=buf)  # into DMA memory: a view of it, no copy
         assert np.shares_memory(r, buf.array) and r.size == 2 * ns.lba_size
         host = np.zeros(3 * ns.lba_size, np.uint8)
-        h = ns.read(0, 2, out=host)                 # into a numpy array: a view of it
+        h = ns.read(0, 2, out=host)  # into a numpy array: a view of it
         assert np.shares_memory(h, host) and np.array_equal(h, r)
         with pytest.raises(ValueError, match="out: 512 bytes is smaller"):
             ns.read(0, 2, out=np.zeros(512, np.uint8))
@@ -175,24 +193,28 @@ def test_sync_io_from_threads(target):
 
 # --- argument checks ---
 
-@pytest.mark.parametrize("call, exc, needle", [
-    (lambda ns: ns.read(10**12, 1), ValueError, "slba: 1000000000000 is beyond the namespace"),
-    (lambda ns: ns.read(ns.nsze - 1, 2), ValueError, "nlb: slba"),
-    (lambda ns: ns.read(0, 0), ValueError, "nlb: 0 is below the minimum 1"),
-    (lambda ns: ns.read(-1, 1), ValueError, "slba: -1"),
-    (lambda ns: ns.read("0", 1), TypeError, "slba: expected an int, got str"),
-    (lambda ns: ns.read(0.0, 1), TypeError, "slba"),
-    (lambda ns: ns.read(True, 1), TypeError, "slba"),
-    (lambda ns: ns.write(0, b"x" * 100), ValueError, "data: length 100 is not a multiple of lba_size"),
-    (lambda ns: ns.write(0, b""), ValueError, "data: length 0"),
-    (lambda ns: ns.write(0, "text"), TypeError, "data: expected bytes-like"),
-    (lambda ns: ns.write(0, np.zeros(512, np.float32)), TypeError, "data: expected a numpy uint8 array"),
-    (lambda ns: ns.write(0, None), TypeError, "data"),
-    (lambda ns: ns.write(ns.nsze, b"\0" * ns.lba_size), ValueError, "slba"),
-    (lambda ns: ns.read(0, 1, out=bytearray(4096)), TypeError, "out: expected a DmaBuffer"),
-    (lambda ns: ns.write_zeroes(ns.nsze, 1), ValueError, "slba"),
-    (lambda ns: ns.deallocate(0, 0), ValueError, "nlb"),
-])
+
+@pytest.mark.parametrize(
+    "call, exc, needle",
+    [
+        (lambda ns: ns.read(10**12, 1), ValueError, "slba: 1000000000000 is beyond the namespace"),
+        (lambda ns: ns.read(ns.nsze - 1, 2), ValueError, "nlb: slba"),
+        (lambda ns: ns.read(0, 0), ValueError, "nlb: 0 is below the minimum 1"),
+        (lambda ns: ns.read(-1, 1), ValueError, "slba: -1"),
+        (lambda ns: ns.read("0", 1), TypeError, "slba: expected an int, got str"),
+        (lambda ns: ns.read(0.0, 1), TypeError, "slba"),
+        (lambda ns: ns.read(True, 1), TypeError, "slba"),
+        (lambda ns: ns.write(0, b"x" * 100), ValueError, "data: length 100 is not a multiple of lba_size"),
+        (lambda ns: ns.write(0, b""), ValueError, "data: length 0"),
+        (lambda ns: ns.write(0, "text"), TypeError, "data: expected bytes-like"),
+        (lambda ns: ns.write(0, np.zeros(512, np.float32)), TypeError, "data: expected a numpy uint8 array"),
+        (lambda ns: ns.write(0, None), TypeError, "data"),
+        (lambda ns: ns.write(ns.nsze, b"\0" * ns.lba_size), ValueError, "slba"),
+        (lambda ns: ns.read(0, 1, out=bytearray(4096)), TypeError, "out: expected a DmaBuffer"),
+        (lambda ns: ns.write_zeroes(ns.nsze, 1), ValueError, "slba"),
+        (lambda ns: ns.deallocate(0, 0), ValueError, "nlb"),
+    ],
+)
 def test_bad_arguments_name_the_argument(ns, call, exc, needle):
     with pytest.raises(exc, match=needle.replace("(", r"\(")):
         call(ns)
@@ -205,14 +227,17 @@ def test_bad_namespace(target):
         target[0].namespace(0)
 
 
-@pytest.mark.parametrize("uri, needle", [
-    ("emu://?nsze=12Q", "nsze"),
-    ("emu://?bogus=1", "bogus"),
-    ("emu://?ndev=0", "ndev"),
-    ("nope://x", "unsupported scheme 'nope://'"),
-    ("", "empty URI"),
-    ("emu://?nsze=1MiB&nsze=2MiB", "'nsze' given twice"),
-])
+@pytest.mark.parametrize(
+    "uri, needle",
+    [
+        ("emu://?nsze=12Q", "nsze"),
+        ("emu://?bogus=1", "bogus"),
+        ("emu://?ndev=0", "ndev"),
+        ("nope://x", "unsupported scheme 'nope://'"),
+        ("", "empty URI"),
+        ("emu://?nsze=1MiB&nsze=2MiB", "'nsze' given twice"),
+    ],
+)
 def test_bad_uri_is_value_error_naming_the_part(uri, needle):
     with pytest.raises(ValueError, match=needle):
         nvmelab.open(uri)
@@ -227,6 +252,7 @@ def test_open_type_errors():
 
 # --- lifetimes ---
 
+
 def test_closed_target_raises_and_double_close_is_safe():
     t = nvmelab.open(URI1)
     c = t[0]
@@ -236,9 +262,17 @@ def test_closed_target_raises_and_double_close_is_safe():
     t.close()
     t.close()
     assert t.closed and c.closed and q.closed
-    for call in (lambda: c.identify(), lambda: ns.read(0, 1), lambda: c.qpair(), lambda: t.alloc(4096),
-                 lambda: ns.write(0, b"\0" * 512), lambda: q.submit_read(ns, 0, 1, buf), lambda: q.poll(),
-                 lambda: c.reset(), lambda: c.namespace(1)):
+    for call in (
+        lambda: c.identify(),
+        lambda: ns.read(0, 1),
+        lambda: c.qpair(),
+        lambda: t.alloc(4096),
+        lambda: ns.write(0, b"\0" * 512),
+        lambda: q.submit_read(ns, 0, 1, buf),
+        lambda: q.poll(),
+        lambda: c.reset(),
+        lambda: c.namespace(1),
+    ):
         with pytest.raises(ClosedError, match="closed"):
             call()
     q.close()
@@ -275,7 +309,7 @@ def test_views_outlive_closed_buffer_and_target():
     buf.close()
     t.close()
     gc.collect()
-    assert (a == 7).all() and (v == 9).all()      # still valid memory: freed after the last view
+    assert (a == 7).all() and (v == 9).all()  # still valid memory: freed after the last view
     del a, v
     gc.collect()
 
@@ -317,7 +351,7 @@ def test_objects_dropped_without_close_are_released():
     q.submit_read(c.namespace(1), 0, 1, buf)
     del q, buf, c, t
     gc.collect()
-    with nvmelab.open(URI1) as t2:              # nothing left behind that breaks a new target
+    with nvmelab.open(URI1) as t2:  # nothing left behind that breaks a new target
         assert t2.namespace(1).read(0, 1).size == 512
 
 

@@ -1,6 +1,8 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """NVMe status and fault handling through the Python API: every validation status the emulated
 controller returns surfaces as NvmeError with the spec's name; fault injection -> TimeoutError ->
 reset() -> the controller works again."""
+
 from __future__ import annotations
 
 import pickle
@@ -33,6 +35,7 @@ def _raw_io(ctrl, sqe, buf=None, nbytes=None):
 
 # --- I/O validation statuses (raw SQEs go past the Python checks on purpose) ---
 
+
 def test_io_validation_statuses(ctrl):
     ns = ctrl.namespace(1)
     bs = ns.lba_size
@@ -43,10 +46,14 @@ def test_io_validation_statuses(ctrl):
             ("Invalid Namespace or Format", dict(opc=spec.OPC_READ, nsid=99), buf, bs),
             ("LBA Out of Range", dict(opc=spec.OPC_READ, nsid=1, cdw10=ns.nsze), buf, bs),
             ("LBA Out of Range", dict(opc=spec.OPC_WRITE_ZEROES, nsid=1, cdw10=ns.nsze - 1, cdw12=1), None, None),
-            ("Invalid Field in Command", dict(opc=spec.OPC_READ, nsid=1, flags=1), buf, bs),     # FUSE set
+            ("Invalid Field in Command", dict(opc=spec.OPC_READ, nsid=1, flags=1), buf, bs),  # FUSE set
             ("PRP Offset Invalid", dict(opc=spec.OPC_READ, nsid=1, prp1=iova + 2), None, None),
-            ("PRP Offset Invalid", dict(opc=spec.OPC_READ, nsid=1, cdw12=PAGE // bs, prp1=iova + 512,
-                                        prp2=iova + PAGE + 8), None, None),
+            (
+                "PRP Offset Invalid",
+                dict(opc=spec.OPC_READ, nsid=1, cdw12=PAGE // bs, prp1=iova + 512, prp2=iova + PAGE + 8),
+                None,
+                None,
+            ),
             ("Data Transfer Error", dict(opc=spec.OPC_READ, nsid=1, prp1=0), None, None),
         ]
         for name, sqe, b, n in cases:
@@ -77,28 +84,30 @@ def test_admin_validation_statuses(ctrl):
         with pytest.raises(NvmeError, match=name):
             ctrl.admin_raw(sqe, check=True)
     ok = ctrl.admin_raw(dict(opc=spec._native.spec.ADM_GET_FEATURES, cdw10=7), check=True)
-    assert ok.ok and ok.cdw0 != 0          # Number of Queues granted
+    assert ok.ok and ok.cdw0 != 0  # Number of Queues granted
 
 
 def test_admin_queue_management_statuses(ctrl):
     """Create/Delete I/O queue statuses, with queue identifiers the driver is not using."""
     S = spec._native.spec
     idf = ctrl.identify()
-    free_qid = idf["max_qpairs"]                      # the driver hands out low qids first
+    free_qid = idf["max_qpairs"]  # the driver hands out low qids first
     too_big = idf["max_depth"] + 1
     with ctrl.qpair(depth=4) as q:
         cases = [
             ("Invalid Queue Size", dict(opc=S.ADM_CREATE_CQ, cdw10=free_qid | ((too_big - 1) << 16), cdw11=1)),
-            ("Completion Queue Invalid", dict(opc=S.ADM_CREATE_SQ, cdw10=free_qid | (1 << 16),
-                                              cdw11=1 | (free_qid << 16))),
-            ("Invalid Queue Deletion", dict(opc=S.ADM_DELETE_CQ, cdw10=q.qid)),   # its SQ still exists
+            (
+                "Completion Queue Invalid",
+                dict(opc=S.ADM_CREATE_SQ, cdw10=free_qid | (1 << 16), cdw11=1 | (free_qid << 16)),
+            ),
+            ("Invalid Queue Deletion", dict(opc=S.ADM_DELETE_CQ, cdw10=q.qid)),  # its SQ still exists
             ("Invalid Log Page", dict(opc=0x02, cdw10=0x7F | (1 << 16))),
         ]
         for name, sqe in cases:
             c = ctrl.admin_raw(sqe)
             assert c.name == name and isinstance(c.error, NvmeError), (name, c)
         q.wait_all(timeout=1)
-    with ctrl.qpair(depth=4) as q2:                   # queue management still works
+    with ctrl.qpair(depth=4) as q2:  # queue management still works
         assert q2.qid >= 1
 
 
@@ -127,6 +136,7 @@ def test_nvme_error_attributes_and_pickle():
 
 # --- fault injection ---
 
+
 def test_injected_status_on_sync_io(ctrl):
     ns = ctrl.namespace(1)
     ctrl.emu_inject("status", sct=2, sc=0x81, dnr=True, qid=-1)
@@ -135,7 +145,7 @@ def test_injected_status_on_sync_io(ctrl):
     e = ei.value
     assert (e.sct, e.sc, e.name, e.dnr) == (2, 0x81, "Unrecovered Read Error", True)
     assert "Read nsid=1 slba=12 nlb=2" in str(e)
-    ns.read(12, 2)                              # one command only
+    ns.read(12, 2)  # one command only
 
 
 def test_injected_status_on_qpair(ctrl):
@@ -168,7 +178,7 @@ def test_drop_timeout_reset_works_again(ctrl):
     assert q.closed
     with pytest.raises(ClosedError, match="reset"):
         q.submit_read(ns, 0, 1, buf)
-    assert np.array_equal(ns.read(20, 1), data)            # data survives the reset
+    assert np.array_equal(ns.read(20, 1), data)  # data survives the reset
     with ctrl.qpair(depth=8) as q2:
         q2.submit_read(ns, 20, 1, buf)
         q2.wait_all(timeout=5, check=True)
@@ -214,7 +224,7 @@ def test_qpair_used_from_two_threads_is_detected(ctrl):
         t = threading.Thread(target=poller)
         t.start()
         started.wait()
-        time.sleep(0.1)                      # the poller is inside poll (GIL released)
+        time.sleep(0.1)  # the poller is inside poll (GIL released)
         with pytest.raises(RuntimeError, match="two threads"):
             q.submit_read(ns, 1, 1, buf)
         t.join()

@@ -1,6 +1,8 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Hypothesis-driven bad input to the Python driver API: random URIs, LBAs, block counts, buffers,
 types and raw SQEs. Only ValueError / TypeError / NvmeError (or success) may come out; never a crash
 and never another exception type."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,15 +15,73 @@ from nvmelab.driver import spec
 from nvmelab.driver.errors import NvmeError
 
 ALLOWED = (ValueError, TypeError, NvmeError)
-FUZZ = settings(max_examples=150, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 # keys of emu:// plus unknown ones; "backing" is left out so that no file is ever created
-KEYS = ["ndev", "nns", "nsze", "ncap", "lbads", "mdts", "mqes", "nioq", "dstrd", "profile", "scale",
-        "mode", "seed", "ooo", "data", "lat", "iops", "bw", "qiops", "fetch", "link", "bogus", "NSZE", ""]
-VALUES = ["", "0", "1", "2", "3", "-1", "512", "4096", "9", "12", "13", "1MiB", "64MiB", "12Q", "1e3",
-          "0x10", "abc", "inline", "thread", "null", "pm1753", "1,2", "1,,2", "%41", "%zz", "4KiB",
-          "1ms", "5us", "1GiB/s", "99999999999999999999", "true", "off", " 1", "1 "]
+KEYS = [
+    "ndev",
+    "nns",
+    "nsze",
+    "ncap",
+    "lbads",
+    "mdts",
+    "mqes",
+    "nioq",
+    "dstrd",
+    "profile",
+    "scale",
+    "mode",
+    "seed",
+    "ooo",
+    "data",
+    "lat",
+    "iops",
+    "bw",
+    "qiops",
+    "fetch",
+    "link",
+    "bogus",
+    "NSZE",
+    "",
+]
+VALUES = [
+    "",
+    "0",
+    "1",
+    "2",
+    "3",
+    "-1",
+    "512",
+    "4096",
+    "9",
+    "12",
+    "13",
+    "1MiB",
+    "64MiB",
+    "12Q",
+    "1e3",
+    "0x10",
+    "abc",
+    "inline",
+    "thread",
+    "null",
+    "pm1753",
+    "1,2",
+    "1,,2",
+    "%41",
+    "%zz",
+    "4KiB",
+    "1ms",
+    "5us",
+    "1GiB/s",
+    "99999999999999999999",
+    "true",
+    "off",
+    " 1",
+    "1 ",
+]
 
 
 @st.composite
@@ -39,12 +99,12 @@ def uris(draw):
 @given(uri=uris())
 def test_random_uris(uri):
     if uri.startswith(("pci", "file", "blk")):
-        return   # never touch a real device or file from a fuzz test
+        return  # never touch a real device or file from a fuzz test
     try:
         t = nvmelab.open(uri)
     except ALLOWED:
         return
-    except OSError as exc:   # a valid URI whose resources the machine lacks (e.g. memory): named, not a crash
+    except OSError as exc:  # a valid URI whose resources the machine lacks (e.g. memory): named, not a crash
         assert str(exc)
         return
     with t:
@@ -61,9 +121,16 @@ def env():
 
 def anything():
     return st.one_of(
-        st.integers(min_value=-(2**70), max_value=2**70), st.integers(min_value=-2, max_value=9000),
-        st.floats(allow_nan=True), st.text(max_size=5), st.none(), st.booleans(),
-        st.binary(max_size=600), st.just(np.int64(3)), st.just(np.uint8(1)), st.just([1, 2]),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.integers(min_value=-2, max_value=9000),
+        st.floats(allow_nan=True),
+        st.text(max_size=5),
+        st.none(),
+        st.booleans(),
+        st.binary(max_size=600),
+        st.just(np.int64(3)),
+        st.just(np.uint8(1)),
+        st.just([1, 2]),
     )
 
 
@@ -73,15 +140,37 @@ def data_values():
         st.integers(min_value=0, max_value=4096).map(lambda n: np.zeros(n, np.uint8)),
         st.integers(min_value=0, max_value=1024).map(lambda n: np.zeros(n, np.float64)),
         st.integers(min_value=0, max_value=2048).map(lambda n: bytearray(n)),
-        st.just(np.zeros((2, 512), np.uint8)), st.just(np.zeros(2048, np.uint8)[::2]),
-        st.text(max_size=8), st.none(), st.integers(),
+        st.just(np.zeros((2, 512), np.uint8)),
+        st.just(np.zeros(2048, np.uint8)[::2]),
+        st.text(max_size=8),
+        st.none(),
+        st.integers(),
     )
 
 
 @FUZZ
-@given(op=st.sampled_from(["read", "write", "write_zeroes", "deallocate", "submit_read", "submit_write",
-                           "submit_write_zeroes", "submit_deallocate", "alloc", "poll", "namespace", "qpair"]),
-       a=anything(), b=anything(), data=data_values(), off=anything())
+@given(
+    op=st.sampled_from(
+        [
+            "read",
+            "write",
+            "write_zeroes",
+            "deallocate",
+            "submit_read",
+            "submit_write",
+            "submit_write_zeroes",
+            "submit_deallocate",
+            "alloc",
+            "poll",
+            "namespace",
+            "qpair",
+        ]
+    ),
+    a=anything(),
+    b=anything(),
+    data=data_values(),
+    off=anything(),
+)
 def test_random_api_arguments(env, op, a, b, data, off):
     c, ns, q, buf = env
     try:
@@ -103,7 +192,7 @@ def test_random_api_arguments(env, op, a, b, data, off):
             q.submit_deallocate(ns, a, b)
         elif op == "alloc":
             if isinstance(a, (int, np.integer)) and not isinstance(a, bool) and a > 0:
-                return            # valid sizes are not the point here (a huge one may be MemoryError)
+                return  # valid sizes are not the point here (a huge one may be MemoryError)
             c.alloc(a)
         elif op == "poll":
             q.poll(max=a, timeout=0)
@@ -119,16 +208,18 @@ def test_random_api_arguments(env, op, a, b, data, off):
             assert cpl.ok or isinstance(cpl.error, NvmeError)
 
 
-sqe_fields = st.fixed_dictionaries({
-    "opc": st.integers(0, 255),
-    "nsid": st.sampled_from([0, 1, 2, 0xFFFFFFFF, 7]),
-    "flags": st.sampled_from([0, 0, 1, 2, 0x40]),
-    "cdw10": st.integers(0, 2**32 - 1),
-    "cdw11": st.sampled_from([0, 1, 2**32 - 1]),
-    "cdw12": st.integers(0, 2**32 - 1),
-    "cdw13": st.integers(0, 2**32 - 1),
-    "prp1": st.sampled_from([0, 2, 4096, 0xDEAD0000, 2**63]),
-})
+sqe_fields = st.fixed_dictionaries(
+    {
+        "opc": st.integers(0, 255),
+        "nsid": st.sampled_from([0, 1, 2, 0xFFFFFFFF, 7]),
+        "flags": st.sampled_from([0, 0, 1, 2, 0x40]),
+        "cdw10": st.integers(0, 2**32 - 1),
+        "cdw11": st.sampled_from([0, 1, 2**32 - 1]),
+        "cdw12": st.integers(0, 2**32 - 1),
+        "cdw13": st.integers(0, 2**32 - 1),
+        "prp1": st.sampled_from([0, 2, 4096, 0xDEAD0000, 2**63]),
+    }
+)
 
 
 @FUZZ

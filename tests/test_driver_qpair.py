@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Asynchronous I/O through QPair on the emulated target: read-after-write through several
 queue pairs and threads, PRP edge cases, MDTS, phase wrap, queue full, buffer lifetimes."""
+
 from __future__ import annotations
 
 import threading
@@ -44,13 +46,13 @@ def test_submit_poll_roundtrip(ctrl, ns):
         assert isinstance(t, int)
         (c,) = q.wait_all(timeout=5, check=True)
         assert c.tag == t
-        assert np.array_equal(buf.array[PAGE:PAGE + data.size], data)
+        assert np.array_equal(buf.array[PAGE : PAGE + data.size], data)
         assert (buf.array[:PAGE] == 0).all()
 
 
 def test_read_after_write_several_qpairs_and_threads(ctrl, ns):
     """Each thread owns one queue pair; >= 20x depth commands per queue so the phase tag wraps."""
-    depth, nthreads, region = 8, 3, 4096            # blocks per thread's private region
+    depth, nthreads, region = 8, 3, 4096  # blocks per thread's private region
     ncmds = 20 * depth
     errors: list = []
 
@@ -59,8 +61,11 @@ def test_read_after_write_several_qpairs_and_threads(ctrl, ns):
             rng = np.random.default_rng(100 + k)
             base = k * region
             nlb_max = 8
-            with ctrl.qpair(depth=depth) as q, ctrl.alloc(ncmds * nlb_max * ns.lba_size) as wbuf, \
-                    ctrl.alloc(ncmds * nlb_max * ns.lba_size) as rbuf:
+            with (
+                ctrl.qpair(depth=depth) as q,
+                ctrl.alloc(ncmds * nlb_max * ns.lba_size) as wbuf,
+                ctrl.alloc(ncmds * nlb_max * ns.lba_size) as rbuf,
+            ):
                 w, r = wbuf.array, rbuf.array
                 w[:] = _rand(rng, w.size)
                 # distinct random slots so writes never overlap within the thread's region
@@ -81,8 +86,8 @@ def test_read_after_write_several_qpairs_and_threads(ctrl, ns):
                 for i, (slba, nlb) in enumerate(plan):
                     o = i * nlb_max * ns.lba_size
                     n = nlb * ns.lba_size
-                    assert np.array_equal(r[o:o + n], w[o:o + n]), (k, i, slba, nlb)
-        except BaseException as exc:   # reported by the main thread
+                    assert np.array_equal(r[o : o + n], w[o : o + n]), (k, i, slba, nlb)
+        except BaseException as exc:  # reported by the main thread
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(nthreads)]
@@ -108,7 +113,7 @@ def test_prp_offsets_and_lengths(ctrl, ns, offset):
             nlb = size // ns.lba_size
             data = _rand(rng, size)
             buf.array[:] = 0
-            buf.array[offset:offset + size] = data
+            buf.array[offset : offset + size] = data
             q.submit_write(ns, slba, nlb, buf, offset=offset)
             q.wait_all(timeout=5, check=True)
             assert np.array_equal(ns.read(slba, nlb), data), (offset, size)
@@ -116,8 +121,8 @@ def test_prp_offsets_and_lengths(ctrl, ns, offset):
             q.submit_read(ns, slba, nlb, buf, offset=offset)
             q.wait_all(timeout=5, check=True)
             a = buf.array
-            assert np.array_equal(a[offset:offset + size], data), (offset, size)
-            assert (a[:offset] == 0xEE).all() and (a[offset + size:] == 0xEE).all(), "wrote outside the span"
+            assert np.array_equal(a[offset : offset + size], data), (offset, size)
+            assert (a[:offset] == 0xEE).all() and (a[offset + size :] == 0xEE).all(), "wrote outside the span"
 
 
 @pytest.mark.parametrize("offset", [0, 4, 512, PAGE - 4])
@@ -128,7 +133,7 @@ def test_exactly_mdts_and_mdts_plus_one(ctrl, ns, offset):
     rng = np.random.default_rng(7)
     with ctrl.qpair(depth=8) as q, ctrl.alloc(offset + mdts + ns.lba_size) as buf:
         data = _rand(rng, mdts)
-        buf.array[offset:offset + mdts] = data
+        buf.array[offset : offset + mdts] = data
         q.submit_write(ns, 5000, nlb, buf, offset=offset)
         q.wait_all(timeout=5, check=True)
         assert np.array_equal(ns.read(5000, nlb), data)
@@ -150,6 +155,7 @@ def test_mdts_plus_one_refused_by_the_controller_when_sent_raw(ctrl, ns):
 
 # --- queue full, phases, batching ---
 
+
 def test_queue_full_then_recovers(ctrl, ns):
     depth = 8
     with ctrl.qpair(depth=depth) as q, ctrl.alloc(PAGE) as buf:
@@ -160,7 +166,7 @@ def test_queue_full_then_recovers(ctrl, ns):
             q.submit_read(ns, 0, 1, buf)
         got = q.poll(max=2, timeout=5)
         assert 1 <= len(got) <= 2
-        q.submit_read(ns, 0, 1, buf)              # room again
+        q.submit_read(ns, 0, 1, buf)  # room again
         rest = q.wait_all(timeout=5, check=True)
         assert len(got) + len(rest) == depth
 
@@ -199,6 +205,7 @@ def test_flush_write_zeroes_deallocate(ctrl, ns):
 
 # --- buffer lifetimes and closed objects ---
 
+
 def test_buffer_with_outstanding_command_cannot_be_closed(ctrl, ns):
     with ctrl.qpair(depth=4) as q:
         buf = ctrl.alloc(PAGE)
@@ -217,7 +224,7 @@ def test_leaving_a_with_block_with_outstanding_commands_retires_the_buffer(ctrl,
         with ctrl.alloc(PAGE) as buf:
             view = buf.array
             q.submit_read(ns, 9000, 1, buf)
-        assert buf.closed                          # no BufferError: the command keeps the memory
+        assert buf.closed  # no BufferError: the command keeps the memory
         (c,) = q.wait_all(timeout=5, check=True)
         assert (view[: ns.lba_size] == 0x42).all()
 
@@ -226,7 +233,7 @@ def test_dropping_the_last_reference_under_a_command_is_safe(ctrl, ns):
     with ctrl.qpair(depth=4) as q:
         buf = ctrl.alloc(PAGE)
         q.submit_read(ns, 0, 8, buf)
-        del buf                                    # the queue pair keeps the memory alive
+        del buf  # the queue pair keeps the memory alive
         (c,) = q.wait_all(timeout=5)
         assert c.ok
 

@@ -1,9 +1,11 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The emulator's calibrated profiles (src/nvme/emu/profiles.c) re-derived from data/reference/headline.csv.
 
 profiles.c takes its published inputs from calibration.h, generated at build time from the reference
 table (src/nvme/emu/calibration.cmake); the effective profile values the C code uses (dumped by the ctest
 binary `test_emu_regs --profiles-json`) must equal the arithmetic documented in profiles.c.
 """
+
 from __future__ import annotations
 
 import csv
@@ -83,8 +85,12 @@ def test_effective_profiles_match_derivation():
     exe = _dump_binary()
     if exe is None:
         pytest.skip("C tests not built (make build builds build/dev/tests/c/test_emu_regs)")
-    table = {p["name"]: p for p in json.loads(subprocess.run([str(exe), "--profiles-json"], check=True,
-                                                              capture_output=True, text=True).stdout)}
+    table = {
+        p["name"]: p
+        for p in json.loads(
+            subprocess.run([str(exe), "--profiles-json"], check=True, capture_output=True, text=True).stdout
+        )
+    }
     assert table["null"]["lat_ns"] == 0 and table["null"]["dev_iops"] == 0
     for name, want in expected_profiles().items():
         got = table[name]

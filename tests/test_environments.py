@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.results.environments: host summaries from record provenance (the book's environments chapter)."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,21 +11,48 @@ from nvmelab.results.records import RecordError, write_records
 
 def record(host: str, **prov) -> dict:
     base = {
-        "study": "cpu_initiated", "tool": "nvmelab", "target": "emu://?profile=pm1753", "backend": "emu",
-        "rw": "randread", "iosize": 512, "qdepth": 8, "nqueues": 1, "ndevs": 1, "ncpus": 1,
-        "runtime_s": 1.0, "iops": 1000.0, "mibs": 0.5, "lat_ns": None, "cpu_usage": None, "cpu_freqs": None,
-        "governor": None, "turbo": None, "smt": None, "thr_sib": 0, "stress": 0, "repetition": 0,
-        "provenance": {"git_commit": "abcdef0123456789", "host": host, "cpu_model": "CPU X", "kernel": "6.1.0",
-                       "packages": {"nvmelab": "0.1.0", "numpy": "2.0"}, "utc": "2025-01-01T00:00:00Z",
-                       "profile": "pm1753", "scale": 8.0},
+        "study": "cpu_initiated",
+        "tool": "nvmelab",
+        "target": "emu://?profile=pm1753",
+        "backend": "emu",
+        "rw": "randread",
+        "iosize": 512,
+        "qdepth": 8,
+        "nqueues": 1,
+        "ndevs": 1,
+        "ncpus": 1,
+        "runtime_s": 1.0,
+        "iops": 1000.0,
+        "mibs": 0.5,
+        "lat_ns": None,
+        "cpu_usage": None,
+        "cpu_freqs": None,
+        "governor": None,
+        "turbo": None,
+        "smt": None,
+        "thr_sib": 0,
+        "stress": 0,
+        "repetition": 0,
+        "provenance": {
+            "git_commit": "abcdef0123456789",
+            "host": host,
+            "cpu_model": "CPU X",
+            "kernel": "6.1.0",
+            "packages": {"nvmelab": "0.1.0", "numpy": "2.0"},
+            "utc": "2025-01-01T00:00:00Z",
+            "profile": "pm1753",
+            "scale": 8.0,
+        },
     }
     base["provenance"].update(prov)
     return base
 
 
 def test_groups_by_host_and_reports_what_records_say(tmp_path):
-    write_records(tmp_path / "cpu_initiated" / "a" / "standard.jsonl",
-                  [record("a"), record("a", utc="2025-01-02T00:00:00Z", kernel="6.2.0")])
+    write_records(
+        tmp_path / "cpu_initiated" / "a" / "standard.jsonl",
+        [record("a"), record("a", utc="2025-01-02T00:00:00Z", kernel="6.2.0")],
+    )
     rec_b = record("b", gpu={"name": "GPU Y", "driver": "550"})
     rec_b["study"], rec_b["target"] = "cuda_qdepth", "gpu-emu://?profile=pm1753"
     write_records(tmp_path / "cuda_qdepth" / "b" / "standard.jsonl", [rec_b])

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The one errno / NVMe-status -> Python exception converter of nvmelab._native (src/bindings/errors.cpp)."""
+
 from __future__ import annotations
 
 import errno
@@ -11,10 +13,18 @@ from nvmelab.driver.errors import NvmeError
 DNR = 1 << 16  # PERF_STATUS_DNR
 
 
-@pytest.mark.parametrize("code,exc", [(-errno.EINVAL, ValueError), (-errno.ERANGE, ValueError),
-                                      (-errno.E2BIG, ValueError), (-errno.ENOENT, FileNotFoundError),
-                                      (-errno.ETIMEDOUT, TimeoutError), (-errno.EBUSY, OSError),
-                                      (-errno.ENOTSUP, OSError)])
+@pytest.mark.parametrize(
+    "code,exc",
+    [
+        (-errno.EINVAL, ValueError),
+        (-errno.ERANGE, ValueError),
+        (-errno.E2BIG, ValueError),
+        (-errno.ENOENT, FileNotFoundError),
+        (-errno.ETIMEDOUT, TimeoutError),
+        (-errno.EBUSY, OSError),
+        (-errno.ENOTSUP, OSError),
+    ],
+)
 def test_errno_rule(code: int, exc: type) -> None:
     with pytest.raises(exc, match="what went wrong") as ei:
         _native._raise_code(code, "what went wrong")

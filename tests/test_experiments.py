@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The sweep runner: specs, resume, atomic records, host-variable policy, Ctrl-C, Dask executor."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -110,14 +112,17 @@ def test_plan_union_of_sweeps_and_exclusions(spec):
     assert spec.plan("quick", target="fake://other").runs[0].params["target"] == "fake://other"
 
 
-@pytest.mark.parametrize("mutate, needle", [
-    (lambda d: d.pop("engine"), "missing key 'engine'"),
-    (lambda d: d.update(engine="gpu9"), "engine must be one of"),
-    (lambda d: d["fixed"].update(qdeep=3), "unknown key(s) qdeep"),
-    (lambda d: d["presets"].pop("paper"), "presets paper missing"),
-    (lambda d: d["presets"]["quick"]["sweeps"][0].update(qdepth=[]), "'qdepth' has no values"),
-    (lambda d: d["presets"]["quick"]["sweeps"][0].update(stack=[1, 2]), "unknown variable 'stack'"),
-])
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda d: d.pop("engine"), "missing key 'engine'"),
+        (lambda d: d.update(engine="gpu9"), "engine must be one of"),
+        (lambda d: d["fixed"].update(qdeep=3), "unknown key(s) qdeep"),
+        (lambda d: d["presets"].pop("paper"), "presets paper missing"),
+        (lambda d: d["presets"]["quick"]["sweeps"][0].update(qdepth=[]), "'qdepth' has no values"),
+        (lambda d: d["presets"]["quick"]["sweeps"][0].update(stack=[1, 2]), "unknown variable 'stack'"),
+    ],
+)
 def test_bad_specs_are_named(mutate, needle):
     import tomllib
 
@@ -191,8 +196,9 @@ def test_host_values_that_cannot_be_set_are_skipped_not_mislabelled(spec, tmp_pa
         return rec
 
     host = HostControl(root=fake_sys)
-    rep = run_study(spec, "standard", run_fn=run_fn, results_root=root, progress=False,
-                    executor=LocalExecutor(host=host))
+    rep = run_study(
+        spec, "standard", run_fn=run_fn, results_root=root, progress=False, executor=LocalExecutor(host=host)
+    )
     # smt=1 cannot be set on this host (SMT control notsupported): those runs are skipped, with the reason
     assert rep.ran == 2 * 5 and len(rep.skipped) == 2 * 2 * 5
     assert all("could not set smt=1" in why for _, why in rep.skipped)
@@ -207,8 +213,9 @@ def test_host_values_that_cannot_be_set_are_skipped_not_mislabelled(spec, tmp_pa
 
 def test_no_host_changes_skips_runs_needing_another_governor(spec, tmp_path, fake_sys):
     host = HostControl(root=fake_sys, allow_changes=False)
-    rep = run_study(spec, "standard", run_fn=fake_run, results_root=tmp_path, progress=False,
-                    executor=LocalExecutor(host=host))
+    rep = run_study(
+        spec, "standard", run_fn=fake_run, results_root=tmp_path, progress=False, executor=LocalExecutor(host=host)
+    )
     assert any("governor=powersave" in why and "turned off" in why for _, why in rep.skipped)
     assert all(r["sweeps"] == ["host"] for r in rep.records)
 
@@ -216,8 +223,9 @@ def test_no_host_changes_skips_runs_needing_another_governor(spec, tmp_path, fak
 def test_stress_without_unused_cpus_is_skipped(spec, tmp_path, fake_sys):
     (fake_sys / "online").write_text("0\n")
     host = HostControl(root=fake_sys)
-    rep = run_study(spec, "paper", run_fn=fake_run, results_root=tmp_path, progress=False,
-                    executor=LocalExecutor(host=host))
+    rep = run_study(
+        spec, "paper", run_fn=fake_run, results_root=tmp_path, progress=False, executor=LocalExecutor(host=host)
+    )
     assert rep.ran == 5 and len(rep.skipped) == 5
     assert all("no unused CPUs" in why for _, why in rep.skipped)
 
@@ -228,8 +236,14 @@ def test_stress_runs_stress_ng_on_the_other_cpu(spec, tmp_path, fake_sys):
     if not shutil.which("stress-ng"):
         pytest.skip("stress-ng not installed")
     host = HostControl(root=fake_sys)
-    rep = run_study(spec, "paper", run_fn=lambda **kw: fake_run(sleep=0.05, **kw), results_root=tmp_path,
-                    progress=False, executor=LocalExecutor(host=host))
+    rep = run_study(
+        spec,
+        "paper",
+        run_fn=lambda **kw: fake_run(sleep=0.05, **kw),
+        results_root=tmp_path,
+        progress=False,
+        executor=LocalExecutor(host=host),
+    )
     assert rep.ran == 10
     assert {r["stress"] for r in rep.records} == {0, 1}
     assert any("stress-ng on CPUs [1]" in n for n in rep.notes)
@@ -262,17 +276,26 @@ def test_dask_executor_two_workers(spec, tmp_path):
     distributed = pytest.importorskip("distributed")
     from nvmelab.studies.distributed import DaskExecutor
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         # name workers as hosts would be named
         ex = DaskExecutor(client, host_from="worker-name")
-        rep = run_study(spec, "quick", run_fn=lambda **kw: fake_run(sleep=0.02, **kw), results_root=tmp_path,
-                        progress=False, executor=ex)
+        rep = run_study(
+            spec,
+            "quick",
+            run_fn=lambda **kw: fake_run(sleep=0.02, **kw),
+            results_root=tmp_path,
+            progress=False,
+            executor=ex,
+        )
         assert rep.ran == 6
         hosts = sorted(p.parent.name for p in (tmp_path / "t_study").glob("*/quick.jsonl"))
         assert len(hosts) == 2  # both workers did runs, each filed under its own host folder
-        assert sorted(records.load_records(tmp_path / "t_study", check=True), key=lambda r: r["run_key"]) \
-            == sorted(rep.records, key=lambda r: r["run_key"])
+        assert sorted(records.load_records(tmp_path / "t_study", check=True), key=lambda r: r["run_key"]) == sorted(
+            rep.records, key=lambda r: r["run_key"]
+        )
         rep2 = run_study(spec, "quick", run_fn=fake_run, results_root=tmp_path, progress=False, executor=ex)
         assert rep2.ran == 0 and rep2.already_done == 6
 
@@ -290,8 +313,7 @@ def test_cli_study_list_and_errors(capsys):
 
 
 def test_study_results_reuses_recorded_runs(spec, tmp_path, monkeypatch):
-    from nvmelab.studies import study_results
-    from nvmelab.studies import runner
+    from nvmelab.studies import runner, study_results
 
     monkeypatch.setattr(runner, "load_spec", lambda name: spec)
     monkeypatch.setenv("NVMELAB_HOST_ID", "hostA")
@@ -316,14 +338,14 @@ def test_emulated_targets_get_their_device_count():
 
 
 def test_study_results_does_not_reuse_another_target(spec, tmp_path, monkeypatch):
-    from nvmelab.studies import study_results
-    from nvmelab.studies import runner
+    from nvmelab.studies import runner, study_results
 
     monkeypatch.setattr(runner, "load_spec", lambda name: spec)
     df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
     assert rep.ran == 6
-    df2, rep2 = study_results("t_study", "quick", target="fake://elsewhere", run_fn=fake_run,
-                              results_root=tmp_path, progress=False)
+    df2, rep2 = study_results(
+        "t_study", "quick", target="fake://elsewhere", run_fn=fake_run, results_root=tmp_path, progress=False
+    )
     assert rep2 is not None and rep2.ran == 6 and set(df2["target"]) == {"fake://elsewhere"}
 
 
@@ -349,8 +371,7 @@ def test_run_modes_never_missing_auto(spec, tmp_path, monkeypatch):
     monkeypatch.setenv("NVMELAB_RUN", "never")
     df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
     assert rep is None and df.empty and not list(tmp_path.rglob("*.jsonl"))
-    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False,
-                            mode="missing")
+    df, rep = study_results("t_study", "quick", run_fn=fake_run, results_root=tmp_path, progress=False, mode="missing")
     assert rep.ran == 6 and len(df) == 6
     assert set(df["results_path"]) == {str(tmp_path / "t_study" / "hostA" / "quick.jsonl")}
     monkeypatch.setenv("NVMELAB_HOST_ID", "hostB")

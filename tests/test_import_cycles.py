@@ -1,6 +1,8 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The package has no import cycles: every module's imports (at module level and inside functions,
 not the ``if TYPE_CHECKING`` ones, not the compiled ``_native``) form a graph without a cycle, so
 each layer can be read, tested and moved without the ones above it."""
+
 from __future__ import annotations
 
 import ast
@@ -23,8 +25,12 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for mod, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
-                       for x in ast.walk(n)}
+        typing_only = {
+            id(x)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+            for x in ast.walk(n)
+        }
         pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
         deps: set[str] = set()
         for node in ast.walk(tree):
@@ -55,7 +61,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(v)
         for w in sorted(graph[v]):
             if state.get(w) == 1:
-                return stack[stack.index(w):] + [w]
+                return stack[stack.index(w) :] + [w]
             if w not in state:
                 found = visit(w)
                 if found:
@@ -81,7 +87,10 @@ def test_the_check_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
     graph = import_graph()
-    assert "nvmelab.driver.qpair" in graph["nvmelab.driver"] and "nvmelab.driver.namespace" in graph["nvmelab.driver.qpair"]
+    assert (
+        "nvmelab.driver.qpair" in graph["nvmelab.driver"]
+        and "nvmelab.driver.namespace" in graph["nvmelab.driver.qpair"]
+    )
 
 
 def test_old_module_paths_are_the_new_modules() -> None:
@@ -90,11 +99,12 @@ def test_old_module_paths_are_the_new_modules() -> None:
     import nvmelab.studies as old_studies
     import nvmelab.studies as studies
     from nvmelab.results import analysis, plots, reference
-    from nvmelab.results import analysis as a, plots as p, reference as r
+    from nvmelab.results import analysis as a
+    from nvmelab.results import plots as p
+    from nvmelab.results import reference as r
 
     assert (analysis, plots, reference) == (a, p, r)
     assert old_studies.load_spec is studies.load_spec and old_studies.study_results is studies.study_results
-    import nvmelab.driver.errors
     import nvmelab.driver.errors
 
     assert nvmelab.driver.errors.NvmeError is nvmelab.driver.errors.NvmeError  # what the extension raises

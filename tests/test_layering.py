@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """No call cycle between C files (the Python side: tests/test_import_cycles.py).
 
 Each object file of the dev build (build/dev, as `make test` builds it) is a node; A -> B when A uses a
@@ -5,6 +6,7 @@ global symbol that B defines (nm). Any strongly connected component of two or mo
 the emulator's ctrl.c <-> io.c loop that the split removed. The test also checks that the graph is not
 trivially empty, so it can fail.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -75,13 +77,19 @@ def _c_graph() -> dict[str, set[str]]:
     uses: dict[str, set[str]] = {}
     for o in objs:
         name = str(o.relative_to(BUILD))
-        for line in subprocess.run(["nm", "-g", "--defined-only", str(o)], capture_output=True, text=True,
-                                   check=True).stdout.splitlines():
+        for line in subprocess.run(
+            ["nm", "-g", "--defined-only", str(o)], capture_output=True, text=True, check=True
+        ).stdout.splitlines():
             parts = line.split()
             if len(parts) == 3:
                 defs[parts[2]].add(name)
-        uses[name] = {ln.split()[-1] for ln in subprocess.run(["nm", "-u", str(o)], capture_output=True, text=True,
-                                                              check=True).stdout.splitlines() if ln.strip()}
+        uses[name] = {
+            ln.split()[-1]
+            for ln in subprocess.run(
+                ["nm", "-u", str(o)], capture_output=True, text=True, check=True
+            ).stdout.splitlines()
+            if ln.strip()
+        }
     graph: dict[str, set[str]] = {}
     for name, syms in uses.items():
         graph[name] = {d for s in syms for d in defs.get(s, ()) if d != name}

@@ -1,8 +1,10 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.results.model: the fit recovers known parameters, calibration and held-out points are disjoint,
 validation.csv is what the code writes, and the validation goals hold on that CSV.
 
 Also the seed 000/001 loaders the model reads (nvmelab.results.reference.cuda_*).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +15,16 @@ import pytest
 
 from nvmelab.results import model, reference
 
-KNOWN = model.Params(dev_iops=4.0e6, dev_bw=20.0e9, core_rate={"upcie": 20.0e6, "upcie-cuda": 25.0e6},
-                     link_bw=50.0e9, link_ratio=1.4, round_lat_s=20e-6, round_cmd_s=300e-9, round_byte_s=100e-12)
+KNOWN = model.Params(
+    dev_iops=4.0e6,
+    dev_bw=20.0e9,
+    core_rate={"upcie": 20.0e6, "upcie-cuda": 25.0e6},
+    link_bw=50.0e9,
+    link_ratio=1.4,
+    round_lat_s=20e-6,
+    round_cmd_s=300e-9,
+    round_byte_s=100e-12,
+)
 
 
 def _synthetic(p: model.Params) -> pd.DataFrame:
@@ -28,9 +38,16 @@ def _synthetic(p: model.Params) -> pd.DataFrame:
 def test_fit_round_recovers_latency_command_and_byte_cost() -> None:
     lat, cmd, byte = 12e-6, 250e-9, 80e-12
     p = model.Params(dev_iops=1e12, dev_bw=1e15, round_lat_s=lat, round_cmd_s=cmd, round_byte_s=byte)
-    pts = pd.DataFrame({"nqueues": [1, 1, 1, 2], "qdepth": [8, 64, 2, 16], "iosize": [512, 512, 65536, 4096],
-                        "ndevs": [16, 16, 16, 4], "quantity": ["iops", "iops", "gbps", "iops"],
-                        "point_id": list("abcd")})
+    pts = pd.DataFrame(
+        {
+            "nqueues": [1, 1, 1, 2],
+            "qdepth": [8, 64, 2, 16],
+            "iosize": [512, 512, 65536, 4096],
+            "ndevs": [16, 16, 16, 4],
+            "quantity": ["iops", "iops", "gbps", "iops"],
+            "point_id": list("abcd"),
+        }
+    )
     iops = model.cuda_iops(p, pts.nqueues, pts.qdepth, pts.iosize, 1) * pts.ndevs
     pts["published"] = np.where(pts.quantity == "iops", iops, iops * pts.iosize / 1e9)
     got = model.fit_round(pts)
@@ -38,8 +55,17 @@ def test_fit_round_recovers_latency_command_and_byte_cost() -> None:
 
 
 def test_fit_round_refuses_capped_or_degenerate_points() -> None:
-    pts = pd.DataFrame({"nqueues": [1, 1, 1], "qdepth": [8, 16, 32], "iosize": [512] * 3, "ndevs": [1] * 3,
-                        "quantity": ["iops"] * 3, "published": [1e5, 2e5, 3e5], "point_id": list("abc")})
+    pts = pd.DataFrame(
+        {
+            "nqueues": [1, 1, 1],
+            "qdepth": [8, 16, 32],
+            "iosize": [512] * 3,
+            "ndevs": [1] * 3,
+            "quantity": ["iops"] * 3,
+            "published": [1e5, 2e5, 3e5],
+            "point_id": list("abc"),
+        }
+    )
     with pytest.raises(ValueError, match="separate"):
         model.fit_round(pts)  # one I/O size: the per-byte cost cannot be told from the per-command cost
     pts.loc[2, "iosize"] = 4096
@@ -85,8 +111,12 @@ def test_calibration_and_held_out_are_disjoint_and_cover_every_point() -> None:
 
 
 def test_unknown_calibration_point_is_refused() -> None:
-    calib = pd.concat([model.calibration_set(), pd.DataFrame([{"parameter": "x", "study": "cuda_qdepth",
-                                                               "point_id": "iops/nq9-qd9", "why": "-"}])])
+    calib = pd.concat(
+        [
+            model.calibration_set(),
+            pd.DataFrame([{"parameter": "x", "study": "cuda_qdepth", "point_id": "iops/nq9-qd9", "why": "-"}]),
+        ]
+    )
     with pytest.raises(KeyError, match="nq9-qd9"):
         model.split(calib=calib)
 
@@ -163,8 +193,13 @@ def test_emu_query_carries_the_fitted_round() -> None:
 
 
 def test_summary_table_counts() -> None:
-    df = pd.DataFrame({"study": ["a", "a", "a", "b"], "role": ["calibration", "held_out", "held_out", "held_out"],
-                       "rel_error": [0.0, 0.1, -0.5, 0.2]})
+    df = pd.DataFrame(
+        {
+            "study": ["a", "a", "a", "b"],
+            "role": ["calibration", "held_out", "held_out", "held_out"],
+            "rel_error": [0.0, 0.1, -0.5, 0.2],
+        }
+    )
     t = model.summary_table(df).set_index("study")
     assert t.loc["a", "held_out"] == 2 and t.loc["a", "over"] == 1 and t.loc["a", "max_abs_error"] == 0.5
     assert t.loc["all studies", "held_out"] == 3 and t.loc["all studies", "median_abs_error"] == pytest.approx(0.2)

@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The perf engine on the kernel paths (file://, psync and io_uring): record schema, patterns,
 verify, pinning, parameter checks, Ctrl-C; and the CPU topology / provenance helpers."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +11,8 @@ import time
 
 import pytest
 
-from nvmelab.host import cpus, provenance
 from nvmelab.engines import perf
+from nvmelab.host import cpus, provenance
 from nvmelab.results.records import validate
 
 FILE_BYTES = 16 << 20
@@ -23,7 +25,10 @@ def _uring() -> bool:
     return bool(_native.perf_io_uring_available())
 
 
-BACKENDS = [("psync", 1), pytest.param("io_uring", 8, marks=pytest.mark.skipif(not _uring(), reason="io_uring unavailable"))]
+BACKENDS = [
+    ("psync", 1),
+    pytest.param("io_uring", 8, marks=pytest.mark.skipif(not _uring(), reason="io_uring unavailable")),
+]
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +74,9 @@ def test_make_file_writes_real_data(tmp_path):
 def test_verify_catches_a_corrupted_block(uri, datafile, backend, qd):
     rng = dict(lba_start=4096, lba_count=2048)  # 1 MiB of the file, so a short run covers it
     perf.fill(uri, iosize=4096, qdepth=qd, backend=backend, seed=5, **rng)
-    ok = perf.run(uri, rw="randread", iosize=4096, qdepth=qd, backend=backend, verify=True, prefill=False, seed=5,
-                  **rng, **SHORT)
+    ok = perf.run(
+        uri, rw="randread", iosize=4096, qdepth=qd, backend=backend, verify=True, prefill=False, seed=5, **rng, **SHORT
+    )
     assert ok["verify_errors"] == 0 and ok["ios"] > 0
     bad_lba = 4242
     with open(datafile, "r+b") as f:  # overwrite the stamp of one LBA
@@ -79,8 +85,19 @@ def test_verify_catches_a_corrupted_block(uri, datafile, backend, qd):
         f.flush()
         os.fsync(f.fileno())
     # a sequential verified read over the range reads the bad LBA
-    rec = perf.run(uri, rw="read", iosize=4096, qdepth=qd, backend=backend, verify=True, prefill=False, seed=5,
-                   runtime=0.6, warmup=0, **rng)
+    rec = perf.run(
+        uri,
+        rw="read",
+        iosize=4096,
+        qdepth=qd,
+        backend=backend,
+        verify=True,
+        prefill=False,
+        seed=5,
+        runtime=0.6,
+        warmup=0,
+        **rng,
+    )
     assert rec["ios"] * 4096 >= rng["lba_count"] * 512, "the run must cover the range for this test"
     assert rec["verify_errors"] >= 1
     assert rec["verify_first_bad"] == {"dev": 0, "lba": bad_lba}

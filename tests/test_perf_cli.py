@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab perf run`: help documents the options, a run prints a table and writes a JSON
 record, bad values exit 2 with one line naming the parameter."""
+
 from __future__ import annotations
 
 import json
@@ -16,16 +18,52 @@ def nvmelab(*args: str) -> subprocess.CompletedProcess:
 def test_help_documents_every_option():
     p = nvmelab("perf", "run", "--help")
     assert p.returncode == 0
-    for opt in ("--target", "--rw", "--rwmix", "--iosize", "--qdepth", "--nqueues", "--ncpus", "--thr-sib", "--cpus",
-                "--ndevs", "--backend", "--runtime", "--warmup", "--verify", "--no-prefill", "--no-lat", "--seed",
-                "--lba-start", "--lba-count", "--allow-write", "--study", "--repetition", "--json"):
+    for opt in (
+        "--target",
+        "--rw",
+        "--rwmix",
+        "--iosize",
+        "--qdepth",
+        "--nqueues",
+        "--ncpus",
+        "--thr-sib",
+        "--cpus",
+        "--ndevs",
+        "--backend",
+        "--runtime",
+        "--warmup",
+        "--verify",
+        "--no-prefill",
+        "--no-lat",
+        "--seed",
+        "--lba-start",
+        "--lba-count",
+        "--allow-write",
+        "--study",
+        "--repetition",
+        "--json",
+    ):
         assert opt in p.stdout, opt
 
 
 def test_run_prints_a_table_and_appends_a_record(tmp_path):
     out = tmp_path / "runs.jsonl"
-    args = ("perf", "run", "--target", "emu://?profile=null", "--iosize", "4096", "--qdepth", "16",
-            "--runtime", "0.2", "--warmup", "0.05", "--json", str(out))
+    args = (
+        "perf",
+        "run",
+        "--target",
+        "emu://?profile=null",
+        "--iosize",
+        "4096",
+        "--qdepth",
+        "16",
+        "--runtime",
+        "0.2",
+        "--warmup",
+        "0.05",
+        "--json",
+        str(out),
+    )
     p = nvmelab(*args)
     assert p.returncode == 0, p.stderr
     assert "IOPS" in p.stdout and "profile null" in p.stdout

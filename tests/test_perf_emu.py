@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The perf engine on emulated controllers (emu://): patterns, devices and queues, verify with an
 injected corruption, parameter limits of the target, and Little's law on the pm1753 profile."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The engine's run parameters are declared once (src/engine/perf_params.h); everything else is derived."""
+
 from __future__ import annotations
 
 import argparse
@@ -6,8 +8,8 @@ import argparse
 import pytest
 
 from nvmelab import _native
-from nvmelab.engines import perf
 from nvmelab.cli import perf as cli_perf
+from nvmelab.engines import perf
 
 
 def test_table_is_exported_with_bounds_and_docs() -> None:
@@ -30,15 +32,18 @@ def test_cli_options_come_from_the_table() -> None:
             assert dests[p["name"]].default == p["default"], p["name"]
 
 
-@pytest.mark.parametrize("kw,word", [
-    ({"qdepth": 70000}, "qdepth=70000: must be 1..65536"),
-    ({"nqueues": 2000}, "nqueues=2000: must be 1..1024"),
-    ({"rwmix": 101}, "rwmix=101: must be 0..100"),
-    ({"runtime": 0}, "runtime=0"),
-    ({"batch": 1 << 20}, "batch=1048576"),
-    ({"iosize": True}, "iosize=True"),
-    ({"nosuch": 1}, "unknown engine parameter 'nosuch'"),
-])
+@pytest.mark.parametrize(
+    "kw,word",
+    [
+        ({"qdepth": 70000}, "qdepth=70000: must be 1..65536"),
+        ({"nqueues": 2000}, "nqueues=2000: must be 1..1024"),
+        ({"rwmix": 101}, "rwmix=101: must be 0..100"),
+        ({"runtime": 0}, "runtime=0"),
+        ({"batch": 1 << 20}, "batch=1048576"),
+        ({"iosize": True}, "iosize=True"),
+        ({"nosuch": 1}, "unknown engine parameter 'nosuch'"),
+    ],
+)
 def test_one_check_names_the_parameter(kw: dict, word: str) -> None:
     with pytest.raises(ValueError, match=word):
         _native.perf_params_check(**kw)
@@ -60,9 +65,15 @@ def test_run_defaults_are_the_table_defaults(monkeypatch: pytest.MonkeyPatch) ->
         def check(self, **kw):
             seen.update(kw)
 
-    monkeypatch.setattr(perf, "open_target", lambda *a, **k: (_T()))
-    monkeypatch.setattr(perf, "check_params", lambda *a, **k: (seen.update(zip(
-        ("target", "rw", "iosize", "qdepth", "nqueues", "ncpus", "runtime", "warmup", "rwmix"), a)), [0])[1])
+    monkeypatch.setattr(perf, "open_target", lambda *a, **k: _T())
+    monkeypatch.setattr(
+        perf,
+        "check_params",
+        lambda *a, **k: (
+            seen.update(zip(("target", "rw", "iosize", "qdepth", "nqueues", "ncpus", "runtime", "warmup", "rwmix"), a)),
+            [0],
+        )[1],
+    )
     with pytest.raises(RuntimeError, match="stop"):
         perf.run("emu://")
     d = {p["name"]: p["default"] for p in perf.params()}

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.results.plots: figures carry the data, tooltips, rules and source labels; static export works offline."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -8,8 +10,9 @@ from nvmelab.results import analysis, plots, reference
 
 
 def _agg():
-    df = pd.DataFrame({"qdepth": [1, 1, 2, 2, 4, 4], "nqueues": [1] * 6, "iops": [1.0, 3.0, 4.0, 4.0, 8.0, 8.0],
-                       "mibs": [1.0] * 6})
+    df = pd.DataFrame(
+        {"qdepth": [1, 1, 2, 2, 4, 4], "nqueues": [1] * 6, "iops": [1.0, 3.0, 4.0, 4.0, 8.0, 8.0], "mibs": [1.0] * 6}
+    )
     return analysis.aggregate(df, by=["nqueues", "qdepth"])
 
 
@@ -21,7 +24,7 @@ def _layers(chart):
 def test_scaling_lines_band_points_tooltips_roofline():
     ch = plots.scaling_lines(_agg(), "qdepth", series="nqueues", log2=True, roofline=10.0, title="t")
     d = ch.to_dict()
-    marks = [l["mark"]["type"] if isinstance(l["mark"], dict) else l["mark"] for l in d["layer"]]
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in d["layer"]]
     assert marks == ["area", "line", "point", "rule", "text"]
     label = d["layer"][4]
     assert label["encoding"]["text"]["field"] == "label" and label["encoding"]["y"]["field"] == "roofline"
@@ -35,22 +38,25 @@ def test_scaling_lines_band_points_tooltips_roofline():
 
 
 def test_panels_beside_each_other_name_their_source():
-    ch = plots.cpu_initiated([("published (AiSIO)", _agg(), 10.0), ("nvmelab, emulated pm1753 (scale 64)", _agg(), 5.0)],
-                             "qdepth", log2=True)
+    ch = plots.cpu_initiated(
+        [("published (AiSIO)", _agg(), 10.0), ("nvmelab, emulated pm1753 (scale 64)", _agg(), 5.0)], "qdepth", log2=True
+    )
     d = ch.to_dict()
     assert [c["title"] for c in d["hconcat"]] == ["published (AiSIO)", "nvmelab, emulated pm1753 (scale 64)"]
 
 
 def test_source_label_names_profile_and_scale():
-    lab = plots.source_label({"source": "nvmelab", "target": "emu://?profile=pm1753", "profile": "pm1753",
-                              "scale": 64.0, "host": "vm"})
+    lab = plots.source_label(
+        {"source": "nvmelab", "target": "emu://?profile=pm1753", "profile": "pm1753", "scale": 64.0, "host": "vm"}
+    )
     assert "pm1753" in lab and "scale 64" in lab
     assert plots.source_label({"source": reference.PUBLISHED}) == reference.PUBLISHED
 
 
 def test_pcie_bars_stack_payload_and_overhead_with_rules():
-    agg = analysis.aggregate(reference.published("pcie-bandwidth-saturation"), by=["iosize"],
-                             metrics=["gbps", "dcgm_gbps"])
+    agg = analysis.aggregate(
+        reference.published("pcie-bandwidth-saturation"), by=["iosize"], metrics=["gbps", "dcgm_gbps"]
+    )
     d = plots.pcie_saturation(agg, line_rate_gbps=64.0, p2p_gbps=56.1).to_dict()
     rows = [r for ds in d["datasets"].values() for r in ds]
     parts = {r["part"] for r in rows if "part" in r}
@@ -79,7 +85,7 @@ def test_cuda_charts_with_published_points():
     assert d["layer"][-1]["mark"]["shape"] == "cross"
     agg = _agg().assign(iosize=[512, 1024, 2048], gbps_mean=[1.0, 2.0, 3.0], gbps_std=[0.0, 0.0, 0.0])
     d = plots.cuda_iosize(agg, p2p_gbps=56.1).to_dict()
-    assert any(l["mark"]["type"] == "rule" for l in d["layer"] if isinstance(l["mark"], dict))
+    assert any(layer["mark"]["type"] == "rule" for layer in d["layer"] if isinstance(layer["mark"], dict))
 
 
 def test_static_export_svg_and_png(tmp_path):
@@ -100,7 +106,7 @@ def test_reference_line_is_labelled():
 def test_no_data_draws_no_empty_legend():
     empty = _agg().iloc[0:0]
     d = plots.scaling_lines(empty, "qdepth", series="nqueues").to_dict()
-    assert all("field" not in l["encoding"].get("color", {}) for l in d["layer"])
+    assert all("field" not in layer["encoding"].get("color", {}) for layer in d["layer"])
     d = plots.scaling_lines(_agg(), "qdepth", series="nqueues").to_dict()
     assert d["layer"][1]["encoding"]["color"]["field"] == "nqueues"
 

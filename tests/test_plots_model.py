@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """plots.model_curves: model lines, published points by role and our measurements, each with a legend entry."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -8,25 +10,35 @@ from nvmelab.results import model, plots
 
 
 def _curves() -> pd.DataFrame:
-    return pd.DataFrame({"qdepth": [1, 2, 4] * 2, "nqueues": [1] * 3 + [2] * 3,
-                         "iops_mean": [1.0, 2.0, 3.0, 2.0, 3.0, 3.0]})
+    return pd.DataFrame(
+        {"qdepth": [1, 2, 4] * 2, "nqueues": [1] * 3 + [2] * 3, "iops_mean": [1.0, 2.0, 3.0, 2.0, 3.0, 3.0]}
+    )
 
 
 def _shape_domains(spec: dict) -> list[list[str]]:
-    return [l["encoding"]["shape"]["scale"]["domain"] for l in spec["layer"] if "shape" in l.get("encoding", {})]
+    return [
+        layer["encoding"]["shape"]["scale"]["domain"] for layer in spec["layer"] if "shape" in layer.get("encoding", {})
+    ]
 
 
 def test_every_layer_has_a_legend_entry() -> None:
-    pts = pd.DataFrame({"qdepth": [2, 4], "iops": [2.0, 3.0], "kind": [plots.point_kind("calibration"),
-                                                                       plots.point_kind("held_out")], "label": ["a", "b"]})
+    pts = pd.DataFrame(
+        {
+            "qdepth": [2, 4],
+            "iops": [2.0, 3.0],
+            "kind": [plots.point_kind("calibration"), plots.point_kind("held_out")],
+            "label": ["a", "b"],
+        }
+    )
     ours = pd.DataFrame({"qdepth": [1, 2], "nqueues": [1, 1], "iops_mean": [0.9, 1.9]})
-    spec = plots.model_curves(_curves(), "qdepth", "iops", series="nqueues", points=pts, ours=ours,
-                              reference_lines=[("roofline", 3.0)]).to_dict()
+    spec = plots.model_curves(
+        _curves(), "qdepth", "iops", series="nqueues", points=pts, ours=ours, reference_lines=[("roofline", 3.0)]
+    ).to_dict()
     doms = _shape_domains(spec)
     assert doms and all(d == list(plots.POINT_KINDS) for d in doms)
     line = spec["layer"][0]
     assert line["encoding"]["color"]["sort"] == ["model: 1", "model: 2"]
-    assert any(l.get("mark", {}).get("type") == "text" for l in spec["layer"])  # the reference line is labelled
+    assert any(layer.get("mark", {}).get("type") == "text" for layer in spec["layer"])  # the reference line is labelled
 
 
 def test_no_points_no_points_legend() -> None:
@@ -58,8 +70,14 @@ def test_figure_points_of_the_device_initiated_studies() -> None:
 def test_most_practical_configuration() -> None:
     from nvmelab.results import analysis
 
-    t = pd.DataFrame({"nqueues": [1, 2, 4, 8], "min_qdepth": [512, 128, 64, 64],
-                      "total_cuda_threads": [8192, 4096, 4096, 8192], "reached": [False, True, True, True]})
+    t = pd.DataFrame(
+        {
+            "nqueues": [1, 2, 4, 8],
+            "min_qdepth": [512, 128, 64, 64],
+            "total_cuda_threads": [8192, 4096, 4096, 8192],
+            "reached": [False, True, True, True],
+        }
+    )
     assert analysis.most_practical_configuration(t)["nqueues"] == 4  # same threads as nq=2, half the depth
     t.loc[0, "reached"] = True
     t.loc[0, "total_cuda_threads"] = 16

@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """env/prereqs.sh, the one check of what each make target needs from the system: silent when all is
 there, and otherwise one line per missing part with its Debian package, then the install command."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +17,14 @@ SCRIPT = ROOT / "env" / "prereqs.sh"
 
 
 def prereqs(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                          env={**os.environ, "PYTHON": sys.executable, **(env or {})})
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHON": sys.executable, **(env or {})},
+    )
 
 
 def test_silent_on_this_machine():
@@ -61,9 +69,15 @@ def test_unknown_leg_is_refused():
 def test_makefile_targets_check_first():
     """Each target that needs the system names its check before anything else."""
     make = (ROOT / "Makefile").read_text()
-    for target, check in (("build", "check-build"), ("test-qemu", "check-qemu"), ("test-browser", "check-browser"),
-                          ("bench", "check-bench"), ("test-sanitize", "check-sanitize"),
-                          ("test-gpu", "check-gpu"), ("bench-gpu", "check-gpu")):
+    for target, check in (
+        ("build", "check-build"),
+        ("test-qemu", "check-qemu"),
+        ("test-browser", "check-browser"),
+        ("bench", "check-bench"),
+        ("test-sanitize", "check-sanitize"),
+        ("test-gpu", "check-gpu"),
+        ("bench-gpu", "check-gpu"),
+    ):
         line = next(ln for ln in make.splitlines() if ln.startswith(f"{target}:"))
         assert line.split(":", 1)[1].split()[0] == check, line
-    assert "| check-env" in make   # the venv's stamp waits for the env check
+    assert "| check-env" in make  # the venv's stamp waits for the env check

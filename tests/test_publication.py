@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.results.publication: rendered tables, captioned figures, declared sources, record summaries."""
+
 from __future__ import annotations
 
 import json
@@ -11,34 +13,37 @@ import pytest
 from nvmelab.results import publication as pub
 
 
-@pytest.mark.parametrize("value,fmt,want", [
-    (1234567, None, "1,234,567"),
-    (1234567.4, None, "1,234,567"),
-    (2.5, None, "2.50"),
-    (0.01234, None, "0.012"),
-    (123.45, None, "123.5"),
-    (1234.5678, ",.2f", "1,234.57"),
-    (float("nan"), None, pub.MISSING),
-    (None, None, pub.MISSING),
-    (True, None, "yes"),
-    ("text", None, "text"),
-])
+@pytest.mark.parametrize(
+    "value,fmt,want",
+    [
+        (1234567, None, "1,234,567"),
+        (1234567.4, None, "1,234,567"),
+        (2.5, None, "2.50"),
+        (0.01234, None, "0.012"),
+        (123.45, None, "123.5"),
+        (1234.5678, ",.2f", "1,234.57"),
+        (float("nan"), None, pub.MISSING),
+        (None, None, pub.MISSING),
+        (True, None, "yes"),
+        ("text", None, "text"),
+    ],
+)
 def test_format_number(value, fmt, want) -> None:
     assert pub.format_number(value, fmt) == want
 
 
 def test_table_units_separators_and_marker() -> None:
-    df = pd.DataFrame({"qdepth": [1, 32], "iops": [1234567.0, 9876543.2], "host": ["a<b", "c"],
-                       "t": [0.5, math.nan]})
-    out = pub.table(df, "IOPS by queue depth", name="tab-iops", units={"iops": "IO/s", "t": "s"},
-                    columns={"qdepth": "queue depth"})
+    df = pd.DataFrame({"qdepth": [1, 32], "iops": [1234567.0, 9876543.2], "host": ["a<b", "c"], "t": [0.5, math.nan]})
+    out = pub.table(
+        df, "IOPS by queue depth", name="tab-iops", units={"iops": "IO/s", "t": "s"}, columns={"qdepth": "queue depth"}
+    )
     h = out._repr_html_()
     assert 'data-nvmelab-kind="table"' in h and 'data-nvmelab-name="tab-iops"' in h
     assert 'data-nvmelab-caption="IOPS by queue depth"' in h
-    assert "<th class=\"num\">queue depth</th>" in h and "iops (IO/s)" in h and "t (s)" in h
-    assert ">1,234,567<" in h and ">9,876,543<" in h          # column format from its magnitude
+    assert '<th class="num">queue depth</th>' in h and "iops (IO/s)" in h and "t (s)" in h
+    assert ">1,234,567<" in h and ">9,876,543<" in h  # column format from its magnitude
     assert ">0.500<" in h and f">{pub.MISSING}<" in h
-    assert "a&lt;b" in h                                      # text escaped
+    assert "a&lt;b" in h  # text escaped
     assert h.index("<!--nvmelab-caption-->") < h.index("<table")  # a table's caption comes first
     assert out._repr_mimebundle_()["text/plain"] == "table: IOPS by queue depth"
 
@@ -49,10 +54,13 @@ def test_table_index_and_format_override() -> None:
     assert ">k<" in h and ">1.2346<" in h
 
 
-@pytest.mark.parametrize("kwargs,err", [
-    ({"units": {"nope": "s"}}, KeyError),
-    ({"name": "Bad Name"}, ValueError),
-])
+@pytest.mark.parametrize(
+    "kwargs,err",
+    [
+        ({"units": {"nope": "s"}}, KeyError),
+        ({"name": "Bad Name"}, ValueError),
+    ],
+)
 def test_table_rejects_bad_arguments(kwargs, err) -> None:
     with pytest.raises(err):
         pub.table(pd.DataFrame({"a": [1]}), "c", **kwargs)
@@ -79,23 +87,32 @@ def _records(path: Path, recs: list[dict]) -> Path:
 
 def test_describe_records_from_provenance(tmp_path: Path) -> None:
     prov = {"host": "vm", "git_commit": "abcdef0123456789abcd", "utc": "2026-11-22T06:00:00Z"}
-    f = _records(tmp_path / "standard.jsonl", [
-        {"preset": "standard", "provenance": prov},
-        {"preset": "standard", "provenance": {**prov, "utc": "2026-11-23T01:00:00Z",
-                                              "git_commit": "1111111111111111+dirty"}},
-    ])
+    f = _records(
+        tmp_path / "standard.jsonl",
+        [
+            {"preset": "standard", "provenance": prov},
+            {
+                "preset": "standard",
+                "provenance": {**prov, "utc": "2026-11-23T01:00:00Z", "git_commit": "1111111111111111+dirty"},
+            },
+        ],
+    )
     (src,) = pub.describe_records([f])
     assert src.records == 2 and src.hosts == ["vm"] and src.presets == ["standard"]
     assert src.commits == ["abcdef012345", "111111111111+dirty"]
     assert src.dates() == "2026-11-22 to 2026-11-23"
     assert not src.smoke_test
-    assert src.summary() == ("2 records, host vm, preset standard, measured 2026-11-22 to 2026-11-23, "
-                             "commits abcdef012345, 111111111111+dirty")
+    assert src.summary() == (
+        "2 records, host vm, preset standard, measured 2026-11-22 to 2026-11-23, "
+        "commits abcdef012345, 111111111111+dirty"
+    )
 
 
 def test_describe_records_preset_from_file_name_and_smoke_flag(tmp_path: Path) -> None:
-    f = _records(tmp_path / "quick.jsonl", [{"provenance": {"host": "h", "utc": "2026-01-01T00:00:00Z",
-                                                            "profile": "null", "scale": 1.0}}])
+    f = _records(
+        tmp_path / "quick.jsonl",
+        [{"provenance": {"host": "h", "utc": "2026-01-01T00:00:00Z", "profile": "null", "scale": 1.0}}],
+    )
     (src,) = pub.describe_records([f])
     assert src.presets == ["quick"] and src.smoke_test and src.emulation == ["null (scale 1)"]
     assert "commit unknown" in src.summary()
@@ -120,11 +137,13 @@ def test_declare_sources_checks_files_and_is_repo_relative() -> None:
 def test_table_grouped_header() -> None:
     a = pd.DataFrame({"mean_s": [1.5, 2.0], "std_s": [0.1, 0.2]}, index=pd.Index([1, 2], name="qdepth"))
     t = pd.concat({"seed: laptop": a, "ours": a * 2}, axis=1)
-    h = pub.table(t, "grouped", index=True, columns={"mean_s": "mean", "std_s": "σ"}, units={"mean_s": "s"})._repr_html_()
+    h = pub.table(
+        t, "grouped", index=True, columns={"mean_s": "mean", "std_s": "σ"}, units={"mean_s": "s"}
+    )._repr_html_()
     assert '<th class="num" rowspan="2">qdepth</th>' in h
     assert '<th class="group" colspan="2">seed: laptop</th>' in h and '<th class="group" colspan="2">ours</th>' in h
     assert h.count(">mean (s)<") == 2 and h.count(">σ<") == 2
-    assert "<td class=\"num\">3.00</td>" in h      # ours' mean at Q1, own column format
+    assert '<td class="num">3.00</td>' in h  # ours' mean at Q1, own column format
 
 
 def test_numbers_in_text_are_aligned_as_numbers() -> None:

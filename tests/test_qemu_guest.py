@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The QEMU guest's program (src/tools/nvmelab-guest) and the guest run itself.
 
 * On every run: the self-test and perf run of the guest program against emu:// controllers shaped like the
@@ -6,6 +7,7 @@
 * Marked `qemu` and opt-in (NVMELAB_TEST_QEMU=1): the short leg of `make test-qemu` (env/qemu/run.sh
   --short), a few minutes under TCG; the default test run leaves it to `make test-qemu`.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,9 +42,17 @@ def test_selftest_on_emu(guest: Path) -> None:
     assert r.returncode == 0 and not fails, r.stdout + r.stderr
     names = {ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("NVMELAB-TEST")}
     # every kind of check ran on both controllers and on the second namespace
-    for n in ("ctrl0.identify", "ctrl1.identify", "ctrl0.ns1.multiqueue-raw", "ctrl1.ns2.multiqueue-raw",
-              "ctrl0.ns1.prp.max-transfer-offset", "ctrl1.ns2.prp.lba-crossing-page",
-              "ctrl1.ns1.refuse-over-mdts", "ctrl0.ns1.wrap-depth2", "ctrl1.ns1.wrap-depth3"):
+    for n in (
+        "ctrl0.identify",
+        "ctrl1.identify",
+        "ctrl0.ns1.multiqueue-raw",
+        "ctrl1.ns2.multiqueue-raw",
+        "ctrl0.ns1.prp.max-transfer-offset",
+        "ctrl1.ns2.prp.lba-crossing-page",
+        "ctrl1.ns1.refuse-over-mdts",
+        "ctrl0.ns1.wrap-depth2",
+        "ctrl1.ns1.wrap-depth3",
+    ):
         assert n in names
     assert re.search(r"^ctrl 0 .*mdts_bytes=131072 ", r.stdout, re.M)
     assert re.search(r"^ctrl 1 .*mdts_bytes=32768 .* nns=2$", r.stdout, re.M)
@@ -51,8 +61,9 @@ def test_selftest_on_emu(guest: Path) -> None:
 def test_perf_on_emu(guest: Path) -> None:
     r = _run(guest, "perf", EMU_LIKE_QEMU, "--seconds", "0.3", "--qd", "16", "--queues", "2")
     assert r.returncode == 0, r.stdout + r.stderr
-    rows = [dict(kv.split("=", 1) for kv in ln.split()[1:]) for ln in r.stdout.splitlines()
-            if ln.startswith("NVMELAB-PERF")]
+    rows = [
+        dict(kv.split("=", 1) for kv in ln.split()[1:]) for ln in r.stdout.splitlines() if ln.startswith("NVMELAB-PERF")
+    ]
     assert len(rows) == 2 and all(int(x["ios"]) > 0 and x["errors"] == "0" for x in rows)
 
 
@@ -75,7 +86,6 @@ def test_qemu_short_leg() -> None:
         pytest.skip("the QEMU guest runs under `make test-qemu` (or set NVMELAB_TEST_QEMU=1)")
     if os.geteuid() != 0 and not shutil.which("qemu-system-x86_64"):
         pytest.skip("needs qemu-system-x86_64 (or root to install it)")
-    r = subprocess.run(["bash", str(ROOT / "env/qemu/run.sh"), "--short"], capture_output=True, text=True,
-                       timeout=1200)
+    r = subprocess.run(["bash", str(ROOT / "env/qemu/run.sh"), "--short"], capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert re.search(r"^uio\s+PASS", r.stdout, re.M) and re.search(r"^vfio\s+PASS", r.stdout, re.M)

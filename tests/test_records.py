@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The record schema and the atomic JSONL files (nvmelab.results.records)."""
+
 from __future__ import annotations
 
 import copy
@@ -9,13 +11,38 @@ import pytest
 from nvmelab.results import records
 
 GOOD = {
-    "study": "adhoc", "tool": "nvmelab", "target": "emu://?profile=null", "backend": "nvmelab-emu",
-    "rw": "randread", "iosize": 512, "qdepth": 8, "nqueues": 1, "ndevs": 1, "ncpus": 1,
-    "runtime_s": 1.0, "iops": 1000.0, "mibs": 0.49, "lat_ns": {"p50": 1, "p99": 2, "p999": 3, "max": 4},
-    "cpu_usage": 99.0, "cpu_freqs": None, "governor": None, "turbo": None, "smt": 1, "thr_sib": 0,
-    "stress": 0, "repetition": 0,
-    "provenance": {"git_commit": "x", "host": "h", "cpu_model": "c", "kernel": "k", "packages": {},
-                   "utc": "2026-01-01T00:00:00Z", "profile": "null", "scale": 1.0},
+    "study": "adhoc",
+    "tool": "nvmelab",
+    "target": "emu://?profile=null",
+    "backend": "nvmelab-emu",
+    "rw": "randread",
+    "iosize": 512,
+    "qdepth": 8,
+    "nqueues": 1,
+    "ndevs": 1,
+    "ncpus": 1,
+    "runtime_s": 1.0,
+    "iops": 1000.0,
+    "mibs": 0.49,
+    "lat_ns": {"p50": 1, "p99": 2, "p999": 3, "max": 4},
+    "cpu_usage": 99.0,
+    "cpu_freqs": None,
+    "governor": None,
+    "turbo": None,
+    "smt": 1,
+    "thr_sib": 0,
+    "stress": 0,
+    "repetition": 0,
+    "provenance": {
+        "git_commit": "x",
+        "host": "h",
+        "cpu_model": "c",
+        "kernel": "k",
+        "packages": {},
+        "utc": "2026-01-01T00:00:00Z",
+        "profile": "null",
+        "scale": 1.0,
+    },
 }
 
 

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Published reference data (nvmelab.results.reference) and the headline numbers recomputed from records."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +12,14 @@ import pytest
 from nvmelab.results import analysis, plots, reference
 
 
-@pytest.mark.parametrize("name, rows, configs", [
-    ("cpu-initiated-upcie", 160, 32), ("tool-comparison", 100, 20), ("pcie-bandwidth-saturation", 15, 3),
-])
+@pytest.mark.parametrize(
+    "name, rows, configs",
+    [
+        ("cpu-initiated-upcie", 160, 32),
+        ("tool-comparison", 100, 20),
+        ("pcie-bandwidth-saturation", 15, 3),
+    ],
+)
 def test_published_records_load_with_five_repetitions(name, rows, configs):
     df = reference.published(name)
     assert len(df) == rows
@@ -30,8 +37,9 @@ def test_unknown_published_set_is_named():
 
 def test_pcie_headline_regenerated_from_records():
     """45.2 GB/s payload, 57.8 GB/s on the link, ratio 1.28 — from the published records."""
-    agg = analysis.aggregate(reference.published("pcie-bandwidth-saturation"), by=["iosize"],
-                             metrics=["gbps", "dcgm_gbps"])
+    agg = analysis.aggregate(
+        reference.published("pcie-bandwidth-saturation"), by=["iosize"], metrics=["gbps", "dcgm_gbps"]
+    )
     big = agg[agg["iosize"] >= 4096]
     payload = reference.headline_value("pcie-saturation", "payload_bandwidth")
     link = reference.headline_value("pcie-saturation", "observed_pcie_rx")
@@ -79,8 +87,9 @@ def test_tool_comparison_figure_regenerated_exactly():
 
 
 def test_pcie_figure_regenerated_exactly():
-    agg = analysis.aggregate(reference.published("pcie-bandwidth-saturation"), by=["iosize"],
-                             metrics=["gbps", "dcgm_gbps"])
+    agg = analysis.aggregate(
+        reference.published("pcie-bandwidth-saturation"), by=["iosize"], metrics=["gbps", "dcgm_gbps"]
+    )
     raw = _raw_means("pcie-bandwidth-saturation.jsonl", ("iosize",), "mibs")
     for r in agg.itertuples():
         assert r.gbps_mean == pytest.approx(raw[(r.iosize,)][0] * analysis.MIB / analysis.GB, rel=1e-12)

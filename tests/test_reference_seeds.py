@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The seed transcriptions (data/reference/seeds/*.csv) against the seed text they came from.
 
 Every CSV in the folder is checked, whatever seed it transcribes (the list is read from the
@@ -7,12 +8,13 @@ occur, as printed, in the text under that heading. A typo, a dropped digit or a 
 from the wrong section fails. The seed documents live outside the repository (`shared/seeds/`
 next to the checkout, or `$NVMELAB_SEEDS`); without them these tests skip and say so.
 """
+
 from __future__ import annotations
 
 import csv
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -43,7 +45,7 @@ needs_seeds = pytest.mark.skipif(SEEDS is None, reason="seed documents not found
 CSV_FILES = sorted(reference.seeds_dir().glob("*.csv"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def seed_sections(seed: str) -> dict[str, list[str]]:
     """Heading title -> the texts under every heading with that title (up to the next heading of
     the same or a higher level, sub-headings included). Lines in fenced code are not headings."""
@@ -61,8 +63,8 @@ def seed_sections(seed: str) -> dict[str, list[str]]:
             heads.append((i, len(m.group(1)), m.group(2)))
     out: dict[str, list[str]] = {}
     for k, (i, level, title) in enumerate(heads):
-        end = next((j for j, lv, _ in heads[k + 1:] if lv <= level), len(lines))
-        out.setdefault(title, []).append("\n".join(lines[i + 1:end]))
+        end = next((j for j, lv, _ in heads[k + 1 :] if lv <= level), len(lines))
+        out.setdefault(title, []).append("\n".join(lines[i + 1 : end]))
     return out
 
 
@@ -195,7 +197,7 @@ def test_seed004_printed_changes_agree_with_the_printed_iops() -> None:
     raw = read(reference.seeds_dir() / "seed004_host_variables_notes.csv")
     for (_, r), printed in zip(notes.iterrows(), raw):
         decimals = len(printed["change"].split(".")[1])
-        assert abs(r.change_from_iops - r.change) <= 0.5 * 10 ** -decimals + 1e-9, (r.condition, r.id)
+        assert abs(r.change_from_iops - r.change) <= 0.5 * 10**-decimals + 1e-9, (r.condition, r.id)
     by_key = {(r["condition"], r["parameterization_id"]): r for r in raw}
     table = read(reference.seeds_dir() / "seed004_host_variables.csv")
     assert table

@@ -1,9 +1,11 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Loaders of the seed 002/003 transcriptions (nvmelab.results.reference): units converted, nothing lost.
 
 The transcriptions themselves are checked against the seed text by tests/test_reference_seeds.py;
 here the loaders must convert what is printed (ms or s; Glances' K/M suffixes) without
 changing a digit, and keep every table row.
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,7 +27,14 @@ def test_seed002_eight_tables_of_six_depths_in_seconds() -> None:
     assert sorted(set(b["qdepth"])) == [1, 2, 4, 8, 16, 32]
     # printed in ms (laptop, file, null, Q1: 762.6 ms ± 21.8 ms, user 134.0 ms, system 812.6 ms)
     r = b[(b.system == "laptop") & (b.io == "file") & (b.digest == "null") & (b.qdepth == 1)].iloc[0]
-    assert (r.mean_s, r.std_s, r.user_s, r.system_s, r.min_s, r.max_s) == (0.7626, 0.0218, 0.134, 0.8126, 0.7266, 0.8083)
+    assert (r.mean_s, r.std_s, r.user_s, r.system_s, r.min_s, r.max_s) == (
+        0.7626,
+        0.0218,
+        0.134,
+        0.8126,
+        0.7266,
+        0.8083,
+    )
     # printed in s, with NBD
     r = b[(b.system == "server") & (b.io == "nbd") & (b.digest == "sha256") & (b.qdepth == 1)].iloc[0]
     assert (r.mean_s, r.std_s, r.user_s, r.system_s, r.threads, r.nbd) == (8.425, 0.088, 20.644, 3.933, 16, 1)
@@ -65,9 +74,19 @@ def test_hyperfine_summary_and_seed_layout() -> None:
 
     from nvmelab.results import analysis
 
-    runs = pd.DataFrame({"host": "h", "tool": "nvmelab-blksum", "digest": "null", "backend": "psync", "ncpus": 2,
-                         "qdepth": [1, 1, 1, 2, 2], "runtime_s": [1.0, 2.0, 3.0, 0.5, 0.7],
-                         "user_s": [0.1, 0.2, 0.3, 0.1, 0.1], "system_s": [0.4, 0.5, 0.6, 0.2, 0.2]})
+    runs = pd.DataFrame(
+        {
+            "host": "h",
+            "tool": "nvmelab-blksum",
+            "digest": "null",
+            "backend": "psync",
+            "ncpus": 2,
+            "qdepth": [1, 1, 1, 2, 2],
+            "runtime_s": [1.0, 2.0, 3.0, 0.5, 0.7],
+            "user_s": [0.1, 0.2, 0.3, 0.1, 0.1],
+            "system_s": [0.4, 0.5, 0.6, 0.2, 0.2],
+        }
+    )
     hf = analysis.hyperfine_summary(runs)
     q1 = hf[hf.qdepth == 1].iloc[0]
     assert (q1.mean_s, q1.std_s, q1.min_s, q1.max_s, q1.runs) == (2.0, 1.0, 1.0, 3.0, 3)  # sample σ, as hyperfine
@@ -86,8 +105,9 @@ def test_blksum_speedups_ours_beside_the_seeds() -> None:
 
     from nvmelab.results import analysis
 
-    agg = pd.DataFrame({"digest": "null", "io": "psync", "threads": 2, "qdepth": [1, 2, 4],
-                        "runtime_s_mean": [2.0, 1.0, 4.0]})
+    agg = pd.DataFrame(
+        {"digest": "null", "io": "psync", "threads": 2, "qdepth": [1, 2, 4], "runtime_s_mean": [2.0, 1.0, 4.0]}
+    )
     both = analysis.blksum_speedups(agg, reference.blksum_qdepth())
     ours = both[both.source == "ours"].set_index("qdepth")["speedup"]
     assert list(ours) == [1.0, 2.0, 0.5] and set(both[both.source == "ours"]["series"]) == {"ours: psync, 2 thr"}

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.results.analysis.vram_seed_findings: seed 003's claims against our records, whichever way they go."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -7,12 +9,15 @@ import pytest
 from nvmelab.results import analysis, reference
 
 
-@pytest.mark.parametrize("ratios,want", [
-    ([1.2, 1.5], "faster than"),
-    ([0.7, 0.9], "slower than"),
-    ([0.7, 1.1], "sometimes faster, sometimes slower than"),
-    ([], "not measured against"),
-])
+@pytest.mark.parametrize(
+    "ratios,want",
+    [
+        ([1.2, 1.5], "faster than"),
+        ([0.7, 0.9], "slower than"),
+        ([0.7, 1.1], "sometimes faster, sometimes slower than"),
+        ([], "not measured against"),
+    ],
+)
 def test_verdict(ratios, want) -> None:
     assert analysis.verdict(ratios) == want
 
@@ -22,12 +27,36 @@ def _agg(cache_mibs: dict[str, float]) -> pd.DataFrame:
     for rw in ("circuit", "random"):
         for frac, fv in (("1/16", 1 / 16), ("1/4", 0.25)):
             for nd, mibs in ((1, 10.0), (7, 20.0 if frac == "1/4" else 12.0)):
-                rows.append(dict(rw=rw, fraction=frac, fraction_value=fv, config=f"x{nd}", ndevs=nd, cache="none",
-                                 mibs_mean=mibs, hit_ratio_mean=float("nan"), mean_request_bytes_mean=16384.0,
-                                 dirty_mean=float("nan"), clean_mean=float("nan")))
-            rows.append(dict(rw=rw, fraction=frac, fraction_value=fv, config="x7 + host", ndevs=7, cache="host",
-                             mibs_mean=cache_mibs[rw] * (20.0 if frac == "1/4" else 12.0), hit_ratio_mean=0.2,
-                             mean_request_bytes_mean=65536.0, dirty_mean=0.9, clean_mean=0.1))
+                rows.append(
+                    dict(
+                        rw=rw,
+                        fraction=frac,
+                        fraction_value=fv,
+                        config=f"x{nd}",
+                        ndevs=nd,
+                        cache="none",
+                        mibs_mean=mibs,
+                        hit_ratio_mean=float("nan"),
+                        mean_request_bytes_mean=16384.0,
+                        dirty_mean=float("nan"),
+                        clean_mean=float("nan"),
+                    )
+                )
+            rows.append(
+                dict(
+                    rw=rw,
+                    fraction=frac,
+                    fraction_value=fv,
+                    config="x7 + host",
+                    ndevs=7,
+                    cache="host",
+                    mibs_mean=cache_mibs[rw] * (20.0 if frac == "1/4" else 12.0),
+                    hit_ratio_mean=0.2,
+                    mean_request_bytes_mean=65536.0,
+                    dirty_mean=0.9,
+                    clean_mean=0.1,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -35,14 +64,24 @@ def _dev(spread: float) -> pd.DataFrame:
     rows = []
     for w in ("circuit", "random"):
         for d in range(7):
-            rows.append(dict(workload=w, fraction="1/4", ndevs=7, cache="none", dev=d,
-                             read_mibs=10.0 * (spread if d == 0 else 1.0), write_mibs=1.0))
+            rows.append(
+                dict(
+                    workload=w,
+                    fraction="1/4",
+                    ndevs=7,
+                    cache="none",
+                    dev=d,
+                    read_mibs=10.0 * (spread if d == 0 else 1.0),
+                    write_mibs=1.0,
+                )
+            )
     return pd.DataFrame(rows)
 
 
 def findings(agg: pd.DataFrame, dev: pd.DataFrame) -> dict:
-    return analysis.vram_seed_findings(agg, dev, reference.seed003_disk_io(), reference.seed003_statements(),
-                                       reference.seed003_bcache())
+    return analysis.vram_seed_findings(
+        agg, dev, reference.seed003_disk_io(), reference.seed003_statements(), reference.seed003_bcache()
+    )
 
 
 def test_findings_follow_the_data_either_way() -> None:

@@ -1,13 +1,15 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The vram_cache study as a spec run by the sweep runner, with the tier engine (nvmelab.engines.tier.engine):
 records fit the schema, name profile and scale, verify the state, resume, and skip the GPU cache with
 the reason where there is no GPU."""
+
 from __future__ import annotations
 
 import pytest
 
+from nvmelab.engines.tier import engine, gpu_available
 from nvmelab.results import analysis, records
 from nvmelab.studies import load_spec, parse_spec, run_study
-from nvmelab.engines.tier import engine, gpu_available
 
 #: pm1753 at scale 4 keeps the emulated latency short so the tests are quick.
 TARGET = "emu://?profile=pm1753&scale=4"
@@ -103,8 +105,8 @@ def test_runner_sweeps_resumes_and_skips_the_gpu_with_a_reason(tmp_path):
 def test_committed_records_resume_under_the_spec():
     """data/results/vram_cache/vm/standard.jsonl carries the runner's keys (migrated once): the
     runner finds every host-memory and no-cache run done and only the GPU runs pending."""
-    from nvmelab.studies.runner import done_keys
     from nvmelab.results.reference import data_root
+    from nvmelab.studies.runner import done_keys
 
     path = data_root() / "results" / "vram_cache" / "vm" / "standard.jsonl"
     plan = load_spec("vram_cache").plan("standard")

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """tier.Volume: RAID-0 / single / linear mapping, concurrent I/O, device contents, bad input."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,18 +27,19 @@ def _device_image(target, vol):
         c, n = vol.chunk, vol.ndevs
         for ci in range(vol.nbytes // c):
             ns = target[ci % n].namespace(1)
-            out[ci * c:(ci + 1) * c] = ns.read((ci // n) * c // BLOCK, c // BLOCK)
+            out[ci * c : (ci + 1) * c] = ns.read((ci // n) * c // BLOCK, c // BLOCK)
     else:
         pos = 0
         for i in range(vol.ndevs):
             ns = target[i].namespace(1)
-            out[pos:pos + ns.nbytes] = ns.read(0, ns.nsze)
+            out[pos : pos + ns.nbytes] = ns.read(0, ns.nsze)
             pos += ns.nbytes
     return out
 
 
-@pytest.mark.parametrize("layout,ndevs,chunk", [("raid0", 3, 4096), ("raid0", 2, 1536), ("linear", 3, 0),
-                                                ("single", 1, 0)])
+@pytest.mark.parametrize(
+    "layout,ndevs,chunk", [("raid0", 3, 4096), ("raid0", 2, 1536), ("linear", 3, 0), ("single", 1, 0)]
+)
 def test_random_io_matches_reference_and_devices(target, layout, ndevs, chunk):
     rng = np.random.default_rng(ndevs + chunk)
     kw = {"chunk": chunk} if chunk else {}
@@ -51,15 +54,15 @@ def test_random_io_matches_reference_and_devices(target, layout, ndevs, chunk):
             off = int(rng.integers(0, vol.nbytes // BLOCK - nblk)) * BLOCK
             data = rng.integers(0, 256, nblk * BLOCK, dtype=np.uint8)
             vol.write(off, data)
-            ref[off:off + data.size] = data
+            ref[off : off + data.size] = data
             if rng.random() < 0.3:
                 o2 = int(rng.integers(0, vol.nbytes // BLOCK - nblk)) * BLOCK
-                assert np.array_equal(vol.read(o2, nblk * BLOCK), ref[o2:o2 + nblk * BLOCK])
+                assert np.array_equal(vol.read(o2, nblk * BLOCK), ref[o2 : o2 + nblk * BLOCK])
         assert np.array_equal(vol.read(0, vol.nbytes), ref)
         assert np.array_equal(_device_image(target, vol), ref)
         st = vol.stats
         assert sum(s.write_bytes for s in st) > 0 and all(s.errors == 0 for s in st)
-        if layout == "raid0":   # striping spreads the bytes over every device
+        if layout == "raid0":  # striping spreads the bytes over every device
             assert all(s.read_bytes > 0 and s.write_bytes > 0 for s in st)
 
 
@@ -88,10 +91,10 @@ def test_extents_split_at_chunks_and_devices(target):
 def test_device_error_surfaces_with_status_and_other_requests_complete(target):
     with Volume.open(target, layout="raid0", chunk=4096, qdepth=8) as vol, vol.alloc(3 * 4096) as buf:
         buf.array[:] = 7
-        target[1].emu_inject("status", nth=1, sct=0, sc=0x06, dnr=True)   # 06h: Internal Error
+        target[1].emu_inject("status", nth=1, sct=0, sc=0x06, dnr=True)  # 06h: Internal Error
         with pytest.raises(TierIOError) as ei:
             vol.io([Request("w", i * 4096, 4096, buf, i * 4096) for i in range(3)])
-        (idx, req, err), = ei.value.failures
+        ((idx, req, err),) = ei.value.failures
         assert idx == 1 and req.offset == 4096
         assert isinstance(err, nvmelab.NvmeError) and err.dnr and "Internal" in err.name
         assert "request 1" in str(ei.value) and "Internal" in str(ei.value)

@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """tier.workload: gate arithmetic against an independent implementation, page access patterns,
 and paged runs (direct, cached: LRU/CLOCK, read-ahead) bit-identical to the in-memory run."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,14 +17,14 @@ URI = "emu://?ndev=4&nsze=1MiB&lbads=512"
 def _dense_apply(state: np.ndarray, n: int, gate: W.Gate) -> np.ndarray:
     """Apply a single-qubit gate with tensordot on the (2,)*n view (qubit k = bit k of the index)."""
     psi = state.reshape((2,) * n)
-    axis = n - 1 - gate.qubit          # C order: the last axis is bit 0
+    axis = n - 1 - gate.qubit  # C order: the last axis is bit 0
     out = np.tensordot(gate.u, psi, axes=([1], [axis]))
     return np.moveaxis(out, 0, axis).reshape(-1)
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_gate_arithmetic_matches_dense_simulation(dtype):
-    lay = W.StateLayout(10, dtype, 512)            # 64 or 32 amplitudes per page: local and far qubits
+    lay = W.StateLayout(10, dtype, 512)  # 64 or 32 amplitudes per page: local and far qubits
     assert lay.local_qubits in (5, 6)
     gates = W.random_circuit(lay.nqubits, 12, seed=3)
     assert {g.qubit < lay.local_qubits for g in gates} == {True, False}
@@ -39,10 +41,10 @@ def test_gate_arithmetic_matches_dense_simulation(dtype):
 
 
 def test_page_access_patterns_local_and_strided():
-    lay = W.StateLayout(12, "complex64", 4096)     # 512 amplitudes per page: qubits 0..8 local
+    lay = W.StateLayout(12, "complex64", 4096)  # 512 amplitudes per page: qubits 0..8 local
     local = list(W._gate_batches(lay, 3, 2, False))
     assert all(kind == "local" for kind, *_ in local) and sum(b[1].size for b in local) == lay.npages
-    far = list(W._gate_batches(lay, 10, 4, False))   # page stride 2**(10-9) = 2
+    far = list(W._gate_batches(lay, 10, 4, False))  # page stride 2**(10-9) = 2
     lo = np.concatenate([b[1] for b in far])
     hi = np.concatenate([b[2] for b in far])
     assert np.array_equal(hi - lo, np.full(lo.size, 2)) and lo.size == lay.npages // 2
@@ -59,7 +61,7 @@ def _paged_run(pager, vol, lay, work):
 @pytest.mark.parametrize("workload", ["circuit", "random"])
 @pytest.mark.parametrize("kind", ["direct", "lru", "clock", "lru-ra"])
 def test_paged_runs_equal_in_memory_run(workload, kind):
-    lay = W.StateLayout(14, "complex64", 4096)     # 128 KiB state, 32 pages
+    lay = W.StateLayout(14, "complex64", 4096)  # 128 KiB state, 32 pages
     gates = W.random_circuit(lay.nqubits, 6, seed=11)
     steps = W.random_mix(lay.npages, 200, 0.5, seed=11)
 
@@ -77,8 +79,14 @@ def test_paged_runs_equal_in_memory_run(workload, kind):
         if kind == "direct":
             pager = W.DirectPager(vol, lay, 8 * lay.page)
         else:
-            pager = Cache(vol, 8 * lay.page, lay.page, dtype=lay.np_dtype, policy=kind[:kind.find("-")] if "-" in kind
-                          else kind, readahead=3 if kind.endswith("-ra") else 0)
+            pager = Cache(
+                vol,
+                8 * lay.page,
+                lay.page,
+                dtype=lay.np_dtype,
+                policy=kind[: kind.find("-")] if "-" in kind else kind,
+                readahead=3 if kind.endswith("-ra") else 0,
+            )
         try:
             got = _paged_run(pager, vol, lay, work)
         finally:
@@ -110,7 +118,7 @@ def test_fault_mid_workload_surfaces_and_cache_stays_consistent():
     with nvmelab.open(URI) as t, Volume.open(t, layout="raid0", chunk=8192, qdepth=8) as vol:
         W.write_initial_state(vol, lay, seed=1)
         with Cache(vol, 8 * lay.page, lay.page, dtype=lay.np_dtype, readahead=2) as c:
-            t[2].emu_inject("status", nth=20, sct=0, sc=0x06)      # 20th command on device 2 fails
+            t[2].emu_inject("status", nth=20, sct=0, sc=0x06)  # 20th command on device 2 fails
             with pytest.raises(TierIOError, match="Internal Error"):
                 W.run_circuit(c, lay, gates)
             t[2].emu_inject("none")

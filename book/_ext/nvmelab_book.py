@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Sphinx extension for the nvmelab book.
 
 What it adds (all configured from book/conf.py):
@@ -42,6 +43,7 @@ What it adds (all configured from book/conf.py):
   (declared sources, ``{published}`` and ``{nvmelab-environments}`` inputs); those files
   are copied into the site under ``_data/`` so the links work offline.
 """
+
 from __future__ import annotations
 
 import html
@@ -57,9 +59,9 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
-from sphinx.util import logging
-from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.transforms import SphinxTransform
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 from sphinx.util.osutil import relative_uri
 
@@ -126,7 +128,9 @@ def ensure_study_labels(app: Sphinx, doctree: nodes.document) -> None:
     std = app.env.domains.standard_domain
     if label in std.labels:
         if std.labels[label][0] != docname:
-            logger.warning("label %s belongs to %s, expected %s", label, std.labels[label][0], docname, location=docname)
+            logger.warning(
+                "label %s belongs to %s, expected %s", label, std.labels[label][0], docname, location=docname
+            )
         return
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None or not section["ids"]:
@@ -326,9 +330,7 @@ class ResultRole(SphinxRole):
             rel = nb_path.relative_to(srcdir)
         except ValueError:  # reached through the notebooks symlink
             rel = Path("notebooks") / nb_path.name
-        node = pending_result(
-            refdoc=str(rel.with_suffix("")), key=key, fmt=fmt or "s", fallback=fallback.strip()
-        )
+        node = pending_result(refdoc=str(rel.with_suffix("")), key=key, fmt=fmt or "s", fallback=fallback.strip())
         self.set_source_info(node)
         return [node], []
 
@@ -347,15 +349,23 @@ class ResolveResults(SphinxPostTransform):
             data = read_glue_cache(folder, node["refdoc"]).get(node["key"])
             plain = (data or {}).get("data", {}).get("text/plain")
             if plain is None or plain == "None":
-                logger.info("result %s::%s not glued on this build; fallback %r",
-                            node["refdoc"], node["key"], node["fallback"])
+                logger.info(
+                    "result %s::%s not glued on this build; fallback %r", node["refdoc"], node["key"], node["fallback"]
+                )
                 text, cls = node["fallback"], "result-fallback"
             else:
                 try:
                     text, cls = format_plain_text(plain, node["fmt"]), "pasted-text"
                 except (TypeError, ValueError) as exc:
-                    logger.warning("result %s::%s: cannot format %r with %r: %s", node["refdoc"], node["key"],
-                                   plain, node["fmt"], exc, location=node)
+                    logger.warning(
+                        "result %s::%s: cannot format %r with %r: %s",
+                        node["refdoc"],
+                        node["key"],
+                        plain,
+                        node["fmt"],
+                        exc,
+                        location=node,
+                    )
                     text, cls = node["fallback"], "result-fallback"
             node.replace_self(nodes.inline(text, text, classes=[cls]))
 
@@ -428,8 +438,9 @@ class CaptionOutputs(SphinxTransform):
         for bundle in list(self.document.findall(nodes.container)):
             if bundle.get("nb_element") != "mime_bundle":
                 continue
-            raw = next((r for c in bundle.children if c.get("mime_type") == "text/html"
-                        for r in c.findall(nodes.raw)), None)
+            raw = next(
+                (r for c in bundle.children if c.get("mime_type") == "text/html" for r in c.findall(nodes.raw)), None
+            )
             if raw is None:
                 continue
             text = raw.astext()
@@ -569,8 +580,10 @@ def _no_records_text(stem: str) -> str:
     except Exception:  # noqa: BLE001 - a page without a spec still gets a banner
         engine = ""
     if engine == "cuda":
-        return (f"none: our device-initiated (GPU) records of preset {preset} are not taken yet (they need a CUDA "
-                "GPU); this page shows the published data only.")
+        return (
+            f"none: our device-initiated (GPU) records of preset {preset} are not taken yet (they need a CUDA "
+            "GPU); this page shows the published data only."
+        )
     return f"none: no records of preset {preset} exist yet for this study; this page shows published data only."
 
 
@@ -597,8 +610,12 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
             para += nodes.Text(": " + src.summary() + ".")
             if src.smoke_test:
                 para += nodes.emphasis(text=" Smoke-test records (quick preset), not measurements to quote.")
-                logger.warning("%s shows smoke-test (quick) records %s; the book publishes measured records only",
-                               docname, src.path, location=docname)
+                logger.warning(
+                    "%s shows smoke-test (quick) records %s; the book publishes measured records only",
+                    docname,
+                    src.path,
+                    location=docname,
+                )
             li += para
             items += li
             note_data_file(app.env, src.path if Path(src.path).is_absolute() else root / src.path, docname)
@@ -643,15 +660,18 @@ def _build_stamp(app: Sphinx) -> dict[str, str]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10,
-                                  check=True).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
     commit = git("rev-parse", "HEAD")
     dirty = bool(git("status", "--porcelain", "--untracked-files=no")) if commit else False
     return {
-        "commit": (commit[:12] + (" with uncommitted changes" if dirty else "")) if commit else "unknown (not a git checkout)",
+        "commit": (commit[:12] + (" with uncommitted changes" if dirty else ""))
+        if commit
+        else "unknown (not a git checkout)",
         "commit_full": commit,
         "commit_date": git("show", "-s", "--format=%cs", "HEAD") if commit else "",
         "built_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -697,10 +717,14 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("result", ResultRole())
     app.add_post_transform(ResolveResults)
     app.add_post_transform(FoldCode)
-    app.add_enumerable_node(captioned_table, "table", _caption_of,
-                            html=(_visit_captioned_table, _depart_captioned_table),
-                            latex=(_visit_captioned_table_other, _depart_captioned_table_other),
-                            text=(_visit_captioned_table_other, _depart_captioned_table_other))
+    app.add_enumerable_node(
+        captioned_table,
+        "table",
+        _caption_of,
+        html=(_visit_captioned_table, _depart_captioned_table),
+        latex=(_visit_captioned_table_other, _depart_captioned_table_other),
+        text=(_visit_captioned_table_other, _depart_captioned_table_other),
+    )
     app.add_transform(CaptionOutputs)
     app.connect("doctree-read", add_banner, priority=400)
     app.connect("env-purge-doc", _purge_data)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Write the vendored Vega + Vega-Lite + vega-embed bundle to book/_static/vega/.
 
 The book must render its Altair charts with the network unplugged, so the three
@@ -12,6 +13,7 @@ wrapped so that loading it more than once (Altair's loader asks for vega,
 vega-lite and vega-embed in turn, all mapped to this one file) does nothing after
 the first time.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # nvmelab QEMU guest: the knobs of `make test-qemu` (sourced by run.sh).
 # Everything here can be overridden from the environment, e.g.
 #   NVMELAB_QEMU_MEM=2G NVMELAB_QEMU_LEGS=uio make test-qemu

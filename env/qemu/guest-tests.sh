@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # nvmelab guest: one leg of `make test-qemu` (run by /init; busybox sh).
 #   uio  : IOMMU off, uio_pci_generic, hugepages + pagemap
 #   vfio : IOMMU on, vfio-pci, IOVA

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nvmelab — `make test-qemu`: prove the pci:// path against QEMU's NVMe controllers.
 #
 # Builds (and caches under env/qemu/work/) a guest from Debian packages only:
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
         --legs) QEMU_LEGS=$2; shift 2 ;;
         --short) SHORT=1; shift ;;
         --keep) KEEP=1; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
         *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done

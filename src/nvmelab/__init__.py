@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """nvmelab: CPU- and GPU-initiated NVMe I/O, a user-space driver and reproducible studies.
 
 Entry points:
@@ -13,11 +14,12 @@ Packages, by concern (each imports only those listed before it, and the driver n
     studies   spec, runner, distributed, paths, specs/*.toml (the studies, run by one runner)
     cli       the `nvmelab` command
 """
+
 from __future__ import annotations
 
 import logging
 
-from ._version import __version__
+from ._version import __version__ as __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -35,9 +37,13 @@ def build_info() -> dict:
     from . import _native
 
     info = dict(_native.build_info())
-    info["parts"] = {"cuda": _cuda_part(info), "io_uring": _io_uring_part(info),
-                     "blksum": _part(info.get("blksum", False), "blkhash-compatible checksums (OpenSSL)",
-                                     "built without src/blksum")}
+    info["parts"] = {
+        "cuda": _cuda_part(info),
+        "io_uring": _io_uring_part(info),
+        "blksum": _part(
+            info.get("blksum", False), "blkhash-compatible checksums (OpenSSL)", "built without src/blksum"
+        ),
+    }
     return info
 
 

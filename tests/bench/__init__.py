@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Benchmarks (`make bench`): each tests/bench/bench_*.py module has run(outdir) -> dict.
 
 The harness (`python -m tests.bench`) runs them and writes one JSON file per

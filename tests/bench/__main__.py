@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Run the benchmarks: python -m tests.bench [--gpu] [--only NAME ...] [--out DIR] [--list]."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +28,7 @@ def discover(gpu: bool) -> dict[str, object]:
             continue
         mod = importlib.import_module(f"tests.bench.{info.name}")
         if bool(getattr(mod, "GPU", False)) == gpu:
-            mods[info.name[len("bench_"):]] = mod
+            mods[info.name[len("bench_") :]] = mod
     return mods
 
 

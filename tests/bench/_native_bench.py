@@ -1,6 +1,8 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Shared helpers of the CPU benchmarks: build tests/bench/hotpath.c against build/dev's
 libnvmelab-driver.a, run it natively (timed) and under callgrind (instruction counts split between
 the driver and the emulator), and run fio with JSON output."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +36,18 @@ def build_hotpath(workdir: Path) -> Path:
         raise RuntimeError(f"{LIBNVME} is missing: run `make build` first")
     cc = os.environ.get("CC", "cc")
     exe = workdir / "hotpath"
-    base = [cc, "-O2", "-g", "-std=gnu11", "-D_GNU_SOURCE", f"-I{ROOT / 'src'}", str(HOTPATH_SRC), str(LIBNVME),
-            "-o", str(exe)]
+    base = [
+        cc,
+        "-O2",
+        "-g",
+        "-std=gnu11",
+        "-D_GNU_SOURCE",
+        f"-I{ROOT / 'src'}",
+        str(HOTPATH_SRC),
+        str(LIBNVME),
+        "-o",
+        str(exe),
+    ]
     for libs in (["-lpthread", "-lm"],):
         p = subprocess.run(base + libs, capture_output=True, text=True)
         if p.returncode == 0:
@@ -61,9 +73,23 @@ def build_hotpath_at(rev: str, workdir: Path) -> Path:
         raise RuntimeError(f"git archive {rev}: {arch.stderr.decode(errors='replace').strip()[:300]}")
     subprocess.run(["tar", "-x", "-C", str(src)], input=arch.stdout, check=True)
     bdir = workdir / f"build-{rev}"
-    conf = subprocess.run(["cmake", "-S", str(src), "-B", str(bdir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                           "-DNVMELAB_PYTHON=OFF", "-DNVMELAB_CUDA=OFF", "-DNVMELAB_TESTS=OFF"],
-                          capture_output=True, text=True)
+    conf = subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(src),
+            "-B",
+            str(bdir),
+            "-G",
+            "Ninja",
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DNVMELAB_PYTHON=OFF",
+            "-DNVMELAB_CUDA=OFF",
+            "-DNVMELAB_TESTS=OFF",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if conf.returncode != 0:
         raise RuntimeError(f"configure {rev}: {conf.stdout[-300:]}{conf.stderr[-300:]}")
     lib = None
@@ -76,9 +102,24 @@ def build_hotpath_at(rev: str, workdir: Path) -> Path:
         raise RuntimeError(f"build {rev}: no driver library target built")
     exe = workdir / f"hotpath-{rev}"
     cc = os.environ.get("CC", "cc")
-    p = subprocess.run([cc, "-O2", "-g", "-std=gnu11", "-D_GNU_SOURCE", f"-I{src / 'src'}",
-                        str(src / "tests/bench/hotpath.c"), str(lib), "-lpthread", "-lm", "-o", str(exe)],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            cc,
+            "-O2",
+            "-g",
+            "-std=gnu11",
+            "-D_GNU_SOURCE",
+            f"-I{src / 'src'}",
+            str(src / "tests/bench/hotpath.c"),
+            str(lib),
+            "-lpthread",
+            "-lm",
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0:
         raise RuntimeError(f"cannot build hotpath at {rev}: {p.stderr.strip()[:300]}")
     return exe
@@ -93,7 +134,13 @@ def run_native(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> dict[s
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
-    return {"ios": ios, "wall_s": wall, "cpu_s": cpu, "iops_wall": ios / wall, "ios_per_cpu_s": ios / cpu if cpu else None}
+    return {
+        "ios": ios,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "iops_wall": ios / wall,
+        "ios_per_cpu_s": ios / cpu if cpu else None,
+    }
 
 
 def _inclusive(annotate: str, name: str) -> int:
@@ -123,10 +170,15 @@ def callgrind_split(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> d
         if p.returncode != 0:
             raise RuntimeError(f"callgrind failed: {p.stderr.strip()[-500:]}")
         ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
-        ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
-                             capture_output=True, text=True, check=True).stdout
-        excl = subprocess.run(["callgrind_annotate", "--threshold=100", str(out)],
-                              capture_output=True, text=True, check=True).stdout
+        ann = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        excl = subprocess.run(
+            ["callgrind_annotate", "--threshold=100", str(out)], capture_output=True, text=True, check=True
+        ).stdout
     m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann, re.M)
     total = int(m.group(1).replace(",", ""))
     emu = sum(_inclusive(ann, f) for f in EMULATOR_ENTRIES)
@@ -165,7 +217,7 @@ def fio(args: list[str]) -> dict[str, Any]:
     p = subprocess.run(["fio", "--output-format=json", *args], capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"fio {' '.join(args)} failed: {p.stderr.strip()[:500]}")
-    text = p.stdout[p.stdout.index("{"):]
+    text = p.stdout[p.stdout.index("{") :]
     job = json.loads(text)["jobs"][0]
     rd = job["read"]
     runtime_s = rd["runtime"] / 1000.0 if rd.get("runtime") else job["job_runtime"] / 1000.0

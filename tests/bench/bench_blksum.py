@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Benchmark: `nvmelab blksum` against the original `blksum` (when installed) and `sha256sum`.
 
 All three read the same image from the page cache (a warm-up read first) and are
@@ -10,6 +11,7 @@ number comes from the runs made by run().
 Environment: NVMELAB_BENCH_BLKSUM_MIB (image size, default 512),
 NVMELAB_BENCH_BLKSUM_REPS (default 3).
 """
+
 from __future__ import annotations
 
 import json
@@ -65,8 +67,15 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
     size = int(os.environ.get("NVMELAB_BENCH_BLKSUM_MIB", DEFAULT_MIB)) * MIB
     reps = int(os.environ.get("NVMELAB_BENCH_BLKSUM_REPS", DEFAULT_REPS))
     ncpu = blksum.default_threads()
-    result: dict[str, Any] = {"name": "blksum", "digest": DIGEST, "image_bytes": size, "reps": reps,
-                              "threads_max": ncpu, "nvmelab": [], "notes": []}
+    result: dict[str, Any] = {
+        "name": "blksum",
+        "digest": DIGEST,
+        "image_bytes": size,
+        "reps": reps,
+        "threads_max": ncpu,
+        "nvmelab": [],
+        "notes": [],
+    }
     with tempfile.TemporaryDirectory(prefix="bench-blksum-", dir=os.environ.get("NVMELAB_SCRATCH")) as tmp:
         image = Path(tmp) / "data.raw"
         # all data: every tool must read and hash every byte (holes would favour blksum)
@@ -85,8 +94,10 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         best = min(result["nvmelab"], key=lambda r: r["best_s"])
         result["nvmelab_best"] = {k: best[k] for k in ("io", "queue_depth", "threads", "best_s", "mbs")}
         # in-process time of the checksum alone (no interpreter start), best configuration
-        inproc = min(blksum.run(image, DIGEST, threads=best["threads"], queue_depth=best["queue_depth"],
-                                io=best["io"]).elapsed_s for _ in range(reps))
+        inproc = min(
+            blksum.run(image, DIGEST, threads=best["threads"], queue_depth=best["queue_depth"], io=best["io"]).elapsed_s
+            for _ in range(reps)
+        )
         result["nvmelab_inprocess_s"] = inproc
         result["nvmelab_inprocess_mbs"] = size / MB / inproc
 
@@ -112,8 +123,10 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
             result["speedup_vs_original"] = obest["best_s"] / best["best_s"]
         else:
             result["original"] = None
-            result["notes"].append("the original blksum (blkhash) is not on PATH; apt-cache policy blkhash: "
-                                   + _apt_policy("blkhash").replace("\n", " | "))
+            result["notes"].append(
+                "the original blksum (blkhash) is not on PATH; apt-cache policy blkhash: "
+                + _apt_policy("blkhash").replace("\n", " | ")
+            )
     result["goal"] = "nvmelab blksum at least as fast as the original blksum (same machine, image, digest)"
     # not judged (None) when the original is absent: no figure is invented for it
     result["met"] = (result["speedup_vs_original"] >= 1.0) if result.get("original") else None

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Driver hot-path cost: instructions per I/O of submit+ring+poll (driver only) and IOPS per core vs fio null.
 
 1. callgrind: tests/bench/hotpath.c keeps QDEPTH 512-byte reads in flight on one
@@ -16,6 +17,7 @@
    Goal: >= 5x fio null.
 Environment: NVMELAB_BENCH_ROUNDS (default 3), NVMELAB_BENCH_RUNTIME (s, default 2).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +36,8 @@ NATIVE_IOS = 5_000_000
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
-    from nvmelab.host import cpus
     from nvmelab.engines import perf
+    from nvmelab.host import cpus
 
     rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "3"))
     runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))
@@ -46,14 +48,43 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         native = nb.run_native(exe, QDEPTH, NATIVE_IOS)
     ours, theirs = [], []
     for _ in range(rounds):
-        rec = perf.run(nb.NULL_URI, rw="randread", iosize=IOSIZE, qdepth=QDEPTH, cpus=[cpu], runtime=runtime,
-                       warmup=0.5, lat=False, study="bench")
+        rec = perf.run(
+            nb.NULL_URI,
+            rw="randread",
+            iosize=IOSIZE,
+            qdepth=QDEPTH,
+            cpus=[cpu],
+            runtime=runtime,
+            warmup=0.5,
+            lat=False,
+            study="bench",
+        )
         cpu_s = sum(t["cpu_s"] for t in rec["threads"])
-        ours.append({"iops": rec["iops"], "cpu_usage": rec["cpu_usage"], "ios": rec["ios"],
-                     "ios_per_cpu_s": rec["ios"] / cpu_s if cpu_s > 0 else None})
-        theirs.append(nb.fio(["--name=null", "--ioengine=null", "--rw=randread", f"--bs={IOSIZE}",
-                              f"--iodepth={QDEPTH}", "--size=1g", "--time_based", f"--runtime={runtime}",
-                              "--ramp_time=0.5", f"--cpus_allowed={cpu}", "--thread"]))
+        ours.append(
+            {
+                "iops": rec["iops"],
+                "cpu_usage": rec["cpu_usage"],
+                "ios": rec["ios"],
+                "ios_per_cpu_s": rec["ios"] / cpu_s if cpu_s > 0 else None,
+            }
+        )
+        theirs.append(
+            nb.fio(
+                [
+                    "--name=null",
+                    "--ioengine=null",
+                    "--rw=randread",
+                    f"--bs={IOSIZE}",
+                    f"--iodepth={QDEPTH}",
+                    "--size=1g",
+                    "--time_based",
+                    f"--runtime={runtime}",
+                    "--ramp_time=0.5",
+                    f"--cpus_allowed={cpu}",
+                    "--thread",
+                ]
+            )
+        )
     load_before = os.getloadavg()
     our_core = nb.mean([r["ios_per_cpu_s"] for r in ours])
     fio_core = nb.mean([r["ios_per_cpu_s"] for r in theirs])
@@ -62,16 +93,27 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
     instr = cg["driver_instr_per_io"]
     return {
         "goal": {"driver_instr_per_io_max": GOAL_INSTR_PER_IO, "iops_per_core_vs_fio_null_min": GOAL_RATIO_VS_FIO_NULL},
-        "met": {"instr_per_io": instr <= GOAL_INSTR_PER_IO,
-                "vs_fio_null": ratio is not None and ratio >= GOAL_RATIO_VS_FIO_NULL},
+        "met": {
+            "instr_per_io": instr <= GOAL_INSTR_PER_IO,
+            "vs_fio_null": ratio is not None and ratio >= GOAL_RATIO_VS_FIO_NULL,
+        },
         "driver_instr_per_io": round(instr, 1),
         "callgrind": cg,
         "hotpath_native": native,
-        "iops_per_core": {"nvmelab_emu_null": nb.mean([r["iops"] for r in ours]),
-                          "fio_null": nb.mean([r["iops"] for r in theirs]), "ratio": ratio,
-                          "ios_per_cpu_s": {"nvmelab_emu_null": our_core, "fio_null": fio_core, "ratio": cpu_s_ratio}},
+        "iops_per_core": {
+            "nvmelab_emu_null": nb.mean([r["iops"] for r in ours]),
+            "fio_null": nb.mean([r["iops"] for r in theirs]),
+            "ratio": ratio,
+            "ios_per_cpu_s": {"nvmelab_emu_null": our_core, "fio_null": fio_core, "ratio": cpu_s_ratio},
+        },
         "loadavg_1_5_15": load_before,
         "runs": {"nvmelab": ours, "fio": theirs},
-        "params": {"qdepth": QDEPTH, "iosize": IOSIZE, "cpu": cpu, "rounds": rounds, "runtime_s": runtime,
-                   "target": nb.NULL_URI},
+        "params": {
+            "qdepth": QDEPTH,
+            "iosize": IOSIZE,
+            "cpu": cpu,
+            "rounds": rounds,
+            "runtime_s": runtime,
+            "target": nb.NULL_URI,
+        },
     }

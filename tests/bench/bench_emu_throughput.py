@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Emulator throughput: the driver+emulator loop on one core, emu://?profile=null&data=none.
 
 The emulated controller runs inline on the host thread (doorbell writes and empty polls), so the
@@ -19,6 +20,7 @@ with the reason.
 Environment: NVMELAB_BENCH_ROUNDS (default 3), NVMELAB_BENCH_RUNTIME (s, default 2),
 NVMELAB_BENCH_BASELINE (a git revision; default BASELINE_REV; empty to skip).
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +43,8 @@ BASELINE_REV = "cabf752"
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
-    from nvmelab.host import cpus
     from nvmelab.engines import perf
+    from nvmelab.host import cpus
 
     rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "3"))
     runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))
@@ -68,8 +70,17 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
             if base_exe is not None:
                 baseline["runs"].append(nb.run_native(base_exe, QDEPTH, NATIVE_IOS, uri=URI))
             natives.append(nb.run_native(exe, QDEPTH, NATIVE_IOS, uri=URI))
-            rec = perf.run(URI, rw="randread", iosize=IOSIZE, qdepth=QDEPTH, cpus=[cpu], runtime=runtime, warmup=0.5,
-                           lat=False, study="bench")
+            rec = perf.run(
+                URI,
+                rw="randread",
+                iosize=IOSIZE,
+                qdepth=QDEPTH,
+                cpus=[cpu],
+                runtime=runtime,
+                warmup=0.5,
+                lat=False,
+                study="bench",
+            )
             engine.append({"iops": rec["iops"], "ios": rec["ios"]})
     loop_rate = max(n["iops_wall"] for n in natives)  # best of rounds: least disturbed by other load
     engine_rate = max(r["iops"] for r in engine)
@@ -81,8 +92,10 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
     emu_share = cg["instructions_emulator"] / cg["instructions_total"]
     emu_rate = loop_rate / emu_share if emu_share > 0 else None
     return {
-        "goal": {"loop_cmds_per_s_per_core_min": GOAL_LOOP_CMDS_PER_S,
-                 "emulator_cmds_per_s_per_core_min": GOAL_EMU_CMDS_PER_S},
+        "goal": {
+            "loop_cmds_per_s_per_core_min": GOAL_LOOP_CMDS_PER_S,
+            "emulator_cmds_per_s_per_core_min": GOAL_EMU_CMDS_PER_S,
+        },
         "met": loop_rate >= GOAL_LOOP_CMDS_PER_S,
         "shortfall": None if loop_rate >= GOAL_LOOP_CMDS_PER_S else 1.0 - loop_rate / GOAL_LOOP_CMDS_PER_S,
         "met_emulator_5m": emu_rate is not None and emu_rate >= GOAL_EMU_CMDS_PER_S,
@@ -97,6 +110,13 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         "perf_engine_runs": engine,
         "callgrind": {k: v for k, v in cg.items() if k != "per_function_inclusive"},
         "loadavg_1_5_15": os.getloadavg(),
-        "params": {"qdepth": QDEPTH, "iosize": IOSIZE, "target": URI, "rounds": rounds, "ios_per_round": NATIVE_IOS,
-                   "engine_runtime_s": runtime, "cpu": cpu},
+        "params": {
+            "qdepth": QDEPTH,
+            "iosize": IOSIZE,
+            "target": URI,
+            "rounds": rounds,
+            "ios_per_round": NATIVE_IOS,
+            "engine_runtime_s": runtime,
+            "cpu": cpu,
+        },
     }

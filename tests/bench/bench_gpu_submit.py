@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Device-initiated submission rate: cuda-run against gpu-emu at 512 B (GPU only: make bench-gpu).
 
 Two goals from issue 6, both measured here and nowhere else:
@@ -9,6 +10,7 @@ Both references are read from data/reference/headline.csv.
 Every figure comes from the runs made by run(); the GPU is named in each record's provenance.
 Environment: NVMELAB_BENCH_GPU_RUNTIME (seconds per run, default 2), NVMELAB_BENCH_GPU_REPS (default 3).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,14 +22,15 @@ GPU = True
 IOSIZE = 512
 NDEVS = 16
 
+
 def _roofline() -> float:
     from nvmelab.results import reference
 
     return reference.headline_value("cpu-initiated", "roofline_iops")
 
 
-MODEL_IOPS = _roofline()              # pm1753 device cap x 16 devices, as published
-RATE_GOAL_IOPS = 2 * MODEL_IOPS       # issue 6: twice the published roofline
+MODEL_IOPS = _roofline()  # pm1753 device cap x 16 devices, as published
+RATE_GOAL_IOPS = 2 * MODEL_IOPS  # issue 6: twice the published roofline
 MODEL_FRACTION_GOAL = 0.97
 MAX_THREADS_EFFICIENCY = 4096
 #: (nqueues, qdepth) tried for the rate goal.
@@ -46,15 +49,33 @@ def _best(target: str, grid: list[tuple[int, int]], runtime: float, reps: int) -
         iops = []
         for rep in range(reps):
             try:
-                rec = gpu.run_cuda(target=target, rw="randread", iosize=IOSIZE, qdepth=qd, nqueues=nq, ndevs=NDEVS,
-                                   runtime=runtime, warmup=min(1.0, runtime / 2), repetition=rep, study="bench-gpu")
+                rec = gpu.run_cuda(
+                    target=target,
+                    rw="randread",
+                    iosize=IOSIZE,
+                    qdepth=qd,
+                    nqueues=nq,
+                    ndevs=NDEVS,
+                    runtime=runtime,
+                    warmup=min(1.0, runtime / 2),
+                    repetition=rep,
+                    study="bench-gpu",
+                )
             except ValueError as exc:  # does not fit with the emulator on this GPU: say so, go on
                 rows.append({"nqueues": nq, "qdepth": qd, "skipped": str(exc)})
                 break
             iops.append(rec["iops"])
         if iops:
-            rows.append({"nqueues": nq, "qdepth": qd, "threads": nq * qd * NDEVS, "iops_mean": sum(iops) / len(iops),
-                         "iops": iops, "gpu": rec["provenance"].get("cuda_device", {}).get("name")})
+            rows.append(
+                {
+                    "nqueues": nq,
+                    "qdepth": qd,
+                    "threads": nq * qd * NDEVS,
+                    "iops_mean": sum(iops) / len(iops),
+                    "iops": iops,
+                    "gpu": rec["provenance"].get("cuda_device", {}).get("name"),
+                }
+            )
     done = [r for r in rows if "iops_mean" in r]
     best = max(done, key=lambda r: r["iops_mean"]) if done else None
     return {"rows": rows, "best": best}
@@ -76,8 +97,14 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
     return {
         "gpu": gpu.device_info(),
         "rate": {**rate, "goal_iops": RATE_GOAL_IOPS, "met": best_rate >= RATE_GOAL_IOPS, "target": NULL_TARGET},
-        "efficiency": {**eff, "model_iops": MODEL_IOPS, "fraction": best_eff / MODEL_IOPS,
-                       "goal_fraction": MODEL_FRACTION_GOAL, "max_threads": MAX_THREADS_EFFICIENCY,
-                       "met": best_eff >= MODEL_FRACTION_GOAL * MODEL_IOPS, "target": PM1753_TARGET},
+        "efficiency": {
+            **eff,
+            "model_iops": MODEL_IOPS,
+            "fraction": best_eff / MODEL_IOPS,
+            "goal_fraction": MODEL_FRACTION_GOAL,
+            "max_threads": MAX_THREADS_EFFICIENCY,
+            "met": best_eff >= MODEL_FRACTION_GOAL * MODEL_IOPS,
+            "target": PM1753_TARGET,
+        },
         "met": best_rate >= RATE_GOAL_IOPS and best_eff >= MODEL_FRACTION_GOAL * MODEL_IOPS,
     }

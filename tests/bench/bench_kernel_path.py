@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Kernel path: nvmelab's io_uring backend vs `fio --ioengine=io_uring` on the same file.
 
 4 KiB random reads with O_DIRECT at QD 1, 4, 16, 64, 128, one thread pinned to the
@@ -26,6 +27,7 @@ Environment: NVMELAB_BENCH_DIR (device-bound file's directory; must support O_DI
 NVMELAB_BENCH_MEMDIR (default /dev/shm), NVMELAB_BENCH_FILE_MIB (default 256),
 NVMELAB_BENCH_ROUNDS (default 2), NVMELAB_BENCH_RUNTIME (s, default 2).
 """
+
 from __future__ import annotations
 
 import logging
@@ -113,17 +115,49 @@ def _measure(path: Path, cpu: int, rounds: int, runtime: float) -> dict[int, dic
     runs: dict[int, dict[str, list]] = {qd: {"nvmelab": [], "fio": []} for qd in QDEPTHS}
 
     def ours(qd: int) -> None:
-        rec = perf.run(f"file://{path}", backend="io_uring", rw="randread", iosize=IOSIZE, qdepth=qd,
-                       cpus=[cpu], runtime=runtime, warmup=0.5, study="bench")
-        runs[qd]["nvmelab"].append({"iops": rec["iops"], "cpu_usage": rec["cpu_usage"],
-                                    "lat_ns_p50": rec["lat_ns"]["p50"], "lat_ns_mean": rec["lat_ns"]["mean"]})
+        rec = perf.run(
+            f"file://{path}",
+            backend="io_uring",
+            rw="randread",
+            iosize=IOSIZE,
+            qdepth=qd,
+            cpus=[cpu],
+            runtime=runtime,
+            warmup=0.5,
+            study="bench",
+        )
+        runs[qd]["nvmelab"].append(
+            {
+                "iops": rec["iops"],
+                "cpu_usage": rec["cpu_usage"],
+                "lat_ns_p50": rec["lat_ns"]["p50"],
+                "lat_ns_mean": rec["lat_ns"]["mean"],
+            }
+        )
 
     def theirs(qd: int) -> None:
-        runs[qd]["fio"].append(nb.fio([
-            "--name=kpath", f"--filename={path}", "--ioengine=io_uring", "--direct=1", "--rw=randread",
-            f"--bs={IOSIZE}", f"--iodepth={qd}", "--registerfiles=1", "--fixedbufs=1", "--time_based",
-            f"--runtime={runtime}", "--ramp_time=0.5", f"--cpus_allowed={cpu}", "--thread",
-            "--norandommap", "--randrepeat=0"]))
+        runs[qd]["fio"].append(
+            nb.fio(
+                [
+                    "--name=kpath",
+                    f"--filename={path}",
+                    "--ioengine=io_uring",
+                    "--direct=1",
+                    "--rw=randread",
+                    f"--bs={IOSIZE}",
+                    f"--iodepth={qd}",
+                    "--registerfiles=1",
+                    "--fixedbufs=1",
+                    "--time_based",
+                    f"--runtime={runtime}",
+                    "--ramp_time=0.5",
+                    f"--cpus_allowed={cpu}",
+                    "--thread",
+                    "--norandommap",
+                    "--randrepeat=0",
+                ]
+            )
+        )
 
     for rnd in range(rounds):
         order = (ours, theirs) if rnd % 2 == 0 else (theirs, ours)
@@ -134,8 +168,8 @@ def _measure(path: Path, cpu: int, rounds: int, runtime: float) -> dict[int, dic
 
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
-    from nvmelab.host import cpus
     from nvmelab.engines import perf
+    from nvmelab.host import cpus
 
     rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "2"))
     runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))
@@ -152,8 +186,14 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
             log.warning("kernel_path: %s file skipped: %s", name, why)
             files[name] = {"dir": base, "skipped": why}
             continue
-        log.info("kernel_path: %s file in %s, %d rounds x %d QDs x 2 tools x %.1f s", name, base, rounds,
-                 len(QDEPTHS), runtime)
+        log.info(
+            "kernel_path: %s file in %s, %d rounds x %d QDs x 2 tools x %.1f s",
+            name,
+            base,
+            rounds,
+            len(QDEPTHS),
+            runtime,
+        )
         with tempfile.TemporaryDirectory(dir=base) as td:
             path = Path(td) / "kernel-path.bin"
             perf.make_file(path, size)
@@ -178,6 +218,14 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         "met_per_qd": {qd: v["ratio"] >= GOAL_RATIO for qd, v in per_qd.items()},
         "files": files,
         "loadavg_1_5_15": os.getloadavg(),
-        "params": {"iosize": IOSIZE, "qdepths": list(QDEPTHS), "rounds": rounds, "runtime_s": runtime,
-                   "file_bytes": size, "dirs": dirs, "cpu": cpu, "bootstrap_resamples": BOOTSTRAP_RESAMPLES},
+        "params": {
+            "iosize": IOSIZE,
+            "qdepths": list(QDEPTHS),
+            "rounds": rounds,
+            "runtime_s": runtime,
+            "file_bytes": size,
+            "dirs": dirs,
+            "cpu": cpu,
+            "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+        },
     }

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Open a built book page in headless Chromium and report what the browser saw.
 
 Talks the Chrome DevTools Protocol over ``--remote-debugging-pipe`` (JSON messages
@@ -17,6 +18,7 @@ legend with no entries; tick labels of one axis that overlap; a results table
 ``<canvas>`` cannot be inspected and is reported as such: the book renders SVG. And
 it can save a screenshot of the whole page (PNG).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -160,17 +162,26 @@ class _Pipe:
         for fd in (cmd_r, res_w):
             os.set_inheritable(fd, True)
         args = [
-            binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-            "--disable-extensions", "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank",
+            binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-extensions",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={profile}",
+            "about:blank",
         ]
+
         # the child sees our cmd_r as fd 3 and res_w as fd 4
         def _fds() -> None:
             os.dup2(cmd_r, 3)
             os.dup2(res_w, 4)
 
         # close_fds=False: subprocess would otherwise close fds 3 and 4 after _fds ran
-        self.proc = subprocess.Popen(args, close_fds=False, preexec_fn=_fds,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            args, close_fds=False, preexec_fn=_fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         os.close(cmd_r)
         os.close(res_w)
         self._buf = b""
@@ -202,8 +213,9 @@ class _Pipe:
         raw, self._buf = self._buf.split(b"\0", 1)
         return json.loads(raw)
 
-    def call(self, method: str, params: dict | None = None, session: str | None = None,
-             timeout: float = PAGE_TIMEOUT_S) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict | None = None, session: str | None = None, timeout: float = PAGE_TIMEOUT_S
+    ) -> dict[str, Any]:
         want = self.send(method, params, session)
         deadline = time.monotonic() + timeout
         while True:
@@ -269,16 +281,18 @@ def open_page(url: str, binary: str | None = None, screenshot: str | os.PathLike
             for domain in ("Runtime", "Log", "Network", "Page"):
                 pipe.call(f"{domain}.enable", session=session)
             width, height = VIEWPORT
-            pipe.call("Emulation.setDeviceMetricsOverride",
-                      {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+            pipe.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                session=session,
+            )
             pipe.call("Page.navigate", {"url": url}, session=session)
             if not pipe.wait_event("Page.loadEventFired", PAGE_TIMEOUT_S):
                 raise TimeoutError(f"{url} did not finish loading within {PAGE_TIMEOUT_S:.0f} s")
             pipe.drain(SETTLE_S)
             probe = pipe.call("Runtime.evaluate", {"expression": CHART_PROBE, "returnByValue": True}, session=session)
             charts = json.loads(probe["result"]["value"])
-            layout = pipe.call("Runtime.evaluate", {"expression": LAYOUT_PROBE, "returnByValue": True},
-                               session=session)
+            layout = pipe.call("Runtime.evaluate", {"expression": LAYOUT_PROBE, "returnByValue": True}, session=session)
             if "exceptionDetails" in layout:
                 raise RuntimeError(f"layout probe failed: {layout['exceptionDetails']}")
             layout_problems = json.loads(layout["result"]["value"])
@@ -303,8 +317,18 @@ def open_page(url: str, binary: str | None = None, screenshot: str | os.PathLike
             requests.append(params.get("request", {}).get("url", ""))
         elif method == "Network.loadingFailed":
             log_errors.append(f"load failed: {params.get('errorText')} (request {params.get('requestId')})")
-    return PageReport(url, console_errors, exceptions, log_errors, requests,
-                      charts["containers"], charts["rendered"], charts["error_divs"], layout_problems, shot)
+    return PageReport(
+        url,
+        console_errors,
+        exceptions,
+        log_errors,
+        requests,
+        charts["containers"],
+        charts["rendered"],
+        charts["error_divs"],
+        layout_problems,
+        shot,
+    )
 
 
 def _screenshot(pipe: _Pipe, session: str, path: str) -> None:
@@ -312,10 +336,16 @@ def _screenshot(pipe: _Pipe, session: str, path: str) -> None:
 
     metrics = pipe.call("Page.getLayoutMetrics", session=session)
     size = metrics.get("cssContentSize") or metrics["contentSize"]
-    clip = {"x": 0, "y": 0, "width": max(1, int(size["width"])),
-            "height": max(1, min(int(size["height"]), MAX_SCREENSHOT_HEIGHT)), "scale": 1}
-    shot = pipe.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip},
-                     session=session)
+    clip = {
+        "x": 0,
+        "y": 0,
+        "width": max(1, int(size["width"])),
+        "height": max(1, min(int(size["height"]), MAX_SCREENSHOT_HEIGHT)),
+        "scale": 1,
+    }
+    shot = pipe.call(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}, session=session
+    )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "wb") as f:
         f.write(base64.b64decode(shot["data"]))

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Checks of the built book (run by `make test-book`, after `make book`).
 
 * the build is clean: Sphinx re-run with -W -n into a temporary folder reports no warning,
@@ -15,6 +16,7 @@
 * every study page opens with the banner of the records it shows, and every page's footer
   names the build commit and links its data files, which exist in the site.
 """
+
 from __future__ import annotations
 
 import os
@@ -88,8 +90,23 @@ def test_rebuild_has_no_warnings(tmp_path: Path) -> None:
     env = dict(os.environ)
     env.setdefault("NVMELAB_PRESET", "standard")
     env.setdefault("NVMELAB_RUN", "never")
-    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
-           "-d", str(tmp_path / "doctrees"), "-w", str(warnings), str(BOOK), str(tmp_path / "html")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-n",
+        "-q",
+        "-b",
+        "html",
+        "-d",
+        str(tmp_path / "doctrees"),
+        "-w",
+        str(warnings),
+        str(BOOK),
+        str(tmp_path / "html"),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=REBUILD_TIMEOUT_S)
     text = warnings.read_text() if warnings.exists() else ""
     assert proc.returncode == 0 and not text.strip(), (
@@ -160,8 +177,18 @@ def test_every_study_spec_is_its_notebook_in_the_book() -> None:
 def test_book_refuses_the_quick_preset(tmp_path: Path) -> None:
     """quick records are a smoke test: the book build stops at once under NVMELAB_PRESET=quick."""
     env = dict(os.environ, NVMELAB_PRESET="quick")
-    cmd = [sys.executable, "-m", "sphinx", "-q", "-b", "html", "-d", str(tmp_path / "d"), str(BOOK),
-           str(tmp_path / "html")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-q",
+        "-b",
+        "html",
+        "-d",
+        str(tmp_path / "d"),
+        str(BOOK),
+        str(tmp_path / "html"),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "smoke test" in proc.stderr
     assert not (tmp_path / "html" / "index.html").exists()
@@ -181,8 +208,11 @@ class _AssetFinder(HTMLParser):
         if tag == "script" and a.get("src") and _REMOTE.match(a["src"]):
             self.remote.append(f"<script src={a['src']}>")
         rel = (a.get("rel") or "").lower()
-        if tag == "link" and a.get("href") and _REMOTE.match(a["href"]) and (
-            "stylesheet" in rel or "preload" in rel or "modulepreload" in rel or "icon" in rel
+        if (
+            tag == "link"
+            and a.get("href")
+            and _REMOTE.match(a["href"])
+            and ("stylesheet" in rel or "preload" in rel or "modulepreload" in rel or "icon" in rel)
         ):
             self.remote.append(f"<link rel={rel} href={a['href']}>")
 
@@ -201,7 +231,9 @@ def test_no_page_loads_from_the_network() -> None:
         if finder.remote:
             bad[str(page.relative_to(HTML))] = sorted(set(finder.remote))
     for css in (HTML / "_static").rglob("*.css"):
-        found = re.findall(r"(?:@import|url\()\s*['\"]?(https?:)?//[^)'\"\s]+", css.read_text(encoding="utf-8", errors="replace"))
+        found = re.findall(
+            r"(?:@import|url\()\s*['\"]?(https?:)?//[^)'\"\s]+", css.read_text(encoding="utf-8", errors="replace")
+        )
         if found:
             bad[str(css.relative_to(HTML))] = found
     assert not bad, f"pages load assets from the network: {bad}"
@@ -220,8 +252,10 @@ def _need_chromium():
     import browser
 
     if browser.chromium_binary() is None:
-        pytest.skip("no Chromium on PATH (chromium, chromium-browser or google-chrome): the page checks in a "
-                    "browser are skipped; `make test-browser` installs it and runs them")
+        pytest.skip(
+            "no Chromium on PATH (chromium, chromium-browser or google-chrome): the page checks in a "
+            "browser are skipped; `make test-browser` installs it and runs them"
+        )
     return browser
 
 
@@ -258,7 +292,7 @@ def test_study_page_opens_with_banner(label: str) -> None:
     assert h1 >= 0 and banner > h1, f"{stem}: no banner after the title"
     first_cell = text.find('class="cell ')
     assert first_cell < 0 or banner < first_cell, f"{stem}: the banner does not open the page"
-    body = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text[banner:text.find("</div>", banner)]))
+    body = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text[banner : text.find("</div>", banner)]))
     assert "Records" in body and "Published sources" in body
     assert "Smoke-test" not in body and "preset quick" not in body, f"{stem}: the book shows quick records"
     from nvmelab.studies import load_spec
@@ -278,7 +312,7 @@ def test_every_page_footer_has_build_stamp_and_working_data_links() -> None:
         if "nvmelab-footer" not in text or "from commit" not in text:
             bad[str(page.relative_to(HTML))] = "no build stamp in the footer"
             continue
-        foot = text[text.index('class="nvmelab-footer"'):]
+        foot = text[text.index('class="nvmelab-footer"') :]
         for href in re.findall(r'href="([^"]+)"', foot.split("</div>", 1)[0]):
             if not (page.parent / href).resolve().is_file():
                 bad[str(page.relative_to(HTML))] = f"data link {href} leads nowhere"

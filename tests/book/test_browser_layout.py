@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The browser layout check (browser.LAYOUT_PROBE) on pages made to fail it.
 
 Each page holds one Vega-Lite chart in a 500 px text column, rendered by the vendored
@@ -5,14 +6,14 @@ Vega bundle the book uses. A well-behaved chart must pass; a chart wider than th
 column, a legend label cut by its limit, overlapping tick labels, an empty legend and
 a chart drawn to a canvas must each be reported. Needs Chromium (skipped otherwise).
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
-
 import browser
+import pytest
 
 BUNDLE = Path(__file__).resolve().parents[2] / "book" / "_static" / "vega" / "vega-bundle.js"
 COLUMN_PX = 500
@@ -35,11 +36,18 @@ def _page(tmp_path: Path, spec: dict, renderer: str = "svg", css: str = "") -> s
 
 
 def _spec(**kw) -> dict:
-    spec = {"$schema": "https://vega.github.io/schema/vega-lite/v5.json", "width": 200, "height": 120,
-            "data": {"values": [{"x": 1, "y": 2, "s": "a"}, {"x": 2, "y": 3, "s": "b"}]},
-            "mark": "line", "encoding": {"x": {"field": "x", "type": "quantitative"},
-                                         "y": {"field": "y", "type": "quantitative"},
-                                         "color": {"field": "s", "type": "nominal"}}}
+    spec = {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "width": 200,
+        "height": 120,
+        "data": {"values": [{"x": 1, "y": 2, "s": "a"}, {"x": 2, "y": 3, "s": "b"}]},
+        "mark": "line",
+        "encoding": {
+            "x": {"field": "x", "type": "quantitative"},
+            "y": {"field": "y", "type": "quantitative"},
+            "color": {"field": "s", "type": "nominal"},
+        },
+    }
     spec.update(kw)
     return spec
 
@@ -82,19 +90,36 @@ def test_cut_legend_label_fails(tmp_path: Path) -> None:
 
 def test_overlapping_tick_labels_fail(tmp_path: Path) -> None:
     values = [{"x": f"a rather long category name {i}", "y": i} for i in range(6)]
-    spec = _spec(data={"values": values}, mark="bar", width=120,
-                 encoding={"x": {"field": "x", "type": "nominal", "axis": {"labelAngle": 0}},
-                           "y": {"field": "y", "type": "quantitative"}})
+    spec = _spec(
+        data={"values": values},
+        mark="bar",
+        width=120,
+        encoding={
+            "x": {"field": "x", "type": "nominal", "axis": {"labelAngle": 0}},
+            "y": {"field": "y", "type": "quantitative"},
+        },
+    )
     problems = _layout(_page(tmp_path, spec))
     assert any("tick labels overlap" in p for p in problems), problems
 
 
 def test_empty_legend_fails(tmp_path: Path) -> None:
-    spec = _spec(layer=[{"mark": "line", "data": {"values": []},
-                         "encoding": {"x": {"field": "x", "type": "quantitative"},
-                                      "y": {"field": "y", "type": "quantitative"},
-                                      "color": {"field": "s", "type": "nominal"}}}],
-                 data=None, mark=None, encoding=None)
+    spec = _spec(
+        layer=[
+            {
+                "mark": "line",
+                "data": {"values": []},
+                "encoding": {
+                    "x": {"field": "x", "type": "quantitative"},
+                    "y": {"field": "y", "type": "quantitative"},
+                    "color": {"field": "s", "type": "nominal"},
+                },
+            }
+        ],
+        data=None,
+        mark=None,
+        encoding=None,
+    )
     spec = {k: v for k, v in spec.items() if v is not None}
     problems = _layout(_page(tmp_path, spec))
     assert any("empty legend" in p for p in problems), problems
@@ -110,8 +135,12 @@ def test_table_wider_than_the_column_fails(tmp_path: Path) -> None:
     css = (Path(__file__).resolve().parents[2] / "book" / "_static" / "nvmelab.css").read_text()
     url = _page(tmp_path, _spec(), css=css)
     page = Path(url.removeprefix("file://"))
-    page.write_text(page.read_text().replace(
-        "</article>", f'<div class="nvmelab-table-figure" id="t"><p class="caption"><span class="caption-number">'
-                      f'Table 1 </span>wide</p><table class="nvmelab-results"><tr>{cells}</tr></table></div></article>'))
+    page.write_text(
+        page.read_text().replace(
+            "</article>",
+            f'<div class="nvmelab-table-figure" id="t"><p class="caption"><span class="caption-number">'
+            f'Table 1 </span>wide</p><table class="nvmelab-results"><tr>{cells}</tr></table></div></article>',
+        )
+    )
     problems = _layout(url)
     assert any(p.startswith("Table 1: table") for p in problems), problems

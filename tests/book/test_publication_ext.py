@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The book extension's publication features on a small Sphinx project (no notebook execution).
 
 A study notebook with stored outputs shows a table and a figure made by
@@ -7,6 +8,7 @@ banner naming the records' host, preset, date and commit (from their provenance)
 the published source, and end with a footer that names the build commit and links
 the data files, which the build copies into the site.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,9 +37,18 @@ nvmelab_studies = [("study", "sec-study", "A study")]
 nvmelab_results_dir = "results"
 """
 
-RECORD = {"study": "study", "preset": "standard", "iops": 1.0,
-          "provenance": {"host": "hostA", "git_commit": "0123456789abcdef0123", "utc": "2026-11-20T10:00:00Z",
-                         "profile": "pm1753", "scale": 64.0}}
+RECORD = {
+    "study": "study",
+    "preset": "standard",
+    "iops": 1.0,
+    "provenance": {
+        "host": "hostA",
+        "git_commit": "0123456789abcdef0123",
+        "utc": "2026-11-20T10:00:00Z",
+        "profile": "pm1753",
+        "scale": 64.0,
+    },
+}
 
 
 def _display(obj) -> dict:
@@ -49,21 +60,39 @@ def _project(root: Path, records: Path, published: Path) -> Path:
     (root / "_static" / "vega").mkdir(parents=True)
     (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
     (root / "conf.py").write_text(CONF)
-    tab = publication.table(pd.DataFrame({"qdepth": [1, 2], "iops": [1234567.0, 2345678.0]}), "Rates by depth",
-                            name="tab-rates", units={"iops": "IO/s"})
+    tab = publication.table(
+        pd.DataFrame({"qdepth": [1, 2], "iops": [1234567.0, 2345678.0]}),
+        "Rates by depth",
+        name="tab-rates",
+        units={"iops": "IO/s"},
+    )
     fig = publication.figure("<svg width='10' height='10'></svg>", "A small picture")
     decl = {"records": [str(records)], "published": [str(published)]}
-    nb = {"nbformat": 4, "nbformat_minor": 5,
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "cells": [
-              {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n\nText.\n"},
-              {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1,
-               "source": "SECRET_CODE_LINE = 1\n", "outputs": [_display(tab)]},
-              {"cell_type": "code", "id": "c2", "metadata": {"tags": ["show-input"]}, "execution_count": 2,
-               "source": "OPEN_CODE_LINE = 2\n",
-               "outputs": [_display(fig), _glue_output(publication.SOURCES_KEY, repr(json.dumps(decl)))]},
-              {"cell_type": "markdown", "id": "m2", "metadata": {}, "source": "See {numref}`tab-rates`.\n"},
-          ]}
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n\nText.\n"},
+            {
+                "cell_type": "code",
+                "id": "c1",
+                "metadata": {},
+                "execution_count": 1,
+                "source": "SECRET_CODE_LINE = 1\n",
+                "outputs": [_display(tab)],
+            },
+            {
+                "cell_type": "code",
+                "id": "c2",
+                "metadata": {"tags": ["show-input"]},
+                "execution_count": 2,
+                "source": "OPEN_CODE_LINE = 2\n",
+                "outputs": [_display(fig), _glue_output(publication.SOURCES_KEY, repr(json.dumps(decl)))],
+            },
+            {"cell_type": "markdown", "id": "m2", "metadata": {}, "source": "See {numref}`tab-rates`.\n"},
+        ],
+    }
     (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
     (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
     return root
@@ -75,8 +104,12 @@ def test_study_page_is_published_with_numbers_banner_and_footer(tmp_path: Path) 
     scratch = repo / "data" / "results" / "study"
     scratch.mkdir(parents=True)
     records = scratch / "standard.jsonl"
-    records.write_text(json.dumps(RECORD) + "\n" + json.dumps({**RECORD, "provenance": {
-        **RECORD["provenance"], "utc": "2026-11-21T10:00:00Z"}}) + "\n")
+    records.write_text(
+        json.dumps(RECORD)
+        + "\n"
+        + json.dumps({**RECORD, "provenance": {**RECORD["provenance"], "utc": "2026-11-21T10:00:00Z"}})
+        + "\n"
+    )
     published = scratch / "seed.csv"
     published.write_text("a,b\n1,2\n")
     root = _project(tmp_path / "p", records, published)
@@ -100,9 +133,17 @@ def test_study_page_is_published_with_numbers_banner_and_footer(tmp_path: Path) 
     # banner: before the first table, from the records' provenance
     banner = page.index("nvmelab-banner")
     assert banner < page.index("SECRET_CODE_LINE")
-    btext = text[text.index("Records shown"):]
-    for want in ("2 records", "host hostA", "preset standard", "2026-11-20 to 2026-11-21", "commit 0123456789ab",
-                 "emulated pm1753 (scale 64)", "Published sources", "seed.csv"):
+    btext = text[text.index("Records shown") :]
+    for want in (
+        "2 records",
+        "host hostA",
+        "preset standard",
+        "2026-11-20 to 2026-11-21",
+        "commit 0123456789ab",
+        "emulated pm1753 (scale 64)",
+        "Published sources",
+        "seed.csv",
+    ):
         assert want in btext, f"banner lacks {want!r}"
     # footer: build commit and links to the data files, copied into the site
     assert "nvmelab-footer" in page and "Built " in text and "from commit" in text
@@ -134,20 +175,31 @@ def test_undeclared_study_banner_names_what_its_code_reads(tmp_path: Path) -> No
     (root / "notebooks").mkdir(parents=True)
     (root / "_static" / "vega").mkdir(parents=True)
     (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
-    (root / "conf.py").write_text(CONF.replace('nvmelab_results_dir = "results"',
-                                               f'nvmelab_results_dir = {str(tmp_path / "results")!r}'))
+    (root / "conf.py").write_text(
+        CONF.replace('nvmelab_results_dir = "results"', f"nvmelab_results_dir = {str(tmp_path / 'results')!r}")
+    )
     rec_dir = tmp_path / "results" / "study" / "hostB"
     rec_dir.mkdir(parents=True)
-    (rec_dir / "standard.jsonl").write_text(json.dumps({**RECORD, "provenance": {**RECORD["provenance"],
-                                                                                "host": "hostB"}}) + "\n")
-    nb = {"nbformat": 4, "nbformat_minor": 5,
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "cells": [
-              {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n"},
-              {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1, "outputs": [],
-               "source": 'from nvmelab.results import reference\nh = reference.headline()\n'
-                         'r = reference.published("tool-comparison")\n'},
-          ]}
+    (rec_dir / "standard.jsonl").write_text(
+        json.dumps({**RECORD, "provenance": {**RECORD["provenance"], "host": "hostB"}}) + "\n"
+    )
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n"},
+            {
+                "cell_type": "code",
+                "id": "c1",
+                "metadata": {},
+                "execution_count": 1,
+                "outputs": [],
+                "source": "from nvmelab.results import reference\nh = reference.headline()\n"
+                'r = reference.published("tool-comparison")\n',
+            },
+        ],
+    }
     (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
     (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
     env = {"NVMELAB_PRESET": "standard"}

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The book's ``{result}`` role (book/_ext/nvmelab_book.py) on a two-page Sphinx project.
 
 A notebook with stored outputs (no execution) glues one number, glues ``None`` for a
@@ -5,6 +6,7 @@ second key and mentions a third key it never glues on this "build". The role mus
 the number, show the fallback for the other two, and fail the build for a key the
 notebook's source never names.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,38 +29,65 @@ exclude_patterns = ["_build"]
 
 def _glue_output(name: str, plain: str) -> dict:
     prefix = "application/papermill.record/"
-    return {"output_type": "display_data", "data": {prefix + "text/plain": plain},
-            "metadata": {"scrapbook": {"mime_prefix": prefix, "name": name}}}
+    return {
+        "output_type": "display_data",
+        "data": {prefix + "text/plain": plain},
+        "metadata": {"scrapbook": {"mime_prefix": prefix, "name": name}},
+    }
 
 
 def _project(root: Path, index_body: str) -> Path:
     (root / "_static" / "vega").mkdir(parents=True)
     (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder for the bundle check\n")
     (root / "conf.py").write_text(CONF)
-    source = ('from myst_nb import glue\nglue("present", 0.5, display=False)\n'
-              'glue("nothing", None, display=False)\n'
-              'if False:\n    glue("absent", 1, display=False)\n')
-    nb = {"nbformat": 4, "nbformat_minor": 5,
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "cells": [
-              {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "# The study\n"},
-              {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": 1, "source": source,
-               "outputs": [_glue_output("present", "0.5"), _glue_output("nothing", "None")]},
-          ]}
+    source = (
+        'from myst_nb import glue\nglue("present", 0.5, display=False)\n'
+        'glue("nothing", None, display=False)\n'
+        'if False:\n    glue("absent", 1, display=False)\n'
+    )
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "# The study\n"},
+            {
+                "cell_type": "code",
+                "id": "c",
+                "metadata": {},
+                "execution_count": 1,
+                "source": source,
+                "outputs": [_glue_output("present", "0.5"), _glue_output("nothing", "None")],
+            },
+        ],
+    }
     (root / "study.ipynb").write_text(json.dumps(nb))
     (root / "index.md").write_text(f"# Book\n\n```{{toctree}}\nstudy\n```\n\n{index_body}\n")
     return root
 
 
 def _build(root: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
-           str(root), str(root / "_build")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-n",
+        "-q",
+        "-b",
+        "html",
+        str(root),
+        str(root / "_build"),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
 def test_result_pastes_value_or_fallback(tmp_path: Path) -> None:
-    body = ("A {result}`study.ipynb::present:.0%|FALLBACK-A` B "
-            "{result}`study.ipynb::nothing:d|FALLBACK-B` C {result}`study.ipynb::absent:d|FALLBACK-C`")
+    body = (
+        "A {result}`study.ipynb::present:.0%|FALLBACK-A` B "
+        "{result}`study.ipynb::nothing:d|FALLBACK-B` C {result}`study.ipynb::absent:d|FALLBACK-C`"
+    )
     root = _project(tmp_path / "p", body)
     proc = _build(root)
     assert proc.returncode == 0, proc.stderr
@@ -68,11 +97,14 @@ def test_result_pastes_value_or_fallback(tmp_path: Path) -> None:
     assert html.count("result-fallback") == 2
 
 
-@pytest.mark.parametrize("role", [
-    "{result}`study.ipynb::presnet:.0%|fallback`",   # a key the notebook never names
-    "{result}`study.ipynb::present:.0%`",            # no fallback
-    "{result}`missing.ipynb::present:.0%|fallback`",  # no such notebook
-])
+@pytest.mark.parametrize(
+    "role",
+    [
+        "{result}`study.ipynb::presnet:.0%|fallback`",  # a key the notebook never names
+        "{result}`study.ipynb::present:.0%`",  # no fallback
+        "{result}`missing.ipynb::present:.0%|fallback`",  # no such notebook
+    ],
+)
 def test_result_rejects_bad_references(tmp_path: Path, role: str) -> None:
     root = _project(tmp_path / "p", f"X {role}")
     proc = _build(root)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run_on_gpu_host.sh — the GPU work of issue 6, for a host with a CUDA GPU (e.g. a lent H100/H200).
 #
 #   tests/gpu/run_on_gpu_host.sh [build|test|bench|studies|all]      (default: all)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Transcribe seed 004 (AiSIO, "CPU-initiated I/O: Optimal Parameter Search") into seed004_*.csv.
 
 usage: python data/reference/seeds/transcribe_seed004.py [SEED_FILE]
@@ -10,6 +11,7 @@ must stand in the quote, exactly as printed. The script refuses to write
 anything when a check fails, so a transcription never drifts from the seed.
 tests/test_reference_seeds.py checks the written files against the seed again.
 """
+
 from __future__ import annotations
 
 import csv
@@ -50,8 +52,8 @@ def sections(text: str) -> dict[str, str]:
             heads.append((i, len(m.group(1)), m.group(2)))
     out: dict[str, str] = {}
     for k, (i, level, title) in enumerate(heads):
-        end = next((j for j, lv, _ in heads[k + 1:] if lv <= level), len(lines))
-        out[title] = "\n".join(lines[i + 1:end])
+        end = next((j for j, lv, _ in heads[k + 1 :] if lv <= level), len(lines))
+        out[title] = "\n".join(lines[i + 1 : end])
     return out
 
 
@@ -89,30 +91,85 @@ def set_members(printed: str) -> list[str]:
 STATEMENTS = [
     ("Independent variables", "independent_variables", "", "five", "", "five environmental conditions"),
     ("Independent variables", "run_time", "", "10", "s", "Each run lasted 10 seconds"),
-    ("CPU-initiated I/O: Optimal Parameter Search", "repetitions", "", "five", "", "average of five runs per configuration"),
-    ("Independent variables", "logical_cpus_per_core_with_siblings", "", "two", "",
-     "there are two threads on each of the cores"),
+    (
+        "CPU-initiated I/O: Optimal Parameter Search",
+        "repetitions",
+        "",
+        "five",
+        "",
+        "average of five runs per configuration",
+    ),
+    (
+        "Independent variables",
+        "logical_cpus_per_core_with_siblings",
+        "",
+        "two",
+        "",
+        "there are two threads on each of the cores",
+    ),
     ("Metrics Collected", "frequency_sample_interval", "", "0.5", "s", "every\n0.5 seconds"),
     ("Metrics Collected", "frequency_trim_fraction", "", "10", "%", "first and last 10% of the reported cpu"),
     ("Metrics Collected", "measurement_interval", "", "10", "s", "over the 10-second measurement"),
     ("Metrics Collected", "busy_poll_cpu_utilisation_per_logical_cpu", "~", "100", "%", "approx. N\\*100% CPU"),
-    ("Environment", "pm1753_random_read_capacity", "", "3.2", "million IOPS",
-     "random reads of 3.2 million\nIOPS of the Samsung PM1753"),
-    ("Determining Device IOPS Capacity", "device_iops_capacity", "", "3 857 938", "IOPS",
-     "reach 3 857 938 IOPS with only one device"),
-    ("Determining Device IOPS Capacity", "ndev1_mean_iops", "", "3 099 640", "IOPS",
-     "% Average for all ndev=1: 3 099 640"),
-    ("Determining Device IOPS Capacity", "ndev1_median_iops", "", "3 766 518", "IOPS",
-     "% Median for all ndev=1: 3 766 518"),
-    ("Determining Device IOPS Capacity", "ndev1_performance_mean_iops", "", "3 709 847", "IOPS",
-     "% Average for ndev=1,gov=performance: 3 709 847"),
-    ("Determining Device IOPS Capacity", "ndev1_performance_median_iops", "", "3 844 043", "IOPS",
-     "% Median for ndev=1,gov=performance: 3 844 043"),
+    (
+        "Environment",
+        "pm1753_random_read_capacity",
+        "",
+        "3.2",
+        "million IOPS",
+        "random reads of 3.2 million\nIOPS of the Samsung PM1753",
+    ),
+    (
+        "Determining Device IOPS Capacity",
+        "device_iops_capacity",
+        "",
+        "3 857 938",
+        "IOPS",
+        "reach 3 857 938 IOPS with only one device",
+    ),
+    (
+        "Determining Device IOPS Capacity",
+        "ndev1_mean_iops",
+        "",
+        "3 099 640",
+        "IOPS",
+        "% Average for all ndev=1: 3 099 640",
+    ),
+    (
+        "Determining Device IOPS Capacity",
+        "ndev1_median_iops",
+        "",
+        "3 766 518",
+        "IOPS",
+        "% Median for all ndev=1: 3 766 518",
+    ),
+    (
+        "Determining Device IOPS Capacity",
+        "ndev1_performance_mean_iops",
+        "",
+        "3 709 847",
+        "IOPS",
+        "% Average for ndev=1,gov=performance: 3 709 847",
+    ),
+    (
+        "Determining Device IOPS Capacity",
+        "ndev1_performance_median_iops",
+        "",
+        "3 844 043",
+        "IOPS",
+        "% Median for ndev=1,gov=performance: 3 844 043",
+    ),
     ("Optimal Parameterization", "ndevs", "", "16", "", "With all 16 devices utilized"),
     ("Optimal Parameterization", "peak_iops", "~", "62", "million IOPS", "almost 62\nmillion IOPS"),
     ("Optimal Parameterization", "ncpus", "", "8", "physical cores", "using 8 physical cores"),
-    ("CPU Frequency and Governors", "powersave_mean_decrease_a_c", "", "64.19", "%",
-     "decreased by 64.19 % for parameterization\nA-C"),
+    (
+        "CPU Frequency and Governors",
+        "powersave_mean_decrease_a_c",
+        "",
+        "64.19",
+        "%",
+        "decreased by 64.19 % for parameterization\nA-C",
+    ),
     ("CPU Frequency and Governors", "performance_clock", "", "3.3", "GHz", "clock speed at 3.3 GHz for all CPUs"),
     ("Turbo Boost", "turbo_off_clock_limit", "", "2.6", "GHz", "limiting the clock speed to 2.6 GHz"),
     ("Turbo Boost", "turbo_off_mean_decrease", "", "4.4", "%", "on average 4.4 % less IOPS"),
@@ -149,8 +206,10 @@ HOST_TABLES = [
     ("SMT", 1, "smt_off_userspace_3ghz"),
 ]
 #: The comment lines (``% X: ...``) under the same headings: unrounded values, D included.
-_NOTE_RE = re.compile(r"^% ([A-D]): (?:(3GHz), )?(Using|Not using), stress (on|off): ([\d ]+?) - ([\d.]+)% "
-                      r"(decrease|increase)$")
+_NOTE_RE = re.compile(
+    r"^% ([A-D]): (?:(3GHz), )?(Using|Not using), stress (on|off): ([\d ]+?) - ([\d.]+)% "
+    r"(decrease|increase)$"
+)
 _CHANGE_RE = re.compile(r"^([\d.]+) % (decrease|increase)$")
 
 
@@ -177,13 +236,15 @@ def build(text: str, seed: str) -> dict[str, tuple[list[str], list[list[str]]]]:
     assert t[0][0] == ["Independent Variable", "Value"], t[0][0]
     files["seed004_optimal_parameterisation.csv"] = (
         ["independent_variable", "value"] + tail,
-        [r + where("Optimal Parameterization", "parameterization table") for r in t[0][1:]])
+        [r + where("Optimal Parameterization", "parameterization table") for r in t[0][1:]],
+    )
 
     # A-D
     assert t[1][0] == ["Id", "Thread siblings", "Stress", "Reached IOPS"], t[1][0]
     files["seed004_parameterisations.csv"] = (
         ["id", "thread_siblings", "stress", "reached_iops"] + tail,
-        [r + where("Optimal Parameterization", "A-D table") for r in t[1][1:]])
+        [r + where("Optimal Parameterization", "A-D table") for r in t[1][1:]],
+    )
 
     # governor / turbo / SMT / userspace tables, with their printed change
     rows = []
@@ -193,10 +254,11 @@ def build(text: str, seed: str) -> dict[str, tuple[list[str], list[list[str]]]]:
         for pid, iops, change in tab[1:]:
             m = _CHANGE_RE.match(change)
             assert m, change
-            rows.append([cond, pid, iops, m.group(1), "%", m.group(2)]
-                        + where(section, f"table {idx + 1}"))
+            rows.append([cond, pid, iops, m.group(1), "%", m.group(2)] + where(section, f"table {idx + 1}"))
     files["seed004_host_variables.csv"] = (
-        ["condition", "parameterization_id", "iops", "change", "change_unit", "direction"] + tail, rows)
+        ["condition", "parameterization_id", "iops", "change", "change_unit", "direction"] + tail,
+        rows,
+    )
 
     # the unrounded comment lines under the same headings
     rows = []
@@ -207,11 +269,15 @@ def build(text: str, seed: str) -> dict[str, tuple[list[str], list[list[str]]]]:
                 continue
             pid, ghz, sib, stress, iops, pct, direction = m.groups()
             c = "smt_off_userspace_3ghz" if ghz else cond
-            rows.append([c, pid, "used" if sib == "Using" else "not used", stress, iops, pct, "%", direction]
-                        + where(section, "comment line"))
+            rows.append(
+                [c, pid, "used" if sib == "Using" else "not used", stress, iops, pct, "%", direction]
+                + where(section, "comment line")
+            )
     files["seed004_host_variables_notes.csv"] = (
-        ["condition", "parameterization_id", "thread_siblings", "stress", "iops", "change", "change_unit",
-         "direction"] + tail, rows)
+        ["condition", "parameterization_id", "thread_siblings", "stress", "iops", "change", "change_unit", "direction"]
+        + tail,
+        rows,
+    )
 
     # statements
     rows = []

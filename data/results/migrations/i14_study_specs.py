@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """One-off migration (issue 14): blksum_qdepth and vram_cache records to the sweep runner's keys.
 
 Before issue 14 the two studies had their own sweep code (blksum_study.py, tier/study.py) with
@@ -11,6 +12,7 @@ runner now skips such runs with the reason instead of recording them.
 Run once from the repository root (idempotent: a record that already has the new key is kept):
     PYTHONPATH=src python data/results/migrations/i14_study_specs.py
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +45,15 @@ def blksum(path: Path) -> list[dict]:
         online = (rec.get("provenance") or {}).get("ncpus_online")
         ncpus = "all" if threads == online else threads
         backend = rec["backend"] if rec["tool"] != "blksum" else "psync"
-        key = (rec["tool"], rec["digest"], backend, ncpus, rec["qdepth"], rec["image_bytes"] // (1 << 20),
-               rec["repetition"])
+        key = (
+            rec["tool"],
+            rec["digest"],
+            backend,
+            ncpus,
+            rec["qdepth"],
+            rec["image_bytes"] // (1 << 20),
+            rec["repetition"],
+        )
         run = runs.get(key)
         if run is None:
             raise SystemExit(f"{path}: no run of today's standard plan for {key}")
@@ -53,18 +62,42 @@ def blksum(path: Path) -> list[dict]:
 
 
 def vram(path: Path) -> list[dict]:
-    fields = ("rw", "fraction", "ndevs", "cache", "policy", "nqubits", "depth", "accesses", "page", "chunk",
-              "qdepth", "seed")
+    fields = (
+        "rw",
+        "fraction",
+        "ndevs",
+        "cache",
+        "policy",
+        "nqubits",
+        "depth",
+        "accesses",
+        "page",
+        "chunk",
+        "qdepth",
+        "seed",
+    )
     runs = _index("vram_cache", "standard", fields)
     out = []
     for rec in records.load_records(path):
         if rec.get("status") != "ok":
             continue
-        spec_depth = 6 if rec["rw"] == "random" else rec["depth"]          # the plan carries both knobs;
-        spec_acc = 2048 if rec["rw"] == "circuit" else rec["accesses"]     # a record names the one it used
-        key = (rec["rw"], rec["fraction"], rec["ndevs"], rec["cache"], rec["policy"], rec["nqubits"], spec_depth,
-               spec_acc, rec["page"], 65536 if rec["layout"] == "single" else rec["chunk"], rec["qdepth"],
-               rec["seed"], rec["repetition"])
+        spec_depth = 6 if rec["rw"] == "random" else rec["depth"]  # the plan carries both knobs;
+        spec_acc = 2048 if rec["rw"] == "circuit" else rec["accesses"]  # a record names the one it used
+        key = (
+            rec["rw"],
+            rec["fraction"],
+            rec["ndevs"],
+            rec["cache"],
+            rec["policy"],
+            rec["nqubits"],
+            spec_depth,
+            spec_acc,
+            rec["page"],
+            65536 if rec["layout"] == "single" else rec["chunk"],
+            rec["qdepth"],
+            rec["seed"],
+            rec["repetition"],
+        )
         run = runs.get(key)
         if run is None:
             raise SystemExit(f"{path}: no run of today's standard plan for {key}")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The `nvmelab` command line.
 
 Each module in this package that defines COMMAND (its name), HELP (one line),
@@ -16,6 +17,7 @@ status, a part this build lacks), 130 on Ctrl-C; 1 is left to the commands for
 
 ``nvmelab --debug ...`` or ``NVMELAB_DEBUG=1`` prints the traceback as well.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +30,7 @@ import sys
 import traceback
 from pathlib import Path
 
-EXIT_ERROR = 2          # the command could not do what was asked (argparse uses 2 as well)
+EXIT_ERROR = 2  # the command could not do what was asked (argparse uses 2 as well)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 _ERRNO_PREFIX = re.compile(r"^\[Errno -?\d+\]\s*")
@@ -74,8 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"nvmelab {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
-    parser.add_argument("--debug", action="store_true",
-                        help="print the traceback of an error (also: NVMELAB_DEBUG=1)")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error (also: NVMELAB_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
@@ -84,8 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"{__name__}.{info.name}")
         if not hasattr(mod, "COMMAND"):
             continue
-        p = sub.add_parser(mod.COMMAND, aliases=getattr(mod, "ALIASES", ()), help=mod.HELP,
-                           description=getattr(mod, "DESCRIPTION", mod.HELP))
+        p = sub.add_parser(
+            mod.COMMAND,
+            aliases=getattr(mod, "ALIASES", ()),
+            help=mod.HELP,
+            description=getattr(mod, "DESCRIPTION", mod.HELP),
+        )
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -101,7 +106,7 @@ def error_message(exc: BaseException) -> str:
             if exc.filename2 is not None:
                 msg += f" -> {os.fsdecode(exc.filename2)}"
     elif isinstance(exc, KeyError) and len(exc.args) == 1:
-        msg = str(exc.args[0])   # str(KeyError) is the repr of its key
+        msg = str(exc.args[0])  # str(KeyError) is the repr of its key
     else:
         msg = _ERRNO_PREFIX.sub("", str(exc))
     if not _is_expected(exc) or not msg:

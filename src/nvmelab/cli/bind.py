@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab bind ADDR --driver D`: move one named NVMe function to uio_pci_generic or vfio-pci."""
+
 from __future__ import annotations
 
 import argparse

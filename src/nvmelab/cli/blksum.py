@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab blksum [IMAGE]`: blkhash-compatible checksum of an image (file, block device, pipe)."""
+
 from __future__ import annotations
 
 import argparse
@@ -44,19 +46,41 @@ def _positive(text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..engines import blksum
 
-    p.add_argument("image", nargs="?", help="image path, block device, '-' for stdin (default: stdin if a pipe), "
-                   "or a target URI such as 'emu://?nsze=64MiB' (read through the user-space driver)")
+    p.add_argument(
+        "image",
+        nargs="?",
+        help="image path, block device, '-' for stdin (default: stdin if a pipe), "
+        "or a target URI such as 'emu://?nsze=64MiB' (read through the user-space driver)",
+    )
     p.add_argument("--nsid", type=_positive, default=None, help="namespace of a target URI (default: the first)")
-    p.add_argument("-d", "--digest", default=blksum.DEFAULT_DIGEST,
-                   help=f"digest name (default {blksum.DEFAULT_DIGEST}; 'null' times the I/O only)")
-    p.add_argument("-t", "--threads", type=_positive, default=None,
-                   help="hash threads (default: the CPUs this process may use)")
-    p.add_argument("-q", "--queue-depth", type=_positive, default=blksum.DEFAULT_QUEUE_DEPTH,
-                   help=f"chunks in flight (default {blksum.DEFAULT_QUEUE_DEPTH})")
-    p.add_argument("--read-size", type=parse_size, default=blksum.DEFAULT_READ_SIZE,
-                   help=f"bytes per read, a multiple of 64 KiB (default {blksum.DEFAULT_READ_SIZE // 1024}k)")
-    p.add_argument("--io", choices=blksum.IO_MODES, default="psync",
-                   help="kernel I/O path: psync (pread) or io_uring (default psync)")
+    p.add_argument(
+        "-d",
+        "--digest",
+        default=blksum.DEFAULT_DIGEST,
+        help=f"digest name (default {blksum.DEFAULT_DIGEST}; 'null' times the I/O only)",
+    )
+    p.add_argument(
+        "-t", "--threads", type=_positive, default=None, help="hash threads (default: the CPUs this process may use)"
+    )
+    p.add_argument(
+        "-q",
+        "--queue-depth",
+        type=_positive,
+        default=blksum.DEFAULT_QUEUE_DEPTH,
+        help=f"chunks in flight (default {blksum.DEFAULT_QUEUE_DEPTH})",
+    )
+    p.add_argument(
+        "--read-size",
+        type=parse_size,
+        default=blksum.DEFAULT_READ_SIZE,
+        help=f"bytes per read, a multiple of 64 KiB (default {blksum.DEFAULT_READ_SIZE // 1024}k)",
+    )
+    p.add_argument(
+        "--io",
+        choices=blksum.IO_MODES,
+        default="psync",
+        help="kernel I/O path: psync (pread) or io_uring (default psync)",
+    )
     p.add_argument("-p", "--progress", action="store_true", help="show progress on stderr")
     p.add_argument("-l", "--list-digests", action="store_true", help="list the digest names and exit")
     p.add_argument("--json", action="store_true", help="print one JSON object with the digest and timing")
@@ -110,8 +134,16 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--read-size must be a positive multiple of 64 KiB, got {args.read_size}")
     progress = _Progress() if args.progress else None
     try:  # an OSError names the image (its filename) in nvmelab.cli.main's one-line message
-        res = blksum.run(image, args.digest, threads=args.threads, queue_depth=args.queue_depth, io=args.io,
-                         read_size=args.read_size, progress=progress, nsid=args.nsid or 0)
+        res = blksum.run(
+            image,
+            args.digest,
+            threads=args.threads,
+            queue_depth=args.queue_depth,
+            io=args.io,
+            read_size=args.read_size,
+            progress=progress,
+            nsid=args.nsid or 0,
+        )
     finally:
         if progress:
             progress.end()

@@ -1,7 +1,9 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab perf cuda-run`: one device-initiated measurement (GPU threads drive the queues).
 
 Not a top-level command (no COMMAND here): the perf command adds it as the `cuda-run` action.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,11 +25,22 @@ DESCRIPTION = (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser(ACTION, help=HELP, description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--target", "-t", default="gpu-emu://?profile=null", help="target URI (gpu-emu://..., pci://..., emu://?mode=thread&...)")
-    p.add_argument("--rw", default="randread", choices=["read", "randread", "write", "randwrite"], help="access pattern")
+    p = sub.add_parser(
+        ACTION, help=HELP, description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument(
+        "--target",
+        "-t",
+        default="gpu-emu://?profile=null",
+        help="target URI (gpu-emu://..., pci://..., emu://?mode=thread&...)",
+    )
+    p.add_argument(
+        "--rw", default="randread", choices=["read", "randread", "write", "randwrite"], help="access pattern"
+    )
     p.add_argument("--iosize", "-s", type=int, default=512, help="bytes per I/O (a multiple of 512)")
-    p.add_argument("--qdepth", "-q", type=int, default=128, help="commands in flight per queue = CUDA threads per block")
+    p.add_argument(
+        "--qdepth", "-q", type=int, default=128, help="commands in flight per queue = CUDA threads per block"
+    )
     p.add_argument("--nqueues", type=int, default=1, help="queues per device")
     p.add_argument("--ndevs", type=int, default=None, help="devices used (default: the URI's ndev, else 16)")
     p.add_argument("--runtime", "-r", type=float, default=5.0, help="measured seconds")
@@ -36,13 +49,22 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="writes carry stamps; reads check them")
     p.add_argument("--timeout", type=float, default=2.0, help="seconds a completion may take before the queue fails")
     p.add_argument("--gpu", type=int, default=0, help="CUDA device ordinal")
-    p.add_argument("--payload", default="host", choices=["host", "gpu"],
-                   help="pci:// and emu://: where the data lives (gpu is refused with the reason: no DMA importer)")
+    p.add_argument(
+        "--payload",
+        default="host",
+        choices=["host", "gpu"],
+        help="pci:// and emu://: where the data lives (gpu is refused with the reason: no DMA importer)",
+    )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: 1 + repetition)")
     p.add_argument("--study", default="adhoc", help="study name written into the record")
     p.add_argument("--repetition", type=int, default=0, help="repetition index written into the record")
-    p.add_argument("--json", metavar="PATH", default=None, type=records_file,
-                   help="append the record to this JSONL file (atomically); '-' prints it to stdout")
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        default=None,
+        type=records_file,
+        help="append the record to this JSONL file (atomically); '-' prints it to stdout",
+    )
     return p
 
 
@@ -55,7 +77,10 @@ def table(rec: dict) -> str:
         ("emulator", str(prov.get("emulator"))),
         ("GPU", f"{dev.get('name')} (CC {dev.get('compute_capability')}, driver {dev.get('driver_version')})"),
         ("pattern / iosize", f"{rec['rw']} / {rec['iosize']} B"),
-        ("qdepth x nqueues x ndevs", f"{rec['qdepth']} x {rec['nqueues']} x {rec['ndevs']} = {rec['cuda_threads']} threads"),
+        (
+            "qdepth x nqueues x ndevs",
+            f"{rec['qdepth']} x {rec['nqueues']} x {rec['ndevs']} = {rec['cuda_threads']} threads",
+        ),
         ("window", f"{rec['runtime_s']:.3f} s (kernel {rec['kernel_s']:.3f} s incl. warm-up)"),
         ("IOPS", f"{rec['iops']:,.0f}"),
         ("bandwidth", f"{rec['mibs']:,.2f} MiB/s"),
@@ -75,10 +100,24 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds and args.rounds < 0:
         raise UsageError(f"--rounds {args.rounds}: must be >= 0")
     # No GPU, a lost completion (TimeoutError), a CUDA failure: one line via nvmelab.cli.main.
-    rec = gpu.run_cuda(target=args.target, rw=args.rw, iosize=args.iosize, qdepth=args.qdepth,
-                       nqueues=args.nqueues, ndevs=args.ndevs, runtime=args.runtime, warmup=args.warmup,
-                       rounds=args.rounds, verify=args.verify, timeout=args.timeout, gpu=args.gpu, seed=args.seed,
-                       study=args.study, repetition=args.repetition, payload=args.payload)
+    rec = gpu.run_cuda(
+        target=args.target,
+        rw=args.rw,
+        iosize=args.iosize,
+        qdepth=args.qdepth,
+        nqueues=args.nqueues,
+        ndevs=args.ndevs,
+        runtime=args.runtime,
+        warmup=args.warmup,
+        rounds=args.rounds,
+        verify=args.verify,
+        timeout=args.timeout,
+        gpu=args.gpu,
+        seed=args.seed,
+        study=args.study,
+        repetition=args.repetition,
+        payload=args.payload,
+    )
     if args.json == "-":
         json.dump(rec, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")

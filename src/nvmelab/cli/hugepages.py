@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab hugepages [N]`: reserve N hugepages (DMA memory of the uio path) and report what the kernel gave."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab identify URI`: the controllers and namespaces of a target."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +29,10 @@ def describe(uri: str) -> list:
         for c in target:
             d = c.identify()
             d["index"] = c.index
-            d["namespaces"] = [{"nsid": ns.nsid, "nsze": ns.nsze, "lba_size": ns.lba_size,
-                                "nbytes": ns.nbytes} for ns in c.namespaces()]
+            d["namespaces"] = [
+                {"nsid": ns.nsid, "nsze": ns.nsze, "lba_size": ns.lba_size, "nbytes": ns.nbytes}
+                for ns in c.namespaces()
+            ]
             out.append(d)
     return out
 
@@ -48,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.uri}: {len(ctrls)} controller(s)")
     for d in ctrls:
         mdts = _size(d["mdts_bytes"]) if d.get("mdts_bytes") else "no limit"
-        print(f"  [{d['index']}] {d['mn']}  sn={d['sn']}  fr={d['fr']}  "
-              f"vid={d['vid']:#06x}  cntlid={d['cntlid']}  MDTS={mdts}")
+        print(
+            f"  [{d['index']}] {d['mn']}  sn={d['sn']}  fr={d['fr']}  "
+            f"vid={d['vid']:#06x}  cntlid={d['cntlid']}  MDTS={mdts}"
+        )
         for ns in d["namespaces"]:
             print(f"      nsid {ns['nsid']}: {ns['nsze']} blocks x {ns['lba_size']} B = {_size(ns['nbytes'])}")
     return 0

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab perf run`: one closed-loop run on any target, a human table, optionally a JSON record."""
+
 from __future__ import annotations
 
 import argparse
@@ -61,25 +63,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .cuda_run import add_parser as _add_cuda_run  # `perf cuda-run` (device-initiated, cuda part)
 
     _add_cuda_run(sub)
-    sub.add_parser("params", help="the engine's run parameters (type, range, default, meaning) as a Markdown table",
-                   description="Print the run parameter table of the engine (src/engine/perf_params.h).")
-    p = sub.add_parser("run", help="one measurement -> a table (and a JSON record with --json)",
-                       description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--target", "-t", default="emu://?profile=null",
-                   help="target URI: emu://..., pci://BDF[,BDF...], file:///path, blk:///dev/X")
+    sub.add_parser(
+        "params",
+        help="the engine's run parameters (type, range, default, meaning) as a Markdown table",
+        description="Print the run parameter table of the engine (src/engine/perf_params.h).",
+    )
+    p = sub.add_parser(
+        "run",
+        help="one measurement -> a table (and a JSON record with --json)",
+        description=DESCRIPTION,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--target",
+        "-t",
+        default="emu://?profile=null",
+        help="target URI: emu://..., pci://BDF[,BDF...], file:///path, blk:///dev/X",
+    )
     _add_engine_options(p)
     p.add_argument("--ncpus", "-c", type=int, default=1, help="worker threads, one per logical CPU")
-    p.add_argument("--thr-sib", action="store_true",
-                   help="fill physical cores with their thread siblings (default: one logical CPU per core)")
+    p.add_argument(
+        "--thr-sib",
+        action="store_true",
+        help="fill physical cores with their thread siblings (default: one logical CPU per core)",
+    )
     p.add_argument("--cpus", type=_cpu_list, default=None, help="explicit logical CPUs to pin to (e.g. 0,2 or 0-3)")
-    p.add_argument("--backend", choices=["io_uring", "psync"], default=None,
-                   help="kernel path for file:// and blk:// (default io_uring; psync needs --qdepth 1)")
+    p.add_argument(
+        "--backend",
+        choices=["io_uring", "psync"],
+        default=None,
+        help="kernel path for file:// and blk:// (default io_uring; psync needs --qdepth 1)",
+    )
     p.add_argument("--no-prefill", action="store_true", help="with --verify: check data written before this run")
     p.add_argument("--allow-write", action="store_true", help="blk://: permit writing to the named device")
     p.add_argument("--study", default="adhoc", help="study name written into the record")
     p.add_argument("--repetition", type=int, default=0, help="repetition index written into the record")
-    p.add_argument("--json", metavar="PATH", default=None, type=records_file,
-                   help="append the record to this JSONL file (atomically); '-' prints it to stdout")
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        default=None,
+        type=records_file,
+        help="append the record to this JSONL file (atomically); '-' prints it to stdout",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,12 +121,30 @@ def run(args: argparse.Namespace) -> int:
     if args.no_prefill and not args.verify:
         raise UsageError("--no-prefill only makes sense with --verify")
     rec = perf.run(
-        target=args.target, rw=args.rw, rwmix=args.rwmix, iosize=args.iosize, qdepth=args.qdepth,
-        nqueues=args.nqueues, ncpus=args.ncpus, thr_sib=args.thr_sib, cpus=args.cpus, ndevs=args.ndevs,
-        backend=args.backend, runtime=args.runtime, warmup=args.warmup, verify=args.verify,
-        prefill=False if args.no_prefill else None, lat=not args.no_lat, seed=args.seed,
-        lba_start=args.lba_start, lba_count=args.lba_count, align=args.align, batch=args.batch,
-        allow_write=args.allow_write, study=args.study, repetition=args.repetition,
+        target=args.target,
+        rw=args.rw,
+        rwmix=args.rwmix,
+        iosize=args.iosize,
+        qdepth=args.qdepth,
+        nqueues=args.nqueues,
+        ncpus=args.ncpus,
+        thr_sib=args.thr_sib,
+        cpus=args.cpus,
+        ndevs=args.ndevs,
+        backend=args.backend,
+        runtime=args.runtime,
+        warmup=args.warmup,
+        verify=args.verify,
+        prefill=False if args.no_prefill else None,
+        lat=not args.no_lat,
+        seed=args.seed,
+        lba_start=args.lba_start,
+        lba_count=args.lba_count,
+        align=args.align,
+        batch=args.batch,
+        allow_write=args.allow_write,
+        study=args.study,
+        repetition=args.repetition,
     )
     if args.json == "-":
         json.dump(rec, sys.stdout, sort_keys=True)

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab study`: list the studies, show a plan, run (or resume) a sweep."""
+
 from __future__ import annotations
 
 import argparse
@@ -36,15 +38,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         q = sub.add_parser(name, help=help_)
         q.add_argument("study", help="study name (see `nvmelab study list`) or path to a spec .toml")
         q.add_argument("--preset", default="quick", help="quick | standard | paper (default: quick)")
-        q.add_argument("--target", default=None, help="target URI replacing the spec's default (emu://, pci://, file://)")
+        q.add_argument(
+            "--target", default=None, help="target URI replacing the spec's default (emu://, pci://, file://)"
+        )
         if name == "run":
             q.add_argument("--results", default=None, help="results root (default: data/results; quick: build/results)")
-            q.add_argument("--no-host-changes", action="store_true",
-                           help="never write sysfs; runs needing another governor/turbo/SMT are skipped")
+            q.add_argument(
+                "--no-host-changes",
+                action="store_true",
+                help="never write sysfs; runs needing another governor/turbo/SMT are skipped",
+            )
             q.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs")
             q.add_argument("--no-progress", action="store_true", help="no progress bar")
-            q.add_argument("--scheduler", default=None,
-                           help="Dask scheduler address: spread runs over its workers (one per host)")
+            q.add_argument(
+                "--scheduler", default=None, help="Dask scheduler address: spread runs over its workers (one per host)"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,9 +85,16 @@ def run(args: argparse.Namespace) -> int:
         client = Client(args.scheduler)
         executor = DaskExecutor(client, allow_host_changes=not args.no_host_changes)
     try:
-        rep = run_study(spec, args.preset, target=args.target, results_root=args.results, executor=executor,
-                        progress=not args.no_progress, allow_host_changes=not args.no_host_changes,
-                        max_runs=args.max_runs)
+        rep = run_study(
+            spec,
+            args.preset,
+            target=args.target,
+            results_root=args.results,
+            executor=executor,
+            progress=not args.no_progress,
+            allow_host_changes=not args.no_host_changes,
+            max_runs=args.max_runs,
+        )
     except RuntimeError as exc:  # engine missing (e.g. no CUDA build)
         raise UsageError(str(exc)) from None
     finally:

@@ -1,4 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`nvmelab unbind ADDR`: release one named NVMe function; the kernel's nvme driver takes it back."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,6 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     f = devices.unbind(args.address, reprobe=not args.no_probe, fs=devices.Sysfs(args.root))
-    print(f"{f.address} released; now {f.driver or 'unbound'}"
-          + (f" ({', '.join(f.block_devices)})" if f.block_devices else ""))
+    print(
+        f"{f.address} released; now {f.driver or 'unbound'}"
+        + (f" ({', '.join(f.block_devices)})" if f.block_devices else "")
+    )
     return 0

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python face of the user-space NVMe driver: targets, controllers, namespaces.
 
 ``nvmelab.open(uri)`` opens a target (``emu://...``, ``pci://...``) and returns a
@@ -35,27 +36,27 @@ commands and synchronous I/O are serialised per controller); a QPair belongs to
 one thread at a time (concurrent use raises RuntimeError). Blocking waits release
 the GIL.
 """
+
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any, Optional
+from typing import Any
 
 from .. import _native
+from . import spec
 from .errors import ClosedError, NvmeError, os_error
 from .namespace import DmaBuffer, Namespace, _buf_span, _count, _int
 from .qpair import Completion, QPair, check_completion, opcode_name
-from . import spec
 
-__all__ = ["open", "Target", "Controller", "Namespace", "QPair", "DmaBuffer", "Completion",
-           "NvmeError", "ClosedError"]
+__all__ = ["open", "Target", "Controller", "Namespace", "QPair", "DmaBuffer", "Completion", "NvmeError", "ClosedError"]
 
 log = logging.getLogger(__name__)
 
 U32_MAX = 0xFFFFFFFF
 
 
-def open(uri: str, **options: Any) -> "Target":  # noqa: A001 - the package's entry point
+def open(uri: str, **options: Any) -> Target:  # noqa: A001 - the package's entry point
     """Open the target named by ``uri`` and bring its controllers up.
 
     Args:
@@ -69,8 +70,7 @@ def open(uri: str, **options: Any) -> "Target":  # noqa: A001 - the package's en
         exactly one). Use it as a context manager, or call ``close()``.
     """
     if options:
-        raise TypeError(f"open(): unexpected keyword argument(s) {sorted(options)}; "
-                        "target options belong in the URI")
+        raise TypeError(f"open(): unexpected keyword argument(s) {sorted(options)}; target options belong in the URI")
     if not isinstance(uri, str):
         raise TypeError(f"uri: expected str, got {type(uri).__name__}")
     return Target(_native.Target(uri), uri)
@@ -97,7 +97,7 @@ class Target(Sequence):
     def __getitem__(self, i):  # type: ignore[override]
         return self._ctrls[i]
 
-    def __iter__(self) -> Iterator["Controller"]:
+    def __iter__(self) -> Iterator[Controller]:
         return iter(self._ctrls)
 
     # -- lifetime --
@@ -113,7 +113,7 @@ class Target(Sequence):
         """
         self._native.close()
 
-    def __enter__(self) -> "Target":
+    def __enter__(self) -> Target:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -129,16 +129,15 @@ class Target(Sequence):
         return self._native.alloc(_count("nbytes", nbytes, minimum=1))
 
     # -- forwarding for a single controller --
-    def _single(self, what: str) -> "Controller":
+    def _single(self, what: str) -> Controller:
         if len(self._ctrls) != 1:
-            raise ValueError(f"{what}: this target has {len(self._ctrls)} controllers; "
-                             f"pick one, e.g. target[0].{what}")
+            raise ValueError(f"{what}: this target has {len(self._ctrls)} controllers; pick one, e.g. target[0].{what}")
         return self._ctrls[0]
 
     def identify(self) -> dict:
         return self._single("identify").identify()
 
-    def namespace(self, nsid: int = 1) -> "Namespace":
+    def namespace(self, nsid: int = 1) -> Namespace:
         return self._single("namespace").namespace(nsid)
 
     def namespaces(self) -> list:
@@ -165,7 +164,7 @@ class Target(Sequence):
     def emu_inject(self, kind: str, **kw: Any) -> None:
         self._single("emu_inject").emu_inject(kind, **kw)
 
-    def admin_raw(self, sqe: Any, buf: Optional[DmaBuffer] = None, **kw: Any) -> Completion:
+    def admin_raw(self, sqe: Any, buf: DmaBuffer | None = None, **kw: Any) -> Completion:
         return self._single("admin_raw").admin_raw(sqe, buf, **kw)
 
 
@@ -179,13 +178,13 @@ class Controller:
         self._native = native
         self.target = target
         self.index = index
-        self._identify: Optional[dict] = None
+        self._identify: dict | None = None
 
     @property
     def closed(self) -> bool:
         return bool(self._native.closed)
 
-    def __enter__(self) -> "Controller":
+    def __enter__(self) -> Controller:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -223,7 +222,7 @@ class Controller:
         """The active namespace IDs."""
         return list(self._native.nsids())
 
-    def namespace(self, nsid: int = 1) -> "Namespace":
+    def namespace(self, nsid: int = 1) -> Namespace:
         """The active namespace ``nsid``; ValueError if it is not active."""
         nsid = _count("nsid", nsid, minimum=1, maximum=U32_MAX)
         return Namespace(self._native.ns(nsid), self)
@@ -266,8 +265,18 @@ class Controller:
         self._identify = None
         self._native.reset()
 
-    def emu_inject(self, kind: str, *, nth: int = 1, sct: int = 0, sc: int = 0, dnr: bool = False,
-                   delay_ms: int = 0, qid: int = -1, count: int = 1) -> None:
+    def emu_inject(
+        self,
+        kind: str,
+        *,
+        nth: int = 1,
+        sct: int = 0,
+        sc: int = 0,
+        dnr: bool = False,
+        delay_ms: int = 0,
+        qid: int = -1,
+        count: int = 1,
+    ) -> None:
         """Fault injection on an emulated controller (``emu://`` only).
 
         Args:
@@ -280,13 +289,20 @@ class Controller:
         """
         if not isinstance(kind, str):
             raise TypeError(f"kind: expected str, got {type(kind).__name__}")
-        self._native.emu_inject(kind, _count("nth", nth, minimum=1), _count("sct", sct, maximum=7),
-                                _count("sc", sc, maximum=255), _count("delay_ms", delay_ms, maximum=2**32 - 1),
-                                _int("qid", qid), _count("count", count, minimum=1, maximum=2**32 - 1),
-                                bool(dnr))
+        self._native.emu_inject(
+            kind,
+            _count("nth", nth, minimum=1),
+            _count("sct", sct, maximum=7),
+            _count("sc", sc, maximum=255),
+            _count("delay_ms", delay_ms, maximum=2**32 - 1),
+            _int("qid", qid),
+            _count("count", count, minimum=1, maximum=2**32 - 1),
+            bool(dnr),
+        )
 
-    def admin_raw(self, sqe: Any, buf: Optional[DmaBuffer] = None, *, offset: int = 0,
-                  nbytes: Optional[int] = None, check: bool = False) -> Completion:
+    def admin_raw(
+        self, sqe: Any, buf: DmaBuffer | None = None, *, offset: int = 0, nbytes: int | None = None, check: bool = False
+    ) -> Completion:
         """Send a raw admin command (64-byte SQE as bytes or a dict of fields, see
         :func:`nvmelab.driver.spec.sqe`) and wait for its completion. The driver fills CID and PRPs.
 
@@ -300,7 +316,7 @@ class Controller:
             check_completion(comp)
         return comp
 
-    def _io(self, ns: "Namespace", opc: int, slba: int, nlb: int, buf: Any, offset: int, nbytes: int) -> None:
+    def _io(self, ns: Namespace, opc: int, slba: int, nlb: int, buf: Any, offset: int, nbytes: int) -> None:
         cpl = self._native.io(ns._native, opc, slba, nlb, buf, offset, nbytes)
         err, sct, sc, dnr, _cdw0 = cpl
         if err == 0 and sct == 0 and sc == 0:

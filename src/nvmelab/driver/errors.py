@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Errors raised by the nvmelab driver API.
 
 Two kinds of failure are kept apart, as the C driver keeps them apart:
@@ -14,6 +15,7 @@ Two kinds of failure are kept apart, as the C driver keeps them apart:
 Bad arguments never reach the driver: they raise ``ValueError``/``TypeError``
 naming the argument. Using a closed object raises :class:`ClosedError`.
 """
+
 from __future__ import annotations
 
 import errno as _errno

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Namespaces and the argument checks that the driver's objects share (Controller, QPair).
 
 :class:`Namespace` is one active namespace of a controller: its size, LBA format and synchronous
@@ -6,9 +7,10 @@ I/O; :data:`DmaBuffer` is DMA memory from ``Controller.alloc``. The helpers ``_i
 argument. This module sits below :mod:`nvmelab.driver` and :mod:`nvmelab.driver.qpair`, which both use it,
 so neither imports the other's internals (no import cycle).
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +24,7 @@ DmaBuffer = _native.DmaBuffer
 """DMA memory from :meth:`Controller.alloc`: a context manager; ``.array`` is a numpy
 uint8 view (no copy), ``np.asarray(buf)`` is the same view; ``.close()`` retires it."""
 
-BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
+BytesLike = bytes | bytearray | memoryview | np.ndarray
 
 
 class Namespace:
@@ -54,12 +56,11 @@ class Namespace:
         if slba >= self.nsze:
             raise ValueError(f"slba: {slba} is beyond the namespace (nsze={self.nsze})")
         if slba + nlb > self.nsze:
-            raise ValueError(f"nlb: slba {slba} + nlb {nlb} runs past the end of the namespace "
-                             f"(nsze={self.nsze})")
+            raise ValueError(f"nlb: slba {slba} + nlb {nlb} runs past the end of the namespace (nsze={self.nsze})")
         return slba, nlb
 
     # -- synchronous I/O --
-    def read(self, slba: int, nlb: int, out: Optional[Union[DmaBuffer, np.ndarray]] = None) -> np.ndarray:
+    def read(self, slba: int, nlb: int, out: DmaBuffer | np.ndarray | None = None) -> np.ndarray:
         """Read ``nlb`` blocks from ``slba``; return a numpy uint8 array of ``nlb * lba_size`` bytes.
 
         ``out`` (optional): a DmaBuffer or a writable contiguous numpy uint8 array of at least that
@@ -86,7 +87,7 @@ class Namespace:
         self._transfer(spec.OPC_READ, slba, nlb, dest)
         return view
 
-    def write(self, slba: int, data: Union[BytesLike, DmaBuffer]) -> None:
+    def write(self, slba: int, data: BytesLike | DmaBuffer) -> None:
         """Write ``data`` (bytes-like, numpy uint8 or a DmaBuffer) at ``slba``.
 
         Its length must be a multiple of ``lba_size``. Requests beyond the largest transfer are split.
@@ -99,8 +100,11 @@ class Namespace:
             src = _as_bytes_view("data", data)
             n = src.nbytes
         if n == 0 or n % self.lba_size:
-            raise ValueError(f"data: length {n} is not a multiple of lba_size {self.lba_size}"
-                             if n else "data: length 0; write needs at least one block")
+            raise ValueError(
+                f"data: length {n} is not a multiple of lba_size {self.lba_size}"
+                if n
+                else "data: length 0; write needs at least one block"
+            )
         slba, nlb = self.check_range(slba, n // self.lba_size)
         self._transfer(spec.OPC_WRITE, slba, nlb, src)
 
@@ -130,13 +134,14 @@ class Namespace:
 
 # --- argument helpers (shared with qpair.py) ---
 
+
 def _int(name: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name}: expected an int, got {type(v).__name__}")
     return int(v)
 
 
-def _count(name: str, v: Any, minimum: int = 0, maximum: Optional[int] = None) -> int:
+def _count(name: str, v: Any, minimum: int = 0, maximum: int | None = None) -> int:
     v = _int(name, v)
     if v < minimum:
         raise ValueError(f"{name}: {v} is below the minimum {minimum}")
@@ -172,7 +177,7 @@ def _as_bytes_view(name: str, data: Any) -> memoryview:
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
 
 
-def _buf_span(buf: Optional[DmaBuffer], offset: Any, nbytes: Any, name: str) -> tuple:
+def _buf_span(buf: DmaBuffer | None, offset: Any, nbytes: Any, name: str) -> tuple:
     """(offset, nbytes) of a command's data in ``buf``, validated against its size."""
     if buf is None:
         if (nbytes or 0) != 0 or offset != 0:
@@ -189,4 +194,3 @@ def _buf_span(buf: Optional[DmaBuffer], offset: Any, nbytes: Any, name: str) -> 
     if offset % spec.DWORD:
         raise ValueError(f"offset: {offset} is not dword aligned (PRP entries need 4-byte alignment)")
     return offset, nbytes
-

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Asynchronous I/O on an NVMe queue pair: submit commands, poll completions.
 
 A :class:`QPair` comes from ``Controller.qpair(depth=..., timeout=..., batch=...)``::
@@ -22,12 +23,13 @@ Rules:
 * A QPair belongs to one thread at a time; using it from two threads at once raises
   RuntimeError. Polls release the GIL while they wait.
 """
+
 from __future__ import annotations
 
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from .. import _native
 from . import spec
@@ -64,26 +66,36 @@ class Completion:
     sc: int
     name: str
     dnr: bool
-    error: Optional[BaseException]
+    error: BaseException | None
     cdw0: int = 0
     command: str = ""
 
     @classmethod
-    def from_native(cls, cpl: tuple, tag: Any, command: str) -> "Completion":
+    def from_native(cls, cpl: tuple, tag: Any, command: str) -> Completion:
         """Build from the native tuple ``(cid, err, sct, sc, dnr, cdw0)``."""
         cid, err, sct, sc, dnr, cdw0 = cpl
         if err:
-            error: Optional[BaseException] = os_error(err, command)
+            error: BaseException | None = os_error(err, command)
             name = error.strerror or ""
         elif sct or sc:
             name = _native.status_name(sct, sc)
             error = NvmeError(sct, sc, name, bool(dnr), command)
         else:
             name, error = _native.status_name(0, 0), None
-        return cls(tag=tag, cid=int(cid), ok=error is None, sct=int(sct), sc=int(sc), name=name,
-                   dnr=bool(dnr), error=error, cdw0=int(cdw0), command=command)
+        return cls(
+            tag=tag,
+            cid=int(cid),
+            ok=error is None,
+            sct=int(sct),
+            sc=int(sc),
+            name=name,
+            dnr=bool(dnr),
+            error=error,
+            cdw0=int(cdw0),
+            command=command,
+        )
 
-    def check(self) -> "Completion":
+    def check(self) -> Completion:
         """Raise the completion's error if it failed; return self otherwise."""
         if self.error is not None:
             raise self.error
@@ -102,7 +114,7 @@ class QPair:
         self.controller = ctrl
         self.depth = depth
         self._tags = itertools.count()
-        self._pending: dict = {}   # native tag -> (user tag, command description)
+        self._pending: dict = {}  # native tag -> (user tag, command description)
 
     # -- lifetime --
     @property
@@ -125,7 +137,7 @@ class QPair:
         self._native.close()
         self._pending.clear()
 
-    def __enter__(self) -> "QPair":
+    def __enter__(self) -> QPair:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -149,8 +161,10 @@ class QPair:
         limit = self.controller.max_transfer
         if n > limit:
             what = "MDTS" if limit == self.controller.mdts_bytes else "largest transfer"
-            raise ValueError(f"nlb: {nlb} blocks ({n} bytes) exceed the controller's {what} of "
-                             f"{limit} bytes ({limit // ns.lba_size} blocks); split the request")
+            raise ValueError(
+                f"nlb: {nlb} blocks ({n} bytes) exceed the controller's {what} of "
+                f"{limit} bytes ({limit // ns.lba_size} blocks); split the request"
+            )
         if not isinstance(buf, DmaBuffer):
             raise TypeError(f"buf: expected a DmaBuffer from Controller.alloc(), got {type(buf).__name__}")
         offset = _count("offset", offset)
@@ -160,8 +174,7 @@ class QPair:
             raise ValueError(f"buf: offset {offset} + {n} bytes exceeds the buffer's {buf.nbytes} bytes")
         return slba, nlb, offset, n
 
-    def _submit(self, ns: Any, opc: int, slba: int, nlb: int, buf: Any, offset: int, n: int,
-                tag: Any) -> Any:
+    def _submit(self, ns: Any, opc: int, slba: int, nlb: int, buf: Any, offset: int, n: int, tag: Any) -> Any:
         ntag = next(self._tags)
         self._native.submit(ns._native, opc, slba, nlb, buf, offset, n, ntag)
         if tag is None:
@@ -200,8 +213,7 @@ class QPair:
             raise ValueError(f"nlb: {nlb} exceeds a DSM range's maximum of {spec.MAX_DSM_NLB} blocks")
         return self._submit(ns, spec.OPC_DSM, slba, nlb, None, 0, 0, tag)
 
-    def submit_raw(self, sqe: Any, buf: Any = None, offset: int = 0, nbytes: Optional[int] = None,
-                   tag: Any = None) -> Any:
+    def submit_raw(self, sqe: Any, buf: Any = None, offset: int = 0, nbytes: int | None = None, tag: Any = None) -> Any:
         """Queue a raw 64-byte SQE (bytes, or a dict for :func:`nvmelab.driver.spec.sqe`) as is.
 
         The driver sets the CID and, when ``buf`` is given, PRP1/PRP2 for ``nbytes`` bytes of it;
@@ -228,7 +240,7 @@ class QPair:
         self._native.ring()
 
     # -- completion --
-    def poll(self, max: Optional[int] = None, timeout: float = 0.0) -> list:  # noqa: A002 - contract name
+    def poll(self, max: int | None = None, timeout: float = 0.0) -> list:  # noqa: A002 - contract name
         """Reap up to ``max`` completions (all available when None).
 
         With ``timeout > 0`` wait (GIL released) until at least one completion arrives or the
@@ -245,7 +257,7 @@ class QPair:
             out.append(Completion.from_native(rest, tag, what))
         return out
 
-    def wait_all(self, timeout: Optional[float] = None, check: bool = False) -> list:
+    def wait_all(self, timeout: float | None = None, check: bool = False) -> list:
         """Wait until no command is outstanding; return their completions in completion order.
 
         Args:
@@ -253,8 +265,9 @@ class QPair:
                 When it passes with commands outstanding, TimeoutError (those commands stay queued).
             check: raise the first failed completion's error after all are reaped.
         """
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not 0 <= timeout < 1e9):
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e9
+        ):
             raise ValueError(f"timeout: expected seconds >= 0 or None, got {timeout!r}")
         self.ring()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -262,8 +275,7 @@ class QPair:
         while self.outstanding:
             left = _POLL_SLICE_S if deadline is None else min(_POLL_SLICE_S, deadline - time.monotonic())
             if left <= 0:
-                raise TimeoutError(f"wait_all: {self.outstanding} command(s) still outstanding "
-                                   f"after {timeout} s")
+                raise TimeoutError(f"wait_all: {self.outstanding} command(s) still outstanding after {timeout} s")
             out.extend(self.poll(timeout=left))
         if check:
             for c in out:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """NVMe constants and SQE building for the Python API.
 
 The numbers come from the C driver's ``src/nvme/spec.h`` through the native module
@@ -7,10 +8,11 @@ The numbers come from the C driver's ``src/nvme/spec.h`` through the native modu
 ``sqe(opc=..., nsid=..., cdw10=..., ...)`` builds a submission queue entry; fields not
 given are zero. The driver always fills CID (and PRP1/PRP2 when a buffer is passed).
 """
+
 from __future__ import annotations
 
 import struct
-from typing import Mapping, Union
+from collections.abc import Mapping
 
 from .. import _native
 
@@ -20,17 +22,32 @@ OPC_READ: int = _native.spec.OPC_READ
 OPC_WRITE_ZEROES: int = _native.spec.OPC_WRITE_ZEROES
 OPC_DSM: int = _native.spec.OPC_DSM
 SQE_SIZE: int = _native.spec.SQE_SIZE
-MAX_NLB: int = _native.spec.NLB_MAX              # blocks per Read/Write/Write Zeroes (16-bit, 0-based)
-MAX_DSM_NLB: int = 0xFFFFFFFF                     # a DSM range's 32-bit NLB field (1-based)
-DWORD: int = _native.spec.PRP_ALIGN               # PRP entries must be dword aligned
+MAX_NLB: int = _native.spec.NLB_MAX  # blocks per Read/Write/Write Zeroes (16-bit, 0-based)
+MAX_DSM_NLB: int = 0xFFFFFFFF  # a DSM range's 32-bit NLB field (1-based)
+DWORD: int = _native.spec.PRP_ALIGN  # PRP entries must be dword aligned
 U64_MAX: int = (1 << 64) - 1
 
 # Layout of struct nvme_sqe (spec.h asserts the same offsets): opc, flags, cid, nsid, cdw2, cdw3,
 # mptr, prp1, prp2, cdw10..cdw15.
 _SQE = struct.Struct("<BBHIIIQQQIIIIII")
 assert _SQE.size == SQE_SIZE
-SQE_FIELDS = ("opc", "flags", "cid", "nsid", "cdw2", "cdw3", "mptr", "prp1", "prp2",
-              "cdw10", "cdw11", "cdw12", "cdw13", "cdw14", "cdw15")
+SQE_FIELDS = (
+    "opc",
+    "flags",
+    "cid",
+    "nsid",
+    "cdw2",
+    "cdw3",
+    "mptr",
+    "prp1",
+    "prp2",
+    "cdw10",
+    "cdw11",
+    "cdw12",
+    "cdw13",
+    "cdw14",
+    "cdw15",
+)
 _FIELD_BITS = dict(zip(SQE_FIELDS, (8, 8, 16, 32, 32, 32, 64, 64, 64, 32, 32, 32, 32, 32, 32)))
 
 
@@ -50,7 +67,7 @@ def sqe(**fields: int) -> bytes:
     return _SQE.pack(*vals)
 
 
-def sqe_bytes(s: Union[bytes, bytearray, memoryview, Mapping[str, int]]) -> bytes:
+def sqe_bytes(s: bytes | bytearray | memoryview | Mapping[str, int]) -> bytes:
     """A 64-byte SQE from bytes-like data or a mapping of fields."""
     if isinstance(s, Mapping):
         return sqe(**s)
@@ -84,4 +101,3 @@ def admin_opcode_name(opc: int) -> str:
 def status_name(sct: int, sc: int) -> str:
     """The specification's name of a status, e.g. ``status_name(0, 0x80) == "LBA Out of Range"``."""
     return str(_native.status_name(int(sct) & 0x7, int(sc) & 0xFF))
-

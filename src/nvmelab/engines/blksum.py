@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """blkhash-compatible image checksums (the C core in src/blksum, threads without the GIL).
 
 The digest, as the conformance vectors (tests/vectors/blkhash.csv) define it::
@@ -37,6 +38,7 @@ user-space driver with up to queue-depth chunks in flight on one I/O qpair.
 Ctrl-C while :func:`run` waits cancels the C job promptly and raises
 ``KeyboardInterrupt``; no digest is returned.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,9 +49,10 @@ import socket
 import struct
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -145,11 +148,11 @@ def run(
     path: str | os.PathLike,
     digest: str = DEFAULT_DIGEST,
     *,
-    threads: Optional[int] = None,
+    threads: int | None = None,
     queue_depth: int = DEFAULT_QUEUE_DEPTH,
     io: str = "psync",
     read_size: int = DEFAULT_READ_SIZE,
-    progress: Optional[ProgressFn] = None,
+    progress: ProgressFn | None = None,
     nsid: int = 0,
 ) -> BlksumResult:
     """Checksum a file, block device, pipe or target namespace; return the digest with timing and counters.
@@ -167,12 +170,14 @@ def run(
         raise ValueError(f"path must be a non-empty string, got {path!r}")
     scheme = spath.split("://", 1)[0] if "://" in spath else ""
     if scheme == "file":
-        spath = spath[len("file://"):]
+        spath = spath[len("file://") :]
     elif scheme == "blk":
-        spath = spath[len("blk://"):]
+        spath = spath[len("blk://") :]
     elif scheme and scheme not in DRIVER_SCHEMES:
-        raise ValueError(f"{spath}: blksum cannot read {scheme}:// targets (files, block devices, pipes, "
-                         f"and {', '.join(s + '://' for s in DRIVER_SCHEMES)} namespaces)")
+        raise ValueError(
+            f"{spath}: blksum cannot read {scheme}:// targets (files, block devices, pipes, "
+            f"and {', '.join(s + '://' for s in DRIVER_SCHEMES)} namespaces)"
+        )
     if threads is None:
         threads = default_threads()
     _check_int("threads", threads, 1, nat.BLKSUM_MAX_THREADS)
@@ -188,27 +193,44 @@ def run(
     if scheme in DRIVER_SCHEMES:
         if not hasattr(nat, "blksum_uri"):
             raise RuntimeError("nvmelab was built without the driver path of blksum")
-        d = nat.blksum_uri(spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size,
-                           nsid=nsid, progress=progress)
+        d = nat.blksum_uri(
+            spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size, nsid=nsid, progress=progress
+        )
         extra["target_describe"] = d.pop("target_describe", "")
     else:
-        d = nat.blksum_file(spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size,
-                            io=io, progress=progress)
-    res = BlksumResult(digest=digest, path=os.fspath(path), threads=threads, queue_depth=queue_depth,
-                       read_size=read_size, extra=extra, **d)
-    log.debug("blksum %s: %s in %.3f s (%s, t=%d q=%d)", res.path, res.hexdigest, res.elapsed_s, res.io,
-              threads, queue_depth)
+        d = nat.blksum_file(
+            spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size, io=io, progress=progress
+        )
+    res = BlksumResult(
+        digest=digest,
+        path=os.fspath(path),
+        threads=threads,
+        queue_depth=queue_depth,
+        read_size=read_size,
+        extra=extra,
+        **d,
+    )
+    log.debug(
+        "blksum %s: %s in %.3f s (%s, t=%d q=%d)", res.path, res.hexdigest, res.elapsed_s, res.io, threads, queue_depth
+    )
     return res
 
 
-def checksum(path_or_uri: str | os.PathLike, digest: str = DEFAULT_DIGEST, *, threads: Optional[int] = None,
-             queue_depth: int = DEFAULT_QUEUE_DEPTH, io: str = "psync", read_size: int = DEFAULT_READ_SIZE) -> str:
+def checksum(
+    path_or_uri: str | os.PathLike,
+    digest: str = DEFAULT_DIGEST,
+    *,
+    threads: int | None = None,
+    queue_depth: int = DEFAULT_QUEUE_DEPTH,
+    io: str = "psync",
+    read_size: int = DEFAULT_READ_SIZE,
+) -> str:
     """The blkhash hex digest of a file, block device or pipe (empty string for ``null``)."""
-    return run(path_or_uri, digest, threads=threads, queue_depth=queue_depth, io=io,
-               read_size=read_size).hexdigest
+    return run(path_or_uri, digest, threads=threads, queue_depth=queue_depth, io=io, read_size=read_size).hexdigest
 
 
 # --------------------------------------------------------------------------- reference
+
 
 def blkhash_py(path: str | os.PathLike, digest: str = DEFAULT_DIGEST) -> str:
     """Pure-Python blkhash (hashlib, one thread, reads everything): the slow reference."""
@@ -237,8 +259,9 @@ def blkhash_py(path: str | os.PathLike, digest: str = DEFAULT_DIGEST) -> str:
 IMAGE_PATTERN = (("d", 4), ("z", 2), ("d", 2), ("h", 3), ("d", 2), ("z", 1), ("h", 1), ("d", 1))
 
 
-def make_image(path: str | os.PathLike, size: int, *, seed: int = 0,
-               pattern: tuple[tuple[str, int], ...] = IMAGE_PATTERN) -> dict[str, Any]:
+def make_image(
+    path: str | os.PathLike, size: int, *, seed: int = 0, pattern: tuple[tuple[str, int], ...] = IMAGE_PATTERN
+) -> dict[str, Any]:
     """Write a sparse test image of ``size`` bytes with data, zero and hole extents.
 
     Returns a description (size and bytes of each kind) for records and figure captions.
@@ -274,8 +297,13 @@ def make_image(path: str | os.PathLike, size: int, *, seed: int = 0,
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    return {"image_bytes": size, "image_data_bytes": counts["data"], "image_zero_bytes": counts["zero"],
-            "image_hole_bytes": counts["hole"], "image_seed": seed}
+    return {
+        "image_bytes": size,
+        "image_data_bytes": counts["data"],
+        "image_zero_bytes": counts["zero"],
+        "image_hole_bytes": counts["hole"],
+        "image_seed": seed,
+    }
 
 
 def drop_file_cache(path: str | os.PathLike) -> bool:
@@ -295,16 +323,18 @@ def drop_file_cache(path: str | os.PathLike) -> bool:
 
 # --------------------------------------------------------------------------- records
 
-def _git_commit() -> Optional[str]:
+
+def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _cpu_model() -> Optional[str]:
+def _cpu_model() -> str | None:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -342,9 +372,16 @@ def provenance() -> dict[str, Any]:
     }
 
 
-def to_record(res: BlksumResult, *, repetition: int, tool: str = TOOL, study: str = STUDY,
-              image: Optional[dict[str, Any]] = None, prov: Optional[dict[str, Any]] = None,
-              **extra: Any) -> dict[str, Any]:
+def to_record(
+    res: BlksumResult,
+    *,
+    repetition: int,
+    tool: str = TOOL,
+    study: str = STUDY,
+    image: dict[str, Any] | None = None,
+    prov: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """A run record (nvmelab.results.records schema) for one checksum run.
 
     ``iosize`` is the read size, ``qdepth`` the queue depth, ``ncpus`` the hash threads,
@@ -360,14 +397,35 @@ def to_record(res: BlksumResult, *, repetition: int, tool: str = TOOL, study: st
         prov["scale"] = float(kv["scale"]) if "scale" in kv else None
         prov["emu"] = desc
     rec: dict[str, Any] = {
-        "study": study, "tool": tool, "target": target, "backend": res.io, "rw": "read",
-        "iosize": res.read_size, "qdepth": res.queue_depth, "nqueues": 1, "ndevs": 1, "ncpus": res.threads,
-        "runtime_s": res.elapsed_s, "iops": res.reads / res.elapsed_s if res.elapsed_s > 0 else 0.0,
-        "mibs": res.mibs, "lat_ns": None, "cpu_usage": None, "cpu_freqs": None, "governor": None,
-        "turbo": None, "smt": None, "thr_sib": False, "stress": False, "repetition": repetition,
+        "study": study,
+        "tool": tool,
+        "target": target,
+        "backend": res.io,
+        "rw": "read",
+        "iosize": res.read_size,
+        "qdepth": res.queue_depth,
+        "nqueues": 1,
+        "ndevs": 1,
+        "ncpus": res.threads,
+        "runtime_s": res.elapsed_s,
+        "iops": res.reads / res.elapsed_s if res.elapsed_s > 0 else 0.0,
+        "mibs": res.mibs,
+        "lat_ns": None,
+        "cpu_usage": None,
+        "cpu_freqs": None,
+        "governor": None,
+        "turbo": None,
+        "smt": None,
+        "thr_sib": False,
+        "stress": False,
+        "repetition": repetition,
         "provenance": prov,
-        "digest": res.digest, "hexdigest": res.hexdigest, "image_size": res.size,
-        "bytes_read": res.bytes_read, "zero_blocks": res.zero_blocks, "hole_blocks": res.hole_blocks,
+        "digest": res.digest,
+        "hexdigest": res.hexdigest,
+        "image_size": res.size,
+        "bytes_read": res.bytes_read,
+        "zero_blocks": res.zero_blocks,
+        "hole_blocks": res.hole_blocks,
         "reads": res.reads,
     }
     if image:
@@ -392,16 +450,16 @@ _IMAGES: dict[int, tuple[Path, dict[str, Any]]] = {}
 _DIGESTS: dict[tuple[int, str], str] = {}
 
 
-def original_blksum() -> Optional[str]:
+def original_blksum() -> str | None:
     """The original blkhash `blksum` on PATH, or None."""
     import shutil
 
     return shutil.which("blksum")
 
 
-def _study_image(target: str, image_mib: Optional[int]) -> tuple[Path, dict[str, Any]]:
+def _study_image(target: str, image_mib: int | None) -> tuple[Path, dict[str, Any]]:
     if target.startswith("file://"):
-        path = Path(target[len("file://"):])
+        path = Path(target[len("file://") :])
         if not path.is_file():
             raise FileNotFoundError(f"{target}: no such image")
         size = path.stat().st_size
@@ -423,16 +481,25 @@ def _study_image(target: str, image_mib: Optional[int]) -> tuple[Path, dict[str,
     return _IMAGES[size]
 
 
-def _cpu_times(who: Optional[int] = None) -> tuple[float, float]:
+def _cpu_times(who: int | None = None) -> tuple[float, float]:
     import resource
 
     ru = resource.getrusage(resource.RUSAGE_SELF if who is None else who)
     return ru.ru_utime, ru.ru_stime
 
 
-def study_run(*, study: str = STUDY, target: str = GENERATED, tool: str = TOOL, digest: str = DEFAULT_DIGEST,
-              backend: str = "psync", ncpus: Any = "all", qdepth: int = DEFAULT_QUEUE_DEPTH,
-              iosize: int = DEFAULT_READ_SIZE, image_mib: Optional[int] = None) -> dict[str, Any]:
+def study_run(
+    *,
+    study: str = STUDY,
+    target: str = GENERATED,
+    tool: str = TOOL,
+    digest: str = DEFAULT_DIGEST,
+    backend: str = "psync",
+    ncpus: Any = "all",
+    qdepth: int = DEFAULT_QUEUE_DEPTH,
+    iosize: int = DEFAULT_READ_SIZE,
+    image_mib: int | None = None,
+) -> dict[str, Any]:
     """One run of the study: checksum the image once and return its record.
 
     ``ncpus`` is the number of hash threads, ``"all"`` for every CPU this process may use;
@@ -459,27 +526,57 @@ def study_run(*, study: str = STUDY, target: str = GENERATED, tool: str = TOOL, 
             raise ValueError("the original blksum reads with its own I/O path; use backend psync")
         u0, s0 = _cpu_times(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        p = subprocess.run([exe, "-d", digest, "-t", str(threads), "--queue-depth", str(qdepth), str(image)],
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [exe, "-d", digest, "-t", str(threads), "--queue-depth", str(qdepth), str(image)],
+            capture_output=True,
+            text=True,
+        )
         dt = time.perf_counter() - t0
         u1, s1 = _cpu_times(resource.RUSAGE_CHILDREN)
         if p.returncode != 0:
             raise RuntimeError(f"{exe} failed ({p.returncode}): {p.stderr.strip()[:200]}")
         size = desc["image_bytes"]
-        return {"study": study, "tool": ORIGINAL_TOOL, "target": "file://" + str(image), "backend": "original",
-                "rw": "read", "iosize": iosize, "qdepth": qdepth, "nqueues": 1, "ndevs": 1, "ncpus": threads,
-                "runtime_s": dt, "iops": 0.0, "mibs": size / MIB / dt, "lat_ns": None, "cpu_usage": None,
-                "cpu_freqs": None, "governor": None, "turbo": None, "smt": None, "thr_sib": False,
-                "stress": False, "repetition": 0, "provenance": prov, "digest": digest, "timing": "whole process",
-                "executable": exe, "user_s": u1 - u0, "system_s": s1 - s0, **desc, **extra}
+        return {
+            "study": study,
+            "tool": ORIGINAL_TOOL,
+            "target": "file://" + str(image),
+            "backend": "original",
+            "rw": "read",
+            "iosize": iosize,
+            "qdepth": qdepth,
+            "nqueues": 1,
+            "ndevs": 1,
+            "ncpus": threads,
+            "runtime_s": dt,
+            "iops": 0.0,
+            "mibs": size / MIB / dt,
+            "lat_ns": None,
+            "cpu_usage": None,
+            "cpu_freqs": None,
+            "governor": None,
+            "turbo": None,
+            "smt": None,
+            "thr_sib": False,
+            "stress": False,
+            "repetition": 0,
+            "provenance": prov,
+            "digest": digest,
+            "timing": "whole process",
+            "executable": exe,
+            "user_s": u1 - u0,
+            "system_s": s1 - s0,
+            **desc,
+            **extra,
+        }
     u0, s0 = _cpu_times()
     res = run(image, digest, threads=threads, queue_depth=qdepth, io=backend, read_size=iosize)
     u1, s1 = _cpu_times()
     if _DIGESTS.setdefault((desc["image_bytes"], digest), res.hexdigest) != res.hexdigest:
-        raise RuntimeError(f"the {digest} digest of {image} changed with the configuration "
-                           f"(threads {threads}, queue depth {qdepth}, {backend})")
-    return to_record(res, repetition=0, study=study, image=desc, prov=prov, user_s=u1 - u0, system_s=s1 - s0,
-                     **extra)
+        raise RuntimeError(
+            f"the {digest} digest of {image} changed with the configuration "
+            f"(threads {threads}, queue depth {qdepth}, {backend})"
+        )
+    return to_record(res, repetition=0, study=study, image=desc, prov=prov, user_s=u1 - u0, system_s=s1 - s0, **extra)
 
 
 def study_cleanup() -> None:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Device-initiated I/O from Python: the cuda-run engine, GPU buffers without copies, a numba-cuda kernel.
 
     rec = nvmelab.engines.perf.run_cuda(target="gpu-emu://?profile=pm1753", iosize=512, qdepth=128,
@@ -17,6 +18,7 @@ NumPy counterparts used to check both (also under numba's CUDA simulator, NUMBA_
 
 Where there is no GPU, `status()` says why and `run_cuda` raises OSError(ENODEV) with that reason.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,9 +40,9 @@ PAYLOADS = ("host", "gpu")
 DEFAULT_TARGET = "gpu-emu://?profile=null"
 #: Devices when neither the call nor the URI says (the published server's count).
 DEFAULT_NDEVS = 16
-MAX_QDEPTH = 1024      # one CUDA block per queue, one thread per command
+MAX_QDEPTH = 1024  # one CUDA block per queue, one thread per command
 MAX_NQUEUES = 64
-MAX_IOSIZE = 2 << 20   # PRP1 + one PRP list page
+MAX_IOSIZE = 2 << 20  # PRP1 + one PRP list page
 LBA_SIZE = 512
 NS_PER_S = 1e9
 #: Threads per block of the checksum kernel.
@@ -95,8 +97,18 @@ def _secs(name: str, v: Any, strict: bool) -> float:
     return float(v)
 
 
-def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, ndevs: int | None,
-                 runtime: float, warmup: float, rounds: int, timeout: float) -> None:
+def check_params(
+    target: str,
+    rw: str,
+    iosize: int,
+    qdepth: int,
+    nqueues: int,
+    ndevs: int | None,
+    runtime: float,
+    warmup: float,
+    rounds: int,
+    timeout: float,
+) -> None:
     """Validate the parameters of run_cuda; ValueError names the first bad one."""
     if not isinstance(target, str) or not target.startswith(("gpu-emu://", "pci://", "emu://")):
         raise ValueError(f"target={target!r}: cuda-run drives gpu-emu://..., pci://... or emu://?mode=thread&...")
@@ -117,11 +129,31 @@ def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, n
 
 
 # ------------------------------------------------------------------------------------------ engine
-def run_cuda(target: str = DEFAULT_TARGET, rw: str = "randread", iosize: int = 512, qdepth: int = 128,
-             nqueues: int = 1, ndevs: int | None = None, runtime: float = 5.0, warmup: float = 1.0, *,
-             study: str = "adhoc", repetition: int = 0, seed: int | None = None, verify: bool = False,
-             readback: bool = False, rounds: int = 0, timeout: float = 2.0, gpu: int = 0, lba_count: int = 0, stress: bool = False,
-             ncpus: int = 1, thr_sib: bool = False, backend: str | None = None, payload: str = "host") -> dict:
+def run_cuda(
+    target: str = DEFAULT_TARGET,
+    rw: str = "randread",
+    iosize: int = 512,
+    qdepth: int = 128,
+    nqueues: int = 1,
+    ndevs: int | None = None,
+    runtime: float = 5.0,
+    warmup: float = 1.0,
+    *,
+    study: str = "adhoc",
+    repetition: int = 0,
+    seed: int | None = None,
+    verify: bool = False,
+    readback: bool = False,
+    rounds: int = 0,
+    timeout: float = 2.0,
+    gpu: int = 0,
+    lba_count: int = 0,
+    stress: bool = False,
+    ncpus: int = 1,
+    thr_sib: bool = False,
+    backend: str | None = None,
+    payload: str = "host",
+) -> dict:
     """One cuda-run measurement -> one record (nvmelab.results.records format, tool "nvmelab-cuda").
 
     target: gpu-emu://?ndev=N&profile=null|pm1753|pm1753-p2p&scale=S&blocks=B&... (src/README.md).
@@ -147,37 +179,98 @@ def run_cuda(target: str = DEFAULT_TARGET, rw: str = "randread", iosize: int = 5
     from ..host import cpus as _cpus
 
     host = _cpus.host_state()
-    res = dict(_native().cuda_run(target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues,
-                                  ndevs=ndevs or 0, runtime=float(runtime), warmup=float(warmup), rounds=rounds,
-                                  seed=seed, lba_count=lba_count, timeout_ns=int(timeout * NS_PER_S),
-                                  verify=bool(verify), readback=bool(readback), gpu=gpu, payload=payload))
-    return make_record(res, target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, study=study,
-                       repetition=repetition, seed=seed, warmup=warmup, stress=stress, thr_sib=thr_sib,
-                       host=host, verify=verify)
+    res = dict(
+        _native().cuda_run(
+            target=target,
+            rw=rw,
+            iosize=iosize,
+            qdepth=qdepth,
+            nqueues=nqueues,
+            ndevs=ndevs or 0,
+            runtime=float(runtime),
+            warmup=float(warmup),
+            rounds=rounds,
+            seed=seed,
+            lba_count=lba_count,
+            timeout_ns=int(timeout * NS_PER_S),
+            verify=bool(verify),
+            readback=bool(readback),
+            gpu=gpu,
+            payload=payload,
+        )
+    )
+    return make_record(
+        res,
+        target=target,
+        rw=rw,
+        iosize=iosize,
+        qdepth=qdepth,
+        nqueues=nqueues,
+        study=study,
+        repetition=repetition,
+        seed=seed,
+        warmup=warmup,
+        stress=stress,
+        thr_sib=thr_sib,
+        host=host,
+        verify=verify,
+    )
 
 
-def make_record(res: dict, *, target: str, rw: str, iosize: int, qdepth: int, nqueues: int, study: str,
-                repetition: int, seed: int, warmup: float, stress: bool, thr_sib: bool, host: dict,
-                verify: bool) -> dict:
+def make_record(
+    res: dict,
+    *,
+    target: str,
+    rw: str,
+    iosize: int,
+    qdepth: int,
+    nqueues: int,
+    study: str,
+    repetition: int,
+    seed: int,
+    warmup: float,
+    stress: bool,
+    thr_sib: bool,
+    host: dict,
+    verify: bool,
+) -> dict:
     """Turn the engine's raw result into a validated record."""
     info = {"backend": BACKEND, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
-    rec = engine_record(res, study=study, tool=TOOL, target=target, backend=BACKEND, rw=rw, iosize=iosize,
-                        qdepth=qdepth, nqueues=nqueues, ndevs=res["ndevs"], ncpus=1, host=host, thr_sib=thr_sib,
-                        stress=stress, repetition=repetition, warmup=warmup, seed=seed)
-    rec.update({
-        "lat_ns": None,  # lock-step rounds: the round time below, not per-command latency
-        "cpu_usage": None,
-        "cpu_freqs": None,
-        "ios_total": res["ios_total"],
-        "cuda_threads": res["threads"],
-        "kernel_s": round(res["kernel_s"], 6),
-        "round_ns": {"mean": round(res["round_ns_mean"], 1), "max": res["round_ns_max"]},
-        "queue_rounds": list(res["queue_rounds"]),
-        "payload": res.get("payload") or None,
-        # gpu-emu's own counters: late completions or CQ-full holds mean the emulator, not the model, limited it
-        "emulator_counters": dict(res["emulator"]) if res.get("emulator") else None,
-        "provenance": _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"]),
-    })
+    rec = engine_record(
+        res,
+        study=study,
+        tool=TOOL,
+        target=target,
+        backend=BACKEND,
+        rw=rw,
+        iosize=iosize,
+        qdepth=qdepth,
+        nqueues=nqueues,
+        ndevs=res["ndevs"],
+        ncpus=1,
+        host=host,
+        thr_sib=thr_sib,
+        stress=stress,
+        repetition=repetition,
+        warmup=warmup,
+        seed=seed,
+    )
+    rec.update(
+        {
+            "lat_ns": None,  # lock-step rounds: the round time below, not per-command latency
+            "cpu_usage": None,
+            "cpu_freqs": None,
+            "ios_total": res["ios_total"],
+            "cuda_threads": res["threads"],
+            "kernel_s": round(res["kernel_s"], 6),
+            "round_ns": {"mean": round(res["round_ns_mean"], 1), "max": res["round_ns_max"]},
+            "queue_rounds": list(res["queue_rounds"]),
+            "payload": res.get("payload") or None,
+            # gpu-emu's own counters: late completions or CQ-full holds mean the emulator, not the model, limited it
+            "emulator_counters": dict(res["emulator"]) if res.get("emulator") else None,
+            "provenance": _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"]),
+        }
+    )
     if verify:
         rec["verify_errors"] = res["verify_errors"]
     if res["errors"]:
@@ -194,8 +287,12 @@ class _View:
     def __init__(self, owner: Any, ptr: int, rows: int, width: int, stride: int):
         self._owner = owner
         self.__cuda_array_interface__ = {
-            "shape": (rows, width), "typestr": "|u1", "data": (ptr, False), "strides": (stride, 1),
-            "version": 3, "stream": None,
+            "shape": (rows, width),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "strides": (stride, 1),
+            "version": 3,
+            "stream": None,
         }
 
 
@@ -203,7 +300,9 @@ def _cai(buf: Any) -> tuple[int, int]:
     """(device pointer, bytes) of a C-contiguous GPU array exposing __cuda_array_interface__."""
     cai = getattr(buf, "__cuda_array_interface__", None)
     if cai is None:
-        raise TypeError(f"buf: {type(buf).__name__} has no __cuda_array_interface__ (pass a cupy or numba device array)")
+        raise TypeError(
+            f"buf: {type(buf).__name__} has no __cuda_array_interface__ (pass a cupy or numba device array)"
+        )
     shape, strides = tuple(cai["shape"]), cai.get("strides")
     itemsize = np.dtype(cai["typestr"]).itemsize
     if strides is not None:
@@ -230,9 +329,19 @@ def device_buffer(nbytes: int) -> Any:
         return cuda.device_array(nbytes, dtype=np.uint8)
 
 
-def read_blocks(target: str, *, iosize: int = 4096, qdepth: int = 32, nqueues: int = 1, ndevs: int = 1,
-                rw: str = "read", buf: Any = None, seed: int = 1, timeout: float = 2.0, gpu: int = 0
-                ) -> tuple[_View, dict]:
+def read_blocks(
+    target: str,
+    *,
+    iosize: int = 4096,
+    qdepth: int = 32,
+    nqueues: int = 1,
+    ndevs: int = 1,
+    rw: str = "read",
+    buf: Any = None,
+    seed: int = 1,
+    timeout: float = 2.0,
+    gpu: int = 0,
+) -> tuple[_View, dict]:
     """One lock-step round of reads by every engine thread into a GPU buffer; returns (blocks, result).
 
     blocks: a zero-copy view of shape (threads, iosize); row t holds what thread t read (t = (device *
@@ -248,9 +357,22 @@ def read_blocks(target: str, *, iosize: int = 4096, qdepth: int = 32, nqueues: i
     ptr, nbytes = _cai(buf)
     if nbytes < size:
         raise ValueError(f"buf: {nbytes} bytes, this shape needs {size} (cuda_buf_size)")
-    res = dict(_native().cuda_run(target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, ndevs=ndevs,
-                                  rounds=1, seed=seed, timeout_ns=int(timeout * NS_PER_S), gpu=gpu, buf=ptr,
-                                  buf_len=nbytes))
+    res = dict(
+        _native().cuda_run(
+            target=target,
+            rw=rw,
+            iosize=iosize,
+            qdepth=qdepth,
+            nqueues=nqueues,
+            ndevs=ndevs,
+            rounds=1,
+            seed=seed,
+            timeout_ns=int(timeout * NS_PER_S),
+            gpu=gpu,
+            buf=ptr,
+            buf_len=nbytes,
+        )
+    )
     rows = ndevs * nqueues * qdepth
     return _View(buf, ptr + res["buf_offset"], rows, iosize, res["buf_stride"]), res
 
@@ -306,8 +428,14 @@ def block_checksums(blocks: Any) -> Any:
     return out
 
 
-def read_and_checksum(target: str = "gpu-emu://?ndev=2&profile=null&fill=stamp&ns=16MiB", *, iosize: int = 4096,
-                      qdepth: int = 64, nqueues: int = 2, ndevs: int = 2) -> dict:
+def read_and_checksum(
+    target: str = "gpu-emu://?ndev=2&profile=null&fill=stamp&ns=16MiB",
+    *,
+    iosize: int = 4096,
+    qdepth: int = 64,
+    nqueues: int = 2,
+    ndevs: int = 2,
+) -> dict:
     """I/O and compute sharing the GPU, in one call for a notebook: one round of device-initiated reads
     into a GPU buffer, then the numba-cuda checksum kernel over the blocks just read, checked against the
     NumPy checksum of the data the target is known to hold (fill=stamp). Needs a GPU.
@@ -327,7 +455,15 @@ def read_and_checksum(target: str = "gpu-emu://?ndev=2&profile=null&fill=stamp&n
     sums = block_checksums(blocks)
     cuda.synchronize()
     dt = time.perf_counter() - t0
-    want = checksum_reference(np.stack([stamps(d, lba, iosize) for d, lba in read_lbas(iosize, qdepth, nqueues, ndevs)]))
+    want = checksum_reference(
+        np.stack([stamps(d, lba, iosize) for d, lba in read_lbas(iosize, qdepth, nqueues, ndevs)])
+    )
     got = sums.copy_to_host()
-    return {"rows": int(got.shape[0]), "bytes": int(got.shape[0]) * iosize, "read_s": res["kernel_s"],
-            "checksum_s": dt, "matches": int(np.count_nonzero(got == want)), "gpu": res["gpu"]}
+    return {
+        "rows": int(got.shape[0]),
+        "bytes": int(got.shape[0]) * iosize,
+        "read_s": res["kernel_s"],
+        "checksum_s": dt,
+        "matches": int(np.count_nonzero(got == want)),
+        "gpu": res["gpu"],
+    }

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """numba-cuda kernels that consume data read by device-initiated I/O (imported lazily by nvmelab.engines.gpu).
 
 `checksum_rows` computes, per row of a (rows, bytes) uint8 array, the XOR over its 64-bit little-endian
@@ -5,6 +6,7 @@ words w_k of w_k * (2k + 1) mod 2^64 -- cheap, order-sensitive, and the same as
 nvmelab.engines.gpu.checksum_reference. One CUDA block per row. Runs on a GPU, or on the CPU under numba's CUDA
 simulator (NUMBA_ENABLE_CUDASIM=1 set before numba is imported).
 """
+
 from __future__ import annotations
 
 from numba import cuda, uint64

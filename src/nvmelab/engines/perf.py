@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The closed-loop performance engine from Python: one call, one record.
 
     rec = nvmelab.engines.perf.run(target="emu://?profile=null", rw="randread", iosize=512,
@@ -16,6 +17,7 @@ one I/O in flight per thread, so qdepth must be 1).
 
 `make_file(path, size)` creates a target file holding real data (not holes).
 """
+
 from __future__ import annotations
 
 import logging
@@ -87,9 +89,21 @@ def params_markdown() -> str:
     return "\n".join(rows)
 
 
-def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, ncpus: int, runtime: float,
-                 warmup: float, rwmix: int, backend: str | None, cpus: list[int] | None, ndevs: int | None,
-                 thr_sib: bool) -> list[int]:
+def check_params(
+    target: str,
+    rw: str,
+    iosize: int,
+    qdepth: int,
+    nqueues: int,
+    ncpus: int,
+    runtime: float,
+    warmup: float,
+    rwmix: int,
+    backend: str | None,
+    cpus: list[int] | None,
+    ndevs: int | None,
+    thr_sib: bool,
+) -> list[int]:
     """Validate the target-independent parameters; returns the CPU list to pin to.
 
     The engine's own parameters are checked by the one C check of the parameter table
@@ -97,19 +111,31 @@ def check_params(target: str, rw: str, iosize: int, qdepth: int, nqueues: int, n
     if not isinstance(target, str) or not target.startswith(SCHEMES):
         raise ValueError(f"target={target!r}: use emu://..., pci://..., file:///path or blk:///dev/X")
     if target.startswith("gpu-emu://"):
-        raise ValueError(f"target={target!r}: GPU-emulated targets are driven by the device-initiated engine, not perf.run")
+        raise ValueError(
+            f"target={target!r}: GPU-emulated targets are driven by the device-initiated engine, not perf.run"
+        )
     _int("ncpus", ncpus, 1, 256)
     if ndevs is not None:
         _int("ndevs", ndevs)
-    _native().perf_params_check(rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, rwmix=rwmix,
-                                runtime=runtime, warmup=warmup, ndevs=ndevs or 0)
+    _native().perf_params_check(
+        rw=rw,
+        iosize=iosize,
+        qdepth=qdepth,
+        nqueues=nqueues,
+        rwmix=rwmix,
+        runtime=runtime,
+        warmup=warmup,
+        ndevs=ndevs or 0,
+    )
     if backend is not None:
         if not target.startswith(("file://", "blk://")):
             raise ValueError(f"backend={backend!r}: only file:// and blk:// targets take a backend")
         if backend not in KERNEL_BACKENDS:
             raise ValueError(f"backend={backend!r}: must be one of {', '.join(KERNEL_BACKENDS)}")
     if (backend or "io_uring") == "psync" and target.startswith(("file://", "blk://")) and qdepth != 1:
-        raise ValueError(f"qdepth={qdepth}: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend='io_uring'")
+        raise ValueError(
+            f"qdepth={qdepth}: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend='io_uring'"
+        )
     if cpus is not None:
         cpus = _cpus.check_cpus(list(cpus))
         if not thr_sib and len(cpus) != ncpus:
@@ -155,21 +181,58 @@ def open_target(target: str, backend: str | None = None, *, allow_write: bool = 
     return _native().PerfTarget(target, backend or "", bool(allow_write), bool(need_write))
 
 
-def fill(target: str, *, iosize: int = 4096, qdepth: int = 32, backend: str | None = None, seed: int = 1,
-         ndevs: int | None = None, lba_start: int = 0, lba_count: int = 0, allow_write: bool = False) -> dict:
+def fill(
+    target: str,
+    *,
+    iosize: int = 4096,
+    qdepth: int = 32,
+    backend: str | None = None,
+    seed: int = 1,
+    ndevs: int | None = None,
+    lba_start: int = 0,
+    lba_count: int = 0,
+    allow_write: bool = False,
+) -> dict:
     """Write the verify stamp over the LBA range once (what a verified read run checks)."""
     with open_target(target, backend, allow_write=allow_write, need_write=True) as t:
-        return t.fill(iosize=iosize, qdepth=qdepth, nthreads=1, ndevs=ndevs or 0, seed=seed,
-                      lba_start=lba_start, lba_count=lba_count)
+        return t.fill(
+            iosize=iosize,
+            qdepth=qdepth,
+            nthreads=1,
+            ndevs=ndevs or 0,
+            seed=seed,
+            lba_start=lba_start,
+            lba_count=lba_count,
+        )
 
 
-def run(target: str = "emu://", rw: str | None = None, iosize: int | None = None, qdepth: int | None = None,
-        nqueues: int | None = None, ncpus: int = 1, thr_sib: bool = False, runtime: float | None = None,
-        warmup: float | None = None, cpus: list[int] | None = None, ndevs: int | None = None,
-        backend: str | None = None, verify: bool | None = None, rwmix: int | None = None, seed: int | None = None,
-        study: str = "adhoc", repetition: int = 0, stress: bool = False, lat: bool | None = None,
-        prefill: bool | None = None, allow_write: bool = False, lba_start: int | None = None,
-        lba_count: int | None = None, align: int | None = None, batch: int | None = None) -> dict:
+def run(
+    target: str = "emu://",
+    rw: str | None = None,
+    iosize: int | None = None,
+    qdepth: int | None = None,
+    nqueues: int | None = None,
+    ncpus: int = 1,
+    thr_sib: bool = False,
+    runtime: float | None = None,
+    warmup: float | None = None,
+    cpus: list[int] | None = None,
+    ndevs: int | None = None,
+    backend: str | None = None,
+    verify: bool | None = None,
+    rwmix: int | None = None,
+    seed: int | None = None,
+    study: str = "adhoc",
+    repetition: int = 0,
+    stress: bool = False,
+    lat: bool | None = None,
+    prefill: bool | None = None,
+    allow_write: bool = False,
+    lba_start: int | None = None,
+    lba_count: int | None = None,
+    align: int | None = None,
+    batch: int | None = None,
+) -> dict:
     """One closed-loop run -> one record (see the module docstring and DESIGN.md "Records").
 
     verify: stamp every written LBA and check every read one; mismatches are
@@ -184,16 +247,31 @@ def run(target: str = "emu://", rw: str | None = None, iosize: int | None = None
     Engine parameters left at None take the default of the parameter table (`params()`).
     """
     d = {p["name"]: p["default"] for p in _native().PERF_PARAMS}
-    given = dict(rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, runtime=runtime, warmup=warmup,
-                 verify=verify, rwmix=rwmix, lat=lat, lba_start=lba_start, lba_count=lba_count, align=align,
-                 batch=batch)
+    given = dict(
+        rw=rw,
+        iosize=iosize,
+        qdepth=qdepth,
+        nqueues=nqueues,
+        runtime=runtime,
+        warmup=warmup,
+        verify=verify,
+        rwmix=rwmix,
+        lat=lat,
+        lba_start=lba_start,
+        lba_count=lba_count,
+        align=align,
+        batch=batch,
+    )
     v = {k: d[k] if x is None else x for k, x in given.items()}
-    rw, iosize, qdepth, nqueues, runtime, warmup = (v[k] for k in ("rw", "iosize", "qdepth", "nqueues", "runtime",
-                                                                    "warmup"))
-    verify, rwmix, lat, lba_start, lba_count, align, batch = (v[k] for k in ("verify", "rwmix", "lat", "lba_start",
-                                                                              "lba_count", "align", "batch"))
-    pinned = check_params(target, rw, iosize, qdepth, nqueues, ncpus, runtime, warmup, rwmix, backend, cpus,
-                          ndevs, thr_sib)
+    rw, iosize, qdepth, nqueues, runtime, warmup = (
+        v[k] for k in ("rw", "iosize", "qdepth", "nqueues", "runtime", "warmup")
+    )
+    verify, rwmix, lat, lba_start, lba_count, align, batch = (
+        v[k] for k in ("verify", "rwmix", "lat", "lba_start", "lba_count", "align", "batch")
+    )
+    pinned = check_params(
+        target, rw, iosize, qdepth, nqueues, ncpus, runtime, warmup, rwmix, backend, cpus, ndevs, thr_sib
+    )
     _int("repetition", repetition, 0)
     if seed is None:
         seed = 1 + repetition
@@ -202,10 +280,25 @@ def run(target: str = "emu://", rw: str | None = None, iosize: int | None = None
     writes = rw in ("write", "randwrite", "randrw")
     if prefill is None:
         prefill = bool(verify and reads)
-    engine = dict(rw=rw, rwmix=rwmix, iosize=iosize, qdepth=qdepth, nqueues=nqueues, nthreads=len(pinned),
-                  cpus=pinned, ndevs=ndevs or 0, runtime=float(runtime), warmup=float(warmup), seed=seed,
-                  verify=bool(verify), lat=bool(lat), lba_start=lba_start, lba_count=lba_count, align=align,
-                  batch=batch)
+    engine = dict(
+        rw=rw,
+        rwmix=rwmix,
+        iosize=iosize,
+        qdepth=qdepth,
+        nqueues=nqueues,
+        nthreads=len(pinned),
+        cpus=pinned,
+        ndevs=ndevs or 0,
+        runtime=float(runtime),
+        warmup=float(warmup),
+        seed=seed,
+        verify=bool(verify),
+        lat=bool(lat),
+        lba_start=lba_start,
+        lba_count=lba_count,
+        align=align,
+        batch=batch,
+    )
     host = _cpus.host_state()
     with open_target(target, backend, allow_write=allow_write, need_write=writes or prefill) as t:
         info = t.info()
@@ -216,32 +309,88 @@ def run(target: str = "emu://", rw: str | None = None, iosize: int | None = None
         sampler = _cpus.FreqSampler(pinned)
         with sampler:
             res = t.run(**engine)
-    return make_record(res, info, target=target, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues,
-                       ncpus=ncpus, thr_sib=thr_sib, stress=stress, study=study, repetition=repetition,
-                       cpus=pinned, cpu_freqs=sampler.result(), host=host, seed=seed, rwmix=rwmix,
-                       verify=verify, warmup=warmup)
+    return make_record(
+        res,
+        info,
+        target=target,
+        rw=rw,
+        iosize=iosize,
+        qdepth=qdepth,
+        nqueues=nqueues,
+        ncpus=ncpus,
+        thr_sib=thr_sib,
+        stress=stress,
+        study=study,
+        repetition=repetition,
+        cpus=pinned,
+        cpu_freqs=sampler.result(),
+        host=host,
+        seed=seed,
+        rwmix=rwmix,
+        verify=verify,
+        warmup=warmup,
+    )
 
 
-def make_record(res: dict, info: dict, *, target: str, rw: str, iosize: int, qdepth: int, nqueues: int,
-                ncpus: int, thr_sib: bool, stress: bool, study: str, repetition: int, cpus: list[int],
-                cpu_freqs: list | None, host: dict, seed: int, rwmix: int, verify: bool, warmup: float) -> dict:
+def make_record(
+    res: dict,
+    info: dict,
+    *,
+    target: str,
+    rw: str,
+    iosize: int,
+    qdepth: int,
+    nqueues: int,
+    ncpus: int,
+    thr_sib: bool,
+    stress: bool,
+    study: str,
+    repetition: int,
+    cpus: list[int],
+    cpu_freqs: list | None,
+    host: dict,
+    seed: int,
+    rwmix: int,
+    verify: bool,
+    warmup: float,
+) -> dict:
     """Turn the engine's raw result into a record (nvmelab.results.records format) and validate it."""
     window = res["window_s"]
     lat = res["lat"]
     ndevs_used = len(res["dev_ios"]) or 1
-    rec = engine_record(res, study=study, tool="nvmelab", target=target, backend=info["backend"], rw=rw,
-                        iosize=iosize, qdepth=qdepth, nqueues=nqueues, ndevs=ndevs_used, ncpus=ncpus, host=host,
-                        thr_sib=thr_sib, stress=stress, repetition=repetition, warmup=warmup, seed=seed)
-    rec.update({
-        "lat_ns": None if lat is None else {k: lat[k] for k in ("p50", "p90", "p99", "p999", "max", "min", "mean")},
-        "cpu_usage": round(res["cpu_s"] / window * PERCENT, 1) if window > 0 else None,
-        "cpu_freqs": cpu_freqs,
-        "cpus": cpus,
-        "threads": [{k: t[k] for k in ("cpu", "affinity", "cpu_last", "ios", "nchans", "cpu_s", "polls", "empty_polls")}
-                    for t in res["threads"]],
-        "dev_ios": res["dev_ios"],
-        "provenance": _prov.capture(info),
-    })
+    rec = engine_record(
+        res,
+        study=study,
+        tool="nvmelab",
+        target=target,
+        backend=info["backend"],
+        rw=rw,
+        iosize=iosize,
+        qdepth=qdepth,
+        nqueues=nqueues,
+        ndevs=ndevs_used,
+        ncpus=ncpus,
+        host=host,
+        thr_sib=thr_sib,
+        stress=stress,
+        repetition=repetition,
+        warmup=warmup,
+        seed=seed,
+    )
+    rec.update(
+        {
+            "lat_ns": None if lat is None else {k: lat[k] for k in ("p50", "p90", "p99", "p999", "max", "min", "mean")},
+            "cpu_usage": round(res["cpu_s"] / window * PERCENT, 1) if window > 0 else None,
+            "cpu_freqs": cpu_freqs,
+            "cpus": cpus,
+            "threads": [
+                {k: t[k] for k in ("cpu", "affinity", "cpu_last", "ios", "nchans", "cpu_s", "polls", "empty_polls")}
+                for t in res["threads"]
+            ],
+            "dev_ios": res["dev_ios"],
+            "provenance": _prov.capture(info),
+        }
+    )
     if rw == "randrw":
         rec["rwmix"] = rwmix
     if verify:
@@ -249,7 +398,9 @@ def make_record(res: dict, info: dict, *, target: str, rw: str, iosize: int, qde
         rec["verify_first_bad"] = res["first_bad"]
         if res["verify_errors"]:
             bad = res["first_bad"]
-            log.warning("verify: %d mismatching LBAs; first: device %d LBA %d", res["verify_errors"], bad["dev"], bad["lba"])
+            log.warning(
+                "verify: %d mismatching LBAs; first: device %d LBA %d", res["verify_errors"], bad["dev"], bad["lba"]
+            )
     if res["errors"]:
         log.warning("%d commands failed; first: %s", res["errors"], res["first_error"])
     return validate(rec)
@@ -265,7 +416,11 @@ def table(rec: dict) -> str:
     prov = rec["provenance"]
     rows = [
         ("target", rec["target"]),
-        ("backend", rec["backend"] + (f" (profile {prov.get('profile')}, scale {prov.get('scale')})" if prov.get("profile") else "")),
+        (
+            "backend",
+            rec["backend"]
+            + (f" (profile {prov.get('profile')}, scale {prov.get('scale')})" if prov.get("profile") else ""),
+        ),
         ("pattern", f"{rec['rw']}" + (f" ({rec['rwmix']}% reads)" if "rwmix" in rec else "")),
         ("iosize / qdepth", f"{rec['iosize']} B / {rec['qdepth']}"),
         ("nqueues / ndevs", f"{rec['nqueues']} / {rec['ndevs']}"),
@@ -280,7 +435,12 @@ def table(rec: dict) -> str:
     ]
     if "verify_errors" in rec:
         bad = rec.get("verify_first_bad")
-        rows.append(("verify errors", f"{rec['verify_errors']}" + (f" (first: dev {bad['dev']} LBA {bad['lba']})" if bad else "")))
+        rows.append(
+            (
+                "verify errors",
+                f"{rec['verify_errors']}" + (f" (first: dev {bad['dev']} LBA {bad['lba']})" if bad else ""),
+            )
+        )
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 

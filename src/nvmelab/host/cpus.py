@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """CPU topology and host CPU state: which logical CPUs to pin to, and how the CPUs are set.
 
 The CPU-initiated study varies host variables (governor, turbo, SMT, thread
@@ -15,6 +16,7 @@ siblings, stress). This module reads them; it never changes them.
 Sources: /sys/devices/system/cpu/cpuN/topology/*, .../cpufreq/*, .../smt/*,
 /sys/devices/system/cpu/intel_pstate/no_turbo, /sys/devices/system/cpu/cpufreq/boost.
 """
+
 from __future__ import annotations
 
 import logging
@@ -75,7 +77,7 @@ def format_cpu_list(cpus: list[int]) -> str:
 class Topology:
     """Logical CPUs this process may use, grouped by physical core (siblings together)."""
 
-    cores: list[tuple[int, ...]]          # each physical core: its usable logical CPUs, ascending
+    cores: list[tuple[int, ...]]  # each physical core: its usable logical CPUs, ascending
     socket_of: dict[int, int] = field(default_factory=dict)
 
     @property
@@ -169,7 +171,9 @@ def check_cpus(cpus: list[int]) -> list[int]:
         if isinstance(c, bool) or not isinstance(c, int):
             raise ValueError(f"cpus: {c!r} is not a CPU id")
         if c not in allowed:
-            raise ValueError(f"cpus: CPU {c} is not available to this process (allowed: {format_cpu_list(sorted(allowed))})")
+            raise ValueError(
+                f"cpus: CPU {c} is not available to this process (allowed: {format_cpu_list(sorted(allowed))})"
+            )
         if c in out:
             raise ValueError(f"cpus: CPU {c} is listed twice")
         out.append(c)
@@ -228,7 +232,7 @@ def summarise_freqs(samples: list[int], trim: float = FREQ_TRIM_FRACTION) -> lis
     if not samples:
         return None
     k = int(len(samples) * trim)
-    kept = samples[k: len(samples) - k] if len(samples) - 2 * k > 0 else samples
+    kept = samples[k : len(samples) - k] if len(samples) - 2 * k > 0 else samples
     mean = sum(kept) / len(kept)
     var = sum((x - mean) ** 2 for x in kept) / len(kept)
     return [mean, var]
@@ -259,7 +263,7 @@ class FreqSampler:
             if self._stop.wait(self.interval):
                 break
 
-    def __enter__(self) -> "FreqSampler":
+    def __enter__(self) -> FreqSampler:
         if self.readable:
             self._thread = threading.Thread(target=self._loop, name="nvmelab-freq", daemon=True)
             self._thread.start()

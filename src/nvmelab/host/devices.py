@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """NVMe PCI functions of this host: discovery, driver binding and hugepages over sysfs.
 
 What `nvmelab devices|bind|unbind|hugepages` run on a host. The QEMU guest, which has no Python, runs
@@ -20,6 +21,7 @@ override and lets the kernel re-probe (normally the ``nvme`` driver takes the fu
 Every path is taken relative to a root directory (``/`` by default), so tests point the whole module
 at a fake tree of ``sys``, ``proc`` and ``dev``.
 """
+
 from __future__ import annotations
 
 import errno
@@ -103,7 +105,7 @@ class Sysfs:
 
     def write(self, p: str, value: str) -> None:
         """One write(2) of value, as sysfs attributes expect."""
-        fd = os.open(self.path(p), os.O_WRONLY | os.O_TRUNC)   # as `echo > attr` does
+        fd = os.open(self.path(p), os.O_WRONLY | os.O_TRUNC)  # as `echo > attr` does
         try:
             os.write(fd, value.encode())
         finally:
@@ -124,9 +126,9 @@ class PciFunction:
     driver: str | None
     iommu_group: str | None
     numa_node: int
-    controllers: list[str] = field(default_factory=list)    # nvme0 ...
+    controllers: list[str] = field(default_factory=list)  # nvme0 ...
     block_devices: list[str] = field(default_factory=list)  # namespaces, partitions, holders
-    busy: list[str] = field(default_factory=list)           # why it must not be taken; [] = free
+    busy: list[str] = field(default_factory=list)  # why it must not be taken; [] = free
 
     @property
     def free(self) -> bool:
@@ -134,9 +136,15 @@ class PciFunction:
 
     def as_dict(self) -> dict:
         return {
-            "address": self.address, "vendor": self.vendor, "device": self.device, "driver": self.driver,
-            "iommu_group": self.iommu_group, "numa_node": self.numa_node, "controllers": self.controllers,
-            "block_devices": self.block_devices, "busy": self.busy,
+            "address": self.address,
+            "vendor": self.vendor,
+            "device": self.device,
+            "driver": self.driver,
+            "iommu_group": self.iommu_group,
+            "numa_node": self.numa_node,
+            "controllers": self.controllers,
+            "block_devices": self.block_devices,
+            "busy": self.busy,
         }
 
 
@@ -187,7 +195,9 @@ def _describe(fs: Sysfs, addr: str) -> PciFunction:
         driver=fs.link_name(f"{_pci(addr)}/driver"),
         iommu_group=fs.link_name(f"{_pci(addr)}/iommu_group"),
         numa_node=int(numa) if numa and numa.lstrip("-").isdigit() else -1,
-        controllers=ctrls, block_devices=blk, busy=busy_reasons(addr, fs),
+        controllers=ctrls,
+        block_devices=blk,
+        busy=busy_reasons(addr, fs),
     )
 
 
@@ -229,8 +239,9 @@ def bind(addr: str, driver: str, fs: Sysfs | None = None) -> PciFunction:
     if fn.busy:
         raise RefusedError(f"refusing {a}: {'; '.join(fn.busy)}")
     if driver == "vfio-pci" and not fn.iommu_group:
-        raise DeviceError(f"{a} has no IOMMU group: enable the IOMMU (intel_iommu=on or amd_iommu=on) "
-                          f"or use uio_pci_generic")
+        raise DeviceError(
+            f"{a} has no IOMMU group: enable the IOMMU (intel_iommu=on or amd_iommu=on) or use uio_pci_generic"
+        )
     if not fs.exists(f"/sys/bus/pci/drivers/{driver}"):
         if fs.is_host:
             log.info("modprobe %s", driver)
@@ -262,7 +273,7 @@ def unbind(addr: str, reprobe: bool = True, fs: Sysfs | None = None) -> PciFunct
             if fn.busy:
                 raise RefusedError(f"refusing {a}: {'; '.join(fn.busy)}")
             fs.write(f"{_pci(a)}/driver/unbind", a)
-        fs.write(f"{_pci(a)}/driver_override", "\n")   # a newline clears the override
+        fs.write(f"{_pci(a)}/driver_override", "\n")  # a newline clears the override
         if reprobe:
             fs.write("/sys/bus/pci/drivers_probe", a)
     except OSError as exc:
@@ -277,7 +288,7 @@ class Hugepages:
     size_kb: int
     total: int
     free: int
-    mounts: list[str]   # hugetlbfs mount points
+    mounts: list[str]  # hugetlbfs mount points
 
     def __str__(self) -> str:
         where = ", ".join(self.mounts) if self.mounts else "no hugetlbfs mounted"
@@ -303,13 +314,18 @@ def hugepages(count: int | None = None, size: str = "2M", fs: Sysfs | None = Non
             raise DeviceError(f"writing {d}/nr_hugepages: {exc.strerror or exc}") from exc
     total = int(fs.read(f"{d}/nr_hugepages") or 0)
     free = int(fs.read(f"{d}/free_hugepages") or 0)
-    mounts = [f[4] for f in (ln.split() for ln in (fs.read("/proc/self/mountinfo") or "").splitlines())
-              if "-" in f and f[f.index("-") + 1:][:1] == ["hugetlbfs"]]
+    mounts = [
+        f[4]
+        for f in (ln.split() for ln in (fs.read("/proc/self/mountinfo") or "").splitlines())
+        if "-" in f and f[f.index("-") + 1 :][:1] == ["hugetlbfs"]
+    ]
     state = Hugepages(kb, total, free, mounts)
     if count is not None and total < count:
         # A short reservation can hold nearly all of the host's memory (a typo such as 1000000 takes
         # whatever the kernel could give): give it back, so a refused request changes nothing.
         fs.write(f"{d}/nr_hugepages", str(before))
-        raise DeviceError(f"asked for {count} hugepages of {kb} kB, the kernel could reserve only {total}; "
-                          f"left at {before} (memory fragmented? try at boot: hugepages={count})")
+        raise DeviceError(
+            f"asked for {count} hugepages of {kb} kB, the kernel could reserve only {total}; "
+            f"left at {before} (memory fragmented? try at boot: hugepages={count})"
+        )
     return state

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Host variables of the CPU-initiated study (seed 004): governor, turbo, SMT, stress.
 
 HostControl reads the current values from sysfs, applies requested values where
@@ -19,6 +20,7 @@ a variable the host does not expose is recorded as not controllable with its rea
 Caveat: sysfs paths are those of Linux intel_pstate/acpi-cpufreq; on hosts
 without them the values read as None (governor, turbo) and cannot be set.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,8 +69,9 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
 
-def controllability(root: Path = SYS_CPU, *, allow_changes: bool = True,
-                    stress_cmd: str | None = None) -> dict[str, dict[str, Any]]:
+def controllability(
+    root: Path = SYS_CPU, *, allow_changes: bool = True, stress_cmd: str | None = None
+) -> dict[str, dict[str, Any]]:
     """What this host lets a sweep vary, per variable: ``{"found": value as found, "settable": bool,
     "why": reason when not settable (else "")}``. `thr_sib` is settable when a physical core has
     more than one usable logical CPU; `stress` when stress-ng is installed and the host has more
@@ -97,8 +100,9 @@ def controllability(root: Path = SYS_CPU, *, allow_changes: bool = True,
     if avail:
         out["governor"]["available"] = avail.split()
     tf = _cpus.turbo_file(root)
-    out["turbo"] = entry(state.get("turbo"), sysfs_why([tf[0]] if tf else [],
-                                                      "no intel_pstate/no_turbo or cpufreq/boost in sysfs"))
+    out["turbo"] = entry(
+        state.get("turbo"), sysfs_why([tf[0]] if tf else [], "no intel_pstate/no_turbo or cpufreq/boost in sysfs")
+    )
     ctl = root / "smt" / "control"
     smt_state = _read(ctl)
     if smt_state in (None, "notsupported", "notimplemented", "forceoff"):
@@ -115,8 +119,10 @@ def controllability(root: Path = SYS_CPU, *, allow_changes: bool = True,
         out["thr_sib"] = entry(None, f"topology unreadable: {exc}")
         ncpu = len(_cpus.online(root))
     cmd = stress_cmd if stress_cmd is not None else shutil.which("stress-ng")
-    out["stress"] = entry(bool(cmd), "" if cmd and ncpu > 1 else
-                          ("stress-ng is not installed" if not cmd else "one CPU: none left to stress"))
+    out["stress"] = entry(
+        bool(cmd),
+        "" if cmd and ncpu > 1 else ("stress-ng is not installed" if not cmd else "one CPU: none left to stress"),
+    )
     freq = sorted(root.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"))
     out["freq_samples"] = entry(bool(freq), "" if freq else "no scaling_cur_freq in sysfs: no frequency samples")
     return out
@@ -225,8 +231,9 @@ class HostControl:
         if not self.stress_cmd:
             return False, "stress-ng is not installed"
         cmd = [self.stress_cmd, "--cpu", str(len(free)), "--taskset", ",".join(map(str, free)), "--quiet"]
-        self._stress = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+        self._stress = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         return True, f"stress-ng on CPUs {free}"
 
     def stop_stress(self) -> None:
@@ -254,4 +261,3 @@ def _same(found: Any, want: Any) -> bool:
         except (TypeError, ValueError):
             return False
     return str(found) == str(want)
-

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Environment capture for run records: what ran, where, when, and on what.
 
 `capture(target_info)` returns the `provenance` object of a record (see
@@ -6,6 +7,7 @@ kernel, package versions, UTC time, GPU and driver where present, the native
 build, and for emulated targets the device-model profile and scale. Static parts
 are read once per process; the time is taken on every call.
 """
+
 from __future__ import annotations
 
 import datetime as _dt

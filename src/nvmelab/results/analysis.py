@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Analysis of run records: aggregation, rooflines, saturation points, comparisons.
 
 Every number a notebook shows is computed here from records (ours under
@@ -15,11 +16,13 @@ Every number a notebook shows is computed here from records (ours under
 Caveat: the functions never drop or invent rows; a configuration without records
 simply has no row, and a saturation that is not reached is reported as ``None``.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,8 +38,25 @@ GB = 1_000_000_000
 
 #: Columns that identify a configuration in records (the independent variables).
 CONFIG_COLUMNS = (
-    "source", "study", "tool", "backend", "target", "profile", "scale", "host", "rw", "iosize",
-    "qdepth", "nqueues", "ndevs", "ncpus", "governor", "turbo", "smt", "thr_sib", "stress",
+    "source",
+    "study",
+    "tool",
+    "backend",
+    "target",
+    "profile",
+    "scale",
+    "host",
+    "rw",
+    "iosize",
+    "qdepth",
+    "nqueues",
+    "ndevs",
+    "ncpus",
+    "governor",
+    "turbo",
+    "smt",
+    "thr_sib",
+    "stress",
 )
 
 
@@ -75,8 +95,9 @@ def to_frame(records: Iterable[dict[str, Any]], source: str = "nvmelab") -> pd.D
     return df
 
 
-def aggregate(df: pd.DataFrame, by: Sequence[str] | None = None,
-              metrics: Sequence[str] = ("iops", "mibs")) -> pd.DataFrame:
+def aggregate(
+    df: pd.DataFrame, by: Sequence[str] | None = None, metrics: Sequence[str] = ("iops", "mibs")
+) -> pd.DataFrame:
     """Mean and population std (ddof=0) of `metrics` over repetitions.
 
     `by` defaults to the configuration columns present in `df`. The result has
@@ -115,9 +136,15 @@ class Roofline:
         return float(self.value)
 
 
-def roofline(df: pd.DataFrame | None = None, *, ndevs: int | None = None, metric: str = "iops",
-             constant: float | None = None, per_device: float | None = None,
-             method: str | None = None) -> Roofline:
+def roofline(
+    df: pd.DataFrame | None = None,
+    *,
+    ndevs: int | None = None,
+    metric: str = "iops",
+    constant: float | None = None,
+    per_device: float | None = None,
+    method: str | None = None,
+) -> Roofline:
     """The roofline for `ndevs` devices.
 
     Published method (default): the maximum `metric` of any single run with one
@@ -132,8 +159,12 @@ def roofline(df: pd.DataFrame | None = None, *, ndevs: int | None = None, metric
     if per_device is not None:
         if ndevs is None or ndevs < 1:
             raise ValueError(f"roofline: per_device needs ndevs >= 1, got {ndevs}")
-        return Roofline(float(per_device) * ndevs, method or f"{per_device:,.0f} per device x {ndevs} devices",
-                        float(per_device), int(ndevs))
+        return Roofline(
+            float(per_device) * ndevs,
+            method or f"{per_device:,.0f} per device x {ndevs} devices",
+            float(per_device),
+            int(ndevs),
+        )
     if df is None or ndevs is None:
         raise ValueError("roofline: give records (df) and ndevs, or a constant")
     if ndevs < 1:
@@ -145,8 +176,15 @@ def roofline(df: pd.DataFrame | None = None, *, ndevs: int | None = None, metric
     return Roofline(per_dev * ndevs, f"max single-device {metric} x {ndevs} devices", per_dev, int(ndevs))
 
 
-def saturation(agg: pd.DataFrame, x: str, roof: float | Roofline, *, mean: str = "iops_mean",
-               by: Sequence[str] = (), fraction: float = SATURATION_FRACTION) -> pd.DataFrame:
+def saturation(
+    agg: pd.DataFrame,
+    x: str,
+    roof: float | Roofline,
+    *,
+    mean: str = "iops_mean",
+    by: Sequence[str] = (),
+    fraction: float = SATURATION_FRACTION,
+) -> pd.DataFrame:
     """Smallest `x` whose mean reaches ``fraction * roof``, per group of `by`.
 
     Returns one row per group with ``saturating_x`` (None when never reached),
@@ -183,8 +221,7 @@ def _py(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
-def compare(published: pd.DataFrame, ours: pd.DataFrame, on: Sequence[str],
-            metric: str = "iops_mean") -> pd.DataFrame:
+def compare(published: pd.DataFrame, ours: pd.DataFrame, on: Sequence[str], metric: str = "iops_mean") -> pd.DataFrame:
     """Published vs reproduced means for the configurations in `on`.
 
     Outer join on `on`: a configuration present on one side only keeps its row
@@ -216,7 +253,11 @@ def per_io_cost_ns(df: pd.DataFrame) -> pd.Series:
     """CPU time per I/O in ns, per record: measured CPU time (cpu_usage, percent of one CPU)
     over completed I/Os. Where a record has no cpu_usage, one busy core per worker thread
     (ncpus x 100 %) is assumed, as for busy-polling engines."""
-    usage = pd.to_numeric(df["cpu_usage"], errors="coerce") if "cpu_usage" in df else pd.Series(float("nan"), index=df.index)
+    usage = (
+        pd.to_numeric(df["cpu_usage"], errors="coerce")
+        if "cpu_usage" in df
+        else pd.Series(float("nan"), index=df.index)
+    )
     usage = usage.fillna(df["ncpus"].astype(float) * 100.0)
     return usage / 100.0 * 1e9 / df["iops"].astype(float)
 
@@ -264,15 +305,15 @@ def hyperfine_summary(df: pd.DataFrame) -> pd.DataFrame:
             d[c] = float("nan")
     by = [c for c in ("host", "tool", "digest", "io", "threads", "qdepth") if c in d.columns]
     g = d.groupby(by, dropna=False)
-    out = g["runtime_s"].agg(mean_s="mean", std_s=lambda x: x.std(ddof=1), min_s="min", max_s="max",
-                             runs="count")
+    out = g["runtime_s"].agg(mean_s="mean", std_s=lambda x: x.std(ddof=1), min_s="min", max_s="max", runs="count")
     out["user_s"] = g["user_s"].mean()
     out["system_s"] = g["system_s"].mean()
     return out.reset_index()[by + list(HYPERFINE_COLUMNS) + ["runs"]]
 
 
-def seed_layout(ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str = "file",
-                pm: str | None = None) -> pd.DataFrame:
+def seed_layout(
+    ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str = "file", pm: str | None = None
+) -> pd.DataFrame:
     """One table per digest in the seed's layout: a row per queue depth, and for each source (the
     seed's laptop and server with ``io`` = file or nbd, then each of our series) the columns mean,
     σ, user and system in seconds. ``ours`` is hyperfine_summary() of our records (one host).
@@ -282,8 +323,9 @@ def seed_layout(ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str 
     parts = {}
     for machine, g in seed[(seed["digest"] == digest) & (seed["io"] == io)].groupby("system"):
         thr = g["threads"].dropna()
-        label = f"seed: {machine}, {'NBD' if io == 'nbd' else 'file'}" + (f", {int(thr.iloc[0])} threads"
-                                                                          if len(thr) else "")
+        label = f"seed: {machine}, {'NBD' if io == 'nbd' else 'file'}" + (
+            f", {int(thr.iloc[0])} threads" if len(thr) else ""
+        )
         parts[label] = g.set_index("qdepth")[cols]
     for (io_o, thr), g in ours[ours["digest"] == digest].groupby(["io", "threads"]):
         parts[f"ours: {io_o}, {int(thr)} thread{'s' if int(thr) != 1 else ''}"] = g.set_index("qdepth")[cols]
@@ -292,8 +334,11 @@ def seed_layout(ours: pd.DataFrame, seed: pd.DataFrame, digest: str, *, io: str 
     if pm:
         for k, t in parts.items():
             t = t.copy()
-            t.insert(0, "mean_pm_std_s", [f"{m:{pm}} ± {sd:{pm}}" if sd == sd else f"{m:{pm}}"
-                                          for m, sd in zip(t["mean_s"], t["std_s"])])
+            t.insert(
+                0,
+                "mean_pm_std_s",
+                [f"{m:{pm}} ± {sd:{pm}}" if sd == sd else f"{m:{pm}}" for m, sd in zip(t["mean_s"], t["std_s"])],
+            )
             parts[k] = t.drop(columns=["mean_s", "std_s"])
     table = pd.concat(parts, axis=1).sort_index()
     table.index.name = "qdepth"
@@ -330,8 +375,9 @@ def blksum_speedups(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
     pub = published_speedups(seed)
     pub["series"] = "seed: " + pub["series"]
     cols = ["digest", "qdepth", "speedup", "series"]
-    return pd.concat([ours[cols].assign(source="ours"), pub[cols].assign(source="published (seed 002)")],
-                     ignore_index=True)
+    return pd.concat(
+        [ours[cols].assign(source="ours"), pub[cols].assign(source="published (seed 002)")], ignore_index=True
+    )
 
 
 def blksum_best(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
@@ -341,24 +387,37 @@ def blksum_best(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
     for (digest, io, thr), g in agg_ours.groupby(["digest", "io", "threads"]):
         best = g.loc[g["runtime_s_mean"].idxmin()]
         q1 = g.loc[g["qdepth"] == 1, "runtime_s_mean"]
-        rows.append({"source": "ours", "digest": digest, "series": f"{io}, {int(thr)} thread(s)",
-                     "qdepth": int(best["qdepth"]), "time_s": float(best["runtime_s_mean"]),
-                     "mibs": float(best.get("mibs_mean", float("nan"))),
-                     "speedup": float(q1.iloc[0]) / float(best["runtime_s_mean"]) if len(q1) else float("nan")})
+        rows.append(
+            {
+                "source": "ours",
+                "digest": digest,
+                "series": f"{io}, {int(thr)} thread(s)",
+                "qdepth": int(best["qdepth"]),
+                "time_s": float(best["runtime_s_mean"]),
+                "mibs": float(best.get("mibs_mean", float("nan"))),
+                "speedup": float(q1.iloc[0]) / float(best["runtime_s_mean"]) if len(q1) else float("nan"),
+            }
+        )
     for (system, io, digest), g in seed.groupby(["system", "io", "digest"]):
         best = g.loc[g["mean_s"].idxmin()]
         q1 = g.loc[g["qdepth"] == 1, "mean_s"]
         thr = best.get("threads")
-        rows.append({"source": "seed", "digest": digest,
-                     "series": f"{system}, {'NBD' if io == 'nbd' else 'file'}"
-                               + (f", {int(thr)} threads" if thr == thr and thr is not None else ""),
-                     "qdepth": int(best["qdepth"]), "time_s": float(best["mean_s"]), "mibs": float("nan"),
-                     "speedup": float(q1.iloc[0]) / float(best["mean_s"]) if len(q1) else float("nan")})
+        rows.append(
+            {
+                "source": "seed",
+                "digest": digest,
+                "series": f"{system}, {'NBD' if io == 'nbd' else 'file'}"
+                + (f", {int(thr)} threads" if thr == thr and thr is not None else ""),
+                "qdepth": int(best["qdepth"]),
+                "time_s": float(best["mean_s"]),
+                "mibs": float("nan"),
+                "speedup": float(q1.iloc[0]) / float(best["mean_s"]) if len(q1) else float("nan"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def original_ratio(agg: pd.DataFrame, original_tool: str = "blksum", ours_tool: str = "nvmelab-blksum"
-                   ) -> pd.DataFrame:
+def original_ratio(agg: pd.DataFrame, original_tool: str = "blksum", ours_tool: str = "nvmelab-blksum") -> pd.DataFrame:
     """Time of the original blksum over ours (psync), per digest and threads (rows) and queue depth
     (columns "Q1", ...); empty when no original runs are recorded."""
     orig = agg[agg["tool"] == original_tool]
@@ -393,8 +452,21 @@ def vram_summary(df: pd.DataFrame) -> pd.DataFrame:
     ok = df[df["status"] == "ok"].copy() if "status" in df.columns else df.copy()
     ok["fraction_value"] = ok["fraction"].map(_fraction_value)
     keys = ["rw", "fraction", "fraction_value", "config", "config_key", "ndevs", "cache", "policy"]
-    cols = [c for c in ("mibs", "device_mibs", "iops", "runtime_s", "hit_ratio", "unused", "clean", "dirty",
-                        "mean_request_bytes") if c in ok.columns]
+    cols = [
+        c
+        for c in (
+            "mibs",
+            "device_mibs",
+            "iops",
+            "runtime_s",
+            "hit_ratio",
+            "unused",
+            "clean",
+            "dirty",
+            "mean_request_bytes",
+        )
+        if c in ok.columns
+    ]
     g = ok.groupby(keys, dropna=False)[cols]
     out = g.mean().add_suffix("_mean").join(g.std(ddof=0).add_suffix("_std")).reset_index()
     out["lo"] = out["mibs_mean"] - out["mibs_std"]
@@ -409,9 +481,19 @@ def vram_per_device(df: pd.DataFrame) -> pd.DataFrame:
     ok = df[df["status"] == "ok"] if "status" in df.columns else df
     for r in ok.itertuples():
         for d in r.per_device:
-            rows.append({"config": r.config, "workload": r.rw, "fraction": r.fraction, "ndevs": r.ndevs,
-                         "cache": r.cache, "repetition": r.repetition, "dev": d["dev"],
-                         "read_mibs": d["read_mibs"], "write_mibs": d["write_mibs"]})
+            rows.append(
+                {
+                    "config": r.config,
+                    "workload": r.rw,
+                    "fraction": r.fraction,
+                    "ndevs": r.ndevs,
+                    "cache": r.cache,
+                    "repetition": r.repetition,
+                    "dev": d["dev"],
+                    "read_mibs": d["read_mibs"],
+                    "write_mibs": d["write_mibs"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -428,28 +510,45 @@ def vram_device_rates(dev: pd.DataFrame, ndevs: int | None = None) -> pd.DataFra
     """Mean read and write MiB/s per device of the largest array (or `ndevs`), per workload,
     budget and cache."""
     top = int(dev["ndevs"].max()) if ndevs is None else ndevs
-    return (dev[dev["ndevs"] == top].groupby(["workload", "fraction", "cache", "dev"])[["read_mibs", "write_mibs"]]
-            .mean().reset_index())
+    return (
+        dev[dev["ndevs"] == top]
+        .groupby(["workload", "fraction", "cache", "dev"])[["read_mibs", "write_mibs"]]
+        .mean()
+        .reset_index()
+    )
 
 
 def vram_device_spread(rates: pd.DataFrame) -> pd.DataFrame:
     """Per workload, budget and cache: mean, least and most busy device's read and write MiB/s
     (columns read_mean, read_min, read_max, write_mean, ...), from vram_device_rates."""
-    return rates.groupby(["workload", "fraction", "cache"]).agg(
-        read_mean=("read_mibs", "mean"), read_min=("read_mibs", "min"), read_max=("read_mibs", "max"),
-        write_mean=("write_mibs", "mean"), write_min=("write_mibs", "min"), write_max=("write_mibs", "max"),
-    ).reset_index()
+    return (
+        rates.groupby(["workload", "fraction", "cache"])
+        .agg(
+            read_mean=("read_mibs", "mean"),
+            read_min=("read_mibs", "min"),
+            read_max=("read_mibs", "max"),
+            write_mean=("write_mibs", "mean"),
+            write_min=("write_mibs", "min"),
+            write_max=("write_mibs", "max"),
+        )
+        .reset_index()
+    )
 
 
 def vram_line_states(agg: pd.DataFrame, bcache: pd.DataFrame) -> pd.DataFrame:
     """Shares of unused, clean and dirty cache lines: ours (mean over each run, per configuration)
     and the seed's bcache reading (data/reference seed003_bcache), columns who, state, share."""
     ca = agg[agg["cache"] != "none"]
-    states = ca.melt(id_vars=["config", "rw", "fraction"], value_vars=["unused_mean", "clean_mean", "dirty_mean"],
-                     var_name="state", value_name="share")
+    states = ca.melt(
+        id_vars=["config", "rw", "fraction"],
+        value_vars=["unused_mean", "clean_mean", "dirty_mean"],
+        var_name="state",
+        value_name="share",
+    )
     states["state"] = states["state"].str.replace("_mean", "")
-    states["who"] = ("ours: " + states["rw"] + ", " + states["config"].str.replace("RAID-0 ", "") + ", "
-                     + states["fraction"])
+    states["who"] = (
+        "ours: " + states["rw"] + ", " + states["config"].str.replace("RAID-0 ", "") + ", " + states["fraction"]
+    )
     bc = bcache[bcache["stat"].isin(["unused", "clean", "dirty"])]
     seed = pd.DataFrame({"who": "seed 003: bcache on vRAM", "state": bc["stat"], "share": bc["number"] / 100.0})
     return pd.concat([states[["who", "state", "share"]], seed], ignore_index=True)
@@ -474,8 +573,9 @@ def _stated(statements: pd.DataFrame, setup: str, quantity: str) -> float:
     return float(sel["number"].iloc[0])
 
 
-def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame, disk: pd.DataFrame, statements: pd.DataFrame,
-                       bcache: pd.DataFrame) -> dict[str, Any]:
+def vram_seed_findings(
+    agg: pd.DataFrame, dev: pd.DataFrame, disk: pd.DataFrame, statements: pd.DataFrame, bcache: pd.DataFrame
+) -> dict[str, Any]:
     """Seed 003's conclusions set against our records (``vram_summary`` and ``vram_per_device`` tables).
 
     Returns scalars only (numbers and short verdict phrases) for the chapter's prose: the
@@ -515,12 +615,16 @@ def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame, disk: pd.DataFrame,
     out["seed_stick_spread"] = float(sticks["read_bytes_s"].max() / sticks["read_bytes_s"].min())
     d = dev[(dev["ndevs"] == top) & (dev["cache"] == "none")]
     per = d.groupby(["workload", "fraction", "dev"])["read_mibs"].mean().reset_index()
-    spread = per.groupby(["workload", "fraction"])["read_mibs"].agg(lambda x: x.max() / x.min() if x.min() > 0
-                                                                  else float("nan"))
+    spread = per.groupby(["workload", "fraction"])["read_mibs"].agg(
+        lambda x: x.max() / x.min() if x.min() > 0 else float("nan")
+    )
     out["stripe_spread_max"] = float(spread.max())
     out["balanced_spread"] = BALANCED_SPREAD
-    out["stripe_balance"] = ("evenly loaded, like the seed's" if out["stripe_spread_max"] <= BALANCED_SPREAD
-                             else "less evenly loaded than the seed's")
+    out["stripe_balance"] = (
+        "evenly loaded, like the seed's"
+        if out["stripe_spread_max"] <= BALANCED_SPREAD
+        else "less evenly loaded than the seed's"
+    )
     # ZFS against mdadm in the seed's own tables (whole devices only)
     zfs = whole[(whole["setup"] == "zfs-swap") & whole["device"].str.startswith("nvme")]
     out["seed_zfs_read_ratio"] = float(sticks["read_bytes_s"].mean() / zfs["read_bytes_s"].mean())
@@ -530,9 +634,11 @@ def vram_seed_findings(agg: pd.DataFrame, dev: pd.DataFrame, disk: pd.DataFrame,
     out["seed_iowait_zfs"] = _stated(statements, "zfs-swap", "io_wait")
     # the cache at equal budget, per workload
     host = agg[agg["cache"] == "host"]
-    cmp = host.merge(nc[nc["ndevs"] == host["ndevs"].max()][["rw", "fraction", "mibs_mean",
-                                                            "mean_request_bytes_mean"]],
-                     on=["rw", "fraction"], suffixes=("", "_nocache"))
+    cmp = host.merge(
+        nc[nc["ndevs"] == host["ndevs"].max()][["rw", "fraction", "mibs_mean", "mean_request_bytes_mean"]],
+        on=["rw", "fraction"],
+        suffixes=("", "_nocache"),
+    )
     cmp["gain"] = cmp["mibs_mean"] / cmp["mibs_mean_nocache"]
     cmp["req_ratio"] = cmp["mean_request_bytes_mean"] / cmp["mean_request_bytes_mean_nocache"]
     out["cache_gain_min"] = float(cmp["gain"].min()) if len(cmp) else None
@@ -564,8 +670,7 @@ def vram_gpu_status(agg: pd.DataFrame, here_ok: bool, here_why: str) -> str:
     if n:
         return f"the records hold {n} GPU-memory cache configuration(s), shown beside the host-memory ones"
     here = f"this host has one ({here_why})" if here_ok else f"this host has none either ({here_why})"
-    return ("the records hold no GPU-memory cache runs: the host that made them had no usable GPU, and "
-            + here)
+    return "the records hold no GPU-memory cache runs: the host that made them had no usable GPU, and " + here
 
 
 # --- the CPU side of CPU-initiated I/O (study cpu_submit; seed 004's host variables) ----------
@@ -580,8 +685,7 @@ HOST_VARIABLE_CHANGES = (
     ("powersave governor (C)", "governor", "governor", "powersave", "performance", {}, "powersave"),
     ("turbo off (C)", "turbo", "turbo", 0, 1, {}, "turbo_off"),
     ("SMT off (C)", "smt", "smt", 0, 1, {}, "smt_off"),
-    ("SMT off, userspace governor at a fixed clock (C)", None, "fixed_freq", None, None, {},
-     "smt_off_userspace_3ghz"),
+    ("SMT off, userspace governor at a fixed clock (C)", None, "fixed_freq", None, None, {}, "smt_off_userspace_3ghz"),
 )
 
 
@@ -601,15 +705,28 @@ def with_cpu_samples(df: pd.DataFrame, records: Iterable[dict[str, Any]]) -> pd.
     keys = [k for k in ("run_key", "results_host") if k in df.columns]
     if "run_key" not in keys:
         raise ValueError("with_cpu_samples: df has no run_key column")
-    rows = [{**{k: r.get(k) for k in keys}, "freq_khz": freq_khz(r.get("cpu_freqs")),
-             "logical_cpus": len(r.get("cpus") or []) or float("nan")} for r in records]
+    rows = [
+        {
+            **{k: r.get(k) for k in keys},
+            "freq_khz": freq_khz(r.get("cpu_freqs")),
+            "logical_cpus": len(r.get("cpus") or []) or float("nan"),
+        }
+        for r in records
+    ]
     samples = pd.DataFrame(rows, columns=keys + ["freq_khz", "logical_cpus"]).drop_duplicates(keys)
     return df.drop(columns=[c for c in ("freq_khz", "logical_cpus") if c in df.columns]).merge(
-        samples, on=keys, how="left")
+        samples, on=keys, how="left"
+    )
 
 
-def sweep_change_table(df: pd.DataFrame, x: str, baseline: Any, *, by: Sequence[str] = ("backend",),
-                       metrics: Sequence[str] = ("iops", "cpu_usage", "freq_khz")) -> pd.DataFrame:
+def sweep_change_table(
+    df: pd.DataFrame,
+    x: str,
+    baseline: Any,
+    *,
+    by: Sequence[str] = ("backend",),
+    metrics: Sequence[str] = ("iops", "cpu_usage", "freq_khz"),
+) -> pd.DataFrame:
     """One sweep of our records: per `by` group and `x` value, the means (population std) of
     `metrics`, ``iops_per_core_mean``/``_std`` (IOPS over the run's physical cores, ``ncpus``) and
     ``change``, the relative change of ``iops_mean`` against the row whose `x` is `baseline` in the
@@ -625,8 +742,15 @@ def sweep_change_table(df: pd.DataFrame, x: str, baseline: Any, *, by: Sequence[
     return agg
 
 
-def one_factor_change(df: pd.DataFrame, var: str, new: Any, old: Any, *, fixed: dict[str, Any] | None = None,
-                      by: Sequence[str] = ("backend",)) -> pd.DataFrame:
+def one_factor_change(
+    df: pd.DataFrame,
+    var: str,
+    new: Any,
+    old: Any,
+    *,
+    fixed: dict[str, Any] | None = None,
+    by: Sequence[str] = ("backend",),
+) -> pd.DataFrame:
     """Mean IOPS with `var` at `old` and at `new` (other columns in `fixed` held), per `by` group,
     and their relative ``change``; only groups that have both values appear."""
     cols = list(by) + ["old_iops", "new_iops", "change"]
@@ -653,13 +777,24 @@ def host_control_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     for r in records:
         host = r.get("results_host") or (r.get("provenance") or {}).get("host")
         for var, c in (r.get("host_control") or {}).items():
-            rows[(host, var)] = {"host": host, "variable": var, "found": c.get("found"),
-                                 "settable": bool(c.get("settable")), "why": c.get("why") or ""}
+            rows[(host, var)] = {
+                "host": host,
+                "variable": var,
+                "found": c.get("found"),
+                "settable": bool(c.get("settable")),
+                "why": c.get("why") or "",
+            }
     return pd.DataFrame(list(rows.values()), columns=["host", "variable", "found", "settable", "why"])
 
 
-def host_variable_comparison(sweeps: dict[str, pd.DataFrame], seed_ad: pd.DataFrame, seed_hv: pd.DataFrame,
-                             control: pd.DataFrame, *, by: str = "backend") -> pd.DataFrame:
+def host_variable_comparison(
+    sweeps: dict[str, pd.DataFrame],
+    seed_ad: pd.DataFrame,
+    seed_hv: pd.DataFrame,
+    control: pd.DataFrame,
+    *,
+    by: str = "backend",
+) -> pd.DataFrame:
     """Seed 004's host-variable changes beside ours: one row per entry of HOST_VARIABLE_CHANGES,
     ``published`` (relative change computed from seed 004's IOPS: the A-D table, or the
     condition's table against the A-D value of C), one column of our change per `by` value, and
@@ -668,8 +803,9 @@ def host_variable_comparison(sweeps: dict[str, pd.DataFrame], seed_ad: pd.DataFr
     `seed_ad`/`seed_hv` as nvmelab.results.reference loads them."""
     groups = sorted({g for d in sweeps.values() if by in d.columns for g in d[by].dropna().unique()})
     ad = seed_ad.set_index("id")["iops"]
-    why = ({} if control.empty else
-           control.drop_duplicates("variable", keep="last").set_index("variable")["why"].to_dict())
+    why = (
+        {} if control.empty else control.drop_duplicates("variable", keep="last").set_index("variable")["why"].to_dict()
+    )
     rows = []
     for name, sweep, var, new, old, fixed, seed in HOST_VARIABLE_CHANGES:
         if isinstance(seed, tuple):
@@ -679,8 +815,11 @@ def host_variable_comparison(sweeps: dict[str, pd.DataFrame], seed_ad: pd.DataFr
             pub = float(hv["iops"].iloc[0]) / ad["C"] - 1 if len(hv) == 1 else float("nan")
         row: dict[str, Any] = {"change": name, "published": pub}
         frame = sweeps.get(sweep) if sweep else None
-        got = (one_factor_change(frame, var, new, old, fixed=fixed, by=[by])
-               if frame is not None and new is not None else None)
+        got = (
+            one_factor_change(frame, var, new, old, fixed=fixed, by=[by])
+            if frame is not None and new is not None
+            else None
+        )
         for g in groups:
             hit = got[got[by] == g] if got is not None else None
             row[g] = float(hit["change"].iloc[0]) if hit is not None and len(hit) else float("nan")
@@ -688,11 +827,14 @@ def host_variable_comparison(sweeps: dict[str, pd.DataFrame], seed_ad: pd.DataFr
         if new is None:
             note = "not a parameter of our sweep (no fixed-frequency setting)"
         elif not groups or any(np.isnan(row[g]) for g in groups):
-            note = (why.get("thr_sib") if siblings and why.get("thr_sib") else why.get(var)) or \
-                "no runs of this change in the records"
+            note = (
+                why.get("thr_sib") if siblings and why.get("thr_sib") else why.get(var)
+            ) or "no runs of this change in the records"
         elif siblings and why.get("thr_sib"):
-            note = (f"{why['thr_sib']}: thr_sib=1 ran on the same CPUs as thr_sib=0, so this difference is "
-                    "run-to-run variation, not an effect of siblings")
+            note = (
+                f"{why['thr_sib']}: thr_sib=1 ran on the same CPUs as thr_sib=0, so this difference is "
+                "run-to-run variation, not an effect of siblings"
+            )
         else:
             note = ""
         row["note"] = note
@@ -721,12 +863,17 @@ def polling_share(df: pd.DataFrame) -> pd.Series:
     """Per run, the share of its cores the engine actually got: ``cpu_usage`` (percent of one CPU) over
     ``ncpus`` x 100 %. Meaningful for busy-polling engines (the nvmelab driver), where it should be
     close to 1; NaN where a record has no cpu_usage."""
-    usage = pd.to_numeric(df["cpu_usage"], errors="coerce") if "cpu_usage" in df else pd.Series(float("nan"), index=df.index)
+    usage = (
+        pd.to_numeric(df["cpu_usage"], errors="coerce")
+        if "cpu_usage" in df
+        else pd.Series(float("nan"), index=df.index)
+    )
     return usage / (df["ncpus"].astype(float) * 100.0)
 
 
-def most_practical_configuration(table: pd.DataFrame, *, threads: str = "total_cuda_threads",
-                                 qdepth: str = "min_qdepth", reached: str = "reached") -> pd.Series:
+def most_practical_configuration(
+    table: pd.DataFrame, *, threads: str = "total_cuda_threads", qdepth: str = "min_qdepth", reached: str = "reached"
+) -> pd.Series:
     """Of the configurations that saturated (`reached`), the one that needs the fewest threads and,
     among those, the smallest per-queue depth (fewer commands in flight per queue); the published
     chapters call this the most practical configuration."""

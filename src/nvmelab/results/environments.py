@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The environments that produced the committed results, read from record provenance.
 
 Every record under ``data/results/<study>/<host>/`` carries a ``provenance`` object
@@ -15,13 +16,15 @@ Caveat: nothing here is measured; it only reports what the records say. A field
 that no record of a host names is shown as unknown, never guessed. Records that
 disagree within one host (two kernels, say) are all listed.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import os
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .records import load_records, validate
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A device model fitted to a few named published points and judged on all the others.
 
 The model (``MODEL_VERSION``) has nine numbers, each fitted by code from the calibration points
@@ -37,13 +38,14 @@ Key functions:
     emu_query(params)           the emulator's URI overrides that would use the fitted parameters
 Run ``python -m nvmelab.results.model`` to (re)write data/results/model/validation.csv.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -65,8 +67,18 @@ NDEVS_CUDA = 16
 #: Where validate() writes by default (relative to the data folder).
 VALIDATION_PATH = Path("results") / "model" / "validation.csv"
 #: Columns of validation.csv, in order.
-VALIDATION_COLUMNS = ["study", "point_id", "role", "published", "predicted", "rel_error", "model_version",
-                      "quantity", "unit", "note"]
+VALIDATION_COLUMNS = [
+    "study",
+    "point_id",
+    "role",
+    "published",
+    "predicted",
+    "rel_error",
+    "model_version",
+    "quantity",
+    "unit",
+    "note",
+]
 #: Settings of the CPU-initiated headline rows (seed 004) the model covers; the others vary CPU
 #: frequency or SMT, which the model has no term for (see not_predicted()).
 _HEADLINE_CPU = {
@@ -85,13 +97,16 @@ MISSING_MECHANISMS = {
         "device's queues overlap perfectly, so a few shallow queues already add up to the device cap; "
         "the published sweep needed the same depth with four, eight or sixteen queues, i.e. a per-round "
         "cost that more queues do not hide (device arbitration among submission queues, or GPU-side doorbell "
-        "and polling traffic), which the model does not have"),
+        "and polling traffic), which the model does not have"
+    ),
     ("cpu_initiated", "headline/D"): (
         "CPU contention: stress-ng on the unused CPUs slows the I/O threads when their siblings are not "
-        "reserved; the model has no contention term, so it predicts no effect of stress"),
+        "reserved; the model has no contention term, so it predicts no effect of stress"
+    ),
     ("cpu_initiated", "iops/"): (
         "contention beyond ten cores: the published rate falls with 11-16 cores (upcie backend); the model "
-        "keeps the device roofline once cores suffice"),
+        "keeps the device roofline once cores suffice"
+    ),
 }
 
 
@@ -111,9 +126,13 @@ class Params:
         """One row per parameter, with its unit, for a table."""
         rows = [("dev_iops", self.dev_iops, "IOPS"), ("dev_bw", self.dev_bw / 1e9, "GB/s")]
         rows += [(f"core_rate[{b}]", v, "IOPS per core") for b, v in sorted(self.core_rate.items())]
-        rows += [("link_bw", self.link_bw / 1e9, "GB/s"), ("link_ratio", self.link_ratio, "link bytes per payload byte"),
-                 ("round_lat", self.round_lat_s * 1e6, "µs"), ("round_cmd", self.round_cmd_s * 1e9, "ns per command"),
-                 ("round_byte", self.round_byte_s * 1e12, "ps per byte")]
+        rows += [
+            ("link_bw", self.link_bw / 1e9, "GB/s"),
+            ("link_ratio", self.link_ratio, "link bytes per payload byte"),
+            ("round_lat", self.round_lat_s * 1e6, "µs"),
+            ("round_cmd", self.round_cmd_s * 1e9, "ns per command"),
+            ("round_byte", self.round_byte_s * 1e12, "ps per byte"),
+        ]
         return pd.DataFrame(rows, columns=["parameter", "value", "unit"])
 
 
@@ -142,8 +161,9 @@ def cpu_iops(p: Params, backend: str, ncpus, ndevs, iosize):
 
 # --------------------------------------------------------------------------- the points ---
 def _pt(study, point_id, quantity, unit, value, source, **config) -> dict:
-    return dict(study=study, point_id=point_id, quantity=quantity, unit=unit, published=float(value),
-                source=source, **config)
+    return dict(
+        study=study, point_id=point_id, quantity=quantity, unit=unit, published=float(value), source=source, **config
+    )
 
 
 def published_points() -> pd.DataFrame:
@@ -155,21 +175,84 @@ def published_points() -> pd.DataFrame:
     cpu = reference.published("cpu-initiated-upcie")
     src_cpu = reference.PUBLISHED_FILES["cpu-initiated-upcie"]
     for (b, n), g in cpu.groupby(["backend", "ncpus"]):
-        rows.append(_pt("cpu_initiated", f"iops/{b}/c{n}", "iops", "IOPS", g["iops"].mean(), src_cpu, backend=b,
-                        ncpus=int(n), ndevs=16, qdepth=128, iosize=512, thr_sib=0, stress=0))
+        rows.append(
+            _pt(
+                "cpu_initiated",
+                f"iops/{b}/c{n}",
+                "iops",
+                "IOPS",
+                g["iops"].mean(),
+                src_cpu,
+                backend=b,
+                ncpus=int(n),
+                ndevs=16,
+                qdepth=128,
+                iosize=512,
+                thr_sib=0,
+                stress=0,
+            )
+        )
     h = reference.headline()
     hv = lambda q, c: reference.headline_value("cpu-initiated", q, c)  # noqa: E731
-    rows.append(_pt("cpu_initiated", "device_iops_cap", "iops", "IOPS", hv("device_iops_cap", "single device max over all runs"),
-                    "headline.csv", backend="upcie", ndevs=1, iosize=512))
-    rows.append(_pt("cpu_initiated", "bandwidth/4096B-plateau", "gib_s", "GiB/s", hv("bandwidth", "4096B plateau (approx)"),
-                    "headline.csv", backend="upcie", ndevs=16, iosize=4096))
-    rows.append(_pt("cpu_initiated", "bandwidth/512B", "gib_s", "GiB/s", hv("bandwidth", "512B (approx)"),
-                    "headline.csv", backend="upcie", ndevs=16, iosize=512, ncpus=_HEADLINE_NCPUS))
+    rows.append(
+        _pt(
+            "cpu_initiated",
+            "device_iops_cap",
+            "iops",
+            "IOPS",
+            hv("device_iops_cap", "single device max over all runs"),
+            "headline.csv",
+            backend="upcie",
+            ndevs=1,
+            iosize=512,
+        )
+    )
+    rows.append(
+        _pt(
+            "cpu_initiated",
+            "bandwidth/4096B-plateau",
+            "gib_s",
+            "GiB/s",
+            hv("bandwidth", "4096B plateau (approx)"),
+            "headline.csv",
+            backend="upcie",
+            ndevs=16,
+            iosize=4096,
+        )
+    )
+    rows.append(
+        _pt(
+            "cpu_initiated",
+            "bandwidth/512B",
+            "gib_s",
+            "GiB/s",
+            hv("bandwidth", "512B (approx)"),
+            "headline.csv",
+            backend="upcie",
+            ndevs=16,
+            iosize=512,
+            ncpus=_HEADLINE_NCPUS,
+        )
+    )
     for cfg, kw in _HEADLINE_CPU.items():
         if not ((h["experiment"] == "cpu-initiated") & (h["config"] == cfg)).any():
             raise KeyError(f"headline.csv: no cpu-initiated row {cfg!r}")
-        rows.append(_pt("cpu_initiated", f"headline/{cfg[0]}", "iops", "IOPS", hv("iops", cfg), "headline.csv",
-                        backend="upcie", ncpus=_HEADLINE_NCPUS, ndevs=16, qdepth=128, iosize=512, **kw))
+        rows.append(
+            _pt(
+                "cpu_initiated",
+                f"headline/{cfg[0]}",
+                "iops",
+                "IOPS",
+                hv("iops", cfg),
+                "headline.csv",
+                backend="upcie",
+                ncpus=_HEADLINE_NCPUS,
+                ndevs=16,
+                qdepth=128,
+                iosize=512,
+                **kw,
+            )
+        )
     # PCIe saturation records (4 devices, 1 core, QD 128, P2P into GPU memory)
     pc = reference.published("pcie-bandwidth-saturation")
     src_pc = reference.PUBLISHED_FILES["pcie-bandwidth-saturation"]
@@ -180,31 +263,106 @@ def published_points() -> pd.DataFrame:
     # device-initiated, seed 000 (16 devices, 512 B)
     s0 = "seeds/seed000_statements.csv"
     for nq, qd in ((1, 128), (1, 512), (2, 128)):
-        rows.append(_pt("cuda_qdepth", f"iops/nq{nq}-qd{qd}", "iops", "IOPS",
-                        reference.cuda_value("cuda_qdepth", "iops", nqueues=str(nq), qdepth=str(qd)), s0,
-                        nqueues=nq, qdepth=qd, iosize=512, ndevs=NDEVS_CUDA))
-    rows.append(_pt("cuda_qdepth", "iops/nq>=2-plateau", "iops", "IOPS",
-                    reference.cuda_value("cuda_qdepth", "iops", nqueues=">=2", qdepth=""), s0, iosize=512, ndevs=NDEVS_CUDA))
-    rows.append(_pt("cuda_qdepth", "gain/nq2-vs-nq1-qd128", "gain_pct", "%",
-                    reference.cuda_value("cuda_qdepth", "gain_over_nqueues1", nqueues="2", qdepth="128"), s0,
-                    qdepth=128, iosize=512, ndevs=NDEVS_CUDA))
+        rows.append(
+            _pt(
+                "cuda_qdepth",
+                f"iops/nq{nq}-qd{qd}",
+                "iops",
+                "IOPS",
+                reference.cuda_value("cuda_qdepth", "iops", nqueues=str(nq), qdepth=str(qd)),
+                s0,
+                nqueues=nq,
+                qdepth=qd,
+                iosize=512,
+                ndevs=NDEVS_CUDA,
+            )
+        )
+    rows.append(
+        _pt(
+            "cuda_qdepth",
+            "iops/nq>=2-plateau",
+            "iops",
+            "IOPS",
+            reference.cuda_value("cuda_qdepth", "iops", nqueues=">=2", qdepth=""),
+            s0,
+            iosize=512,
+            ndevs=NDEVS_CUDA,
+        )
+    )
+    rows.append(
+        _pt(
+            "cuda_qdepth",
+            "gain/nq2-vs-nq1-qd128",
+            "gain_pct",
+            "%",
+            reference.cuda_value("cuda_qdepth", "gain_over_nqueues1", nqueues="2", qdepth="128"),
+            s0,
+            qdepth=128,
+            iosize=512,
+            ndevs=NDEVS_CUDA,
+        )
+    )
     mq = reference.cuda_min_qdepth("cuda_qdepth")
     for r in mq[mq["reached"]].itertuples():
-        rows.append(_pt("cuda_qdepth", f"min_qdepth/nq{r.nqueues}", "min_qdepth", "qdepth", r.min_qdepth,
-                        "seeds/seed000_min_qdepth.csv", nqueues=r.nqueues, iosize=512, ndevs=NDEVS_CUDA))
+        rows.append(
+            _pt(
+                "cuda_qdepth",
+                f"min_qdepth/nq{r.nqueues}",
+                "min_qdepth",
+                "qdepth",
+                r.min_qdepth,
+                "seeds/seed000_min_qdepth.csv",
+                nqueues=r.nqueues,
+                iosize=512,
+                ndevs=NDEVS_CUDA,
+            )
+        )
     # device-initiated, seed 001 (16 devices, one queue each)
     s1 = "seeds/seed001_statements.csv"
     st = reference.cuda_statements("cuda_iosize")
     for r in st[st["quantity"] == "gbps"].itertuples():
-        rows.append(_pt("cuda_iosize", f"gbps/s{int(r.iosize_bytes)}-qd{r.qdepth}", "gbps", "GB/s", r.number, s1,
-                        nqueues=1, qdepth=int(r.qdepth), iosize=int(r.iosize_bytes), ndevs=NDEVS_CUDA))
+        rows.append(
+            _pt(
+                "cuda_iosize",
+                f"gbps/s{int(r.iosize_bytes)}-qd{r.qdepth}",
+                "gbps",
+                "GB/s",
+                r.number,
+                s1,
+                nqueues=1,
+                qdepth=int(r.qdepth),
+                iosize=int(r.iosize_bytes),
+                ndevs=NDEVS_CUDA,
+            )
+        )
     ceil = st[(st["quantity"] == "practical_ceiling") & st["number_high"].notna()].iloc[0]
-    rows.append(_pt("cuda_iosize", "gbps/practical-ceiling", "gbps", "GB/s", (ceil.number + ceil.number_high) / 2, s1,
-                    nqueues=1, ndevs=NDEVS_CUDA))
+    rows.append(
+        _pt(
+            "cuda_iosize",
+            "gbps/practical-ceiling",
+            "gbps",
+            "GB/s",
+            (ceil.number + ceil.number_high) / 2,
+            s1,
+            nqueues=1,
+            ndevs=NDEVS_CUDA,
+        )
+    )
     mi = reference.cuda_min_qdepth("cuda_iosize")
     for r in mi[mi["reached"]].itertuples():
-        rows.append(_pt("cuda_iosize", f"min_qdepth/s{r.iosize}", "min_qdepth", "qdepth", r.min_qdepth,
-                        "seeds/seed001_min_qdepth.csv", nqueues=1, iosize=r.iosize, ndevs=NDEVS_CUDA))
+        rows.append(
+            _pt(
+                "cuda_iosize",
+                f"min_qdepth/s{r.iosize}",
+                "min_qdepth",
+                "qdepth",
+                r.min_qdepth,
+                "seeds/seed001_min_qdepth.csv",
+                nqueues=1,
+                iosize=r.iosize,
+                ndevs=NDEVS_CUDA,
+            )
+        )
     df = pd.DataFrame(rows)
     dup = df[df.duplicated(["study", "point_id"])]
     if not dup.empty:
@@ -238,7 +396,9 @@ def _one(points: pd.DataFrame, calib: pd.DataFrame, parameter: str) -> pd.DataFr
     return sel
 
 
-def fit_round(points: pd.DataFrame, dev_iops: float = float("inf"), link_bw: float = float("inf")) -> tuple[float, float, float]:
+def fit_round(
+    points: pd.DataFrame, dev_iops: float = float("inf"), link_bw: float = float("inf")
+) -> tuple[float, float, float]:
     """Least squares of the round time T = lat + qdepth x (cmd + size x byte) over device-initiated
     points (columns nqueues, qdepth, iosize, ndevs, quantity iops|gbps, published). Each point's
     round time is ndevs x nqueues x qdepth / IOPS. Needs three points that separate the terms;
@@ -276,8 +436,16 @@ def fit(points: pd.DataFrame | None = None, calib: pd.DataFrame | None = None) -
     lr = _one(cal, calib, "link_ratio").iloc[0]
     link_ratio = float(lr["published"] * 1e9 / link_bw)
     lat, cmd, byte = fit_round(_one(cal, calib, "round"), dev_iops, link_bw)
-    return Params(dev_iops=dev_iops, dev_bw=dev_bw, core_rate=core, link_bw=link_bw, link_ratio=link_ratio,
-                  round_lat_s=lat, round_cmd_s=cmd, round_byte_s=byte)
+    return Params(
+        dev_iops=dev_iops,
+        dev_bw=dev_bw,
+        core_rate=core,
+        link_bw=link_bw,
+        link_ratio=link_ratio,
+        round_lat_s=lat,
+        round_cmd_s=cmd,
+        round_byte_s=byte,
+    )
 
 
 # ------------------------------------------------------------------------------ predicting ---
@@ -317,8 +485,9 @@ def model_min_qdepth(p: Params, study: str, fraction: float = analysis.SATURATIO
     (analysis.saturation on the model curves); ``saturating_x`` None: not reached in the sweep."""
     if study == "cuda_qdepth":
         return analysis.saturation(qdepth_curves(p), "qdepth", ceilings(p)[study], by=["nqueues"], fraction=fraction)
-    return analysis.saturation(iosize_curves(p), "qdepth", ceilings(p)[study], mean="gbps_mean", by=["iosize"],
-                               fraction=fraction)
+    return analysis.saturation(
+        iosize_curves(p), "qdepth", ceilings(p)[study], mean="gbps_mean", by=["iosize"], fraction=fraction
+    )
 
 
 def predict(p: Params, points: pd.DataFrame) -> pd.Series:
@@ -335,8 +504,12 @@ def predict(p: Params, points: pd.DataFrame) -> pd.Series:
             else:
                 ncpus = _HEADLINE_NCPUS if np.isnan(r.ncpus) else r.ncpus
                 x = float(cpu_iops(p, r.backend, ncpus, r.ndevs, r.iosize))
-                v = {"iops": x, "gib_s": x * r.iosize / 2**30, "gbps": x * r.iosize / 1e9,
-                     "link_gbps": x * r.iosize / 1e9 * p.link_ratio}[r.quantity]
+                v = {
+                    "iops": x,
+                    "gib_s": x * r.iosize / 2**30,
+                    "gbps": x * r.iosize / 1e9,
+                    "link_gbps": x * r.iosize / 1e9 * p.link_ratio,
+                }[r.quantity]
         elif r.quantity == "min_qdepth":
             t = mq[st]
             key = "nqueues" if st == "cuda_qdepth" else "iosize"
@@ -362,8 +535,10 @@ def _note(study: str, pid: str, err: float) -> str:
     for (s, prefix), text in MISSING_MECHANISMS.items():
         if s == study and pid.startswith(prefix):
             return text
-    raise ValueError(f"{study} {pid}: |error| {abs(err):.0%} > {EXPLAIN_ABOVE:.0%} and no mechanism names why "
-                     "(add it to MISSING_MECHANISMS)")
+    raise ValueError(
+        f"{study} {pid}: |error| {abs(err):.0%} > {EXPLAIN_ABOVE:.0%} and no mechanism names why "
+        "(add it to MISSING_MECHANISMS)"
+    )
 
 
 def validate(p: Params | None = None) -> pd.DataFrame:
@@ -378,8 +553,9 @@ def validate(p: Params | None = None) -> pd.DataFrame:
     df["predicted"] = predict(p, df)
     df["rel_error"] = (df["predicted"] - df["published"]) / df["published"]
     df["model_version"] = MODEL_VERSION
-    df["note"] = [_note(s, i, e) if r == "held_out" else "" for s, i, e, r in
-                  zip(df.study, df.point_id, df.rel_error, df.role)]
+    df["note"] = [
+        _note(s, i, e) if r == "held_out" else "" for s, i, e, r in zip(df.study, df.point_id, df.rel_error, df.role)
+    ]
     df = df.sort_values(["study", "role", "point_id"], key=lambda c: c.map(_natural) if c.name == "point_id" else c)
     return df[VALIDATION_COLUMNS].reset_index(drop=True)
 
@@ -395,7 +571,8 @@ def summary(df: pd.DataFrame) -> dict:
     h = df[df["role"] == "held_out"]
     err = h["rel_error"].abs()
     return {
-        "n_held_out": int(len(h)), "n_calibration": int((df["role"] == "calibration").sum()),
+        "n_held_out": int(len(h)),
+        "n_calibration": int((df["role"] == "calibration").sum()),
         "studies": sorted(h["study"].unique()),
         "median_abs_rel_error": float(err.median()),
         "median_by_study": {s: float(g["rel_error"].abs().median()) for s, g in h.groupby("study")},
@@ -409,9 +586,16 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for study, g in list(df.groupby("study")) + [("all studies", df)]:
         h = g[g["role"] == "held_out"]["rel_error"].abs()
-        rows.append({"study": study, "calibration": int((g["role"] == "calibration").sum()), "held_out": len(h),
-                     "median_abs_error": float(h.median()), "max_abs_error": float(h.max()),
-                     "over": int((h > EXPLAIN_ABOVE).sum())})
+        rows.append(
+            {
+                "study": study,
+                "calibration": int((g["role"] == "calibration").sum()),
+                "held_out": len(h),
+                "median_abs_error": float(h.median()),
+                "max_abs_error": float(h.max()),
+                "over": int((h > EXPLAIN_ABOVE).sum()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -424,8 +608,15 @@ def bound_checks(p: Params) -> pd.DataFrame:
         mod = model_min_qdepth(p, study).set_index(key)["saturating_x"]
         for r in pub[~pub["reached"]].itertuples():
             m = mod.get(getattr(r, key))
-            rows.append({"study": study, key: getattr(r, key), "published": f"> {r.min_qdepth}",
-                         "model": "not reached" if m is None else str(m), "agrees": m is None})
+            rows.append(
+                {
+                    "study": study,
+                    key: getattr(r, key),
+                    "published": f"> {r.min_qdepth}",
+                    "model": "not reached" if m is None else str(m),
+                    "agrees": m is None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -438,12 +629,16 @@ def min_qdepth_table(p: Params, study: str) -> pd.DataFrame:
     rows = []
     for r in pub.itertuples():
         m = mod.get(getattr(r, key))
-        rows.append({key: getattr(r, key),
-                     "published_min_qdepth": (str(r.min_qdepth) if r.reached else f"> {r.min_qdepth}"),
-                     "published_threads": (str(r.total_cuda_threads) if r.reached else f"> {r.total_cuda_threads}"),
-                     "model_min_qdepth": "not reached" if m is None else str(m),
-                     "model_threads": "–" if m is None else str(int(m) * per(r)),
-                     "rel_error": (float("nan") if (m is None or not r.reached) else (m - r.min_qdepth) / r.min_qdepth)})
+        rows.append(
+            {
+                key: getattr(r, key),
+                "published_min_qdepth": (str(r.min_qdepth) if r.reached else f"> {r.min_qdepth}"),
+                "published_threads": (str(r.total_cuda_threads) if r.reached else f"> {r.total_cuda_threads}"),
+                "model_min_qdepth": "not reached" if m is None else str(m),
+                "model_threads": "–" if m is None else str(int(m) * per(r)),
+                "rel_error": (float("nan") if (m is None or not r.reached) else (m - r.min_qdepth) / r.min_qdepth),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -458,13 +653,24 @@ def not_predicted() -> pd.DataFrame:
     """Published points of the same kinds that the model does not predict, and why."""
     h = reference.headline()
     cpu = h[(h["experiment"] == "cpu-initiated") & (h["quantity"] == "iops") & ~h["config"].isin(_HEADLINE_CPU)]
-    rows = [{"study": "cpu_initiated", "point": f"headline: {c}", "why":
-             "CPU frequency or SMT setting; the per-core rate is calibrated at the performance governor with "
-             "turbo and SMT on, and the model has no frequency term"} for c in cpu["config"]]
-    rows.append({"study": "tool_comparison", "point": "all 20 stack x core means", "why":
-                 "thread siblings used: going from 1 to 2 cores adds a sibling thread rather than a core, and the "
-                 "published gains (x1.17 to x1.40) are not what a per-core rate predicts; the model would need a "
-                 "sibling-sharing parameter, which it does not have"})
+    rows = [
+        {
+            "study": "cpu_initiated",
+            "point": f"headline: {c}",
+            "why": "CPU frequency or SMT setting; the per-core rate is calibrated at the performance governor with "
+            "turbo and SMT on, and the model has no frequency term",
+        }
+        for c in cpu["config"]
+    ]
+    rows.append(
+        {
+            "study": "tool_comparison",
+            "point": "all 20 stack x core means",
+            "why": "thread siblings used: going from 1 to 2 cores adds a sibling thread rather than a core, and the "
+            "published gains (x1.17 to x1.40) are not what a per-core rate predicts; the model would need a "
+            "sibling-sharing parameter, which it does not have",
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -485,7 +691,11 @@ def pcie_curves(p: Params, sizes: Sequence[int] | None = None) -> pd.DataFrame:
 
 
 #: Which validation points each study's figure draws, and on which axes (x, y).
-_FIGURE_AXES = {"cuda_qdepth": ("qdepth", "iops"), "cuda_iosize": ("iosize", "gbps"), "pcie_saturation": ("iosize", "gbps")}
+_FIGURE_AXES = {
+    "cuda_qdepth": ("qdepth", "iops"),
+    "cuda_iosize": ("iosize", "gbps"),
+    "pcie_saturation": ("iosize", "gbps"),
+}
 
 
 def figure_points(df: pd.DataFrame, study: str) -> pd.DataFrame:
@@ -497,7 +707,8 @@ def figure_points(df: pd.DataFrame, study: str) -> pd.DataFrame:
     x, y = _FIGURE_AXES[study]
     pts = published_points()
     v = df[(df["study"] == study) & (df["quantity"] == y)].merge(
-        pts[["study", "point_id", "nqueues", "qdepth", "iosize"]], on=["study", "point_id"])
+        pts[["study", "point_id", "nqueues", "qdepth", "iosize"]], on=["study", "point_id"]
+    )
     v = v[v[x].notna() & v["qdepth"].notna()].copy()
     v[y] = v["published"]
     v["kind"] = v["role"].map(point_kind)
@@ -514,8 +725,10 @@ def emu_query(p: Params, *, device_initiated: bool = True) -> str:
     the round's three costs; with ``device_initiated=False`` ``bw`` is the device bandwidth cap
     (the CPU-initiated plateau) instead, because the emulator has one ``bw`` for both."""
     bw = 1 / p.round_byte_s if device_initiated else p.dev_bw
-    return (f"lat={p.round_lat_s * 1e9:.0f}ns&qiops={1 / p.round_cmd_s:.0f}&iops={p.dev_iops:.0f}"
-            f"&bw={bw:.0f}&link={p.link_bw:.0f}")
+    return (
+        f"lat={p.round_lat_s * 1e9:.0f}ns&qiops={1 / p.round_cmd_s:.0f}&iops={p.dev_iops:.0f}"
+        f"&bw={bw:.0f}&link={p.link_bw:.0f}"
+    )
 
 
 # ------------------------------------------------------------------------------------ CLI ---
@@ -539,8 +752,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     path = write_validation(args.out)
     s = summary(pd.read_csv(path))
-    sys.stdout.write(f"{path}: {s['n_held_out']} held-out points over {len(s['studies'])} studies, "
-                     f"median |error| {s['median_abs_rel_error']:.1%}, {len(s['over'])} over {EXPLAIN_ABOVE:.0%}\n")
+    sys.stdout.write(
+        f"{path}: {s['n_held_out']} held-out points over {len(s['studies'])} studies, "
+        f"median |error| {s['median_abs_rel_error']:.1%}, {len(s['over'])} over {EXPLAIN_ABOVE:.0%}\n"
+    )
     return 0
 
 

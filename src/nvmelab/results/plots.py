@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Altair figures of the studies, with the published figures' axes and series.
 
 Key functions (inputs are tables from nvmelab.results.analysis.aggregate):
@@ -14,10 +15,11 @@ published panel and ours are never mixed in one panel without a legend entry
 naming the source); emulated panels name profile and scale (`source_label`).
 Charts embed their data, so they render offline.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import altair as alt
 import pandas as pd
@@ -27,9 +29,16 @@ WIDTH = 360
 HEIGHT = 240
 #: Axis titles by column, as in the published figures.
 TITLES = {
-    "qdepth": "Queue depth", "iosize": "I/O size (bytes)", "ncpus": "Physical cores",
-    "ndevs": "Devices", "nqueues": "Queues per device", "iops": "IOPS", "mibs": "Bandwidth (MiB/s)",
-    "gbps": "Bandwidth (GB/s)", "stress": "Stress on unused CPUs", "stack": "Stack",
+    "qdepth": "Queue depth",
+    "iosize": "I/O size (bytes)",
+    "ncpus": "Physical cores",
+    "ndevs": "Devices",
+    "nqueues": "Queues per device",
+    "iops": "IOPS",
+    "mibs": "Bandwidth (MiB/s)",
+    "gbps": "Bandwidth (GB/s)",
+    "stress": "Stress on unused CPUs",
+    "stack": "Stack",
     "ns_per_io": "CPU time per I/O (ns)",
 }
 
@@ -42,12 +51,14 @@ THEME = "nvmelab"
 
 @alt.theme.register(THEME, enable=True)
 def _theme() -> alt.theme.ThemeConfig:
-    return {"config": {
-        "legend": {"labelLimit": 0, "titleLimit": 0},
-        "axis": {"labelLimit": 0, "titleLimit": 0, "labelOverlap": True},
-        "header": {"labelLimit": 0, "titleLimit": 0},
-        "title": {"limit": 0},
-    }}
+    return {
+        "config": {
+            "legend": {"labelLimit": 0, "titleLimit": 0},
+            "axis": {"labelLimit": 0, "titleLimit": 0, "labelOverlap": True},
+            "header": {"labelLimit": 0, "titleLimit": 0},
+            "title": {"limit": 0},
+        }
+    }
 
 
 alt.renderers.set_embed_options(renderer="svg", actions=False)
@@ -76,25 +87,42 @@ def _with_band(agg: pd.DataFrame, y: str) -> pd.DataFrame:
 
 def _xenc(x: str, log2: bool, ticks: Sequence | None = None) -> alt.X:
     scale = alt.Scale(type="log", base=2) if log2 else alt.Scale(zero=False)
-    axis = (alt.Axis(values=[v.item() if hasattr(v, "item") else v for v in ticks], format="~g")
-            if ticks else alt.Axis(format="~g"))
+    axis = (
+        alt.Axis(values=[v.item() if hasattr(v, "item") else v for v in ticks], format="~g")
+        if ticks
+        else alt.Axis(format="~g")
+    )
     return alt.X(f"{x}:Q", scale=scale, title=TITLES.get(x, x), axis=axis)
 
 
-def scaling_lines(agg: pd.DataFrame, x: str, y: str = "iops", *, series: str | None = None,
-                  log2: bool = False, roofline: float | None = None, roofline_label: str = "roofline",
-                  title: str = "", series_title: str | None = None,
-                  y_title: str | None = None) -> alt.LayerChart:
+def scaling_lines(
+    agg: pd.DataFrame,
+    x: str,
+    y: str = "iops",
+    *,
+    series: str | None = None,
+    log2: bool = False,
+    roofline: float | None = None,
+    roofline_label: str = "roofline",
+    title: str = "",
+    series_title: str | None = None,
+    y_title: str | None = None,
+) -> alt.LayerChart:
     """Mean of `y` vs `x` (one line per `series`), ±std band, points with tooltips, roofline rule."""
     d = _with_band(agg, y)
     # no data, no series: a colour legend without entries would be an empty box
-    color = (alt.Color(f"{series}:N", title=series_title or TITLES.get(series, series)) if series and not d.empty
-             else alt.value("#1f77b4"))
+    color = (
+        alt.Color(f"{series}:N", title=series_title or TITLES.get(series, series))
+        if series and not d.empty
+        else alt.value("#1f77b4")
+    )
     xe = _xenc(x, log2, sorted(d[x].dropna().unique()))
-    tips = [alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
-            alt.Tooltip(f"{y}_mean:Q", title=f"{TITLES.get(y, y)} (mean)", format=",.0f" if y == "iops" else ",.2f"),
-            alt.Tooltip(f"{y}_std:Q", title="std (population)", format=",.1f"),
-            alt.Tooltip("n:Q", title="repetitions")]
+    tips = [
+        alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
+        alt.Tooltip(f"{y}_mean:Q", title=f"{TITLES.get(y, y)} (mean)", format=",.0f" if y == "iops" else ",.2f"),
+        alt.Tooltip(f"{y}_std:Q", title="std (population)", format=",.1f"),
+        alt.Tooltip("n:Q", title="repetitions"),
+    ]
     if series:
         tips.insert(0, alt.Tooltip(f"{series}:N", title=series_title or TITLES.get(series, series)))
     base = alt.Chart(d)
@@ -104,11 +132,17 @@ def scaling_lines(agg: pd.DataFrame, x: str, y: str = "iops", *, series: str | N
     layers = [band, line, pts]
     if roofline is not None:
         rd = pd.DataFrame({"roofline": [float(roofline)], "label": [roofline_label]})
-        rule = alt.Chart(rd).mark_rule(strokeDash=[6, 4], color="black").encode(
-            y="roofline:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("roofline:Q", format=",.0f")])
+        rule = (
+            alt.Chart(rd)
+            .mark_rule(strokeDash=[6, 4], color="black")
+            .encode(y="roofline:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("roofline:Q", format=",.0f")])
+        )
         # the reference line says what it is, at its right end, just above the line
-        text = alt.Chart(rd).mark_text(align="right", baseline="bottom", dx=-4, dy=-3, fontSize=11).encode(
-            x=alt.value(WIDTH), y="roofline:Q", text="label:N")
+        text = (
+            alt.Chart(rd)
+            .mark_text(align="right", baseline="bottom", dx=-4, dy=-3, fontSize=11)
+            .encode(x=alt.value(WIDTH), y="roofline:Q", text="label:N")
+        )
         layers += [rule, text]
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
 
@@ -118,35 +152,59 @@ def beside(panels: Sequence[alt.TopLevelMixin], title: str = "") -> alt.HConcatC
     return alt.hconcat(*panels, title=title).resolve_scale(y="independent", color="independent")
 
 
-def cpu_initiated(panels: Sequence[tuple[str, pd.DataFrame, float | None]], x: str, *, y: str = "iops",
-                  series: str | None = None, log2: bool = False, title: str = "") -> alt.HConcatChart:
+def cpu_initiated(
+    panels: Sequence[tuple[str, pd.DataFrame, float | None]],
+    x: str,
+    *,
+    y: str = "iops",
+    series: str | None = None,
+    log2: bool = False,
+    title: str = "",
+) -> alt.HConcatChart:
     """The CPU-initiated line plots: one panel per (label, aggregated data, roofline); `series`
     colours the lines of the panels whose data has that column (e.g. the published backends)."""
-    charts = [scaling_lines(agg, x, y, series=series if series in agg.columns else None, log2=log2,
-                            roofline=roof, title=label)
-              for label, agg, roof in panels if agg is not None and not agg.empty]
+    charts = [
+        scaling_lines(
+            agg, x, y, series=series if series in agg.columns else None, log2=log2, roofline=roof, title=label
+        )
+        for label, agg, roof in panels
+        if agg is not None and not agg.empty
+    ]
     return beside(charts, title)
 
 
-def tool_comparison(agg: pd.DataFrame, *, y: str = "iops", stack: str = "stack", x: str = "ncpus",
-                    title: str = "", y_title: str | None = None) -> alt.LayerChart:
+def tool_comparison(
+    agg: pd.DataFrame,
+    *,
+    y: str = "iops",
+    stack: str = "stack",
+    x: str = "ncpus",
+    title: str = "",
+    y_title: str | None = None,
+) -> alt.LayerChart:
     """Grouped bars: `y` mean per core count (x), one bar per stack, ±std error bars."""
     d = _with_band(agg, y)
     xe = alt.X(f"{x}:O", title=TITLES.get(x, x), axis=alt.Axis(labelAngle=0))
     off = alt.XOffset(f"{stack}:N")
     color = alt.Color(f"{stack}:N", title="Stack")
-    tips = [alt.Tooltip(f"{stack}:N", title="Stack"), alt.Tooltip(f"{x}:O", title=TITLES.get(x, x)),
-            alt.Tooltip(f"{y}_mean:Q", title="mean", format=",.0f"),
-            alt.Tooltip(f"{y}_std:Q", title="std (population)", format=",.0f"), alt.Tooltip("n:Q", title="repetitions")]
+    tips = [
+        alt.Tooltip(f"{stack}:N", title="Stack"),
+        alt.Tooltip(f"{x}:O", title=TITLES.get(x, x)),
+        alt.Tooltip(f"{y}_mean:Q", title="mean", format=",.0f"),
+        alt.Tooltip(f"{y}_std:Q", title="std (population)", format=",.0f"),
+        alt.Tooltip("n:Q", title="repetitions"),
+    ]
     base = alt.Chart(d)
-    bars = base.mark_bar().encode(x=xe, xOffset=off, color=color, tooltip=tips,
-                                  y=alt.Y(f"{y}_mean:Q", title=y_title or TITLES.get(y, y)))
+    bars = base.mark_bar().encode(
+        x=xe, xOffset=off, color=color, tooltip=tips, y=alt.Y(f"{y}_mean:Q", title=y_title or TITLES.get(y, y))
+    )
     err = base.mark_rule(color="black").encode(x=xe, xOffset=off, y="lo:Q", y2="hi:Q")
     return alt.layer(bars, err).properties(width=WIDTH + 120, height=HEIGHT, title=title)
 
 
-def pcie_saturation(agg: pd.DataFrame, *, line_rate_gbps: float | None = None, p2p_gbps: float | None = None,
-                    title: str = "") -> alt.LayerChart:
+def pcie_saturation(
+    agg: pd.DataFrame, *, line_rate_gbps: float | None = None, p2p_gbps: float | None = None, title: str = ""
+) -> alt.LayerChart:
     """Stacked bars per I/O size: payload GB/s plus the extra bytes the link carried (DCGM - payload).
 
     Without DCGM numbers (our emulated runs) the bars hold the payload only.
@@ -154,41 +212,82 @@ def pcie_saturation(agg: pd.DataFrame, *, line_rate_gbps: float | None = None, p
     """
     rows = []
     for _, r in agg.iterrows():
-        rows.append({"iosize": int(r["iosize"]), "part": "payload (application)", "gbps": r["gbps_mean"],
-                     "order": 0, "total": r.get("dcgm_gbps_mean", r["gbps_mean"])})
+        rows.append(
+            {
+                "iosize": int(r["iosize"]),
+                "part": "payload (application)",
+                "gbps": r["gbps_mean"],
+                "order": 0,
+                "total": r.get("dcgm_gbps_mean", r["gbps_mean"]),
+            }
+        )
         dc = r.get("dcgm_gbps_mean")
         if dc is not None and dc == dc:
-            rows.append({"iosize": int(r["iosize"]), "part": "link overhead (DCGM - payload)",
-                         "gbps": dc - r["gbps_mean"], "order": 1, "total": dc})
+            rows.append(
+                {
+                    "iosize": int(r["iosize"]),
+                    "part": "link overhead (DCGM - payload)",
+                    "gbps": dc - r["gbps_mean"],
+                    "order": 1,
+                    "total": dc,
+                }
+            )
     d = pd.DataFrame(rows)
-    tips = [alt.Tooltip("iosize:O", title="I/O size"), alt.Tooltip("part:N"),
-            alt.Tooltip("gbps:Q", title="GB/s", format=".2f"), alt.Tooltip("total:Q", title="link total GB/s", format=".2f")]
-    bars = alt.Chart(d).mark_bar().encode(
-        x=alt.X("iosize:O", title=TITLES["iosize"], axis=alt.Axis(labelAngle=0)), y=alt.Y("gbps:Q", title="GB/s", stack="zero"),
-        color=alt.Color("part:N", title="Bytes", sort=["payload (application)", "link overhead (DCGM - payload)"]),
-        order=alt.Order("order:Q"), tooltip=tips)
+    tips = [
+        alt.Tooltip("iosize:O", title="I/O size"),
+        alt.Tooltip("part:N"),
+        alt.Tooltip("gbps:Q", title="GB/s", format=".2f"),
+        alt.Tooltip("total:Q", title="link total GB/s", format=".2f"),
+    ]
+    bars = (
+        alt.Chart(d)
+        .mark_bar()
+        .encode(
+            x=alt.X("iosize:O", title=TITLES["iosize"], axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("gbps:Q", title="GB/s", stack="zero"),
+            color=alt.Color("part:N", title="Bytes", sort=["payload (application)", "link overhead (DCGM - payload)"]),
+            order=alt.Order("order:Q"),
+            tooltip=tips,
+        )
+    )
     layers: list = [bars]
     refs = [(n, v) for n, v in (("PCIe line rate", line_rate_gbps), ("P2P reference", p2p_gbps)) if v is not None]
     if refs:
         rd = pd.DataFrame({"reference": [n for n, _ in refs], "gbps": [float(v) for _, v in refs]})
-        layers.append(alt.Chart(rd).mark_rule(strokeDash=[6, 4]).encode(
-            y="gbps:Q", strokeDash=alt.StrokeDash("reference:N", title="Reference"),
-            tooltip=[alt.Tooltip("reference:N"), alt.Tooltip("gbps:Q", format=".1f")]))
+        layers.append(
+            alt.Chart(rd)
+            .mark_rule(strokeDash=[6, 4])
+            .encode(
+                y="gbps:Q",
+                strokeDash=alt.StrokeDash("reference:N", title="Reference"),
+                tooltip=[alt.Tooltip("reference:N"), alt.Tooltip("gbps:Q", format=".1f")],
+            )
+        )
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
 
 
-def cuda_qdepth(agg: pd.DataFrame, *, roofline: float | None = None, title: str = "",
-                published_points: pd.DataFrame | None = None) -> alt.LayerChart:
+def cuda_qdepth(
+    agg: pd.DataFrame, *, roofline: float | None = None, title: str = "", published_points: pd.DataFrame | None = None
+) -> alt.LayerChart:
     """IOPS vs queue depth (log2), one line per nqueues; published points as crosses when given."""
     ch = scaling_lines(agg, "qdepth", "iops", series="nqueues", log2=True, roofline=roofline, title=title)
     return _with_points(ch, published_points, "qdepth", "iops")
 
 
-def cuda_iosize(agg: pd.DataFrame, *, p2p_gbps: float | None = None, title: str = "",
-                published_points: pd.DataFrame | None = None) -> alt.LayerChart:
+def cuda_iosize(
+    agg: pd.DataFrame, *, p2p_gbps: float | None = None, title: str = "", published_points: pd.DataFrame | None = None
+) -> alt.LayerChart:
     """Bandwidth (GB/s) vs I/O size (log2), one line per queue depth; P2P reference rule."""
-    ch = scaling_lines(agg, "iosize", "gbps", series="qdepth", log2=True, roofline=p2p_gbps,
-                       roofline_label="P2P reference", title=title)
+    ch = scaling_lines(
+        agg,
+        "iosize",
+        "gbps",
+        series="qdepth",
+        log2=True,
+        roofline=p2p_gbps,
+        roofline_label="P2P reference",
+        title=title,
+    )
     return _with_points(ch, published_points, "iosize", "gbps")
 
 
@@ -198,8 +297,15 @@ def _with_points(chart: alt.LayerChart, pts: pd.DataFrame | None, x: str, y: str
         return chart
     # same x scale as the lines (log2), so the crosses sit where the lines would be, also with no lines
     xenc = _xenc(x, True, sorted(pts[x].dropna().unique()))
-    layer = alt.Chart(pts).mark_point(shape="cross", size=120, color="black", filled=True).encode(
-        x=xenc, y=f"{y}:Q", tooltip=[alt.Tooltip("label:N", title="published"), alt.Tooltip(f"{y}:Q", format=",.1f")])
+    layer = (
+        alt.Chart(pts)
+        .mark_point(shape="cross", size=120, color="black", filled=True)
+        .encode(
+            x=xenc,
+            y=f"{y}:Q",
+            tooltip=[alt.Tooltip("label:N", title="published"), alt.Tooltip(f"{y}:Q", format=",.1f")],
+        )
+    )
     return alt.layer(*chart.layer, layer).properties(width=WIDTH, height=HEIGHT, title=chart.title)
 
 
@@ -228,15 +334,27 @@ def save(chart: alt.TopLevelMixin, path: str | Path) -> Path:
     return path
 
 
-def cpu_side_sweeps(tables: Sequence[tuple[str, pd.DataFrame]], *, y: str = "iops_per_core", series: str = "backend",
-                    title: str = "") -> alt.HConcatChart:
+def cpu_side_sweeps(
+    tables: Sequence[tuple[str, pd.DataFrame]], *, y: str = "iops_per_core", series: str = "backend", title: str = ""
+) -> alt.HConcatChart:
     """The CPU-side sweeps (study cpu_submit) beside each other: one panel per (x column, table of
     analysis.sweep_change_table), `y` (default IOPS per physical core) against x, one line per `series`;
     queue depth and I/O size on a log2 axis."""
     y_title = "IOPS per physical core" if y == "iops_per_core" else TITLES.get(y, y)
-    charts = [scaling_lines(agg, x, y, series=series, log2=x in ("qdepth", "iosize"), y_title=y_title,
-                            series_title="Path", title=f"{y_title} vs {TITLES.get(x, x).lower()}")
-              for x, agg in tables if agg is not None and not agg.empty]
+    charts = [
+        scaling_lines(
+            agg,
+            x,
+            y,
+            series=series,
+            log2=x in ("qdepth", "iosize"),
+            y_title=y_title,
+            series_title="Path",
+            title=f"{y_title} vs {TITLES.get(x, x).lower()}",
+        )
+        for x, agg in tables
+        if agg is not None and not agg.empty
+    ]
     return beside(charts, title)
 
 
@@ -250,10 +368,20 @@ POINT_KINDS = {
 }
 
 
-def model_curves(curves: pd.DataFrame, x: str, y: str, *, series: str, points: pd.DataFrame | None = None,
-                 ours: pd.DataFrame | None = None, reference_lines: Sequence[tuple[str, float]] = (),
-                 title: str = "", series_title: str | None = None, y_title: str | None = None,
-                 log2: bool = True) -> alt.LayerChart:
+def model_curves(
+    curves: pd.DataFrame,
+    x: str,
+    y: str,
+    *,
+    series: str,
+    points: pd.DataFrame | None = None,
+    ours: pd.DataFrame | None = None,
+    reference_lines: Sequence[tuple[str, float]] = (),
+    title: str = "",
+    series_title: str | None = None,
+    y_title: str | None = None,
+    log2: bool = True,
+) -> alt.LayerChart:
     """Model output as lines (one per `series`, legend "model: <series>"), published points marked by
     role (`points` with columns x, y, ``kind`` in POINT_KINDS, ``label``), our measurements as a third
     kind (`ours`: aggregated, columns x, ``<y>_mean``, series; drawn as points and thin lines), and
@@ -273,33 +401,70 @@ def model_curves(curves: pd.DataFrame, x: str, y: str, *, series: str, points: p
     order = [f"model: {v}" for v in sorted(curves[series].unique())]
     color = alt.Color("model:N", title=f"Model, by {s_title}", sort=order)
     yfmt = ",.0f" if y == "iops" else ",.2f"
-    layers: list = [alt.Chart(cd).mark_line(strokeWidth=1.5).encode(
-        x=xe, y=alt.Y(f"{y}_mean:Q", title=y_title or TITLES.get(y, y)), color=color,
-        tooltip=[alt.Tooltip("model:N", title="model"), alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
-                 alt.Tooltip(f"{y}_mean:Q", title=f"{TITLES.get(y, y)} (model)", format=yfmt)])]
+    layers: list = [
+        alt.Chart(cd)
+        .mark_line(strokeWidth=1.5)
+        .encode(
+            x=xe,
+            y=alt.Y(f"{y}_mean:Q", title=y_title or TITLES.get(y, y)),
+            color=color,
+            tooltip=[
+                alt.Tooltip("model:N", title="model"),
+                alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
+                alt.Tooltip(f"{y}_mean:Q", title=f"{TITLES.get(y, y)} (model)", format=yfmt),
+            ],
+        )
+    ]
     kinds = [k for k in POINT_KINDS if (not pts.empty and k in set(pts["kind"]))]
     if not ours.empty:
         kinds.append("ours (measured)")
     shape = alt.Shape("kind:N", title="Points", scale=alt.Scale(domain=kinds, range=[POINT_KINDS[k] for k in kinds]))
     if not pts.empty:
-        layers.append(alt.Chart(pts).mark_point(size=110, filled=True, color="black", opacity=0.9).encode(
-            x=xe, y=f"{y}:Q", shape=shape,
-            tooltip=[alt.Tooltip("kind:N", title="point"), alt.Tooltip("label:N", title="published"),
-                     alt.Tooltip(f"{y}:Q", format=yfmt)]))
+        layers.append(
+            alt.Chart(pts)
+            .mark_point(size=110, filled=True, color="black", opacity=0.9)
+            .encode(
+                x=xe,
+                y=f"{y}:Q",
+                shape=shape,
+                tooltip=[
+                    alt.Tooltip("kind:N", title="point"),
+                    alt.Tooltip("label:N", title="published"),
+                    alt.Tooltip(f"{y}:Q", format=yfmt),
+                ],
+            )
+        )
     if not ours.empty:
         od = ours.assign(kind="ours (measured)")
-        layers.append(alt.Chart(od).mark_line(strokeWidth=0.8, color="gray").encode(
-            x=xe, y=f"{y}_mean:Q", detail=f"{series}:N"))
-        layers.append(alt.Chart(od).mark_point(size=45, filled=True, color="gray").encode(
-            x=xe, y=f"{y}_mean:Q", shape=shape,
-            tooltip=[alt.Tooltip(f"{series}:N", title=s_title), alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
-                     alt.Tooltip(f"{y}_mean:Q", title="ours (mean)", format=yfmt)]))
+        layers.append(
+            alt.Chart(od).mark_line(strokeWidth=0.8, color="gray").encode(x=xe, y=f"{y}_mean:Q", detail=f"{series}:N")
+        )
+        layers.append(
+            alt.Chart(od)
+            .mark_point(size=45, filled=True, color="gray")
+            .encode(
+                x=xe,
+                y=f"{y}_mean:Q",
+                shape=shape,
+                tooltip=[
+                    alt.Tooltip(f"{series}:N", title=s_title),
+                    alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
+                    alt.Tooltip(f"{y}_mean:Q", title="ours (mean)", format=yfmt),
+                ],
+            )
+        )
     for label, value in reference_lines:
         rd = pd.DataFrame({"v": [float(value)], "label": [label]})
-        layers.append(alt.Chart(rd).mark_rule(strokeDash=[6, 4], color="black").encode(
-            y="v:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("v:Q", format=yfmt)]))
-        layers.append(alt.Chart(rd).mark_text(align="right", baseline="bottom", dx=-4, dy=-3, fontSize=11).encode(
-            x=alt.value(WIDTH), y="v:Q", text="label:N"))
+        layers.append(
+            alt.Chart(rd)
+            .mark_rule(strokeDash=[6, 4], color="black")
+            .encode(y="v:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("v:Q", format=yfmt)])
+        )
+        layers.append(
+            alt.Chart(rd)
+            .mark_text(align="right", baseline="bottom", dx=-4, dy=-3, fontSize=11)
+            .encode(x=alt.value(WIDTH), y="v:Q", text="label:N")
+        )
     return alt.layer(*layers).resolve_scale(shape="shared").properties(width=WIDTH, height=HEIGHT, title=title)
 
 
@@ -310,8 +475,12 @@ def point_kind(role: str) -> str:
 
 # ------------------------------------------------------------ blksum_qdepth ---
 def _log2_qdepth(values: Sequence) -> alt.X:
-    return alt.X("qdepth:Q", scale=alt.Scale(type="log", base=2), title="queue depth",
-                 axis=alt.Axis(values=sorted(pd.Series(values).unique().tolist()), format="~g"))
+    return alt.X(
+        "qdepth:Q",
+        scale=alt.Scale(type="log", base=2),
+        title="queue depth",
+        axis=alt.Axis(values=sorted(pd.Series(values).unique().tolist()), format="~g"),
+    )
 
 
 def blksum_time(agg: pd.DataFrame) -> alt.FacetChart:
@@ -320,29 +489,54 @@ def blksum_time(agg: pd.DataFrame) -> alt.FacetChart:
     x = _log2_qdepth(agg["qdepth"])
     base = alt.Chart(agg)
     lines = base.mark_line(point=True).encode(
-        x=x, y=alt.Y("runtime_s_mean:Q", title="time (s)"), color=alt.Color("series:N", title="I/O, threads"),
-        tooltip=["digest", "io", "threads", "qdepth", alt.Tooltip("runtime_s_mean:Q", format=".3f"),
-                 alt.Tooltip("runtime_s_std:Q", format=".3f"), alt.Tooltip("mibs_mean:Q", format=",.0f")])
+        x=x,
+        y=alt.Y("runtime_s_mean:Q", title="time (s)"),
+        color=alt.Color("series:N", title="I/O, threads"),
+        tooltip=[
+            "digest",
+            "io",
+            "threads",
+            "qdepth",
+            alt.Tooltip("runtime_s_mean:Q", format=".3f"),
+            alt.Tooltip("runtime_s_std:Q", format=".3f"),
+            alt.Tooltip("mibs_mean:Q", format=",.0f"),
+        ],
+    )
     bars = base.mark_errorbar().encode(x=x, y=alt.Y("lo:Q", title="time (s)"), y2="hi:Q", color="series:N")
-    return (lines + bars).properties(width=280, height=220).facet(
-        column=alt.Column("digest:N", title="digest")).resolve_scale(y="independent")
+    return (
+        (lines + bars)
+        .properties(width=280, height=220)
+        .facet(column=alt.Column("digest:N", title="digest"))
+        .resolve_scale(y="independent")
+    )
 
 
 def blksum_speedup(both: pd.DataFrame) -> alt.FacetChart:
     """Speed-up over queue depth 1 per series, ours (solid) and the seed's (dashed), one panel per
     digest (analysis.blksum_speedups)."""
-    return alt.Chart(both).mark_line(point=True).encode(
-        x=_log2_qdepth(both["qdepth"]), y=alt.Y("speedup:Q", title="speed-up over Q1"),
-        color=alt.Color("series:N", title="series"), strokeDash=alt.StrokeDash("source:N", title="source"),
-        tooltip=["series", "digest", "qdepth", alt.Tooltip("speedup:Q", format=".2f")],
-    ).properties(width=250, height=240).facet(column=alt.Column("digest:N", title="digest"))
+    return (
+        alt.Chart(both)
+        .mark_line(point=True)
+        .encode(
+            x=_log2_qdepth(both["qdepth"]),
+            y=alt.Y("speedup:Q", title="speed-up over Q1"),
+            color=alt.Color("series:N", title="series"),
+            strokeDash=alt.StrokeDash("source:N", title="source"),
+            tooltip=["series", "digest", "qdepth", alt.Tooltip("speedup:Q", format=".2f")],
+        )
+        .properties(width=250, height=240)
+        .facet(column=alt.Column("digest:N", title="digest"))
+    )
 
 
 # --------------------------------------------------------------- vram_cache ---
 def _budget_x(agg: pd.DataFrame) -> alt.X:
-    return alt.X("fraction_value:Q", scale=alt.Scale(type="log", base=2),
-                 title="memory budget (fraction of the state)",
-                 axis=alt.Axis(values=sorted(agg["fraction_value"].unique().tolist()), format="~g"))
+    return alt.X(
+        "fraction_value:Q",
+        scale=alt.Scale(type="log", base=2),
+        title="memory budget (fraction of the state)",
+        axis=alt.Axis(values=sorted(agg["fraction_value"].unique().tolist()), format="~g"),
+    )
 
 
 def vram_throughput(agg: pd.DataFrame) -> alt.FacetChart:
@@ -351,64 +545,117 @@ def vram_throughput(agg: pd.DataFrame) -> alt.FacetChart:
     x = _budget_x(agg)
     base = alt.Chart(agg)
     lines = base.mark_line(point=True).encode(
-        x=x, y=alt.Y("mibs_mean:Q", title="effective throughput (MiB/s)"),
+        x=x,
+        y=alt.Y("mibs_mean:Q", title="effective throughput (MiB/s)"),
         color=alt.Color("config:N", title="configuration"),
-        tooltip=["config", "rw", "fraction", alt.Tooltip("mibs_mean:Q", format=".1f"),
-                 alt.Tooltip("mibs_std:Q", format=".1f"), alt.Tooltip("hit_ratio_mean:Q", format=".2f")])
-    bars = base.mark_errorbar().encode(x=x, y=alt.Y("lo:Q", title="effective throughput (MiB/s)"), y2="hi:Q",
-                                       color="config:N")
-    return (lines + bars).properties(width=260, height=240).facet(
-        column=alt.Column("rw:N", title="workload")).resolve_scale(y="independent")
+        tooltip=[
+            "config",
+            "rw",
+            "fraction",
+            alt.Tooltip("mibs_mean:Q", format=".1f"),
+            alt.Tooltip("mibs_std:Q", format=".1f"),
+            alt.Tooltip("hit_ratio_mean:Q", format=".2f"),
+        ],
+    )
+    bars = base.mark_errorbar().encode(
+        x=x, y=alt.Y("lo:Q", title="effective throughput (MiB/s)"), y2="hi:Q", color="config:N"
+    )
+    return (
+        (lines + bars)
+        .properties(width=260, height=240)
+        .facet(column=alt.Column("rw:N", title="workload"))
+        .resolve_scale(y="independent")
+    )
 
 
 def vram_striping(nc: pd.DataFrame, fractions: Sequence[str]) -> alt.FacetChart:
     """Speed-up of RAID-0 over one device against the number of devices, a line per budget (in the
     order of `fractions`), one panel per workload (analysis.vram_striping)."""
-    return alt.Chart(nc).mark_line(point=True).encode(
-        x=alt.X("ndevs:Q", title="devices", scale=alt.Scale(domain=[1, int(nc["ndevs"].max())]),
-                axis=alt.Axis(values=sorted(nc["ndevs"].unique().tolist()))),
-        y=alt.Y("speedup:Q", title="effective throughput / one device"),
-        color=alt.Color("fraction:N", title="budget", sort=list(fractions)),
-        tooltip=["rw", "fraction", "ndevs", alt.Tooltip("speedup:Q", format=".2f")],
-    ).properties(width=260, height=220).facet(column=alt.Column("rw:N", title="workload"))
+    return (
+        alt.Chart(nc)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "ndevs:Q",
+                title="devices",
+                scale=alt.Scale(domain=[1, int(nc["ndevs"].max())]),
+                axis=alt.Axis(values=sorted(nc["ndevs"].unique().tolist())),
+            ),
+            y=alt.Y("speedup:Q", title="effective throughput / one device"),
+            color=alt.Color("fraction:N", title="budget", sort=list(fractions)),
+            tooltip=["rw", "fraction", "ndevs", alt.Tooltip("speedup:Q", format=".2f")],
+        )
+        .properties(width=260, height=220)
+        .facet(column=alt.Column("rw:N", title="workload"))
+    )
 
 
 def vram_per_device(rates: pd.DataFrame, fraction: str) -> alt.FacetChart:
     """Read and write MiB/s of each device at one budget, a row per cache, a column per workload
     (analysis.vram_device_rates)."""
     long = rates[rates["fraction"] == fraction].melt(
-        id_vars=["workload", "fraction", "cache", "dev"], value_vars=["read_mibs", "write_mibs"],
-        var_name="direction", value_name="MiB/s")
+        id_vars=["workload", "fraction", "cache", "dev"],
+        value_vars=["read_mibs", "write_mibs"],
+        var_name="direction",
+        value_name="MiB/s",
+    )
     long["direction"] = long["direction"].str.replace("_mibs", "")
-    return alt.Chart(long).mark_bar().encode(
-        x=alt.X("dev:O", title="device"), y=alt.Y("MiB/s:Q", title="MiB/s"), xOffset="direction:N",
-        color=alt.Color("direction:N"),
-        tooltip=["workload", "cache", "dev", "direction", alt.Tooltip("MiB/s:Q", format=".2f")],
-    ).properties(width=200, height=160).facet(row=alt.Row("cache:N", title="cache"),
-                                              column=alt.Column("workload:N"))
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("dev:O", title="device"),
+            y=alt.Y("MiB/s:Q", title="MiB/s"),
+            xOffset="direction:N",
+            color=alt.Color("direction:N"),
+            tooltip=["workload", "cache", "dev", "direction", alt.Tooltip("MiB/s:Q", format=".2f")],
+        )
+        .properties(width=200, height=160)
+        .facet(row=alt.Row("cache:N", title="cache"), column=alt.Column("workload:N"))
+    )
 
 
 def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
     """The cache's hit ratio (top) and the mean device request size (bottom, every configuration)
     against the memory budget (analysis.vram_summary)."""
     x = _budget_x(agg)
-    hit = alt.Chart(agg[agg["cache"] != "none"]).mark_line(point=True).encode(
-        x=x, y=alt.Y("hit_ratio_mean:Q", title="hit ratio", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("config:N", title="configuration"), strokeDash=alt.StrokeDash("rw:N", title="workload"),
-        tooltip=["config", "rw", "fraction", alt.Tooltip("hit_ratio_mean:Q", format=".3f")],
-    ).properties(width=260, height=220)
-    req = alt.Chart(agg).mark_line(point=True).encode(
-        x=x, y=alt.Y("mean_request_bytes_mean:Q", title="mean device request (bytes)"),
-        color=alt.Color("config:N", title="configuration"), strokeDash=alt.StrokeDash("rw:N", title="workload"),
-        tooltip=["config", "rw", "fraction", alt.Tooltip("mean_request_bytes_mean:Q", format=",.0f")],
-    ).properties(width=260, height=220)
+    hit = (
+        alt.Chart(agg[agg["cache"] != "none"])
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("hit_ratio_mean:Q", title="hit ratio", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("config:N", title="configuration"),
+            strokeDash=alt.StrokeDash("rw:N", title="workload"),
+            tooltip=["config", "rw", "fraction", alt.Tooltip("hit_ratio_mean:Q", format=".3f")],
+        )
+        .properties(width=260, height=220)
+    )
+    req = (
+        alt.Chart(agg)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("mean_request_bytes_mean:Q", title="mean device request (bytes)"),
+            color=alt.Color("config:N", title="configuration"),
+            strokeDash=alt.StrokeDash("rw:N", title="workload"),
+            tooltip=["config", "rw", "fraction", alt.Tooltip("mean_request_bytes_mean:Q", format=",.0f")],
+        )
+        .properties(width=260, height=220)
+    )
     return alt.vconcat(hit, req)
 
 
 def vram_line_states(states: pd.DataFrame) -> alt.Chart:
     """Shares of unused, clean and dirty cache lines, ours and the seed's (analysis.vram_line_states)."""
-    return alt.Chart(states).mark_bar().encode(
-        y=alt.Y("who:N", title=None), x=alt.X("share:Q", title="share of cache lines", stack="normalize"),
-        color=alt.Color("state:N", scale=alt.Scale(domain=["unused", "clean", "dirty"])),
-        tooltip=["who", "state", alt.Tooltip("share:Q", format=".2f")],
-    ).properties(width=300)
+    return (
+        alt.Chart(states)
+        .mark_bar()
+        .encode(
+            y=alt.Y("who:N", title=None),
+            x=alt.X("share:Q", title="share of cache lines", stack="normalize"),
+            color=alt.Color("state:N", scale=alt.Scale(domain=["unused", "clean", "dirty"])),
+            tooltip=["who", "state", alt.Tooltip("share:Q", format=".2f")],
+        )
+        .properties(width=300)
+    )

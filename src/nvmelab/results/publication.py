@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """How results appear on a book page: rendered tables, captioned figures, and the data a page shows.
 
 Key functions:
@@ -20,6 +21,7 @@ banner and footer from ``declare_sources``.
 Caveat: the book reads the caption from the marker's ``data-nvmelab-caption``
 attribute, which holds plain text; markup in a caption is shown as typed.
 """
+
 from __future__ import annotations
 
 import html
@@ -27,9 +29,10 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 #: The glue key under which a notebook declares its data files (read by the book extension).
 SOURCES_KEY = "nvmelab_sources"
@@ -102,8 +105,8 @@ def format_number(value: Any, fmt: str | None = None) -> str:
 class Captioned:
     """HTML with a caption, marked for the book (see the module docstring)."""
 
-    kind: str          # "figure" or "table"
-    body: str          # the HTML of the chart or table
+    kind: str  # "figure" or "table"
+    body: str  # the HTML of the chart or table
     caption: str
     name: str | None = None
 
@@ -117,8 +120,10 @@ class Captioned:
 
     def _repr_html_(self) -> str:
         label = "Figure" if self.kind == "figure" else "Table"
-        cap = (f'{CAPTION_BEGIN}<p class="nvmelab-caption"><strong>{label}.</strong> '
-               f"{html.escape(self.caption)}</p>{CAPTION_END}")
+        cap = (
+            f'{CAPTION_BEGIN}<p class="nvmelab-caption"><strong>{label}.</strong> '
+            f"{html.escape(self.caption)}</p>{CAPTION_END}"
+        )
         attrs = f'class="nvmelab-captioned nvmelab-{self.kind}" {KIND_ATTR}="{self.kind}"'
         if self.name:
             attrs += f' {NAME_ATTR}="{html.escape(self.name)}"'
@@ -149,9 +154,16 @@ def figure(chart: Any, caption: str, *, name: str | None = None) -> Captioned:
     return Captioned("figure", _chart_html(chart), caption, name)
 
 
-def table(df: Any, caption: str, *, name: str | None = None, units: Mapping[str, str] | None = None,
-          formats: Mapping[str, str] | None = None, columns: Mapping[str, str] | None = None,
-          index: bool = False) -> Captioned:
+def table(
+    df: Any,
+    caption: str,
+    *,
+    name: str | None = None,
+    units: Mapping[str, str] | None = None,
+    formats: Mapping[str, str] | None = None,
+    columns: Mapping[str, str] | None = None,
+    index: bool = False,
+) -> Captioned:
     """`df` as an HTML table: `columns` renames headers, `units` adds "(unit)" to them, `formats`
     gives a format spec per column (else one is chosen per column from its magnitude, always with
     thousands separators). With `index`, the index levels become the first columns. Two-level
@@ -184,11 +196,14 @@ def table(df: Any, caption: str, *, name: str | None = None, units: Mapping[str,
         series = d.iloc[:, i]
         is_num = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
         numeric.append(is_num)
-        fmt = formats.get(key) or (_auto_format(list(series.astype(float)),
-                                                integer=pd.api.types.is_integer_dtype(series)) if is_num else None)
+        fmt = formats.get(key) or (
+            _auto_format(list(series.astype(float)), integer=pd.api.types.is_integer_dtype(series)) if is_num else None
+        )
         cells.append([format_number(v, fmt) if is_num else ("" if v is None else str(v)) for v in series])
-    cls = ["num" if n or (col and all(_NUMBER_TEXT_RE.match(v) or v in ("", MISSING) for v in col)) else "text"
-           for n, col in zip(numeric, cells)]
+    cls = [
+        "num" if n or (col and all(_NUMBER_TEXT_RE.match(v) or v in ("", MISSING) for v in col)) else "text"
+        for n, col in zip(numeric, cells)
+    ]
     out = ['<table class="nvmelab-results">', "<thead>"]
     if groups:
         out.append("<tr>")
@@ -204,26 +219,26 @@ def table(df: Any, caption: str, *, name: str | None = None, units: Mapping[str,
             i = j + 1
         out.append("</tr>")
     out.append("<tr>")
-    out += [f'<th class="{c}">{html.escape(h)}</th>' for h, c, g in zip(heads, cls, groups or [" "] * len(heads))
-            if g]
+    out += [f'<th class="{c}">{html.escape(h)}</th>' for h, c, g in zip(heads, cls, groups or [" "] * len(heads)) if g]
     out.append("</tr></thead>")
     out.append("<tbody>")
     for r in range(len(d)):
-        out.append("<tr>" + "".join(f'<td class="{c}">{html.escape(col[r])}</td>' for col, c in zip(cells, cls))
-                   + "</tr>")
+        out.append(
+            "<tr>" + "".join(f'<td class="{c}">{html.escape(col[r])}</td>' for col, c in zip(cells, cls)) + "</tr>"
+        )
     out.append("</tbody></table>")
     return Captioned("table", "\n".join(out), caption, name)
 
 
 # ------------------------------------------------------------------ sources ---
-def declare_sources(*, records: Iterable[str | os.PathLike] = (), published: Iterable[str | os.PathLike] = (),
-                    glue: bool = True) -> dict[str, list[str]]:
+def declare_sources(
+    *, records: Iterable[str | os.PathLike] = (), published: Iterable[str | os.PathLike] = (), glue: bool = True
+) -> dict[str, list[str]]:
     """Declare the data files a study page shows: `records` (our JSONL files) and `published`
     (files under data/reference). In a book build the list is glued under ``SOURCES_KEY``; the
     extension turns it into the page banner (from the records' provenance) and the footer links.
     Returns the declaration; outside a book build nothing else happens."""
-    decl = {"records": sorted({repo_path(p) for p in records}),
-            "published": sorted({repo_path(p) for p in published})}
+    decl = {"records": sorted({repo_path(p) for p in records}), "published": sorted({repo_path(p) for p in published})}
     for p in decl["records"] + decl["published"]:
         full = Path(p) if Path(p).is_absolute() else repo_root() / p
         if not full.is_file():
@@ -262,9 +277,13 @@ class RecordSource:
 
     def summary(self) -> str:
         """One line: '<n> records, host vm, preset standard, 2026-11-22, commit 007577dc2ca8'."""
-        parts = [f"{self.records:,} records", "host " + (", ".join(self.hosts) or "unknown"),
-                 "preset " + (", ".join(self.presets) or "unknown"), f"measured {self.dates()}",
-                 ("commit " if len(self.commits) <= 1 else "commits ") + (", ".join(self.commits) or "unknown")]
+        parts = [
+            f"{self.records:,} records",
+            "host " + (", ".join(self.hosts) or "unknown"),
+            "preset " + (", ".join(self.presets) or "unknown"),
+            f"measured {self.dates()}",
+            ("commit " if len(self.commits) <= 1 else "commits ") + (", ".join(self.commits) or "unknown"),
+        ]
         if self.emulation:
             parts.append("emulated " + ", ".join(self.emulation))
         return ", ".join(parts)
@@ -304,8 +323,10 @@ def describe_records(paths: Iterable[str | os.PathLike], *, commit_chars: int = 
                 src.last_utc = max(src.last_utc or utc, utc)
             if prov.get("profile"):
                 scale = prov.get("scale")
-                _add(src.emulation, f"{prov['profile']} (scale {scale:g})" if isinstance(scale, (int, float))
-                     else str(prov["profile"]))
+                _add(
+                    src.emulation,
+                    f"{prov['profile']} (scale {scale:g})" if isinstance(scale, (int, float)) else str(prov["profile"]),
+                )
         out.append(src)
     return out
 
@@ -342,5 +363,9 @@ def values_table(values: Mapping[str, Any], fmt: str = ",.3g"):
     import pandas as pd
 
     items = [(k, v) for k, v in values.items() if not isinstance(v, (list, tuple, dict))]
-    return pd.DataFrame({"quantity": [k for k, _ in items],
-                         "value": [format_number(v, fmt if isinstance(v, float) else None) for _, v in items]})
+    return pd.DataFrame(
+        {
+            "quantity": [k for k, _ in items],
+            "value": [format_number(v, fmt if isinstance(v, float) else None) for _, v in items],
+        }
+    )

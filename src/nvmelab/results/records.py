@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The run record: one JSON object per run and repetition, and the JSONL files that hold them.
 
 A record is a superset of the published AiSIO records (see data/reference/README.md):
@@ -11,14 +12,16 @@ rename), so an interrupted run never leaves a half-written record file.
 `append_records` rewrites a file with the new records added; readers never see a
 partial line. `load_records` names the file and line of anything it cannot use.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 #: Required keys and the types they may hold (None allowed where listed).
 SCHEMA: dict[str, tuple[type, ...]] = {
@@ -55,9 +58,26 @@ PROVENANCE_KEYS = ("git_commit", "host", "cpu_model", "kernel", "packages", "utc
 MIB = 1 << 20
 
 
-def engine_record(res: dict[str, Any], *, study: str, tool: str, target: str, backend: str, rw: str, iosize: int,
-                  qdepth: int, nqueues: int, ndevs: int, ncpus: int, host: dict[str, Any], thr_sib: Any,
-                  stress: Any, repetition: int, warmup: float, seed: int) -> dict[str, Any]:
+def engine_record(
+    res: dict[str, Any],
+    *,
+    study: str,
+    tool: str,
+    target: str,
+    backend: str,
+    rw: str,
+    iosize: int,
+    qdepth: int,
+    nqueues: int,
+    ndevs: int,
+    ncpus: int,
+    host: dict[str, Any],
+    thr_sib: Any,
+    stress: Any,
+    repetition: int,
+    warmup: float,
+    seed: int,
+) -> dict[str, Any]:
     """The fields every engine's record shares, from its raw result `res` (window_s, iops,
     bytes_per_s, ios, errors, first_error) and the host state found before the run
     (nvmelab.host.cpus.host_state). The caller adds latency, CPU usage, provenance and its own
@@ -102,7 +122,12 @@ def validate(rec: dict[str, Any], where: str = "record") -> dict[str, Any]:
         if key not in rec:
             raise RecordError(f"{where}: missing field {key!r}")
         val = rec[key]
-        if isinstance(val, bool) and bool not in types and int in types and key not in ("turbo", "smt", "thr_sib", "stress"):
+        if (
+            isinstance(val, bool)
+            and bool not in types
+            and int in types
+            and key not in ("turbo", "smt", "thr_sib", "stress")
+        ):
             raise RecordError(f"{where}: field {key!r} must be a number, got a boolean")
         if not isinstance(val, types):
             names = "/".join(t.__name__ for t in types)
@@ -201,7 +226,9 @@ def iter_records(path: str | os.PathLike, *, check: bool = False) -> Iterator[di
             yield rec
 
 
-def load_records(paths: str | os.PathLike | Iterable[str | os.PathLike], *, check: bool = False) -> list[dict[str, Any]]:
+def load_records(
+    paths: str | os.PathLike | Iterable[str | os.PathLike], *, check: bool = False
+) -> list[dict[str, Any]]:
     """Load records from a file, a directory (all *.jsonl below it), or a list of either."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Published reference data (data/reference/) as pandas DataFrames.
 
 Key functions:
@@ -20,12 +21,13 @@ Caveat: these files are published results, never ours; rows carry
 ``source == PUBLISHED`` so that figures can say which is which. The folder is
 found next to the package in a source checkout, or through ``NVMELAB_DATA``.
 """
+
 from __future__ import annotations
 
 import os
 import re
 from decimal import Decimal
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -56,14 +58,16 @@ def data_root() -> Path:
         cand = parent / "data" / "reference"
         if cand.is_dir():
             return parent / "data"
-    raise FileNotFoundError("data/reference/ not found next to the nvmelab package; set NVMELAB_DATA to the data folder")
+    raise FileNotFoundError(
+        "data/reference/ not found next to the nvmelab package; set NVMELAB_DATA to the data folder"
+    )
 
 
 def reference_dir() -> Path:
     return data_root() / "reference"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _published(name: str) -> pd.DataFrame:
     if name not in PUBLISHED_FILES:
         raise ValueError(f"unknown published data set {name!r}; known: {', '.join(PUBLISHED_FILES)}")
@@ -177,8 +181,14 @@ def seed004_host_variables(notes: bool = False) -> pd.DataFrame:
     if sign.isna().any():
         raise ValueError(f"seed 004: change direction must be increase or decrease, got {sorted(set(t['direction']))}")
     base = seed004_parameterisations().set_index("id")["iops"]
-    df = pd.DataFrame({"condition": t["condition"], "id": t["parameterization_id"],
-                       "iops": t["iops"].map(seed004_number), "change": sign * t["change"].astype(float)})
+    df = pd.DataFrame(
+        {
+            "condition": t["condition"],
+            "id": t["parameterization_id"],
+            "iops": t["iops"].map(seed004_number),
+            "change": sign * t["change"].astype(float),
+        }
+    )
     df["baseline_iops"] = df["id"].map(base)
     df["change_from_iops"] = (df["iops"] / df["baseline_iops"] - 1) * 100
     df["section"] = t["section"]
@@ -203,7 +213,7 @@ def seed004_parameter_sets(which: str = "initial") -> dict[str, list[str]]:
         if "..." in vals:
             i = vals.index("...")
             lo, step, hi = int(vals[i - 1]), int(vals[i - 1]) - int(vals[i - 2]), int(vals[i + 1])
-            vals = vals[:i] + [str(v) for v in range(lo + step, hi, step)] + vals[i + 1:]
+            vals = vals[:i] + [str(v) for v in range(lo + step, hi, step)] + vals[i + 1 :]
         out[var] = vals
     return out
 
@@ -236,12 +246,24 @@ def blksum_qdepth() -> pd.DataFrame:
     scale = t["unit"].map(_TIME_UNIT_S)
     if scale.isna().any():
         raise ValueError(f"seed 002: unknown time unit(s) {sorted(set(t.loc[scale.isna(), 'unit']))}")
-    df = pd.DataFrame({
-        "system": t["machine"], "nbd": (t["io"] == "nbd").astype(int), "io": t["io"], "digest": t["digest"],
-        "threads": pd.to_numeric(t["threads"].replace("", None)), "qdepth": t["qdepth"].astype(int),
-    })
-    for col, out in (("mean", "mean_s"), ("sigma", "std_s"), ("user", "user_s"), ("system", "system_s"),
-                     ("min", "min_s"), ("max", "max_s")):
+    df = pd.DataFrame(
+        {
+            "system": t["machine"],
+            "nbd": (t["io"] == "nbd").astype(int),
+            "io": t["io"],
+            "digest": t["digest"],
+            "threads": pd.to_numeric(t["threads"].replace("", None)),
+            "qdepth": t["qdepth"].astype(int),
+        }
+    )
+    for col, out in (
+        ("mean", "mean_s"),
+        ("sigma", "std_s"),
+        ("user", "user_s"),
+        ("system", "system_s"),
+        ("min", "min_s"),
+        ("max", "max_s"),
+    ):
         # decimal arithmetic: 762.6 ms is exactly 0.7626 s, as the printed digits say
         df[out] = [float(Decimal(v) * Decimal(str(k))) for v, k in zip(t[col], scale)]
     df["runs"] = t["runs"].astype(int)

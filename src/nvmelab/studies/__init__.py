@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Study sweeps: specs (TOML), the runner, host variables, and a Dask executor.
 
     from nvmelab.studies import load_spec, run_study, load_results
@@ -9,6 +10,7 @@
 See spec.py (file format), runner.py (resume, atomic records, progress),
 hostvars.py (governor/turbo/SMT/stress policy), distributed.py (several hosts).
 """
+
 from __future__ import annotations
 
 from ..host.hostvars import HostControl
@@ -36,7 +38,25 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "HOST_VARS", "PRESETS", "HostControl", "Plan", "Run", "SpecError", "StudySpec", "SweepReport",
-    "DaskExecutor", "default_results_root", "engine_available", "execute_run", "host_id", "list_specs", "load_results",
-    "load_spec", "parse_spec", "results_path", "run_study", "scratch_dir", "study_results",
+    "HOST_VARS",
+    "PRESETS",
+    "HostControl",
+    "Plan",
+    "Run",
+    "SpecError",
+    "StudySpec",
+    "SweepReport",
+    "DaskExecutor",
+    "default_results_root",
+    "engine_available",
+    "execute_run",
+    "host_id",
+    "list_specs",
+    "load_results",
+    "load_spec",
+    "parse_spec",
+    "results_path",
+    "run_study",
+    "scratch_dir",
+    "study_results",
 ]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Run a sweep on several hosts through Dask distributed.
 
 One Dask worker per test host (start each with ``dask worker SCHEDULER
@@ -18,12 +19,14 @@ Usage:
     with Client("tcp://scheduler:8786") as c:
         run_study("cpu_initiated", "paper", executor=DaskExecutor(c))
 """
+
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..host.hostvars import HostControl
 from .runner import Outcome, RunFn, execute_run, host_id
@@ -32,8 +35,7 @@ from .spec import Run
 log = logging.getLogger(__name__)
 
 
-def _remote_run(run: Run, run_fn: RunFn, allow_host_changes: bool, file_mib: int,
-                host_name: str | None) -> Outcome:
+def _remote_run(run: Run, run_fn: RunFn, allow_host_changes: bool, file_mib: int, host_name: str | None) -> Outcome:
     """Executed on a worker: one run with the host variables applied and restored there."""
     host = HostControl(allow_changes=allow_host_changes)
     try:
@@ -63,8 +65,11 @@ class DaskExecutor:
         self.host_from = host_from
 
     def _workers(self) -> dict[str, str]:
-        info = self.client.scheduler_info(n_workers=-1)["workers"] if _takes_n(self.client) else \
-            self.client.scheduler_info()["workers"]
+        info = (
+            self.client.scheduler_info(n_workers=-1)["workers"]
+            if _takes_n(self.client)
+            else self.client.scheduler_info()["workers"]
+        )
         if not info:
             raise RuntimeError("the Dask cluster has no workers")
         return {addr: str(w.get("name", addr)) for addr, w in info.items()}
@@ -81,8 +86,17 @@ class DaskExecutor:
         def submit(addr: str) -> None:
             run = queue.popleft()
             name = workers[addr] if self.host_from == "worker-name" else None
-            fut = self.client.submit(_remote_run, run, run_fn, self.allow_host_changes, file_mib, name,
-                                     workers=[addr], allow_other_workers=False, pure=False)
+            fut = self.client.submit(
+                _remote_run,
+                run,
+                run_fn,
+                self.allow_host_changes,
+                file_mib,
+                name,
+                workers=[addr],
+                allow_other_workers=False,
+                pure=False,
+            )
             where[fut.key] = addr
             inflight[fut.key] = fut
             ac.add(fut)

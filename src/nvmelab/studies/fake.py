@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A fake run function for testing the runner (NOT a measurement).
 
 `fake_run` has the signature of nvmelab.engines.perf.run and returns a valid record
@@ -6,6 +7,7 @@ caps) plus deterministic noise. Records say ``tool="fake"`` and target
 ``fake://``, so they can never be mistaken for measured data. Used by the
 tests of the sweep runner and the Dask executor only.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,26 +28,61 @@ def fake_iops(iosize: int, qdepth: int, nqueues: int, ndevs: int, ncpus: int) ->
     return min(little, FAKE_DEVICE_IOPS * ndevs * min(1.0, 4096 / iosize), FAKE_CORE_IOPS * ncpus)
 
 
-def fake_run(*, target: str = "fake://", study: str = "adhoc", rw: str = "randread", iosize: int = 512,
-             qdepth: int = 1, nqueues: int = 1, ndevs: int | None = None, ncpus: int = 1,
-             thr_sib: bool | int = False, runtime: float = 1.0, warmup: float = 0.0,
-             backend: str | None = None, sleep: float = 0.0, **_: Any) -> dict[str, Any]:
+def fake_run(
+    *,
+    target: str = "fake://",
+    study: str = "adhoc",
+    rw: str = "randread",
+    iosize: int = 512,
+    qdepth: int = 1,
+    nqueues: int = 1,
+    ndevs: int | None = None,
+    ncpus: int = 1,
+    thr_sib: bool | int = False,
+    runtime: float = 1.0,
+    warmup: float = 0.0,
+    backend: str | None = None,
+    sleep: float = 0.0,
+    **_: Any,
+) -> dict[str, Any]:
     """One fake record (see the module docstring)."""
     ndevs = int(ndevs or 1)
     if sleep:
         time.sleep(sleep)
-    h = hashlib.sha256(json.dumps([target, iosize, qdepth, nqueues, ndevs, ncpus, thr_sib, time.monotonic_ns()],
-                                  default=str).encode()).digest()
+    h = hashlib.sha256(
+        json.dumps([target, iosize, qdepth, nqueues, ndevs, ncpus, thr_sib, time.monotonic_ns()], default=str).encode()
+    ).digest()
     noise = 1.0 + FAKE_NOISE * (h[0] / 255.0 - 0.5)
     iops = fake_iops(iosize, qdepth, nqueues, ndevs, ncpus) * noise
     return {
-        "study": study, "tool": "fake", "target": target if target.startswith("fake") else f"fake://{target}",
-        "backend": backend or "fake", "rw": rw, "iosize": int(iosize), "qdepth": int(qdepth),
-        "nqueues": int(nqueues), "ndevs": ndevs, "ncpus": int(ncpus), "runtime_s": float(runtime),
-        "iops": iops, "mibs": iops * iosize / 2**20,
+        "study": study,
+        "tool": "fake",
+        "target": target if target.startswith("fake") else f"fake://{target}",
+        "backend": backend or "fake",
+        "rw": rw,
+        "iosize": int(iosize),
+        "qdepth": int(qdepth),
+        "nqueues": int(nqueues),
+        "ndevs": ndevs,
+        "ncpus": int(ncpus),
+        "runtime_s": float(runtime),
+        "iops": iops,
+        "mibs": iops * iosize / 2**20,
         "lat_ns": {"p50": 80000, "p99": 120000, "p999": 150000, "max": 200000},
-        "cpu_usage": 100.0 * ncpus, "cpu_freqs": None, "governor": None, "turbo": None, "smt": None,
-        "thr_sib": int(bool(thr_sib)), "stress": 0, "repetition": 0,
-        "provenance": {"git_commit": None, "host": "fake", "cpu_model": None, "kernel": None,
-                       "packages": {}, "utc": "1970-01-01T00:00:00Z"},
+        "cpu_usage": 100.0 * ncpus,
+        "cpu_freqs": None,
+        "governor": None,
+        "turbo": None,
+        "smt": None,
+        "thr_sib": int(bool(thr_sib)),
+        "stress": 0,
+        "repetition": 0,
+        "provenance": {
+            "git_commit": None,
+            "host": "fake",
+            "cpu_model": None,
+            "kernel": None,
+            "packages": {},
+            "utc": "1970-01-01T00:00:00Z",
+        },
     }

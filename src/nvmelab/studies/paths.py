@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Where a study's records and scratch files go, and which host this is.
 
     host_id()                              $NVMELAB_HOST_ID or the hostname, as a folder name
@@ -8,6 +9,7 @@
 Below both spec.py and runner.py (and the engines that need a scratch folder), so neither
 imports the other for these.
 """
+
 from __future__ import annotations
 
 import os

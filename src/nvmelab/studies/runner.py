@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The sweep runner: runs a study's plan, one record per run and repetition.
 
 Key functions:
@@ -28,20 +29,22 @@ Behaviour:
 * Progress: tqdm with an ETA; the expected duration is logged up front.
 * `executor` may be a DaskExecutor (distributed.py) to spread runs over hosts.
 """
+
 from __future__ import annotations
 
 import importlib
 import logging
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import pandas as pd
 
-from ..results import records as _records
 from ..host.hostvars import HostControl, used_cpus
+from ..results import records as _records
 from .paths import default_results_root, host_id, results_path, scratch_dir  # noqa: F401 (re-exported)
 from .spec import ENGINES, PRESETS, Plan, Run, StudySpec, load_spec
 
@@ -126,7 +129,7 @@ def _prepare_target(target: str, file_mib: int) -> None:
     """Create the data file of a file:// target when it does not exist (real data, no holes)."""
     if not target.startswith("file://"):
         return
-    path = Path(target[len("file://"):].split("?", 1)[0])
+    path = Path(target[len("file://") :].split("?", 1)[0])
     if path.exists():
         return
     from ..engines import perf
@@ -208,8 +211,10 @@ class SweepReport:
         return seen
 
     def summary(self) -> str:
-        s = (f"{self.study}/{self.preset}: {self.planned} runs planned, {self.already_done} already recorded, "
-             f"{self.ran} run now, {len(self.skipped)} skipped")
+        s = (
+            f"{self.study}/{self.preset}: {self.planned} runs planned, {self.already_done} already recorded, "
+            f"{self.ran} run now, {len(self.skipped)} skipped"
+        )
         if self.interrupted:
             s += " (interrupted)"
         if self.skipped:
@@ -234,10 +239,18 @@ class LocalExecutor:
         return [results_path(root, study, host_id(), preset)]
 
 
-def run_study(study: str | StudySpec, preset: str = "quick", *, target: str | None = None,
-              run_fn: RunFn | None = None, results_root: str | Path | None = None,
-              executor: Any = None, progress: bool = True, allow_host_changes: bool = True,
-              max_runs: int | None = None) -> SweepReport:
+def run_study(
+    study: str | StudySpec,
+    preset: str = "quick",
+    *,
+    target: str | None = None,
+    run_fn: RunFn | None = None,
+    results_root: str | Path | None = None,
+    executor: Any = None,
+    progress: bool = True,
+    allow_host_changes: bool = True,
+    max_runs: int | None = None,
+) -> SweepReport:
     """Run (or resume) a study's preset; returns a SweepReport.
 
     `target` replaces the spec's default target URI. `run_fn` replaces the
@@ -256,8 +269,14 @@ def run_study(study: str | StudySpec, preset: str = "quick", *, target: str | No
     if max_runs is not None:
         pending = pending[:max_runs]
     per_run = sum(float(r.params.get("runtime", 0) or 0) + float(r.params.get("warmup", 0) or 0) for r in pending)
-    log.info("%s/%s: %d runs to do (%d recorded); about %.0f s", spec.study, preset, len(pending),
-             rep.already_done, per_run + len(pending) * EST_OVERHEAD_S)
+    log.info(
+        "%s/%s: %d runs to do (%d recorded); about %.0f s",
+        spec.study,
+        preset,
+        len(pending),
+        rep.already_done,
+        per_run + len(pending) * EST_OVERHEAD_S,
+    )
     file_mib = int(spec.extra.get("file_mib", DEFAULT_FILE_MIB))
     from tqdm import tqdm
 
@@ -305,9 +324,17 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
     return to_frame(recs)
 
 
-def study_results(study: str | StudySpec, preset: str | None = None, *, target: str | None = None,
-                  reuse: bool = True, run_fn: RunFn | None = None, results_root: str | Path | None = None,
-                  progress: bool = True, mode: str | None = None) -> tuple[pd.DataFrame, SweepReport | None]:
+def study_results(
+    study: str | StudySpec,
+    preset: str | None = None,
+    *,
+    target: str | None = None,
+    reuse: bool = True,
+    run_fn: RunFn | None = None,
+    results_root: str | Path | None = None,
+    progress: bool = True,
+    mode: str | None = None,
+) -> tuple[pd.DataFrame, SweepReport | None]:
     """The records a notebook shows for `study`/`preset`, from one host.
 
     `preset` None: $NVMELAB_PRESET (preset_name). `mode` None: $NVMELAB_RUN (run_mode):
@@ -344,8 +371,12 @@ def study_results(study: str | StudySpec, preset: str | None = None, *, target: 
             host = me if me in counts.index else sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
             return with_path(df[df["results_host"] == host]), None
         if mode == "never":
-            log.warning("%s/%s: no records of this plan under %s and NVMELAB_RUN=never: nothing is measured",
-                        spec.study, preset, root)
+            log.warning(
+                "%s/%s: no records of this plan under %s and NVMELAB_RUN=never: nothing is measured",
+                spec.study,
+                preset,
+                root,
+            )
             return with_path(df), None
     rep = run_study(spec, preset, target=target, run_fn=run_fn, results_root=root, progress=progress)
     df = of_plan(load_results(spec.study, preset, root))

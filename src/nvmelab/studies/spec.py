@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Study specifications: one TOML file per study, expanded into a list of runs.
 
 A spec (``specs/<study>.toml``) names the study, its engine and default target,
@@ -27,21 +28,33 @@ A variable's values may be inline tables; such a value is a bundle of
 parameters set together (e.g. a stack = target + backend + qdepth).
 Strings may use ``{scratch}`` (the scratch folder for file targets).
 """
+
 from __future__ import annotations
 
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import tomllib
 
 #: Parameters passed to the engine's run function.
-ENGINE_PARAMS = ("target", "backend", "rw", "iosize", "qdepth", "nqueues", "ndevs", "ncpus",
-                 "thr_sib", "runtime", "warmup")
+ENGINE_PARAMS = (
+    "target",
+    "backend",
+    "rw",
+    "iosize",
+    "qdepth",
+    "nqueues",
+    "ndevs",
+    "ncpus",
+    "thr_sib",
+    "runtime",
+    "warmup",
+)
 #: Host variables (seed 004) the runner applies around a run.
 HOST_VARS = ("governor", "turbo", "smt", "stress")
 #: Preset-level settings that are not run parameters.
@@ -70,12 +83,35 @@ class Engine:
 ENGINES = {
     "cpu": Engine("nvmelab.engines.perf", "run", ENGINE_PARAMS),
     "cuda": Engine("nvmelab.engines.perf", "run_cuda", ENGINE_PARAMS),
-    "blksum": Engine("nvmelab.engines.blksum", "study_run",
-                     ("target", "tool", "digest", "backend", "ncpus", "qdepth", "iosize", "image_mib"),
-                     cleanup="study_cleanup"),
-    "tier": Engine("nvmelab.engines.tier.engine", "run",
-                   ("target", "rw", "fraction", "ndevs", "cache", "policy", "nqubits", "dtype", "page", "depth",
-                    "accesses", "chunk", "qdepth", "readahead", "coalesce", "seed", "allow_write")),
+    "blksum": Engine(
+        "nvmelab.engines.blksum",
+        "study_run",
+        ("target", "tool", "digest", "backend", "ncpus", "qdepth", "iosize", "image_mib"),
+        cleanup="study_cleanup",
+    ),
+    "tier": Engine(
+        "nvmelab.engines.tier.engine",
+        "run",
+        (
+            "target",
+            "rw",
+            "fraction",
+            "ndevs",
+            "cache",
+            "policy",
+            "nqubits",
+            "dtype",
+            "page",
+            "depth",
+            "accesses",
+            "chunk",
+            "qdepth",
+            "readahead",
+            "coalesce",
+            "seed",
+            "allow_write",
+        ),
+    ),
 }
 
 
@@ -118,8 +154,29 @@ class Run:
 
     def label(self) -> str:
         p = self.params
-        keys = [k for k in ("tool", "backend", "digest", "rw", "fraction", "cache", "policy", "iosize", "qdepth",
-                            "nqueues", "ncpus", "ndevs", "thr_sib", "governor", "turbo", "smt", "stress") if k in p]
+        keys = [
+            k
+            for k in (
+                "tool",
+                "backend",
+                "digest",
+                "rw",
+                "fraction",
+                "cache",
+                "policy",
+                "iosize",
+                "qdepth",
+                "nqueues",
+                "ncpus",
+                "ndevs",
+                "thr_sib",
+                "governor",
+                "turbo",
+                "smt",
+                "stress",
+            )
+            if k in p
+        ]
         return " ".join(f"{k}={p[k]}" for k in keys) + f" rep={self.repetition}"
 
 
@@ -127,7 +184,7 @@ class Run:
 class Plan:
     """The expanded runs of one preset, plus what the notebooks need to select sweeps."""
 
-    spec: "StudySpec"
+    spec: StudySpec
     preset: str
     runs: list[Run]
     sweeps: dict[str, list[dict[str, Any]]]  # sweep name -> its configurations (params)
@@ -151,7 +208,6 @@ class Plan:
             keys[f"__{c}"] = keys[c].map(_norm)
         merged = left.merge(keys[[f"__{c}" for c in cols]], on=[f"__{c}" for c in cols], how="inner")
         return merged.drop(columns=[f"__{c}" for c in cols])
-
 
     def missing(self, df: pd.DataFrame) -> pd.DataFrame:
         """The configurations of this plan with no record in `df` (matched by run key), one row
@@ -239,8 +295,11 @@ class StudySpec:
                     configs[ck] = params
                     member[ck] = []
                 member[ck].append(name)
-        runs = [Run(self.study, preset, p, rep, tuple(member[ck]), self.engine)
-                for ck, p in configs.items() for rep in range(reps)]
+        runs = [
+            Run(self.study, preset, p, rep, tuple(member[ck]), self.engine)
+            for ck, p in configs.items()
+            for rep in range(reps)
+        ]
         return Plan(self, preset, runs, sweeps)
 
     def _excluded(self, params: dict[str, Any]) -> bool:
@@ -286,8 +345,25 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
     for key in ("study", "engine", "target", "presets"):
         if key not in data:
             raise SpecError(f"{where}: missing key {key!r}")
-    _check_keys(where, data, {"study", "title", "engine", "target", "source", "fixed", "exclude",
-                              "presets", "notes", "extra", "label", "order", "chapter"})
+    _check_keys(
+        where,
+        data,
+        {
+            "study",
+            "title",
+            "engine",
+            "target",
+            "source",
+            "fixed",
+            "exclude",
+            "presets",
+            "notes",
+            "extra",
+            "label",
+            "order",
+            "chapter",
+        },
+    )
     if data["engine"] not in ENGINES:
         raise SpecError(f"{where}: engine must be one of {', '.join(ENGINES)}, got {data['engine']!r}")
     KNOWN = known_params(data["engine"])  # noqa: N806 (the parameters of this spec's engine)
@@ -313,16 +389,28 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
                 items = v if isinstance(v, list) else [v]
                 bundles = [isinstance(item, dict) for item in items]
                 if k not in KNOWN and not all(bundles):
-                    raise SpecError(f"{pw}.sweeps[{j}]: unknown variable {k!r} (a name that is not a parameter "
-                                    f"must hold tables of parameters); parameters: {', '.join(sorted(KNOWN))}")
+                    raise SpecError(
+                        f"{pw}.sweeps[{j}]: unknown variable {k!r} (a name that is not a parameter "
+                        f"must hold tables of parameters); parameters: {', '.join(sorted(KNOWN))}"
+                    )
                 for item in items:
                     if isinstance(item, dict):
                         _check_keys(f"{pw}.sweeps[{j}].{k}", item, KNOWN)
     return StudySpec(
-        study=data["study"], title=data.get("title", data["study"]), engine=data["engine"],
-        target=data["target"], source=data.get("source", ""), fixed=fixed, exclude=exclude,
-        presets=presets, path=path, notes=data.get("notes", ""), extra=data.get("extra", {}),
-        label=data.get("label", ""), order=int(data.get("order", 0)), chapter=data.get("chapter", ""),
+        study=data["study"],
+        title=data.get("title", data["study"]),
+        engine=data["engine"],
+        target=data["target"],
+        source=data.get("source", ""),
+        fixed=fixed,
+        exclude=exclude,
+        presets=presets,
+        path=path,
+        notes=data.get("notes", ""),
+        extra=data.get("extra", {}),
+        label=data.get("label", ""),
+        order=int(data.get("order", 0)),
+        chapter=data.get("chapter", ""),
     )
 
 
@@ -343,10 +431,14 @@ def book_studies() -> list[tuple[str, str, str]]:
     names = {s.study for s in specs}
     for s in specs:
         if s.chapter and s.chapter not in names:
-            raise SpecError(f"{s.path or s.study}: chapter {s.chapter!r} is not a study (studies: {', '.join(sorted(names))})")
+            raise SpecError(
+                f"{s.path or s.study}: chapter {s.chapter!r} is not a study (studies: {', '.join(sorted(names))})"
+            )
     specs = [s for s in specs if not s.chapter or s.chapter == s.study]
-    return [(s.study, s.label or f"sec-experiments-{s.study.replace('_', '-')}", s.title)
-            for s in sorted(specs, key=lambda s: (s.order, s.study))]
+    return [
+        (s.study, s.label or f"sec-experiments-{s.study.replace('_', '-')}", s.title)
+        for s in sorted(specs, key=lambda s: (s.order, s.study))
+    ]
 
 
 def load_spec(name_or_path: str | Path) -> StudySpec:

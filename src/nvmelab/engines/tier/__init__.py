@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A tiered NVMe store for paging: striped volumes, a write-back page cache, a paging workload.
 
 Modules:
@@ -6,6 +7,7 @@ Modules:
     workload  the state-vector paging workload (gates on qubits, random page mix) and its pagers
     engine    one run of the vram_cache study (spec experiments/specs/vram_cache.toml), one record
 """
+
 from __future__ import annotations
 
 from .cache import Cache, GpuUnavailable, gpu_available

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A write-back page cache in front of a :class:`~nvmelab.engines.tier.volume.Volume`, in host or GPU memory.
 
 The cache holds ``capacity // line`` lines of ``line`` bytes (one page each). Callers work in
@@ -33,11 +34,12 @@ GPU memory (``memory="gpu"``) needs cupy and a CUDA device; :func:`gpu_available
 both are there, and the constructor raises :class:`GpuUnavailable` otherwise. Device I/O stages
 through a host DMA buffer, then copies to the GPU lines.
 """
+
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -95,10 +97,20 @@ def _runs(pages: np.ndarray, max_pages: int) -> list:
 class Cache:
     """Write-back page cache over a volume (see the module doc)."""
 
-    def __init__(self, volume: Volume, capacity: int, line: int = 4096, *, dtype: Any = np.uint8,
-                 policy: str = "lru", readahead: int = 0, coalesce: int = DEFAULT_COALESCE,
-                 memory: str = "host", writeback_percent: Optional[float] = None,
-                 staging: int = DEFAULT_STAGING) -> None:
+    def __init__(
+        self,
+        volume: Volume,
+        capacity: int,
+        line: int = 4096,
+        *,
+        dtype: Any = np.uint8,
+        policy: str = "lru",
+        readahead: int = 0,
+        coalesce: int = DEFAULT_COALESCE,
+        memory: str = "host",
+        writeback_percent: float | None = None,
+        staging: int = DEFAULT_STAGING,
+    ) -> None:
         """
         Args:
             volume: the backing volume; pages are ``line``-byte slices of it.
@@ -118,8 +130,13 @@ class Cache:
             raise ValueError(f"policy: {policy!r} is not one of {', '.join(POLICIES)}")
         if memory not in MEMORIES:
             raise ValueError(f"memory: {memory!r} is not one of {', '.join(MEMORIES)}")
-        for name, v in (("capacity", capacity), ("line", line), ("readahead", readahead),
-                        ("coalesce", coalesce), ("staging", staging)):
+        for name, v in (
+            ("capacity", capacity),
+            ("line", line),
+            ("readahead", readahead),
+            ("coalesce", coalesce),
+            ("staging", staging),
+        ):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
         if line <= 0 or line % volume.block:
@@ -165,11 +182,11 @@ class Cache:
         self._slot_page = np.full(self.nlines, FREE, dtype=np.int64)
         self._dirty = np.zeros(self.nlines, dtype=bool)
         self._pinned = np.zeros(self.nlines, dtype=bool)
-        self._ref = np.zeros(self.nlines, dtype=bool)       # CLOCK reference bits
-        self._ra = np.zeros(self.nlines, dtype=bool)        # read ahead and not used yet
+        self._ref = np.zeros(self.nlines, dtype=bool)  # CLOCK reference bits
+        self._ra = np.zeros(self.nlines, dtype=bool)  # read ahead and not used yet
         self._hand = 0
-        self._map: dict[int, int] = {}                     # page -> slot
-        self._lru: "OrderedDict[int, None]" = OrderedDict()  # slots, least recent first
+        self._map: dict[int, int] = {}  # page -> slot
+        self._lru: OrderedDict[int, None] = OrderedDict()  # slots, least recent first
         self._free = list(range(self.nlines - 1, -1, -1))
         self._pins: list = []
         #: pages a workload should acquire per batch (half the lines: the rest serve read-ahead
@@ -184,15 +201,14 @@ class Cache:
             self.volume.release(b)
         self._staging = self._arena = None
 
-    def __enter__(self) -> "Cache":
+    def __enter__(self) -> Cache:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"<tier.Cache {self.memory} {self.policy} {self.nlines}x{self.line}B "
-                f"dirty={int(self._dirty.sum())}>")
+        return f"<tier.Cache {self.memory} {self.policy} {self.nlines}x{self.line}B dirty={int(self._dirty.sum())}>"
 
     @property
     def capacity(self) -> int:
@@ -225,12 +241,23 @@ class Cache:
 
     def stats(self) -> dict:
         acc = self.hits + self.misses
-        out = {"lines": self.nlines, "line": self.line, "policy": self.policy, "memory": self.memory,
-               "hits": self.hits, "misses": self.misses, "hit_ratio": self.hits / acc if acc else 0.0,
-               "readahead_reads": self.readahead_reads, "readahead_hits": self.readahead_hits,
-               "evictions": self.evictions, "dirty_evictions": self.dirty_evictions,
-               "writeback_lines": self.writeback_lines, "writeback_requests": self.writeback_requests,
-               "fill_lines": self.fill_lines, "fill_requests": self.fill_requests}
+        out = {
+            "lines": self.nlines,
+            "line": self.line,
+            "policy": self.policy,
+            "memory": self.memory,
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_ratio": self.hits / acc if acc else 0.0,
+            "readahead_reads": self.readahead_reads,
+            "readahead_hits": self.readahead_hits,
+            "evictions": self.evictions,
+            "dirty_evictions": self.dirty_evictions,
+            "writeback_lines": self.writeback_lines,
+            "writeback_requests": self.writeback_requests,
+            "fill_lines": self.fill_lines,
+            "fill_requests": self.fill_requests,
+        }
         out.update(self.fractions())
         out.update({f"{k}_mean": v for k, v in self.mean_fractions().items()})
         return out
@@ -314,11 +341,11 @@ class Cache:
             reqs, spans, used = [], [], 0
             while i < len(runs) and used + runs[i][1] <= self._stage_pages:
                 s, n = runs[i]
-                sl = slots_arr[s:s + n]
+                sl = slots_arr[s : s + n]
                 if self.memory == "gpu":
-                    stage[used:used + n] = self._raw[self.xp.asarray(sl)].get()
+                    stage[used : used + n] = self._raw[self.xp.asarray(sl)].get()
                 else:
-                    np.take(self._raw, sl, axis=0, out=stage[used:used + n])
+                    np.take(self._raw, sl, axis=0, out=stage[used : used + n])
                 reqs.append(Request("w", int(pages[s]) * self.line, n * self.line, buf, used * self.line))
                 spans.append(sl)
                 used += n
@@ -354,11 +381,11 @@ class Cache:
                 if e is not None:
                     failures.append((len(failures), r, e, (s, n)))
                     continue
-                sl = slots[s:s + n]
+                sl = slots[s : s + n]
                 if self.memory == "gpu":
-                    self._raw[self.xp.asarray(sl)] = self.xp.asarray(stage[at:at + n])
+                    self._raw[self.xp.asarray(sl)] = self.xp.asarray(stage[at : at + n])
                 else:
-                    self._raw[sl] = stage[at:at + n]
+                    self._raw[sl] = stage[at : at + n]
                 self.fill_lines += n
                 self.fill_requests += 1
         return failures
@@ -379,11 +406,11 @@ class Cache:
             order = np.argsort(wp)
             wp, ws = wp[order], ws[order]
             for s, n in _runs(wp, maxrun):
-                sl = ws[s:s + n]
+                sl = ws[s : s + n]
                 if self.memory == "gpu":
-                    stage[used:used + n] = self._raw[self.xp.asarray(sl)].get()
+                    stage[used : used + n] = self._raw[self.xp.asarray(sl)].get()
                 else:
-                    np.take(self._raw, sl, axis=0, out=stage[used:used + n])
+                    np.take(self._raw, sl, axis=0, out=stage[used : used + n])
                 reqs.append(Request("w", int(wp[s]) * self.line, n * self.line, buf, used * self.line))
                 kinds.append(("w", sl))
                 used += n
@@ -457,7 +484,7 @@ class Cache:
             if miss_idx:
                 self._fetch_misses(pages, slots, np.asarray(miss_idx, dtype=np.int64), overwrite and write)
         except BaseException:
-            self._pinned[:] = before   # this batch holds no pins after a failure
+            self._pinned[:] = before  # this batch holds no pins after a failure
             raise
         if write:
             self._dirty[slots] = True
@@ -491,7 +518,7 @@ class Cache:
             # the common case: dirty victims out and misses in, in one concurrent round
             fills, failures = self._exchange(dv, all_pages if nfill else all_pages[:0])
         else:
-            self._write_back(dv)   # raises on failure: nothing evicted, victims stay dirty
+            self._write_back(dv)  # raises on failure: nothing evicted, victims stay dirty
             fills, failures = None, []
         for s in victims:
             self.evictions += 1
@@ -504,7 +531,7 @@ class Cache:
             failures = self._fill(all_pages, new_slots)
         failed_pages: set = set()
         for _, _, _, (s, n) in failures:
-            failed_pages.update(all_pages[s:s + n].tolist())
+            failed_pages.update(all_pages[s : s + n].tolist())
         for p, s in zip(all_pages.tolist(), new_slots.tolist()):
             if p in failed_pages:
                 self._free.append(s)
@@ -565,29 +592,35 @@ class Cache:
             try:
                 for s, a, b, o in zip(slots.tolist(), lo, hi, at):
                     row = self._raw[s, a:b]
-                    out[o:o + b - a] = row.get() if self.memory == "gpu" else row
+                    out[o : o + b - a] = row.get() if self.memory == "gpu" else row
             finally:
                 self.release()
         return out
 
     def write(self, offset: int, data: Any) -> None:
         """Write bytes through the cache (write-back: they reach the devices on eviction/flush)."""
-        src = np.ascontiguousarray(np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
-                                   if not isinstance(data, np.ndarray) else data).reshape(-1).view(np.uint8)
+        src = (
+            np.ascontiguousarray(
+                np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+            )
+            .reshape(-1)
+            .view(np.uint8)
+        )
         for p0, lo, hi, at in self._spans(offset, src.nbytes):
             full = all(a == 0 and b == self.line for a, b in zip(lo, hi))
             slots = self.acquire(np.arange(p0, p0 + len(lo)), write=True, overwrite=full)
             try:
                 for s, a, b, o in zip(slots.tolist(), lo, hi, at):
-                    chunk = src[o:o + b - a]
+                    chunk = src[o : o + b - a]
                     self._raw[s, a:b] = self.xp.asarray(chunk) if self.memory == "gpu" else chunk
             finally:
                 self.release()
 
     def _spans(self, offset: int, nbytes: int):
         if offset < 0 or nbytes < 0 or offset + nbytes > self.npages * self.line:
-            raise ValueError(f"offset {offset} + nbytes {nbytes} is outside the cached volume "
-                             f"({self.npages * self.line} bytes)")
+            raise ValueError(
+                f"offset {offset} + nbytes {nbytes} is outside the cached volume ({self.npages * self.line} bytes)"
+            )
         per = max(1, self.nlines // 2)
         pos, end = offset, offset + nbytes
         while pos < end:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The tier engine: one configuration of the vram_cache study, run once, one record.
 
 The study itself (configurations, presets, resume) is ``experiments/specs/vram_cache.toml``, run by
@@ -22,13 +23,14 @@ Key functions:
     run(study=..., rw=..., fraction=..., ndevs=..., cache=..., ...) -> dict    one record
     config_label(ndevs, cache, policy) -> str
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import time
 from fractions import Fraction
-from typing import Any, Optional
+from typing import Any
 
 from ...host import provenance as _prov
 from . import workload as W
@@ -95,7 +97,7 @@ def _apply(pager: Any, state: W.StateLayout, rw: str, depth: int, accesses: int,
     return W.run_mix(pager, state, steps)[0]
 
 
-def reference_checksum(state: W.StateLayout, rw: str, depth: int, accesses: int, seed: int) -> Optional[str]:
+def reference_checksum(state: W.StateLayout, rw: str, depth: int, accesses: int, seed: int) -> str | None:
     """SHA-256 of the final state of an in-memory run of the workload, or None when too large."""
     if state.nqubits > VERIFY_MAX_QUBITS:
         return None
@@ -122,10 +124,27 @@ def emu_info(uri: str) -> dict:
     return {"profile": info.get("profile"), "scale": info.get("scale"), "model": info.get("model")}
 
 
-def run(*, study: str = STUDY, target: str = "emu://?profile=pm1753", rw: str = "circuit", fraction: str = "1/16",
-        ndevs: int = 1, cache: str = "none", policy: str = "lru", nqubits: int = 19, dtype: str = "complex64",
-        page: int = 16384, depth: int = 4, accesses: int = 512, chunk: int = 64 * 1024, qdepth: int = 32,
-        readahead: int = 4, coalesce: int = 1 << 20, seed: int = 1, allow_write: bool = False) -> dict:
+def run(
+    *,
+    study: str = STUDY,
+    target: str = "emu://?profile=pm1753",
+    rw: str = "circuit",
+    fraction: str = "1/16",
+    ndevs: int = 1,
+    cache: str = "none",
+    policy: str = "lru",
+    nqubits: int = 19,
+    dtype: str = "complex64",
+    page: int = 16384,
+    depth: int = 4,
+    accesses: int = 512,
+    chunk: int = 64 * 1024,
+    qdepth: int = 32,
+    readahead: int = 4,
+    coalesce: int = 1 << 20,
+    seed: int = 1,
+    allow_write: bool = False,
+) -> dict:
     """Run one configuration once and return its record (see the module docstring)."""
     if rw not in WORKLOADS:
         raise ValueError(f"rw: {rw!r} is not one of {', '.join(WORKLOADS)}")
@@ -137,12 +156,16 @@ def run(*, study: str = STUDY, target: str = "emu://?profile=pm1753", rw: str = 
     state = W.StateLayout(int(nqubits), dtype, int(page))
     budget = int(state.nbytes * fraction_of(fraction))
     if budget // state.page < MIN_BUDGET_PAGES:
-        raise ValueError(f"fraction: {fraction} of a {state.nbytes}-byte state is {budget // state.page} page(s) of "
-                         f"{state.page} bytes; a budget needs at least {MIN_BUDGET_PAGES}")
+        raise ValueError(
+            f"fraction: {fraction} of a {state.nbytes}-byte state is {budget // state.page} page(s) of "
+            f"{state.page} bytes; a budget needs at least {MIN_BUDGET_PAGES}"
+        )
     uri = target_uri(target, state, chunk)
     if not uri.startswith("emu://") and not allow_write:
-        raise ValueError(f"target {uri!r}: the study overwrites namespace 1 of the devices it uses; "
-                         "set allow_write = true in the run's parameters to permit it")
+        raise ValueError(
+            f"target {uri!r}: the study overwrites namespace 1 of the devices it uses; "
+            "set allow_write = true in the run's parameters to permit it"
+        )
     if cache == "gpu":
         ok, why = gpu_available()
         if not ok:
@@ -152,18 +175,45 @@ def run(*, study: str = STUDY, target: str = "emu://?profile=pm1753", rw: str = 
     prov = _prov.capture({"profile": info.get("profile"), "scale": info.get("scale")})
     prov["emu_model"] = info.get("model")
     rec: dict[str, Any] = {
-        "study": study, "tool": TOOL, "target": uri,
+        "study": study,
+        "tool": TOOL,
+        "target": uri,
         "backend": "nvmelab-emu" if uri.startswith("emu://") else "nvmelab-pci",
-        "rw": rw, "iosize": state.page, "qdepth": qdepth, "nqueues": 1, "ndevs": ndevs, "ncpus": 1,
-        "lat_ns": None, "cpu_usage": None, "cpu_freqs": None, "governor": None, "turbo": None, "smt": None,
-        "thr_sib": False, "stress": False, "repetition": 0, "provenance": prov,
-        "config": config_label(ndevs, cache, policy), "config_key": config_key(rw, fraction, ndevs, cache, policy),
-        "layout": layout, "chunk": chunk if layout == "raid0" else 0, "cache": cache,
-        "policy": policy if cache != "none" else None, "fraction": fraction, "budget_bytes": budget,
-        "state_bytes": state.nbytes, "nqubits": state.nqubits, "dtype": state.dtype, "page": state.page,
-        "depth": depth if rw == "circuit" else None, "accesses": accesses if rw == "random" else None,
-        "loadavg": list(os.getloadavg()), "seed": seed, "readahead": readahead if cache != "none" else 0,
-        "coalesce": coalesce if cache != "none" else state.page, "writeback_percent": None,
+        "rw": rw,
+        "iosize": state.page,
+        "qdepth": qdepth,
+        "nqueues": 1,
+        "ndevs": ndevs,
+        "ncpus": 1,
+        "lat_ns": None,
+        "cpu_usage": None,
+        "cpu_freqs": None,
+        "governor": None,
+        "turbo": None,
+        "smt": None,
+        "thr_sib": False,
+        "stress": False,
+        "repetition": 0,
+        "provenance": prov,
+        "config": config_label(ndevs, cache, policy),
+        "config_key": config_key(rw, fraction, ndevs, cache, policy),
+        "layout": layout,
+        "chunk": chunk if layout == "raid0" else 0,
+        "cache": cache,
+        "policy": policy if cache != "none" else None,
+        "fraction": fraction,
+        "budget_bytes": budget,
+        "state_bytes": state.nbytes,
+        "nqubits": state.nqubits,
+        "dtype": state.dtype,
+        "page": state.page,
+        "depth": depth if rw == "circuit" else None,
+        "accesses": accesses if rw == "random" else None,
+        "loadavg": list(os.getloadavg()),
+        "seed": seed,
+        "readahead": readahead if cache != "none" else 0,
+        "coalesce": coalesce if cache != "none" else state.page,
+        "writeback_percent": None,
     }
     import nvmelab
 
@@ -174,8 +224,16 @@ def run(*, study: str = STUDY, target: str = "emu://?profile=pm1753", rw: str = 
                 pager: Any = W.DirectPager(vol, state, budget)
             else:
                 try:
-                    pager = Cache(vol, budget, state.page, dtype=state.np_dtype, policy=policy,
-                                  readahead=readahead, coalesce=coalesce, memory=cache)
+                    pager = Cache(
+                        vol,
+                        budget,
+                        state.page,
+                        dtype=state.np_dtype,
+                        policy=policy,
+                        readahead=readahead,
+                        coalesce=coalesce,
+                        memory=cache,
+                    )
                 except GpuUnavailable as exc:
                     raise ValueError(str(exc)) from None
             try:
@@ -198,21 +256,39 @@ def run(*, study: str = STUDY, target: str = "emu://?profile=pm1753", rw: str = 
     want = reference_checksum(state, rw, depth, accesses, seed)
     cmds = sum(d["reads"] + d["writes"] for d in devstats)
     dev_bytes = sum(d["read_bytes"] + d["write_bytes"] for d in devstats)
-    per_dev = [dict(d, dev=i, read_mibs=d["read_bytes"] / MIB / runtime, write_mibs=d["write_bytes"] / MIB / runtime)
-               for i, d in enumerate(devstats)]
+    per_dev = [
+        dict(d, dev=i, read_mibs=d["read_bytes"] / MIB / runtime, write_mibs=d["write_bytes"] / MIB / runtime)
+        for i, d in enumerate(devstats)
+    ]
     rec.update(
-        status="ok", runtime_s=runtime, workload_s=t_work, flush_s=runtime - t_work,
-        iops=cmds / runtime, mibs=touched * state.page / MIB / runtime,
-        pages_touched=touched, device_commands=cmds, device_bytes=dev_bytes,
-        device_mibs=dev_bytes / MIB / runtime, mean_request_bytes=dev_bytes / cmds if cmds else 0.0,
-        per_device=per_dev, pager=pstats, checksum=got, reference_checksum=want,
+        status="ok",
+        runtime_s=runtime,
+        workload_s=t_work,
+        flush_s=runtime - t_work,
+        iops=cmds / runtime,
+        mibs=touched * state.page / MIB / runtime,
+        pages_touched=touched,
+        device_commands=cmds,
+        device_bytes=dev_bytes,
+        device_mibs=dev_bytes / MIB / runtime,
+        mean_request_bytes=dev_bytes / cmds if cmds else 0.0,
+        per_device=per_dev,
+        pager=pstats,
+        checksum=got,
+        reference_checksum=want,
         checksum_ok=None if want is None else got == want,
     )
     if rec["checksum_ok"] is False:
         log.error("%s: the final state differs from the in-memory run", rec["config_key"])
     if isinstance(pager, Cache):
         # line state averaged over the run (sampled after every batch) and at its end, before the flush
-        rec.update(hit_ratio=pstats["hit_ratio"], unused=mean_state["unused"], clean=mean_state["clean"],
-                   dirty=mean_state["dirty"], unused_end=end_state["unused"], clean_end=end_state["clean"],
-                   dirty_end=end_state["dirty"])
+        rec.update(
+            hit_ratio=pstats["hit_ratio"],
+            unused=mean_state["unused"],
+            clean=mean_state["clean"],
+            dirty=mean_state["dirty"],
+            unused_end=end_state["unused"],
+            clean_end=end_state["clean"],
+            dirty_end=end_state["dirty"],
+        )
     return rec

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Volumes over NVMe namespaces: RAID-0 striping, a single device, a linear concatenation.
 
 A :class:`Volume` turns byte ranges of one logical address space into NVMe commands on the
@@ -32,13 +33,15 @@ behind the per-device throughput of the study.
 Caveat: all namespaces must belong to controllers of one target (one ``nvmelab.open`` URI),
 because DMA memory is allocated per target.
 """
+
 from __future__ import annotations
 
 import logging
 import time
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -101,8 +104,13 @@ class DeviceStats:
     errors: int = 0
 
     def as_dict(self) -> dict:
-        return {"read_bytes": self.read_bytes, "write_bytes": self.write_bytes, "reads": self.reads,
-                "writes": self.writes, "errors": self.errors}
+        return {
+            "read_bytes": self.read_bytes,
+            "write_bytes": self.write_bytes,
+            "reads": self.reads,
+            "writes": self.writes,
+            "errors": self.errors,
+        }
 
 
 @dataclass
@@ -116,8 +124,14 @@ class _Dev:
 class Volume:
     """A byte-addressed volume over NVMe namespaces (see the module doc)."""
 
-    def __init__(self, namespaces: Sequence[Any], layout: str = "raid0", chunk: int = DEFAULT_CHUNK,
-                 qdepth: int = DEFAULT_QDEPTH, timeout: float = DEFAULT_CMD_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        namespaces: Sequence[Any],
+        layout: str = "raid0",
+        chunk: int = DEFAULT_CHUNK,
+        qdepth: int = DEFAULT_QDEPTH,
+        timeout: float = DEFAULT_CMD_TIMEOUT_S,
+    ) -> None:
         """Build a volume over ``namespaces`` (driver :class:`~nvmelab.driver.Namespace` objects).
 
         Args:
@@ -159,7 +173,7 @@ class Volume:
         self._starts = np.cumsum([0] + [ns.nbytes for ns in namespaces])
         self._devs: list[_Dev] = []
         self._staging: Any = None
-        self._retired: list = []     # buffers released while the queue pairs live (see release())
+        self._retired: list = []  # buffers released while the queue pairs live (see release())
         try:
             for ns in namespaces:
                 ctrl = ns.controller
@@ -173,8 +187,7 @@ class Volume:
         log.debug("volume %s over %d device(s), %d bytes", layout, len(self._devs), self.nbytes)
 
     @classmethod
-    def open(cls, target: Any, layout: str = "raid0", ndevs: Optional[int] = None, nsid: int = 1,
-             **kw: Any) -> "Volume":
+    def open(cls, target: Any, layout: str = "raid0", ndevs: int | None = None, nsid: int = 1, **kw: Any) -> Volume:
         """A volume over namespace ``nsid`` of the first ``ndevs`` controllers of ``target``."""
         n = len(target) if ndevs is None else ndevs
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(target):
@@ -197,7 +210,7 @@ class Volume:
         self._retired = []
         self._staging = None
 
-    def __enter__(self) -> "Volume":
+    def __enter__(self) -> Volume:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -223,8 +236,14 @@ class Volume:
             self._retired.append(buf)
 
     def describe(self) -> dict:
-        return {"layout": self.layout, "ndevs": self.ndevs, "chunk": self.chunk, "qdepth": self.qdepth,
-                "nbytes": self.nbytes, "block": self.block}
+        return {
+            "layout": self.layout,
+            "ndevs": self.ndevs,
+            "chunk": self.chunk,
+            "qdepth": self.qdepth,
+            "nbytes": self.nbytes,
+            "block": self.block,
+        }
 
     # -- statistics --
     @property
@@ -286,14 +305,14 @@ class Volume:
             if r.op not in ("r", "w"):
                 raise ValueError(f"request {i}: op must be 'r' or 'w', got {r.op!r}")
             if r.buf_offset < 0 or r.buf_offset + r.nbytes > r.buf.nbytes:
-                raise ValueError(f"request {i}: buffer span {r.buf_offset}+{r.nbytes} exceeds its "
-                                 f"{r.buf.nbytes} bytes")
+                raise ValueError(f"request {i}: buffer span {r.buf_offset}+{r.nbytes} exceeds its {r.buf.nbytes} bytes")
             for dev, doff, length, rel in self.extents(r.offset, r.nbytes):
                 mx = self._devs[dev].max_bytes
                 for p in range(0, length, mx):
                     n = min(mx, length - p)
-                    queues[dev].append((i, r.op == "w", (doff + p) // self.block, n // self.block,
-                                        r.buf, r.buf_offset + rel + p, n))
+                    queues[dev].append(
+                        (i, r.op == "w", (doff + p) // self.block, n // self.block, r.buf, r.buf_offset + rel + p, n)
+                    )
         errors: list = [None] * len(reqs)
         self._run(queues, errors)
         if check:
@@ -364,7 +383,7 @@ class Volume:
             self._staging = self.alloc(size)
         return self._staging
 
-    def read(self, offset: int, nbytes: int, out: Optional[np.ndarray] = None) -> np.ndarray:
+    def read(self, offset: int, nbytes: int, out: np.ndarray | None = None) -> np.ndarray:
         """Read ``nbytes`` at ``offset`` into a new uint8 array (or ``out``) and return it."""
         self._check_range(offset, nbytes)
         buf = self._stage(nbytes)
@@ -379,9 +398,12 @@ class Volume:
 
     def write(self, offset: int, data: Any) -> None:
         """Write the bytes of ``data`` (bytes-like or a contiguous numpy array) at ``offset``."""
-        src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8) if not isinstance(data, np.ndarray) \
+        src = (
+            np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+            if not isinstance(data, np.ndarray)
             else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        )
         self._check_range(offset, src.nbytes)
         buf = self._stage(src.nbytes)
-        buf.array[:src.nbytes] = src
+        buf.array[: src.nbytes] = src
         self.io([Request("w", offset, src.nbytes, buf, 0)])

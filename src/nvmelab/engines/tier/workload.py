@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The paging workload: a full state-vector quantum-circuit simulation whose state lives on a volume.
 
 The state is ``2**n`` complex amplitudes (complex64 or complex128) cut into pages of ``page`` bytes.
@@ -18,12 +19,14 @@ budget, one device request per page, like swap without a cache) or a
 array module) and ``batch_pages`` (how many pages a batch may hold), so one code path computes
 both the paged result and the in-memory reference; :func:`checksum` compares them.
 """
+
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -31,8 +34,22 @@ from .volume import Request, Volume
 
 log = logging.getLogger(__name__)
 
-__all__ = ["StateLayout", "Gate", "random_circuit", "random_mix", "MemoryPager", "DirectPager",
-           "init_state", "write_initial_state", "apply_gate", "run_circuit", "run_mix", "read_state", "checksum", "DTYPES"]
+__all__ = [
+    "StateLayout",
+    "Gate",
+    "random_circuit",
+    "random_mix",
+    "MemoryPager",
+    "DirectPager",
+    "init_state",
+    "write_initial_state",
+    "apply_gate",
+    "run_circuit",
+    "run_mix",
+    "read_state",
+    "checksum",
+    "DTYPES",
+]
 
 DTYPES = {"complex64": np.complex64, "complex128": np.complex128}
 
@@ -54,8 +71,10 @@ class StateLayout:
         if self.page <= 0 or self.page & (self.page - 1) or self.page < it:
             raise ValueError(f"page: {self.page} must be a power of two >= {it} bytes")
         if self.nbytes < self.page:
-            raise ValueError(f"nqubits: a {self.nqubits}-qubit state ({self.nbytes} bytes) is smaller "
-                             f"than one page ({self.page} bytes)")
+            raise ValueError(
+                f"nqubits: a {self.nqubits}-qubit state ({self.nbytes} bytes) is smaller "
+                f"than one page ({self.page} bytes)"
+            )
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -86,7 +105,7 @@ class StateLayout:
 @dataclass(frozen=True)
 class Gate:
     qubit: int
-    u: np.ndarray = field(repr=False)   # 2x2 complex128
+    u: np.ndarray = field(repr=False)  # 2x2 complex128
 
     def describe(self) -> str:
         return f"U(q{self.qubit})"
@@ -128,6 +147,7 @@ def random_mix(npages: int, accesses: int, write_fraction: float = 0.5, seed: in
 
 # -- pagers --
 
+
 class MemoryPager:
     """The whole state in host memory: the in-memory reference run."""
 
@@ -168,7 +188,7 @@ class DirectPager:
         raw = self._buf.array[: self.nslots * self.page].reshape(self.nslots, self.page)
         self.lines = raw.view(layout.np_dtype)
         self.batch_pages = self.nslots
-        self._held: list = []        # (pages, first slot, write) acquired since the last release
+        self._held: list = []  # (pages, first slot, write) acquired since the last release
         self._used = 0
         self.page_reads = self.page_writes = 0
 
@@ -180,12 +200,15 @@ class DirectPager:
         """Read ``pages`` into free slots of the working buffer (one request per page)."""
         pages = np.asarray(pages, dtype=np.int64).reshape(-1)
         if self._used + pages.size > self.nslots:
-            raise ValueError(f"pages: {pages.size} pages (+{self._used} held) exceed the "
-                             f"{self.nslots}-page budget")
+            raise ValueError(f"pages: {pages.size} pages (+{self._used} held) exceed the {self.nslots}-page budget")
         slots = np.arange(self._used, self._used + pages.size, dtype=np.int64)
         if not (write and overwrite):
-            self.volume.io([Request("r", int(p) * self.page, self.page, self._buf, int(s) * self.page)
-                            for p, s in zip(pages.tolist(), slots.tolist())])
+            self.volume.io(
+                [
+                    Request("r", int(p) * self.page, self.page, self._buf, int(s) * self.page)
+                    for p, s in zip(pages.tolist(), slots.tolist())
+                ]
+            )
             self.page_reads += pages.size
         self._held.append((pages, self._used, write))
         self._used += pages.size
@@ -194,8 +217,12 @@ class DirectPager:
     def release(self) -> None:
         """Write every page acquired for writing back (one request per page); free the buffer."""
         held, self._held, self._used = self._held, [], 0
-        reqs = [Request("w", int(p) * self.page, self.page, self._buf, (s0 + k) * self.page)
-                for pages, s0, write in held if write for k, p in enumerate(pages.tolist())]
+        reqs = [
+            Request("w", int(p) * self.page, self.page, self._buf, (s0 + k) * self.page)
+            for pages, s0, write in held
+            if write
+            for k, p in enumerate(pages.tolist())
+        ]
         if reqs:
             self.volume.io(reqs)
             self.page_writes += len(reqs)
@@ -209,6 +236,7 @@ class DirectPager:
 
 
 # -- the workload --
+
 
 def _page_init(layout: StateLayout, seed: int, p0: int, n: int) -> np.ndarray:
     """Pages p0..p0+n of a seeded random state (unnormalised; each page from its own stream)."""
@@ -247,7 +275,7 @@ def _gate_batches(layout: StateLayout, qubit: int, batch_pages: int, reverse: bo
     if qubit < layout.local_qubits:
         step = max(1, batch_pages)
         starts = range(0, npg, step)
-        for p0 in (reversed(starts) if reverse else starts):
+        for p0 in reversed(starts) if reverse else starts:
             yield "local", np.arange(p0, min(p0 + step, npg), dtype=np.int64)
         return
     stride = 1 << (qubit - layout.local_qubits)
@@ -256,7 +284,7 @@ def _gate_batches(layout: StateLayout, qubit: int, batch_pages: int, reverse: bo
         low = low[::-1]
     half = max(1, batch_pages // 2)
     for i in range(0, low.size, half):
-        lo = low[i:i + half]
+        lo = low[i : i + half]
         yield "pair", lo, lo + stride
 
 
@@ -283,7 +311,7 @@ def apply_gate(pager: Any, layout: StateLayout, gate: Gate, reverse: bool = Fals
         else:
             lo, hi = item[1], item[2]
             slots = xp.asarray(pager.acquire(np.concatenate((lo, hi)), write=True))
-            sa, sb = slots[:lo.size], slots[lo.size:]
+            sa, sb = slots[: lo.size], slots[lo.size :]
             a, b = pager.lines[sa], pager.lines[sb]
             pager.lines[sa] = u00 * a + u01 * b
             pager.lines[sb] = u10 * a + u11 * b
