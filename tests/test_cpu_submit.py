@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from nvmelab.host.hostvars import CONTROL_VARS, HostControl, controllability
-from nvmelab.results import analysis, plots, reference
+from nvmelab.results import cpu_submit, plots, reference
 from nvmelab.studies import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,22 +153,22 @@ def _records_frame():
 
 def test_sweep_change_table_per_core_and_against_the_baseline():
     df = _records_frame()
-    q = analysis.sweep_change_table(df[(df.stress == 0) & (df.ncpus == 1)], "qdepth", 128)
+    q = cpu_submit.sweep_change_table(df[(df.stress == 0) & (df.ncpus == 1)], "qdepth", 128)
     emu = q[q.backend == "nvmelab-emu"].set_index("qdepth")
     assert emu.loc[128, "iops_mean"] == 100.5 and emu.loc[128, "change"] == 0
     assert math.isclose(emu.loc[8, "change"], 80 / 100.5 - 1)
-    n = analysis.sweep_change_table(df[(df.stress == 0) & (df.qdepth == 128)], "ncpus", 1)
+    n = cpu_submit.sweep_change_table(df[(df.stress == 0) & (df.qdepth == 128)], "ncpus", 1)
     two = n[(n.backend == "io_uring") & (n.ncpus == 2)].iloc[0]
     assert two.iops_per_core_mean == 7.5 and math.isclose(two.change, 15 / 10.5 - 1)
     assert two.cpu_usage_mean == 200.0
     # no baseline row in a group: the change is missing, never invented
-    none = analysis.sweep_change_table(df[df.qdepth == 8], "qdepth", 128)
+    none = cpu_submit.sweep_change_table(df[df.qdepth == 8], "qdepth", 128)
     assert none["change"].isna().all()
 
 
 def test_one_factor_change_and_comparison_with_seed_004():
     df = _records_frame()
-    got = analysis.one_factor_change(df[df.qdepth == 128], "stress", 1, 0, fixed={"thr_sib": 0, "ncpus": 1})
+    got = cpu_submit.one_factor_change(df[df.qdepth == 128], "stress", 1, 0, fixed={"thr_sib": 0, "ncpus": 1})
     assert dict(zip(got.backend, got.change.round(6))) == {
         "io_uring": round(5.5 / 10.5 - 1, 6),
         "nvmelab-emu": round(50.5 / 100.5 - 1, 6),
@@ -180,7 +180,7 @@ def test_one_factor_change_and_comparison_with_seed_004():
         ]
     )
     sweeps = {"stress": df[(df.qdepth == 128) & (df.ncpus == 1)], "governor": df.iloc[0:0]}
-    t = analysis.host_variable_comparison(
+    t = cpu_submit.host_variable_comparison(
         sweeps, reference.seed004_parameterisations(), reference.seed004_host_variables(), control
     ).set_index("change")
     ad = reference.seed004_parameterisations().set_index("id")["iops"]
@@ -207,25 +207,25 @@ def test_cpu_samples_host_control_and_sweep_rows():
         },
         {"run_key": "b#0", "cpu_freqs": None, "cpus": [0]},
     ]
-    s = analysis.with_cpu_samples(df, recs).set_index("run_key")
+    s = cpu_submit.with_cpu_samples(df, recs).set_index("run_key")
     assert s.loc["a#0", "freq_khz"] == 2.5e6 and s.loc["a#0", "logical_cpus"] == 2
     assert math.isnan(s.loc["b#0", "freq_khz"])
-    ctl = analysis.host_control_table(recs)
+    ctl = cpu_submit.host_control_table(recs)
     assert ctl.to_dict("records") == [
         {"host": "h", "variable": "smt", "found": 0, "settable": False, "why": "SMT control is notsupported"}
     ]
     plan = load_spec("cpu_submit").plan("quick")
     key = next(r.key for r in plan.runs if "qdepth" in r.sweeps and r.params["qdepth"] == 8)
     rows = pd.DataFrame({"run_key": [key, "other#0"], "iops": [1.0, 2.0]})
-    assert list(analysis.sweep_rows(rows, plan, "qdepth")["run_key"]) == [key]
-    assert analysis.sweep_rows(rows, plan, "stress").empty
+    assert list(cpu_submit.sweep_rows(rows, plan, "qdepth")["run_key"]) == [key]
+    assert cpu_submit.sweep_rows(rows, plan, "stress").empty
     with pytest.raises(KeyError):
-        analysis.sweep_rows(rows, plan, "nope")
+        cpu_submit.sweep_rows(rows, plan, "nope")
 
 
 def test_cpu_side_sweeps_plot():
     df = _records_frame()
-    q = analysis.sweep_change_table(df[(df.stress == 0) & (df.ncpus == 1)], "qdepth", 128)
+    q = cpu_submit.sweep_change_table(df[(df.stress == 0) & (df.ncpus == 1)], "qdepth", 128)
     chart = plots.cpu_side_sweeps([("qdepth", q), ("ncpus", q.iloc[0:0])])
     spec = chart.to_dict()
     assert len(spec["hconcat"]) == 1  # an empty table draws no panel
@@ -234,6 +234,6 @@ def test_cpu_side_sweeps_plot():
 
 def test_polling_share():
     df = pd.DataFrame({"cpu_usage": [200.0, 90.0, None], "ncpus": [2, 1, 1]})
-    share = analysis.polling_share(df)
+    share = cpu_submit.polling_share(df)
     assert share.iloc[0] == 1.0 and share.iloc[1] == 0.9 and math.isnan(share.iloc[2])
-    assert 0 < analysis.BUSY_POLL_MIN_SHARE <= 1
+    assert 0 < cpu_submit.BUSY_POLL_MIN_SHARE <= 1

@@ -75,3 +75,13 @@ def test_every_source_file_has_an_spdx_line() -> None:
     assert len(files) > 100
     missing = [f for f in files if "SPDX-License-Identifier: BSD-3-Clause" not in (ROOT / f).read_text()[:400]]
     assert not missing, f"no SPDX-License-Identifier line in: {', '.join(missing)}"
+
+
+#: The size past which a source file is split along its jobs (issue 16).
+MAX_LINES = 800
+
+
+def test_no_source_file_over_800_lines() -> None:
+    files = _tracked("*.c", "*.h", "*.cu", "*.cuh", "*.cpp", "*.hpp", "*.py")
+    long = {f: n for f in files if (n := len((ROOT / f).read_text().splitlines())) > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines, split along their jobs: {long}"

@@ -793,15 +793,3 @@ int blksum_compute(const struct blksum_source *src, const struct blksum_opts *o,
         return rc;
     return blksum_finish(j, res);
 }
-
-void blksum_hex(const struct blksum_result *res, char *out, size_t outlen)
-{
-    static const char digits[] = "0123456789abcdef";
-    size_t k = 0;
-    for (unsigned i = 0; i < res->md_len && k + 2 < outlen; i++) {
-        out[k++] = digits[res->md[i] >> 4];
-        out[k++] = digits[res->md[i] & 0xfu];
-    }
-    if (outlen)
-        out[k < outlen ? k : outlen - 1] = '\0';
-}

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* opts.c — blksum's options, digests and error texts: defaults, checks, the digest list (see blksum.h). */
+/* opts.c — blksum's options, digests and error texts: defaults, checks, the digest list, the digest as
+ * hex (see blksum.h). */
 #include <errno.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -166,4 +167,16 @@ int blksum_list_digests(void (*fn)(const char *name, void *arg), void *arg)
     }
     free(l.names);
     return count;
+}
+
+void blksum_hex(const struct blksum_result *res, char *out, size_t outlen)
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t k = 0;
+    for (unsigned i = 0; i < res->md_len && k + 2 < outlen; i++) {
+        out[k++] = digits[res->md[i] >> 4];
+        out[k++] = digits[res->md[i] & 0xfu];
+    }
+    if (outlen)
+        out[k < outlen ? k : outlen - 1] = '\0';
 }

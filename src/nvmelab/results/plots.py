@@ -338,7 +338,7 @@ def cpu_side_sweeps(
     tables: Sequence[tuple[str, pd.DataFrame]], *, y: str = "iops_per_core", series: str = "backend", title: str = ""
 ) -> alt.HConcatChart:
     """The CPU-side sweeps (study cpu_submit) beside each other: one panel per (x column, table of
-    analysis.sweep_change_table), `y` (default IOPS per physical core) against x, one line per `series`;
+    cpu_submit.sweep_change_table), `y` (default IOPS per physical core) against x, one line per `series`;
     queue depth and I/O size on a log2 axis."""
     y_title = "IOPS per physical core" if y == "iops_per_core" else TITLES.get(y, y)
     charts = [
