@@ -117,3 +117,14 @@ def test_blksum_speedups_ours_beside_the_seeds() -> None:
     best = analysis.blksum_best(agg, reference.blksum_qdepth())
     mine = best[best.source == "ours"].iloc[0]
     assert (mine.qdepth, mine.speedup) == (2, 2.0)
+
+
+def test_seed002_printed_keeps_the_eight_tables_as_printed() -> None:
+    tables = reference.seed002_printed()
+    assert len(tables) == 8
+    for title, t in tables:
+        assert list(t.columns) == ["qdepth", "mean", "sigma", "user", "system", "min", "max", "unit", "runs"]
+        assert list(t["qdepth"]) == ["1", "2", "4", "8", "16", "32"] and set(t["unit"]) <= {"ms", "s"}
+        assert ("NBD" in title) != ("file read directly" in title)
+    first = dict(tables[0][1].iloc[0])
+    assert (first["mean"], first["sigma"], first["unit"]) == ("762.6", "21.8", "ms")  # digits as the seed prints

@@ -237,6 +237,23 @@ def seed004_value(quantity: str, section: str | None = None) -> float:
     return float(sel["number"].iloc[0])
 
 
+def seed002_printed() -> list[tuple[str, pd.DataFrame]]:
+    """Seed 002's eight hyperfine tables as the seed prints them (its unit, min and max included), each
+    with a title naming machine, I/O path, digest and threads: what the chapter shows as published."""
+    out = []
+    for f in seed_files("002"):
+        if f.name == "seed002_summary.csv":
+            continue
+        t = _read_seed_csv(f)
+        first = t.iloc[0]
+        io = "NBD" if first["io"] == "nbd" else "file read directly"
+        threads = f", {first['threads']} hash threads" if first["threads"] else ", default threads"
+        title = f"{first['machine']}, {io}, digest {first['digest']}{threads} ({first['section']})"
+        cols = ["qdepth", "mean", "sigma", "user", "system", "min", "max", "unit", "runs"]
+        out.append((title, t[cols].reset_index(drop=True)))
+    return out
+
+
 def blksum_qdepth() -> pd.DataFrame:
     """Seed 002: blksum time per queue depth, one row per hyperfine benchmark of the eight tables
     (system laptop|server x nbd 0|1 x digest null|sha256). Times in seconds (``mean_s``, ``std_s`` =
