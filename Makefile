@@ -29,7 +29,7 @@ PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 
 help:
 	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
-	@echo "     test-browser | test-gpu | wheelhouse | records [STUDY=cpu_submit RECORDS_PRESET=standard] | clean"
+	@echo "     test-browser | test-gpu | wheelhouse | records [STUDY=all RECORDS_PRESET=standard RECORDS_ARGS=--replace] | clean"
 
 # --- system prerequisites (env/prereqs.sh): checked first, in well under a second ---
 check-env:
@@ -111,13 +111,17 @@ bench: check-bench build
 bench-gpu: check-gpu build
 	$(PY) -m tests.bench --gpu
 
-# --- records: a study's sweep measured on this host, under data/results/<study>/<host>/ ---
-# Installs stress-ng first (root, Debian). `make book` and `make test` never need it: they read
-# the committed records. Take them on a quiet machine.
-STUDY          ?= cpu_submit
+# --- records: the studies' sweeps measured on this host, under data/results/<study>/<host>/ ---
+# STUDY=all (default) runs, one after the other, every study this host has the engine for and
+# names the others (the device-initiated ones need a CUDA GPU). It resumes what the host's records
+# lack; RECORDS_ARGS=--replace moves them aside (kept, git-ignored) and measures every run again.
+# The sweep refuses a busy host (RECORDS_ARGS=--busy-ok overrides). Installs stress-ng first (root,
+# Debian). `make book` and `make test` never need it: they read the committed records.
+STUDY          ?= all
 RECORDS_PRESET ?= standard
+RECORDS_ARGS   ?=
 records: check-records build
-	$(PY) -m nvmelab study run $(STUDY) --preset $(RECORDS_PRESET)
+	$(PY) -m nvmelab study run $(STUDY) --preset $(RECORDS_PRESET) $(RECORDS_ARGS)
 
 # --- book ---
 book: build

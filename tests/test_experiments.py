@@ -430,3 +430,71 @@ def test_each_engine_resolves_or_says_why():
 
     for name in ("cpu", "blksum", "tier"):
         assert callable(resolve_engine(name))
+
+
+# ---------------------------------------------------------- quiet host, re-measurement ---
+def test_host_usage_from_proc_stat(tmp_path):
+    from nvmelab.host import cpus
+
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal: busy 300, idle 700
+    stat.write_text("cpu  200 0 100 600 100 0 0 0 0 0\ncpu0 1 2 3 4\n")
+    a = cpus.host_cpu_times(stat)
+    stat.write_text("cpu  350 0 150 650 150 0 0 0 0 0\n")  # +200 busy, +100 idle
+    b = cpus.host_cpu_times(stat)
+    assert (a.busy, a.total, b.busy, b.total) == (300, 1000, 500, 1300)
+    assert cpus.host_usage(a, b, ncpus=2) == pytest.approx(133.3)  # 2/3 of two CPUs
+    assert cpus.host_usage(b, a, ncpus=2) is None and cpus.host_usage(None, b) is None
+    stat.write_text("intr 1 2 3\n")
+    assert cpus.host_cpu_times(stat) is None and cpus.host_cpu_times(tmp_path / "none") is None
+
+
+def test_records_carry_the_hosts_cpu_use(spec, tmp_path):
+    rep = run_study(
+        spec, "quick", run_fn=lambda **kw: fake_run(sleep=0.2, **kw), results_root=tmp_path, progress=False, max_runs=1
+    )
+    rec = rep.records[0]
+    assert "host_cpu_usage" in rec
+    if Path("/proc/stat").exists():
+        assert isinstance(rec["host_cpu_usage"], float) and rec["host_cpu_usage"] >= 0
+
+
+def test_ensure_quiet_refuses_a_busy_host(monkeypatch):
+    from nvmelab.host import cpus
+    from nvmelab.studies import HostBusyError, ensure_quiet
+
+    monkeypatch.setattr(cpus, "host_busy", lambda seconds: 150.0)
+    with pytest.raises(HostBusyError, match=r"other processes used 150 % of a CPU .*--busy-ok"):
+        ensure_quiet(limit=10)
+    monkeypatch.setattr(cpus, "host_busy", lambda seconds: 3.0)
+    assert ensure_quiet(limit=10) == 3.0
+    monkeypatch.setattr(cpus, "host_busy", lambda seconds: None)  # no /proc/stat: nothing to check
+    assert ensure_quiet(limit=10) is None
+
+
+def test_set_aside_measures_the_plan_again_and_keeps_the_old_records(spec, tmp_path):
+    from nvmelab.studies import set_aside
+
+    assert set_aside(tmp_path, "t_study", "quick") is None
+    rep = run_study(spec, "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    path = next(iter(rep.paths))
+    old = path.read_text()
+    moved = set_aside(tmp_path, "t_study", "quick")
+    assert moved is not None and moved.name.startswith("quick.jsonl.replaced-") and moved.read_text() == old
+    assert not path.exists() and load_results("t_study", "quick", root=tmp_path).empty
+    rep2 = run_study(spec, "quick", run_fn=fake_run, results_root=tmp_path, progress=False)
+    assert rep2.already_done == 0 and rep2.ran == 6 and len(load_results("t_study", "quick", root=tmp_path)) == 6
+
+
+def test_cli_study_all(capsys, monkeypatch):
+    from nvmelab.cli import main
+    from nvmelab.host import cpus
+
+    assert main(["study", "plan", "all", "--preset", "standard"]) == 0
+    out = capsys.readouterr().out
+    for name in list_specs():
+        assert f"{name}: " in out
+    monkeypatch.setattr(cpus, "host_busy", lambda seconds: 180.0)
+    assert main(["study", "run", "all", "--preset", "standard", "--results", "/nonexistent"]) == 2
+    captured = capsys.readouterr()
+    assert "host busy" in captured.err and "--busy-ok" in captured.err

@@ -118,6 +118,22 @@ def test_describe_records_preset_from_file_name_and_smoke_flag(tmp_path: Path) -
     assert "commit unknown" in src.summary()
 
 
+def test_describe_records_reports_the_other_load_of_unstressed_runs(tmp_path: Path) -> None:
+    prov = {"host": "vm", "utc": "2026-11-25T01:00:00Z"}
+    recs = [
+        {"provenance": prov, "cpu_usage": 99.0, "host_cpu_usage": 100.0, "stress": 0},
+        {"provenance": prov, "cpu_usage": 99.5, "host_cpu_usage": 102.5, "stress": 0},
+        {"provenance": prov, "cpu_usage": 100.0, "host_cpu_usage": 99.0},  # rounding: never negative
+        {"provenance": prov, "cpu_usage": 100.0, "host_cpu_usage": 200.0, "stress": 1},  # stress-ng: not counted
+        {"provenance": prov, "cpu_usage": None, "host_cpu_usage": 50.0},  # engine use unknown
+    ]
+    (src,) = pub.describe_records([_records(tmp_path / "standard.jsonl", recs)])
+    assert src.other_load == [1.0, 3.0, 0.0]
+    assert src.summary().endswith("other processes used a median 1.0 % of a CPU (max 3.0 %)")
+    (old,) = pub.describe_records([_records(tmp_path / "old.jsonl", [{"provenance": prov}])])
+    assert old.quiet() is None and "other processes" not in old.summary()
+
+
 def test_describe_records_names_a_corrupt_line(tmp_path: Path) -> None:
     f = tmp_path / "standard.jsonl"
     f.write_text('{"provenance": {}}\n{not json\n')

@@ -16,15 +16,23 @@ Run the sweep of a study (src/nvmelab/studies/specs/<study>.toml) on a target.
   nvmelab study list
   nvmelab study plan cpu_initiated --preset standard
   nvmelab study run cpu_initiated --preset standard [--target URI]
+  nvmelab study run all --preset standard --replace   (every study this host can run)
 
 Every study, blksum_qdepth and vram_cache included, is a spec run by this runner.
 Presets: quick (CI, seconds), standard (a small host, minutes), paper (the full
 published grid, for real hardware: pass --target pci://... naming the allow-listed
 controllers). Records are appended after every run, so an interrupted sweep
 resumes where it stopped: `run` makes exactly what this host's records of the
-preset lack (what a notebook does under NVMELAB_RUN=missing). Host variables (governor, turbo, SMT, stress) are
-applied when the host allows it and restored afterwards; runs asking for a value
-the host cannot be set to are skipped and listed.
+preset lack (what a notebook does under NVMELAB_RUN=missing); --replace moves
+this host's records of the preset aside first (kept as *.replaced-<utc>) and
+measures the whole plan again. `all` runs every study whose engine this host
+has (the device-initiated ones need a CUDA GPU) and names the others. Records
+of the standard and paper presets are for publication: the sweep refuses to
+start when other processes keep the host busy (--busy-ok overrides), and each
+record carries host_cpu_usage, the whole host's CPU use during the run. Host
+variables (governor, turbo, SMT, stress) are applied when the host allows it
+and restored afterwards; runs asking for a value the host cannot be set to are
+skipped and listed.
 """
 
 log = logging.getLogger(__name__)
@@ -36,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub.add_parser("list", help="the studies and their presets")
     for name, help_ in (("plan", "print the runs a preset would do"), ("run", "run or resume a sweep")):
         q = sub.add_parser(name, help=help_)
-        q.add_argument("study", help="study name (see `nvmelab study list`) or path to a spec .toml")
+        q.add_argument("study", help="study name (see `nvmelab study list`), path to a spec .toml, or `all`")
         q.add_argument("--preset", default="quick", help="quick | standard | paper (default: quick)")
         q.add_argument(
             "--target", default=None, help="target URI replacing the spec's default (emu://, pci://, file://)"
@@ -49,6 +57,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                 help="never write sysfs; runs needing another governor/turbo/SMT are skipped",
             )
             q.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs")
+            q.add_argument(
+                "--replace",
+                action="store_true",
+                help="move this host's records of the preset aside first and measure the whole plan again",
+            )
+            q.add_argument(
+                "--busy-ok", action="store_true", help="take standard/paper records even when the host is busy"
+            )
             q.add_argument("--no-progress", action="store_true", help="no progress bar")
             q.add_argument(
                 "--scheduler", default=None, help="Dask scheduler address: spread runs over its workers (one per host)"
@@ -56,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..studies import PRESETS, list_specs, load_spec, run_study
+    from ..studies import PRESETS, HostBusyError, engine_available, ensure_quiet, list_specs, load_spec
 
     if args.action == "list":
         for name in list_specs():
@@ -64,17 +80,50 @@ def run(args: argparse.Namespace) -> int:
             counts = ", ".join(f"{p}: {len(spec.plan(p).runs)} runs" for p in spec.preset_names())
             print(f"{name:18s} {spec.title}  [{spec.engine}; {counts}]")
         return 0
-    spec = load_spec(args.study)
-    if args.preset not in spec.presets:
-        raise UsageError(f"study {spec.study!r} has no preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
+    names = list_specs() if args.study == "all" else [args.study]
+    specs = [load_spec(n) for n in names]
+    for spec in specs:
+        if args.preset not in spec.presets and args.study != "all":
+            raise UsageError(f"study {spec.study!r} has no preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
     if args.action == "plan":
-        plan = spec.plan(args.preset, target=args.target)
-        for r in plan.runs:
-            print(f"{r.params.get('target')}  {r.label()}")
-        print(f"{len(plan.runs)} runs; sweeps: {', '.join(f'{k} ({len(v)})' for k, v in plan.sweeps.items())}")
+        for spec in specs:
+            if args.preset not in spec.presets:
+                continue
+            plan = spec.plan(args.preset, target=args.target)
+            for r in plan.runs:
+                print(f"{r.params.get('target')}  {r.label()}")
+            sweeps = ", ".join(f"{k} ({len(v)})" for k, v in plan.sweeps.items())
+            print(f"{spec.study}: {len(plan.runs)} runs; sweeps: {sweeps}")
         return 0
     if args.max_runs is not None and args.max_runs < 1:
         raise UsageError(f"--max-runs must be >= 1, got {args.max_runs}")
+    runnable = []
+    for spec in specs:
+        ok, why = engine_available(spec.engine)
+        if args.preset not in spec.presets:
+            print(f"not run: {spec.study}: no preset {args.preset!r}")
+        elif not ok and args.study == "all":
+            print(f"not run: {spec.study}: {why}")
+        else:
+            runnable.append(spec)
+    if args.preset != "quick" and not args.busy_ok and not args.scheduler:
+        try:
+            ensure_quiet()
+        except HostBusyError as exc:
+            raise UsageError(str(exc)) from None
+    for spec in runnable:
+        _run_one(spec, args)
+    return 0
+
+
+def _run_one(spec, args: argparse.Namespace) -> None:
+    from ..studies import default_results_root, run_study, set_aside
+
+    if args.replace:
+        root = args.results if args.results is not None else default_results_root(args.preset)
+        moved = set_aside(root, spec.study, args.preset)
+        if moved is not None:
+            print(f"moved aside: {moved}")
     executor = None
     client = None
     if args.scheduler:
@@ -105,4 +154,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"records: {path}")
     for label, why in rep.skipped:
         print(f"skipped: {label}: {why}")
-    return 0

@@ -44,8 +44,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import platform
-import socket
 import struct
 import subprocess
 import time
@@ -53,6 +51,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..host import cpus as _cpus
+from ..host import provenance as _prov
+from ..results.records import MIB, engine_record
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,6 @@ DRIVER_SCHEMES = ("emu", "pci")
 #: Study name and tool label in run records.
 STUDY = "blksum_qdepth"
 TOOL = "nvmelab-blksum"
-MIB = 1024 * 1024
 
 ProgressFn = Callable[[int, int], None]
 
@@ -324,52 +325,18 @@ def drop_file_cache(path: str | os.PathLike) -> bool:
 # --------------------------------------------------------------------------- records
 
 
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
 def provenance() -> dict[str, Any]:
-    """Where and with what a blksum record was made (the keys nvmelab.results.records requires)."""
-    from .. import __version__
-
-    try:
-        from ..studies.paths import host_id
-
-        host = host_id()
-    except Exception:  # the runner is optional for this module
-        host = socket.gethostname()
+    """Where and with what a blksum record was made: nvmelab.host.provenance.capture (the keys
+    every record carries), with the OpenSSL that supplies the digests and the CPUs online."""
     try:
         import ssl
 
         openssl = ssl.OPENSSL_VERSION
     except ImportError:
         openssl = None
-    return {
-        "git_commit": _git_commit(),
-        "host": host,
-        "cpu_model": _cpu_model(),
-        "kernel": platform.release(),
-        "packages": {"nvmelab": __version__, "python": platform.python_version(), "openssl": openssl},
-        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "ncpus_online": os.cpu_count(),
-    }
+    prov = _prov.capture(ncpus_online=os.cpu_count())
+    prov["packages"] = dict(prov.get("packages") or {}, openssl=openssl)
+    return prov
 
 
 def to_record(
@@ -396,42 +363,46 @@ def to_record(
         prov["profile"] = kv.get("profile")
         prov["scale"] = float(kv["scale"]) if "scale" in kv else None
         prov["emu"] = desc
-    rec: dict[str, Any] = {
-        "study": study,
-        "tool": tool,
-        "target": target,
-        "backend": res.io,
-        "rw": "read",
-        "iosize": res.read_size,
-        "qdepth": res.queue_depth,
-        "nqueues": 1,
-        "ndevs": 1,
-        "ncpus": res.threads,
-        "runtime_s": res.elapsed_s,
-        "iops": res.reads / res.elapsed_s if res.elapsed_s > 0 else 0.0,
-        "mibs": res.mibs,
-        "lat_ns": None,
-        "cpu_usage": None,
-        "cpu_freqs": None,
-        "governor": None,
-        "turbo": None,
-        "smt": None,
-        "thr_sib": False,
-        "stress": False,
-        "repetition": repetition,
-        "provenance": prov,
-        "digest": res.digest,
-        "hexdigest": res.hexdigest,
-        "image_size": res.size,
-        "bytes_read": res.bytes_read,
-        "zero_blocks": res.zero_blocks,
-        "hole_blocks": res.hole_blocks,
-        "reads": res.reads,
-    }
+    rec = engine_record(
+        study=study,
+        tool=tool,
+        target=target,
+        backend=res.io,
+        rw="read",
+        iosize=res.read_size,
+        qdepth=res.queue_depth,
+        ncpus=res.threads,
+        runtime_s=res.elapsed_s,
+        iops=res.reads / res.elapsed_s if res.elapsed_s > 0 else 0.0,
+        mibs=res.mibs,
+        ios=res.reads,
+        host=_cpus.host_state(),
+        repetition=repetition,
+        provenance=prov,
+    )
+    rec.update(
+        {
+            "digest": res.digest,
+            "hexdigest": res.hexdigest,
+            "image_size": res.size,
+            "bytes_read": res.bytes_read,
+            "zero_blocks": res.zero_blocks,
+            "hole_blocks": res.hole_blocks,
+            "reads": res.reads,
+        }
+    )
     if image:
         rec.update(image)
     rec.update(extra)
+    rec["cpu_usage"] = cpu_usage(rec.get("user_s"), rec.get("system_s"), res.elapsed_s)
     return rec
+
+
+def cpu_usage(user_s: float | None, system_s: float | None, elapsed_s: float) -> float | None:
+    """CPU time over elapsed time in percent of one CPU (a record's cpu_usage); None unknown."""
+    if user_s is None or system_s is None or elapsed_s <= 0:
+        return None
+    return round((user_s + system_s) / elapsed_s * 100.0, 1)
 
 
 # --------------------------------------------------------------------------- the study engine
@@ -536,38 +507,34 @@ def study_run(
         if p.returncode != 0:
             raise RuntimeError(f"{exe} failed ({p.returncode}): {p.stderr.strip()[:200]}")
         size = desc["image_bytes"]
-        return {
-            "study": study,
-            "tool": ORIGINAL_TOOL,
-            "target": "file://" + str(image),
-            "backend": "original",
-            "rw": "read",
-            "iosize": iosize,
-            "qdepth": qdepth,
-            "nqueues": 1,
-            "ndevs": 1,
-            "ncpus": threads,
-            "runtime_s": dt,
-            "iops": 0.0,
-            "mibs": size / MIB / dt,
-            "lat_ns": None,
-            "cpu_usage": None,
-            "cpu_freqs": None,
-            "governor": None,
-            "turbo": None,
-            "smt": None,
-            "thr_sib": False,
-            "stress": False,
-            "repetition": 0,
-            "provenance": prov,
-            "digest": digest,
-            "timing": "whole process",
-            "executable": exe,
-            "user_s": u1 - u0,
-            "system_s": s1 - s0,
-            **desc,
-            **extra,
-        }
+        rec = engine_record(
+            study=study,
+            tool=ORIGINAL_TOOL,
+            target="file://" + str(image),
+            backend="original",
+            rw="read",
+            iosize=iosize,
+            qdepth=qdepth,
+            ncpus=threads,
+            runtime_s=dt,
+            iops=0.0,  # the original tool does not report its reads
+            mibs=size / MIB / dt,
+            host=_cpus.host_state(),
+            provenance=prov,
+        )
+        rec.update(
+            {
+                "digest": digest,
+                "timing": "whole process",
+                "executable": exe,
+                "user_s": u1 - u0,
+                "system_s": s1 - s0,
+                **desc,
+                **extra,
+            }
+        )
+        rec["cpu_usage"] = cpu_usage(rec["user_s"], rec["system_s"], dt)
+        return rec
     u0, s0 = _cpu_times()
     res = run(image, digest, threads=threads, queue_depth=qdepth, io=backend, read_size=iosize)
     u1, s1 = _cpu_times()

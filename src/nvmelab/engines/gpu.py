@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..host import provenance as _prov
-from ..results.records import engine_record, validate
+from ..results.records import engine_record, measured_fields, validate
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ def make_record(
     """Turn the engine's raw result into a validated record."""
     info = {"backend": BACKEND, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
     rec = engine_record(
-        res,
+        **measured_fields(res),
         study=study,
         tool=TOOL,
         target=target,
@@ -258,8 +258,6 @@ def make_record(
     rec.update(
         {
             "lat_ns": None,  # lock-step rounds: the round time below, not per-command latency
-            "cpu_usage": None,
-            "cpu_freqs": None,
             "ios_total": res["ios_total"],
             "cuda_threads": res["threads"],
             "kernel_s": round(res["kernel_s"], 6),

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..host import cpus as _cpus
 from ..host import provenance as _prov
-from ..results.records import engine_record, validate
+from ..results.records import engine_record, measured_fields, validate
 
 log = logging.getLogger(__name__)
 
@@ -359,7 +359,7 @@ def make_record(
     lat = res["lat"]
     ndevs_used = len(res["dev_ios"]) or 1
     rec = engine_record(
-        res,
+        **measured_fields(res),
         study=study,
         tool="nvmelab",
         target=target,

@@ -12,8 +12,12 @@ siblings, stress). This module reads them; it never changes them.
     FreqSampler(cpus)          samples scaling_cur_freq every 0.5 s during a run and
                                summarises it as the published method did (first and
                                last 10 % of the samples dropped)
+    host_cpu_times()           busy and total CPU time of the whole host (/proc/stat)
+    host_usage(before, after)  the whole host's CPU use between two samples, in percent of
+                               one CPU (the unit of a record's cpu_usage)
+    host_busy(seconds)         the host's CPU use over a short window: is it quiet?
 
-Sources: /sys/devices/system/cpu/cpuN/topology/*, .../cpufreq/*, .../smt/*,
+Sources: /proc/stat (aggregate "cpu" line), /sys/devices/system/cpu/cpuN/topology/*, .../cpufreq/*, .../smt/*,
 /sys/devices/system/cpu/intel_pstate/no_turbo, /sys/devices/system/cpu/cpufreq/boost.
 """
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +37,11 @@ SYS_CPU = Path("/sys/devices/system/cpu")
 FREQ_INTERVAL_S = 0.5
 #: Fraction of the samples dropped at the start and at the end of a run.
 FREQ_TRIM_FRACTION = 0.10
+PROC_STAT = Path("/proc/stat")
+#: /proc/stat "cpu" columns that count as idle: idle, iowait (the rest is busy; guest
+#: time is already inside user and nice, so it is not counted twice).
+_IDLE_COLUMNS = (3, 4)
+_STAT_COLUMNS = 8  # user nice system idle iowait irq softirq steal
 
 
 def _read(path: Path) -> str | None:
@@ -278,3 +288,46 @@ class FreqSampler:
         if not self.readable:
             return None
         return [summarise_freqs(self.samples[c]) for c in self.cpus]
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """Busy and total CPU time of the whole host, in clock ticks, at `at` (monotonic seconds)."""
+
+    busy: int
+    total: int
+    at: float
+
+
+def host_cpu_times(stat: Path = PROC_STAT) -> CpuTimes | None:
+    """The aggregate "cpu" line of /proc/stat; None where it cannot be read (not Linux)."""
+    try:
+        with open(stat, encoding="ascii") as f:
+            line = f.readline()
+    except OSError:
+        return None
+    parts = line.split()
+    if not parts or parts[0] != "cpu" or len(parts) < 1 + _STAT_COLUMNS:
+        return None
+    vals = [int(v) for v in parts[1 : 1 + _STAT_COLUMNS]]
+    idle = sum(vals[i] for i in _IDLE_COLUMNS)
+    return CpuTimes(sum(vals) - idle, sum(vals), time.monotonic())
+
+
+def host_usage(before: CpuTimes | None, after: CpuTimes | None, ncpus: int | None = None) -> float | None:
+    """The whole host's CPU use between two samples, in percent of one CPU (200 = two CPUs
+    busy), the unit of a record's ``cpu_usage``; None when a sample is missing or no time
+    passed. `ncpus` defaults to the online CPUs."""
+    if before is None or after is None or after.total <= before.total:
+        return None
+    n = ncpus or len(online())
+    share = (after.busy - before.busy) / (after.total - before.total)
+    return round(100.0 * n * share, 1)
+
+
+def host_busy(seconds: float = 2.0, stat: Path = PROC_STAT) -> float | None:
+    """The host's CPU use over the next `seconds`, in percent of one CPU; None where
+    /proc/stat cannot be read. Used before a sweep that takes published records."""
+    before = host_cpu_times(stat)
+    time.sleep(seconds)
+    return host_usage(before, host_cpu_times(stat))

@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .records import MIB  # bytes in a MiB (records carry bandwidth as MiB/s)
+
 log = logging.getLogger(__name__)
 
 #: A configuration "saturates" when its mean reaches this fraction of the roofline.
 SATURATION_FRACTION = 0.95
-#: Bytes in a MiB (records carry bandwidth as MiB/s).
-MIB = 1024 * 1024
 #: Bytes in a GB (bandwidth in the published text is in decimal GB/s).
 GB = 1_000_000_000
 

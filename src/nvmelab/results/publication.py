@@ -264,10 +264,22 @@ class RecordSource:
     first_utc: str | None = None
     last_utc: str | None = None
     emulation: list[str] = field(default_factory=list)
+    #: Per run without stress: what the rest of the host used (host_cpu_usage - cpu_usage),
+    #: percent of one CPU; empty for records taken before the runner measured it.
+    other_load: list[float] = field(default_factory=list)
 
     @property
     def smoke_test(self) -> bool:
         return any(p in SMOKE_PRESETS for p in self.presets)
+
+    def quiet(self) -> str | None:
+        """'other processes used a median 0.4 % of a CPU (max 3.1 %)', or None when unknown."""
+        if not self.other_load:
+            return None
+        v = sorted(self.other_load)
+        mid = len(v) // 2
+        median = v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+        return f"other processes used a median {median:.1f} % of a CPU (max {v[-1]:.1f} %)"
 
     def dates(self) -> str:
         if not self.first_utc:
@@ -286,6 +298,8 @@ class RecordSource:
         ]
         if self.emulation:
             parts.append("emulated " + ", ".join(self.emulation))
+        if self.quiet():
+            parts.append(self.quiet())
         return ", ".join(parts)
 
 
@@ -321,6 +335,9 @@ def describe_records(paths: Iterable[str | os.PathLike], *, commit_chars: int = 
             if utc:
                 src.first_utc = min(src.first_utc or utc, utc)
                 src.last_utc = max(src.last_utc or utc, utc)
+            used, own = rec.get("host_cpu_usage"), rec.get("cpu_usage")
+            if isinstance(used, (int, float)) and isinstance(own, (int, float)) and not rec.get("stress"):
+                src.other_load.append(max(0.0, float(used) - float(own)))
             if prov.get("profile"):
                 scale = prov.get("scale")
                 _add(

@@ -7,6 +7,12 @@ A record is a superset of the published AiSIO records (see data/reference/README
     runtime_s, iops, mibs, lat_ns{p50,p99,p999,max}, cpu_usage, cpu_freqs,
     governor, turbo, smt, thr_sib, stress, repetition, provenance{...}
 
+The sweep runner adds run_key, preset, sweeps, host_control (what the host let it vary),
+host_flags (a requested host value the engine saw otherwise) and host_cpu_usage: the whole
+host's CPU use while the engine ran, in percent of one CPU like cpu_usage, so that
+host_cpu_usage - cpu_usage is what everything else on the host used (stress-ng included):
+the check that a record was taken on a quiet host.
+
 Files are written atomically (temporary file in the same directory, fsync,
 rename), so an interrupted run never leaves a half-written record file.
 `append_records` rewrites a file with the new records added; readers never see a
@@ -58,8 +64,20 @@ PROVENANCE_KEYS = ("git_commit", "host", "cpu_model", "kernel", "packages", "utc
 MIB = 1 << 20
 
 
+def measured_fields(res: dict[str, Any]) -> dict[str, Any]:
+    """The measured fields of a record from a C engine's raw result (window_s, iops,
+    bytes_per_s, ios, errors, first_error), rounded as records keep them."""
+    return {
+        "runtime_s": round(res["window_s"], 6),
+        "iops": round(res["iops"], 2),
+        "mibs": round(res["bytes_per_s"] / MIB, 2),
+        "ios": res["ios"],
+        "errors": res["errors"],
+        "first_error": res["first_error"],
+    }
+
+
 def engine_record(
-    res: dict[str, Any],
     *,
     study: str,
     tool: str,
@@ -68,20 +86,29 @@ def engine_record(
     rw: str,
     iosize: int,
     qdepth: int,
-    nqueues: int,
-    ndevs: int,
-    ncpus: int,
-    host: dict[str, Any],
-    thr_sib: Any,
-    stress: Any,
-    repetition: int,
-    warmup: float,
-    seed: int,
+    runtime_s: float,
+    iops: float,
+    mibs: float,
+    nqueues: int = 1,
+    ndevs: int = 1,
+    ncpus: int = 1,
+    ios: int | None = None,
+    errors: int = 0,
+    first_error: Any = None,
+    host: dict[str, Any] | None = None,
+    thr_sib: Any = 0,
+    stress: Any = 0,
+    repetition: int = 0,
+    warmup: float = 0.0,
+    seed: int | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The fields every engine's record shares, from its raw result `res` (window_s, iops,
-    bytes_per_s, ios, errors, first_error) and the host state found before the run
-    (nvmelab.host.cpus.host_state). The caller adds latency, CPU usage, provenance and its own
-    fields, then validates."""
+    """Every field of SCHEMA, in one place for all engines (perf, gpu, blksum, tier).
+
+    `host` is the host state found before the run (nvmelab.host.cpus.host_state: governor,
+    turbo, smt; None = not read). lat_ns, cpu_usage and cpu_freqs start as None: the engine
+    sets what it measured, adds its own fields, then validates."""
+    host = host or {}
     return {
         "study": study,
         "tool": tool,
@@ -93,20 +120,24 @@ def engine_record(
         "nqueues": nqueues,
         "ndevs": ndevs,
         "ncpus": ncpus,
-        "runtime_s": round(res["window_s"], 6),
-        "iops": round(res["iops"], 2),
-        "mibs": round(res["bytes_per_s"] / MIB, 2),
+        "runtime_s": runtime_s,
+        "iops": iops,
+        "mibs": mibs,
+        "lat_ns": None,
+        "cpu_usage": None,
+        "cpu_freqs": None,
         "governor": host.get("governor"),
         "turbo": host.get("turbo"),
         "smt": host.get("smt"),
         "thr_sib": int(bool(thr_sib)),
         "stress": int(bool(stress)),
         "repetition": repetition,
-        "ios": res["ios"],
-        "errors": res["errors"],
-        "first_error": res["first_error"],
+        "ios": ios,
+        "errors": errors,
+        "first_error": first_error,
         "warmup_s": float(warmup),
         "seed": seed,
+        "provenance": provenance if provenance is not None else {},
     }
 
 

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 from ..host.hostvars import HostControl
 from .runner import (
+    HostBusyError,
     SweepReport,
     default_results_root,
     engine_available,
+    ensure_quiet,
     execute_run,
     host_id,
     load_results,
     results_path,
     run_study,
     scratch_dir,
+    set_aside,
     study_results,
 )
 from .spec import HOST_VARS, PRESETS, Plan, Run, SpecError, StudySpec, list_specs, load_spec, parse_spec
@@ -40,6 +43,7 @@ def __getattr__(name: str):
 __all__ = [
     "HOST_VARS",
     "PRESETS",
+    "HostBusyError",
     "HostControl",
     "Plan",
     "Run",
@@ -49,6 +53,7 @@ __all__ = [
     "DaskExecutor",
     "default_results_root",
     "engine_available",
+    "ensure_quiet",
     "execute_run",
     "host_id",
     "list_specs",
@@ -58,5 +63,6 @@ __all__ = [
     "results_path",
     "run_study",
     "scratch_dir",
+    "set_aside",
     "study_results",
 ]

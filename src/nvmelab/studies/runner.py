@@ -8,6 +8,8 @@ Key functions:
     results_path(root, study, host, preset)            data/results/<study>/<host>/<preset>.jsonl
     study_results(study, preset, ...) -> (df, report)  what a notebook shows: records and/or a run
     preset_name(preset=None) / run_mode(mode=None)     $NVMELAB_PRESET and $NVMELAB_RUN, checked
+    ensure_quiet(limit, seconds)                       refuse to take records on a busy host
+    set_aside(root, study, preset) -> Path | None      move this host's records aside (a re-measurement)
 
 Presets and run modes (one mechanism for every study):
 * ``NVMELAB_PRESET`` (quick | standard | paper) picks the sweep; ``quick`` is a smoke test (CI,
@@ -43,6 +45,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..host import cpus as _cpus
 from ..host.hostvars import HostControl, used_cpus
 from ..results import records as _records
 from .paths import default_results_root, host_id, results_path, scratch_dir  # noqa: F401 (re-exported)
@@ -59,6 +62,41 @@ DEFAULT_FILE_MIB = 64
 RUN_MODES = ("auto", "never", "missing")
 #: The preset a notebook uses when neither its parameter nor $NVMELAB_PRESET names one.
 DEFAULT_PRESET = "standard"
+#: CPU use of the rest of the host (percent of one CPU) above which ensure_quiet refuses.
+QUIET_MAX_PERCENT = 10.0
+#: Seconds ensure_quiet watches the host.
+QUIET_WINDOW_S = 2.0
+
+
+class HostBusyError(RuntimeError):
+    """The host is not quiet enough to take records meant for publication."""
+
+
+def ensure_quiet(limit: float = QUIET_MAX_PERCENT, seconds: float = QUIET_WINDOW_S) -> float | None:
+    """Watch the host's CPU use for `seconds`; raise HostBusyError above `limit` (percent of one
+    CPU). Returns the use measured (None where /proc/stat cannot be read: nothing is checked)."""
+    used = _cpus.host_busy(seconds)
+    if used is not None and used > limit:
+        raise HostBusyError(
+            f"host busy: other processes used {used:.0f} % of a CPU over {seconds:g} s (limit {limit:g} %); "
+            "records for the book need a quiet host: stop the other work, or pass --busy-ok to take them anyway"
+        )
+    log.info("host quiet: %.1f %% of a CPU used over %g s", used or 0.0, seconds)
+    return used
+
+
+def set_aside(root: str | Path, study: str, preset: str) -> Path | None:
+    """Move this host's records of `study`/`preset` to ``<preset>.jsonl.replaced-<utc>`` next to
+    them (git ignores those), so the next run measures every run of the plan afresh; the old
+    file is kept, never deleted. Returns its new path, or None when there was none."""
+    path = results_path(Path(root), study, host_id(), preset)
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = path.with_name(f"{path.name}.replaced-{stamp}")
+    path.rename(dest)
+    log.info("%s: moved aside to %s", path, dest.name)
+    return dest
 
 
 def preset_name(preset: str | None = None) -> str:
@@ -158,10 +196,12 @@ def execute_run(run: Run, run_fn: RunFn, host: HostControl, *, file_mib: int = D
             if not started:
                 return Outcome(run, None, f"could not set stress=1: {note}", notes, me)
         _prepare_target(str(run.params.get("target", "")), file_mib)
+        before = _cpus.host_cpu_times()
         try:
             rec = dict(run_fn(study=run.study, **run.engine_params))
         except ValueError as exc:  # a parameter this host or target cannot take: skip it, say why
             return Outcome(run, None, f"engine refused the run: {exc}", notes, me)
+        host_usage = _cpus.host_usage(before, _cpus.host_cpu_times())
     finally:
         host.stop_stress()
     rec["study"] = run.study
@@ -171,6 +211,7 @@ def execute_run(run: Run, run_fn: RunFn, host: HostControl, *, file_mib: int = D
     rec["preset"] = run.preset
     rec["sweeps"] = list(run.sweeps)
     rec["host_control"] = host.controllability()  # what this host let the sweep vary, and why not
+    rec["host_cpu_usage"] = host_usage  # the whole host during the run (records.py): was it quiet?
     flags = []
     for var in ("governor", "turbo", "smt"):
         want = run.params.get(var)

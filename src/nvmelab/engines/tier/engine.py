@@ -32,7 +32,9 @@ import time
 from fractions import Fraction
 from typing import Any
 
+from ...host import cpus as _cpus
 from ...host import provenance as _prov
+from ...results.records import MIB, engine_record
 from . import workload as W
 from .cache import Cache, GpuUnavailable, gpu_available
 from .volume import Volume
@@ -41,7 +43,6 @@ log = logging.getLogger(__name__)
 
 STUDY = "vram_cache"
 TOOL = "nvmelab-tier"
-MIB = 1 << 20
 #: State size at or below which the final state is compared with an in-memory run.
 VERIFY_MAX_QUBITS = 26
 #: Smallest memory budget in pages (a gate on a far qubit holds 2 pages; the cache needs room to evict).
@@ -174,47 +175,44 @@ def run(
     info = emu_info(uri)
     prov = _prov.capture({"profile": info.get("profile"), "scale": info.get("scale")})
     prov["emu_model"] = info.get("model")
-    rec: dict[str, Any] = {
-        "study": study,
-        "tool": TOOL,
-        "target": uri,
-        "backend": "nvmelab-emu" if uri.startswith("emu://") else "nvmelab-pci",
-        "rw": rw,
-        "iosize": state.page,
-        "qdepth": qdepth,
-        "nqueues": 1,
-        "ndevs": ndevs,
-        "ncpus": 1,
-        "lat_ns": None,
-        "cpu_usage": None,
-        "cpu_freqs": None,
-        "governor": None,
-        "turbo": None,
-        "smt": None,
-        "thr_sib": False,
-        "stress": False,
-        "repetition": 0,
-        "provenance": prov,
-        "config": config_label(ndevs, cache, policy),
-        "config_key": config_key(rw, fraction, ndevs, cache, policy),
-        "layout": layout,
-        "chunk": chunk if layout == "raid0" else 0,
-        "cache": cache,
-        "policy": policy if cache != "none" else None,
-        "fraction": fraction,
-        "budget_bytes": budget,
-        "state_bytes": state.nbytes,
-        "nqubits": state.nqubits,
-        "dtype": state.dtype,
-        "page": state.page,
-        "depth": depth if rw == "circuit" else None,
-        "accesses": accesses if rw == "random" else None,
-        "loadavg": list(os.getloadavg()),
-        "seed": seed,
-        "readahead": readahead if cache != "none" else 0,
-        "coalesce": coalesce if cache != "none" else state.page,
-        "writeback_percent": None,
-    }
+    rec = engine_record(
+        study=study,
+        tool=TOOL,
+        target=uri,
+        backend="nvmelab-emu" if uri.startswith("emu://") else "nvmelab-pci",
+        rw=rw,
+        iosize=state.page,
+        qdepth=qdepth,
+        ndevs=ndevs,
+        runtime_s=0.0,  # set below, with iops and mibs, once the workload has run
+        iops=0.0,
+        mibs=0.0,
+        host=_cpus.host_state(),
+        seed=seed,
+        provenance=prov,
+    )
+    rec.update(
+        {
+            "config": config_label(ndevs, cache, policy),
+            "config_key": config_key(rw, fraction, ndevs, cache, policy),
+            "layout": layout,
+            "chunk": chunk if layout == "raid0" else 0,
+            "cache": cache,
+            "policy": policy if cache != "none" else None,
+            "fraction": fraction,
+            "budget_bytes": budget,
+            "state_bytes": state.nbytes,
+            "nqubits": state.nqubits,
+            "dtype": state.dtype,
+            "page": state.page,
+            "depth": depth if rw == "circuit" else None,
+            "accesses": accesses if rw == "random" else None,
+            "loadavg": list(os.getloadavg()),
+            "readahead": readahead if cache != "none" else 0,
+            "coalesce": coalesce if cache != "none" else state.page,
+            "writeback_percent": None,
+        }
+    )
     import nvmelab
 
     with nvmelab.open(uri) as t:
@@ -239,12 +237,14 @@ def run(
             try:
                 vol.reset_stats()
                 t0 = time.perf_counter()
+                c0 = time.process_time()
                 touched = _apply(pager, state, rw, depth, accesses, seed)
                 t_work = time.perf_counter() - t0
                 end_state = pager.fractions() if isinstance(pager, Cache) else None
                 mean_state = pager.mean_fractions() if isinstance(pager, Cache) else None
                 pager.flush()
                 runtime = time.perf_counter() - t0
+                cpu_s = time.process_time() - c0
                 devstats = [s.as_dict() for s in vol.stats]
                 pstats = pager.stats()
                 final = W.read_state(vol, state)
@@ -266,6 +266,8 @@ def run(
         workload_s=t_work,
         flush_s=runtime - t_work,
         iops=cmds / runtime,
+        ios=cmds,
+        cpu_usage=round(cpu_s / runtime * 100.0, 1),  # this process: the pager and the emulated devices
         mibs=touched * state.page / MIB / runtime,
         pages_touched=touched,
         device_commands=cmds,
