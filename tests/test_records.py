@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 
 import pytest
 
@@ -113,3 +114,44 @@ def test_corrupt_line_is_named(tmp_path):
     p.write_text(json.dumps(GOOD) + "\n{not json\n")
     with pytest.raises(records.RecordError, match=r"runs.jsonl:2: not valid JSON"):
         records.load_records(p)
+
+
+def test_git_commit_is_dirty_for_code_changes_not_for_records(tmp_path):
+    """A re-measurement rewrites tracked record files while it runs: that must not mark the
+    commit of the code that measured them as +dirty; a changed source file must."""
+    import shutil
+    import subprocess
+
+    from nvmelab.host import provenance
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    (repo / "data" / "results" / "s" / "h").mkdir(parents=True)
+    (repo / "src").mkdir()
+    rec, code = repo / "data" / "results" / "s" / "h" / "standard.jsonl", repo / "src" / "a.py"
+    rec.write_text("{}\n")
+    code.write_text("x = 1\n")
+
+    def git(*args):
+        env = {
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        }
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env={**os.environ, **env})
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "init")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    provenance.git_commit.cache_clear()
+    try:
+        rec.unlink()  # moved aside by --replace, then rewritten run by run
+        assert provenance.git_commit(repo / "src") == head
+        provenance.git_commit.cache_clear()
+        code.write_text("x = 2\n")
+        assert provenance.git_commit(repo / "src") == head + "+dirty"
+    finally:
+        provenance.git_commit.cache_clear()

@@ -299,7 +299,7 @@ Cfg cfg_from_kwargs(const py::kwargs &kw)
     return cfg;
 }
 
-// The table as Python sees it: nvmelab._native.PERF_PARAMS (nvmelab.perf.PARAMS, the CLI, the docs).
+// The table as Python sees it: nvmelab._native.PERF_PARAMS (nvmelab.engines.perf.PARAMS, the CLI, the docs).
 py::list params_list()
 {
     py::list out;

@@ -600,7 +600,8 @@ int kio_target_open(const char *uri, const struct perf_target_opts *opts, struct
         if (stat(path, &st)) {
             int e = errno;
             if (e == ENOENT)
-                snprintf(err, errlen, "%s: no such file (create one with nvmelab.perf.make_file(path, size))", uri);
+                snprintf(err, errlen, "%s: no such file (create one with nvmelab.engines.perf.make_file(path, size))",
+                         uri);
             else
                 snprintf(err, errlen, "%s: %s", uri, strerror(e));
             return -e;

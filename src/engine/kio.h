@@ -25,7 +25,7 @@
  *
  * Caveats: O_DIRECT needs buffers, offsets and sizes aligned to the logical block
  * size (512 B assumed for files; BLKSSZGET for block devices). A file target must
- * exist and hold data (nvmelab.perf.make_file writes real data, so reads are not
+ * exist and hold data (nvmelab.engines.perf.make_file writes real data, so reads are not
  * served from holes). blk:// refuses a device that is mounted, has holders or is
  * used for swap, and refuses writes unless allow_write is set.
  */

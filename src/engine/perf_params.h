@@ -5,7 +5,7 @@
  * Purpose: one table (name, type, bounds, default, doc) from which everything else is derived:
  * the C range check (perf_params_check, called by perf_config_check), the defaults
  * (perf_params_defaults), the pybind11 keyword parsing of PerfTarget.run/check/fill, the parameter
- * list Python exports (nvmelab._native.PERF_PARAMS, nvmelab.perf.PARAMS), the `nvmelab perf run`
+ * list Python exports (nvmelab._native.PERF_PARAMS, nvmelab.engines.perf.PARAMS), the `nvmelab perf run`
  * options and the parameter reference (`nvmelab perf params`). Adding a parameter is one line here
  * (plus its field in struct perf_config).
  *

@@ -39,14 +39,22 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
     return out.stdout.strip()
 
 
-@functools.lru_cache(maxsize=1)
-def git_commit() -> str | None:
-    """HEAD of the repository this package lives in, "+dirty" when the tree has changes; None outside git."""
-    here = Path(__file__).resolve().parent
+#: Paths whose changes do not make the code "dirty": the records a sweep is writing (a
+#: re-measurement replaces tracked record files, so they always differ from HEAD meanwhile).
+NOT_CODE = ("data/results",)
+
+
+@functools.lru_cache(maxsize=4)
+def git_commit(where: Path | None = None) -> str | None:
+    """HEAD of the repository this package (or `where`) lives in, "+dirty" when a tracked file
+    outside NOT_CODE has uncommitted changes; None outside git."""
+    here = Path(where) if where is not None else Path(__file__).resolve().parent
     head = _run(["git", "rev-parse", "HEAD"], cwd=here)
     if not head:
         return None
-    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here)
+    top = _run(["git", "rev-parse", "--show-toplevel"], cwd=here)
+    excludes = [f":(exclude,top){p}" for p in NOT_CODE] if top else []
+    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)", *excludes], cwd=here)
     return head + ("+dirty" if dirty else "")
 
 
