@@ -61,6 +61,23 @@ def test_every_pattern_on_file(uri, backend, qd, rw):
     assert prov["profile"] is None  # a kernel path is not emulated
 
 
+def test_cpu_usage_is_the_io_stacks():
+    """Kernel paths count the whole process (io_uring's io-wq workers do part of the I/O);
+    the user-space driver counts its engine threads (an emulator's threads are the device)."""
+    res = {"cpu_s": 0.5, "window_s": 1.0, "proc_cpu_s": 1.0, "threads": [{"window_s": 1.0}]}
+    assert perf.io_stack_cpu_usage(res, "io_uring") == perf.io_stack_cpu_usage(res, "psync") == 100.0
+    assert perf.io_stack_cpu_usage(res, "nvmelab-emu") == perf.io_stack_cpu_usage(res, "nvmelab-pci") == 50.0
+    assert perf.io_stack_cpu_usage({**res, "proc_cpu_s": None}, "io_uring") is None
+
+
+@pytest.mark.parametrize("backend,qd", BACKENDS)
+def test_records_carry_engine_and_process_cpu(uri, backend, qd):
+    rec = perf.run(uri, iosize=4096, qdepth=qd, backend=backend, ncpus=1, **SHORT)
+    assert rec["cpu_usage"] == rec["process_cpu_usage"] and rec["engine_cpu_usage"] is not None
+    # the process includes the engine thread (allow for clock-tick rounding)
+    assert rec["process_cpu_usage"] >= rec["engine_cpu_usage"] - 5.0
+
+
 def test_make_file_writes_real_data(tmp_path):
     p = perf.make_file(tmp_path / "f.bin", 3 * 4096)
     data = p.read_bytes()

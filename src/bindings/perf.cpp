@@ -62,6 +62,7 @@ py::dict result_dict(const perf_result &r, const perf_config &c)
     d["bytes_per_s"] = r.bytes_per_s;
     d["window_s"] = r.window_s;
     d["cpu_s"] = r.cpu_s;
+    d["proc_cpu_s"] = r.proc_cpu_s;
     py::list dev;
     for (uint32_t i = 0; i < r.ndevs; i++)
         dev.append(r.dev_ios[i]);

@@ -78,6 +78,7 @@ struct worker {
     uint64_t polls, empty_polls;
     uint64_t t_start, t_stop;
     double cpu_start, cpu_stop;
+    double proc_start, proc_stop; /* thread 0 only: the whole process (perf_result.proc_cpu_s) */
     int rc;
     int cpu_last;
     char affinity[64];
@@ -105,6 +106,15 @@ static inline uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU time of every thread of the process, kernel workers of the thread group included. */
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+        return 0.0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static double thread_cpu_s(void)
@@ -357,6 +367,8 @@ static void begin_window(struct worker *w, uint64_t now)
     stats_hist_reset(w->hist);
     w->polls = w->empty_polls = 0;
     w->cpu_start = thread_cpu_s();
+    if (w->idx == 0)
+        w->proc_start = process_cpu_s();
     w->t_start = now;
     w->measuring = 1;
 }
@@ -366,6 +378,8 @@ static void end_window(struct worker *w, uint64_t now)
     if (w->measuring) {
         w->t_stop = now;
         w->cpu_stop = thread_cpu_s();
+        if (w->idx == 0)
+            w->proc_stop = process_cpu_s();
     }
     w->measuring = 0;
 }
@@ -629,6 +643,7 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         res->bytes = res->ios * cfg->iosize;
         res->bytes_per_s = res->iops * cfg->iosize;
         res->window_s = wsum / nthr;
+        res->proc_cpu_s = e->w[0].proc_stop - e->w[0].proc_start;
         if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
             res->interrupted = 1;
             rc = -EINTR;

@@ -108,6 +108,10 @@ struct perf_result {
     double bytes_per_s;
     double window_s; /* mean measured window */
     double cpu_s;    /* sum of thread CPU time in the windows */
+    /* CPU time of the whole process over thread 0's window (CLOCK_PROCESS_CPUTIME_ID): the engine
+     * threads plus the kernel workers the process owns (io_uring's io-wq threads, which do the
+     * I/O a kernel backend cannot finish inline) and an in-process emulator's threads. */
+    double proc_cpu_s;
     uint64_t dev_ios[PERF_MAX_DEVS];
     uint32_t ndevs, nthreads;
     struct perf_thread_result thr[PERF_MAX_THREADS];

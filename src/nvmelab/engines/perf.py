@@ -332,6 +332,29 @@ def run(
     )
 
 
+def _percent(cpu_s: float | None, window_s: float | None) -> float | None:
+    return round(cpu_s / window_s * PERCENT, 1) if cpu_s is not None and window_s else None
+
+
+def _thread0_window(res: dict) -> float | None:
+    thr = res.get("threads") or []
+    return thr[0]["window_s"] if thr else res.get("window_s")
+
+
+def io_stack_cpu_usage(res: dict, backend: str) -> float | None:
+    """A record's ``cpu_usage``: the CPU the host-side I/O stack used, in percent of one CPU.
+
+    For the kernel backends (psync, io_uring on a file or block device) that is the whole
+    process over the window: io_uring hands reads it cannot finish inline to io-wq kernel
+    threads of the process, whose time the submitting threads never see (on a tmpfs file about
+    half of the total). For the user-space driver (``nvmelab-*``) it is the engine threads
+    only: an emulated controller runs in threads of this process too, and those are the
+    device, not the I/O stack."""
+    if backend.startswith("nvmelab-"):
+        return _percent(res["cpu_s"], res["window_s"])
+    return _percent(res.get("proc_cpu_s"), _thread0_window(res))
+
+
 def make_record(
     res: dict,
     info: dict,
@@ -380,7 +403,9 @@ def make_record(
     rec.update(
         {
             "lat_ns": None if lat is None else {k: lat[k] for k in ("p50", "p90", "p99", "p999", "max", "min", "mean")},
-            "cpu_usage": round(res["cpu_s"] / window * PERCENT, 1) if window > 0 else None,
+            "cpu_usage": io_stack_cpu_usage(res, info["backend"]),
+            "engine_cpu_usage": _percent(res["cpu_s"], window),
+            "process_cpu_usage": _percent(res.get("proc_cpu_s"), _thread0_window(res)),
             "cpu_freqs": cpu_freqs,
             "cpus": cpus,
             "threads": [

@@ -7,6 +7,10 @@ A record is a superset of the published AiSIO records (see data/reference/README
     runtime_s, iops, mibs, lat_ns{p50,p99,p999,max}, cpu_usage, cpu_freqs,
     governor, turbo, smt, thr_sib, stress, repetition, provenance{...}
 
+cpu_usage is the CPU the host-side I/O stack used over the window, in percent of one CPU (the
+perf engine: the whole process for the kernel paths, whose io_uring workers do part of the I/O,
+the engine threads for the user-space driver, whose emulated device runs in threads of its own).
+
 The sweep runner adds run_key, preset, sweeps, host_control (what the host let it vary),
 host_flags (a requested host value the engine saw otherwise) and host_cpu_usage: the whole
 host's CPU use while the engine ran, in percent of one CPU like cpu_usage, so that
