@@ -129,9 +129,9 @@ def test_describe_records_reports_the_other_load_of_unstressed_runs(tmp_path: Pa
     ]
     (src,) = pub.describe_records([_records(tmp_path / "standard.jsonl", recs)])
     assert src.other_load == [1.0, 3.0, 0.0]
-    assert src.summary().endswith("other processes used a median 1.0 % of a CPU (max 3.0 %)")
+    assert src.summary().endswith("the rest of the host used a median 1.0 % of a CPU (max 3.0 %)")
     (old,) = pub.describe_records([_records(tmp_path / "old.jsonl", [{"provenance": prov}])])
-    assert old.quiet() is None and "other processes" not in old.summary()
+    assert old.quiet() is None and "rest of the host" not in old.summary()
 
 
 def test_describe_records_names_a_corrupt_line(tmp_path: Path) -> None:

@@ -273,13 +273,16 @@ class RecordSource:
         return any(p in SMOKE_PRESETS for p in self.presets)
 
     def quiet(self) -> str | None:
-        """'other processes used a median 0.4 % of a CPU (max 3.1 %)', or None when unknown."""
+        """'the rest of the host used a median 0.4 % of a CPU (max 3.1 %)', or None when unknown.
+
+        "The rest" is everything beside the measured engine during the run: other processes, and
+        this process's own work around the timed window (provenance, image checks)."""
         if not self.other_load:
             return None
         v = sorted(self.other_load)
         mid = len(v) // 2
         median = v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
-        return f"other processes used a median {median:.1f} % of a CPU (max {v[-1]:.1f} %)"
+        return f"the rest of the host used a median {median:.1f} % of a CPU (max {v[-1]:.1f} %)"
 
     def dates(self) -> str:
         if not self.first_utc:
