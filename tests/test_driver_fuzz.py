@@ -243,3 +243,179 @@ def test_random_sqe_building(fields):
         return
     assert len(raw) == spec.SQE_SIZE
     assert {k: v for k, v in spec.sqe_fields(raw).items() if k in fields} == {k: int(v) for k, v in fields.items()}
+
+
+# ---- the emulator's IOMMU: raw commands reach only DMA buffers (issue 21) --------------------------------
+
+PAGE = 4096
+READ, WRITE, DSM = 0x02, 0x01, 0x09
+IDENTIFY, GET_LOG, CREATE_CQ, CREATE_SQ = 0x06, 0x02, 0x05, 0x01
+DATA_XFER_ERROR, INVALID_PRP_OFFSET = 0x04, 0x13
+
+
+def _raw_io(q, opc, prp1, prp2=0, slba=0, nlb=1, **kw):
+    q.submit_raw({"opc": opc, "nsid": 1, "prp1": prp1, "prp2": prp2, "cdw10": slba, "cdw12": nlb - 1, **kw})
+    (cpl,) = q.wait_all(timeout=5)
+    return cpl
+
+
+def _refused(cpl, sc=DATA_XFER_ERROR):
+    assert not cpl.ok and isinstance(cpl.error, NvmeError), cpl
+    assert (cpl.sct, cpl.sc) == (0, sc), cpl
+    with pytest.raises(NvmeError, match="Data Transfer Error" if sc == DATA_XFER_ERROR else "PRP"):
+        cpl.check()
+
+
+@pytest.fixture()
+def iommu_env():
+    with nvmelab.open("emu://?nsze=4MiB&mdts=64KiB") as t:
+        c = t[0]
+        with c.qpair(depth=8, timeout=2) as q, c.alloc(16 * PAGE) as buf:
+            ns = c.namespace(1)
+            ns.write(0, np.full(16 * PAGE, 0x3C, np.uint8))
+            yield c, ns, q, buf
+
+
+def test_raw_read_to_wild_address_is_refused(iommu_env):
+    """Used to segfault the interpreter: the emulator wrote a Read's data to 0xDEAD0000."""
+    _, _, q, _ = iommu_env
+    _refused(_raw_io(q, READ, 0xDEAD0000))
+
+
+def test_raw_write_from_low_address_is_refused(iommu_env):
+    """Used to segfault: a Write took its data from 0x1000."""
+    _, _, q, _ = iommu_env
+    _refused(_raw_io(q, WRITE, 0x1000))
+
+
+def test_raw_read_into_numpy_array_is_refused_and_leaves_it_unchanged(iommu_env):
+    """Used to complete successfully and overwrite the array: ordinary memory is no DMA window."""
+    _, _, q, _ = iommu_env
+    a = np.full(2 * PAGE, 0x77, np.uint8)
+    addr = (a.ctypes.data + PAGE - 1) // PAGE * PAGE
+    _refused(_raw_io(q, READ, addr, nlb=8))
+    assert (a == 0x77).all()
+
+
+def test_raw_read_with_prp_list_into_numpy_array_writes_nothing(iommu_env):
+    """Used to fail with Data Transfer Error after writing the first 4 KiB (PRP1) anyway."""
+    _, _, q, buf = iommu_env
+    a = np.full(4 * PAGE, 0x77, np.uint8)
+    target = (a.ctypes.data + PAGE - 1) // PAGE * PAGE
+    lst = buf.array[8 * PAGE : 9 * PAGE].view(np.uint64)
+    lst[0] = buf.iova(PAGE)
+    lst[1] = target  # the second list entry points into the numpy array
+    buf.array[: 4 * PAGE] = 0x11
+    _refused(_raw_io(q, READ, buf.iova(0), buf.iova(8 * PAGE), nlb=24))  # 3 pages: PRP1 + 2 list entries
+    assert (a == 0x77).all()
+    assert (buf.array[: 4 * PAGE] == 0x11).all(), "a refused Read must not write its first pages either"
+
+
+def test_raw_identify_and_dsm_with_wild_address_are_refused(iommu_env):
+    """Used to segfault: Identify wrote 4 KiB to a wild PRP, DSM read its range list from one."""
+    c, _, q, _ = iommu_env
+    for prp1 in (0xDEAD0000, 0x1000, 2**47 - PAGE):
+        cpl = c.admin_raw({"opc": IDENTIFY, "nsid": 0, "prp1": prp1, "cdw10": 1})
+        _refused(cpl)
+        _refused(_raw_io(q, DSM, prp1, cdw11=4))
+    cpl = c.admin_raw({"opc": GET_LOG, "nsid": 0xFFFFFFFF, "prp1": 0xDEAD0000, "cdw10": 2 | (127 << 16)})
+    _refused(cpl)
+
+
+def test_create_io_cq_at_wild_address_is_refused(iommu_env):
+    """Used to be accepted: the emulator would later post completions to 0xDEAD0000."""
+    c, _, _, buf = iommu_env
+    for base in (0xDEAD0000, 0x1000):
+        cpl = c.admin_raw({"opc": CREATE_CQ, "prp1": base, "cdw10": 7 | (15 << 16), "cdw11": 1})
+        assert not cpl.ok and isinstance(cpl.error, NvmeError), cpl
+        cpl = c.admin_raw({"opc": CREATE_SQ, "prp1": base, "cdw10": 7 | (15 << 16), "cdw11": 1 | (1 << 16)})
+        assert not cpl.ok and isinstance(cpl.error, NvmeError), cpl
+    # a DMA buffer is a valid queue base: created, then deleted again
+    cpl = c.admin_raw({"opc": CREATE_CQ, "prp1": buf.iova(4 * PAGE), "cdw10": 7 | (15 << 16), "cdw11": 1})
+    assert cpl.ok, cpl
+    assert c.admin_raw({"opc": 0x04, "cdw10": 7}).ok  # Delete I/O CQ
+
+
+def test_freed_buffer_is_no_longer_reachable(iommu_env):
+    """A DMA buffer leaves the emulator's windows when it is freed (its address is refused after)."""
+    c, _, q, _ = iommu_env
+    with c.alloc(PAGE) as b:
+        addr = b.iova(0)
+        assert _raw_io(q, READ, addr).ok
+    _refused(_raw_io(q, READ, addr))
+
+
+# in-range commands (valid nsid, SLBA, NLB within MDTS) with wild, misaligned, list-crossing and
+# window-straddling PRPs: each reaches the emulator's PRP walk; none may crash or write outside a buffer
+
+WILD = [0, 0x1000, 0xDEAD0000, 2**47 - PAGE, 2**63]
+
+
+@st.composite
+def wild_prps(draw, npages):
+    """(kind, offset, page, wild address, list slot): how the test builds PRP1/PRP2 in its buffer."""
+    kind = draw(st.sampled_from(["wild", "misaligned", "edge", "numpy", "list_numpy", "list_wild", "list_cross", "ok"]))
+    off = draw(st.integers(0, PAGE // 4 - 1)) * 4
+    page = draw(st.integers(0, 7))
+    return kind, off, page, draw(st.sampled_from(WILD)), draw(st.integers(0, npages))
+
+
+@FUZZ
+@given(
+    opc=st.sampled_from([READ, WRITE, DSM, IDENTIFY, GET_LOG]),
+    nlb=st.integers(1, 128),
+    slba=st.integers(0, 4096),
+    prps=wild_prps(npages=16),
+)
+def test_in_range_commands_with_wild_prps(iommu_env, opc, nlb, slba, prps):
+    from hypothesis import event
+
+    c, _, q, buf = iommu_env
+    kind, off, page, wild, cut = prps
+    canary = np.full(4 * PAGE, 0xC5, np.uint8)
+    canary_page = (canary.ctypes.data + PAGE - 1) // PAGE * PAGE
+    lst = buf.array[12 * PAGE : 14 * PAGE].view(np.uint64)
+    lst[:] = [buf.iova(((i % 8) + 1) * PAGE) for i in range(len(lst))]
+    prp1, prp2 = buf.iova(page * PAGE + off), buf.iova(12 * PAGE)  # PRP2: a data page or the PRP list
+    if kind == "wild":
+        prp1 = wild
+    elif kind == "misaligned":
+        prp1 = buf.iova(page * PAGE) + 1 + off % 3
+    elif kind == "edge":  # starts in a buffer, runs on into a numpy array
+        prp1, prp2 = buf.iova(9 * PAGE + off), canary_page
+    elif kind == "numpy":
+        prp1 = canary_page
+    else:
+        prp2 = buf.iova(12 * PAGE + (PAGE - 8 if kind == "list_cross" else 0))
+        lst[min(cut, len(lst) - 1)] = canary_page if kind == "list_numpy" else wild
+        if kind == "list_cross":
+            lst[PAGE // 8 - 1] = buf.iova(13 * PAGE)  # chain to the second list page
+    before = buf.array[: 12 * PAGE].copy()
+    if opc in (READ, WRITE, DSM):
+        slba = min(slba, 8192 - nlb)
+        if opc == DSM:  # a range list of nlb % 256 + 1 entries, deallocate
+            cpl = _raw_io(q, DSM, prp1, prp2, slba=nlb % 256, nlb=1, cdw11=4)
+        else:
+            cpl = _raw_io(q, opc, prp1, prp2, slba=slba, nlb=nlb)
+    elif opc == IDENTIFY:
+        cpl = c.admin_raw({"opc": IDENTIFY, "nsid": 1, "prp1": prp1, "prp2": prp2, "cdw10": nlb % 3})
+    else:
+        cpl = c.admin_raw({"opc": GET_LOG, "nsid": 0xFFFFFFFF, "prp1": prp1, "prp2": prp2, "cdw10": 2 | (127 << 16)})
+    reached = cpl.ok or (cpl.sct, cpl.sc) in ((0, DATA_XFER_ERROR), (0, INVALID_PRP_OFFSET))
+    event(f"reached the PRP walk: {reached}")
+    event(f"status: {cpl.name}")
+    _REACHED[reached] += 1
+    assert cpl.ok or isinstance(cpl.error, NvmeError), cpl
+    assert (canary == 0xC5).all(), f"{kind}: the emulator wrote outside every DMA buffer"
+    if not cpl.ok:
+        assert (buf.array[: 12 * PAGE] == before).all(), f"{kind}: a refused command wrote memory"
+
+
+_REACHED = {True: 0, False: 0}
+
+
+def test_in_range_fuzz_reached_the_dereference():
+    """The fuzz above must have sent commands that got past the LBA checks into the PRP walk."""
+    if not sum(_REACHED.values()):
+        pytest.skip("runs after test_in_range_commands_with_wild_prps")
+    assert _REACHED[True] > 50, _REACHED

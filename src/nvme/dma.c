@@ -38,6 +38,9 @@ int nvme_dma_domain_init(struct nvme_dma_domain *dom, struct nvme_target *t, enu
 static void dma_release(struct nvme_dma *d)
 {
     struct nvme_dma_domain *dom = d->dom;
+    /* unmap first: once it returns the controller can no longer reach the memory */
+    if (dom->iommu_unmap && dom->iommu_unmap(dom->iommu_ctx, d->vaddr, d->size) != 0)
+        nvme_log(NVME_LOG_WARN, "emulator IOMMU: no window at %p (%zu bytes) to unmap", (void *)d->vaddr, d->size);
     if (dom->kind == NVME_DMA_VFIO) {
         struct vfio_iommu_type1_dma_unmap unmap = {
             .argsz = sizeof(unmap),
@@ -146,6 +149,8 @@ int nvme_dma_alloc_in(struct nvme_dma_domain *dom, size_t size, struct nvme_dma 
     switch (dom->kind) {
     case NVME_DMA_IDENTITY:
         d->iova = (uint64_t)(uintptr_t)p;
+        if (dom->iommu_map)
+            rc = dom->iommu_map(dom->iommu_ctx, p, d->size);
         break;
     case NVME_DMA_PAGEMAP:
         if (mlock(p, d->size) != 0)

@@ -3,7 +3,9 @@
  * dma.h — DMA memory internals: one nvme_dma object type with pluggable address translation, and the
  * per-target DMA domain that owns every object (public calls are in nvme.h).
  *
- *   NVME_DMA_IDENTITY  emu://: anonymous mmap, iova == process virtual address.
+ *   NVME_DMA_IDENTITY  emu://: anonymous mmap, iova == process virtual address; each object is mapped
+ *                      into the emulator's IOMMU (the domain's iommu hooks, set by target.c) and
+ *                      unmapped before its memory is released.
  *   NVME_DMA_PAGEMAP   pci:// on uio_pci_generic: 2 MiB hugepages (MAP_HUGETLB), mlock'ed, physical
  *                      address of each hugepage looked up in /proc/self/pagemap (needs CAP_SYS_ADMIN).
  *   NVME_DMA_VFIO      pci:// on vfio-pci: anonymous memory mapped into the VFIO type1 container at an
@@ -41,6 +43,10 @@ struct nvme_dma_domain {
     pthread_mutex_t lock;  /* protects the registry and next_iova */
     struct nvme_dma *head; /* registry of live objects */
     struct nvme_target *target;
+    /* NVME_DMA_IDENTITY on emu://: the emulator's DMA windows (emu.h nvme_emu_dma_map/unmap); NULL: none */
+    int (*iommu_map)(void *ctx, const void *vaddr, size_t len);
+    int (*iommu_unmap)(void *ctx, const void *vaddr, size_t len);
+    void *iommu_ctx;
 };
 
 struct nvme_dma {

@@ -24,6 +24,17 @@ static void emu_close(void *b)
 {
     nvme_emu_set_close(b);
 }
+
+/* Every DMA object of an emu:// target is a window of the emulator's IOMMU (emu.h). */
+static int emu_iommu_map(void *set, const void *va, size_t len)
+{
+    return nvme_emu_dma_map(set, va, len);
+}
+
+static int emu_iommu_unmap(void *set, const void *va, size_t len)
+{
+    return nvme_emu_dma_unmap(set, va, len);
+}
 #endif
 
 /* Ask the scheme's backend for the controllers' BARs and the DMA translation. */
@@ -44,7 +55,11 @@ static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, uns
         for (unsigned i = 0; i < n; i++)
             bars[i] = nvme_emu_set_bar(set, i);
         *nbars = n;
-        return nvme_dma_domain_init(&t->dma, t, NVME_DMA_IDENTITY, -1);
+        rc = nvme_dma_domain_init(&t->dma, t, NVME_DMA_IDENTITY, -1);
+        t->dma.iommu_map = emu_iommu_map;
+        t->dma.iommu_unmap = emu_iommu_unmap;
+        t->dma.iommu_ctx = set;
+        return rc;
 #else
         return nvme_errf(err, errlen, -ENOSYS, "emu:// is not compiled into this build");
 #endif

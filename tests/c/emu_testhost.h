@@ -6,8 +6,11 @@
  * against the driver's reading of it).
  *
  * Key functions: th_open(), th_enable(), th_cmd(), th_submit(), th_poll(),
- * th_create_ioq(), th_close(); CHECK()/CHECK_EQ() abort with file:line.
- * Caveats: header-only, single-threaded per queue; test code, not library code.
+ * th_create_ioq(), th_close(); th_alloc()/th_free() host buffers that are DMA
+ * windows of the open set (mapped at th_open when allocated before it; the
+ * emulator reaches no other memory); th_alloc_raw() memory it cannot reach.
+ * Caveats: header-only, one set open at a time, single-threaded per queue;
+ * test code, not library code.
  */
 #ifndef EMU_TESTHOST_H
 #define EMU_TESTHOST_H
@@ -59,13 +62,64 @@ struct th {
     uint16_t next_cid;
 };
 
-static inline void *th_alloc(size_t len)
+#define TH_MAXBUF 256u
+static struct nvme_emu_set *th_iommu; /* the open set th_alloc maps buffers into */
+static struct {
+    void *p;
+    size_t n;
+    bool mapped;
+} th_bufs[TH_MAXBUF];
+
+/* Page-aligned zeroed memory the emulator cannot reach (no DMA window). */
+static inline void *th_alloc_raw(size_t len)
 {
     size_t n = (len + TH_PAGE - 1) / TH_PAGE * TH_PAGE;
     void *p = aligned_alloc(TH_PAGE, n);
     CHECK(p);
     memset(p, 0, n);
     return p;
+}
+
+static inline void *th_alloc(size_t len)
+{
+    size_t n = (len + TH_PAGE - 1) / TH_PAGE * TH_PAGE;
+    void *p = th_alloc_raw(len);
+    unsigned i = 0;
+    while (i < TH_MAXBUF && th_bufs[i].p)
+        i++;
+    CHECK(i < TH_MAXBUF);
+    th_bufs[i].p = p;
+    th_bufs[i].n = n;
+    th_bufs[i].mapped = th_iommu && nvme_emu_dma_map(th_iommu, p, n) == 0;
+    CHECK(!th_iommu || th_bufs[i].mapped);
+    return p;
+}
+
+/* Unmap (when the set is open) and free a th_alloc buffer; NULL is ignored. */
+static inline void th_free(void *p)
+{
+    if (!p)
+        return;
+    for (unsigned i = 0; i < TH_MAXBUF; i++)
+        if (th_bufs[i].p == p) {
+            if (th_bufs[i].mapped && th_iommu)
+                CHECK_EQ(nvme_emu_dma_unmap(th_iommu, p, th_bufs[i].n), 0);
+            th_bufs[i].p = NULL;
+            th_bufs[i].mapped = false;
+            break;
+        }
+    free(p);
+}
+
+/* Map every live th_alloc buffer into the newly opened set. */
+static inline void th_iommu_attach(struct nvme_emu_set *set)
+{
+    th_iommu = set;
+    for (unsigned i = 0; i < TH_MAXBUF; i++)
+        if (th_bufs[i].p) {
+            th_bufs[i].mapped = nvme_emu_dma_map(set, th_bufs[i].p, th_bufs[i].n) == 0;
+            CHECK(th_bufs[i].mapped);
+        }
 }
 
 static inline void th_w32(struct th *t, uint32_t off, uint32_t v)
@@ -102,6 +156,7 @@ static inline int th_open_err(struct th *t, const char *uri, unsigned ctrl, char
     nvme_uri_free(u);
     if (r)
         return r;
+    th_iommu_attach(t->set);
     t->ctrl = ctrl;
     t->bar = nvme_emu_set_bar(t->set, ctrl);
     CHECK(t->bar);
@@ -122,16 +177,19 @@ static inline void th_open(struct th *t, const char *uri)
 static inline void th_free_queues(struct th *t)
 {
     for (unsigned i = 0; i < TH_MAXQ; i++) {
-        free(t->q[i].sq);
-        free(t->q[i].cq);
+        th_free(t->q[i].sq);
+        th_free(t->q[i].cq);
         memset(&t->q[i], 0, sizeof(t->q[i]));
     }
 }
 
 static inline void th_close(struct th *t)
 {
-    nvme_emu_set_close(t->set);
     th_free_queues(t);
+    nvme_emu_set_close(t->set);
+    th_iommu = NULL;
+    for (unsigned i = 0; i < TH_MAXBUF; i++)
+        th_bufs[i].mapped = false;
 }
 
 static inline bool th_wait_rdy(struct th *t, bool want)
@@ -242,7 +300,7 @@ static inline struct nvme_cqe th_create_cq(struct th *t, uint16_t qid, uint32_t 
 {
     static struct th_q scratch; /* qid 0 (a refused request) must not replace the admin queue */
     struct th_q *q = qid ? &t->q[qid] : &scratch;
-    free(q->cq);
+    th_free(q->cq);
     q->cq = th_alloc(entries * NVME_CQE_SIZE);
     q->cqh = 0;
     q->phase = 1;
@@ -258,7 +316,7 @@ static inline struct nvme_cqe th_create_sq(struct th *t, uint16_t qid, uint32_t 
 {
     static struct th_q scratch;
     struct th_q *q = qid ? &t->q[qid] : &scratch;
-    free(q->sq);
+    th_free(q->sq);
     q->sq = th_alloc(entries * NVME_SQE_SIZE);
     q->sqt = 0;
     q->sqsize = entries;

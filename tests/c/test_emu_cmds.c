@@ -49,7 +49,7 @@ static void test_queue_management(void)
     c.cdw11 = NVME_CREATE_Q_PC | NVME_CREATE_CQ_IEN | (3u << NVME_CREATE_CQ_IV_SHIFT);
     e = th_cmd(&t, 0, c);
     CHECK_EQ(th_sc(&e), CSP(NVME_SC_INVALID_VECTOR));
-    free(mis);
+    th_free(mis);
     e = th_create_cq(&t, 1, 16);
     CHECK_EQ(th_status(&e), 0);
     e = th_create_cq(&t, 1, 16); /* exists */
@@ -185,14 +185,26 @@ static void test_io_status_and_data(void)
     c = th_rw(NVME_CMD_COMPARE, 1, 0, 1, rd, 0); /* not in ONCS */
     e = th_cmd(&t, 1, c);
     CHECK_EQ(th_sc(&e), GEN(NVME_SC_INVALID_OPCODE));
-    /* DMA windows: with one registered, addresses outside it fail */
-    CHECK_EQ(nvme_emu_dma_allow(t.set, rd, 8 * TH_PAGE), 0);
-    CHECK_EQ(nvme_emu_dma_allow(t.set, t.q[1].sq, 64 * 64), 0);
-    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 0, 1, rd, 0));
-    CHECK_EQ(th_status(&e), 0);
-    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 0, 1, buf, 0));
+    /* DMA windows: memory the host did not map is refused and left untouched, a window unmapped
+     * later too; with no window at all nothing is reachable */
+    uint8_t *raw = th_alloc_raw(2 * TH_PAGE);
+    memset(raw, 0x5a, 2 * TH_PAGE);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 0, 1, raw, 0));
     CHECK_EQ(th_sc(&e), GEN(NVME_SC_DATA_XFER_ERROR));
-    nvme_emu_dma_clear(t.set);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 0, 16, rd, (uintptr_t)raw)); /* PRP2 page outside */
+    CHECK_EQ(th_sc(&e), GEN(NVME_SC_DATA_XFER_ERROR));
+    CHECK(raw[0] == 0x5a && raw[TH_PAGE - 1] == 0x5a);
+    CHECK_EQ(nvme_emu_dma_map(t.set, raw, 2 * TH_PAGE), 0);
+    CHECK_EQ(nvme_emu_dma_map(t.set, raw + TH_PAGE, TH_PAGE), -EEXIST);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 0, 1, raw, 0));
+    CHECK_EQ(th_status(&e), 0);
+    CHECK_EQ(nvme_emu_dma_unmap(t.set, raw, TH_PAGE), -ENOENT);
+    CHECK_EQ(nvme_emu_dma_unmap(t.set, raw, 2 * TH_PAGE), 0);
+    memset(raw, 0x5a, 2 * TH_PAGE);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 0, 1, raw, 0));
+    CHECK_EQ(th_sc(&e), GEN(NVME_SC_DATA_XFER_ERROR));
+    CHECK(raw[0] == 0x5a);
+    free(raw);
 
     /* Capacity Exceeded: ncap = 2 MiB = 2 chunks; a third chunk cannot be allocated */
     e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, (2u << 20) / 512, 1, buf, 0));
@@ -250,7 +262,7 @@ static void test_io_status_and_data(void)
     CHECK_EQ(nvme_emu_queue_stats(t.set, 0, 1, &qs), 0);
     CHECK(qs.fetched >= 30 && qs.completed == qs.fetched && qs.errors >= 15);
     CHECK_EQ(nvme_emu_queue_stats(t.set, 0, 99, &qs), -EINVAL);
-    free(buf), free(rd), free(list), free(rlist), free(r), free(log);
+    th_free(buf), th_free(rd), th_free(list), th_free(rlist), th_free(r), th_free(log);
     th_close(&t);
 }
 
@@ -303,7 +315,7 @@ static void test_phase_and_cq_full(void)
         CHECK_EQ(e.cid, 100 + i);
     }
     CHECK_EQ(nvme_emu_inflight(t.set, 0), 0);
-    free(rd);
+    th_free(rd);
     th_close(&t);
 }
 
@@ -330,7 +342,7 @@ static void test_cid_conflict(void)
     /* the CID is free again */
     e = th_cmd(&t, 1, c);
     CHECK_EQ(th_status(&e), 0);
-    free(rd);
+    th_free(rd);
     th_close(&t);
 }
 
@@ -362,7 +374,7 @@ static void test_file_backing(void)
         th_close(&t);
     }
     unlink(path);
-    free(buf), free(rd);
+    th_free(buf), th_free(rd);
 }
 
 int main(void)

@@ -1,9 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_emu_fuzz.c — random 64-byte SQEs into the admin and I/O queues of emu://: no crash, every
  * command completes (except held Async Event Requests) with a status from the spec's lists.
- * DMA windows are registered so that wild PRPs are refused instead of dereferenced.
- * NVMELAB_FUZZ_N overrides the number of I/O commands (default 300000). */
+ * Only th_alloc buffers are DMA windows, so wild PRPs are refused instead of dereferenced.
+ * A second phase sends in-range commands (valid nsid, SLBA, NLB within MDTS) whose PRPs are wild,
+ * misaligned, list-crossing or straddle a window's edge, so that the emulator reaches its PRP walk
+ * and the copy: a refused read writes no byte, nothing outside a window is ever written, and no
+ * write takes data from outside one. NVMELAB_FUZZ_N overrides the number of I/O commands
+ * (default 300000; the second phase runs a tenth of it). */
 #include "emu_testhost.h"
+
+#ifndef REQUIRE
+#define REQUIRE CHECK
+#endif
 
 #define FUZZ_IO_DEFAULT 300000u
 #define FUZZ_ADMIN      30000u
@@ -80,6 +88,158 @@ static bool status_valid(uint16_t st)
     return false;
 }
 
+/* ---- phase 2: in-range commands, wild PRPs ---- */
+#define P2_DATA_PAGES 16u
+#define P2_CANARY     0xC5u
+static uint8_t *p2_data, *p2_list, *p2_canary, *p2_edge; /* edge: a window not page aligned */
+static size_t p2_edge_len;
+
+static uint64_t p2_addr(void)
+{
+    switch (rnd() % 10) {
+    case 0:
+        return rnd() % 3 ? 0xDEAD0000ull : rnd(); /* wild */
+    case 1:
+        return (uintptr_t)p2_canary + (rnd() % 2) * TH_PAGE; /* mapped nowhere */
+    case 2:
+        return (uintptr_t)p2_edge + (rnd() % p2_edge_len) / 4 * 4; /* segment may run past the edge */
+    case 3:
+        return (uintptr_t)p2_data + (rnd() % P2_DATA_PAGES) * TH_PAGE + (rnd() % TH_PAGE); /* misaligned */
+    case 4:
+        return (uintptr_t)p2_data + P2_DATA_PAGES * TH_PAGE - TH_PAGE; /* last page of the window */
+    default:
+        return (uintptr_t)p2_data + (rnd() % P2_DATA_PAGES) * TH_PAGE; /* good */
+    }
+}
+
+/* PRP2: a data page, or a PRP list whose entries mix good pages with wild ones (the list itself may sit
+ * anywhere, including at the end of its page so that it chains). */
+static uint64_t p2_prp2(void)
+{
+    if (rnd() % 3 == 0)
+        return p2_addr();
+    uint64_t *l = (uint64_t *)(void *)p2_list;
+    for (unsigned i = 0; i < 2 * TH_PAGE / 8; i++)
+        l[i] = rnd() % 6 ? (uintptr_t)p2_data + (rnd() % P2_DATA_PAGES) * TH_PAGE : p2_addr();
+    switch (rnd() % 4) {
+    case 0:
+        return (uintptr_t)p2_list + TH_PAGE - 8 * (1 + rnd() % 4); /* crosses into a chained list */
+    case 1:
+        return rnd() % 2 ? (uintptr_t)p2_canary : 0xDEAD0000ull; /* list outside every window */
+    default:
+        return (uintptr_t)p2_list + (rnd() % 8) * 8;
+    }
+}
+
+static bool all_canary(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != P2_CANARY)
+            return false;
+    return true;
+}
+
+static void fuzz_in_range(struct th *t, unsigned n)
+{
+    p2_data = th_alloc(P2_DATA_PAGES * TH_PAGE);
+    p2_list = th_alloc(2 * TH_PAGE);
+    p2_canary = th_alloc_raw(2 * TH_PAGE); /* never a window */
+    uint8_t *edge_mem = th_alloc_raw(2 * TH_PAGE), *shadow = malloc(P2_DATA_PAGES * TH_PAGE);
+    REQUIRE(shadow);
+    p2_edge = edge_mem + 1000;
+    p2_edge_len = TH_PAGE + 96; /* [1000, 5192): both ends inside a page */
+    CHECK_EQ(nvme_emu_dma_map(t->set, p2_edge, p2_edge_len), 0);
+    memset(p2_canary, P2_CANARY, 2 * TH_PAGE);
+    unsigned reached = 0, moved = 0, dxe = 0, prp_off = 0, adm_reached = 0, adm_dxe = 0, cq_refused = 0, nsq = 0;
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned j = 0; j < P2_DATA_PAGES * TH_PAGE; j++)
+            p2_data[j] = (uint8_t)(j * 13 + i); /* never a page of P2_CANARY */
+        memcpy(shadow, p2_data, P2_DATA_PAGES * TH_PAGE);
+        struct nvme_sqe c = {0};
+        unsigned kind = (unsigned)(rnd() % 8);
+        uint16_t qid = 1;
+        if (kind < 5) { /* Read or Write, 1..128 LBAs (64 KiB = MDTS), in range */
+            uint32_t nlb = (uint32_t)(1 + (rnd() % 4 ? rnd() % 16 : rnd() % 128));
+            uint64_t slba = rnd() % (FUZZ_NSZE_LBAS - nlb);
+            c = th_rw(kind < 3 ? NVME_CMD_READ : NVME_CMD_WRITE, 1, slba, nlb, (void *)(uintptr_t)p2_addr(), p2_prp2());
+        } else if (kind == 5) { /* DSM: a range list anywhere */
+            c = (struct nvme_sqe){.opc = NVME_CMD_DSM, .nsid = 1, .prp1 = p2_addr(), .prp2 = p2_prp2()};
+            c.cdw10 = (uint32_t)(rnd() % 256);
+            c.cdw11 = rnd() % 2 ? NVME_DSM_AD : 0;
+        } else if (kind == 6) { /* Identify / Get Log Page */
+            qid = 0;
+            if (rnd() % 2)
+                c = (struct nvme_sqe){.opc = NVME_ADM_IDENTIFY, .nsid = 1, .cdw10 = (uint32_t)(rnd() % 3)};
+            else
+                c = (struct nvme_sqe){.opc = NVME_ADM_GET_LOG_PAGE,
+                                      .nsid = UINT32_MAX,
+                                      .cdw10 = NVME_LOGPAGE_SMART | ((uint32_t)(rnd() % 128) << 16)};
+            c.prp1 = p2_addr();
+            c.prp2 = p2_prp2();
+        } else { /* Create I/O CQ 2 or SQ 2 (on CQ 1) at a wild or good base; deleted again when created */
+            qid = 0;
+            bool sq = rnd() % 2;
+            c = (struct nvme_sqe){.opc = sq ? NVME_ADM_CREATE_SQ : NVME_ADM_CREATE_CQ,
+                                  .prp1 = p2_addr() & ~(uint64_t)(TH_PAGE - 1),
+                                  .cdw10 = NVME_CREATE_Q_CDW10(2, 16),
+                                  .cdw11 = NVME_CREATE_Q_PC | (sq ? 1u << NVME_CREATE_SQ_CQID_SHIFT : 0)};
+        }
+        struct nvme_cqe e = th_cmd(t, qid, c);
+        uint16_t st = th_status(&e);
+        CHECK(status_valid(st));
+        CHECK(all_canary(p2_canary, 2 * TH_PAGE)); /* nothing outside a window is ever written */
+        if (qid == 0 && (c.opc == NVME_ADM_CREATE_CQ || c.opc == NVME_ADM_CREATE_SQ)) {
+            if (st) {
+                cq_refused++;
+            } else {
+                nsq++;
+                struct nvme_sqe d = {.opc = c.opc == NVME_ADM_CREATE_CQ ? NVME_ADM_DELETE_CQ : NVME_ADM_DELETE_SQ,
+                                     .cdw10 = 2};
+                struct nvme_cqe de = th_cmd(t, 0, d);
+                CHECK_EQ(th_status(&de), 0);
+            }
+            continue;
+        }
+        uint16_t sc = nvme_cqe_sc(st);
+        bool deref = !st || sc == NVME_SC_DATA_XFER_ERROR || sc == NVME_SC_INVALID_PRP_OFFSET;
+        if (qid == 0) {
+            adm_reached += deref;
+            adm_dxe += sc == NVME_SC_DATA_XFER_ERROR;
+        } else {
+            reached += deref;
+        }
+        moved += !st;
+        dxe += sc == NVME_SC_DATA_XFER_ERROR;
+        prp_off += sc == NVME_SC_INVALID_PRP_OFFSET;
+        /* a refused command moves no byte: the data window is as it was */
+        if (st && memcmp(shadow, p2_data, P2_DATA_PAGES * TH_PAGE) != 0) {
+            fprintf(stderr, "phase 2 command %u: opc %#x prp1 %#llx prp2 %#llx refused (%#x) but wrote memory\n", i,
+                    c.opc, (unsigned long long)c.prp1, (unsigned long long)c.prp2, st);
+            CHECK(!"a refused command wrote host memory");
+        }
+        /* a write never takes its data from outside a window: read it back, no canary block */
+        if (!st && c.opc == NVME_CMD_WRITE) {
+            uint32_t nlb = (c.cdw12 & 0xffffu) + 1;
+            for (uint32_t b = 0; b < nlb; b++) {
+                struct nvme_cqe r = th_cmd(t, 1, th_rw(NVME_CMD_READ, 1, c.cdw10 + b, 1, p2_data, 0));
+                CHECK_EQ(th_status(&r), 0);
+                CHECK(!all_canary(p2_data, 512));
+            }
+        }
+    }
+    printf("in-range: %u commands, %u I/O and %u admin reached the PRP walk, %u moved data, %u Data Transfer "
+           "Error (%u admin), %u Invalid PRP Offset; Create I/O CQ/SQ: %u created, %u refused\n",
+           n, reached, adm_reached, moved, dxe, adm_dxe, prp_off, nsq, cq_refused);
+    CHECK(reached > n / 4 && adm_reached > 0 && moved > 0 && dxe > n / 20 && adm_dxe > 0 && prp_off > 0);
+    CHECK(nsq > 0 && cq_refused > 0);
+    CHECK_EQ(nvme_emu_dma_unmap(t->set, p2_edge, p2_edge_len), 0);
+    free(shadow);
+    free(edge_mem);
+    free(p2_canary);
+    th_free(p2_list);
+    th_free(p2_data);
+}
+
 int main(void)
 {
     unsigned nio = FUZZ_IO_DEFAULT;
@@ -93,12 +253,7 @@ int main(void)
     window = th_alloc(FUZZ_BUF_PAGES * TH_PAGE);
     for (unsigned i = 0; i < FUZZ_BUF_PAGES * TH_PAGE; i++)
         window[i] = (uint8_t)rnd();
-    /* from now on only the window and our own rings are DMA-able */
-    CHECK_EQ(nvme_emu_dma_allow(t.set, window, FUZZ_BUF_PAGES * TH_PAGE), 0);
-    CHECK_EQ(nvme_emu_dma_allow(t.set, t.q[0].sq, 64 * NVME_SQE_SIZE), 0);
-    CHECK_EQ(nvme_emu_dma_allow(t.set, t.q[0].cq, 64 * NVME_CQE_SIZE), 0);
-    CHECK_EQ(nvme_emu_dma_allow(t.set, t.q[1].sq, 64 * NVME_SQE_SIZE), 0);
-    CHECK_EQ(nvme_emu_dma_allow(t.set, t.q[1].cq, 64 * NVME_CQE_SIZE), 0);
+    /* only the window and our own rings are DMA-able (th_alloc maps them) */
 
     unsigned ok = 0, failed = 0, held = 0;
     for (unsigned i = 0; i < FUZZ_ADMIN; i++) {
@@ -152,7 +307,8 @@ int main(void)
     CHECK(ok > nio / 50);
     CHECK(hist[0][NVME_SC_INVALID_PRP_OFFSET] && hist[0][NVME_SC_DATA_XFER_ERROR] && hist[0][NVME_SC_LBA_RANGE] &&
           hist[0][NVME_SC_INVALID_NS] && hist[0][NVME_SC_INVALID_OPCODE]);
-    free(window);
+    fuzz_in_range(&t, nio / 10 ? nio / 10 : 1);
+    th_free(window);
     th_close(&t);
     printf("test_emu_fuzz: ok\n");
     return 0;

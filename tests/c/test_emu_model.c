@@ -89,7 +89,7 @@ static void run_case(const char *uri, unsigned qd, uint32_t nlb, const char *wha
     char label[128];
     snprintf(label, sizeof(label), "%s qd=%u", what, qd);
     expect_rate(label, r, want, lat_s);
-    free(buf);
+    th_free(buf);
     th_close(&t);
 }
 
@@ -139,7 +139,7 @@ static void test_ooo(void)
         shuffled += inversions > 0;
     }
     CHECK_EQ(shuffled, 4);
-    free(buf);
+    th_free(buf);
     th_close(&t);
 }
 
@@ -223,7 +223,7 @@ static void test_faults(void)
     f.nth = 1, f.qid = 99;
     CHECK_EQ(nvme_emu_inject(t.set, 0, &f), -EINVAL);
     CHECK_EQ(nvme_emu_inject(t.set, 5, &f), -EINVAL);
-    free(buf);
+    th_free(buf);
     th_close(&t);
 }
 
@@ -256,7 +256,7 @@ static void *worker_main(void *arg)
         CHECK(memcmp(rd, buf, TH_PAGE) == 0);
         w->ok++;
     }
-    free(buf), free(rd);
+    th_free(buf), th_free(rd);
     return NULL;
 }
 

@@ -86,7 +86,7 @@ static void test_registers(void)
     th_w32(&t, NVME_REG_CC, th_cc() | (1u << NVME_CC_MPS_SHIFT));
     CHECK(nvme_csts_cfs(th_r32(&t, NVME_REG_CSTS)));
     th_w32(&t, NVME_REG_CC, 0);
-    free(m);
+    th_free(m);
 
     CHECK(th_enable(&t, 32));
     /* Identify Controller */
@@ -116,7 +116,7 @@ static void test_registers(void)
         CHECK_EQ(th_status(&e), 0);
         CHECK_EQ(e.sqhd, (i + 1) % 8);
     }
-    free(id);
+    th_free(id);
     th_close(&t);
 }
 
@@ -168,8 +168,8 @@ static void test_identify_shapes(void)
     char desc[256];
     nvme_emu_set_describe(t.set, desc, sizeof(desc));
     CHECK(strstr(desc, "profile=null") && strstr(desc, "ndev=2"));
-    free(ns);
-    free(list);
+    th_free(ns);
+    th_free(list);
     th_close(&t);
 }
 

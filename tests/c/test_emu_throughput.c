@@ -57,7 +57,7 @@ static double measure(const char *uri, const char *label, unsigned batch)
     nvme_emu_queue_stats(t.set, 0, 1, &qs);
     CHECK_EQ(qs.completed, done);
     CHECK_EQ(qs.errors, 0);
-    free(buf);
+    th_free(buf);
     th_close(&t);
     return rate;
 }

@@ -104,6 +104,7 @@ struct emu_sq *emu_sq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint3
     sq->size = size;
     sq->ring = (const volatile struct nvme_sqe *)(uintptr_t)base;
     sq->cq = cq;
+    sq->ring_gen = UINT64_MAX; /* rings checked against the DMA windows at the first service (prp.c) */
     sq->st = &c->qstats[qid];
     sq->rng = (c->set->cfg.seed * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)c->index << 32) ^ qid ^ 0x5DEECE66Dull;
     if (!sq->rng)

@@ -48,7 +48,12 @@ static inline uint32_t db_stride(const struct emu_ctrl *c)
     return NVME_DB_BASE_STRIDE << c->cfg.dstrd;
 }
 
-/* ---------------------------------------------------------------- queues */
+void emu_ctrl_fatal(struct emu_ctrl *c)
+{
+    atomic_store(&c->cfs, true);
+    csts_set(c, NVME_CSTS_CFS, 0);
+}
+
 /* ---------------------------------------------------------------- CC */
 static void ctrl_disable(struct emu_ctrl *c)
 {
@@ -106,11 +111,15 @@ static void cc_write(struct emu_ctrl *c, uint32_t cc)
 }
 
 /* ---------------------------------------------------------------- BAR ops */
-static void bar_write(void *ctx, uint32_t off, uint64_t val, unsigned width)
+/* Every entry of the host into the controller is one read-side section of the DMA windows (prp.c). */
+static inline unsigned dma_shard(const struct emu_ctrl *c, uint32_t qid)
 {
-    struct emu_ctrl *c = ctx;
+    return c->index * 7u + qid;
+}
+
+static void bar_write_in(struct emu_ctrl *c, uint32_t off, uint64_t val)
+{
     const bool threaded = c->set->cfg.mode == EMU_MODE_THREAD;
-    (void)width;
     if (off >= NVME_REG_DBS) {
         if (threaded || off >= c->memsize)
             return; /* the service thread reads the doorbell words itself */
@@ -144,14 +153,29 @@ static void bar_write(void *ctx, uint32_t off, uint64_t val, unsigned width)
         pthread_mutex_unlock(&c->lock);
 }
 
+static void bar_write(void *ctx, uint32_t off, uint64_t val, unsigned width)
+{
+    struct emu_ctrl *c = ctx;
+    (void)width;
+    if (off >= NVME_REG_DBS && c->set->cfg.mode == EMU_MODE_THREAD)
+        return; /* the service thread reads the doorbell words itself */
+    uint32_t qid = off >= NVME_REG_DBS ? (off - NVME_REG_DBS) >> 3 : 0;
+    unsigned e = emu_dma_enter(c->set, dma_shard(c, qid));
+    bar_write_in(c, off, val);
+    emu_dma_exit(c->set, dma_shard(c, qid), e);
+}
+
 static void bar_idle(void *ctx, uint16_t cqid)
 {
     struct emu_ctrl *c = ctx;
     if (c->set->cfg.mode == EMU_MODE_THREAD || cqid > c->cfg.nioq || !c->enabled)
         return;
     struct emu_cq *cq = c->cqs[cqid];
-    if (cq)
+    if (cq) {
+        unsigned e = emu_dma_enter(c->set, dma_shard(c, cqid));
         emu_cq_service(c, cq);
+        emu_dma_exit(c->set, dma_shard(c, cqid), e);
+    }
 }
 
 static const struct nvme_bar_ops emu_bar_ops = {.write = bar_write, .idle = bar_idle};
@@ -164,6 +188,7 @@ static void *svc_main(void *arg)
     const uint32_t dstrd = c->cfg.dstrd;
     while (!atomic_load_explicit(&c->svc_stop, memory_order_acquire)) {
         bool work = false;
+        unsigned e = emu_dma_enter(c->set, dma_shard(c, 0));
         pthread_mutex_lock(&c->lock);
         if (c->enabled && !atomic_load_explicit(&c->cfs, memory_order_relaxed)) {
             for (uint32_t q = 0; q <= c->cfg.nioq; q++) {
@@ -198,6 +223,7 @@ static void *svc_main(void *arg)
             }
         }
         pthread_mutex_unlock(&c->lock);
+        emu_dma_exit(c->set, dma_shard(c, 0), e);
         if (work) {
             spins = 0;
         } else if (++spins > EMU_SVC_IDLE_SPINS) {
@@ -398,6 +424,7 @@ void nvme_emu_set_close(struct nvme_emu_set *set)
     for (unsigned i = 0; i < set->n; i++)
         ctrl_fini(&set->ctrls[i]);
     free(set->ctrls);
+    free(atomic_load(&set->dma_map)); /* no controller runs any more: no reader is left */
     pthread_mutex_destroy(&set->dma_lock);
     free(set);
 }
@@ -424,30 +451,6 @@ const char *nvme_emu_set_profile(const struct nvme_emu_set *set)
 double nvme_emu_set_scale(const struct nvme_emu_set *set)
 {
     return set ? set->cfg.scale : 0;
-}
-
-/* ---------------------------------------------------------------- DMA windows */
-int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len)
-{
-    if (!set || !addr || !len || (uintptr_t)addr + len < (uintptr_t)addr)
-        return -EINVAL;
-    pthread_mutex_lock(&set->dma_lock);
-    unsigned n = atomic_load(&set->ndma);
-    if (n >= EMU_MAX_DMA_WINDOWS) {
-        pthread_mutex_unlock(&set->dma_lock);
-        return -ENOSPC;
-    }
-    set->dma[n].lo = (uintptr_t)addr;
-    set->dma[n].hi = (uintptr_t)addr + len;
-    atomic_store_explicit(&set->ndma, n + 1, memory_order_release);
-    pthread_mutex_unlock(&set->dma_lock);
-    return 0;
-}
-
-void nvme_emu_dma_clear(struct nvme_emu_set *set)
-{
-    if (set)
-        atomic_store_explicit(&set->ndma, 0, memory_order_release);
 }
 
 /* ---------------------------------------------------------------- faults and stats */

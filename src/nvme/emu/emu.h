@@ -20,10 +20,10 @@
  *   nvme_emu_set_describe()    profile, scale, mode (for record provenance)
  *
  * Caveats:
- *   - DMA addresses are identity: PRP entries are process virtual addresses.
- *     They are validated for alignment and PRP offset rules, not for mapping;
- *     a PRP pointing at unmapped memory crashes the process like a DMA fault
- *     would corrupt a real host.  Null PRPs are refused (Data Transfer Error).
+ *   - DMA addresses are identity: PRP entries are process virtual addresses,
+ *     reachable only inside the DMA windows the host registered (below);
+ *     outside them a command fails with Data Transfer Error and touches no
+ *     memory.  Null PRPs are refused (Data Transfer Error).
  *   - mode=inline (default): commands run on the thread that rings the SQ
  *     doorbell or polls an empty CQ.  Different host threads may drive
  *     different qpairs of one controller concurrently; one qpair belongs to
@@ -102,16 +102,26 @@ struct nvme_emu_fault {
 #define NVME_EMU_MAX_FAULTS 8
 int nvme_emu_inject(struct nvme_emu_set *set, unsigned ctrl, const struct nvme_emu_fault *f);
 
-/* ---- DMA windows (an IOMMU for the identity mapping) ----
- * With no window registered every PRP is trusted (the driver's own buffers).
- * Once one is registered, every PRP entry, PRP list and queue base must lie
- * inside a window, else the command fails with Data Transfer Error (queue
- * creation: Invalid Field; admin queue at CC.EN: CSTS.CFS).  Tests that feed
- * random SQEs register their buffers so that wild addresses are refused
- * instead of dereferenced.  -ENOSPC past NVME_EMU_MAX_DMA_WINDOWS. */
-#define NVME_EMU_MAX_DMA_WINDOWS 64
+/* ---- DMA windows (the emulator's IOMMU) ----
+ * The controller reaches host memory only through windows the host registered, as a device behind
+ * vfio's IOMMU reaches only what was mapped: every queue base, PRP entry, PRP list, admin and DSM data
+ * buffer must lie inside one window, else the command completes with Data Transfer Error and no byte of
+ * host memory is read or written (queue creation: Invalid Field; admin queues at CC.EN: CSTS.CFS; a
+ * queue whose ring is unmapped later: CSTS.CFS at its next doorbell).  With no window registered the
+ * controller reaches nothing.  The driver registers every nvme_dma object of an emu:// target (dma.c).
+ *   nvme_emu_dma_map()    [addr, addr+len) becomes reachable; -EEXIST when it overlaps a window,
+ *                         -EINVAL for a null or wrapping range, -ENOMEM.
+ *   nvme_emu_dma_unmap()  remove the window registered with exactly (addr, len) (-ENOENT otherwise); when
+ *                         it returns, no command that could still see the window is running, so the
+ *                         memory may be freed at once.  Must not be called from inside the controller.
+ *   nvme_emu_dma_allow()  the same as nvme_emu_dma_map() (older name).
+ *   nvme_emu_dma_clear()  remove every window. */
+int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len);
+int nvme_emu_dma_unmap(struct nvme_emu_set *set, const void *addr, size_t len);
 int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len);
 void nvme_emu_dma_clear(struct nvme_emu_set *set);
+/* Windows registered now. */
+unsigned nvme_emu_dma_count(const struct nvme_emu_set *set);
 
 /* ---- statistics ---- */
 struct nvme_emu_qstats {

@@ -70,7 +70,6 @@
 #define EMU_NS_PER_S        1000000000ull
 #define EMU_NS_PER_MS       1000000ull
 #define EMU_DUE_NEVER       UINT64_MAX
-#define EMU_MAX_DMA_WINDOWS NVME_EMU_MAX_DMA_WINDOWS
 #define EMU_VID             0x1b36u /* QEMU's PCI vendor id: an emulated device */
 #define EMU_SVC_IDLE_SPINS  256u    /* mode=thread: empty sweeps before sleeping */
 #define EMU_SVC_SLEEP_NS    20000u
@@ -144,6 +143,20 @@ uint64_t emu_ns_used_lbas(const struct emu_ns *ns);
 struct emu_ctrl;
 struct emu_sq;
 
+/* ---- DMA windows ---- */
+#define EMU_DMA_SHARDS 64u /* reader counters, one cache line each (by controller and queue) */
+struct emu_dma_win {
+    uintptr_t lo, hi; /* [lo, hi) */
+};
+struct emu_dma_map {
+    unsigned n;
+    _Atomic unsigned hint;  /* index of the last window hit */
+    struct emu_dma_win w[]; /* sorted by lo, disjoint */
+};
+struct emu_dma_shard {
+    _Alignas(64) _Atomic unsigned long n[2]; /* sections in progress, by epoch parity */
+};
+
 /* ---- model ---- */
 uint64_t emu_now_ns(const struct nvme_emu_set *set);
 void emu_model_setup(struct emu_cfg *cfg);
@@ -191,7 +204,8 @@ struct emu_sq {
     uint64_t seq;
     uint64_t q_tat; /* per-queue GCRA (fixed point) */
     uint64_t rng;
-    uint32_t aers; /* admin SQ: outstanding async event requests */
+    uint32_t aers;     /* admin SQ: outstanding async event requests */
+    uint64_t ring_gen; /* dma_gen at which the rings were last found inside windows */
 };
 
 struct emu_fault {
@@ -239,16 +253,50 @@ struct nvme_emu_set {
     uint64_t epoch_ns; /* CLOCK_MONOTONIC at open */
     _Atomic uint64_t link_tat;
     char desc[256];
-    /* DMA windows: when any is registered, every PRP and queue address must fall inside one */
+    /* DMA windows (the emulator's IOMMU, prp.c): an immutable sorted snapshot replaced under dma_lock,
+     * read inside a read-side section (emu_dma_enter/exit); a replaced snapshot and an unmapped range are
+     * released only after every section that could see them has ended. */
     pthread_mutex_t dma_lock;
-    _Atomic unsigned ndma;
-    struct {
-        uintptr_t lo, hi;
-    } dma[EMU_MAX_DMA_WINDOWS];
+    struct emu_dma_map *_Atomic dma_map; /* NULL: no window, no DMA */
+    _Atomic uint64_t dma_gen;            /* bumped by every map/unmap: queues revalidate their rings */
+    _Atomic unsigned dma_epoch;          /* bit 0: which reader counter new sections take */
+    struct emu_dma_shard dma_rd[EMU_DMA_SHARDS];
 };
 
-/* true when [addr, addr+len) is DMA-able (always true with no windows registered) */
-bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len);
+/* ---- DMA windows (prp.c) ----
+ * Every host address the controller touches (queue rings, PRP entries, PRP lists, admin and DSM data) is
+ * checked with emu_dma_ok() inside a read-side section: enter/exit bracket every entry into the
+ * controller from the host (a doorbell or register store, an idle poll, a service-thread sweep). */
+static inline unsigned emu_dma_enter(struct nvme_emu_set *set, unsigned shard)
+{
+    unsigned e = atomic_load_explicit(&set->dma_epoch, memory_order_seq_cst) & 1u;
+    atomic_fetch_add_explicit(&set->dma_rd[shard % EMU_DMA_SHARDS].n[e], 1, memory_order_seq_cst);
+    return e;
+}
+static inline void emu_dma_exit(struct nvme_emu_set *set, unsigned shard, unsigned e)
+{
+    atomic_fetch_sub_explicit(&set->dma_rd[shard % EMU_DMA_SHARDS].n[e], 1, memory_order_release);
+}
+
+bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end);
+
+/* true when [addr, addr+len) lies inside one registered window (false with none registered).
+ * Only inside a read-side section. The last window hit is tried first: O(1) for the common case. */
+static inline bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
+{
+    const struct emu_dma_map *m = atomic_load_explicit(&((struct nvme_emu_set *)set)->dma_map, memory_order_seq_cst);
+    uint64_t end = addr + (len ? len : 1);
+    if (!m || end < addr)
+        return false;
+    unsigned h = atomic_load_explicit(&((struct emu_dma_map *)m)->hint, memory_order_relaxed);
+    if (h < m->n && addr >= m->w[h].lo && end <= m->w[h].hi)
+        return true;
+    return emu_dma_ok_slow(m, addr, end);
+}
+
+/* Rings of sq (and of its CQ) still inside windows after a map change; false: the controller is
+ * put in fatal status (a real device whose queue fetch faults in the IOMMU). */
+bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq);
 
 /* io.c */
 void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq);
@@ -263,6 +311,8 @@ uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t pr
                       void *arg);
 
 /* ctrl.c */
+/* Controller Fatal Status: the controller stops fetching until CC.EN 1->0. */
+void emu_ctrl_fatal(struct emu_ctrl *c);
 /* Execute one admin command; *hold = true keeps it outstanding (Async Event Request). */
 void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status, uint32_t *dw0,
                     bool *hold);

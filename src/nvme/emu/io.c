@@ -144,8 +144,7 @@ static inline uint16_t rw_nodata(struct emu_ctrl *c, const struct nvme_sqe *cmd,
     if (EMU_UNLIKELY((st = nvme_cr_mdts(len, c->cfg.mdts))))
         return st;
     const uint64_t prp1 = cmd->prp1;
-    if (len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE) &&
-        !atomic_load_explicit(&c->set->ndma, memory_order_relaxed)) {
+    if (len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE) && emu_dma_ok(c->set, prp1, len)) {
         if (EMU_UNLIKELY((st = nvme_cr_prp1_offset(prp1)) || (st = nvme_cr_addr(prp1, true))))
             return st;
     } else if ((st = emu_prp_walk(c->set, prp1, cmd->prp2, len, NULL, NULL))) {
@@ -270,6 +269,10 @@ static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_
 void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
 {
     if (atomic_load_explicit(&c->cfs, memory_order_relaxed))
+        return;
+    /* a DMA window changed since the rings were checked: are they still reachable? (prp.c) */
+    if (EMU_UNLIKELY(sq->ring_gen != atomic_load_explicit(&c->set->dma_gen, memory_order_relaxed)) &&
+        !emu_sq_rings_ok(c, sq))
         return;
     const struct emu_cfg *cfg = &c->set->cfg;
     struct emu_cq *cq = sq->cq;

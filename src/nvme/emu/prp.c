@@ -1,47 +1,192 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* prp.c — the emulator's DMA windows and PRP walk (rules in cmd_rules.h, shared with the GPU emulator). */
+/*
+ * prp.c — the emulator's IOMMU (DMA windows) and PRP walk (rules in cmd_rules.h, shared with the GPU
+ * emulator).
+ *
+ * Windows: an immutable snapshot (sorted, disjoint) published through set->dma_map. Readers (every entry
+ * of the host into the controller, emu_dma_enter/exit in ctrl.c) take no lock: they count themselves in
+ * one of two per-shard counters chosen by the epoch's parity. A writer (map/unmap, under dma_lock)
+ * publishes the new snapshot, flips the epoch and waits until the counters of the old parity drain;
+ * then no section can still hold the old snapshot or be copying through a removed window, and the old
+ * snapshot (and, for unmap, the caller's memory) may go. Readers that start after the flip count in the
+ * new parity and load the new snapshot (both are seq_cst, so they are ordered after its publication).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu_internal.h"
 
-bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
+#define EMU_DMA_SPINS 64u /* busy polls of a draining counter before yielding the CPU */
+
+bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end)
 {
-    unsigned n = atomic_load_explicit(&((struct nvme_emu_set *)set)->ndma, memory_order_acquire);
-    if (!n)
-        return true;
-    if (addr + len < addr)
+    /* the last window whose lo <= addr is the only candidate (windows are disjoint) */
+    unsigned lo = 0, hi = m->n;
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (m->w[mid].lo <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo || end > m->w[lo - 1].hi)
         return false;
-    for (unsigned i = 0; i < n; i++)
-        if (addr >= set->dma[i].lo && addr + len <= set->dma[i].hi)
-            return true;
-    return false;
+    atomic_store_explicit(&((struct emu_dma_map *)m)->hint, lo - 1, memory_order_relaxed);
+    return true;
+}
+
+/* Wait until no read-side section that began before this call is still running (dma_lock held). */
+static void dma_synchronize(struct nvme_emu_set *set)
+{
+    unsigned old = atomic_fetch_xor_explicit(&set->dma_epoch, 1u, memory_order_seq_cst) & 1u;
+    for (unsigned i = 0; i < EMU_DMA_SHARDS; i++)
+        for (unsigned spin = 0; atomic_load_explicit(&set->dma_rd[i].n[old], memory_order_seq_cst); spin++)
+            if (spin > EMU_DMA_SPINS)
+                sched_yield();
+}
+
+/* Publish m (may be NULL), wait for readers of the old snapshot, free it. dma_lock held. */
+static void dma_publish(struct nvme_emu_set *set, struct emu_dma_map *m)
+{
+    struct emu_dma_map *old = atomic_exchange_explicit(&set->dma_map, m, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&set->dma_gen, 1, memory_order_seq_cst);
+    dma_synchronize(set);
+    free(old);
+}
+
+static struct emu_dma_map *map_new(unsigned n)
+{
+    struct emu_dma_map *m = malloc(sizeof(*m) + (size_t)n * sizeof(struct emu_dma_win));
+    if (m) {
+        m->n = n;
+        atomic_init(&m->hint, 0);
+    }
+    return m;
+}
+
+int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len)
+{
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+    if (!set || !addr || !len || hi < lo)
+        return -EINVAL;
+    pthread_mutex_lock(&set->dma_lock);
+    const struct emu_dma_map *cur = atomic_load_explicit(&set->dma_map, memory_order_relaxed);
+    unsigned n = cur ? cur->n : 0, at = 0;
+    while (at < n && cur->w[at].lo < lo)
+        at++;
+    int rc = 0;
+    struct emu_dma_map *m = NULL;
+    if ((at && cur->w[at - 1].hi > lo) || (at < n && cur->w[at].lo < hi))
+        rc = -EEXIST; /* overlaps a window (vfio refuses overlapping mappings the same way) */
+    else if (!(m = map_new(n + 1)))
+        rc = -ENOMEM;
+    if (!rc) {
+        if (at)
+            memcpy(m->w, cur->w, at * sizeof(m->w[0]));
+        m->w[at] = (struct emu_dma_win){lo, hi};
+        if (n > at)
+            memcpy(m->w + at + 1, cur->w + at, (n - at) * sizeof(m->w[0]));
+        dma_publish(set, m);
+    }
+    pthread_mutex_unlock(&set->dma_lock);
+    return rc;
+}
+
+int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len)
+{
+    return nvme_emu_dma_map(set, addr, len);
+}
+
+int nvme_emu_dma_unmap(struct nvme_emu_set *set, const void *addr, size_t len)
+{
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+    if (!set || !addr || !len || hi < lo)
+        return -EINVAL;
+    pthread_mutex_lock(&set->dma_lock);
+    const struct emu_dma_map *cur = atomic_load_explicit(&set->dma_map, memory_order_relaxed);
+    unsigned n = cur ? cur->n : 0, at = 0;
+    while (at < n && cur->w[at].lo != lo)
+        at++;
+    int rc = 0;
+    struct emu_dma_map *m = NULL;
+    if (at == n || cur->w[at].hi != hi)
+        rc = -ENOENT;
+    else if (n > 1 && !(m = map_new(n - 1)))
+        rc = -ENOMEM;
+    if (!rc) {
+        if (m) {
+            memcpy(m->w, cur->w, at * sizeof(m->w[0]));
+            memcpy(m->w + at, cur->w + at + 1, (n - at - 1) * sizeof(m->w[0]));
+        }
+        dma_publish(set, m);
+    }
+    pthread_mutex_unlock(&set->dma_lock);
+    return rc;
+}
+
+void nvme_emu_dma_clear(struct nvme_emu_set *set)
+{
+    if (!set)
+        return;
+    pthread_mutex_lock(&set->dma_lock);
+    dma_publish(set, NULL);
+    pthread_mutex_unlock(&set->dma_lock);
+}
+
+unsigned nvme_emu_dma_count(const struct nvme_emu_set *set)
+{
+    if (!set)
+        return 0;
+    pthread_mutex_lock(&((struct nvme_emu_set *)set)->dma_lock);
+    const struct emu_dma_map *m = atomic_load_explicit(&set->dma_map, memory_order_relaxed);
+    unsigned n = m ? m->n : 0;
+    pthread_mutex_unlock(&((struct nvme_emu_set *)set)->dma_lock);
+    return n;
+}
+
+bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq)
+{
+    uint64_t gen = atomic_load_explicit(&c->set->dma_gen, memory_order_seq_cst);
+    bool ok = emu_dma_ok(c->set, (uintptr_t)sq->ring, (uint64_t)sq->size * NVME_SQE_SIZE) &&
+              emu_dma_ok(c->set, (uintptr_t)sq->cq->ring, (uint64_t)sq->cq->size * NVME_CQE_SIZE);
+    if (!ok) {
+        emu_ctrl_fatal(c);
+        return false;
+    }
+    sq->ring_gen = gen;
+    return true;
 }
 
 /* ---------------------------------------------------------------- PRPs */
-uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
-                      void *arg)
+/* One pass over the PRPs: every address is checked before fn sees it. */
+static uint16_t prp_pass(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
+                         void *arg)
 {
     const uint64_t page = EMU_PAGE_SIZE;
     uint16_t st;
     int r;
-    if (!len)
-        return EMU_ST_OK;
     if ((st = nvme_cr_prp1_offset(prp1)))
         return st;
     uint64_t n = nvme_cr_prp_first(prp1, len, page);
     if ((st = nvme_cr_addr(prp1, emu_dma_ok(set, prp1, n))))
         return st;
-    if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
-        return (uint16_t)r;
     uint64_t done = n, rem = len - n;
     if (!rem)
-        return EMU_ST_OK;
+        return fn ? (uint16_t)fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0) : EMU_ST_OK;
     if (rem <= page) {
         if ((st = nvme_cr_prp_page(prp2, page)) || (st = nvme_cr_addr(prp2, emu_dma_ok(set, prp2, rem))))
             return st;
+        if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
+            return (uint16_t)r;
         if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp2, (size_t)rem, done)))
             return (uint16_t)r;
         return EMU_ST_OK;
     }
+    if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
+        return (uint16_t)r;
     /* PRP2 points at a PRP list (qword aligned, any offset in its page) */
     if ((st = nvme_cr_prp_list(prp2)))
         return st;
@@ -74,4 +219,18 @@ uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t pr
         list = next;
     }
     return EMU_ST_OK;
+}
+
+uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
+                      void *arg)
+{
+    if (!len)
+        return EMU_ST_OK;
+    /* A transfer through a PRP list is checked whole before the first byte moves, so a refused command
+     * touches no memory (the copy pass checks again: the host may change its lists meanwhile). */
+    uint16_t st;
+    if (fn && len > 2 * (uint64_t)EMU_PAGE_SIZE - (prp1 & (EMU_PAGE_SIZE - 1)) &&
+        (st = prp_pass(set, prp1, prp2, len, NULL, NULL)))
+        return st;
+    return prp_pass(set, prp1, prp2, len, fn, arg);
 }
