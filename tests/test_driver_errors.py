@@ -269,3 +269,13 @@ def test_ctrl_c_interrupts_a_blocking_poll(ctrl, sigint):
         timer.join()
     # closing the queue pair with the lost command outstanding is fine; the controller still works
     assert (ns.read(0, 1) == ns.read(0, 1)).all()
+
+
+def test_ram_namespaces_beyond_the_memory_share_are_refused_with_the_numbers():
+    """4 TiB of RAM namespaces that hold data used to be accepted (issue 21); sparse ones still are."""
+    with pytest.raises(
+        ValueError, match=r"namespaces total 4 TiB of RAM .* more than 75 % of this host's [0-9.]+ [GT]iB"
+    ):
+        nvmelab.open("emu://?nsze=4TiB")
+    with nvmelab.open("emu://?nsze=4TiB&data=none") as t:
+        assert t[0].namespace(1).nbytes == 4 << 40

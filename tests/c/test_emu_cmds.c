@@ -377,6 +377,77 @@ static void test_file_backing(void)
     th_free(buf), th_free(rd);
 }
 
+static uint64_t nuse_lbas(struct th *t, struct nvme_id_ns *id)
+{
+    struct nvme_sqe c = {.opc = NVME_ADM_IDENTIFY, .nsid = 1, .prp1 = (uintptr_t)id, .cdw10 = NVME_CNS_NS};
+    struct nvme_cqe e = th_cmd(t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    return id->nuse;
+}
+
+/* Deallocate / Write Zeroes covering a whole 1 MiB chunk give its memory and its capacity back (NUSE drops,
+ * ncap admits a new chunk); a partly covered chunk stays, zeroed. */
+static void test_dealloc_frees_chunks(void)
+{
+    struct th t;
+    th_open(&t, "emu://?nsze=8MiB&ncap=2MiB&nioq=1");
+    CHECK(th_enable(&t, 16));
+    th_create_ioq(&t, 1, 16);
+    const uint32_t chunk_lbas = (1u << 20) / 512;
+    uint8_t *buf = th_alloc(TH_PAGE), *rd = th_alloc(TH_PAGE);
+    struct nvme_id_ns *id = th_alloc(sizeof(*id));
+    memset(buf, 0xab, TH_PAGE);
+    struct nvme_cqe e;
+    for (uint32_t ch = 0; ch < 2; ch++) {
+        e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, ch * chunk_lbas + 8, 8, buf, 0));
+        CHECK_EQ(th_status(&e), 0);
+    }
+    CHECK_EQ(nuse_lbas(&t, id), 2 * chunk_lbas);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, 2 * chunk_lbas, 8, buf, 0)); /* a third chunk: over ncap */
+    CHECK_EQ(th_sc(&e), GEN(NVME_SC_CAP_EXCEEDED));
+    /* DSM deallocate of chunk 0 whole */
+    struct nvme_dsm_range *r = th_alloc(TH_PAGE);
+    r[0] = (struct nvme_dsm_range){.nlb = chunk_lbas, .slba = 0};
+    struct nvme_sqe c = {.opc = NVME_CMD_DSM, .nsid = 1, .prp1 = (uintptr_t)r, .cdw11 = NVME_DSM_AD};
+    e = th_cmd(&t, 1, c);
+    CHECK_EQ(th_status(&e), 0);
+    CHECK_EQ(nuse_lbas(&t, id), chunk_lbas);
+    memset(rd, 0x55, TH_PAGE);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 8, 8, rd, 0));
+    CHECK(th_status(&e) == 0 && rd[0] == 0 && rd[TH_PAGE - 1] == 0);
+    /* the capacity came back: a third chunk fits now */
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, 2 * chunk_lbas, 8, buf, 0));
+    CHECK_EQ(th_status(&e), 0);
+    /* Write Zeroes over chunk 1 whole plus a part of chunk 2: chunk 1 freed, chunk 2 kept */
+    c = th_rw(NVME_CMD_WRITE_ZEROES, 1, chunk_lbas, chunk_lbas + 4, NULL, 0);
+    e = th_cmd(&t, 1, c);
+    CHECK_EQ(th_status(&e), 0);
+    CHECK_EQ(nuse_lbas(&t, id), chunk_lbas);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 2 * chunk_lbas, 8, rd, 0));
+    CHECK(th_status(&e) == 0 && rd[0] == 0 && rd[4 * 512] == 0xab);
+    /* a freed chunk takes data again */
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, 8, 8, buf, 0));
+    CHECK_EQ(th_status(&e), 0);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 8, 8, rd, 0));
+    CHECK(th_status(&e) == 0 && memcmp(rd, buf, TH_PAGE) == 0);
+    CHECK_EQ(nuse_lbas(&t, id), 2 * chunk_lbas);
+    th_free(buf), th_free(rd), th_free(id), th_free(r);
+    th_close(&t);
+}
+
+/* RAM namespaces that hold data are bounded by a share of the host's memory, named in the message. */
+static void test_ram_budget(void)
+{
+    struct th t;
+    char err[512];
+    CHECK_EQ(th_open_err(&t, "emu://?nsze=4TiB", 0, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "namespaces total 4 TiB") && strstr(err, "75 % of this host's") && strstr(err, "ncap"));
+    CHECK_EQ(th_open_err(&t, "emu://?nsze=256GiB&ndev=4&ncap=16MiB", 0, err, sizeof(err)), 0); /* thin: fine */
+    th_close(&t);
+    CHECK_EQ(th_open_err(&t, "emu://?nsze=4TiB&data=none", 0, err, sizeof(err)), 0); /* holds no data */
+    th_close(&t);
+}
+
 int main(void)
 {
     test_queue_management();
@@ -384,6 +455,8 @@ int main(void)
     test_phase_and_cq_full();
     test_cid_conflict();
     test_file_backing();
+    test_dealloc_frees_chunks();
+    test_ram_budget();
     printf("test_emu_cmds: ok\n");
     return 0;
 }

@@ -2,23 +2,39 @@
 /*
  * ns.c — namespaces of the emulated controller: sparse RAM or a sparse file.
  *
- * RAM: a table of EMU_CHUNK_SIZE pieces, each calloc'ed on its first write
+ * RAM: a table of EMU_CHUNK_SIZE pieces, each mmap'ed on its first write
  * (published with a CAS so concurrent writers of one namespace agree), so a
  * 64 GiB namespace costs its chunk table until data is written; unwritten
  * chunks read as zeros.  `ncap` limits how many chunks may be allocated
  * (thin provisioning): a write past it fails with Capacity Exceeded, as does
- * a failed allocation.  File: pread/pwrite at the byte offset; zeroing punches
- * holes when the file system can, else writes zeros.
+ * a failed allocation.  A chunk that Deallocate (DSM) or Write Zeroes covers
+ * whole gives its memory back (MADV_DONTNEED) and its capacity (NUSE drops);
+ * the mapping itself stays until the namespace goes, tagged CHUNK_DEALLOC, so
+ * a command running concurrently on another queue never touches freed memory.
+ * File: pread/pwrite at the byte offset; zeroing punches holes when the file
+ * system can, else writes zeros.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "nvme/emu/emu_internal.h"
 
-#define EMU_ZERO_BUF 65536u
+#define EMU_ZERO_BUF  65536u
+#define CHUNK_DEALLOC ((uintptr_t)1) /* pointer tag: mapped, memory given back, not counted in used_chunks */
+
+static inline uint8_t *chunk_mem(uint8_t *p)
+{
+    return (uint8_t *)((uintptr_t)p & ~CHUNK_DEALLOC);
+}
+
+static inline bool chunk_deallocated(const uint8_t *p)
+{
+    return ((uintptr_t)p & CHUNK_DEALLOC) != 0;
+}
 
 int emu_ns_init(struct emu_ns *ns, uint32_t nsid, const struct emu_ctrl_cfg *cc, int fd)
 {
@@ -39,8 +55,11 @@ int emu_ns_init(struct emu_ns *ns, uint32_t nsid, const struct emu_ctrl_cfg *cc,
 void emu_ns_fini(struct emu_ns *ns)
 {
     if (ns->chunks) {
-        for (uint64_t i = 0; i < ns->nchunks; i++)
-            free(atomic_load_explicit(&ns->chunks[i], memory_order_relaxed));
+        for (uint64_t i = 0; i < ns->nchunks; i++) {
+            uint8_t *p = atomic_load_explicit(&ns->chunks[i], memory_order_relaxed);
+            if (p)
+                munmap(chunk_mem(p), EMU_CHUNK_SIZE);
+        }
         free(ns->chunks);
     }
     if (ns->fd >= 0)
@@ -57,29 +76,54 @@ uint64_t emu_ns_used_lbas(const struct emu_ns *ns)
     return (b > ns->bytes ? ns->bytes : b) >> ns->lba_shift;
 }
 
+/* The memory of chunk i: NULL when it reads as zeros (never written, or deallocated) and !alloc;
+ * with alloc, a live chunk (counted against ncap), or NULL when capacity or memory ran out. */
 static uint8_t *chunk_get(struct emu_ns *ns, uint64_t i, bool alloc)
 {
+    for (;;) {
+        uint8_t *p = atomic_load_explicit(&ns->chunks[i], memory_order_acquire);
+        if (p && !chunk_deallocated(p))
+            return p;
+        if (!alloc)
+            return NULL;
+        uint64_t used = atomic_fetch_add_explicit(&ns->used_chunks, 1, memory_order_relaxed);
+        if (used >= ns->cap_chunks) {
+            atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
+            return NULL;
+        }
+        uint8_t *fresh = p ? chunk_mem(p) : NULL;
+        if (!fresh) {
+            void *m =
+                mmap(NULL, EMU_CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            fresh = m == MAP_FAILED ? NULL : m;
+        }
+        if (!fresh) {
+            atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
+            return NULL;
+        }
+        uint8_t *expect = p;
+        if (atomic_compare_exchange_strong_explicit(&ns->chunks[i], &expect, fresh, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return fresh;
+        /* another writer (or a deallocation) got there first: undo and look again */
+        atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
+        if (!p)
+            munmap(fresh, EMU_CHUNK_SIZE);
+    }
+}
+
+/* Chunk i is deallocated whole: its memory goes back to the system, its capacity to ncap. */
+static void chunk_release(struct emu_ns *ns, uint64_t i)
+{
     uint8_t *p = atomic_load_explicit(&ns->chunks[i], memory_order_acquire);
-    if (p || !alloc)
-        return p;
-    uint64_t used = atomic_fetch_add_explicit(&ns->used_chunks, 1, memory_order_relaxed);
-    if (used >= ns->cap_chunks) {
-        atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
-        return NULL;
-    }
-    uint8_t *fresh = calloc(1, EMU_CHUNK_SIZE);
-    if (!fresh) {
-        atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
-        return NULL;
-    }
-    uint8_t *expect = NULL;
-    if (!atomic_compare_exchange_strong_explicit(&ns->chunks[i], &expect, fresh, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
-        free(fresh);
-        atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
-        return expect;
-    }
-    return fresh;
+    if (!p || chunk_deallocated(p))
+        return;
+    uint8_t *tagged = (uint8_t *)((uintptr_t)p | CHUNK_DEALLOC);
+    if (!atomic_compare_exchange_strong_explicit(&ns->chunks[i], &p, tagged, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return; /* changed under us: a concurrent overlapping command, no order to keep */
+    madvise(p, EMU_CHUNK_SIZE, MADV_DONTNEED); /* private anonymous: reads as zeros again */
+    atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
 }
 
 int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
@@ -157,9 +201,13 @@ int emu_ns_zero(struct emu_ns *ns, uint64_t off, uint64_t len)
     while (len) {
         uint64_t ci = off >> EMU_CHUNK_SHIFT, co = off & (EMU_CHUNK_SIZE - 1);
         uint64_t n = EMU_CHUNK_SIZE - co < len ? EMU_CHUNK_SIZE - co : len;
-        uint8_t *p = chunk_get(ns, ci, false); /* unwritten chunks already read as zeros */
-        if (p)
-            memset(p + co, 0, (size_t)n);
+        if (n == EMU_CHUNK_SIZE) {
+            chunk_release(ns, ci);
+        } else {
+            uint8_t *p = chunk_get(ns, ci, false); /* unwritten chunks already read as zeros */
+            if (p)
+                memset(p + co, 0, (size_t)n);
+        }
         off += n, len -= n;
     }
     return 0;

@@ -13,12 +13,60 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nvme/emu/emu_internal.h"
 #include "nvme/errbuf.h"
 #include "nvme/uri.h"
 
 #define EMU_LIST_ITEM_MAX 64u
+#define EMU_CGROUP_MEM    "/sys/fs/cgroup/memory.max"
+
+/* Memory this process may use: physical memory, or the cgroup v2 limit when that is lower. */
+static uint64_t host_mem_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    uint64_t mem = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+    FILE *f = fopen(EMU_CGROUP_MEM, "re");
+    if (f) {
+        unsigned long long lim;
+        if (fscanf(f, "%llu", &lim) == 1 && lim && (!mem || lim < mem))
+            mem = lim;
+        fclose(f);
+    }
+    return mem;
+}
+
+/* "4 TiB", "23.5 GiB", "512 MiB" */
+static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)b;
+    unsigned u = 0;
+    while (v >= 1024 && u + 1 < sizeof(unit) / sizeof(unit[0]))
+        v /= 1024, u++;
+    snprintf(buf, len, v == floor(v) ? "%.0f %s" : "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+/* RAM namespaces that hold data (backing=ram, data=copy) may allocate up to their ncap each; the total
+ * must stay within EMU_RAM_SHARE_PCT of the host's memory (emu_internal.h says why that share). */
+static int check_ram_budget(const struct emu_cfg *cfg, char *err, size_t errlen)
+{
+    if (cfg->backing != EMU_BACKING_RAM || !cfg->data)
+        return 0;
+    uint64_t total = 0;
+    for (unsigned i = 0; i < cfg->ndev; i++)
+        total += (uint64_t)cfg->c[i].nns * cfg->c[i].ncap;
+    uint64_t mem = host_mem_bytes();
+    if (!mem || total / EMU_RAM_SHARE_PCT <= mem / 100)
+        return 0;
+    char t[32], m[32];
+    return nvme_errf(err, errlen, -EINVAL,
+                     "emu: namespaces total %s of RAM (ncap x nns x ndev), more than %u %% of this host's %s memory; "
+                     "use a smaller nsze or ncap, data=none, or backing=file:/path",
+                     fmt_bytes(total, t, sizeof(t)), EMU_RAM_SHARE_PCT, fmt_bytes(mem, m, sizeof(m)));
+}
 
 static const char *const emu_keys[] = {
     "ndev", "nns",  "nsze", "ncap", "lbads", "mdts",      "mqes", "nioq", "dstrd", "backing", "profile", "scale",
@@ -282,6 +330,9 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         else
             return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'data': bad value '%s' (copy or none)", v);
     }
+    int rb = check_ram_budget(cfg, err, errlen);
+    if (rb)
+        return rb;
 
     /* device-model overrides (nominal values; scale applies afterwards) */
     cfg->lat_ns = cfg->lat_sigma = cfg->iops = cfg->bw = cfg->qiops = cfg->link = -1;
