@@ -279,3 +279,26 @@ def test_ram_namespaces_beyond_the_memory_share_are_refused_with_the_numbers():
         nvmelab.open("emu://?nsze=4TiB")
     with nvmelab.open("emu://?nsze=4TiB&data=none") as t:
         assert t[0].namespace(1).nbytes == 4 << 40
+
+
+@pytest.mark.parametrize("uri", ["emu://?nsze=4MiB\x00&ndev=99", "emu://\x00"])
+def test_uri_with_a_nul_is_refused_naming_it(uri):
+    """Text after an embedded NUL used to be dropped silently (issue 21): the URI opened as its prefix."""
+    with pytest.raises(ValueError, match="uri: contains a NUL character at offset"):
+        nvmelab.open(uri)
+
+
+def test_uri_that_is_not_utf8_text_is_one_clear_error():
+    """A str with undecodable bytes (surrogateescape) used to produce a pybind11 signature dump."""
+    with pytest.raises(ValueError, match="uri: not valid text") as exc:
+        nvmelab.open(b"emu://?nsze=\xff".decode("utf-8", "surrogateescape"))
+    assert "incompatible" not in str(exc.value)
+
+
+def test_engine_uris_refuse_nul_too():
+    from nvmelab.engines import perf
+
+    with pytest.raises(ValueError, match="NUL character"):
+        perf.open_target("file:///tmp/x\x00y", "psync")
+    with pytest.raises(TypeError, match="uri: expected a str, got bytes"):
+        perf.open_target(b"file:///tmp/x", "psync")

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <pybind11/pybind11.h>
+#include <string>
 #include <thread>
 
 namespace nvmelab {
@@ -59,5 +60,28 @@ template <class Job, class Cancel> int run_interruptible(Job &&job, Cancel &&can
     if (interrupted)
         throw pybind11::error_already_set(); // KeyboardInterrupt (or what the handler raised)
     return rc;
+}
+
+/* The text of a target URI argument: a str of valid UTF-8 without NUL, else one ValueError/TypeError
+ * naming the problem (instead of a pybind11 signature dump, or a URI silently cut at the NUL). */
+inline std::string uri_text(const pybind11::handle &h, const char *what = "uri")
+{
+    if (!PyUnicode_Check(h.ptr()))
+        throw pybind11::type_error(std::string(what) + ": expected a str, got " +
+                                   std::string(Py_TYPE(h.ptr())->tp_name));
+    Py_ssize_t n = 0;
+    const char *p = PyUnicode_AsUTF8AndSize(h.ptr(), &n);
+    if (!p) {
+        PyErr_Clear();
+        throw pybind11::value_error(std::string(what) +
+                                    ": not valid text (it holds characters that cannot be encoded as UTF-8, "
+                                    "e.g. undecodable bytes from a file name)");
+    }
+    std::string s(p, size_t(n));
+    size_t nul = s.find('\0');
+    if (nul != std::string::npos)
+        throw pybind11::value_error(std::string(what) + ": contains a NUL character at offset " + std::to_string(nul) +
+                                    " ('" + s.substr(0, nul) + "' before it)");
+    return s;
 }
 } // namespace nvmelab

@@ -177,8 +177,9 @@ void bind_blksum(py::module_ &m)
 
     m.def(
         "blksum_uri",
-        [](const std::string &uri, const std::string &digest, int threads, int queue_depth, size_t read_size,
+        [](const py::object &uri_arg, const std::string &digest, int threads, int queue_depth, size_t read_size,
            uint32_t nsid, py::object progress) {
+            const std::string uri = nvmelab::uri_text(uri_arg);
             blksum_opts o;
             blksum_opts_init(&o);
             o.digest = digest.c_str();

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 // driver_target.cpp — nvmelab._native: the Target, DmaBuffer and Namespace classes (state and rules: driver_state.h,
 // driver.cpp).
+#include "bindings.h"
 #include "driver_state.h"
 
 namespace py = pybind11;
@@ -67,7 +68,8 @@ void bind_driver_target(py::module_ &m)
 
     // ---- Target ----
     py::class_<Target>(m, "Target")
-        .def(py::init([](const std::string &uri) {
+        .def(py::init([](const py::object &uri_arg) {
+                 const std::string uri = nvmelab::uri_text(uri_arg);
                  auto ts = std::make_shared<TargetState>();
                  ts->uri = uri;
                  char err[NVME_ERRLEN] = {0};

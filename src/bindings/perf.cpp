@@ -352,8 +352,10 @@ void bind_perf(py::module_ &m)
         "Check run parameters against the table alone (no target): ValueError naming the parameter.");
     py::class_<PerfTarget>(m, "PerfTarget",
                            "A target opened for the closed-loop engine (file://, blk://, emu://, pci://).")
-        .def(py::init<const std::string &, const std::string &, bool, bool>(), py::arg("uri"), py::arg("backend") = "",
-             py::arg("allow_write") = false, py::arg("need_write") = false)
+        .def(py::init([](const py::object &uri, const std::string &backend, bool allow_write, bool need_write) {
+                 return new PerfTarget(nvmelab::uri_text(uri), backend, allow_write, need_write);
+             }),
+             py::arg("uri"), py::arg("backend") = "", py::arg("allow_write") = false, py::arg("need_write") = false)
         .def("info", &PerfTarget::info, "Backend, devices (LBA size, capacity, limits), profile and scale.")
         .def(
             "check", [](PerfTarget &t, py::kwargs kw) { t.check(cfg_from_kwargs(kw)); },

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/uring.h"
+#include "nvme/uri.h"
 
 enum kio_kind { KIO_PSYNC, KIO_URING };
 
@@ -30,83 +32,46 @@ struct kio_ctx {
 };
 
 /* ------------------------------------------------------------------ URI */
-
-static int parse_bool(const char *v, int *out)
-{
-    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) {
-        *out = 1;
-        return 0;
-    }
-    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) {
-        *out = 0;
-        return 0;
-    }
-    return -EINVAL;
-}
-
-/* file:///path[?backend=psync|io_uring][&allow_write=0|1] */
+/* file:///path[?backend=psync|io_uring][&allow_write=0|1], blk:///dev/X[?...]: the one URI grammar
+ * (nvme/uri.c, src/README.md "Target URIs"), this scheme's keys and an absolute path. */
 static int parse_uri(const char *uri, int *is_blk, char *path, size_t pathlen, char *backend, size_t backendlen,
                      int *allow_write, char *err, size_t errlen)
 {
-    const char *rest;
-    if (!strncmp(uri, "file://", 7)) {
-        *is_blk = 0;
-        rest = uri + 7;
-    } else if (!strncmp(uri, "blk://", 6)) {
-        *is_blk = 1;
-        rest = uri + 6;
-    } else {
-        snprintf(err, errlen, "%s: not a kernel-path URI (expected file:///path or blk:///dev/X)", uri);
-        return -EINVAL;
-    }
-    const char *q = strchr(rest, '?');
-    size_t plen = q ? (size_t)(q - rest) : strlen(rest);
-    if (plen == 0 || rest[0] != '/') {
-        snprintf(err, errlen, "%s: the path must be absolute (e.g. %s/tmp/data.bin)", uri,
-                 *is_blk ? "blk://" : "file://");
-        return -EINVAL;
-    }
-    if (plen >= pathlen) {
+    static const char *const known[] = {"backend", "allow_write", NULL};
+    struct nvme_uri *u = NULL;
+    int rc = nvme_uri_parse(uri, &u, err, errlen);
+    if (rc)
+        return rc;
+    const char *example = "file:///tmp/data.bin or blk:///dev/nvme0n1";
+    bool aw = false;
+    if (strcmp(u->scheme, "file") != 0 && strcmp(u->scheme, "blk") != 0) {
+        snprintf(err, errlen, "%s: not a kernel-path URI (expected %s)", uri, example);
+        rc = -EINVAL;
+    } else if (u->authority[0]) {
+        snprintf(err, errlen, "%s: '%s' is a host part; the path must be absolute (e.g. %s:///%s%s)", uri, u->authority,
+                 u->scheme, u->authority, u->path);
+        rc = -EINVAL;
+    } else if (u->path[0] != '/') {
+        snprintf(err, errlen, "%s: the path must be absolute (e.g. %s)", uri, example);
+        rc = -EINVAL;
+    } else if (strlen(u->path) >= pathlen) {
         snprintf(err, errlen, "%s: path too long", uri);
-        return -ENAMETOOLONG;
-    }
-    memcpy(path, rest, plen);
-    path[plen] = 0;
-    while (q && *q) {
-        q++;
-        char kv[128];
-        size_t n = strcspn(q, "&");
-        if (n >= sizeof(kv)) {
-            snprintf(err, errlen, "%s: URI parameter too long", uri);
-            return -EINVAL;
-        }
-        memcpy(kv, q, n);
-        kv[n] = 0;
-        q += n;
-        char *eq = strchr(kv, '=');
-        if (!eq) {
-            snprintf(err, errlen, "%s: URI parameter '%s' needs a value (key=value)", uri, kv);
-            return -EINVAL;
-        }
-        *eq = 0;
-        const char *v = eq + 1;
-        if (!strcmp(kv, "backend")) {
-            if (strlen(v) >= backendlen) {
-                snprintf(err, errlen, "%s: unknown backend '%s'", uri, v);
-                return -EINVAL;
-            }
-            strcpy(backend, v);
-        } else if (!strcmp(kv, "allow_write")) {
-            if (parse_bool(v, allow_write)) {
-                snprintf(err, errlen, "%s: allow_write must be 0 or 1, got '%s'", uri, v);
-                return -EINVAL;
-            }
+        rc = -ENAMETOOLONG;
+    } else if (!(rc = nvme_uri_check_keys(u, known, err, errlen)) &&
+               !(rc = nvme_uri_get_bool(u, "allow_write", false, &aw, err, errlen))) {
+        const char *b = nvme_uri_get(u, "backend");
+        if (b && strlen(b) >= backendlen) {
+            snprintf(err, errlen, "%s: unknown backend '%s' (use psync or io_uring)", uri, b);
+            rc = -EINVAL;
         } else {
-            snprintf(err, errlen, "%s: unknown URI parameter '%s' (known: backend, allow_write)", uri, kv);
-            return -EINVAL;
+            *is_blk = strcmp(u->scheme, "blk") == 0;
+            snprintf(path, pathlen, "%s", u->path);
+            snprintf(backend, backendlen, "%s", b ? b : "");
+            *allow_write = aw;
         }
     }
-    return 0;
+    nvme_uri_free(u);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ blk safety */
