@@ -6,7 +6,7 @@
  * against the driver's reading of it).
  *
  * Key functions: th_open(), th_enable(), th_cmd(), th_submit(), th_poll(),
- * th_create_ioq(), th_close(); th_alloc()/th_free() host buffers that are DMA
+ * th_create_ioq(), th_close(); checks from check.h; th_alloc()/th_free() host buffers that are DMA
  * windows of the open set (mapped at th_open when allocated before it; the
  * emulator reaches no other memory); th_alloc_raw() memory it cannot reach.
  * Caveats: header-only, one set open at a time, single-threaded per queue;
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "nvme/bar.h"
 #include "nvme/emu/emu.h"
 #include "nvme/spec.h"
@@ -29,22 +30,6 @@
 #define TH_PAGE       4096u
 #define TH_MAXQ       17u
 #define TH_POLL_LIMIT 200000000ull
-
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-            abort();                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-#define CHECK_EQ(a, b)                                                                                                 \
-    do {                                                                                                               \
-        long long _a = (long long)(a), _b = (long long)(b);                                                            \
-        if (_a != _b) {                                                                                                \
-            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s = %lld, %s = %lld\n", __FILE__, __LINE__, #a, _a, #b, _b);     \
-            abort();                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 struct th_q {
     struct nvme_sqe *sq;
@@ -75,7 +60,7 @@ static inline void *th_alloc_raw(size_t len)
 {
     size_t n = (len + TH_PAGE - 1) / TH_PAGE * TH_PAGE;
     void *p = aligned_alloc(TH_PAGE, n);
-    CHECK(p);
+    REQUIRE(p);
     memset(p, 0, n);
     return p;
 }
@@ -87,7 +72,7 @@ static inline void *th_alloc(size_t len)
     unsigned i = 0;
     while (i < TH_MAXBUF && th_bufs[i].p)
         i++;
-    CHECK(i < TH_MAXBUF);
+    REQUIRE(i < TH_MAXBUF);
     th_bufs[i].p = p;
     th_bufs[i].n = n;
     th_bufs[i].mapped = th_iommu && nvme_emu_dma_map(th_iommu, p, n) == 0;
@@ -159,7 +144,7 @@ static inline int th_open_err(struct th *t, const char *uri, unsigned ctrl, char
     th_iommu_attach(t->set);
     t->ctrl = ctrl;
     t->bar = nvme_emu_set_bar(t->set, ctrl);
-    CHECK(t->bar);
+    REQUIRE(t->bar);
     t->dstrd = nvme_cap_dstrd(th_r64(t, NVME_REG_CAP));
     return 0;
 }
@@ -170,7 +155,7 @@ static inline void th_open(struct th *t, const char *uri)
     int r = th_open_err(t, uri, 0, err, sizeof(err));
     if (r) {
         fprintf(stderr, "th_open(%s): %s\n", uri, err);
-        abort();
+        REQUIRE(!"th_open failed");
     }
 }
 
@@ -289,8 +274,8 @@ static inline struct nvme_cqe th_cmd(struct th *t, uint16_t qid, struct nvme_sqe
 {
     cmd.cid = t->next_cid++;
     th_submit(t, qid, &cmd);
-    struct nvme_cqe e;
-    CHECK(th_poll(t, qid, &e));
+    struct nvme_cqe e = {0};
+    REQUIRE(th_poll(t, qid, &e));
     CHECK_EQ(e.cid, cmd.cid);
     CHECK_EQ(e.sqid, qid);
     return e;

@@ -16,14 +16,7 @@
 #include <unistd.h>
 
 #include "blksum/blksum.h"
-
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
+#include "check.h"
 
 /* sha256 of le64(0): the blkhash of an empty image (vector "1::0"). */
 static const char EMPTY_SHA256[] = "af5570f5a1810b7af78caf4bc70a660f0df51e42baf91d4de5b2328de0e83dfc";
@@ -174,6 +167,5 @@ int main(void)
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
-    printf("test_blksum_vectors: ok\n");
-    return 0;
+    return CHECK_DONE("test_blksum_vectors");
 }

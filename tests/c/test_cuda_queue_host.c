@@ -359,17 +359,16 @@ static void test_patterns(void)
 
 int main(void)
 {
-    test_sqe();
-    test_prp();
-    test_cid();
-    test_cid_never_reserved_qd1024();
-    test_emu_placement();
-    test_emu_warps_limit();
-    test_progress_and_backoff();
-    test_standin_on_controller();
-    test_rounds();
-    test_deadline();
-    test_patterns();
-    printf("test_cuda_queue_host: ok\n");
-    return 0;
+    RUN_CASE(test_sqe);
+    RUN_CASE(test_prp);
+    RUN_CASE(test_cid);
+    RUN_CASE(test_cid_never_reserved_qd1024);
+    RUN_CASE(test_emu_placement);
+    RUN_CASE(test_emu_warps_limit);
+    RUN_CASE(test_progress_and_backoff);
+    RUN_CASE(test_standin_on_controller);
+    RUN_CASE(test_rounds);
+    RUN_CASE(test_deadline);
+    RUN_CASE(test_patterns);
+    return CHECK_DONE("test_cuda_queue_host");
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_driver.h — small helpers shared by the driver's C tests (tests/c/test_driver_*.c): CHECK macros
- * that abort with file:line, an "open or die" for emu:// targets, a synchronous submit-and-wait on a
+ * test_driver.h — small helpers shared by the driver's C tests (tests/c/test_driver_*.c): the checks of check.h
+ * (T_CHECK, T_EQ, ...), an "open or die" for emu:// targets, a synchronous submit-and-wait on a
  * qpair, and a deterministic pattern generator. Header-only test code, not library code.
  */
 #ifndef TEST_DRIVER_H
@@ -13,41 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "nvme/nvme.h"
-
-#define T_CHECK(cond)                                                                                                  \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-            abort();                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-#define T_EQ(a, b)                                                                                                     \
-    do {                                                                                                               \
-        long long _a = (long long)(a), _b = (long long)(b);                                                            \
-        if (_a != _b) {                                                                                                \
-            fprintf(stderr, "%s:%d: %s = %lld, expected %s = %lld\n", __FILE__, __LINE__, #a, _a, #b, _b);             \
-            abort();                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-#define T_STREQ(a, b)                                                                                                  \
-    do {                                                                                                               \
-        const char *_a = (a), *_b = (b);                                                                               \
-        if (strcmp(_a, _b) != 0) {                                                                                     \
-            fprintf(stderr, "%s:%d: %s = \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a, _a, _b);                  \
-            abort();                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-#define T_CONTAINS(hay, needle)                                                                                        \
-    do {                                                                                                               \
-        if (!strstr((hay), (needle))) {                                                                                \
-            fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__, (hay), (needle));           \
-            abort();                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 static inline struct nvme_target *t_open(const char *uri)
 {
@@ -63,7 +30,7 @@ static inline struct nvme_target *t_open(const char *uri)
 
 struct t_wait {
     int done;
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
 };
 
 static inline void t_cb(void *arg, const struct nvme_cpl *cpl)

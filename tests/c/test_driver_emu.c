@@ -52,7 +52,7 @@ static void test_small_mqes(void)
     T_EQ(nvme_ctrl_max_depth(c), 7);
     struct nvme_ns *ns = nvme_ctrl_ns(c, 1);
     uint8_t buf[512];
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
     memset(buf, 0x5a, sizeof buf);
     T_EQ(nvme_ns_io_sync(c, ns, NVME_CMD_WRITE, 3, 1, buf, sizeof buf, &cpl), 0);
     T_CHECK(nvme_cpl_ok(&cpl));
@@ -93,7 +93,7 @@ static void test_bad_uris(void)
 static void rw_check(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t *wbuf, uint8_t *rbuf, size_t woff, size_t roff,
                      uint64_t slba, size_t len, uint64_t seed)
 {
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
     uint32_t nlb = (uint32_t)(len / nvme_ns_lba_size(ns));
     t_fill(wbuf + woff, len, seed);
     T_EQ(t_io(q, ns, NVME_CMD_WRITE, slba, nlb, wbuf + woff, len, &cpl), 0);
@@ -251,7 +251,7 @@ static void test_statuses(void)
     struct nvme_qpair *q;
     struct nvme_qpair_opts o = {.depth = 8, .timeout_ms = 2000};
     T_EQ(nvme_qpair_create(c, &o, &q), 0);
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
     struct nvme_sqe s;
 
     memset(&s, 0, sizeof(s));
@@ -366,7 +366,7 @@ static void test_commands(void)
     struct nvme_qpair *q;
     T_EQ(nvme_qpair_create(c, NULL, &q), 0);
     T_EQ(nvme_qpair_depth(q), NVME_QPAIR_DEFAULT_DEPTH);
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
     uint8_t zero[8 * 512] = {0};
 
     rw_check(q, ns, b, b + 32 * KIB, 0, 0, 100, 8 * 512, 11);
@@ -419,7 +419,7 @@ static void test_timeout_reset(void)
     struct nvme_qpair *q;
     struct nvme_qpair_opts o = {.depth = 8, .timeout_ms = 100};
     T_EQ(nvme_qpair_create(c, &o, &q), 0);
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
 
     /* a dropped completion times out */
     struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_DROP, .qid = nvme_qpair_qid(q), .nth = 1, .count = 1};
@@ -508,7 +508,7 @@ static void test_ooo(void)
     struct nvme_dma *d;
     T_EQ(nvme_dma_alloc(t, 64 * PAGE, &d), 0);
     uint8_t *b = nvme_dma_vaddr(d);
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
     struct nvme_qpair *q;
     struct nvme_qpair_opts o = {.depth = 32, .batch = 16};
     T_EQ(nvme_qpair_create(c, &o, &q), 0);
@@ -567,7 +567,7 @@ static void *thr_main(void *p)
         uint32_t nlb = 1 + (uint32_t)((x >> 33) % 16);
         uint64_t slba = (a->id / nvme_target_nctrl(a->t)) * region + (x >> 40) % (region - nlb);
         size_t len = (size_t)nlb * nvme_ns_lba_size(ns);
-        struct nvme_cpl cpl;
+        struct nvme_cpl cpl = {0};
         t_fill(w, len, x);
         if (t_io(q, ns, NVME_CMD_WRITE, slba, nlb, w, len, &cpl) || !nvme_cpl_ok(&cpl) ||
             t_io(q, ns, NVME_CMD_READ, slba, nlb, r, len, &cpl) || !nvme_cpl_ok(&cpl) || memcmp(w, r, len))
@@ -608,17 +608,16 @@ static void test_close_cleans_up(void)
 
 int main(void)
 {
-    test_bringup();
-    test_small_mqes();
-    test_bad_uris();
-    test_rw_and_prp();
-    test_wrap_full();
-    test_statuses();
-    test_commands();
-    test_timeout_reset();
-    test_ooo();
-    test_threads();
-    test_close_cleans_up();
-    printf("test_driver_emu: ok\n");
-    return 0;
+    RUN_CASE(test_bringup);
+    RUN_CASE(test_small_mqes);
+    RUN_CASE(test_bad_uris);
+    RUN_CASE(test_rw_and_prp);
+    RUN_CASE(test_wrap_full);
+    RUN_CASE(test_statuses);
+    RUN_CASE(test_commands);
+    RUN_CASE(test_timeout_reset);
+    RUN_CASE(test_ooo);
+    RUN_CASE(test_threads);
+    RUN_CASE(test_close_cleans_up);
+    return CHECK_DONE("test_driver_emu");
 }

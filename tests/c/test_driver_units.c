@@ -467,13 +467,12 @@ static void test_prp_pagemap(void)
 
 int main(void)
 {
-    test_registers();
-    test_prp_pagemap();
-    test_status_names();
-    test_uri_good();
-    test_uri_bad();
-    test_values();
-    test_pci();
-    printf("test_driver_units: ok\n");
-    return 0;
+    RUN_CASE(test_registers);
+    RUN_CASE(test_prp_pagemap);
+    RUN_CASE(test_status_names);
+    RUN_CASE(test_uri_good);
+    RUN_CASE(test_uri_bad);
+    RUN_CASE(test_values);
+    RUN_CASE(test_pci);
+    return CHECK_DONE("test_driver_units");
 }

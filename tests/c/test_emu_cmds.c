@@ -115,7 +115,7 @@ static void test_io_status_and_data(void)
     th_create_ioq(&t, 1, 64);
     uint8_t *buf = th_alloc(8 * TH_PAGE), *rd = th_alloc(8 * TH_PAGE);
     uint64_t *list = th_alloc(TH_PAGE);
-    struct nvme_cqe e;
+    struct nvme_cqe e = {0};
 
     /* write 4 pages through a PRP list (buffer offset 512: 5 pages touched), read back */
     for (unsigned i = 0; i < 8 * TH_PAGE; i++)
@@ -274,7 +274,7 @@ static void test_phase_and_cq_full(void)
     CHECK(th_enable(&t, 8));
     th_create_ioq(&t, 1, 8);
     uint8_t *rd = th_alloc(TH_PAGE);
-    struct nvme_cqe e;
+    struct nvme_cqe e = {0};
     /* 20 x queue depth commands, 7 at a time (N-1 rule) */
     for (int round = 0; round < 23; round++) {
         for (int i = 0; i < 7; i++) {
@@ -332,7 +332,7 @@ static void test_cid_conflict(void)
     th_queue(&t, 1, &c);
     th_queue(&t, 1, &c);
     th_ring(&t, 1);
-    struct nvme_cqe e;
+    struct nvme_cqe e = {0};
     CHECK(th_poll(&t, 1, &e)); /* the conflict completes at once, the first after 20 ms */
     CHECK_EQ(e.cid, 7);
     CHECK_EQ(th_sc(&e), GEN(NVME_SC_CID_CONFLICT));
@@ -363,7 +363,7 @@ static void test_file_backing(void)
         th_open(&t, uri);
         CHECK(th_enable(&t, 8));
         th_create_ioq(&t, 1, 8);
-        struct nvme_cqe e;
+        struct nvme_cqe e = {0};
         if (pass == 0) {
             e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, 1000, 1, buf, 0));
             CHECK_EQ(th_status(&e), 0);
@@ -397,7 +397,7 @@ static void test_dealloc_frees_chunks(void)
     uint8_t *buf = th_alloc(TH_PAGE), *rd = th_alloc(TH_PAGE);
     struct nvme_id_ns *id = th_alloc(sizeof(*id));
     memset(buf, 0xab, TH_PAGE);
-    struct nvme_cqe e;
+    struct nvme_cqe e = {0};
     for (uint32_t ch = 0; ch < 2; ch++) {
         e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, ch * chunk_lbas + 8, 8, buf, 0));
         CHECK_EQ(th_status(&e), 0);
@@ -450,13 +450,12 @@ static void test_ram_budget(void)
 
 int main(void)
 {
-    test_queue_management();
-    test_io_status_and_data();
-    test_phase_and_cq_full();
-    test_cid_conflict();
-    test_file_backing();
-    test_dealloc_frees_chunks();
-    test_ram_budget();
-    printf("test_emu_cmds: ok\n");
-    return 0;
+    RUN_CASE(test_queue_management);
+    RUN_CASE(test_io_status_and_data);
+    RUN_CASE(test_phase_and_cq_full);
+    RUN_CASE(test_cid_conflict);
+    RUN_CASE(test_file_backing);
+    RUN_CASE(test_dealloc_frees_chunks);
+    RUN_CASE(test_ram_budget);
+    return CHECK_DONE("test_emu_cmds");
 }

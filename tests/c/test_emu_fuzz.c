@@ -9,10 +9,6 @@
  * (default 300000; the second phase runs a tenth of it). */
 #include "emu_testhost.h"
 
-#ifndef REQUIRE
-#define REQUIRE CHECK
-#endif
-
 #define FUZZ_IO_DEFAULT 300000u
 #define FUZZ_ADMIN      30000u
 #define FUZZ_BUF_PAGES  64u
@@ -261,7 +257,7 @@ int main(void)
         random_sqe(&c, true);
         c.cid = (uint16_t)i;
         th_submit(&t, 0, &c);
-        struct nvme_cqe e;
+        struct nvme_cqe e = {0};
         bool got = false;
         for (int spin = 0; spin < 4 && !got; spin++)
             got = th_poll1(&t, 0, &e, true);
@@ -288,7 +284,7 @@ int main(void)
         random_sqe(&c, false);
         c.cid = (uint16_t)i;
         th_submit(&t, 1, &c);
-        struct nvme_cqe e;
+        struct nvme_cqe e = {0};
         CHECK(th_poll1(&t, 1, &e, true)); /* null profile: completes inline, at once */
         uint16_t st = th_status(&e);
         if (e.cid != c.cid || !status_valid(st)) {
@@ -310,6 +306,5 @@ int main(void)
     fuzz_in_range(&t, nio / 10 ? nio / 10 : 1);
     th_free(window);
     th_close(&t);
-    printf("test_emu_fuzz: ok\n");
-    return 0;
+    return CHECK_DONE("test_emu_fuzz");
 }

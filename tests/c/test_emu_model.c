@@ -42,7 +42,7 @@ static struct loop_result closed_loop(struct th *t, unsigned qd, uint32_t nlb, v
     th_ring(t, 1);
     uint64_t done = 0;
     double end = t0 + RUN_S, t1, min_lat = 1e9;
-    struct nvme_cqe e;
+    struct nvme_cqe e = {0};
     while ((t1 = now_s()) < end) {
         if (!th_poll1(t, 1, &e, true))
             continue;
@@ -128,7 +128,7 @@ static void test_ooo(void)
         uint32_t seen = 0;
         unsigned prev = 0, inversions = 0;
         for (unsigned i = 0; i < 32; i++) {
-            struct nvme_cqe e;
+            struct nvme_cqe e = {0};
             CHECK(th_poll(&t, 1, &e));
             CHECK(e.cid < 32 && !(seen & (1u << e.cid)));
             seen |= 1u << e.cid;
@@ -159,7 +159,7 @@ static void test_faults(void)
     CHECK(th_enable(&t, 8));
     th_create_ioq(&t, 1, 16);
     void *buf = th_alloc(TH_PAGE);
-    struct nvme_cqe e;
+    struct nvme_cqe e = {0};
 
     /* the 3rd command on queue 1 completes with Internal Error, DNR */
     struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_STATUS,
@@ -245,7 +245,7 @@ static void *worker_main(void *arg)
         struct nvme_sqe c = th_rw(NVME_CMD_WRITE, 1, lba, 8, buf, 0);
         c.cid = (uint16_t)i;
         th_submit(t, w->qid, &c);
-        struct nvme_cqe e;
+        struct nvme_cqe e = {0};
         CHECK(th_poll(t, w->qid, &e));
         CHECK_EQ(th_status(&e), 0);
         c = th_rw(NVME_CMD_READ, 1, lba, 8, rd, 0);
@@ -297,11 +297,10 @@ static void test_inline_two_threads(void)
 
 int main(void)
 {
-    test_littles_law_and_caps();
-    test_ooo();
-    test_faults();
-    test_thread_mode();
-    test_inline_two_threads();
-    printf("test_emu_model: ok\n");
-    return 0;
+    RUN_CASE(test_littles_law_and_caps);
+    RUN_CASE(test_ooo);
+    RUN_CASE(test_faults);
+    RUN_CASE(test_thread_mode);
+    RUN_CASE(test_inline_two_threads);
+    return CHECK_DONE("test_emu_model");
 }

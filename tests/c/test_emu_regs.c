@@ -193,9 +193,8 @@ int main(int argc, char **argv)
         dump_profiles();
         return 0;
     }
-    test_uri_errors();
-    test_registers();
-    test_identify_shapes();
-    printf("test_emu_regs: ok\n");
-    return 0;
+    RUN_CASE(test_uri_errors);
+    RUN_CASE(test_registers);
+    RUN_CASE(test_identify_shapes);
+    return CHECK_DONE("test_emu_regs");
 }

@@ -42,7 +42,7 @@ static double measure(const char *uri, const char *label, unsigned batch)
                 th_queue(&t, 1, &c);
             }
             th_ring(&t, 1);
-            struct nvme_cqe e;
+            struct nvme_cqe e = {0};
             for (unsigned b = 0; b < batch; b++) {
                 CHECK(th_poll1(&t, 1, &e, b + 1 == batch));
                 done++;
@@ -72,6 +72,5 @@ int main(void)
         fprintf(stderr, "emulator null path: %.0f commands/s per core < goal %s\n", none, min);
         return 1;
     }
-    printf("test_emu_throughput: ok\n");
-    return 0;
+    return CHECK_DONE("test_emu_throughput");
 }

@@ -6,15 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "engine/perf.h"
 
-#define CHECK(c)                                                                                                       \
-    do {                                                                                                               \
-        if (!(c)) {                                                                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                                      \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 #define MS       1000000ull
 #define LBA_SIZE 512u
 
@@ -109,6 +103,5 @@ int main(void)
     CHECK(perf_target_open("emu://?profile=nope", &o, &t2, err, sizeof(err)) < 0);
     printf("refused as expected: %s\n", err);
     CHECK(strstr(err, "profile") != NULL);
-    printf("test_perf_emu: ok\n");
-    return 0;
+    return CHECK_DONE("test_perf_emu");
 }

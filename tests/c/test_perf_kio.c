@@ -8,16 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "engine/kio.h"
 #include "engine/perf.h"
 
-#define CHECK(c)                                                                                                       \
-    do {                                                                                                               \
-        if (!(c)) {                                                                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                                      \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 #define FILE_BYTES (8u << 20)
 #define IOSIZE     4096u
 #define MS         1000000ull
@@ -202,6 +196,5 @@ int main(void)
     close(fd);
     unlink(path);
     free(blk);
-    printf("test_perf_kio: ok\n");
-    return 0;
+    return CHECK_DONE("test_perf_kio");
 }

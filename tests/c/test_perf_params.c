@@ -5,15 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "engine/perf_params.h"
-
-#define CHECK(c)                                                                                                       \
-    do {                                                                                                               \
-        if (!(c)) {                                                                                                    \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                                      \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 static void refused(struct perf_config c, const char *needle)
 {
@@ -50,6 +43,5 @@ int main(void)
     b = c;
     b.pattern = (enum perf_pattern)99;
     refused(b, "rw: unknown pattern 99");
-    printf("test_perf_params: ok\n");
-    return 0;
+    return CHECK_DONE("test_perf_params");
 }

@@ -3,15 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
 #include "engine/stats.h"
 
-#define CHECK(c)                                                                                                       \
-    do {                                                                                                               \
-        if (!(c)) {                                                                                                    \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                                      \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 #define REL_ERR 0.016 /* 2^-(STATS_SUB_BITS-1) */
 
 int main(void)
@@ -51,5 +45,5 @@ int main(void)
     stats_hist_add(&h, 1ull << 50);
     CHECK(h.max_ns == (1ull << 50) && stats_hist_percentile(&h, 100) == (1ull << 50));
     printf("test_perf_stats: ok (%u buckets)\n", (unsigned)STATS_NBUCKETS);
-    return 0;
+    return CHECK_DONE("test_perf_stats");
 }

@@ -49,7 +49,7 @@ static void test_fast_equals_slow(void)
     T_EQ(nvme_dma_alloc(t, 64 * KIB, &d), 0);
     uint8_t *buf = nvme_dma_vaddr(d);
     const uint64_t nsze = nvme_ns_nsze(ns);
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
 
     /* first command: general path, which primes the fast path */
     T_CHECK(q->fast_ns == NULL);
@@ -141,7 +141,7 @@ static void test_dirty_slots(void)
     struct nvme_dma *d;
     T_EQ(nvme_dma_alloc(t, 16 * KIB, &d), 0);
     uint8_t *buf = nvme_dma_vaddr(d);
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
     T_EQ(t_io(q, ns, NVME_CMD_READ, 0, 1, buf, 512, &cpl), 0); /* prime */
     for (int round = 0; round < 3; round++) {
         struct nvme_sqe raw = {.opc = NVME_CMD_READ,
@@ -182,7 +182,7 @@ static void test_two_namespaces(void)
     struct nvme_dma *d;
     T_EQ(nvme_dma_alloc(t, 64 * KIB, &d), 0);
     uint8_t *buf = nvme_dma_vaddr(d);
-    struct nvme_cpl cpl;
+    struct nvme_cpl cpl = {0};
     const unsigned iters = 3 * NVME_FAST_NS_SWITCH;
     for (unsigned i = 0; i < iters; i++) {
         struct nvme_ns *n = ns[(i / 3) % 2];
@@ -254,10 +254,9 @@ static void test_cq_wraps(void)
 
 int main(void)
 {
-    test_fast_equals_slow();
-    test_dirty_slots();
-    test_two_namespaces();
-    test_cq_wraps();
-    printf("test_qpair_fastpath: ok\n");
-    return 0;
+    RUN_CASE(test_fast_equals_slow);
+    RUN_CASE(test_dirty_slots);
+    RUN_CASE(test_two_namespaces);
+    RUN_CASE(test_cq_wraps);
+    return CHECK_DONE("test_qpair_fastpath");
 }

@@ -16,16 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "engine/kio.h"
 #include "engine/uring.h"
-
-#define CHECK(c)                                                                                                       \
-    do {                                                                                                               \
-        if (!(c)) {                                                                                                    \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                                      \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 enum { ENTRIES = 8, BLK = 4096, NBLK = 64, ROUNDS = 50 };
 
@@ -153,6 +146,5 @@ int main(void)
     int st = 0;
     CHECK(waitpid(pid, &st, 0) == pid);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    printf("test_uring: ok\n");
-    return 0;
+    return CHECK_DONE("test_uring");
 }
