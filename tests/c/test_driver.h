@@ -30,7 +30,7 @@ static inline struct nvme_target *t_open(const char *uri)
 
 struct t_wait {
     int done;
-    struct nvme_cpl cpl = {0};
+    struct nvme_cpl cpl;
 };
 
 static inline void t_cb(void *arg, const struct nvme_cpl *cpl)

@@ -6,7 +6,12 @@
  * misaligned, list-crossing or straddle a window's edge, so that the emulator reaches its PRP walk
  * and the copy: a refused read writes no byte, nothing outside a window is ever written, and no
  * write takes data from outside one. NVMELAB_FUZZ_N overrides the number of I/O commands
- * (default 300000; the second phase runs a tenth of it). */
+ * (default 300000; the second phase runs a tenth of it). A third phase replaces DMA windows from another
+ * thread while a queue runs (see windows_change_under_io). */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
 #include "emu_testhost.h"
 
 #define FUZZ_IO_DEFAULT 300000u
@@ -236,6 +241,62 @@ static void fuzz_in_range(struct th *t, unsigned n)
     th_free(p2_data);
 }
 
+/* ---- phase 3: windows change while a queue runs ----
+ * One thread reads into "the current buffer" without pause; another keeps replacing it: a new buffer is
+ * mapped and published, the old one unmapped and freed at once. A read that names a buffer already
+ * unmapped must fail with Data Transfer Error and never touch the freed memory (ASan would see it):
+ * nvme_emu_dma_unmap() returns only when no command that could still see the window is running. */
+#define P3_SWAPS 2000u
+static _Atomic(uint8_t *) p3_cur;
+static atomic_bool p3_stop;
+static atomic_uint p3_reads;
+
+static void *p3_swapper(void *arg)
+{
+    struct th *t = arg;
+    for (unsigned i = 0; i < P3_SWAPS; i++) {
+        while (atomic_load(&p3_reads) < i) /* at least one read per swap, racing with it */
+            sched_yield();
+        uint8_t *fresh = th_alloc_raw(2 * TH_PAGE);
+        REQUIRE_EQ(nvme_emu_dma_map(t->set, fresh, 2 * TH_PAGE), 0);
+        uint8_t *old = atomic_exchange(&p3_cur, fresh);
+        REQUIRE_EQ(nvme_emu_dma_unmap(t->set, old, 2 * TH_PAGE), 0);
+        free(old);
+    }
+    atomic_store(&p3_stop, true);
+    return NULL;
+}
+
+static void windows_change_under_io(struct th *t)
+{
+    uint8_t *first = th_alloc_raw(2 * TH_PAGE);
+    CHECK_EQ(nvme_emu_dma_map(t->set, first, 2 * TH_PAGE), 0);
+    atomic_store(&p3_cur, first);
+    atomic_store(&p3_stop, false);
+    pthread_t swapper;
+    REQUIRE_EQ(pthread_create(&swapper, NULL, p3_swapper, t), 0);
+    unsigned ok = 0, dxe = 0, other = 0, n = 0;
+    uint8_t *seen = first, *stale = first;
+    while (!atomic_load(&p3_stop)) {
+        uint8_t *cur = atomic_load(&p3_cur);
+        if (cur != seen)
+            stale = seen, seen = cur;
+        uint8_t *b = n++ % 2 ? stale : cur; /* every other read names a buffer replaced (and freed) since */
+        struct nvme_cqe e = th_cmd(t, 1, th_rw(NVME_CMD_READ, 1, 0, 16, b, (uintptr_t)b + TH_PAGE));
+        uint16_t sc = nvme_cqe_sc(th_status(&e));
+        th_status(&e) == 0 ? ok++ : sc == NVME_SC_DATA_XFER_ERROR ? dxe++ : other++;
+        atomic_fetch_add(&p3_reads, 1);
+    }
+    pthread_join(swapper, NULL);
+    uint8_t *last = atomic_load(&p3_cur);
+    CHECK_EQ(nvme_emu_dma_unmap(t->set, last, 2 * TH_PAGE), 0);
+    free(last);
+    printf("windows changing under I/O: %u swaps, %u reads ok, %u refused (Data Transfer Error), %u other\n", P3_SWAPS,
+           ok, dxe, other);
+    CHECK(ok > 0 && dxe > 0);
+    CHECK_EQ(other, 0);
+}
+
 int main(void)
 {
     unsigned nio = FUZZ_IO_DEFAULT;
@@ -304,6 +365,7 @@ int main(void)
     CHECK(hist[0][NVME_SC_INVALID_PRP_OFFSET] && hist[0][NVME_SC_DATA_XFER_ERROR] && hist[0][NVME_SC_LBA_RANGE] &&
           hist[0][NVME_SC_INVALID_NS] && hist[0][NVME_SC_INVALID_OPCODE]);
     fuzz_in_range(&t, nio / 10 ? nio / 10 : 1);
+    windows_change_under_io(&t);
     th_free(window);
     th_close(&t);
     return CHECK_DONE("test_emu_fuzz");
