@@ -226,11 +226,17 @@ uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t pr
 {
     if (!len)
         return EMU_ST_OK;
+    const uint64_t in_page = EMU_PAGE_SIZE - (prp1 & (EMU_PAGE_SIZE - 1));
+    if (len <= in_page) { /* the common case: one segment in PRP1's page */
+        uint16_t st = nvme_cr_prp1_offset(prp1);
+        if (!st)
+            st = nvme_cr_addr(prp1, emu_dma_ok(set, prp1, len));
+        return st || !fn ? st : (uint16_t)fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)len, 0);
+    }
     /* A transfer through a PRP list is checked whole before the first byte moves, so a refused command
      * touches no memory (the copy pass checks again: the host may change its lists meanwhile). */
     uint16_t st;
-    if (fn && len > 2 * (uint64_t)EMU_PAGE_SIZE - (prp1 & (EMU_PAGE_SIZE - 1)) &&
-        (st = prp_pass(set, prp1, prp2, len, NULL, NULL)))
+    if (fn && len > in_page + EMU_PAGE_SIZE && (st = prp_pass(set, prp1, prp2, len, NULL, NULL)))
         return st;
     return prp_pass(set, prp1, prp2, len, fn, arg);
 }
