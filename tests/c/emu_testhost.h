@@ -96,6 +96,16 @@ static inline void th_free(void *p)
     free(p);
 }
 
+/* Take a th_alloc buffer out of the DMA windows (it stays allocated). */
+static inline void th_unmap(void *p)
+{
+    for (unsigned i = 0; i < TH_MAXBUF; i++)
+        if (th_bufs[i].p == p && th_bufs[i].mapped) {
+            CHECK_EQ(nvme_emu_dma_unmap(th_iommu, p, th_bufs[i].n), 0);
+            th_bufs[i].mapped = false;
+        }
+}
+
 /* Map every live th_alloc buffer into the newly opened set. */
 static inline void th_iommu_attach(struct nvme_emu_set *set)
 {

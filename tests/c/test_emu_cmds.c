@@ -435,6 +435,29 @@ static void test_dealloc_frees_chunks(void)
     th_close(&t);
 }
 
+/* A queue whose ring leaves the DMA windows: the controller fails (CSTS.CFS) at its next doorbell instead
+ * of fetching from or posting to memory it may no longer reach; a reset brings it back. */
+static void test_ring_unmapped(void)
+{
+    struct th t;
+    th_open(&t, "emu://?nioq=1");
+    REQUIRE(th_enable(&t, 16));
+    th_create_ioq(&t, 1, 16);
+    uint8_t *buf = th_alloc(TH_PAGE);
+    struct nvme_cqe e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 0, 1, buf, 0));
+    CHECK_EQ(th_status(&e), 0);
+    th_unmap(t.q[1].sq);
+    struct nvme_sqe c = th_rw(NVME_CMD_READ, 1, 0, 1, buf, 0);
+    th_submit(&t, 1, &c);
+    CHECK(nvme_csts_cfs(th_r32(&t, NVME_REG_CSTS)));
+    CHECK(!th_poll1(&t, 1, &e, true));
+    th_w32(&t, NVME_REG_CC, 0); /* reset: CFS clears, then the controller comes up again */
+    CHECK(th_wait_rdy(&t, false));
+    CHECK(th_enable(&t, 16));
+    th_free(buf);
+    th_close(&t);
+}
+
 /* RAM namespaces that hold data are bounded by a share of the host's memory, named in the message. */
 static void test_ram_budget(void)
 {
@@ -457,5 +480,6 @@ int main(void)
     RUN_CASE(test_file_backing);
     RUN_CASE(test_dealloc_frees_chunks);
     RUN_CASE(test_ram_budget);
+    RUN_CASE(test_ring_unmapped);
     return CHECK_DONE("test_emu_cmds");
 }

@@ -48,12 +48,6 @@ static inline uint32_t db_stride(const struct emu_ctrl *c)
     return NVME_DB_BASE_STRIDE << c->cfg.dstrd;
 }
 
-void emu_ctrl_fatal(struct emu_ctrl *c)
-{
-    atomic_store(&c->cfs, true);
-    csts_set(c, NVME_CSTS_CFS, 0);
-}
-
 /* ---------------------------------------------------------------- CC */
 static void ctrl_disable(struct emu_ctrl *c)
 {

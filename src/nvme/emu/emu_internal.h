@@ -317,8 +317,6 @@ uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t pr
                       void *arg);
 
 /* ctrl.c */
-/* Controller Fatal Status: the controller stops fetching until CC.EN 1->0. */
-void emu_ctrl_fatal(struct emu_ctrl *c);
 /* Execute one admin command; *hold = true keeps it outstanding (Async Event Request). */
 void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status, uint32_t *dw0,
                     bool *hold);
@@ -345,6 +343,15 @@ static inline uint32_t emu_reg_r32(const struct emu_ctrl *c, uint32_t off)
 static inline uint64_t emu_reg_r64(const struct emu_ctrl *c, uint32_t off)
 {
     return emu_reg_r32(c, off) | ((uint64_t)emu_reg_r32(c, off + 4) << 32);
+}
+
+/* Controller Fatal Status: the controller stops fetching until CC.EN 1->0 (inline: prp.c sets it too, and
+ * prp.c must not call into ctrl.c, which calls it). */
+static inline void emu_ctrl_fatal(struct emu_ctrl *c)
+{
+    atomic_store(&c->cfs, true);
+    uint32_t v = atomic_fetch_or_explicit(&c->csts, NVME_CSTS_CFS, memory_order_acq_rel) | NVME_CSTS_CFS;
+    emu_reg_w32(c, NVME_REG_CSTS, v);
 }
 
 /* A statistics counter with one writer. */
