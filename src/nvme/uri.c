@@ -25,7 +25,8 @@ static int hexval(char c)
     return -1;
 }
 
-/* Decode %XX escapes in place; -EINVAL on a malformed escape or an encoded NUL. */
+/* Decode %XX escapes in place; -EINVAL on a malformed escape, -EILSEQ on an encoded NUL (a NUL anywhere in
+ * a URI is an error: the text after it would be lost). */
 static int pct_decode(char *s)
 {
     char *w = s;
@@ -35,8 +36,10 @@ static int pct_decode(char *s)
             continue;
         }
         int hi = hexval(r[1]), lo = hi >= 0 ? hexval(r[2]) : -1;
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+        if (hi < 0 || lo < 0)
             return -EINVAL;
+        if (hi == 0 && lo == 0)
+            return -EILSEQ;
         *w++ = (char)(hi * HEX_BASE + lo);
         r += 2;
     }
@@ -59,6 +62,7 @@ static bool key_ok(const char *k)
 int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errlen)
 {
     *out = NULL;
+    int rc;
     if (!s || !*s)
         return nvme_errf(err, errlen, -EINVAL, "empty URI");
     size_t n = strnlen(s, NVME_URI_MAX_LEN + 1);
@@ -111,8 +115,9 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
     path[plen] = '\0';
     u->authority = auth;
     u->path = path;
-    if (plen && pct_decode(path) != 0) {
-        nvme_errf(err, errlen, -EINVAL, "URI '%s': bad %%-escape in the path", s);
+    if (plen && (rc = pct_decode(path)) != 0) {
+        nvme_errf(err, errlen, -EINVAL, "URI '%s': %s in the path", s,
+                  rc == -EILSEQ ? "'%00' (an encoded NUL character)" : "bad %-escape");
         goto bad;
     }
     if (alen) {
@@ -152,8 +157,9 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
             if (eq) {
                 *eq = '\0';
                 val = eq + 1;
-                if (pct_decode(eq + 1) != 0) {
-                    nvme_errf(err, errlen, -EINVAL, "parameter '%s': bad %%-escape in its value", tok);
+                if ((rc = pct_decode(eq + 1)) != 0) {
+                    nvme_errf(err, errlen, -EINVAL, "parameter '%s': %s in its value", tok,
+                              rc == -EILSEQ ? "'%00' (an encoded NUL character)" : "bad %-escape");
                     goto bad;
                 }
                 if (!*val) {

@@ -160,7 +160,7 @@ static void test_uri_bad(void)
         {"emu://?A=1", "bad parameter name 'A'"},
         {"emu://?a=1&a=2", "'a' given twice"},
         {"emu://?a=%zz", "bad %-escape"},
-        {"emu://?a=%00", "bad %-escape"},
+        {"emu://?a=%00", "an encoded NUL character"},
         {"pci://a,,b", "empty item"},
         {"pci://,a", "empty item"},
         {"emu://?a=b c", "space or control"},

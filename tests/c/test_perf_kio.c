@@ -174,7 +174,7 @@ int main(void)
     expect_err("blk:///etc/passwd", "psync", good, "not a block device");
     /* one URI grammar (nvme/uri.c): its messages, this scheme's keys */
     expect_err("file://tmp/x.bin", "psync", good, "host part");
-    expect_err("file:///tmp/a%00b", "psync", good, "%-escape");
+    expect_err("file:///tmp/a%00b", "psync", good, "encoded NUL character) in the path");
     expect_err("file:///tmp/x.bin?bogus=1", "psync", good, "unknown parameter 'bogus' for file://");
     expect_err("file:///tmp/x.bin?allow_write=maybe", "psync", good, "parameter 'allow_write': bad boolean");
     expect_err("file:///tmp/x.bin?backend=psync&backend=psync", "psync", good, "given twice");
