@@ -362,7 +362,7 @@ def wild_prps(draw, npages):
 
 @FUZZ
 @given(
-    opc=st.sampled_from([READ, WRITE, DSM, IDENTIFY, GET_LOG]),
+    opc=st.sampled_from([READ, WRITE, DSM, IDENTIFY, GET_LOG, CREATE_CQ, CREATE_SQ]),
     nlb=st.integers(1, 128),
     slba=st.integers(0, 4096),
     prps=wild_prps(npages=16),
@@ -391,17 +391,32 @@ def test_in_range_commands_with_wild_prps(iommu_env, opc, nlb, slba, prps):
         if kind == "list_cross":
             lst[PAGE // 8 - 1] = buf.iova(13 * PAGE)  # chain to the second list page
     before = buf.array[: 12 * PAGE].copy()
+    queue_checked = False
     if opc in (READ, WRITE, DSM):
         slba = min(slba, 8192 - nlb)
         if opc == DSM:  # a range list of nlb % 256 + 1 entries, deallocate
             cpl = _raw_io(q, DSM, prp1, prp2, slba=nlb % 256, nlb=1, cdw11=4)
         else:
             cpl = _raw_io(q, opc, prp1, prp2, slba=slba, nlb=nlb)
+    elif opc in (CREATE_CQ, CREATE_SQ):  # queue 7 (16 entries) at PRP1's page; deleted again when created
+        base = prp1 & ~(PAGE - 1)
+        if opc == CREATE_CQ:
+            cpl = c.admin_raw({"opc": CREATE_CQ, "prp1": base, "cdw10": 7 | (15 << 16), "cdw11": 1})
+        else:
+            assert c.admin_raw({"opc": CREATE_CQ, "prp1": buf.iova(10 * PAGE), "cdw10": 7 | (15 << 16), "cdw11": 1}).ok
+            cpl = c.admin_raw({"opc": CREATE_SQ, "prp1": base, "cdw10": 7 | (15 << 16), "cdw11": 1 | (7 << 16)})
+            if cpl.ok:
+                assert c.admin_raw({"opc": 0x00, "cdw10": 7}).ok  # Delete I/O SQ
+        if cpl.ok or opc == CREATE_SQ:
+            assert c.admin_raw({"opc": 0x04, "cdw10": 7}).ok  # Delete I/O CQ
+        if not cpl.ok:  # a queue base outside every buffer: Invalid Field in Command (emulator's IOMMU)
+            assert (cpl.sct, cpl.sc) == (0, 0x02), cpl
+            queue_checked = True
     elif opc == IDENTIFY:
         cpl = c.admin_raw({"opc": IDENTIFY, "nsid": 1, "prp1": prp1, "prp2": prp2, "cdw10": nlb % 3})
     else:
         cpl = c.admin_raw({"opc": GET_LOG, "nsid": 0xFFFFFFFF, "prp1": prp1, "prp2": prp2, "cdw10": 2 | (127 << 16)})
-    reached = cpl.ok or (cpl.sct, cpl.sc) in ((0, DATA_XFER_ERROR), (0, INVALID_PRP_OFFSET))
+    reached = cpl.ok or queue_checked or (cpl.sct, cpl.sc) in ((0, DATA_XFER_ERROR), (0, INVALID_PRP_OFFSET))
     event(f"reached the PRP walk: {reached}")
     event(f"status: {cpl.name}")
     _REACHED[reached] += 1
