@@ -348,7 +348,10 @@ int nvme_emu_target_open_kv(const struct nvme_emu_kv *kv, size_t nkv, struct nvm
         return -EINVAL;
     }
     *out = NULL;
-    struct nvme_emu_set *set = calloc(1, sizeof(*set));
+    /* aligned: the DMA reader counters are one cache line each (sizeof is a multiple of the alignment) */
+    struct nvme_emu_set *set = aligned_alloc(_Alignof(struct nvme_emu_set), sizeof(*set));
+    if (set)
+        memset(set, 0, sizeof(*set));
     if (!set) {
         snprintf(err, errlen, "emu: out of memory");
         return -ENOMEM;
