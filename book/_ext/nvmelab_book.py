@@ -222,9 +222,21 @@ class EnvironmentsDirective(SphinxDirective):
             return [para]
         out: list[nodes.Node] = [
             _table(
-                ["host", "CPU", "kernel", "GPU", "records", "studies"],
-                [[h.host, h.cpu_model(), h.kernel(), h.gpu(), str(h.records), _counts(h.studies)] for h in hosts],
-                [2, 4, 3, 3, 1, 4],
+                ["host", "CPU", "vCPUs", "memory", "virtualisation", "kernel", "GPU", "records"],
+                [
+                    [
+                        h.host,
+                        h.cpu_model(),
+                        h.cpus(),
+                        h.memory_text(),
+                        h.virtualisation_text(),
+                        h.kernel(),
+                        h.gpu(),
+                        str(h.records),
+                    ]
+                    for h in hosts
+                ],
+                [2, 3, 3, 3, 3, 3, 2, 1],
             )
         ]
         detail = nodes.definition_list()
@@ -234,6 +246,8 @@ class EnvironmentsDirective(SphinxDirective):
             body = nodes.definition()
             facts = nodes.bullet_list()
             for name, value in (
+                ("host variables it could not control", h.uncontrolled_text()),
+                ("studies", _counts(h.studies)),
                 ("targets", _counts(h.targets)),
                 ("emulated profile and scale", _counts(h.emulation)),
                 ("packages", environments.package_versions(h)),
