@@ -264,6 +264,18 @@ class EnvironmentsDirective(SphinxDirective):
         return out
 
 
+class CoverageDirective(SphinxDirective):
+    """The seed statements and tables with their status here (nvmelab.results.coverage)."""
+
+    def run(self) -> list[nodes.Node]:
+        from nvmelab.results import coverage
+
+        for f in coverage.sources():
+            note_data_file(self.env, f)
+        titles = {stem: title for stem, _, title in self.config.nvmelab_studies}
+        return [_table(coverage.HEADER, coverage.rows(titles), coverage.WIDTHS)]
+
+
 # -------------------------------------------------------------- published ---
 class PublishedRole(SphinxRole):
     """``{published}`experiment|quantity|config|format```: a number from headline.csv."""
@@ -743,6 +755,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("doctree-read", ensure_study_labels, priority=900)
     app.connect("doctree-resolved", localise_vega)
     app.add_directive("nvmelab-environments", EnvironmentsDirective)
+    app.add_directive("nvmelab-coverage", CoverageDirective)
     app.add_role("published", PublishedRole())
     app.add_node(pending_result, html=(_visit_skip, None), latex=(_visit_skip, None), text=(_visit_skip, None))
     app.add_role("result", ResultRole())

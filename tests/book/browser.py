@@ -14,7 +14,11 @@ container that hides or scrolls its overflow; a label Vega cut short (it ends in
 ellipsis, which is what a legend's or axis's label limit does) or drawn outside the
 chart's own area; a panel background outside the chart area (a clipped facet); a
 legend with no entries; tick labels of one axis that overlap; a results table
-(``nvmelab.results.publication.table``) wider than the column. A chart drawn to a
+(``nvmelab.results.publication.table``) or any other table of the page wider than the
+column. Per chart also: text rendered below ``MIN_TEXT_PX`` once the chart is scaled into
+the column, no numbered caption, two legend entries that look alike (or differ in colour
+only, except a bar chart's filled squares), a legend entry whose colour or dash no mark
+uses, a fraction printed as a long decimal. A chart drawn to a
 ``<canvas>`` cannot be inspected and is reported as such: the book renders SVG. And
 it can save a screenshot of the whole page (PNG).
 """
@@ -190,6 +194,16 @@ LAYOUT_PROBE = r"""
     if (t && R(t).right > colR.right + tol)
       out.push(`${who}: table overflows the text column by ${Math.round(R(t).right - colR.right)} px`);
     else if (box.scrollWidth > box.clientWidth + tol)
+      out.push(`${who}: table is ${box.scrollWidth - box.clientWidth} px wider than its box, which scrolls it`);
+  });
+  document.querySelectorAll('table').forEach((t, i) => {
+    if (t.closest('.nvmelab-table-figure') || !column.contains(t)) return;
+    const cap = t.querySelector('caption .caption-number');
+    const who = cap ? cap.textContent.trim() : `page table ${i + 1}`;
+    const box = t.parentElement;
+    if (R(t).right > colR.right + tol)
+      out.push(`${who}: table overflows the text column by ${Math.round(R(t).right - colR.right)} px`);
+    else if (box && getComputedStyle(box).overflowX !== 'visible' && box.scrollWidth > box.clientWidth + tol)
       out.push(`${who}: table is ${box.scrollWidth - box.clientWidth} px wider than its box, which scrolls it`);
   });
   return JSON.stringify(out);

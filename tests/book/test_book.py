@@ -282,6 +282,34 @@ def test_study_page_renders_charts_offline(label: str) -> None:
     assert not report.layout, f"{uri}: chart layout problems:\n  " + "\n  ".join(report.layout)
 
 
+#: Chapters outside the studies that the browser opens too (every page of the book gets a screenshot).
+CHAPTERS = (
+    "index",
+    "introduction",
+    "background",
+    "architecture",
+    "driver",
+    "environments",
+    "framework",
+    "coverage",
+    "conclusions",
+    "references",
+)
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_chapter_renders_cleanly_and_is_screenshot(stem: str) -> None:
+    """Every other chapter: no browser error, no chart or table problem, a screenshot saved."""
+    browser = _need_chromium()
+    page = HTML / f"{stem}.html"
+    assert page.is_file(), f"{stem}.html was not built"
+    report = browser.open_page(page.as_uri(), screenshot=SCREENSHOTS / f"{stem}.png")
+    assert not report.problems(), f"{stem}: browser reported {report.problems()}"
+    assert report.rendered == report.containers, f"{stem}: a chart did not render"
+    assert not report.layout, f"{stem}: layout problems:\n  " + "\n  ".join(report.layout)
+    assert (SCREENSHOTS / f"{stem}.png").stat().st_size > 0
+
+
 # ------------------------------------------------------- banner and footer ---
 @pytest.mark.parametrize("label", sorted(BROWSER_PAGES))
 def test_study_page_opens_with_banner(label: str) -> None:

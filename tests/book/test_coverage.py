@@ -15,10 +15,12 @@ import csv
 import re
 from pathlib import Path
 
+from nvmelab.results import coverage
+
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT / "data" / "reference" / "seeds"
 COVERAGE = ROOT / "book" / "coverage.csv"
-STATUSES = {"measured here", "emulated", "model", "published only", "not testable here"}
+STATUSES = set(coverage.STATUSES)
 
 
 def _coverage() -> list[dict[str, str]]:
@@ -61,6 +63,8 @@ def test_every_line_has_a_known_status_a_page_and_its_reason() -> None:
 
 def test_the_coverage_page_shows_the_list() -> None:
     page = (ROOT / "book" / "coverage.md").read_text(encoding="utf-8")
-    assert ":file: coverage.csv" in page
+    assert "```{nvmelab-coverage}" in page
+    assert all(s in page for s in STATUSES), "the chapter does not explain every status"
+    assert len(coverage.rows()) == len(_coverage())  # every line quotes its seed
     index = (ROOT / "book" / "index.md").read_text(encoding="utf-8")
     assert re.search(r"^coverage$", index, re.M), "book/index.md does not list the coverage chapter"
