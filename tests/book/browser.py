@@ -140,7 +140,8 @@ LAYOUT_PROBE = r"""
                              opacity: s.getAttribute('opacity') || s.getAttribute('fill-opacity') || '1'}));
       const square = e => /^M-?[\d.]+,-?[\d.]+h[\d.]+v[\d.]+h-[\d.]+Z$/.test(e.d.replace(/\s/g, ''));
       const colour = e => `${e.fill}|${e.stroke}|${e.opacity}`;
-      const form = e => `${e.d}|${e.dash}`;
+      // a dash shows only on an unfilled (stroke) symbol: a filled circle looks the same dashed or not
+      const form = e => `${e.d}|${(e.fill === 'none' || e.fill === 'transparent') ? e.dash : ''}`;
       const bars = entries.length && entries.every(e => square(e) && e.fill !== 'none');
       outer: for (let a = 0; a < entries.length; a++) for (let b = a + 1; b < entries.length; b++) {
         const A = entries[a], B = entries[b];

@@ -171,8 +171,8 @@ def test_legend_entries_that_differ_in_colour_only_fail(tmp_path: Path) -> None:
     del spec["encoding"]["strokeDash"]
     problems = _layout(_page(tmp_path, spec))
     assert any("differ in colour only" in p for p in problems), problems
+    spec["mark"] = {"type": "point", "filled": True}
     spec["encoding"]["shape"] = {"field": "s", "type": "nominal"}
-    spec["encoding"]["strokeDash"] = {"field": "s", "type": "nominal"}
     assert _layout(_page(tmp_path, spec)) == []
 
 
@@ -195,3 +195,10 @@ def test_fraction_printed_as_a_long_decimal_fails(tmp_path: Path) -> None:
     spec["encoding"]["x"]["axis"] = {"values": [1 / 64, 1 / 4], "labelExpr": "'' + datum.value"}
     problems = _layout(_page(tmp_path, spec))
     assert any('"0.015625" is printed as a long decimal' in p for p in problems), problems
+
+
+def test_dashes_on_filled_legend_symbols_do_not_tell_entries_apart(tmp_path: Path) -> None:
+    spec = _spec(mark={"type": "point", "filled": True})
+    del spec["encoding"]["color"]  # one colour; the dash alone names the series, on filled circles
+    problems = _layout(_page(tmp_path, spec))
+    assert any("look alike" in p for p in problems), problems

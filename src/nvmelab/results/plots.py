@@ -39,6 +39,14 @@ WIDTH = 360
 HEIGHT = 240
 #: Width of one of two panels in a row (legends below the panels).
 HALF_WIDTH = 270
+#: Legend of a dash-only encoding: a black line segment per entry, so the dash shows.
+DASH_LEGEND = alt.Legend(
+    symbolType="stroke",
+    symbolSize=400,
+    symbolStrokeWidth=2,
+    symbolStrokeColor="black",
+    symbolFillColor="transparent",
+)
 #: Values spanning more than this factor get a logarithmic axis (auto_log).
 LOG_SPAN = 10.0
 #: Point shapes and dash patterns given to series in order (series_encodings): with the colours,
@@ -629,7 +637,10 @@ def blksum_speedup(both: pd.DataFrame) -> alt.FacetChart:
             color=enc["color"],
             shape=enc["shape"],
             strokeDash=alt.StrokeDash(
-                "source:N", title="source", scale=alt.Scale(domain=sources, range=DASHES[: len(sources)])
+                "source:N",
+                title="source",
+                scale=alt.Scale(domain=sources, range=DASHES[: len(sources)]),
+                legend=DASH_LEGEND,
             ),
             detail="series:N",
             tooltip=["series", "digest", "qdepth", alt.Tooltip("speedup:Q", format=".2f")],
@@ -739,7 +750,12 @@ def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
     configs = sorted(agg["config"].unique())
     workloads = sorted(agg["rw"].unique())
     enc = series_encodings("config:N", configs, "configuration")
-    wdash = alt.StrokeDash("rw:N", title="workload", scale=alt.Scale(domain=workloads, range=DASHES[: len(workloads)]))
+    wdash = alt.StrokeDash(
+        "rw:N",
+        title="workload",
+        scale=alt.Scale(domain=workloads, range=DASHES[: len(workloads)]),
+        legend=DASH_LEGEND,
+    )
     hit = (
         alt.Chart(agg[agg["cache"] != "none"])
         .mark_line(point=True)
