@@ -11,8 +11,11 @@
 * in headless Chromium (skipped, with the reason, when no Chromium is installed), every
   study page renders its Vega charts from file:// with no console error, no chart overflows
   the text column or a clipping container, no label is cut short or drawn outside its
-  chart, no legend is empty and no tick labels overlap (browser.LAYOUT_PROBE); a
-  screenshot of every study page is saved under book/_build/screenshots/ (CI keeps it);
+  chart, no legend is empty and no tick labels overlap, no chart text renders below 10 px,
+  every chart has a numbered caption, no two legend entries look alike or name a series not
+  drawn, no fraction prints as a long decimal, no table is wider than the column
+  (browser.LAYOUT_PROBE); the other chapters are opened too, and a screenshot of every page
+  is saved under book/_build/screenshots/ (CI keeps it);
 * every study page opens with the banner of the records it shows, and every page's footer
   names the build commit and links its data files, which exist in the site.
 """
