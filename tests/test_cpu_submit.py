@@ -25,7 +25,8 @@ def fake_sys(tmp_path):
         d = root / f"cpu{c}" / "cpufreq"
         d.mkdir(parents=True)
         (d / "scaling_governor").write_text("performance\n")
-        (d / "scaling_available_governors").write_text("performance powersave\n")
+        (d / "scaling_available_governors").write_text("performance powersave userspace\n")
+        (d / "scaling_setspeed").write_text("<unsupported>\n")
         (d / "scaling_cur_freq").write_text("2600000\n")
         t = root / f"cpu{c}" / "topology"
         t.mkdir()
@@ -44,7 +45,8 @@ def test_controllability_of_a_host_that_exposes_everything(fake_sys, monkeypatch
     c = controllability(fake_sys, stress_cmd="/usr/bin/stress-ng")
     assert list(c) == list(CONTROL_VARS)
     assert all(v["settable"] and v["why"] == "" for v in c.values()), c
-    assert c["governor"]["found"] == "performance" and c["governor"]["available"] == ["performance", "powersave"]
+    assert c["governor"]["found"] == "performance"
+    assert c["governor"]["available"] == ["performance", "powersave", "userspace"] and c["fixed_freq"]["found"] == 0
     assert c["turbo"]["found"] == 1 and c["thr_sib"]["found"] == 2
 
 
@@ -228,7 +230,7 @@ def test_cpu_side_sweeps_plot():
     q = cpu_submit.sweep_change_table(df[(df.stress == 0) & (df.ncpus == 1)], "qdepth", 128)
     chart = plots.cpu_side_sweeps([("qdepth", q), ("ncpus", q.iloc[0:0])])
     spec = chart.to_dict()
-    assert len(spec["hconcat"]) == 1  # an empty table draws no panel
+    assert len(spec["vconcat"]) == 1  # an empty table draws no panel
     assert "IOPS per physical core" in str(spec)
 
 

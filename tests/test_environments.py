@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from nvmelab.results import environments
@@ -86,3 +88,19 @@ def test_corrupt_record_names_file_and_line(tmp_path):
     f.write_text('{"study": "s"}\nnot json\n')
     with pytest.raises(RecordError, match=r"standard\.jsonl"):
         environments.collect(tmp_path)
+
+
+def test_the_environments_chapter_states_what_the_committed_records_say():
+    """book/environments.md says every 'ours' number comes from a 2-vCPU guest without SMT or
+    cpufreq: every committed host's records must say so too (layout and host_control)."""
+    from nvmelab.results import environments
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "book" / "environments.md").read_text(encoding="utf-8")
+    assert "2 virtual CPUs" in text and "no cpufreq" in text.replace("(no\ncpufreq", "(no cpufreq")
+    hosts = environments.collect(root / "data" / "results")
+    assert hosts
+    for h in hosts:
+        assert h.logical_cpus == [2] and h.threads_per_core == [1], (h.host, h.cpus())
+        for var in ("governor", "turbo", "smt", "freq_samples"):
+            assert var in h.uncontrolled, f"{h.host}: {var} was controllable, the chapter says it is not"

@@ -42,7 +42,7 @@ def test_panels_beside_each_other_name_their_source():
         [("published (AiSIO)", _agg(), 10.0), ("nvmelab, emulated pm1753 (scale 64)", _agg(), 5.0)], "qdepth", log2=True
     )
     d = ch.to_dict()
-    assert [c["title"] for c in d["hconcat"]] == ["published (AiSIO)", "nvmelab, emulated pm1753 (scale 64)"]
+    assert [c["title"] for c in d["vconcat"]] == ["published (AiSIO)", "nvmelab, emulated pm1753 (scale 64)"]
 
 
 def test_source_label_names_profile_and_scale():

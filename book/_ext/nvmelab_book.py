@@ -22,11 +22,14 @@ What it adds (all configured from book/conf.py):
   written ``{published}`experiment|quantity|config|format```` (config and format
   optional), so that prose never types a published figure by hand.
 * ``{result}`` role: a number a study notebook glued (``myst_nb.glue``), written
-  ``{result}`notebooks/<stem>.ipynb::<key>:<format>|<fallback>```. It is MyST-NB's
-  ``{glue:text}`` plus one thing: when the notebook glued ``None`` or did not glue the
-  key at all on this build (a sweep skipped on this host, a saturation point not
-  reached), the fallback text is shown instead of failing the build. A key that the
-  notebook's source never mentions is still an error, so a typo cannot hide.
+  ``{result}`notebooks/<stem>.ipynb::<key>:<format>``` (a trailing ``|text`` of older
+  sources is accepted and ignored). It is MyST-NB's ``{glue:text}`` across pages, and
+  strict: a key the notebook's source never mentions, a key it glued as ``None`` or did
+  not glue on this build, and a value the format cannot print each fail the build. No
+  sentence is ever printed in place of a missing result: a notebook that has a verdict
+  instead of a number (a saturation point not reached) glues that verdict as text. A key
+  listed in ``nvmelab_results_pending`` (conf.py, with the reason) shows a visible
+  "not available" marker instead, until its notebook glues a value.
 * Folded code. Every notebook code cell is shown folded ("Show code cell source"), as
   MyST-NB's ``hide-input`` tag would; the notebooks carry no tags, so they stay plain
   and fully executable in JupyterLab. A cell tagged ``show-input`` stays open.
@@ -219,9 +222,21 @@ class EnvironmentsDirective(SphinxDirective):
             return [para]
         out: list[nodes.Node] = [
             _table(
-                ["host", "CPU", "kernel", "GPU", "records", "studies"],
-                [[h.host, h.cpu_model(), h.kernel(), h.gpu(), str(h.records), _counts(h.studies)] for h in hosts],
-                [2, 4, 3, 3, 1, 4],
+                ["host", "CPU", "vCPUs", "memory", "virtualisation", "kernel", "GPU", "records"],
+                [
+                    [
+                        h.host,
+                        h.cpu_model(),
+                        h.cpus(),
+                        h.memory_text(),
+                        h.virtualisation_text(),
+                        h.kernel(),
+                        h.gpu(),
+                        str(h.records),
+                    ]
+                    for h in hosts
+                ],
+                [2, 3, 3, 3, 3, 3, 2, 1],
             )
         ]
         detail = nodes.definition_list()
@@ -231,6 +246,8 @@ class EnvironmentsDirective(SphinxDirective):
             body = nodes.definition()
             facts = nodes.bullet_list()
             for name, value in (
+                ("host variables it could not control", h.uncontrolled_text()),
+                ("studies", _counts(h.studies)),
                 ("targets", _counts(h.targets)),
                 ("emulated profile and scale", _counts(h.emulation)),
                 ("packages", environments.package_versions(h)),
@@ -245,6 +262,18 @@ class EnvironmentsDirective(SphinxDirective):
             detail += item
         out.append(detail)
         return out
+
+
+class CoverageDirective(SphinxDirective):
+    """The seed statements and tables with their status here (nvmelab.results.coverage)."""
+
+    def run(self) -> list[nodes.Node]:
+        from nvmelab.results import coverage
+
+        for f in coverage.sources():
+            note_data_file(self.env, f)
+        titles = {stem: title for stem, _, title in self.config.nvmelab_studies}
+        return [_table(coverage.HEADER, coverage.rows(titles), coverage.WIDTHS)]
 
 
 # -------------------------------------------------------------- published ---
@@ -301,14 +330,13 @@ def _visit_skip(self, node):  # pragma: no cover - resolved before any writer se
 
 
 class ResultRole(SphinxRole):
-    """``{result}`notebooks/<stem>.ipynb::<key>:<format>|<fallback>```."""
+    """``{result}`notebooks/<stem>.ipynb::<key>:<format>```."""
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
-        spec, sep, fallback = self.text.partition("|")
-        if not sep or not fallback.strip() or "::" not in spec:
+        spec, _, _ignored = self.text.partition("|")
+        if "::" not in spec:
             msg = self.inliner.reporter.error(
-                f"result: expected 'notebooks/<stem>.ipynb::key:format|fallback text', got {self.text!r}",
-                line=self.lineno,
+                f"result: expected 'notebooks/<stem>.ipynb::key:format', got {self.text!r}", line=self.lineno
             )
             return [], [msg]
         path, _, key_fmt = spec.strip().partition("::")
@@ -330,13 +358,14 @@ class ResultRole(SphinxRole):
             rel = nb_path.relative_to(srcdir)
         except ValueError:  # reached through the notebooks symlink
             rel = Path("notebooks") / nb_path.name
-        node = pending_result(refdoc=str(rel.with_suffix("")), key=key, fmt=fmt or "s", fallback=fallback.strip())
+        node = pending_result(refdoc=str(rel.with_suffix("")), key=key, fmt=fmt or "s")
         self.set_source_info(node)
         return [node], []
 
 
 class ResolveResults(SphinxPostTransform):
-    """Replace each pending_result with the glued value, or its fallback."""
+    """Replace each pending_result with the glued value; a value that is missing or cannot be
+    formatted is a build error (the page shows a visible marker, never a made-up sentence)."""
 
     default_priority = 5
 
@@ -348,17 +377,30 @@ class ResolveResults(SphinxPostTransform):
         for node in list(self.document.findall(pending_result)):
             data = read_glue_cache(folder, node["refdoc"]).get(node["key"])
             plain = (data or {}).get("data", {}).get("text/plain")
-            if plain is None or plain == "None":
+            missing = f"[result {node['key']} missing]"
+            pending = self.config.nvmelab_results_pending.get(f"{node['refdoc']}::{node['key']}")
+            if (plain is None or plain == "None") and pending:
                 logger.info(
-                    "result %s::%s not glued on this build; fallback %r", node["refdoc"], node["key"], node["fallback"]
+                    "result: %s glued no value for %r; pending in conf.py (%s): shown as not available",
+                    node["refdoc"],
+                    node["key"],
+                    pending,
                 )
-                text, cls = node["fallback"], "result-fallback"
+                text, cls = "[not available in this build]", "result-missing"
+            elif plain is None or plain == "None":
+                logger.error(
+                    "result: %s glued no value for %r on this build (None or not glued); the page cannot state it",
+                    node["refdoc"],
+                    node["key"],
+                    location=node,
+                )
+                text, cls = missing, "result-missing"
             else:
                 try:
                     text, cls = format_plain_text(plain, node["fmt"]), "pasted-text"
                 except (TypeError, ValueError) as exc:
-                    logger.warning(
-                        "result %s::%s: cannot format %r with %r: %s",
+                    logger.error(
+                        "result: %s::%s: cannot format %r with %r: %s",
                         node["refdoc"],
                         node["key"],
                         plain,
@@ -366,7 +408,7 @@ class ResolveResults(SphinxPostTransform):
                         exc,
                         location=node,
                     )
-                    text, cls = node["fallback"], "result-fallback"
+                    text, cls = missing, "result-missing"
             node.replace_self(nodes.inline(text, text, classes=[cls]))
 
 
@@ -706,12 +748,14 @@ def copy_data_files(app: Sphinx, exception: Exception | None) -> None:
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("nvmelab_studies", [], "env")
     app.add_config_value("nvmelab_results_dir", "", "env")
+    app.add_config_value("nvmelab_results_pending", {}, "env")
     app.connect("builder-inited", check_vega_bundle)
     app.connect("source-read", fill_study_toctree)
     app.connect("source-read", title_first)
     app.connect("doctree-read", ensure_study_labels, priority=900)
     app.connect("doctree-resolved", localise_vega)
     app.add_directive("nvmelab-environments", EnvironmentsDirective)
+    app.add_directive("nvmelab-coverage", CoverageDirective)
     app.add_role("published", PublishedRole())
     app.add_node(pending_result, html=(_visit_skip, None), latex=(_visit_skip, None), text=(_visit_skip, None))
     app.add_role("result", ResultRole())

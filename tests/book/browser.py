@@ -14,7 +14,11 @@ container that hides or scrolls its overflow; a label Vega cut short (it ends in
 ellipsis, which is what a legend's or axis's label limit does) or drawn outside the
 chart's own area; a panel background outside the chart area (a clipped facet); a
 legend with no entries; tick labels of one axis that overlap; a results table
-(``nvmelab.results.publication.table``) wider than the column. A chart drawn to a
+(``nvmelab.results.publication.table``) or any other table of the page wider than the
+column. Per chart also: text rendered below ``MIN_TEXT_PX`` once the chart is scaled into
+the column, no numbered caption, two legend entries that look alike (or differ in colour
+only, except a bar chart's filled squares), a legend entry whose colour or dash no mark
+uses, a fraction printed as a long decimal. A chart drawn to a
 ``<canvas>`` cannot be inspected and is reported as such: the book renders SVG. And
 it can save a screenshot of the whole page (PNG).
 """
@@ -50,8 +54,12 @@ VIEWPORT = (1280, 900)
 #: Screenshots stop at this page height (CSS pixels).
 MAX_SCREENSHOT_HEIGHT = 30000
 
+#: The smallest text a chart may render (CSS pixels, after the chart is scaled into the column).
+MIN_TEXT_PX = 10
+
 LAYOUT_PROBE = r"""
 (() => {
+  const MIN_TEXT_PX = %MIN_TEXT_PX%;
   const out = [];
   const tol = 1.5;
   const R = e => e.getBoundingClientRect();
@@ -94,6 +102,70 @@ LAYOUT_PROBE = r"""
       if (s.endsWith('\u2026')) out.push(`${who}: ${rc} cut short: "${s}"`);
       if (outside(R(t), r)) out.push(`${who}: ${rc} "${s}" drawn outside the chart area`);
     });
+    if (!(embed.closest('figure') && embed.closest('figure').querySelector('figcaption .caption-number')))
+      out.push(`${who}: chart has no numbered caption (show it with publication.figure)`);
+    const small = new Map();
+    g.querySelectorAll('text').forEach(t => {
+      if (!visible(t)) return;
+      const m = t.getScreenCTM();
+      const px = parseFloat(getComputedStyle(t).fontSize) * (m ? Math.hypot(m.a, m.b) : 1);
+      if (px < MIN_TEXT_PX - 0.05) {
+        const k = t.textContent.trim();
+        if (!small.has(k)) small.set(k, px);
+      }
+      if (/^-?0\.\d{4,}$/.test(t.textContent.trim()))
+        out.push(`${who}: the fraction "${t.textContent.trim()}" is printed as a long decimal (write 1/64)`);
+    });
+    if (small.size) {
+      const [k, px] = small.entries().next().value;
+      out.push(`${who}: ${small.size} text(s) render below ${MIN_TEXT_PX} px, e.g. "${k}" at ${px.toFixed(1)} px `
+               + `(too wide for the column: stack or facet the panels)`);
+    }
+    const marks = {colours: new Set(), dashes: new Set()};
+    g.querySelectorAll('path, line, rect, circle').forEach(p => {
+      if (p.closest('g.role-legend') || p.closest('g.role-axis') || p.classList.contains('background')) return;
+      for (const a of ['stroke', 'fill']) {
+        const v = p.getAttribute(a);
+        if (v && v !== 'none' && v !== 'transparent') marks.colours.add(v);
+      }
+      marks.dashes.add(p.getAttribute('stroke-dasharray') || '');
+    });
+    g.querySelectorAll('g.role-legend').forEach(L => {
+      const entries = Array.from(L.querySelectorAll('g.role-legend-entry g.role-scope > g'))
+          .map(e => [e.querySelector('.role-legend-symbol path'), e.querySelector('.role-legend-label text')])
+          .filter(([s, t]) => s && t && visible(t))
+          .map(([s, t]) => ({label: t.textContent.trim(), d: s.getAttribute('d') || '',
+                             fill: s.getAttribute('fill') || 'none', stroke: s.getAttribute('stroke') || 'none',
+                             dash: s.getAttribute('stroke-dasharray') || '',
+                             opacity: s.getAttribute('opacity') || s.getAttribute('fill-opacity') || '1'}));
+      const square = e => /^M-?[\d.]+,-?[\d.]+h[\d.]+v[\d.]+h-[\d.]+Z$/.test(e.d.replace(/\s/g, ''));
+      const colour = e => `${e.fill}|${e.stroke}|${e.opacity}`;
+      // a dash shows only on an unfilled (stroke) symbol: a filled circle looks the same dashed or not
+      const form = e => `${e.d}|${(e.fill === 'none' || e.fill === 'transparent') ? e.dash : ''}`;
+      const bars = entries.length && entries.every(e => square(e) && e.fill !== 'none');
+      outer: for (let a = 0; a < entries.length; a++) for (let b = a + 1; b < entries.length; b++) {
+        const A = entries[a], B = entries[b];
+        const sameColour = colour(A) === colour(B), sameForm = form(A) === form(B);
+        if (sameColour && sameForm) {
+          out.push(`${who}: legend entries "${A.label}" and "${B.label}" look alike`);
+          break outer;
+        }
+        if (sameForm && !bars) {
+          out.push(`${who}: legend entries "${A.label}" and "${B.label}" differ in colour only (give each series `
+                   + `its own shape or dash too)`);
+          break outer;
+        }
+      }
+      // a legend of dashes or shapes only draws its symbols in one neutral colour: no colour to find
+      const oneColour = new Set(entries.map(colour)).size === 1 && entries.length > 1;
+      entries.forEach(e => {
+        const col = [e.stroke, e.fill].filter(v => v !== 'none' && v !== 'transparent');
+        if (!oneColour && col.length && !col.some(c => marks.colours.has(c)))
+          out.push(`${who}: legend entry "${e.label}" names a series that is not drawn (no mark in ${col[0]})`);
+        else if (e.dash && !marks.dashes.has(e.dash))
+          out.push(`${who}: legend entry "${e.label}" names a line that is not drawn (no mark dashed ${e.dash})`);
+      });
+    });
     g.querySelectorAll('path.background').forEach(p => {
       if (outside(R(p), r)) out.push(`${who}: a panel reaches outside the chart area (clipped panel)`);
     });
@@ -125,9 +197,19 @@ LAYOUT_PROBE = r"""
     else if (box.scrollWidth > box.clientWidth + tol)
       out.push(`${who}: table is ${box.scrollWidth - box.clientWidth} px wider than its box, which scrolls it`);
   });
+  document.querySelectorAll('table').forEach((t, i) => {
+    if (t.closest('.nvmelab-table-figure') || !column.contains(t)) return;
+    const cap = t.querySelector('caption .caption-number');
+    const who = cap ? cap.textContent.trim() : `page table ${i + 1}`;
+    const box = t.parentElement;
+    if (R(t).right > colR.right + tol)
+      out.push(`${who}: table overflows the text column by ${Math.round(R(t).right - colR.right)} px`);
+    else if (box && getComputedStyle(box).overflowX !== 'visible' && box.scrollWidth > box.clientWidth + tol)
+      out.push(`${who}: table is ${box.scrollWidth - box.clientWidth} px wider than its box, which scrolls it`);
+  });
   return JSON.stringify(out);
 })()
-"""
+""".replace("%MIN_TEXT_PX%", str(MIN_TEXT_PX))
 
 
 def chromium_binary() -> str | None:

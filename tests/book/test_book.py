@@ -11,8 +11,11 @@
 * in headless Chromium (skipped, with the reason, when no Chromium is installed), every
   study page renders its Vega charts from file:// with no console error, no chart overflows
   the text column or a clipping container, no label is cut short or drawn outside its
-  chart, no legend is empty and no tick labels overlap (browser.LAYOUT_PROBE); a
-  screenshot of every study page is saved under book/_build/screenshots/ (CI keeps it);
+  chart, no legend is empty and no tick labels overlap, no chart text renders below 10 px,
+  every chart has a numbered caption, no two legend entries look alike or name a series not
+  drawn, no fraction prints as a long decimal, no table is wider than the column
+  (browser.LAYOUT_PROBE); the other chapters are opened too, and a screenshot of every page
+  is saved under book/_build/screenshots/ (CI keeps it);
 * every study page opens with the banner of the records it shows, and every page's footer
   names the build commit and links its data files, which exist in the site.
 """
@@ -280,6 +283,34 @@ def test_study_page_renders_charts_offline(label: str) -> None:
     )
     assert (SCREENSHOTS / f"{stem}.png").stat().st_size > 0
     assert not report.layout, f"{uri}: chart layout problems:\n  " + "\n  ".join(report.layout)
+
+
+#: Chapters outside the studies that the browser opens too (every page of the book gets a screenshot).
+CHAPTERS = (
+    "index",
+    "introduction",
+    "background",
+    "architecture",
+    "driver",
+    "environments",
+    "framework",
+    "coverage",
+    "conclusions",
+    "references",
+)
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_chapter_renders_cleanly_and_is_screenshot(stem: str) -> None:
+    """Every other chapter: no browser error, no chart or table problem, a screenshot saved."""
+    browser = _need_chromium()
+    page = HTML / f"{stem}.html"
+    assert page.is_file(), f"{stem}.html was not built"
+    report = browser.open_page(page.as_uri(), screenshot=SCREENSHOTS / f"{stem}.png")
+    assert not report.problems(), f"{stem}: browser reported {report.problems()}"
+    assert report.rendered == report.containers, f"{stem}: a chart did not render"
+    assert not report.layout, f"{stem}: layout problems:\n  " + "\n  ".join(report.layout)
+    assert (SCREENSHOTS / f"{stem}.png").stat().st_size > 0
 
 
 # ------------------------------------------------------- banner and footer ---

@@ -3,8 +3,11 @@
 
 Each page holds one Vega-Lite chart in a 500 px text column, rendered by the vendored
 Vega bundle the book uses. A well-behaved chart must pass; a chart wider than the
-column, a legend label cut by its limit, overlapping tick labels, an empty legend and
-a chart drawn to a canvas must each be reported. Needs Chromium (skipped otherwise).
+column, a legend label cut by its limit, overlapping tick labels, an empty legend, a
+chart drawn to a canvas, text the book's CSS shrinks below 10 px, a chart without a
+numbered caption, legend entries that differ in colour only, a legend entry for a
+series not drawn and a fraction printed as a long decimal must each be reported.
+Needs Chromium (skipped otherwise).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def _spec(**kw) -> dict:
             "x": {"field": "x", "type": "quantitative"},
             "y": {"field": "y", "type": "quantitative"},
             "color": {"field": "s", "type": "nominal"},
+            "strokeDash": {"field": "s", "type": "nominal"},
         },
     }
     spec.update(kw)
@@ -70,9 +74,11 @@ def test_overflowing_chart_fails(tmp_path: Path) -> None:
     assert any("Figure 1: chart overflows the text column" in p for p in problems), problems
 
 
-def test_the_book_css_scales_a_wide_chart_into_the_column(tmp_path: Path) -> None:
+def test_the_book_css_scales_a_wide_chart_into_the_column_where_its_text_shrinks(tmp_path: Path) -> None:
     css = (Path(__file__).resolve().parents[2] / "book" / "_static" / "nvmelab.css").read_text()
-    assert _layout(_page(tmp_path, _spec(width=900), css=css)) == []
+    problems = _layout(_page(tmp_path, _spec(width=900), css=css))
+    assert not any("overflows" in p or "wider than its container" in p for p in problems), problems
+    assert problems and all(f"render below {browser.MIN_TEXT_PX} px" in p for p in problems), problems
 
 
 def test_chart_wider_than_a_scrolling_container_fails(tmp_path: Path) -> None:
@@ -144,3 +150,55 @@ def test_table_wider_than_the_column_fails(tmp_path: Path) -> None:
     )
     problems = _layout(url)
     assert any(p.startswith("Table 1: table") for p in problems), problems
+
+
+def test_text_shrunk_below_the_legible_size_fails(tmp_path: Path) -> None:
+    css = (Path(__file__).resolve().parents[2] / "book" / "_static" / "nvmelab.css").read_text()
+    problems = _layout(_page(tmp_path, _spec(width=1400), css=css))  # scaled to a third: 10 px text at ~3.5 px
+    assert any(f"render below {browser.MIN_TEXT_PX} px" in p for p in problems), problems
+
+
+def test_chart_without_a_numbered_caption_fails(tmp_path: Path) -> None:
+    url = _page(tmp_path, _spec())
+    page = Path(url.removeprefix("file://"))
+    page.write_text(page.read_text().replace('<span class="caption-number">Figure 1 </span>', ""))
+    problems = _layout(url)
+    assert any("no numbered caption" in p for p in problems), problems
+
+
+def test_legend_entries_that_differ_in_colour_only_fail(tmp_path: Path) -> None:
+    spec = _spec(mark={"type": "line", "point": True})
+    del spec["encoding"]["strokeDash"]
+    problems = _layout(_page(tmp_path, spec))
+    assert any("differ in colour only" in p for p in problems), problems
+    spec["mark"] = {"type": "point", "filled": True}
+    spec["encoding"]["shape"] = {"field": "s", "type": "nominal"}
+    assert _layout(_page(tmp_path, spec)) == []
+
+
+def test_legend_entry_for_a_series_not_drawn_fails(tmp_path: Path) -> None:
+    spec = _spec(mark="point")
+    spec["encoding"]["shape"] = {"field": "s", "type": "nominal"}
+    spec["encoding"]["color"] = {
+        "field": "s",
+        "type": "nominal",
+        "scale": {"domain": ["a", "b", "ghost"]},
+    }
+    spec["encoding"]["shape"]["scale"] = {"domain": ["a", "b", "ghost"]}
+    problems = _layout(_page(tmp_path, spec))
+    assert any('"ghost" names a series that is not drawn' in p for p in problems), problems
+
+
+def test_fraction_printed_as_a_long_decimal_fails(tmp_path: Path) -> None:
+    values = [{"x": 1 / 64, "y": 1, "s": "a"}, {"x": 1 / 4, "y": 2, "s": "a"}]
+    spec = _spec(data={"values": values})
+    spec["encoding"]["x"]["axis"] = {"values": [1 / 64, 1 / 4], "labelExpr": "'' + datum.value"}
+    problems = _layout(_page(tmp_path, spec))
+    assert any('"0.015625" is printed as a long decimal' in p for p in problems), problems
+
+
+def test_dashes_on_filled_legend_symbols_do_not_tell_entries_apart(tmp_path: Path) -> None:
+    spec = _spec(mark={"type": "point", "filled": True})
+    del spec["encoding"]["color"]  # one colour; the dash alone names the series, on filled circles
+    problems = _layout(_page(tmp_path, spec))
+    assert any("look alike" in p for p in problems), problems

@@ -3,8 +3,8 @@
 
 A notebook with stored outputs (no execution) glues one number, glues ``None`` for a
 second key and mentions a third key it never glues on this "build". The role must paste
-the number, show the fallback for the other two, and fail the build for a key the
-notebook's source never names.
+the number and fail the build for each of the other two (no fallback sentence is ever
+printed in place of a result), and for a key the notebook's source never names.
 """
 
 from __future__ import annotations
@@ -83,26 +83,30 @@ def _build(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
-def test_result_pastes_value_or_fallback(tmp_path: Path) -> None:
-    body = (
-        "A {result}`study.ipynb::present:.0%|FALLBACK-A` B "
-        "{result}`study.ipynb::nothing:d|FALLBACK-B` C {result}`study.ipynb::absent:d|FALLBACK-C`"
+def test_result_pastes_value(tmp_path: Path) -> None:
+    root = _project(
+        tmp_path / "p", "A {result}`study.ipynb::present:.0%` B {result}`study.ipynb::present:.1f|old text`"
     )
-    root = _project(tmp_path / "p", body)
     proc = _build(root)
     assert proc.returncode == 0, proc.stderr
     html = (root / "_build" / "index.html").read_text()
-    assert "50%" in html and "FALLBACK-A" not in html
-    assert "FALLBACK-B" in html and "FALLBACK-C" in html
-    assert html.count("result-fallback") == 2
+    assert "50%" in html and "0.5" in html and "old text" not in html
+
+
+@pytest.mark.parametrize("key", ["nothing", "absent"])
+def test_a_missing_result_fails_the_build(tmp_path: Path, key: str) -> None:
+    root = _project(tmp_path / "p", f"B {{result}}`study.ipynb::{key}:d|FALLBACK`")
+    proc = _build(root)
+    assert proc.returncode != 0, f"the build printed a fallback for {key}"
+    assert f"glued no value for '{key}'" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize(
     "role",
     [
-        "{result}`study.ipynb::presnet:.0%|fallback`",  # a key the notebook never names
-        "{result}`study.ipynb::present:.0%`",  # no fallback
-        "{result}`missing.ipynb::present:.0%|fallback`",  # no such notebook
+        "{result}`study.ipynb::presnet:.0%`",  # a key the notebook never names
+        "{result}`study.ipynb::present:.0q`",  # a format the value cannot take
+        "{result}`missing.ipynb::present:.0%`",  # no such notebook
     ],
 )
 def test_result_rejects_bad_references(tmp_path: Path, role: str) -> None:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Host variables of the CPU-initiated study (seed 004): governor, turbo, SMT, stress.
+"""Host variables of the CPU-initiated study (seed 004): governor, fixed clock, turbo, SMT, stress.
 
 HostControl reads the current values from sysfs, applies requested values where
 the host allows it (root and writable sysfs files), restores what it changed
@@ -16,6 +16,9 @@ engine picks the CPUs (nvmelab.host.cpus) and the record says what it used.
 `controllability()` says, per variable, what this host allows and why not, so that
 a variable the host does not expose is recorded as not controllable with its reason
 (the runner stores it in every record as ``host_control``) rather than left out.
+
+The fixed clock (``fixed_freq``, kHz; 0 = none) is seed 004's "userspace governor at a fixed
+frequency": the governor becomes ``userspace`` and every CPU's ``scaling_setspeed`` the clock.
 
 Caveat: sysfs paths are those of Linux intel_pstate/acpi-cpufreq; on hosts
 without them the values read as None (governor, turbo) and cannot be set.
@@ -62,7 +65,20 @@ def read_all(root: Path = SYS_CPU) -> dict[str, Any]:
 
 
 #: The variables `controllability` reports on, in the order seed 004 lists them.
-CONTROL_VARS = ("governor", "turbo", "smt", "thr_sib", "stress", "freq_samples")
+CONTROL_VARS = ("governor", "fixed_freq", "turbo", "smt", "thr_sib", "stress", "freq_samples")
+
+
+def fixed_freq(root: Path = SYS_CPU) -> int | None:
+    """The fixed clock in kHz under the userspace governor, 0 under any other governor, None
+    without cpufreq."""
+    files = sorted(root.glob("cpu[0-9]*/cpufreq/scaling_setspeed"))
+    gov = _cpus.governor(root=root)
+    if gov is None:
+        return None
+    if gov != "userspace" or not files:
+        return 0
+    v = _read(files[0])
+    return int(v) if v and v.isdigit() else None
 
 
 def _writable(path: Path) -> bool:
@@ -99,6 +115,14 @@ def controllability(
     out["governor"] = entry(state.get("governor"), gw)
     if avail:
         out["governor"]["available"] = avail.split()
+    speed = sorted(root.glob("cpu[0-9]*/cpufreq/scaling_setspeed"))
+    if not gov_files:
+        fw = "no cpufreq in sysfs (no scaling_governor): no userspace governor"
+    elif avail is not None and "userspace" not in avail.split():
+        fw = f"the userspace governor is not offered (available: {avail})"
+    else:
+        fw = gw or sysfs_why(speed, "no scaling_setspeed in sysfs")
+    out["fixed_freq"] = entry(fixed_freq(root), fw)
     tf = _cpus.turbo_file(root)
     out["turbo"] = entry(
         state.get("turbo"), sysfs_why([tf[0]] if tf else [], "no intel_pstate/no_turbo or cpufreq/boost in sysfs")
@@ -139,7 +163,7 @@ class HostControl:
     _stress: subprocess.Popen | None = None
 
     def current(self) -> dict[str, Any]:
-        return read_all(self.root)
+        return {**read_all(self.root), "fixed_freq": fixed_freq(self.root)}
 
     def controllability(self) -> dict[str, dict[str, Any]]:
         """What this host lets a sweep vary (module function `controllability`), for the records."""
@@ -173,6 +197,16 @@ class HostControl:
                 return f"governor {value!r} not offered (available: {avail})"
         return self._set_files("governor", files, value)
 
+    def set_fixed_freq(self, value: int) -> str | None:
+        """Userspace governor at `value` kHz on every CPU; 0 asks for no fixed clock (then the
+        requested governor applies)."""
+        if not int(value):
+            return None if _same(self.current().get("fixed_freq"), 0) else "a fixed clock is set; set a governor"
+        why = self.set_governor("userspace")
+        if why:
+            return why
+        return self._set_files("fixed_freq", sorted(self.root.glob("cpu[0-9]*/cpufreq/scaling_setspeed")), str(value))
+
     def set_turbo(self, value: int) -> str | None:
         tf = _cpus.turbo_file(self.root)
         if tf is None:
@@ -195,7 +229,13 @@ class HostControl:
         now = self.current()
         notes: list[str] = []
         ok = True
-        for var, setter in (("smt", self.set_smt), ("governor", self.set_governor), ("turbo", self.set_turbo)):
+        setters = (
+            ("smt", self.set_smt),
+            ("governor", self.set_governor),
+            ("fixed_freq", self.set_fixed_freq),
+            ("turbo", self.set_turbo),
+        )
+        for var, setter in setters:
             if var not in want or want[var] is None:
                 continue
             req = want[var]
@@ -213,7 +253,7 @@ class HostControl:
     def restore(self) -> list[str]:
         """Put back every value this object changed, in reverse order."""
         notes = []
-        for var in ("turbo", "governor", "smt"):
+        for var in ("turbo", "fixed_freq", "governor", "smt"):
             for f, old in reversed(self._saved.pop(var, [])):
                 why = _write(f, old)
                 notes.append(f"restored {f}={old}" if why is None else f"could not restore {f}: {why}")

@@ -112,6 +112,48 @@ def build() -> dict | None:
         return None
 
 
+def memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
+    """Total memory the kernel sees (MemTotal), in bytes; None where unreadable."""
+    try:
+        with open(meminfo, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def virtualisation(sysfs: str = "/sys/devices/system/clocksource/clocksource0") -> str:
+    """What the host runs on: ``kvm`` (the KVM paravirtual clock is offered), ``hypervisor (kind
+    unknown)`` (the CPU says it runs under one), ``none found``; a container runtime is added
+    when systemd-detect-virt names one."""
+    kinds = []
+    try:
+        with open(f"{sysfs}/available_clocksource", encoding="ascii") as f:
+            clocks = f.read().split()
+    except OSError:
+        clocks = []
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            hyper = " hypervisor" in f.read()
+    except OSError:
+        hyper = False
+    if "kvm-clock" in clocks:
+        kinds.append("kvm")
+    elif "xen" in clocks:
+        kinds.append("xen")
+    elif "hyperv_clocksource_tsc_page" in clocks:
+        kinds.append("hyper-v")
+    elif hyper:
+        kinds.append("hypervisor (kind unknown)")
+    container = _run(["systemd-detect-virt", "--container"])
+    if container and container != "none":
+        kinds.append(f"container ({container})")
+    return ", ".join(kinds) or "none found"
+
+
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -128,6 +170,8 @@ def capture(target_info: dict | None = None, **extra: Any) -> dict:
         "host": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_layout": topo.describe(),
+        "memory_bytes": memory_bytes(),
+        "virtualisation": virtualisation(),
         "kernel": platform.release(),
         "packages": packages(),
         "utc": utc_now(),

@@ -52,6 +52,34 @@ class HostEnvironment:
     emulation: dict[str, int] = dataclasses.field(default_factory=dict)
     first_utc: str | None = None
     last_utc: str | None = None
+    #: logical CPUs and threads per core (provenance.cpu_layout), memory in bytes and what the
+    #: host runs on (provenance.memory_bytes, .virtualisation), as the records give them
+    logical_cpus: list[int] = dataclasses.field(default_factory=list)
+    threads_per_core: list[int] = dataclasses.field(default_factory=list)
+    memory: list[int] = dataclasses.field(default_factory=list)
+    virtualisation: list[str] = dataclasses.field(default_factory=list)
+    #: host variable -> why the host did not let a sweep set it (the records' host_control)
+    uncontrolled: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def cpus(self) -> str:
+        """'2 logical CPUs, 1 per core' as the records' CPU layout says, else unknown."""
+        if not self.logical_cpus:
+            return UNKNOWN
+        n = " / ".join(str(v) for v in self.logical_cpus)
+        per = " / ".join(str(v) for v in self.threads_per_core) or "?"
+        return f"{n} logical CPUs, {per} per core"
+
+    def memory_text(self) -> str:
+        if not self.memory:
+            return "not recorded (records older than the memory field)"
+        return " / ".join(f"{m / 2**30:.1f} GiB" for m in self.memory)
+
+    def virtualisation_text(self) -> str:
+        return " / ".join(self.virtualisation) or "not recorded (records older than the virtualisation field)"
+
+    def uncontrolled_text(self) -> str:
+        """'governor (no cpufreq in sysfs), smt (...)', or 'none' when every variable was settable."""
+        return "; ".join(f"{k}: {v}" for k, v in self.uncontrolled.items()) or "none"
 
     def cpu_model(self) -> str:
         return " / ".join(self.cpu_models) or UNKNOWN
@@ -114,6 +142,17 @@ def host_environments(records: Iterable[dict[str, Any]]) -> list[HostEnvironment
         env.records += 1
         _add(env.cpu_models, prov.get("cpu_model"))
         _add(env.kernels, prov.get("kernel"))
+        layout = prov.get("cpu_layout") or {}
+        if isinstance(layout, dict):
+            for key, seen in (("logical", env.logical_cpus), ("threads_per_core", env.threads_per_core)):
+                if isinstance(layout.get(key), int) and layout[key] not in seen:
+                    seen.append(layout[key])
+        if isinstance(prov.get("memory_bytes"), int) and prov["memory_bytes"] not in env.memory:
+            env.memory.append(prov["memory_bytes"])
+        _add(env.virtualisation, prov.get("virtualisation"))
+        for var, c in (rec.get("host_control") or {}).items():
+            if isinstance(c, dict) and c.get("settable") is False and var not in env.uncontrolled:
+                env.uncontrolled[var] = str(c.get("why") or "not settable")
         gpu, driver = _gpu_fields(prov)
         _add(env.gpus, gpu)
         _add(env.gpu_drivers, driver)

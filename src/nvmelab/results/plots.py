@@ -14,6 +14,13 @@ Conventions: every chart says where its data came from in its title (a
 published panel and ours are never mixed in one panel without a legend entry
 naming the source); emulated panels name profile and scale (`source_label`).
 Charts embed their data, so they render offline.
+
+Legibility (what the book's browser test, tests/book/browser.py, checks on every page): a
+chart fits the book's text column (``COLUMN_PX``) without being scaled down, so its text
+renders at the theme's sizes (never below 10 px); panels are stacked (``beside``) or faceted
+at most two to a row; a series differs from the others in colour AND in shape or dash
+(``series_encodings``); an axis whose values span more than ``LOG_SPAN`` is logarithmic
+(``auto_log``); budgets and other fractions print as fractions (``fraction_axis``).
 """
 
 from __future__ import annotations
@@ -24,14 +31,33 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-#: Figure size (pixels) of one panel.
+#: Width (CSS pixels) of the book's text column at its default window (1280 px): a chart wider
+#: than this is scaled down by the book's CSS and its text shrinks below the legible size.
+COLUMN_PX = 740
+#: Figure size (pixels) of one panel: with its axes and a legend on the right it fits the column.
 WIDTH = 360
 HEIGHT = 240
+#: Width of one of two panels in a row (legends below the panels).
+HALF_WIDTH = 270
+#: Legend of a dash-only encoding: a black line segment per entry, so the dash shows.
+DASH_LEGEND = alt.Legend(
+    symbolType="stroke",
+    symbolSize=400,
+    symbolStrokeWidth=2,
+    symbolStrokeColor="black",
+    symbolFillColor="transparent",
+)
+#: Values spanning more than this factor get a logarithmic axis (auto_log).
+LOG_SPAN = 10.0
+#: Point shapes and dash patterns given to series in order (series_encodings): with the colours,
+#: no two series look alike.
+SHAPES = ["circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left"]
+DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [12, 4], [3, 5], [10, 2, 2, 2, 2, 2], [1, 3]]
 #: Axis titles by column, as in the published figures.
 TITLES = {
     "qdepth": "Queue depth",
     "iosize": "I/O size (bytes)",
-    "ncpus": "Physical cores",
+    "ncpus": "CPU threads",
     "ndevs": "Devices",
     "nqueues": "Queues per device",
     "iops": "IOPS",
@@ -53,10 +79,11 @@ THEME = "nvmelab"
 def _theme() -> alt.theme.ThemeConfig:
     return {
         "config": {
-            "legend": {"labelLimit": 0, "titleLimit": 0},
-            "axis": {"labelLimit": 0, "titleLimit": 0, "labelOverlap": True},
-            "header": {"labelLimit": 0, "titleLimit": 0},
-            "title": {"limit": 0},
+            "legend": {"labelLimit": 0, "titleLimit": 0, "labelFontSize": 11, "titleFontSize": 12},
+            "axis": {"labelLimit": 0, "titleLimit": 0, "labelOverlap": True, "labelFontSize": 11, "titleFontSize": 12},
+            "header": {"labelLimit": 0, "titleLimit": 0, "labelFontSize": 12, "titleFontSize": 12},
+            "title": {"limit": 0, "fontSize": 13},
+            "text": {"fontSize": 11},
         }
     }
 
@@ -76,6 +103,44 @@ def source_label(row: pd.Series | dict) -> str:
     if src != "nvmelab":
         return str(src)
     return f"nvmelab on {tgt or 'target'} ({row.get('host', 'this host')})"
+
+
+def auto_log(values: Sequence | pd.Series) -> bool:
+    """True when the positive `values` span more than LOG_SPAN (max / min): such an axis is drawn
+    logarithmic, so that the smaller series are not flattened against zero."""
+    v = [float(x) for x in pd.Series(values).dropna() if float(x) > 0]
+    return bool(v) and max(v) / min(v) > LOG_SPAN
+
+
+def fraction_label(value: float) -> str:
+    """A fraction as a book prints it: 1/64, 1/4, 1, 3/8; other numbers as they are."""
+    from fractions import Fraction
+
+    f = Fraction(float(value)).limit_denominator(4096)
+    if f.denominator == 1 or abs(float(f) - float(value)) > 1e-12:
+        return f"{float(value):g}"
+    return f"{f.numerator}/{f.denominator}"
+
+
+def fraction_axis(values: Sequence, **kw) -> alt.Axis:
+    """An axis whose tick labels print `values` as fractions (1/64 rather than 0.015625)."""
+    ticks = sorted({float(v) for v in values})
+    expr = " : ".join(f"datum.value == {v!r} ? '{fraction_label(v)}'" for v in ticks) + " : format(datum.value, '~g')"
+    return alt.Axis(values=ticks, labelExpr=expr, **kw)
+
+
+def series_encodings(field: str, domain: Sequence, title: str) -> dict:
+    """Colour, point shape and dash of a series field, in the order of `domain`, sharing one legend:
+    every series differs from every other in colour and in shape and dash."""
+    dom = [v.item() if hasattr(v, "item") else v for v in domain]
+    n = len(dom)
+    shapes = [SHAPES[i % len(SHAPES)] for i in range(n)]
+    dashes = [DASHES[i % len(DASHES)] for i in range(n)]
+    return {
+        "color": alt.Color(field, title=title, scale=alt.Scale(domain=dom), sort=dom),
+        "shape": alt.Shape(field, title=title, scale=alt.Scale(domain=dom, range=shapes), sort=dom),
+        "strokeDash": alt.StrokeDash(field, title=title, scale=alt.Scale(domain=dom, range=dashes), sort=dom),
+    }
 
 
 def _with_band(agg: pd.DataFrame, y: str) -> pd.DataFrame:
@@ -111,12 +176,17 @@ def scaling_lines(
     """Mean of `y` vs `x` (one line per `series`), ±std band, points with tooltips, roofline rule."""
     d = _with_band(agg, y)
     # no data, no series: a colour legend without entries would be an empty box
-    color = (
-        alt.Color(f"{series}:N", title=series_title or TITLES.get(series, series))
-        if series and not d.empty
-        else alt.value("#1f77b4")
-    )
+    if series and not d.empty:
+        enc = series_encodings(
+            f"{series}:N", sorted(d[series].dropna().unique()), series_title or TITLES.get(series, series)
+        )
+        color, shape, dash = enc["color"], enc["shape"], enc["strokeDash"]
+    else:
+        color, shape, dash = alt.value("#1f77b4"), alt.value("circle"), alt.value([1, 0])
     xe = _xenc(x, log2, sorted(d[x].dropna().unique()))
+    ylog = auto_log(d[f"{y}_mean"])
+    yscale = alt.Scale(type="log") if ylog else alt.Scale()
+    ye = alt.Y(f"{y}_mean:Q", title=(y_title or TITLES.get(y, y)) + (" (log scale)" if ylog else ""), scale=yscale)
     tips = [
         alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
         alt.Tooltip(f"{y}_mean:Q", title=f"{TITLES.get(y, y)} (mean)", format=",.0f" if y == "iops" else ",.2f"),
@@ -126,9 +196,9 @@ def scaling_lines(
     if series:
         tips.insert(0, alt.Tooltip(f"{series}:N", title=series_title or TITLES.get(series, series)))
     base = alt.Chart(d)
-    band = base.mark_area(opacity=0.2).encode(x=xe, y="lo:Q", y2="hi:Q", color=color)
-    line = base.mark_line().encode(x=xe, y=alt.Y(f"{y}_mean:Q", title=y_title or TITLES.get(y, y)), color=color)
-    pts = base.mark_point(filled=True, size=40).encode(x=xe, y=f"{y}_mean:Q", color=color, tooltip=tips)
+    band = base.mark_area(opacity=0.2).encode(x=xe, y=alt.Y("lo:Q", scale=yscale), y2="hi:Q", color=color)
+    line = base.mark_line().encode(x=xe, y=ye, color=color, strokeDash=dash)
+    pts = base.mark_point(filled=True, size=50).encode(x=xe, y=ye, color=color, shape=shape, tooltip=tips)
     layers = [band, line, pts]
     if roofline is not None:
         rd = pd.DataFrame({"roofline": [float(roofline)], "label": [roofline_label]})
@@ -147,9 +217,13 @@ def scaling_lines(
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
 
 
-def beside(panels: Sequence[alt.TopLevelMixin], title: str = "") -> alt.HConcatChart:
-    """Panels side by side with independent y scales (published and emulated magnitudes differ)."""
-    return alt.hconcat(*panels, title=title).resolve_scale(y="independent", color="independent")
+def beside(panels: Sequence[alt.TopLevelMixin], title: str = "") -> alt.VConcatChart:
+    """Panels one under the other, each at full width with its own legend and independent y scale
+    (published and emulated magnitudes differ). Side by side they would not fit the book's text
+    column and would be scaled down to illegible text; the name is kept for existing callers."""
+    return alt.vconcat(*panels, title=title).resolve_scale(
+        y="independent", color="independent", shape="independent", strokeDash="independent"
+    )
 
 
 def cpu_initiated(
@@ -182,8 +256,11 @@ def tool_comparison(
     title: str = "",
     y_title: str | None = None,
 ) -> alt.LayerChart:
-    """Grouped bars: `y` mean per core count (x), one bar per stack, ±std error bars."""
+    """Grouped bars: `y` mean per CPU-thread count (x), one bar per stack, ±std error bars; a
+    logarithmic y axis when the stacks differ by more than LOG_SPAN (auto_log)."""
     d = _with_band(agg, y)
+    ylog = auto_log(d[f"{y}_mean"])
+    yscale = alt.Scale(type="log") if ylog else alt.Scale()
     xe = alt.X(f"{x}:O", title=TITLES.get(x, x), axis=alt.Axis(labelAngle=0))
     off = alt.XOffset(f"{stack}:N")
     color = alt.Color(f"{stack}:N", title="Stack")
@@ -195,20 +272,32 @@ def tool_comparison(
         alt.Tooltip("n:Q", title="repetitions"),
     ]
     base = alt.Chart(d)
+    yt = (y_title or TITLES.get(y, y)) + (" (log scale)" if ylog else "")
+    if ylog:  # a log axis has no zero: bars and error bars start at a positive floor
+        floor = float(d[f"{y}_mean"].min()) / 2
+        d = d.assign(lo=d["lo"].clip(lower=floor), floor=floor)
+        base = alt.Chart(d)
+    benc = {"y2": alt.Y2("floor:Q")} if ylog else {}
     bars = base.mark_bar().encode(
-        x=xe, xOffset=off, color=color, tooltip=tips, y=alt.Y(f"{y}_mean:Q", title=y_title or TITLES.get(y, y))
+        x=xe, xOffset=off, color=color, tooltip=tips, y=alt.Y(f"{y}_mean:Q", title=yt, scale=yscale), **benc
     )
-    err = base.mark_rule(color="black").encode(x=xe, xOffset=off, y="lo:Q", y2="hi:Q")
-    return alt.layer(bars, err).properties(width=WIDTH + 120, height=HEIGHT, title=title)
+    err = base.mark_rule(color="black").encode(x=xe, xOffset=off, y=alt.Y("lo:Q", scale=yscale), y2="hi:Q")
+    return alt.layer(bars, err).properties(width=WIDTH + 40, height=HEIGHT, title=title)
 
 
 def pcie_saturation(
-    agg: pd.DataFrame, *, line_rate_gbps: float | None = None, p2p_gbps: float | None = None, title: str = ""
+    agg: pd.DataFrame,
+    *,
+    line_rate_gbps: float | None = None,
+    p2p_gbps: float | None = None,
+    title: str = "",
+    references: Sequence[tuple[str, float]] = (),
 ) -> alt.LayerChart:
     """Stacked bars per I/O size: payload GB/s plus the extra bytes the link carried (DCGM - payload).
 
     Without DCGM numbers (our emulated runs) the bars hold the payload only.
-    Rules: the PCIe line rate and the P2P reference bandwidth, when given.
+    Rules: the PCIe line rate and the P2P reference bandwidth, when given, and any other
+    (label, GB/s) in `references` (e.g. an emulated profile's payload ceiling), each with its own dash.
     """
     rows = []
     for _, r in agg.iterrows():
@@ -245,21 +334,34 @@ def pcie_saturation(
         .encode(
             x=alt.X("iosize:O", title=TITLES["iosize"], axis=alt.Axis(labelAngle=0)),
             y=alt.Y("gbps:Q", title="GB/s", stack="zero"),
-            color=alt.Color("part:N", title="Bytes", sort=["payload (application)", "link overhead (DCGM - payload)"]),
+            color=alt.Color(
+                "part:N",
+                title="Bytes",
+                sort=["payload (application)", "link overhead (DCGM - payload)"],
+                legend=alt.Legend(orient="bottom", direction="vertical"),
+            ),
             order=alt.Order("order:Q"),
             tooltip=tips,
         )
     )
     layers: list = [bars]
     refs = [(n, v) for n, v in (("PCIe line rate", line_rate_gbps), ("P2P reference", p2p_gbps)) if v is not None]
+    refs += [(n, v) for n, v in references]
     if refs:
         rd = pd.DataFrame({"reference": [n for n, _ in refs], "gbps": [float(v) for _, v in refs]})
+        names = list(rd["reference"])
         layers.append(
             alt.Chart(rd)
-            .mark_rule(strokeDash=[6, 4])
+            .mark_rule(color="black", strokeWidth=1.5)
             .encode(
                 y="gbps:Q",
-                strokeDash=alt.StrokeDash("reference:N", title="Reference"),
+                strokeDash=alt.StrokeDash(
+                    "reference:N",
+                    title="Reference",
+                    sort=names,
+                    legend=alt.Legend(orient="bottom", direction="vertical"),
+                    scale=alt.Scale(domain=names, range=DASHES[1 : 1 + len(names)]),
+                ),
                 tooltip=[alt.Tooltip("reference:N"), alt.Tooltip("gbps:Q", format=".1f")],
             )
         )
@@ -399,7 +501,8 @@ def model_curves(
     s_title = series_title or TITLES.get(series, series)
     cd = curves.assign(**{"model": "model: " + curves[series].astype(str)})
     order = [f"model: {v}" for v in sorted(curves[series].unique())]
-    color = alt.Color("model:N", title=f"Model, by {s_title}", sort=order)
+    enc = series_encodings("model:N", order, f"Model, by {s_title}")
+    color, dash = enc["color"], enc["strokeDash"]
     yfmt = ",.0f" if y == "iops" else ",.2f"
     layers: list = [
         alt.Chart(cd)
@@ -408,6 +511,7 @@ def model_curves(
             x=xe,
             y=alt.Y(f"{y}_mean:Q", title=y_title or TITLES.get(y, y)),
             color=color,
+            strokeDash=dash,
             tooltip=[
                 alt.Tooltip("model:N", title="model"),
                 alt.Tooltip(f"{x}:Q", title=TITLES.get(x, x)),
@@ -474,6 +578,14 @@ def point_kind(role: str) -> str:
 
 
 # ------------------------------------------------------------ blksum_qdepth ---
+def _two_per_row(chart: alt.Chart, field: str, title: str) -> alt.FacetChart:
+    """`chart` faceted by `field`, at most two panels to a row, legends under the panels (so that
+    two panels and their axes fit the book's text column)."""
+    return chart.facet(facet=alt.Facet(field, title=title), columns=2).configure_legend(
+        orient="bottom", direction="vertical", columns=2
+    )
+
+
 def _log2_qdepth(values: Sequence) -> alt.X:
     return alt.X(
         "qdepth:Q",
@@ -488,10 +600,13 @@ def blksum_time(agg: pd.DataFrame) -> alt.FacetChart:
     count, error bars ``lo``..``hi`` (analysis.blksum_summary of our tool's records)."""
     x = _log2_qdepth(agg["qdepth"])
     base = alt.Chart(agg)
+    enc = series_encodings("series:N", sorted(agg["series"].unique()), "I/O, threads")
     lines = base.mark_line(point=True).encode(
         x=x,
         y=alt.Y("runtime_s_mean:Q", title="time (s)"),
-        color=alt.Color("series:N", title="I/O, threads"),
+        color=enc["color"],
+        shape=enc["shape"],
+        strokeDash=enc["strokeDash"],
         tooltip=[
             "digest",
             "io",
@@ -502,31 +617,37 @@ def blksum_time(agg: pd.DataFrame) -> alt.FacetChart:
             alt.Tooltip("mibs_mean:Q", format=",.0f"),
         ],
     )
-    bars = base.mark_errorbar().encode(x=x, y=alt.Y("lo:Q", title="time (s)"), y2="hi:Q", color="series:N")
-    return (
-        (lines + bars)
-        .properties(width=280, height=220)
-        .facet(column=alt.Column("digest:N", title="digest"))
-        .resolve_scale(y="independent")
+    bars = base.mark_errorbar().encode(x=x, y=alt.Y("lo:Q", title="time (s)"), y2="hi:Q", color=enc["color"])
+    return _two_per_row((lines + bars).properties(width=HALF_WIDTH, height=220), "digest:N", "digest").resolve_scale(
+        y="independent"
     )
 
 
 def blksum_speedup(both: pd.DataFrame) -> alt.FacetChart:
     """Speed-up over queue depth 1 per series, ours (solid) and the seed's (dashed), one panel per
     digest (analysis.blksum_speedups)."""
-    return (
+    enc = series_encodings("series:N", sorted(both["series"].unique()), "series")
+    sources = sorted(both["source"].unique())
+    chart = (
         alt.Chart(both)
         .mark_line(point=True)
         .encode(
             x=_log2_qdepth(both["qdepth"]),
             y=alt.Y("speedup:Q", title="speed-up over Q1"),
-            color=alt.Color("series:N", title="series"),
-            strokeDash=alt.StrokeDash("source:N", title="source"),
+            color=enc["color"],
+            shape=enc["shape"],
+            strokeDash=alt.StrokeDash(
+                "source:N",
+                title="source",
+                scale=alt.Scale(domain=sources, range=DASHES[: len(sources)]),
+                legend=DASH_LEGEND,
+            ),
+            detail="series:N",
             tooltip=["series", "digest", "qdepth", alt.Tooltip("speedup:Q", format=".2f")],
         )
-        .properties(width=250, height=240)
-        .facet(column=alt.Column("digest:N", title="digest"))
+        .properties(width=HALF_WIDTH, height=240)
     )
+    return _two_per_row(chart, "digest:N", "digest")
 
 
 # --------------------------------------------------------------- vram_cache ---
@@ -535,7 +656,7 @@ def _budget_x(agg: pd.DataFrame) -> alt.X:
         "fraction_value:Q",
         scale=alt.Scale(type="log", base=2),
         title="memory budget (fraction of the state)",
-        axis=alt.Axis(values=sorted(agg["fraction_value"].unique().tolist()), format="~g"),
+        axis=fraction_axis(agg["fraction_value"].unique().tolist()),
     )
 
 
@@ -544,10 +665,13 @@ def vram_throughput(agg: pd.DataFrame) -> alt.FacetChart:
     error bars one std (analysis.vram_summary)."""
     x = _budget_x(agg)
     base = alt.Chart(agg)
+    enc = series_encodings("config:N", sorted(agg["config"].unique()), "configuration")
     lines = base.mark_line(point=True).encode(
         x=x,
         y=alt.Y("mibs_mean:Q", title="effective throughput (MiB/s)"),
-        color=alt.Color("config:N", title="configuration"),
+        color=enc["color"],
+        shape=enc["shape"],
+        strokeDash=enc["strokeDash"],
         tooltip=[
             "config",
             "rw",
@@ -558,20 +682,21 @@ def vram_throughput(agg: pd.DataFrame) -> alt.FacetChart:
         ],
     )
     bars = base.mark_errorbar().encode(
-        x=x, y=alt.Y("lo:Q", title="effective throughput (MiB/s)"), y2="hi:Q", color="config:N"
+        x=x, y=alt.Y("lo:Q", title="effective throughput (MiB/s)"), y2="hi:Q", color=enc["color"]
     )
-    return (
-        (lines + bars)
-        .properties(width=260, height=240)
-        .facet(column=alt.Column("rw:N", title="workload"))
-        .resolve_scale(y="independent")
+    return _two_per_row((lines + bars).properties(width=HALF_WIDTH, height=240), "rw:N", "workload").resolve_scale(
+        y="independent"
     )
 
 
 def vram_striping(nc: pd.DataFrame, fractions: Sequence[str]) -> alt.FacetChart:
     """Speed-up of RAID-0 over one device against the number of devices, a line per budget (in the
     order of `fractions`), one panel per workload (analysis.vram_striping)."""
-    return (
+    from fractions import Fraction
+
+    order = sorted(fractions, key=Fraction)  # numerically: 1/64, 1/32, 1/16 ... (not as text)
+    enc = series_encodings("fraction:N", order, "budget")
+    chart = (
         alt.Chart(nc)
         .mark_line(point=True)
         .encode(
@@ -582,12 +707,14 @@ def vram_striping(nc: pd.DataFrame, fractions: Sequence[str]) -> alt.FacetChart:
                 axis=alt.Axis(values=sorted(nc["ndevs"].unique().tolist())),
             ),
             y=alt.Y("speedup:Q", title="effective throughput / one device"),
-            color=alt.Color("fraction:N", title="budget", sort=list(fractions)),
+            color=enc["color"],
+            shape=enc["shape"],
+            strokeDash=enc["strokeDash"],
             tooltip=["rw", "fraction", "ndevs", alt.Tooltip("speedup:Q", format=".2f")],
         )
-        .properties(width=260, height=220)
-        .facet(column=alt.Column("rw:N", title="workload"))
+        .properties(width=HALF_WIDTH, height=220)
     )
+    return _two_per_row(chart, "rw:N", "workload")
 
 
 def vram_per_device(rates: pd.DataFrame, fraction: str) -> alt.FacetChart:
@@ -610,8 +737,9 @@ def vram_per_device(rates: pd.DataFrame, fraction: str) -> alt.FacetChart:
             color=alt.Color("direction:N"),
             tooltip=["workload", "cache", "dev", "direction", alt.Tooltip("MiB/s:Q", format=".2f")],
         )
-        .properties(width=200, height=160)
+        .properties(width=220, height=160)
         .facet(row=alt.Row("cache:N", title="cache"), column=alt.Column("workload:N"))
+        .configure_legend(orient="bottom")
     )
 
 
@@ -619,14 +747,24 @@ def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
     """The cache's hit ratio (top) and the mean device request size (bottom, every configuration)
     against the memory budget (analysis.vram_summary)."""
     x = _budget_x(agg)
+    configs = sorted(agg["config"].unique())
+    workloads = sorted(agg["rw"].unique())
+    enc = series_encodings("config:N", configs, "configuration")
+    wdash = alt.StrokeDash(
+        "rw:N",
+        title="workload",
+        scale=alt.Scale(domain=workloads, range=DASHES[: len(workloads)]),
+        legend=DASH_LEGEND,
+    )
     hit = (
         alt.Chart(agg[agg["cache"] != "none"])
         .mark_line(point=True)
         .encode(
             x=x,
             y=alt.Y("hit_ratio_mean:Q", title="hit ratio", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("config:N", title="configuration"),
-            strokeDash=alt.StrokeDash("rw:N", title="workload"),
+            color=enc["color"],
+            shape=enc["shape"],
+            strokeDash=wdash,
             tooltip=["config", "rw", "fraction", alt.Tooltip("hit_ratio_mean:Q", format=".3f")],
         )
         .properties(width=260, height=220)
@@ -637,13 +775,14 @@ def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
         .encode(
             x=x,
             y=alt.Y("mean_request_bytes_mean:Q", title="mean device request (bytes)"),
-            color=alt.Color("config:N", title="configuration"),
-            strokeDash=alt.StrokeDash("rw:N", title="workload"),
+            color=enc["color"],
+            shape=enc["shape"],
+            strokeDash=wdash,
             tooltip=["config", "rw", "fraction", alt.Tooltip("mean_request_bytes_mean:Q", format=",.0f")],
         )
         .properties(width=260, height=220)
     )
-    return alt.vconcat(hit, req)
+    return alt.vconcat(hit, req).resolve_scale(color="shared", shape="shared", strokeDash="shared")
 
 
 def vram_line_states(states: pd.DataFrame) -> alt.Chart:

@@ -11,6 +11,9 @@ Key functions:
     glue_values(values, prefix)                            glue computed numbers and phrases for the prose
     values_table(values)                                   the same values as a table (quantity, value)
     format_number(value, fmt=None)                         one number as a table shows it
+    method(study)                                          the published experiment's method (independent
+                                                           variables, metrics, tool and driver, environment)
+                                                           from data/reference/methods.csv, as a table
 
 In JupyterLab a table or figure shows its caption under a plain "Table"/"Figure"
 label. In the book, the extension ``book/_ext/nvmelab_book.py`` finds the
@@ -349,6 +352,40 @@ def describe_records(paths: Iterable[str | os.PathLike], *, commit_chars: int = 
                 )
         out.append(src)
     return out
+
+
+# ------------------------------------------------------------------ method ---
+#: The published method of every study, one row per variable, metric, tool or environment fact.
+METHODS_FILE = "methods.csv"
+#: Order of the method's aspects on a page.
+METHOD_ASPECTS = ("independent variable", "metric", "tool and driver", "environment")
+
+
+def method(study: str) -> Captioned:
+    """The method of the published experiment a study page reproduces, as its source states it
+    (``data/reference/methods.csv``: independent variables, metrics, tool and driver, environment,
+    each row with the seed or published page it comes from), as a captioned table. A study
+    without rows, or a row of an unknown aspect, is an error."""
+    import pandas as pd
+
+    path = repo_root() / "data" / "reference" / METHODS_FILE
+    df = pd.read_csv(path, dtype=str).fillna("")
+    bad = sorted(set(df["aspect"]) - set(METHOD_ASPECTS))
+    if bad:
+        raise ValueError(f"{repo_path(path)}: unknown aspect(s) {bad}; known: {list(METHOD_ASPECTS)}")
+    rows = df[df["study"] == study].copy()
+    if rows.empty:
+        raise KeyError(f"{repo_path(path)} has no method rows for study {study!r}")
+    rows["order"] = rows["aspect"].map(METHOD_ASPECTS.index)
+    rows = rows.sort_values("order", kind="stable")
+    sources = ", ".join(dict.fromkeys(rows["source"]))
+    return table(
+        rows[["aspect", "item", "published", "source"]],
+        f"Method of the published experiment, as its source states it ({sources}): independent variables, "
+        f"metrics, tool and driver, environment.",
+        name=f"tab-{study.replace('_', '-')}-method",
+        columns={"aspect": "Aspect", "item": "What", "published": "Published set-up", "source": "Source"},
+    )
 
 
 # ------------------------------------------------------------ glued values ---

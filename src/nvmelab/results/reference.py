@@ -12,6 +12,7 @@ Key functions:
     seed003_statements() every number seed 003 quotes in its text (set-up, typical rates, ratios)
     seed003_value(...)   one of them, as a number
     seed003_bcache()     seed 003's bcache priority_stats (percent)
+    seed003_tables()     seed 003's Glances and bcache tables as printed, for display
     seed004_parameterisations()  seed 004's A-D table (IOPS of the best configuration per siblings/stress)
     seed004_host_variables()     seed 004's powersave, turbo-off, SMT-off and userspace tables, with changes
     seed004_optimal() seed004_parameter_sets() seed004_statements() seed004_value(...)
@@ -85,7 +86,32 @@ def _published(name: str) -> pd.DataFrame:
     df["target"] = "published"
     df["host"] = "AiSIO HPC server"
     df["stack"] = df["tool"] + " + " + df["backend"]
+    df["driver"] = [published_driver(t, b) for t, b in zip(df["tool"], df["backend"])]
+    df["stack_label"] = [stack_label(t, b) for t, b in zip(df["tool"], df["backend"])]
     return df
+
+
+#: The NVMe driver under each published tool whose records do not name it truthfully: SPDK's
+#: applications (bdevperf, spdk_nvme_perf) always run on SPDK's own user-space NVMe driver. The
+#: published per-run records label them ``backend: upcie``; that is the published pipeline's label
+#: for the run, not the driver (AiSIO's I/O-paths table and book/architecture.md).
+SPDK_TOOLS = ("bdevperf", "spdk_nvme_perf")
+#: Driver name of each xnvmeperf backend label of the published records.
+BACKEND_DRIVERS = {"spdk": "SPDK NVMe driver", "upcie": "upcie", "upcie-cuda": "upcie, payload in GPU memory"}
+
+
+def published_driver(tool: str, backend: str) -> str:
+    """The user-space NVMe driver a published run used (not the records' backend label for SPDK's tools)."""
+    if tool in SPDK_TOOLS:
+        return "SPDK NVMe driver"
+    return BACKEND_DRIVERS.get(backend, backend)
+
+
+def stack_label(tool: str, backend: str) -> str:
+    """A published stack as the book names it: tool and the driver it really ran on."""
+    if tool in SPDK_TOOLS:
+        return f"{tool} (SPDK driver)"
+    return f"{tool} + {backend}"
 
 
 def published(name: str) -> pd.DataFrame:
@@ -324,6 +350,39 @@ def seed003_bcache() -> pd.DataFrame:
     t = _read_seed_csv(seeds_dir() / "seed003_bcache_priority_stats.csv")
     t["number"] = t["value"].astype(float)
     return t
+
+
+#: Seed 003's transcribed tables, in the order the seed prints them, with what each one is.
+SEED003_TABLES = (
+    (
+        "seed003_disk_io.csv",
+        "Glances disk I/O tables of the three swap set-ups (per device; K and M are binary prefixes)",
+    ),
+    ("seed003_glances_summary.csv", "Glances task counts and set-up numbers of the vRAM-cached run"),
+    ("seed003_glances_container.csv", "Glances container table of the vRAM-cached run"),
+    ("seed003_glances_tasks.csv", "Glances task table of the vRAM-cached run (the Qrack benchmark and vramfs)"),
+    ("seed003_bcache_priority_stats.csv", "bcache priority_stats of the vRAM cache"),
+)
+
+
+def seed003_tables() -> list[tuple[str, str, pd.DataFrame]]:
+    """Seed 003's Glances and bcache tables as printed (file name, what it is, cells as text without
+    the provenance columns, which name the seed file and the section in ``section``)."""
+    out = []
+    for name, what in SEED003_TABLES:
+        t = _read_seed_csv(seeds_dir() / name)
+        sections = ", ".join(dict.fromkeys(t["section"]))
+        t = t.drop(columns=["seed", "locator", "section"])
+        cols = list(t.columns)
+        for i, c in enumerate(cols):  # a printed prefix or unit goes back next to its number: "338 M"
+            if i and c.endswith(("_prefix", "_unit")):
+                base = cols[i - 1]
+                t[base] = (t[base] + " " + t[c]).str.strip()
+                t = t.drop(columns=[c])
+        if len(t) <= 2:  # one or two rows of many columns: a column per row reads better
+            t = t.set_index(t.columns[0]).T.rename_axis("field").reset_index()
+        out.append((name, f"{what} (section: {sections})", t))
+    return out
 
 
 # ------------------------------------------------------------------ seeds 000 and 001 ---

@@ -56,7 +56,7 @@ ENGINE_PARAMS = (
     "warmup",
 )
 #: Host variables (seed 004) the runner applies around a run.
-HOST_VARS = ("governor", "turbo", "smt", "stress")
+HOST_VARS = ("governor", "fixed_freq", "turbo", "smt", "stress")
 #: Preset-level settings that are not run parameters.
 SETTINGS = ("repetitions",)
 KNOWN = set(ENGINE_PARAMS) | set(HOST_VARS)
