@@ -41,12 +41,13 @@
 #   step 2 <= 406 s: install + pack 70 + 80 points x 4.2 s
 #   step 3 <= 392 s: install + pack 70 + cuda_iosize 48 x 4.2 s + vram_cache 20 x 6.0 s
 #   plan   <= 1192 s of commands (20 min) + one machine start (1-2 min) <= 24 min
-# A point costs warm-up + window (0.7 s) + 2.5 s for its own process (imports, bring-up, teardown:
-# measured by the rehearsal) + 1 s of CUDA context (estimate) + one lock-step round of the fitted model
+# A point costs warm-up + window (0.7 s) + 2.5 s for its own process (imports, bring-up, teardown: the
+# rehearsal measured 0.6 s quiet to 2.5 s under load on the shared 2-core host) + 1 s of CUDA context (estimate) + one lock-step round of the fitted model
 # (microseconds); a vram_cache point 3.5 s (the committed standard records) + 2.5 s.
 #
 # Environment: PY (the interpreter: python3, the image's, by default), NVMELAB_LEASE_DIR (default
-# build/lease), NVMELAB_HOST_ID (default: lease-<GPU name>, so that every step files its records under
+# build/lease), NVMELAB_LEASE_STUDY_S (caps a step's seconds for study points; the rehearsal: 60, the
+# rest of its points are left "not started", which proves the resume), NVMELAB_HOST_ID (default: lease-<GPU name>, so that every step files its records under
 # the same host folder although each machine has another hostname).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,22 +90,25 @@ timed() { # timed NAME LIMIT CMD...: run CMD under a time limit; record it as a 
 image_python() { # a CPython 3.12 here: $PYTHON312, python3.12 on PATH, or pyenv's
     local p
     for p in "${PYTHON312:-}" "$(command -v python3.12 || true)" "$HOME"/.pyenv/versions/3.12*/bin/python3.12; do
-        [ -n "$p" ] && [ -x "$p" ] && { echo "$p"; return 0; }
+        [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null \
+            && { echo "$p"; return 0; }
     done
     echo "gpu-lease: no Python 3.12 found (the GPU host's version): set PYTHON312=/path/to/python3.12" >&2
     return 1
 }
 
 make_image_venv() { # $LEASE/image-venv: Python 3.12 with ONLY packages of the GPU image (env/gpu-image.txt)
-    local venv=$LEASE/image-venv py312
-    [ -x "$venv/bin/python" ] && [ "$venv/.stamp" -nt env/gpu-image.txt ] && return 0
+    local venv=$LEASE/image-venv py312 deps=()
+    [ -x "$venv/bin/python" ] && [ "$venv/.stamp" -nt env/gpu-image.txt ] && \
+        [ "$venv/.stamp" -nt env/wheelhouse/image-deps.txt ] && return 0
     py312=$(image_python)
     rm -rf "$venv"
     "$py312" -m venv "$venv"
-    # the image packages nvmelab and its lease use (their dependencies come along; the check below
-    # refuses any that the image does not have)
+    # the image packages nvmelab and its lease use, and those the wheelhouse depends on (their own
+    # dependencies come along; the check in each step refuses any that the image does not have)
+    mapfile -t deps < env/wheelhouse/image-deps.txt
     "$venv/bin/python" -m pip install -q -c env/requirements.lock numpy pandas tqdm pytest pytest-timeout \
-        hypothesis pybind11 scikit-build-core cmake ninja numba pyyaml
+        hypothesis pybind11 scikit-build-core cmake ninja numba pyyaml "${deps[@]}"
     touch "$venv/.stamp"
 }
 
@@ -138,9 +142,9 @@ build_wheel() { # build_wheel PY: the nvmelab wheel into $LEASE/wheel (CUDA when
 
 step0() {
     mkdir -p "$LEASE"
-    make_image_venv
-    [ -n "${NVMELAB_LEASE_KEEP_WHEELHOUSE:-}" ] && ls env/wheelhouse/*.whl >/dev/null 2>&1 || \
+    [ -n "${NVMELAB_LEASE_KEEP_WHEELHOUSE:-}" ] && [ -f env/wheelhouse/image-deps.txt ] || \
         PIP_PY=python3 bash env/wheelhouse.sh
+    make_image_venv
     build_wheel "$LEASE/image-venv/bin/python"
     echo "carry to the GPU host: build/lease/wheel env/wheelhouse ($(du -sh env/wheelhouse "$LEASE/wheel" | awk '{print $1}' | xargs))"
 }
@@ -185,7 +189,8 @@ run_step() {
     local sa=()
     [ "$STANDIN" = 1 ] && sa=(--standin)
     if [ "$step" = 1 ]; then
-        mapfile -t gpu_tests < <(grep -l "mark.gpu" tests/test_*.py)
+        # every test file with a gpu mark, and numba's CUDA simulator running the numba-cuda kernel
+        mapfile -t gpu_tests < <(grep -l "mark.gpu" tests/test_*.py; echo tests/test_cuda_numba_sim.py)
         if [ "$STANDIN" = 1 ]; then
             # no GPU: the GPU tests are collected and skip with their reason; the stand-ins run
             timed gpu-tests "$GPU_TESTS_LIMIT_S" env NUMBA_ENABLE_CUDASIM=1 "$PY" -m pytest -q -p no:cacheprovider \
@@ -198,6 +203,8 @@ run_step() {
             NVMELAB_BENCH_GPU_REPS=1 NVMELAB_BENCH_GPU_STANDIN="$STANDIN" "$PY" -m tests.bench --gpu --out "$RESULTS/bench"
     fi
     local budget=$(( STEP_LIMIT_S - $(elapsed) - PACK_S ))
+    # NVMELAB_LEASE_STUDY_S caps it (the rehearsal: CI's minutes; the rest is left "not started")
+    [ -n "${NVMELAB_LEASE_STUDY_S:-}" ] && [ "$NVMELAB_LEASE_STUDY_S" -lt "$budget" ] && budget=$NVMELAB_LEASE_STUDY_S
     echo "== studies of step $step: ${budget} s left"
     if [ "$budget" -le 0 ]; then
         part studies 0 0 "no time left for study points in this step"
@@ -213,7 +220,8 @@ run_step() {
 rehearse() {
     local out=$1 t0
     t0=$(now)
-    export NVMELAB_LEASE_STANDIN=1 NVMELAB_HOST_ID=rehearsal NVMELAB_LEASE_CUDA=${NVMELAB_LEASE_CUDA:-OFF}
+    export NVMELAB_LEASE_STANDIN=1 NVMELAB_HOST_ID=rehearsal NVMELAB_LEASE_CUDA=${NVMELAB_LEASE_CUDA:-OFF} \
+        NVMELAB_LEASE_STUDY_S=${NVMELAB_LEASE_STUDY_S:-60}
     STANDIN=1
     LEASE=$ROOT/build/rehearse
     export NVMELAB_LEASE_DIR=$LEASE
@@ -230,6 +238,9 @@ rehearse() {
         PY=$LEASE/image-venv/bin/python bash "$0" "$step" "$out/step-$step"
     done
     echo "rehearsal: $(( $(now) - t0 )) s; outputs under $out: $(cd "$out" && find . -type f | sort | xargs)"
+    # the outputs as the device tool would hand them back: limits, layout, valid records with their commit
+    NVMELAB_REHEARSAL_OUT=$out PYTHONPATH=$LEASE/site "$LEASE/image-venv/bin/python" -m pytest -q \
+        -p no:cacheprovider -o addopts= tests/test_lease.py -k rehearsal_outputs
 }
 
 what=${1:-}

@@ -25,9 +25,14 @@ mapfile -t reqs < <(grep -vE '^\s*(#|$)' env/gpu-host.txt)
 norm() { tr '[:upper:]' '[:lower:]' | sed -E 's/[-_.]+/-/g'; }
 image=$(grep -vE '^\s*(#|$)' env/gpu-image.txt | norm)
 kept=0 dropped=0
+: > "$out/image-deps.txt"  # the image's packages the wheelhouse depends on (make rehearse-gpu-host installs them)
 for whl in "$out"/*.whl; do
   name=$(basename "$whl" | cut -d- -f1 | norm)
-  if grep -qxF "$name" <<<"$image"; then rm -f "$whl"; dropped=$((dropped + 1)); else kept=$((kept + 1)); fi
+  if grep -qxF "$name" <<<"$image"; then
+    rm -f "$whl"; dropped=$((dropped + 1)); echo "$name" >> "$out/image-deps.txt"
+  else
+    kept=$((kept + 1))
+  fi
 done
-echo "wheelhouse: $kept wheels in $out ($dropped left out: the image has them)"
+echo "wheelhouse: $kept wheels in $out ($dropped left out: the image has them: $(xargs < "$out/image-deps.txt"))"
 ls -1 "$out"
