@@ -2,14 +2,13 @@
 // nvmelab._native gpuq part: gpuq_standin_run(), the CPU stand-in of the cuda-run engine
 // (engine/gpuq_standin.h) on any target the driver opens, for hosts without a GPU. The GIL is released
 // while it runs; Ctrl-C stops it and raises KeyboardInterrupt (no result).
-#include "engine/gpuq_standin.h"
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
 
 #include "bindings.h"
+#include "engine/gpuq_standin.h"
 #include "errors.h"
 
 namespace py = pybind11;
@@ -20,8 +19,8 @@ void bind_gpuq(py::module_ &m)
 {
     m.def(
         "gpuq_standin_run",
-        [](const std::string &uri, uint32_t nqueues, uint32_t qdepth, uint32_t iosize, double runtime,
-           double warmup, uint64_t seed) {
+        [](const std::string &uri, uint32_t nqueues, uint32_t qdepth, uint32_t iosize, double runtime, double warmup,
+           uint64_t seed) {
             char err[NVME_ERRLEN] = {0};
             struct nvme_target *t = nullptr;
             int rc;

@@ -66,8 +66,8 @@ static int standin_check(struct nvme_target *t, const struct gpuq_standin_cfg *c
                             nvme_ns_lba_size(ns)),
                    -EINVAL;
         if (c->qdepth + 1u > nvme_ctrl_max_depth(ctrl))
-            return snprintf(err, errlen, "qdepth=%u: controller %u holds at most %u entries per queue", c->qdepth,
-                            ci, nvme_ctrl_max_depth(ctrl)),
+            return snprintf(err, errlen, "qdepth=%u: controller %u holds at most %u entries per queue", c->qdepth, ci,
+                            nvme_ctrl_max_depth(ctrl)),
                    -EINVAL;
         if (nvme_ns_nsze(ns) < (uint64_t)c->iosize / nvme_ns_lba_size(ns))
             return snprintf(err, errlen, "controller %u: namespace smaller than one I/O", ci), -EINVAL;
@@ -105,8 +105,8 @@ static int standin_setup(struct nvme_target *t, const struct gpuq_standin_cfg *c
     /* PRPs once: command i always reads into slot i of the buffer (one round in flight at a time) */
     for (uint32_t i = 0; i < c->qdepth; i++) {
         uint64_t *list = (uint64_t *)((uint8_t *)nvme_dma_vaddr(s->lists) + (size_t)i * page);
-        if (nvme_gpuq_prp(s->buf_lut, buf_pages, (uint64_t)i * c->iosize, c->iosize, list, s->list_lut[i],
-                          &s->prp1[i], &s->prp2[i]))
+        if (nvme_gpuq_prp(s->buf_lut, buf_pages, (uint64_t)i * c->iosize, c->iosize, list, s->list_lut[i], &s->prp1[i],
+                          &s->prp2[i]))
             return snprintf(err, errlen, "PRP build failed for command %u (iosize %u)", i, c->iosize), -EINVAL;
     }
     for (unsigned ci = 0; ci < nctrl; ci++)

@@ -27,27 +27,27 @@
 extern "C" {
 #endif
 
-#define GPUQ_STANDIN_MAX_QUEUES    64u                 /* queue pairs per controller */
-#define GPUQ_STANDIN_MAX_QDEPTH    1024u               /* commands per round (as cuda-run) */
-#define GPUQ_STANDIN_MAX_BUF_BYTES (64ull << 20)       /* qdepth x iosize */
+#define GPUQ_STANDIN_MAX_QUEUES    64u                    /* queue pairs per controller */
+#define GPUQ_STANDIN_MAX_QDEPTH    1024u                  /* commands per round (as cuda-run) */
+#define GPUQ_STANDIN_MAX_BUF_BYTES (64ull << 20)          /* qdepth x iosize */
 #define GPUQ_STANDIN_TIMEOUT_NS    (2ull * 1000000000ull) /* deadline of every completion */
 
 struct gpuq_standin_cfg {
-    uint32_t nqueues;  /* pairs per controller, 1..GPUQ_STANDIN_MAX_QUEUES */
-    uint32_t qdepth;   /* commands per round, 1..GPUQ_STANDIN_MAX_QDEPTH */
-    uint32_t iosize;   /* bytes per command, a multiple of the LBA size */
-    double runtime_s;  /* measured window */
-    double warmup_s;   /* rounds before the window, not counted */
-    uint64_t seed;     /* LBA generator */
+    uint32_t nqueues;         /* pairs per controller, 1..GPUQ_STANDIN_MAX_QUEUES */
+    uint32_t qdepth;          /* commands per round, 1..GPUQ_STANDIN_MAX_QDEPTH */
+    uint32_t iosize;          /* bytes per command, a multiple of the LBA size */
+    double runtime_s;         /* measured window */
+    double warmup_s;          /* rounds before the window, not counted */
+    uint64_t seed;            /* LBA generator */
     const volatile int *stop; /* optional: set non-zero to end early (Ctrl-C) */
 };
 
 struct gpuq_standin_result {
-    uint64_t ios;        /* commands completed in the window */
-    uint64_t rounds;     /* rounds in the window */
-    uint64_t errors;     /* commands with a non-zero NVMe status in the window */
+    uint64_t ios;          /* commands completed in the window */
+    uint64_t rounds;       /* rounds in the window */
+    uint64_t errors;       /* commands with a non-zero NVMe status in the window */
     uint16_t first_status; /* the first such status (SCT/SC without phase), 0 when none */
-    double window_s;     /* length of the window */
+    double window_s;       /* length of the window */
 };
 
 int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *cfg, struct gpuq_standin_result *res,
