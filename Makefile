@@ -24,12 +24,13 @@ QEMU_ARGS  ?=
 PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 
 .PHONY: help env build test test-c test-py test-notebooks test-book test-browser test-sanitize test-qemu \
-	    test-gpu bench bench-gpu records book lab clean format wheelhouse check-env check-build check-sanitize \
-	    check-qemu check-browser check-bench check-records check-gpu
+	    test-gpu bench bench-gpu records book lab clean format wheelhouse gpu-lease rehearse-gpu-host \
+	    check-env check-build check-sanitize check-qemu check-browser check-bench check-records check-gpu
 
 help:
 	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
 	@echo "     test-browser | test-gpu | wheelhouse | records [STUDY=all RECORDS_PRESET=standard RECORDS_ARGS=--replace] | clean"
+	@echo "     gpu-lease STEP=0|1|2|3 [OUT=DIR] | rehearse-gpu-host [OUT=DIR]"
 
 # --- system prerequisites (env/prereqs.sh): checked first, in well under a second ---
 check-env:
@@ -102,7 +103,8 @@ test-qemu: check-qemu build
 
 # GPU tests (a CUDA GPU host; see README): skipped with a reason in `make test` elsewhere
 test-gpu: check-gpu build
-	bash tests/gpu/run_on_gpu_host.sh test
+	$(PY) -m pytest -q -p no:cacheprovider -rs -m gpu $$(grep -l "mark.gpu" tests/test_*.py)
+	ctest --test-dir $(BUILD) -R test_cuda_queue_host --output-on-failure
 
 # --- benchmarks: results under data/results/bench/ ---
 bench: check-bench build
@@ -142,6 +144,20 @@ lab: build
 # --- wheels for a GPU host without a package index (see env/README.md) ---
 wheelhouse: env
 	bash env/wheelhouse.sh
+
+# --- the GPU lease plan (env/gpu-lease.sh; README "On a GPU host") ---
+# STEP=0 here: the wheelhouse and the cp312 wheel to carry; STEP=1..3 on the GPU host, one device
+# command each, everything it produced in OUT (a log, a summary JSON, one archive of records).
+# Neither needs `env`: the GPU host has no .venv and no package index.
+gpu-lease:
+	@case "$(STEP)" in 0|1|2|3) ;; *) echo "usage: make gpu-lease STEP=0|1|2|3 [OUT=DIR] (see env/gpu-lease.sh)"; exit 2;; esac
+	bash env/gpu-lease.sh $(STEP) $(OUT)
+
+# The lease plan's steps on a simulated GPU host here (Python 3.12 with the image's packages and the
+# wheelhouse only, pip --no-index, a non-editable install, the CPU stand-in for the GPU parts);
+# OUT (default build/rehearse/out) ends with each step's outputs, as the device tool returns them.
+rehearse-gpu-host: check-build
+	bash env/gpu-lease.sh rehearse $(or $(OUT),$(CURDIR)/build/rehearse/out)
 
 clean:
 	rm -rf build book/_build book/.jupyter_cache src/nvmelab/_native*.so

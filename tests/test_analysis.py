@@ -84,3 +84,26 @@ def test_to_frame_flattens_latency_and_provenance():
     df = analysis.to_frame([rec])
     assert df.loc[0, "lat_p99_ns"] == 6 and df.loc[0, "profile"] == "null" and df.loc[0, "host"] == "h"
     assert df.loc[0, "gbps"] == pytest.approx(1048576 / 1e9)
+
+
+def test_aggregate_refuses_two_emulated_targets_in_one_configuration():
+    """Records of two gpu-emu profiles (or a calibration A/B) must never be averaged together."""
+    from nvmelab.results.analysis import aggregate, split_targets
+
+    df = pd.DataFrame(
+        {
+            "target": ["gpu-emu://?profile=pm1753&ndev=16", "gpu-emu://?profile=null&ndev=16"],
+            "qdepth": [1, 1],
+            "iops": [1.0, 2.0],
+            "mibs": [1.0, 2.0],
+        }
+    )
+    with pytest.raises(ValueError, match="2 emulated targets would be averaged"):
+        aggregate(df, by=["qdepth"])
+    assert len(aggregate(df, by=["qdepth", "target"])) == 2
+    parts = split_targets(df)
+    assert sorted(parts) == ["gpu-emu://?profile=null", "gpu-emu://?profile=pm1753"]
+    assert len(aggregate(parts["gpu-emu://?profile=null"], by=["qdepth"])) == 1
+    # the device count is its own column: targets that differ only in ndev= are one target
+    df.loc[1, "target"] = "gpu-emu://?profile=pm1753&ndev=4"
+    assert len(aggregate(df, by=["qdepth"])) == 1

@@ -114,3 +114,12 @@ def test_blksum_seed_tables():
     row = b[(b.system == "server") & (b.nbd == 0) & (b.digest == "sha256") & (b.qdepth == 1)].iloc[0]
     assert (row.mean_s, row.std_s) == (6.332, 0.008)
     assert pd.isna(b[b.digest == "null"]["threads"]).all()
+
+
+def test_data_root_names_a_bad_nvmelab_data(monkeypatch, tmp_path):
+    """NVMELAB_DATA must name a data folder (with reference/ in it): one clear error otherwise."""
+    monkeypatch.setenv("NVMELAB_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="no reference/ folder"):
+        reference.data_root()
+    (tmp_path / "reference").mkdir()
+    assert reference.data_root() == tmp_path and not reference.installed_data()

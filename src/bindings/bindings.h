@@ -15,6 +15,7 @@ void bind_perf(pybind11::module_ &m);    // perf.cpp: closed-loop engine (CPU an
 void bind_blksum(pybind11::module_ &m);  // blksum.cpp: blkhash-compatible checksum
 void bind_cuda(pybind11::module_ &m);    // cuda.cpp: device-initiated engine, gpu-emu
 void bind_devices(pybind11::module_ &m); // devices.cpp: the driver's PCI in-use check
+void bind_gpuq(pybind11::module_ &m);    // gpuq.cpp: the CPU stand-in of the device-initiated engine
 } // namespace nvmelab
 
 namespace nvmelab {

@@ -16,6 +16,7 @@ PYBIND11_MODULE(_native, m)
     nvmelab::bind_blksum(m);
     nvmelab::bind_cuda(m);
     nvmelab::bind_devices(m);
+    nvmelab::bind_gpuq(m);
 
     m.def(
         "build_info",

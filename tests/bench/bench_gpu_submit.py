@@ -8,7 +8,8 @@ Two goals from issue 6, both measured here and nowhere else:
     of the IOPS the model allows (the published roofline, 16 device caps).
 Both references are read from data/reference/headline.csv.
 Every figure comes from the runs made by run(); the GPU is named in each record's provenance.
-Environment: NVMELAB_BENCH_GPU_RUNTIME (seconds per run, default 2), NVMELAB_BENCH_GPU_REPS (default 3).
+Environment: NVMELAB_BENCH_GPU_RUNTIME (seconds per run, default 2), NVMELAB_BENCH_GPU_REPS (default 3),
+NVMELAB_BENCH_GPU_STANDIN=1 (the CPU stand-in instead of the GPU: make rehearse-gpu-host, no GPU figure).
 """
 
 from __future__ import annotations
@@ -41,15 +42,25 @@ NULL_TARGET = f"gpu-emu://?ndev={NDEVS}&profile=null&data=none&blocks=16&warps=1
 PM1753_TARGET = f"gpu-emu://?ndev={NDEVS}&profile=pm1753&data=none&blocks=16&warps=16"
 
 
-def _best(target: str, grid: list[tuple[int, int]], runtime: float, reps: int) -> dict[str, Any]:
+def _engine():
+    """gpu.run_cuda, or its CPU stand-in when NVMELAB_BENCH_GPU_STANDIN=1 (make rehearse-gpu-host)."""
+    if os.environ.get("NVMELAB_BENCH_GPU_STANDIN") == "1":
+        from nvmelab.engines.gpu_standin import run_cuda_standin
+
+        return run_cuda_standin
     from nvmelab.engines import gpu
 
+    return gpu.run_cuda
+
+
+def _best(target: str, grid: list[tuple[int, int]], runtime: float, reps: int) -> dict[str, Any]:
+    run_cuda = _engine()
     rows = []
     for nq, qd in grid:
         iops = []
         for rep in range(reps):
             try:
-                rec = gpu.run_cuda(
+                rec = run_cuda(
                     target=target,
                     rw="randread",
                     iosize=IOSIZE,
@@ -84,8 +95,9 @@ def _best(target: str, grid: list[tuple[int, int]], runtime: float, reps: int) -
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
     from nvmelab.engines import gpu
 
+    standin = os.environ.get("NVMELAB_BENCH_GPU_STANDIN") == "1"
     ok, why = gpu.available()
-    if not ok:
+    if not ok and not standin:
         raise RuntimeError(f"no GPU: {why}")
     runtime = float(os.environ.get("NVMELAB_BENCH_GPU_RUNTIME", "2"))
     reps = int(os.environ.get("NVMELAB_BENCH_GPU_REPS", "3"))
@@ -95,7 +107,8 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
     best_eff = eff["best"]["iops_mean"] if eff["best"] else 0.0
     Path(outdir).mkdir(parents=True, exist_ok=True)
     return {
-        "gpu": gpu.device_info(),
+        "standin": standin,  # the CPU stand-in's rates: the steps work, nothing about a GPU
+        "gpu": gpu.device_info() if ok else None,
         "rate": {**rate, "goal_iops": RATE_GOAL_IOPS, "met": best_rate >= RATE_GOAL_IOPS, "target": NULL_TARGET},
         "efficiency": {
             **eff,

@@ -45,7 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for name, help_ in (("plan", "print the runs a preset would do"), ("run", "run or resume a sweep")):
         q = sub.add_parser(name, help=help_)
         q.add_argument("study", help="study name (see `nvmelab study list`), path to a spec .toml, or `all`")
-        q.add_argument("--preset", default="quick", help="quick | standard | paper (default: quick)")
+        q.add_argument(
+            "--preset", default="quick", help="quick | standard | paper | lease (the GPU studies; default: quick)"
+        )
         q.add_argument(
             "--target", default=None, help="target URI replacing the spec's default (emu://, pci://, file://)"
         )
@@ -66,6 +68,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                 "--busy-ok", action="store_true", help="take standard/paper records even when the host is busy"
             )
             q.add_argument("--no-progress", action="store_true", help="no progress bar")
+            q.add_argument(
+                "--isolate",
+                type=float,
+                default=None,
+                metavar="SECONDS",
+                help="each run in a process of its own with this time limit; a hang or crash gives a "
+                "failed-point record and the sweep goes on",
+            )
+            q.add_argument(
+                "--budget",
+                type=float,
+                default=None,
+                metavar="SECONDS",
+                help="with --isolate: start no run once less than one run's limit of this budget is left",
+            )
             q.add_argument(
                 "--scheduler", default=None, help="Dask scheduler address: spread runs over its workers (one per host)"
             )
@@ -95,6 +112,14 @@ def run(args: argparse.Namespace) -> int:
             sweeps = ", ".join(f"{k} ({len(v)})" for k, v in plan.sweeps.items())
             print(f"{spec.study}: {len(plan.runs)} runs; sweeps: {sweeps}")
         return 0
+    if args.budget is not None and args.isolate is None:
+        raise UsageError("--budget needs --isolate SECONDS")
+    for name in ("isolate", "budget"):
+        v = getattr(args, name)
+        if v is not None and not v > 0:
+            raise UsageError(f"--{name} must be > 0 seconds, got {v}")
+    if args.isolate is not None and args.scheduler:
+        raise UsageError("--isolate and --scheduler cannot be combined")
     if args.max_runs is not None and args.max_runs < 1:
         raise UsageError(f"--max-runs must be >= 1, got {args.max_runs}")
     runnable = []
@@ -133,6 +158,10 @@ def _run_one(spec, args: argparse.Namespace) -> None:
 
         client = Client(args.scheduler)
         executor = DaskExecutor(client, allow_host_changes=not args.no_host_changes)
+    elif args.isolate is not None:
+        from ..studies.isolate import IsolatedExecutor
+
+        executor = IsolatedExecutor(args.isolate, args.budget)
     try:
         rep = run_study(
             spec,
@@ -154,3 +183,5 @@ def _run_one(spec, args: argparse.Namespace) -> None:
         print(f"records: {path}")
     for label, why in rep.skipped:
         print(f"skipped: {label}: {why}")
+    for label, why in rep.failed:
+        print(f"failed: {label}: {why}")

@@ -112,6 +112,10 @@ def check_params(
     """Validate the parameters of run_cuda; ValueError names the first bad one."""
     if not isinstance(target, str) or not target.startswith(("gpu-emu://", "pci://", "emu://")):
         raise ValueError(f"target={target!r}: cuda-run drives gpu-emu://..., pci://... or emu://?mode=thread&...")
+    if target.startswith("emu://") and "mode=thread" not in target:  # as cuda_pci.cu, but before any CUDA call
+        raise ValueError(
+            f"target={target!r}: the CPU emulator needs mode=thread (a service thread polls the doorbells)"
+        )
     if rw not in PATTERNS:
         raise ValueError(f"rw={rw!r}: cuda-run patterns are {', '.join(PATTERNS)}")
     _int("iosize", iosize, LBA_SIZE, MAX_IOSIZE)

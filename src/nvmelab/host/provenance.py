@@ -47,7 +47,13 @@ NOT_CODE = ("data/results",)
 @functools.lru_cache(maxsize=4)
 def git_commit(where: Path | None = None) -> str | None:
     """HEAD of the repository this package (or `where`) lives in, "+dirty" when a tracked file
-    outside NOT_CODE has uncommitted changes; None outside git."""
+    outside NOT_CODE has uncommitted changes. An installed package (pip install ., a wheel) is
+    no checkout: it answers the commit captured when it was built (nvmelab._build_info, written
+    by src/bindings/build_info.cmake). None when neither is known."""
+    if where is None:
+        built = _built_commit()
+        if built is not None:
+            return built
     here = Path(where) if where is not None else Path(__file__).resolve().parent
     head = _run(["git", "rev-parse", "HEAD"], cwd=here)
     if not head:
@@ -56,6 +62,15 @@ def git_commit(where: Path | None = None) -> str | None:
     excludes = [f":(exclude,top){p}" for p in NOT_CODE] if top else []
     dirty = _run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)", *excludes], cwd=here)
     return head + ("+dirty" if dirty else "")
+
+
+def _built_commit() -> str | None:
+    """The commit an installed package was built from; None in a checkout (no _build_info)."""
+    try:
+        from .. import _build_info  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(_build_info, "GIT_COMMIT", None)
 
 
 @functools.lru_cache(maxsize=1)
@@ -86,7 +101,8 @@ def packages() -> dict[str, str]:
 
 @functools.lru_cache(maxsize=1)
 def gpu() -> dict | None:
-    """GPU names and driver version from nvidia-smi, None where there is no NVIDIA GPU."""
+    """GPU names, driver version and the CUDA version the driver supports, from nvidia-smi; None
+    where there is no NVIDIA GPU."""
     if not shutil.which("nvidia-smi"):
         return None
     out = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
@@ -98,7 +114,13 @@ def gpu() -> dict | None:
         if parts and parts[0]:
             names.append(parts[0])
             driver = parts[1] if len(parts) > 1 else driver
-    return {"names": names, "driver": driver} if names else None
+    if not names:
+        return None
+    cuda = None  # the CUDA version the driver supports ("CUDA Version : 13.0" in nvidia-smi --version)
+    for line in (_run(["nvidia-smi", "--version"]) or "").splitlines():
+        if line.lower().startswith("cuda version"):
+            cuda = line.split(":", 1)[1].strip()
+    return {"names": names, "driver": driver, "cuda": cuda}
 
 
 @functools.lru_cache(maxsize=1)

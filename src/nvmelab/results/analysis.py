@@ -6,7 +6,9 @@ Every number a notebook shows is computed here from records (ours under
 
 * :func:`to_frame` flattens records (dicts) into a pandas DataFrame.
 * :func:`aggregate` reduces repetitions to the arithmetic mean and the
-  **population** standard deviation (ddof=0), as the published pipeline does.
+  **population** standard deviation (ddof=0), as the published pipeline does; it refuses to
+  average records of two emulated targets in one configuration (:func:`check_one_target`;
+  :func:`split_targets` separates them).
 * :func:`roofline` is the maximum single-device result times the number of
   devices (the published method), or a given constant.
 * :func:`saturation` is the smallest x whose mean reaches
@@ -100,6 +102,8 @@ def aggregate(
 ) -> pd.DataFrame:
     """Mean and population std (ddof=0) of `metrics` over repetitions.
 
+    Records of different emulated targets in one configuration are refused (check_one_target).
+
     `by` defaults to the configuration columns present in `df`. The result has
     one row per configuration with ``<metric>_mean``, ``<metric>_std`` and ``n``
     (number of repetitions), sorted by `by`.
@@ -113,6 +117,7 @@ def aggregate(
     if df.empty:
         cols = by + [f"{m}_{s}" for m in metrics for s in ("mean", "std")] + ["n"]
         return pd.DataFrame(columns=cols)
+    check_one_target(df, by)
     g = df.groupby(by, dropna=False, sort=True)
     out = pd.DataFrame({"n": g.size()})
     for m in metrics:
@@ -121,6 +126,43 @@ def aggregate(
         out[f"{m}_mean"] = gm.mean()
         out[f"{m}_std"] = gm.std(ddof=0)
     return out.reset_index()
+
+
+def _target_sans_ndev(target: str) -> str:
+    """An emulated target without its device count (``ndev``), which the ``ndevs`` column carries."""
+    head, _, query = str(target).partition("?")
+    keep = [kv for kv in query.split("&") if kv and not kv.startswith("ndev=")]
+    return head + ("?" + "&".join(sorted(keep)) if keep else "")
+
+
+def check_one_target(df: pd.DataFrame, by: Sequence[str]) -> None:
+    """Refuse to average records of different emulated targets (another profile, or model overrides
+    such as a calibration A/B) in one configuration: ValueError naming them. Split first
+    (split_targets) or group by ``target``."""
+    if df.empty or "target" not in df.columns or "target" in by:
+        return
+    tgt = df["target"].astype(str)
+    emu = tgt.str.startswith(("emu://", "gpu-emu://"))
+    if not emu.any():
+        return
+    sub = df[emu]
+    norm = tgt[emu].map(_target_sans_ndev)
+    keys = [sub[c] for c in by] if by else [pd.Series(0, index=sub.index)]
+    counts = norm.groupby(keys, dropna=False).nunique()
+    if (counts > 1).any():
+        names = sorted(norm.unique())
+        raise ValueError(
+            f"records of {len(names)} emulated targets would be averaged together ({'; '.join(names)}): "
+            "select one target (analysis.split_targets) or group by 'target'"
+        )
+
+
+def split_targets(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The records of each target (device count aside: see check_one_target), in name order."""
+    if df.empty or "target" not in df.columns:
+        return {} if df.empty else {"": df}
+    norm = df["target"].astype(str).map(_target_sans_ndev)
+    return {t: df[norm == t] for t in sorted(norm.unique())}
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,10 @@ host's CPU use while the engine ran, in percent of one CPU like cpu_usage, so th
 host_cpu_usage - cpu_usage is what everything else on the host used (stress-ng included):
 the check that a record was taken on a quiet host.
 
+A failed point (nvmelab.studies.isolate: a run that hung, crashed or raised in its own process)
+is a record too, so that a resumed sweep does not repeat it: its parameters, iops/mibs 0, and
+failed = {kind, reason, seconds}. Analyses leave it out (nvmelab.studies.runner.load_results).
+
 Files are written atomically (temporary file in the same directory, fsync,
 rename), so an interrupted run never leaves a half-written record file.
 `append_records` rewrites a file with the new records added; readers never see a
@@ -181,6 +185,11 @@ def validate(rec: dict[str, Any], where: str = "record") -> dict[str, Any]:
     missing = [k for k in PROVENANCE_KEYS if k not in rec["provenance"]]
     if missing:
         raise RecordError(f"{where}: provenance lacks {', '.join(missing)}")
+    if rec.get("failed") is not None:
+        f = rec["failed"]
+        if not isinstance(f, dict) or not {"kind", "reason"} <= set(f):
+            raise RecordError(f"{where}: field 'failed' must be an object with kind and reason")
+        return rec  # a failed point measured nothing: no profile/scale was reported
     if rec["target"].startswith(("emu://", "gpu-emu://")):
         prov = rec["provenance"]
         if not prov.get("profile") or prov.get("scale") is None:

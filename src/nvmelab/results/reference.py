@@ -16,11 +16,13 @@ Key functions:
     seed004_parameterisations()  seed 004's A-D table (IOPS of the best configuration per siblings/stress)
     seed004_host_variables()     seed 004's powersave, turbo-off, SMT-off and userspace tables, with changes
     seed004_optimal() seed004_parameter_sets() seed004_statements() seed004_value(...)
-    data_root()          the repository's data/ folder
+    data_root()          the repository's data/ folder (or an installed package's copy of data/reference)
+    installed_data()     True when that is an installed package's copy
 
 Caveat: these files are published results, never ours; rows carry
 ``source == PUBLISHED`` so that figures can say which is which. The folder is
-found next to the package in a source checkout, or through ``NVMELAB_DATA``.
+found next to the package in a source checkout, in an installed package (which ships
+data/reference as nvmelab/data/reference), or through ``NVMELAB_DATA``.
 """
 
 from __future__ import annotations
@@ -50,18 +52,27 @@ _REP_RE = re.compile(r"-(\d+)\.out$")
 
 
 def data_root() -> Path:
-    """The data/ folder: $NVMELAB_DATA, else the one of the source checkout this package is in."""
+    """The data/ folder: $NVMELAB_DATA; else the source checkout's data/ (walking up from this
+    file); else, in an installed package (pip install ., a wheel), the copy of data/reference/ it
+    ships as nvmelab/data/reference (src/bindings/CMakeLists.txt). One clear error when none is found."""
     env = os.environ.get("NVMELAB_DATA")
     if env:
+        if not (Path(env) / "reference").is_dir():
+            raise FileNotFoundError(f"NVMELAB_DATA={env}: no reference/ folder in it (it must name a data/ folder)")
         return Path(env)
     here = Path(__file__).resolve()
     for parent in here.parents:
-        cand = parent / "data" / "reference"
-        if cand.is_dir():
+        if (parent / "data" / "reference").is_dir():
             return parent / "data"
     raise FileNotFoundError(
-        "data/reference/ not found next to the nvmelab package; set NVMELAB_DATA to the data folder"
+        f"data/reference/ not found: nvmelab at {here.parent.parent} is neither in a source checkout nor an "
+        "installed package that ships nvmelab/data/reference; set NVMELAB_DATA to a checkout's data folder"
     )
+
+
+def installed_data() -> bool:
+    """True when data_root() is the copy an installed package ships (no checkout: no data/results)."""
+    return data_root().resolve() == (Path(__file__).resolve().parent.parent / "data")
 
 
 def reference_dir() -> Path:

@@ -4,7 +4,8 @@
 `fake_run` has the signature of nvmelab.engines.perf.run and returns a valid record
 computed from a closed-form model (Little's law with per-device and per-core
 caps) plus deterministic noise. Records say ``tool="fake"`` and target
-``fake://``, so they can never be mistaken for measured data. Used by the
+``fake://``, so they can never be mistaken for measured data. The targets ``fake://hang``,
+``fake://crash`` and ``fake://error`` hang, abort the process, or raise OSError (isolation tests). Used by the
 tests of the sweep runner and the Dask executor only.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from typing import Any
 
@@ -20,6 +22,22 @@ FAKE_LATENCY_S = 80e-6
 FAKE_DEVICE_IOPS = 1_000_000.0
 FAKE_CORE_IOPS = 2_000_000.0
 FAKE_NOISE = 0.01
+
+
+def _hang() -> None:
+    time.sleep(3600)
+
+
+def _crash() -> None:
+    os.abort()
+
+
+def _error() -> None:
+    raise OSError(5, "fake I/O error")
+
+
+#: Targets that make fake_run misbehave, for the isolation tests: hang, die, or raise.
+FAILURES = {"fake://hang": _hang, "fake://crash": _crash, "fake://error": _error}
 
 
 def fake_iops(iosize: int, qdepth: int, nqueues: int, ndevs: int, ncpus: int) -> float:
@@ -47,6 +65,8 @@ def fake_run(
 ) -> dict[str, Any]:
     """One fake record (see the module docstring)."""
     ndevs = int(ndevs or 1)
+    if target in FAILURES:  # the isolation tests' misbehaving runs (studies/isolate.py)
+        FAILURES[target]()
     if sleep:
         time.sleep(sleep)
     h = hashlib.sha256(

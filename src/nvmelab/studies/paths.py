@@ -3,7 +3,8 @@
 
     host_id()                              $NVMELAB_HOST_ID or the hostname, as a folder name
     scratch_dir()                          where file:// and generated study targets live
-    default_results_root(preset)           data/results (quick: build/results)
+    default_results_root(preset)           $NVMELAB_RESULTS, else data/results (quick: build/results);
+                                           an installed package (no checkout) needs $NVMELAB_RESULTS
     results_path(root, study, host, preset) data/results/<study>/<host>/<preset>.jsonl
 
 Below both spec.py and runner.py (and the engines that need a scratch folder), so neither
@@ -47,9 +48,14 @@ def default_results_root(preset: str) -> Path:
     env = os.environ.get("NVMELAB_RESULTS")
     if env:
         return Path(env)
-    from ..results.reference import data_root
+    from ..results.reference import data_root, installed_data
 
     data = data_root()
+    if installed_data():  # never write records into site-packages
+        raise FileNotFoundError(
+            "nvmelab is installed as a package, not run from a source checkout: set NVMELAB_RESULTS to the "
+            "folder that receives the study records (<study>/<host>/<preset>.jsonl)"
+        )
     if preset == "quick":
         return data.parent / "build" / "results"
     return data / "results"

@@ -30,6 +30,9 @@ Behaviour:
   cannot be set is skipped and listed in the report; never mislabelled.
 * Progress: tqdm with an ETA; the expected duration is logged up front.
 * `executor` may be a DaskExecutor (distributed.py) to spread runs over hosts.
+* ``executor=isolate.IsolatedExecutor(timeout_s)``: each run in a process of its own under a time limit;
+  a run that hangs, crashes or raises gives a failed-point record (``failed``, counted in the report),
+  which load_results leaves out.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from ..host import cpus as _cpus
 from ..host.hostvars import HostControl, used_cpus
 from ..results import records as _records
 from .paths import default_results_root, host_id, results_path, scratch_dir  # noqa: F401 (re-exported)
-from .spec import ENGINES, PRESETS, Plan, Run, StudySpec, load_spec
+from .spec import ENGINES, OPTIONAL_PRESETS, PRESETS, Plan, Run, StudySpec, load_spec
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +105,9 @@ def set_aside(root: str | Path, study: str, preset: str) -> Path | None:
 def preset_name(preset: str | None = None) -> str:
     """The preset: the argument, else $NVMELAB_PRESET, else standard; an unknown name is an error."""
     name = preset or os.environ.get("NVMELAB_PRESET") or DEFAULT_PRESET
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r} (NVMELAB_PRESET); choose one of {', '.join(PRESETS)}")
+    if name not in PRESETS + OPTIONAL_PRESETS:
+        names = ", ".join(PRESETS + OPTIONAL_PRESETS)
+        raise ValueError(f"unknown preset {name!r} (NVMELAB_PRESET); choose one of {names}")
     return name
 
 
@@ -240,6 +244,8 @@ class SweepReport:
     notes: list[str] = field(default_factory=list)
     paths: set[Path] = field(default_factory=set)
     interrupted: bool = False
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (run label, why): failed-point records
+    not_started: int = 0  # runs left when an isolated sweep's time budget was used (a rerun resumes them)
 
     def could_not_set(self) -> list[str]:
         """The distinct host values that could not be set (from skipped runs)."""
@@ -256,6 +262,10 @@ class SweepReport:
             f"{self.study}/{self.preset}: {self.planned} runs planned, {self.already_done} already recorded, "
             f"{self.ran} run now, {len(self.skipped)} skipped"
         )
+        if self.failed:
+            s += f", {len(self.failed)} failed (failed-point records)"
+        if self.not_started:
+            s += f", {self.not_started} not started (time budget used; run again to resume)"
         if self.interrupted:
             s += " (interrupted)"
         if self.skipped:
@@ -291,12 +301,14 @@ def run_study(
     progress: bool = True,
     allow_host_changes: bool = True,
     max_runs: int | None = None,
+    select: Callable[[Run], bool] | None = None,
 ) -> SweepReport:
     """Run (or resume) a study's preset; returns a SweepReport.
 
     `target` replaces the spec's default target URI. `run_fn` replaces the
     engine (signature of nvmelab.engines.perf.run, returning one record). `max_runs`
-    stops after that many new runs (for tests and partial sweeps).
+    stops after that many new runs (for tests and partial sweeps). `select` keeps only the runs
+    of the plan it returns true for (a part of a grid, e.g. a lease's calibration points).
     """
     spec = study if isinstance(study, StudySpec) else load_spec(study)
     plan: Plan = spec.plan(preset, target=target)
@@ -305,8 +317,9 @@ def run_study(
         run_fn = resolve_engine(spec.engine)
     executor = executor or LocalExecutor(allow_host_changes)
     done = done_keys(executor.done_paths(root, spec.study, preset))
-    pending = [r for r in plan.runs if r.key not in done]
-    rep = SweepReport(spec.study, preset, root, len(plan.runs), len(plan.runs) - len(pending))
+    runs = [r for r in plan.runs if select(r)] if select is not None else plan.runs
+    pending = [r for r in runs if r.key not in done]
+    rep = SweepReport(spec.study, preset, root, len(runs), len(runs) - len(pending))
     if max_runs is not None:
         pending = pending[:max_runs]
     per_run = sum(float(r.params.get("runtime", 0) or 0) + float(r.params.get("warmup", 0) or 0) for r in pending)
@@ -334,6 +347,10 @@ def run_study(
                 rep.paths.add(path)
                 rep.records.append(out.record)
                 rep.ran += 1
+                if out.record.get("failed"):
+                    rep.failed.append(
+                        (out.run.label(), f"{out.record['failed']['kind']}: {out.record['failed']['reason']}")
+                    )
             bar.update(1)
             bar.set_postfix_str(out.run.label()[:60], refresh=False)
     except KeyboardInterrupt:
@@ -343,12 +360,14 @@ def run_study(
     finally:
         bar.close()
         _engine_cleanup(spec.engine)
+        rep.not_started = int(getattr(executor, "left", 0))
     log.info(rep.summary())
     return rep
 
 
 def load_results(study: str, preset: str | None = None, root: str | Path | None = None) -> pd.DataFrame:
-    """Our records of `study` (all hosts; one preset or all) as a DataFrame (analysis.to_frame)."""
+    """Our records of `study` (all hosts; one preset or all) as a DataFrame (analysis.to_frame).
+    Failed-point records (isolate.py: a run that hung, crashed or raised) are left out."""
     from ..results.analysis import to_frame
 
     root = Path(root) if root is not None else default_results_root(preset or "standard")
@@ -357,11 +376,16 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
         return to_frame([])
     pattern = f"*/{preset}.jsonl" if preset else "*/*.jsonl"
     files = sorted(p for p in base.glob(pattern) if not p.name.startswith(".tmp-"))
-    recs = []
+    recs, failed = [], 0
     for f in files:
         for rec in _records.iter_records(f, check=True):
+            if rec.get("failed"):
+                failed += 1
+                continue
             rec["results_host"] = f.parent.name  # the folder it is filed under
             recs.append(rec)
+    if failed:
+        log.info("%s: %d failed-point records left out (runs that hung, crashed or raised)", study, failed)
     return to_frame(recs)
 
 

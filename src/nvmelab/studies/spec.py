@@ -62,6 +62,9 @@ SETTINGS = ("repetitions",)
 KNOWN = set(ENGINE_PARAMS) | set(HOST_VARS)
 #: Presets every spec defines.
 PRESETS = ("quick", "standard", "paper")
+#: Presets only some specs define: ``lease``, the device-initiated grids sized to fit a GPU lease
+#: (env/gpu-lease.sh; nvmelab.studies.lease holds the plan and its time budget).
+OPTIONAL_PRESETS = ("lease",)
 #: Repetitions per configuration unless a spec says otherwise (as published).
 DEFAULT_REPETITIONS = 5
 

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * gpuq_standin.h — the CPU stand-in of the cuda-run engine, for a host without a GPU: the GPU's lock-step
+ * rounds (nvme/gpuq_ctrl.h nvme_gpuq_cpu_round: the SQE, PRP and CID code the CUDA kernel compiles, from
+ * nvme/cuda/nvme_gpuq.h) driven by one CPU thread over `nqueues` queue pairs of every controller of a
+ * target, random LBAs, for a fixed time. It lets the GPU lease plan be rehearsed where there is no GPU
+ * (make rehearse-gpu-host): same study points, same records, same isolation; NOT a measurement of a GPU.
+ *
+ * Key function: gpuq_standin_run() — warm-up, then `runtime_s` of rounds; fills the result.
+ *
+ * Caveats: one thread drives every queue in turn and a round ends before the next one starts, so the
+ * rate is this CPU's, never the device model's. Reads only (writes are refused: the stand-in has no use
+ * for them), into one shared host buffer of qdepth x iosize (GPUQ_STANDIN_MAX_BUF_BYTES at most); PRP
+ * lists for commands of more than two pages live in a second DMA buffer, one page per command.
+ * Errors: negative errno with err set (-EINVAL a bad parameter or a queue deeper than the controller
+ * allows, -ENOMEM, -ETIMEDOUT/-EPROTO from a round: the pair is then destroyed with timed_out set).
+ */
+#ifndef NVMELAB_ENGINE_GPUQ_STANDIN_H
+#define NVMELAB_ENGINE_GPUQ_STANDIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvme/nvme.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUQ_STANDIN_MAX_QUEUES    64u                    /* queue pairs per controller */
+#define GPUQ_STANDIN_MAX_QDEPTH    1024u                  /* commands per round (as cuda-run) */
+#define GPUQ_STANDIN_MAX_BUF_BYTES (64ull << 20)          /* qdepth x iosize */
+#define GPUQ_STANDIN_TIMEOUT_NS    (2ull * 1000000000ull) /* deadline of every completion */
+
+struct gpuq_standin_cfg {
+    uint32_t nqueues;         /* pairs per controller, 1..GPUQ_STANDIN_MAX_QUEUES */
+    uint32_t qdepth;          /* commands per round, 1..GPUQ_STANDIN_MAX_QDEPTH */
+    uint32_t iosize;          /* bytes per command, a multiple of the LBA size */
+    double runtime_s;         /* measured window */
+    double warmup_s;          /* rounds before the window, not counted */
+    uint64_t seed;            /* LBA generator */
+    const volatile int *stop; /* optional: set non-zero to end early (Ctrl-C) */
+};
+
+struct gpuq_standin_result {
+    uint64_t ios;          /* commands completed in the window */
+    uint64_t rounds;       /* rounds in the window */
+    uint64_t errors;       /* commands with a non-zero NVMe status in the window */
+    uint16_t first_status; /* the first such status (SCT/SC without phase), 0 when none */
+    double window_s;       /* length of the window */
+};
+
+int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *cfg, struct gpuq_standin_result *res,
+                     char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVMELAB_ENGINE_GPUQ_STANDIN_H */

@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Each run of a sweep in a process of its own, under a time limit: a hang or a crash costs that run only.
+
+    IsolatedExecutor(timeout_s, budget_s=None)   an executor for runner.run_study(executor=...)
+                                                 (nvmelab study run --isolate SECONDS [--budget SECONDS])
+    failed_record(run, kind, reason, seconds)    the record of a run that gave none (kept out of figures)
+    python -m nvmelab.studies.isolate REQ OUT    the child: one run from REQ (JSON), its Outcome to OUT
+
+Why: a device-initiated run can hang the GPU's queues; after a watchdog timeout the process that
+hung may block in its next CUDA call (cudaFree), and one exception used to end a whole sweep. Here
+the parent never touches the engine: each run is a fresh interpreter (``python -m
+nvmelab.studies.isolate``) that calls runner.execute_run exactly as the in-process executor does and
+writes its Outcome as JSON. The parent waits at most ``timeout_s``; then it ends the child's whole
+process group (SIGTERM, SIGKILL after ``KILL_GRACE_S``) and moves on without waiting for a child
+that cannot die (a process stuck in the driver).
+
+A run that produced no record gives a *failed-point record* instead: every field of the schema
+taken from the run's parameters, ``iops``/``mibs`` 0, and ``failed = {kind, reason, seconds}``
+(kind: ``timeout``, ``crash`` = the child died, ``error`` = the engine raised something other than
+the ValueError of a refused parameter, which stays a skip as in the runner). The runner appends it
+like any record, so the sweep resumes past it (a hang is not retried on resume: move the file aside
+to retry), and runner.load_results leaves it out of what the notebooks and figures see.
+
+``budget_s``: no run starts when less than ``timeout_s`` of the budget is left; ``left`` then says
+how many runs of the plan were not started (a later call resumes them).
+
+Caveats: the engine function must be a module-level function (it is named, not pickled); host
+variables are applied in the child, so a killed child cannot restore them: the default is
+``allow_host_changes=False`` (runs asking for another governor/turbo/SMT are skipped, as in the runner).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ..results import records as _records
+from .paths import host_id, results_path
+from .spec import Run
+
+log = logging.getLogger(__name__)
+
+#: Seconds between SIGTERM and SIGKILL for a child past its time limit, and then the most the parent
+#: waits for it to go before leaving it behind.
+KILL_GRACE_S = 5.0
+#: Kinds of failed points.
+FAILED_KINDS = ("timeout", "crash", "error")
+
+
+def _fn_name(fn: Any) -> str:
+    """'module:function' of a module-level function, checked to import back to the same object."""
+    mod, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not mod or "." in name or "<" in name:
+        raise ValueError(f"isolated runs need a module-level engine function, got {fn!r}")
+    if getattr(importlib.import_module(mod), name, None) is not fn:
+        raise ValueError(f"isolated runs: {mod}.{name} does not import back to the engine function")
+    return f"{mod}:{name}"
+
+
+def _resolve(name: str) -> Any:
+    mod, fn = name.split(":", 1)
+    return getattr(importlib.import_module(mod), fn)
+
+
+def failed_record(run: Run, kind: str, reason: str, seconds: float) -> dict[str, Any]:
+    """A valid record of a run that produced none: the run's parameters, no rate, and why."""
+    if kind not in FAILED_KINDS:
+        raise ValueError(f"failed point kind {kind!r}: one of {', '.join(FAILED_KINDS)}")
+    from ..host import provenance
+
+    p = run.params
+    target = str(p.get("target", ""))
+    profile = (parse_qs(urlsplit(target).query).get("profile") or [None])[0]
+    rec = _records.engine_record(
+        study=run.study,
+        tool=f"nvmelab-{run.engine}",
+        target=target,
+        backend=f"nvmelab-{run.engine}",
+        rw=str(p.get("rw", "randread")),
+        iosize=int(p.get("iosize", 1) or 1),
+        qdepth=int(p.get("qdepth", 1) or 1),
+        nqueues=int(p.get("nqueues", 1) or 1),
+        ndevs=int(p.get("ndevs", 1) or 1),
+        ncpus=int(p.get("ncpus", 1) or 1),
+        runtime_s=0.0,
+        iops=0.0,
+        mibs=0.0,
+        repetition=run.repetition,
+        provenance=provenance.capture({"profile": profile, "scale": None, "devices": p.get("ndevs")}),
+    )
+    rec.update(
+        run_key=run.key,
+        preset=run.preset,
+        sweeps=list(run.sweeps),
+        failed={"kind": kind, "reason": reason[-2000:], "seconds": round(seconds, 3)},
+    )
+    _records.validate(rec, f"failed-point record of {run.label()}")
+    return rec
+
+
+@dataclasses.dataclass
+class IsolatedExecutor:
+    """Runs each run in a child process with a time limit (see the module docstring)."""
+
+    timeout_s: float
+    budget_s: float | None = None
+    allow_host_changes: bool = False
+    left: int = 0
+    failed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s={self.timeout_s}: must be > 0 seconds")
+        if self.budget_s is not None and not self.budget_s > 0:
+            raise ValueError(f"budget_s={self.budget_s}: must be > 0 seconds")
+
+    def done_paths(self, root: Path, study: str, preset: str) -> list[Path]:
+        return [results_path(root, study, host_id(), preset)]
+
+    def execute(self, runs: list[Run], run_fn: Any, file_mib: int) -> Iterator[Any]:
+        from .runner import Outcome
+
+        fn = _fn_name(run_fn)
+        end = None if self.budget_s is None else time.monotonic() + self.budget_s
+        for i, run in enumerate(runs):
+            if end is not None and end - time.monotonic() < self.timeout_s:
+                self.left = len(runs) - i
+                log.warning(
+                    "time budget of %.0f s used: %d runs not started (run again to resume)", self.budget_s, self.left
+                )
+                return
+            t0 = time.monotonic()
+            outcome = self._one(run, fn, file_mib)
+            if outcome is None:
+                continue
+            kind, reason, data = outcome
+            if kind is None:
+                yield Outcome(run, data["record"], data["skipped"], data["notes"], host_id(), data["seconds"])
+            else:
+                seconds = time.monotonic() - t0
+                self.failed.append((run.label(), f"{kind}: {reason}"))
+                log.error("run %s failed (%s after %.1f s): %s", run.label(), kind, seconds, reason)
+                yield Outcome(run, failed_record(run, kind, reason, seconds), None, [], host_id(), seconds)
+
+    def _one(self, run: Run, fn: str, file_mib: int) -> tuple[str | None, str, dict] | None:
+        with tempfile.TemporaryDirectory(prefix="nvmelab-isolate-") as tmp:
+            req, out = Path(tmp) / "run.json", Path(tmp) / "outcome.json"
+            req.write_text(
+                json.dumps(
+                    {
+                        "run": dataclasses.asdict(run),
+                        "run_fn": fn,
+                        "file_mib": file_mib,
+                        "allow_host_changes": self.allow_host_changes,
+                    }
+                )
+            )
+            child = subprocess.Popen(
+                [sys.executable, "-m", "nvmelab.studies.isolate", str(req), str(out)], start_new_session=True
+            )
+            try:
+                rc = child.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                _end(child)
+                return "timeout", f"no result within {self.timeout_s:g} s (process group ended)", {}
+            except KeyboardInterrupt:
+                _end(child)
+                raise
+            if out.exists():
+                data = json.loads(out.read_text())
+                if data.get("error"):
+                    return "error", data["error"], {}
+                return None, "", data
+            how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
+            return "crash", f"the run's process ended with {how} and no result", {}
+
+
+def _end(child: subprocess.Popen) -> None:
+    """SIGTERM the child's process group, SIGKILL after KILL_GRACE_S; never wait for it longer."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            child.wait(timeout=KILL_GRACE_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    log.error("process %d did not end after SIGKILL (stuck in the kernel?): left behind", child.pid)
+
+
+def child_main(req_path: str, out_path: str) -> int:
+    """The child: run one run with runner.execute_run; write {record, skipped, notes, seconds} or {error}."""
+    from ..host.hostvars import HostControl
+    from .runner import execute_run
+
+    req = json.loads(Path(req_path).read_text())
+    r = req["run"]
+    run = Run(r["study"], r["preset"], r["params"], r["repetition"], tuple(r["sweeps"]), r["engine"])
+    host = HostControl(allow_changes=bool(req["allow_host_changes"]))
+    try:
+        out = execute_run(run, _resolve(req["run_fn"]), host, file_mib=int(req["file_mib"]))
+        data = {"record": out.record, "skipped": out.skipped, "notes": out.notes, "seconds": out.seconds}
+    except Exception as exc:  # noqa: BLE001 - any failure of the run is this point's failure, reported
+        data = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        host.close()
+    tmp = Path(out_path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, default=str))
+    tmp.replace(out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    raise SystemExit(child_main(*sys.argv[1:3]))

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Isolated runs (nvmelab.studies.isolate): each run in its own process with a time limit; a hang,
+a crash or an error costs that run only, gives a failed-point record, and stays out of the analysis."""
+
+from __future__ import annotations
+
+import pytest
+
+from nvmelab.results import records
+from nvmelab.studies import load_results, load_spec, run_study
+from nvmelab.studies.fake import fake_run
+from nvmelab.studies.isolate import IsolatedExecutor
+
+LIMIT_S = 15
+
+SPEC = """
+study = "t_iso"
+engine = "cpu"
+target = "fake://dev"
+[fixed]
+rw = "randread"
+iosize = 512
+ncpus = 1
+ndevs = 1
+qdepth = 4
+runtime = 0.01
+warmup = 0.0
+[presets.quick]
+repetitions = 1
+[[presets.quick.sweeps]]
+name = "grid"
+target = ["fake://dev", "fake://hang", "fake://crash", "fake://error", "fake://other"]
+[presets.standard]
+repetitions = 1
+[[presets.standard.sweeps]]
+name = "grid"
+qdepth = [1, 2, 4]
+[presets.paper]
+[[presets.paper.sweeps]]
+name = "grid"
+qdepth = [1]
+"""
+
+
+@pytest.fixture
+def spec(tmp_path):
+    p = tmp_path / "t_iso.toml"
+    p.write_text(SPEC)
+    return load_spec(p)
+
+
+@pytest.mark.slow
+def test_a_hang_a_crash_and_an_error_cost_their_point_only(spec, tmp_path):
+    # the limit leaves a loaded 2-core host time to start an interpreter; the hang costs that much
+    rep = run_study(
+        spec, "quick", run_fn=fake_run, results_root=tmp_path, progress=False, executor=IsolatedExecutor(LIMIT_S)
+    )
+    assert rep.ran == 5
+    assert sorted(why.split(":")[0] for _, why in rep.failed) == ["crash", "error", "timeout"], rep.failed
+    recs = records.load_records(tmp_path / "t_iso")
+    assert len(recs) == 5
+    by_target = {r["target"]: r for r in recs}
+    assert by_target["fake://hang"]["failed"]["kind"] == "timeout"
+    assert "SIGABRT" in by_target["fake://crash"]["failed"]["reason"]
+    assert "OSError" in by_target["fake://error"]["failed"]["reason"]
+    for t in ("fake://dev", "fake://other"):
+        assert "failed" not in by_target[t] and by_target[t]["iops"] > 0
+    for r in recs:
+        records.validate(r)
+        assert r["run_key"] and r["preset"] == "quick"
+    # the analysis sees the two good points only; a rerun repeats none of the five
+    df = load_results("t_iso", "quick", root=tmp_path)
+    assert sorted(df["target"]) == ["fake://dev", "fake://other"]
+    again = run_study(
+        spec, "quick", run_fn=fake_run, results_root=tmp_path, progress=False, executor=IsolatedExecutor(LIMIT_S)
+    )
+    assert again.ran == 0 and again.already_done == 5
+
+
+def test_budget_stops_starting_runs_and_a_rerun_resumes(spec, tmp_path):
+    ex = IsolatedExecutor(30, budget_s=29)
+    rep = run_study(spec, "standard", run_fn=fake_run, results_root=tmp_path, progress=False, executor=ex)
+    assert rep.ran == 0 and rep.not_started == 3 and "not started" in rep.summary()
+    rep = run_study(
+        spec, "standard", run_fn=fake_run, results_root=tmp_path, progress=False, executor=IsolatedExecutor(30)
+    )
+    assert rep.ran == 3 and not rep.failed
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="timeout_s"):
+        IsolatedExecutor(0)
+    with pytest.raises(ValueError, match="module-level"):
+        list(IsolatedExecutor(1).execute([object()], lambda **kw: {}, 1))  # type: ignore[list-item]
