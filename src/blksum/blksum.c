@@ -336,22 +336,9 @@ static int plan_chunk(struct blksum_job *j, struct plan *p, uint64_t off, struct
         return 0;
     }
     if (src->sparse && (!p->known || off >= p->region_end)) {
-        off_t d = lseek(src->fd, (off_t)off, SEEK_DATA);
-        if (d < 0 && errno != ENXIO)
-            return -errno;
-        if (d < 0 || (uint64_t)d >= size) {
-            p->region_hole = true;
-            p->region_end = size;
-        } else if ((uint64_t)d > off) {
-            p->region_hole = true;
-            p->region_end = (uint64_t)d;
-        } else {
-            off_t h = lseek(src->fd, (off_t)off, SEEK_HOLE);
-            if (h < 0)
-                return -errno;
-            p->region_hole = false;
-            p->region_end = (uint64_t)h > size ? size : (uint64_t)h;
-        }
+        int rc = blksum_source_region(src, off, &p->region_end, &p->region_hole);
+        if (rc < 0)
+            return rc;
         p->known = true;
     }
     if (src->sparse && p->region_hole) {
