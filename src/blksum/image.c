@@ -2,14 +2,14 @@
 /* image.c — pick the reader for a name (image.h): an NBD URI, an engine URI, a qcow2 file (direct
  * reader or qemu-nbd), or the raw bytes of a file, block device or pipe; and the NBD parts' stand-ins
  * when libnbd was not found at configure time. */
+#include "blksum/image.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include "blksum/image.h"
 
 #define QCOW2_MAGIC_BYTES 4u
 
@@ -27,8 +27,8 @@ int blksum_mode_parse(const char *name, enum blksum_mode *out)
 
 bool blksum_is_nbd_uri(const char *name)
 {
-    static const char *const schemes[] = {"nbd://", "nbds://", "nbd+unix://", "nbds+unix://", "nbd+vsock://",
-                                          "nbds+vsock://"};
+    static const char *const schemes[] = {"nbd://",       "nbds://",      "nbd+unix://",
+                                          "nbds+unix://", "nbd+vsock://", "nbds+vsock://"};
     for (unsigned i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
         if (strncmp(name, schemes[i], strlen(schemes[i])) == 0)
             return true;

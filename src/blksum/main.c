@@ -77,10 +77,20 @@ static long long parse_size(const char *s)
         return -1;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10, end++; break;
-    case 'm': case 'M': shift = 20, end++; break;
-    case 'g': case 'G': shift = 30, end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        shift = 10, end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20, end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30, end++;
+        break;
+    default:
+        break;
     }
     if (shift && (!strcmp(end, "iB") || !strcmp(end, "B")))
         end += strlen(end);
@@ -115,14 +125,18 @@ static void show_progress(uint64_t done, uint64_t total)
 int main(int argc, char *argv[])
 {
     static const struct option longopts[] = {
-        {"help", no_argument, 0, 'h'},         {"list-digests", no_argument, 0, 'l'},
-        {"digest", required_argument, 0, 'd'}, {"progress", no_argument, 0, 'p'},
-        {"cache", no_argument, 0, 'c'},        {"threads", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},
+        {"list-digests", no_argument, 0, 'l'},
+        {"digest", required_argument, 0, 'd'},
+        {"progress", no_argument, 0, 'p'},
+        {"cache", no_argument, 0, 'c'},
+        {"threads", required_argument, 0, 't'},
         {"queue-depth", required_argument, 0, OPT_QUEUE_DEPTH},
         {"read-size", required_argument, 0, OPT_READ_SIZE},
         {"block-size", required_argument, 0, OPT_BLOCK_SIZE},
         {"mode", required_argument, 0, OPT_MODE},
-        {"io", required_argument, 0, OPT_IO},  {0, 0, 0, 0},
+        {"io", required_argument, 0, OPT_IO},
+        {0, 0, 0, 0},
     };
     struct blksum_opts o;
     enum blksum_mode mode = BLKSUM_MODE_AUTO;
@@ -136,14 +150,27 @@ int main(int argc, char *argv[])
         if (c == -1)
             break;
         switch (c) {
-        case 'h': usage(stdout, 0); break;
-        case 'l': blksum_list_digests(print_digest_name, NULL); return 0;
-        case 'd': o.digest = optarg; break;
-        case 'p': progress = isatty(STDERR_FILENO); break;
-        case 'c': break; /* nvmelab always reads through the page cache (see src/README.md) */
-        case 't': o.threads = (int)parse_range(optname, optarg, 1, BLKSUM_MAX_THREADS); break;
+        case 'h':
+            usage(stdout, 0);
+            break;
+        case 'l':
+            blksum_list_digests(print_digest_name, NULL);
+            return 0;
+        case 'd':
+            o.digest = optarg;
+            break;
+        case 'p':
+            progress = isatty(STDERR_FILENO);
+            break;
+        case 'c':
+            break; /* nvmelab always reads through the page cache (see src/README.md) */
+        case 't':
+            o.threads = (int)parse_range(optname, optarg, 1, BLKSUM_MAX_THREADS);
+            break;
         case 'q':
-        case OPT_QUEUE_DEPTH: o.queue_depth = (int)parse_range(optname, optarg, 1, BLKSUM_MAX_QUEUE_DEPTH); break;
+        case OPT_QUEUE_DEPTH:
+            o.queue_depth = (int)parse_range(optname, optarg, 1, BLKSUM_MAX_QUEUE_DEPTH);
+            break;
         case OPT_READ_SIZE:
             o.read_size = (size_t)parse_range(optname, optarg, BLKSUM_BLOCK_SIZE, BLKSUM_MAX_READ_SIZE);
             break;
@@ -160,8 +187,11 @@ int main(int argc, char *argv[])
                 fail("Invalid value for option %s: '%s' (psync or io_uring)", optname, optarg);
             o.io = strcmp(optarg, "psync") ? BLKSUM_IO_IO_URING : BLKSUM_IO_PSYNC;
             break;
-        case ':': fail("Option %s requires an argument", optname); break;
-        default: fail("Invalid option: %s", optname);
+        case ':':
+            fail("Option %s requires an argument", optname);
+            break;
+        default:
+            fail("Invalid option: %s", optname);
         }
     }
     if (o.read_size % BLKSUM_BLOCK_SIZE)

@@ -7,11 +7,18 @@
  * soon as the connection stands (nothing is left behind even if blksum is killed); qemu-nbd runs
  * without --persistent, so it ends when the connection closes, and gets SIGTERM if blksum dies first
  * (PR_SET_PDEATHSIG).
+ *
+ * libnbd is loaded with dlopen() when an NBD source is first opened, not linked: it pulls in GnuTLS,
+ * libxml2 and ICU (about 4 MiB of resident memory), which a checksum of a plain file must not pay
+ * for. Its header gives the types; the functions are called through one table (nbd_lib), so the code
+ * below reads as plain libnbd calls.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libnbd.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +39,67 @@
 #define NBD_WAIT_STEP_NS      10000000L
 #define NBD_DEFAULT_MAX_BYTES (32u << 20) /* NBD's customary largest request when the server names none */
 #define NBD_PID_DIGITS        20
+
+/* ---------------------------------------------------------------- libnbd, loaded at first use */
+
+#define NBD_SONAME "libnbd.so.0"
+#define NBD_FUNCS(X)                                                                                                   \
+    X(nbd_create)                                                                                                      \
+    X(nbd_close) X(nbd_get_errno) X(nbd_get_error) X(nbd_add_meta_context) X(nbd_connect_uri) X(nbd_connect_unix)      \
+        X(nbd_get_size) X(nbd_get_block_size) X(nbd_can_meta_context) X(nbd_block_status) X(nbd_aio_pread) X(nbd_poll) \
+            X(nbd_shutdown)
+
+static struct {
+#define NBD_MEMBER(f) __typeof__(&f) f;
+    NBD_FUNCS(NBD_MEMBER)
+#undef NBD_MEMBER
+} nbd_lib;
+static pthread_once_t nbd_lib_once = PTHREAD_ONCE_INIT;
+static char nbd_lib_err[PERF_ERRLEN];
+
+static void nbd_lib_load(void)
+{
+    void *h = dlopen(NBD_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(nbd_lib_err, sizeof(nbd_lib_err), "cannot load %s (install libnbd0): %s", NBD_SONAME, dlerror());
+        return;
+    }
+#define NBD_RESOLVE(f)                                                                                                 \
+    if (!(*(void **)&nbd_lib.f = dlsym(h, #f))) {                                                                      \
+        snprintf(nbd_lib_err, sizeof(nbd_lib_err), "%s has no %s (libnbd too old)", NBD_SONAME, #f);                   \
+        return;                                                                                                        \
+    }
+    NBD_FUNCS(NBD_RESOLVE)
+#undef NBD_RESOLVE
+    /* the handle stays loaded for the life of the process */
+}
+
+/* 0 when libnbd is loaded; else -ENOTSUP with the reason in err. */
+static int nbd_lib_ready(const char *name, char *err, size_t errlen)
+{
+    pthread_once(&nbd_lib_once, nbd_lib_load);
+    if (!nbd_lib_err[0])
+        return 0;
+    snprintf(err, errlen, "%s: %s", name, nbd_lib_err);
+    return -ENOTSUP;
+}
+
+/* From here on the libnbd names call through the table. */
+#define NBD_CALL(f)          nbd_lib.f
+#define nbd_create           NBD_CALL(nbd_create)
+#define nbd_close            NBD_CALL(nbd_close)
+#define nbd_get_errno        NBD_CALL(nbd_get_errno)
+#define nbd_get_error        NBD_CALL(nbd_get_error)
+#define nbd_add_meta_context NBD_CALL(nbd_add_meta_context)
+#define nbd_connect_uri      NBD_CALL(nbd_connect_uri)
+#define nbd_connect_unix     NBD_CALL(nbd_connect_unix)
+#define nbd_get_size         NBD_CALL(nbd_get_size)
+#define nbd_get_block_size   NBD_CALL(nbd_get_block_size)
+#define nbd_can_meta_context NBD_CALL(nbd_can_meta_context)
+#define nbd_block_status     NBD_CALL(nbd_block_status)
+#define nbd_aio_pread        NBD_CALL(nbd_aio_pread)
+#define nbd_poll             NBD_CALL(nbd_poll)
+#define nbd_shutdown         NBD_CALL(nbd_shutdown)
 
 struct nbd_extent {
     uint64_t end;
@@ -350,11 +418,14 @@ static struct nbd_src *new_handle(char *err, size_t errlen)
 
 int blksum_nbd_connect(struct blksum_source *src, const char *uri, char *err, size_t errlen)
 {
+    int rc = nbd_lib_ready(uri, err, errlen);
+    if (rc < 0)
+        return rc;
     struct nbd_src *n = new_handle(err, errlen);
     if (!n)
         return -ENOMEM;
     if (nbd_connect_uri(n->h, uri) < 0) {
-        int rc = nbd_errno();
+        rc = nbd_errno();
         snprintf(err, errlen, "%s: %s", uri, nbd_get_error());
         nbd_destroy(n);
         return rc;
@@ -404,7 +475,9 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
     char prog[4096], dir[] = "/tmp/nvmelab-blksum-XXXXXX", fmtarg[64];
     char pidvar[sizeof("LISTEN_PID=") + NBD_PID_DIGITS] = "LISTEN_PID=";
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    int rc = 0, sock = -1;
+    int rc = nbd_lib_ready(path, err, errlen), sock = -1;
+    if (rc < 0)
+        return rc;
     if (find_program("qemu-nbd", prog, sizeof(prog)) < 0) {
         snprintf(err, errlen, "%s: qemu-nbd not found on PATH (install qemu-utils), needed to serve the image", path);
         return -ENOENT;
@@ -459,8 +532,8 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
             if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
                 snprintf(err, errlen, "%s: cannot run %s", path, prog);
             else
-                snprintf(err, errlen, "%s: qemu-nbd could not serve it as %s (exit status %d, its message above)",
-                         path, format, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+                snprintf(err, errlen, "%s: qemu-nbd could not serve it as %s (exit status %d, its message above)", path,
+                         format, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         } else {
             snprintf(err, errlen, "%s: connecting to qemu-nbd failed", path);
         }

@@ -40,9 +40,9 @@
 #define QF_EXTENDED_L2   (1ull << 4)
 #define QF_KNOWN         (QF_DIRTY | QF_CORRUPT | QF_EXTERNAL_DATA | QF_COMPRESSION | QF_EXTENDED_L2)
 /* Table entries */
-#define QE_OFFSET_MASK 0x00fffffffffffe00ull /* bits 9-55 */
-#define QE_COMPRESSED  (1ull << 62)
-#define QE_ZERO        1ull
+#define QE_OFFSET_MASK         0x00fffffffffffe00ull /* bits 9-55 */
+#define QE_COMPRESSED          (1ull << 62)
+#define QE_ZERO                1ull
 #define QCOW2_MIN_CLUSTER_BITS 9
 #define QCOW2_MAX_CLUSTER_BITS 21
 #define QCOW2_ENTRY_BYTES      8u
@@ -171,8 +171,8 @@ static int load_l2(struct qcow2 *q, uint64_t l2off, uint64_t first, uint64_t n, 
                    char *err, size_t errlen)
 {
     if (l2off % q->cluster_size || l2off + q->cluster_size > q->file_size) {
-        snprintf(err, errlen, "%s: the L2 table at host offset %" PRIu64 " lies %s (truncated or corrupt image)",
-                 name, l2off, l2off % q->cluster_size ? "off a cluster boundary" : "past the end of the file");
+        snprintf(err, errlen, "%s: the L2 table at host offset %" PRIu64 " lies %s (truncated or corrupt image)", name,
+                 l2off, l2off % q->cluster_size ? "off a cluster boundary" : "past the end of the file");
         return -EINVAL;
     }
     int rc = pread_full(q->fd, tab, (size_t)q->cluster_size, l2off);
@@ -219,9 +219,11 @@ static int load_tables(struct qcow2 *q, const unsigned char *h, const char *name
                  l1_size, need, q->size);
         return -EINVAL;
     }
-    if (need && (l1_off % QCOW2_ENTRY_BYTES || l1_off > q->file_size || need * QCOW2_ENTRY_BYTES > q->file_size - l1_off)) {
-        snprintf(err, errlen, "%s: the L1 table at host offset %" PRIu64 " lies past the end of the file (truncated image)",
-                 name, l1_off);
+    if (need &&
+        (l1_off % QCOW2_ENTRY_BYTES || l1_off > q->file_size || need * QCOW2_ENTRY_BYTES > q->file_size - l1_off)) {
+        snprintf(err, errlen,
+                 "%s: the L1 table at host offset %" PRIu64 " lies past the end of the file (truncated image)", name,
+                 l1_off);
         return -EINVAL;
     }
     q->cl = calloc(q->nclusters ? q->nclusters : 1, sizeof(*q->cl));
@@ -437,10 +439,8 @@ int blksum_qcow2_open(struct blksum_source *src, int fd, const char *name, char 
     t->ndevs = 1;
     t->flags = PERF_TGT_BLOCKING | PERF_TGT_SYNC;
     snprintf(t->backend, sizeof(t->backend), "qcow2");
-    t->dev[0] = (struct perf_dev_info){.lba_size = 1,
-                                       .nlbas = q->size,
-                                       .max_qdepth = QCOW2_MAX_QDEPTH,
-                                       .max_io_bytes = BLKSUM_MAX_READ_SIZE};
+    t->dev[0] = (struct perf_dev_info){
+        .lba_size = 1, .nlbas = q->size, .max_qdepth = QCOW2_MAX_QDEPTH, .max_io_bytes = BLKSUM_MAX_READ_SIZE};
     src->target = t;
     src->dev = 0;
     src->kind = "qcow2";
