@@ -479,7 +479,7 @@ static void reader_run(struct blksum_job *j)
                         off += done[i]->len;
                     }
                     j->bytes_read += done[i]->filled;
-                    if (done[i]->len == 0) {
+                    if (done[i]->len == 0 || !j->md) { /* "null": nothing to hash, no hand-off */
                         done[i]->state = SLOT_DONE;
                         combine_locked(j);
                     } else {

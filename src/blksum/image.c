@@ -106,7 +106,11 @@ int blksum_source_open_image(struct blksum_source *src, const char *name, enum b
 }
 
 #ifndef NVMELAB_HAVE_NBD
+#ifdef NVMELAB_NBD_WHY
+#define NO_NBD_WHY NVMELAB_NBD_WHY /* the configure step's reason (src/blksum/CMakeLists.txt) */
+#else
 #define NO_NBD_WHY "libnbd was not found at configure time (install libnbd-dev and pkg-config, then rebuild)"
+#endif
 
 bool blksum_have_nbd(const char **why)
 {
