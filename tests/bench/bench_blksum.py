@@ -9,8 +9,8 @@ starts itself (`nvmelab-blksum --mode nbd`, the original's NBD build). Both are 
 (start included), in interleaved rounds (A B, then B A), the image in the page cache; digests must agree.
 Per configuration: every round's wall time, the medians, the ratio ours/original, and whether the goal
 is met (<= 1.0 everywhere, <= 0.67 at the defaults) or by how much it is missed. Also start-up (a 64 KiB
-file, median of 15 interleaved runs) and peak memory (ru_maxrss from wait4, what /usr/bin/time -v
-prints) at the same threads and queue depth.
+file, median of 15 interleaved runs) and peak memory (/usr/bin/time's maximum resident set size) at the
+same threads and queue depth.
 
 The original: BLKSUM_ORIGINAL (an NBD build, or any blksum) and BLKSUM_ORIGINAL_PREAD (a -Dnbd=disabled
 build), else build/original/{nbd,pread}/bin/blksum, else built there from BLKHASH_SRC (a blkhash source
@@ -84,12 +84,16 @@ def _run(argv: list[str]) -> tuple[float, str]:
     return dt, out.decode().strip()
 
 
-def _peak_rss_kib(argv: list[str]) -> int:
-    pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
-    _, status, ru = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({os.waitstatus_to_exitcode(status)})")
-    return int(ru.ru_maxrss)
+def _peak_rss_kib(argv: list[str]) -> int | None:
+    """Peak resident set of one run in KiB, as /usr/bin/time -v reports it (its %M); None without GNU
+    time. (Not os.wait4 from here: a child spawned by this large Python process inherits its peak.)"""
+    gnu_time = shutil.which("time", path="/usr/bin:/bin")
+    if gnu_time is None:
+        return None
+    p = subprocess.run([gnu_time, "-f", "%M", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({p.returncode}): {p.stderr.strip()[:300]}")
+    return int(p.stderr.strip().splitlines()[-1])
 
 
 def _args(digest: str, threads: int | None, qd: int | None) -> list[str]:
@@ -191,7 +195,7 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         from .blksum_profile import profile
 
         # where the CPU time goes (perf), also kept on its own for the chapter's methods section
-        result["profile"] = profile(ours, imgs["dense"], nbd_ok)
+        result["profile"] = profile(ours, imgs["dense"], nbd_ok, imgs["sparse"])
         (outdir / "blksum_profile.json").write_text(json.dumps(result["profile"], indent=2) + "\n")
     judged = [c for c in result["configs"] if "ratio" in c]
     result["summary"] = {
@@ -227,6 +231,8 @@ def _memory(ours: str, orig: dict, imgs: dict, nbd_ok: bool) -> list[dict[str, A
             a = _args("sha256", t, q) + [str(imgs["dense"])]
             row = {"mode": mode, "threads": t, "queue_depth": q}
             row["ours_kib"] = _peak_rss_kib([ours, *(["--mode", "nbd"] if mode == "nbd" else []), *a])
+            if row["ours_kib"] is None:
+                return [{"skipped": "GNU time (/usr/bin/time, Debian package time) not found"}]
             if theirs:
                 row["original_kib"] = _peak_rss_kib([theirs, *a])
                 row["ratio"] = row["ours_kib"] / row["original_kib"]

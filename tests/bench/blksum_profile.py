@@ -24,7 +24,11 @@ PERF_FREQ = 2000
 CATEGORIES: list[tuple[str, Any]] = [
     ("NBD server (qemu-nbd)", lambda c, d, s: c.startswith("qemu-nbd") or c.startswith("qemu")),
     ("hash (OpenSSL)", lambda c, d, s: "libcrypto" in d),
-    ("zero detection", lambda c, d, s: d.startswith("nvmelab-blksum") and s in ("hash_chunk", "is_zero")),
+    # the hash threads' own loop: is_zero() and hash_chunk() are inlined into worker_main
+    (
+        "zero detection (hash threads' own code)",
+        lambda c, d, s: d.startswith("nvmelab-blksum") and s in ("hash_chunk", "is_zero", "worker_main"),
+    ),
     (
         "copies into the buffers",
         lambda c, d, s: re.search(r"copy_to_iter|copy_user|copyout|rep_movs|memcpy|skb_copy", s) is not None,
@@ -83,9 +87,9 @@ def profile_run(argv: list[str]) -> dict[str, Any]:
     return {"argv": argv, "shares_pct": categorise(rep)}
 
 
-def profile(ours: str, dense: Path, nbd: bool) -> dict[str, Any]:
+def profile(ours: str, dense: Path, nbd: bool, sparse: Path | None = None) -> dict[str, Any]:
     """The split for dense-image runs (file mode; NBD mode when nbd): sha256 and null, one hash thread
-    and two, queue depth 16."""
+    and two, queue depth 16; and sha256 on the sparse image (written zeros: zero detection) when given."""
     if shutil.which("perf") is None:
         return {"skipped": "perf not on PATH (linux-perf)"}
     runs = []
@@ -95,9 +99,13 @@ def profile(ours: str, dense: Path, nbd: bool) -> dict[str, Any]:
                 argv = [ours, *(["--mode", "nbd"] if mode == "nbd" else []), "-d", digest, "-t", str(threads)]
                 argv += ["--queue-depth", "16", str(dense)]
                 r = profile_run(argv)
-                r.update(mode=mode, digest=digest, threads=threads, queue_depth=16)
+                r.update(image="dense", mode=mode, digest=digest, threads=threads, queue_depth=16)
                 runs.append(r)
-    return {"perf_freq_hz": PERF_FREQ, "image_bytes": dense.stat().st_size, "runs": runs}
+    if sparse is not None:
+        r = profile_run([ours, "-d", "sha256", "-t", "1", "--queue-depth", "16", str(sparse)])
+        r.update(image="sparse", mode="file", digest="sha256", threads=1, queue_depth=16)
+        runs.append(r)
+    return {"perf_freq_hz": PERF_FREQ, "image_bytes": dense.stat().st_size, "host": os.uname().nodename, "runs": runs}
 
 
 if __name__ == "__main__":
@@ -108,9 +116,11 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="blksum-profile-", dir=os.environ.get("NVMELAB_SCRATCH")) as tmp:
         img = Path(tmp) / "dense.raw"
         blksum.make_image(img, 256 << 20, pattern=(("d", 64),))
-        subprocess.run(["cat", str(img)], stdout=subprocess.DEVNULL, check=True)
+        sparse = Path(tmp) / "sparse.raw"
+        blksum.make_image(sparse, 256 << 20)
+        subprocess.run(["cat", str(img), str(sparse)], stdout=subprocess.DEVNULL, check=True)
         ok, _ = blksum.have_nbd()
-        res = profile(blksum.native_command(), img, ok and shutil.which("qemu-nbd") is not None)
+        res = profile(blksum.native_command(), img, ok and shutil.which("qemu-nbd") is not None, sparse)
     text = json.dumps(res, indent=2)
     if len(sys.argv) > 1:
         Path(sys.argv[1]).write_text(text + "\n")

@@ -668,3 +668,38 @@ def study_cleanup() -> None:
         path.unlink(missing_ok=True)
     _IMAGES.clear()
     _DIGESTS.clear()
+
+
+# --------------------------------------------------------------------------- profile
+# Where the CPU time of nvmelab-blksum goes: tests/bench/blksum_profile.py (make bench) writes
+# data/results/bench/<host>/blksum_profile.json; the chapter's methods section reads it here.
+
+
+def profile_path(host: str) -> Path | None:
+    """The committed blksum profile of host, else None."""
+    from ..results.reference import data_root
+
+    p = data_root() / "results" / "bench" / host / "blksum_profile.json"
+    return p if p.is_file() else None
+
+
+def load_profile(path: str | os.PathLike):
+    """A profile as a long table: image, mode, digest, threads, part, pct (share of CPU samples)."""
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for run_ in json.loads(Path(path).read_text())["runs"]:
+        for part, pct in run_["shares_pct"].items():
+            rows.append(
+                {
+                    "image": run_.get("image", "dense"),
+                    "mode": run_["mode"],
+                    "digest": run_["digest"],
+                    "threads": run_["threads"],
+                    "part": part,
+                    "pct": float(pct),
+                }
+            )
+    return pd.DataFrame(rows)
