@@ -43,11 +43,12 @@
 /* ---------------------------------------------------------------- libnbd, loaded at first use */
 
 #define NBD_SONAME "libnbd.so.0"
-#define NBD_FUNCS(X)                                                                                                   \
-    X(nbd_create)                                                                                                      \
-    X(nbd_close) X(nbd_get_errno) X(nbd_get_error) X(nbd_add_meta_context) X(nbd_connect_uri) X(nbd_connect_unix)      \
-        X(nbd_get_size) X(nbd_get_block_size) X(nbd_can_meta_context) X(nbd_block_status) X(nbd_aio_pread) X(nbd_poll) \
-            X(nbd_shutdown)
+/* clang-format off */
+#define NBD_FUNCS(X)                                                                                       \
+    X(nbd_create) X(nbd_close) X(nbd_get_errno) X(nbd_get_error) X(nbd_add_meta_context)                   \
+    X(nbd_connect_uri) X(nbd_connect_unix) X(nbd_get_size) X(nbd_get_block_size) X(nbd_can_meta_context)    \
+    X(nbd_block_status) X(nbd_aio_pread) X(nbd_poll) X(nbd_shutdown)
+/* clang-format on */
 
 static struct {
 #define NBD_MEMBER(f) __typeof__(&f) f;
