@@ -487,11 +487,16 @@ def _nbd_server(image: Path) -> str:
         raise ValueError("NBD mode needs qemu-nbd (Debian qemu-utils; make test-nbd installs it)")
     d = Path(tempfile.mkdtemp(prefix="nvmelab-nbd-"))
     sock = d / "nbd.sock"
+    if not _SERVERS:
+        import atexit
+
+        atexit.register(_stop_servers)  # a sweep that ends without study_cleanup (Ctrl-C, an error)
     proc = subprocess.Popen(
         [exe, "--read-only", "--persistent", "--shared=0", "--format=raw", "--cache=writeback", "-k", str(sock), key],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=_die_with_parent,
     )
     deadline = time.monotonic() + NBD_START_S
     while not sock.exists():
@@ -505,6 +510,15 @@ def _nbd_server(image: Path) -> str:
     _SERVERS[key] = (proc, d, uri)
     log.info("blksum study: qemu-nbd (pid %d) serves %s at %s", proc.pid, image, uri)
     return uri
+
+
+def _die_with_parent() -> None:
+    """In the qemu-nbd child before exec: SIGTERM when this process dies (even by SIGKILL)."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 def _stop_servers() -> None:
