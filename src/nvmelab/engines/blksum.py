@@ -535,10 +535,21 @@ def _stop_servers() -> None:
     _SERVERS.clear()
 
 
-def original_blksum() -> str | None:
-    """The original blkhash `blksum` on PATH, or None."""
+def original_blksum(mode: str = "file") -> str | None:
+    """The original blkhash `blksum` for a read mode, or None: for "file" its pread build
+    (BLKSUM_ORIGINAL_PREAD, else build/original/pread/bin/blksum: a -Dnbd=disabled build reads the
+    file itself, as the seed's "NBD disabled" tables did), for "nbd" its NBD build (BLKSUM_ORIGINAL,
+    else build/original/nbd/bin/blksum), else a `blksum` on PATH (tests/bench/build_original.sh
+    makes both builds from a blkhash source tree)."""
     import shutil
 
+    from ..results.reference import data_root
+
+    env = os.environ.get("BLKSUM_ORIGINAL_PREAD" if mode == "file" else "BLKSUM_ORIGINAL")
+    built = data_root().parent / "build" / "original" / ("pread" if mode == "file" else "nbd") / "bin" / "blksum"
+    for p in (env, built):
+        if p and os.path.isfile(p) and os.access(p, os.X_OK):
+            return str(p)
     return shutil.which("blksum")
 
 
@@ -605,9 +616,11 @@ def study_run(
         raise ValueError("io_uring is not available on this host")
     if tool not in (TOOL, ORIGINAL_TOOL):
         raise ValueError(f"tool must be {TOOL!r} or {ORIGINAL_TOOL!r}, got {tool!r}")
-    exe = original_blksum() if tool == ORIGINAL_TOOL else None
+    exe = original_blksum(mode) if tool == ORIGINAL_TOOL else None
     if tool == ORIGINAL_TOOL and exe is None:
-        raise ValueError("the original blkhash blksum is not on PATH")
+        raise ValueError(
+            "the original blkhash blksum is not on PATH nor built in build/original (tests/bench/build_original.sh)"
+        )
     if mode not in STUDY_MODES:
         raise ValueError(f"mode must be one of {', '.join(STUDY_MODES)}, got {mode!r}")
     if mode == "nbd":
@@ -634,6 +647,10 @@ def study_run(
         u1, s1 = _cpu_times(resource.RUSAGE_CHILDREN)
         if p.returncode != 0:
             raise RuntimeError(f"{exe} failed ({p.returncode}): {p.stderr.strip()[:200]}")
+        words = p.stdout.split()
+        hexdigest = words[0] if len(words) == 2 else ""
+        if _DIGESTS.setdefault((desc["image_bytes"], digest), hexdigest) != hexdigest:
+            raise RuntimeError(f"the original's {digest} digest of {image} ({mode} mode) differs from nvmelab's")
         size = desc["image_bytes"]
         rec = engine_record(
             study=study,
@@ -653,6 +670,7 @@ def study_run(
         rec.update(
             {
                 "digest": digest,
+                "hexdigest": hexdigest,
                 "timing": "whole process",
                 "executable": exe,
                 "user_s": u1 - u0,
