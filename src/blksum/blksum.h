@@ -19,11 +19,13 @@
  * reader; io_uring, up to Q reads submitted at once; a URI target, e.g. the user-space NVMe
  * driver), hash
  * threads compute the block hashes of completed chunks, and the finished chunks are fed
- * into the outer hash strictly in order. Memory is bounded by Q chunks.
+ * into the outer hash strictly in order. Memory is bounded by Q chunks. An image of at most one
+ * chunk is read and hashed on the calling thread (no threads: an instant start).
  *
  * Key functions:
  *   blksum_source_open()   a file, block device or pipe ("-" = stdin)
  *   blksum_source_open_uri() an engine target (emu://, pci://, file://, blk://)
+ *   (image.h: qcow2 files, NBD exports and qemu-nbd served images, with an allocation map)
  *   blksum_start()         start a job (own threads); blksum_wait()/blksum_progress()
  *                          let a caller poll (e.g. to serve Ctrl-C), blksum_cancel()
  *                          stops it promptly, blksum_finish() joins and reports
