@@ -122,14 +122,14 @@ bool blksum_have_nbd(const char **why)
 int blksum_nbd_connect(struct blksum_source *src, const char *uri, char *err, size_t errlen)
 {
     (void)src;
-    snprintf(err, errlen, "%s: this build cannot read NBD: %s", uri, NO_NBD_WHY);
+    snprintf(err, errlen, "%s: this build cannot read NBD (no libnbd): %s", uri, NO_NBD_WHY);
     return -ENOTSUP;
 }
 
 int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
 {
     (void)src, (void)format;
-    snprintf(err, errlen, "%s: this build cannot read through qemu-nbd: %s", path, NO_NBD_WHY);
+    snprintf(err, errlen, "%s: this build cannot read through qemu-nbd (no libnbd): %s", path, NO_NBD_WHY);
     return -ENOTSUP;
 }
 #endif
