@@ -29,7 +29,7 @@ PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 
 help:
 	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
-	@echo "     test-browser | test-gpu | wheelhouse | records [STUDY=all RECORDS_PRESET=standard RECORDS_ARGS=--replace] | clean"
+	@echo "     test-browser | test-nbd | test-gpu | wheelhouse | records [STUDY=all RECORDS_PRESET=standard RECORDS_ARGS=--replace] | clean"
 	@echo "     gpu-lease STEP=0|1|2|3 [OUT=DIR] | rehearse-gpu-host [OUT=DIR]"
 
 # --- system prerequisites (env/prereqs.sh): checked first, in well under a second ---
@@ -47,6 +47,8 @@ check-bench:
 	@$(PREREQS) --install bench
 check-records:
 	@$(PREREQS) --install records
+check-nbd:
+	@$(PREREQS) --install nbd
 check-gpu:
 	@$(PREREQS) gpu
 
@@ -100,6 +102,11 @@ test-sanitize: check-sanitize env
 # QEMU_ARGS=--short: the quick subset of each leg (what .ci/run runs)
 test-qemu: check-qemu build
 	bash env/qemu/run.sh $(QEMU_ARGS)
+
+# blksum's NBD and qemu legs (qemu-utils, libnbd-dev installed first; the build then finds libnbd):
+# the tests that `make test` skips for want of them, here made to fail instead
+test-nbd: check-nbd build
+	NVMELAB_NO_SKIP=nbd $(PY) -m pytest -q -p no:cacheprovider -rs tests/test_blksum_native.py
 
 # GPU tests (a CUDA GPU host; see README): skipped with a reason in `make test` elsewhere
 test-gpu: check-gpu build

@@ -10,14 +10,16 @@
 #   qemu      the host tools of env/qemu/run.sh (QEMU, busybox-static, cpio, kmod, xz, static libc)
 #             and apt package lists (the guest kernel is fetched with apt-get download)
 #   browser   chromium, for the book's page check (tests/book)
-#   bench     fio and valgrind (callgrind), for make bench
+#   nbd       qemu-utils (qemu-nbd, qemu-img), libnbd's headers and pkg-config: blksum's NBD and qcow2
+#             legs (make test-nbd; the build finds libnbd when it is there, and leaves NBD out when not)
+#   bench     nbd, plus fio and valgrind (callgrind), and meson for building the original blksum
 #   records   stress-ng, for make records (the host-variable sweeps stress the CPUs a run leaves idle)
 #   gpu       build, plus nvcc and a CUDA GPU the NVIDIA driver can see (make test-gpu, bench-gpu);
 #             never installed from here (the CUDA toolkit and driver come from NVIDIA)
 #
 # Without --install a missing part stops here with one line per part and the exact Debian package,
 # then the command that installs them (exit 1). With --install (the extra legs: qemu, browser,
-# bench, records), root on a machine with apt-get installs the missing packages first and checks again.
+# bench, records, nbd), root on a machine with apt-get installs the missing packages first and checks again.
 # `make env`, `make build`, `make book` and `make test` never install system packages.
 # Environment: PYTHON (default python3), VENV (default .venv; the venv check is skipped once it exists).
 set -uo pipefail
@@ -30,7 +32,7 @@ for a in "$@"; do
     case "$a" in
         --install) INSTALL=1 ;;
         -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
-        env|build|sanitize|qemu|browser|bench|records|gpu) LEGS+=("$a") ;;
+        env|build|sanitize|qemu|browser|bench|records|gpu|nbd) LEGS+=("$a") ;;
         *) echo "prereqs.sh: unknown leg '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -115,7 +117,17 @@ check_browser() {
     have chromium || have chromium-browser || have google-chrome || need "chromium (headless page check)" chromium
 }
 
+check_nbd() {
+    have qemu-nbd || need "qemu-nbd (blksum --mode nbd, the NBD study mode)" qemu-utils
+    have qemu-img || need "qemu-img (qcow2 images for blksum's tests)" qemu-utils
+    have pkg-config || need "pkg-config (to find libnbd)" pkg-config
+    { have pkg-config && pkg-config --exists libnbd; } || need "libnbd's headers (blksum's NBD reader)" libnbd-dev
+}
+
 check_bench() {
+    check_nbd
+    have meson || need "meson (builds the original blksum from BLKHASH_SRC)" meson
+    have ninja || need "ninja (builds the original blksum)" ninja-build
     have fio || need "fio (the kernel-path comparison)" fio
     { have valgrind && have callgrind_annotate; } || need "valgrind with callgrind_annotate (driver hot path)" valgrind
 }

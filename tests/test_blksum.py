@@ -341,8 +341,9 @@ def test_study_engine_refuses_bad_targets():
 
 
 def test_committed_records_resume_under_the_spec():
-    """data/results/blksum_qdepth/vm/standard.jsonl carries the runner's keys (migrated once): every
-    run of nvmelab blksum is done; only the original tool's runs are pending."""
+    """data/results/blksum_qdepth/vm/standard.jsonl carries the runner's keys: every file-mode run of
+    nvmelab blksum is done (the NBD mode axis left their keys as they were); only the original tool's
+    runs and the NBD-mode runs (added with the mode axis) are pending."""
     from nvmelab.results.reference import data_root
     from nvmelab.studies import load_spec
     from nvmelab.studies.runner import done_keys
@@ -351,4 +352,4 @@ def test_committed_records_resume_under_the_spec():
     done = done_keys([data_root() / "results" / "blksum_qdepth" / "vm" / "standard.jsonl"])
     pending = [r for r in plan.runs if r.key not in done]
     assert done <= {r.key for r in plan.runs}
-    assert pending and all(r.params["tool"] == blksum.ORIGINAL_TOOL for r in pending)
+    assert pending and all(r.params["tool"] == blksum.ORIGINAL_TOOL or r.params.get("mode") == "nbd" for r in pending)

@@ -13,7 +13,7 @@ import pytest
 import nvmelab
 from nvmelab.engines import perf
 
-PARTS = {"cuda", "io_uring", "blksum"}
+PARTS = {"cuda", "io_uring", "blksum", "nbd"}
 
 
 def test_every_optional_part_has_a_state_and_a_reason():

@@ -14,6 +14,7 @@
 #ifdef NVMELAB_HAVE_BLKSUM
 extern "C" {
 #include "blksum/blksum.h"
+#include "blksum/image.h"
 }
 #endif
 
@@ -174,6 +175,65 @@ void bind_blksum(py::module_ &m)
         py::arg("io") = "psync", py::arg("progress") = py::none(),
         "blkhash digest of a file, block device or pipe ('-' = stdin); returns a dict with the hex digest and "
         "timing. progress(done_bytes, total_bytes) is called about every 100 ms.");
+
+    m.def(
+        "blksum_image",
+        [](const std::string &name, const std::string &mode, const std::string &digest, int threads, int queue_depth,
+           size_t read_size, const std::string &io, py::object progress) {
+            blksum_opts o;
+            blksum_opts_init(&o);
+            o.digest = digest.c_str();
+            o.threads = threads;
+            o.queue_depth = queue_depth;
+            o.read_size = read_size;
+            o.io = parse_io(io);
+            enum blksum_mode m;
+            char msg[512];
+            if (blksum_mode_parse(mode.c_str(), &m) < 0)
+                throw py::value_error("mode must be auto, file, nbd or qcow2, got '" + mode + "'");
+            int rc = blksum_opts_check(&o, msg, sizeof(msg));
+            if (rc < 0)
+                throw py::value_error(msg);
+            blksum_source src;
+            msg[0] = '\0';
+            {
+                py::gil_scoped_release nogil;
+                rc = blksum_source_open_image(&src, name.c_str(), m, msg, sizeof(msg));
+            }
+            if (rc < 0) {
+                if (rc == -ENOENT && !msg[0])
+                    blksum_raise(rc, name);
+                throw py::value_error(std::string(msg[0] ? msg : blksum_strerror(rc)));
+            }
+            if (src.target)
+                o.io = BLKSUM_IO_TARGET;
+            auto close = [&]() {
+                py::gil_scoped_release nogil; /* stops a qemu-nbd blksum started */
+                blksum_source_close(&src);
+            };
+            try {
+                py::dict d = run_job(src, o, name, progress);
+                d["source"] = std::string(src.kind);
+                close();
+                return d;
+            } catch (...) {
+                close();
+                throw;
+            }
+        },
+        py::arg("name"), py::arg("mode") = "auto", py::arg("digest") = BLKSUM_DEFAULT_DIGEST, py::arg("threads"),
+        py::arg("queue_depth") = BLKSUM_DEFAULT_QUEUE_DEPTH, py::arg("read_size") = BLKSUM_DEFAULT_READ_SIZE,
+        py::arg("io") = "psync", py::arg("progress") = py::none(),
+        "blkhash digest of an image by mode (src/blksum/image.h): 'auto' reads an NBD URI with libnbd, a qcow2 "
+        "file with the direct reader, anything else raw; 'nbd' serves a file with qemu-nbd; 'qcow2'; 'file'.");
+    m.def(
+        "blksum_have_nbd",
+        [] {
+            const char *why = nullptr;
+            bool ok = blksum_have_nbd(&why);
+            return py::make_tuple(ok, std::string(why ? why : ""));
+        },
+        "(available, reason): whether this build reads NBD (libnbd at configure time).");
 
     m.def(
         "blksum_uri",

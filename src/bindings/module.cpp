@@ -40,6 +40,14 @@ PYBIND11_MODULE(_native, m)
 #else
             d["blksum"] = false;
 #endif
+#ifdef NVMELAB_HAVE_NBD
+            d["nbd"] = true;
+#else
+            d["nbd"] = false;
+#endif
+#ifdef NVMELAB_NBD_WHY
+            d["nbd_reason"] = std::string(NVMELAB_NBD_WHY); /* from src/blksum/CMakeLists.txt */
+#endif
 #if defined(__SANITIZE_ADDRESS__)
             d["sanitizers"] = true;
 #else
@@ -48,5 +56,5 @@ PYBIND11_MODULE(_native, m)
             d["compiler"] = std::string(__VERSION__);
             return d;
         },
-        "What was compiled into this build (CUDA, io_uring, blksum, compiler).");
+        "What was compiled into this build (CUDA, io_uring, blksum, NBD, compiler).");
 }

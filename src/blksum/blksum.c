@@ -97,6 +97,7 @@ struct blksum_job {
     pthread_t *workers;
     int nworkers;
     bool reader_started;
+    bool inline_run; /* an image of one chunk at most: read and hashed on the calling thread */
     struct timespec t0;
     double elapsed_s;
     struct blksum_result res;
@@ -336,22 +337,9 @@ static int plan_chunk(struct blksum_job *j, struct plan *p, uint64_t off, struct
         return 0;
     }
     if (src->sparse && (!p->known || off >= p->region_end)) {
-        off_t d = lseek(src->fd, (off_t)off, SEEK_DATA);
-        if (d < 0 && errno != ENXIO)
-            return -errno;
-        if (d < 0 || (uint64_t)d >= size) {
-            p->region_hole = true;
-            p->region_end = size;
-        } else if ((uint64_t)d > off) {
-            p->region_hole = true;
-            p->region_end = (uint64_t)d;
-        } else {
-            off_t h = lseek(src->fd, (off_t)off, SEEK_HOLE);
-            if (h < 0)
-                return -errno;
-            p->region_hole = false;
-            p->region_end = (uint64_t)h > size ? size : (uint64_t)h;
-        }
+        int rc = blksum_source_region(src, off, &p->region_end, &p->region_hole);
+        if (rc < 0)
+            return rc;
         p->known = true;
     }
     if (src->sparse && p->region_hole) {
@@ -492,7 +480,14 @@ static void reader_run(struct blksum_job *j)
                         off += done[i]->len;
                     }
                     j->bytes_read += done[i]->filled;
-                    if (done[i]->len == 0) {
+                    if (j->inline_run && j->md && done[i]->len) {
+                        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+                        int hrc = ctx ? hash_chunk(j, done[i], ctx) : -ENOMEM;
+                        EVP_MD_CTX_free(ctx);
+                        if (hrc < 0)
+                            set_err(j, hrc);
+                    }
+                    if (done[i]->len == 0 || !j->md || j->inline_run) { /* nothing to hand off */
                         done[i]->state = SLOT_DONE;
                         combine_locked(j);
                     } else {
@@ -701,6 +696,14 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
     }
 
     clock_gettime(CLOCK_MONOTONIC, &j->t0);
+    /* At most one chunk of image (a small file): read and hash it here, with no thread to start and
+     * no hand-off to wait for; the job has ended when blksum_start returns. */
+    j->inline_run = src->seekable && j->size <= o->read_size && o->io != BLKSUM_IO_TARGET;
+    if (j->inline_run) {
+        reader_main(j);
+        *out = j;
+        return 0;
+    }
     for (int i = 0; i < o->threads; i++) {
         rc = -pthread_create(&j->workers[i], NULL, worker_main, j);
         if (rc < 0) {

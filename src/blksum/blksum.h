@@ -19,11 +19,13 @@
  * reader; io_uring, up to Q reads submitted at once; a URI target, e.g. the user-space NVMe
  * driver), hash
  * threads compute the block hashes of completed chunks, and the finished chunks are fed
- * into the outer hash strictly in order. Memory is bounded by Q chunks.
+ * into the outer hash strictly in order. Memory is bounded by Q chunks. An image of at most one
+ * chunk is read and hashed on the calling thread (no threads: an instant start).
  *
  * Key functions:
  *   blksum_source_open()   a file, block device or pipe ("-" = stdin)
  *   blksum_source_open_uri() an engine target (emu://, pci://, file://, blk://)
+ *   (image.h: qcow2 files, NBD exports and qemu-nbd served images, with an allocation map)
  *   blksum_start()         start a job (own threads); blksum_wait()/blksum_progress()
  *                          let a caller poll (e.g. to serve Ctrl-C), blksum_cancel()
  *                          stops it promptly, blksum_finish() joins and reports
@@ -85,6 +87,11 @@ struct blksum_source {
     const char *kind;           /* "file", "block", "pipe", "target" */
     struct perf_target *target; /* a target source (io = BLKSUM_IO_TARGET): device dev of it */
     uint32_t dev;
+    /* Allocation map of a target source (NBD block status, qcow2 L2 tables; image.h), NULL when
+     * none (a descriptor source uses SEEK_DATA/SEEK_HOLE): the region holding off ends at *end and
+     * reads as zeros when *zero. Called from the reader thread only. 0 or -errno. */
+    int (*map)(void *ctx, uint64_t off, uint64_t *end, bool *zero);
+    void *map_ctx;
 };
 
 struct blksum_opts {
@@ -120,6 +127,9 @@ int blksum_source_open(struct blksum_source *src, const char *path);
 /** Wrap an already open fd (not closed by blksum_source_close). */
 int blksum_source_from_fd(struct blksum_source *src, int fd);
 void blksum_source_close(struct blksum_source *src);
+/** The region holding off (< src->size) of a sparse source: it ends at *end (<= size) and reads as
+ * zeros when *zero. Through src->map, else SEEK_DATA/SEEK_HOLE. 0 or -errno. */
+int blksum_source_region(const struct blksum_source *src, uint64_t off, uint64_t *end, bool *zero);
 
 /** Start a job; the source must outlive it. Returns 0 or -errno. */
 int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, struct blksum_job **out);

@@ -101,6 +101,29 @@ int blksum_source_open_uri(struct blksum_source *src, const char *uri, uint32_t 
     return 0;
 }
 
+int blksum_source_region(const struct blksum_source *src, uint64_t off, uint64_t *end, bool *zero)
+{
+    if (src->map)
+        return src->map(src->map_ctx, off, end, zero);
+    off_t d = lseek(src->fd, (off_t)off, SEEK_DATA);
+    if (d < 0 && errno != ENXIO)
+        return -errno;
+    if (d < 0 || (uint64_t)d >= src->size) {
+        *zero = true;
+        *end = src->size;
+    } else if ((uint64_t)d > off) {
+        *zero = true;
+        *end = (uint64_t)d;
+    } else {
+        off_t h = lseek(src->fd, (off_t)off, SEEK_HOLE);
+        if (h < 0)
+            return -errno;
+        *zero = false;
+        *end = (uint64_t)h > src->size ? src->size : (uint64_t)h;
+    }
+    return 0;
+}
+
 const char *blksum_source_describe(const struct blksum_source *src)
 {
     return src->target ? src->target->describe : "";

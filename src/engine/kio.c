@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -178,6 +179,21 @@ int kio_blk_check(const char *path, int want_write, int allow_write, char *err, 
  * its completion, so exactly one command is ever at the device. The perf engine
  * asks for qdepth=1 (dev.max_qdepth); blksum keeps Q slots so that the hash threads
  * work on earlier chunks while the next one is read. */
+/* A channel's I/O buffers: anonymous pages, page-aligned and zero-filled by the kernel when first
+ * touched, so a channel costs resident memory only for the slots it uses (a short file read with
+ * queue depth 16 touches one). NULL when the mapping fails. */
+static unsigned char *bufs_alloc(size_t total)
+{
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void bufs_free(unsigned char *p, size_t total)
+{
+    if (p)
+        munmap(p, total);
+}
+
 struct psync_cpl {
     uint32_t slot;
     int status;
@@ -205,14 +221,13 @@ static int psync_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
     size_t total = (size_t)qdepth * iosize;
     c->xfer = calloc(qdepth, sizeof(*c->xfer));
     c->cpl = calloc(qdepth, sizeof(*c->cpl));
-    if (!c->xfer || !c->cpl || posix_memalign((void **)&c->bufs, KIO_BUF_ALIGN, total)) {
+    if (!c->xfer || !c->cpl || !(c->bufs = bufs_alloc(total))) {
         free(c->xfer);
         free(c->cpl);
         free(c);
         snprintf(err, errlen, "psync: cannot allocate %zu bytes of buffers", total);
         return -ENOMEM;
     }
-    memset(c->bufs, 0, total);
     c->fd = ctx->fd;
     c->stream = ctx->stream;
     c->iosize = iosize;
@@ -225,7 +240,7 @@ static int psync_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
 static void psync_close(struct perf_chan *ch)
 {
     struct psync_chan *c = (struct psync_chan *)ch;
-    free(c->bufs);
+    bufs_free(c->bufs, (size_t)c->qdepth * c->iosize);
     free(c->xfer);
     free(c->cpl);
     free(c);
@@ -365,15 +380,14 @@ static int uchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
     c->lba_size = ctx->lba_size;
     c->fd = ctx->fd;
     size_t total = (size_t)qdepth * iosize;
-    if (posix_memalign((void **)&c->bufs, KIO_BUF_ALIGN, total)) {
+    if (!(c->bufs = bufs_alloc(total))) {
         free(c);
         snprintf(err, errlen, "io_uring: cannot allocate %zu bytes of buffers", total);
         return -ENOMEM;
     }
-    memset(c->bufs, 0, total);
     c->iov = calloc(qdepth, sizeof(*c->iov));
     if (!c->iov) {
-        free(c->bufs);
+        bufs_free(c->bufs, total);
         free(c);
         return -ENOMEM;
     }
@@ -383,7 +397,7 @@ static int uchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
     int rc = uring_init(&c->ring, qdepth, KIO_URING_CQ_PER_SQ * qdepth, true, err, errlen);
     if (rc < 0) {
         free(c->iov);
-        free(c->bufs);
+        bufs_free(c->bufs, total);
         free(c);
         return rc;
     }
@@ -408,7 +422,7 @@ static void uchan_close(struct perf_chan *ch)
         uring_unregister_files(&c->ring);
     uring_exit(&c->ring);
     free(c->iov);
-    free(c->bufs);
+    bufs_free(c->bufs, (size_t)c->qdepth * c->iosize);
     free(c);
 }
 

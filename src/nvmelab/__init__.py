@@ -28,8 +28,8 @@ def build_info() -> dict:
     """What this build has: the extension's compile-time facts plus ``parts``.
 
     The extension's keys: ``version``, ``cuda``, ``cuda_architectures``, ``io_uring``, ``blksum``,
-    ``sanitizers``, ``compiler``. ``parts`` maps each optional part (``cuda``, ``io_uring``,
-    ``blksum``) to ``{"available": bool, "detail": str}``, where ``detail`` says why an absent part
+    ``nbd``, ``nbd_reason``, ``sanitizers``, ``compiler``. ``parts`` maps each optional part (``cuda``,
+    ``io_uring``, ``blksum``, ``nbd``) to ``{"available": bool, "detail": str}``, where ``detail`` says why an absent part
     is absent (e.g. no nvcc when the build was configured, or a kernel that refuses io_uring to this
     process). io_uring is always compiled in; its entry is probed at run time (one ring set up and
     torn down). Nothing here initialises CUDA: ``_native.cuda_status()`` says whether a GPU is usable.
@@ -42,6 +42,11 @@ def build_info() -> dict:
         "io_uring": _io_uring_part(info),
         "blksum": _part(
             info.get("blksum", False), "blkhash-compatible checksums (OpenSSL)", "built without src/blksum"
+        ),
+        "nbd": _part(
+            info.get("nbd", False),
+            f"blksum reads nbd:// URIs and qemu-nbd served images ({info.get('nbd_reason', 'libnbd')})",
+            info.get("nbd_reason") or "built without libnbd",
         ),
     }
     return info

@@ -49,8 +49,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "image",
         nargs="?",
-        help="image path, block device, '-' for stdin (default: stdin if a pipe), "
+        help="image path (raw or qcow2), block device, '-' for stdin (default: stdin if a pipe), an NBD URI, "
         "or a target URI such as 'emu://?nsze=64MiB' (read through the user-space driver)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=blksum.READ_MODES,
+        default="auto",
+        help="auto (default): an nbd:// URI with libnbd, a qcow2 file with the direct reader, else raw; "
+        "nbd: serve the file with qemu-nbd; qcow2: the direct reader; file: the raw bytes",
     )
     p.add_argument("--nsid", type=_positive, default=None, help="namespace of a target URI (default: the first)")
     p.add_argument(
@@ -143,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
             read_size=args.read_size,
             progress=progress,
             nsid=args.nsid or 0,
+            mode=args.mode,
         )
     finally:
         if progress:

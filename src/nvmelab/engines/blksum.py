@@ -66,6 +66,11 @@ DEFAULT_QUEUE_DEPTH = 16
 DEFAULT_READ_SIZE = 256 * 1024
 #: I/O modes of the C core.
 IO_MODES = ("psync", "io_uring")
+#: How an image is read (src/blksum/image.h): auto (an NBD URI with libnbd, qcow2 with the direct
+#: reader, anything else raw), file (raw bytes), nbd (served by a qemu-nbd blksum starts), qcow2.
+READ_MODES = ("auto", "file", "nbd", "qcow2")
+#: URI schemes read with libnbd.
+NBD_SCHEMES = ("nbd", "nbds", "nbd+unix", "nbds+unix", "nbd+vsock", "nbds+vsock")
 #: Target schemes read through the user-space NVMe driver.
 DRIVER_SCHEMES = ("emu", "pci")
 #: Study name and tool label in run records.
@@ -99,6 +104,27 @@ def digests() -> list[str]:
 def have_io_uring() -> bool:
     """Whether the io_uring mode was compiled in."""
     return bool(_native().blksum_have_io_uring())
+
+
+def have_nbd() -> tuple[bool, str]:
+    """(available, reason): whether this build reads NBD URIs and qemu-nbd served images (libnbd)."""
+    nat = _native()
+    if not hasattr(nat, "blksum_have_nbd"):
+        return False, "the extension predates NBD support"
+    ok, why = nat.blksum_have_nbd()
+    return bool(ok), str(why)
+
+
+def native_command() -> str | None:
+    """The native command ``nvmelab-blksum``: next to this Python (a wheel's scripts, or the venv
+    where ``make build`` copies it), else on PATH; None when neither has it."""
+    import shutil
+    import sys
+
+    here = Path(sys.executable).parent / TOOL
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which(TOOL)
 
 
 @dataclass
@@ -155,11 +181,16 @@ def run(
     read_size: int = DEFAULT_READ_SIZE,
     progress: ProgressFn | None = None,
     nsid: int = 0,
+    mode: str = "file",
 ) -> BlksumResult:
     """Checksum a file, block device, pipe or target namespace; return the digest with timing and counters.
 
     ``emu://`` and ``pci://`` URIs are read through the user-space driver (namespace ``nsid``
     of the first controller, 0 = the first active one); ``io`` does not apply to them.
+
+    ``mode`` (READ_MODES) picks how a path is read: ``file`` (the default: its bytes),
+    ``auto``, ``qcow2`` (the direct qcow2 reader) or ``nbd`` (served by a qemu-nbd blksum starts
+    and stops); an NBD URI (``nbd://``, ``nbd+unix://``...) is always read with libnbd.
 
     ``progress(done_bytes, total_bytes)`` is called about every 100 ms from the calling
     thread (``total_bytes`` is 0 for a pipe). Raises ``ValueError`` for a bad parameter or
@@ -170,13 +201,17 @@ def run(
     if not isinstance(spath, str) or not spath:
         raise ValueError(f"path must be a non-empty string, got {path!r}")
     scheme = spath.split("://", 1)[0] if "://" in spath else ""
-    if scheme == "file":
+    if mode not in READ_MODES:
+        raise ValueError(f"mode must be one of {', '.join(READ_MODES)}, got {mode!r}")
+    if scheme in NBD_SCHEMES:
+        mode = "auto"
+    elif scheme == "file":
         spath = spath[len("file://") :]
     elif scheme == "blk":
         spath = spath[len("blk://") :]
     elif scheme and scheme not in DRIVER_SCHEMES:
         raise ValueError(
-            f"{spath}: blksum cannot read {scheme}:// targets (files, block devices, pipes, "
+            f"{spath}: blksum cannot read {scheme}:// targets (files, block devices, pipes, NBD URIs, "
             f"and {', '.join(s + '://' for s in DRIVER_SCHEMES)} namespaces)"
         )
     if threads is None:
@@ -198,6 +233,17 @@ def run(
             spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size, nsid=nsid, progress=progress
         )
         extra["target_describe"] = d.pop("target_describe", "")
+    elif mode != "file" or scheme in NBD_SCHEMES:
+        d = nat.blksum_image(
+            spath,
+            mode,
+            digest,
+            threads=threads,
+            queue_depth=queue_depth,
+            read_size=read_size,
+            io=io,
+            progress=progress,
+        )
     else:
         d = nat.blksum_file(
             spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size, io=io, progress=progress
@@ -419,12 +465,91 @@ ORIGINAL_TOOL = "blksum"
 #: Generated images of this process: size -> (path, description); digests per image and digest.
 _IMAGES: dict[int, tuple[Path, dict[str, Any]]] = {}
 _DIGESTS: dict[tuple[int, str], str] = {}
+#: The study's read modes: the image file itself, or the image served by a qemu-nbd the study starts.
+STUDY_MODES = ("file", "nbd")
+#: qemu-nbd servers of this process: image path -> (process, private directory, URI).
+_SERVERS: dict[str, tuple[subprocess.Popen, Path, str]] = {}
+#: Seconds a qemu-nbd gets to create its socket.
+NBD_START_S = 10.0
 
 
-def original_blksum() -> str | None:
-    """The original blkhash `blksum` on PATH, or None."""
+def _nbd_server(image: Path) -> str:
+    """An nbd+unix:// URI of image, served read-only by a qemu-nbd this process started (one per image,
+    kept for the sweep; study_cleanup stops it)."""
+    import shutil
+    import tempfile
+
+    key = str(image)
+    if key in _SERVERS and _SERVERS[key][0].poll() is None:
+        return _SERVERS[key][2]
+    exe = shutil.which("qemu-nbd")
+    if exe is None:
+        raise ValueError("NBD mode needs qemu-nbd (Debian qemu-utils; make test-nbd installs it)")
+    d = Path(tempfile.mkdtemp(prefix="nvmelab-nbd-"))
+    sock = d / "nbd.sock"
+    if not _SERVERS:
+        import atexit
+
+        atexit.register(_stop_servers)  # a sweep that ends without study_cleanup (Ctrl-C, an error)
+    proc = subprocess.Popen(
+        [exe, "--read-only", "--persistent", "--shared=0", "--format=raw", "--cache=writeback", "-k", str(sock), key],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_die_with_parent,
+    )
+    deadline = time.monotonic() + NBD_START_S
+    while not sock.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            err = proc.communicate()[1].decode(errors="replace").strip()
+            d.rmdir() if not any(d.iterdir()) else None
+            raise RuntimeError(f"qemu-nbd did not come up serving {image}: {err[:200] or 'timed out'}")
+        time.sleep(0.01)
+    uri = f"nbd+unix:///?socket={sock}"
+    _SERVERS[key] = (proc, d, uri)
+    log.info("blksum study: qemu-nbd (pid %d) serves %s at %s", proc.pid, image, uri)
+    return uri
+
+
+def _die_with_parent() -> None:
+    """In the qemu-nbd child before exec: SIGTERM when this process dies (even by SIGKILL)."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
+def _stop_servers() -> None:
+    for proc, d, _ in _SERVERS.values():
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for f in d.glob("*"):
+            f.unlink(missing_ok=True)
+        d.rmdir()
+    _SERVERS.clear()
+
+
+def original_blksum(mode: str = "file") -> str | None:
+    """The original blkhash `blksum` for a read mode, or None: for "file" its pread build
+    (BLKSUM_ORIGINAL_PREAD, else build/original/pread/bin/blksum: a -Dnbd=disabled build reads the
+    file itself, as the seed's "NBD disabled" tables did), for "nbd" its NBD build (BLKSUM_ORIGINAL,
+    else build/original/nbd/bin/blksum), else a `blksum` on PATH (tests/bench/build_original.sh
+    makes both builds from a blkhash source tree)."""
     import shutil
 
+    from ..results.reference import data_root
+
+    env = os.environ.get("BLKSUM_ORIGINAL_PREAD" if mode == "file" else "BLKSUM_ORIGINAL")
+    built = data_root().parent / "build" / "original" / ("pread" if mode == "file" else "nbd") / "bin" / "blksum"
+    for p in (env, built):
+        if p and os.path.isfile(p) and os.access(p, os.X_OK):
+            return str(p)
     return shutil.which("blksum")
 
 
@@ -470,8 +595,13 @@ def study_run(
     qdepth: int = DEFAULT_QUEUE_DEPTH,
     iosize: int = DEFAULT_READ_SIZE,
     image_mib: int | None = None,
+    mode: str = "file",
 ) -> dict[str, Any]:
     """One run of the study: checksum the image once and return its record.
+
+    ``mode`` "file" reads the image file; "nbd" reads it through a qemu-nbd the study starts
+    (one per image, the same server for both tools; libnbd's asynchronous reads, the server's
+    block-status map), as seed 002's NBD tables did with the original tool.
 
     ``ncpus`` is the number of hash threads, ``"all"`` for every CPU this process may use;
     ``backend`` the I/O mode (psync | io_uring); ``iosize`` the read size. ``tool`` "blksum"
@@ -486,19 +616,30 @@ def study_run(
         raise ValueError("io_uring is not available on this host")
     if tool not in (TOOL, ORIGINAL_TOOL):
         raise ValueError(f"tool must be {TOOL!r} or {ORIGINAL_TOOL!r}, got {tool!r}")
-    exe = original_blksum() if tool == ORIGINAL_TOOL else None
+    exe = original_blksum(mode) if tool == ORIGINAL_TOOL else None
     if tool == ORIGINAL_TOOL and exe is None:
-        raise ValueError("the original blkhash blksum is not on PATH")
+        raise ValueError(
+            "the original blkhash blksum is not on PATH nor built in build/original (tests/bench/build_original.sh)"
+        )
+    if mode not in STUDY_MODES:
+        raise ValueError(f"mode must be one of {', '.join(STUDY_MODES)}, got {mode!r}")
+    if mode == "nbd":
+        ok, why = have_nbd()
+        if not ok:
+            raise ValueError(f"NBD mode: {why}")
+        if backend != "psync":
+            raise ValueError("NBD mode reads through libnbd's socket; the backend axis applies to file mode only")
     image, desc = _study_image(target, image_mib)
+    source = _nbd_server(image) if mode == "nbd" else str(image)
     prov = provenance()
-    extra = {"target_note": "page-cache warm", "loadavg_1m": os.getloadavg()[0]}
+    extra = {"target_note": "page-cache warm", "loadavg_1m": os.getloadavg()[0], "mode": mode}
     if exe is not None:
         if backend != "psync":
             raise ValueError("the original blksum reads with its own I/O path; use backend psync")
         u0, s0 = _cpu_times(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         p = subprocess.run(
-            [exe, "-d", digest, "-t", str(threads), "--queue-depth", str(qdepth), str(image)],
+            [exe, "-d", digest, "-t", str(threads), "--queue-depth", str(qdepth), source],
             capture_output=True,
             text=True,
         )
@@ -506,12 +647,16 @@ def study_run(
         u1, s1 = _cpu_times(resource.RUSAGE_CHILDREN)
         if p.returncode != 0:
             raise RuntimeError(f"{exe} failed ({p.returncode}): {p.stderr.strip()[:200]}")
+        words = p.stdout.split()
+        hexdigest = words[0] if len(words) == 2 else ""
+        if _DIGESTS.setdefault((desc["image_bytes"], digest), hexdigest) != hexdigest:
+            raise RuntimeError(f"the original's {digest} digest of {image} ({mode} mode) differs from nvmelab's")
         size = desc["image_bytes"]
         rec = engine_record(
             study=study,
             tool=ORIGINAL_TOOL,
-            target="file://" + str(image),
-            backend="original",
+            target=source if mode == "nbd" else "file://" + str(image),
+            backend="original" if mode == "file" else "original-nbd",
             rw="read",
             iosize=iosize,
             qdepth=qdepth,
@@ -525,6 +670,7 @@ def study_run(
         rec.update(
             {
                 "digest": digest,
+                "hexdigest": hexdigest,
                 "timing": "whole process",
                 "executable": exe,
                 "user_s": u1 - u0,
@@ -536,7 +682,7 @@ def study_run(
         rec["cpu_usage"] = cpu_usage(rec["user_s"], rec["system_s"], dt)
         return rec
     u0, s0 = _cpu_times()
-    res = run(image, digest, threads=threads, queue_depth=qdepth, io=backend, read_size=iosize)
+    res = run(source, digest, threads=threads, queue_depth=qdepth, io=backend, read_size=iosize)
     u1, s1 = _cpu_times()
     if _DIGESTS.setdefault((desc["image_bytes"], digest), res.hexdigest) != res.hexdigest:
         raise RuntimeError(
@@ -547,8 +693,45 @@ def study_run(
 
 
 def study_cleanup() -> None:
-    """Delete the images study_run generated (the runner calls this when a sweep ends)."""
+    """Stop the qemu-nbd servers and delete the images study_run made (the runner calls this when a
+    sweep ends)."""
+    _stop_servers()
     for path, _ in _IMAGES.values():
         path.unlink(missing_ok=True)
     _IMAGES.clear()
     _DIGESTS.clear()
+
+
+# --------------------------------------------------------------------------- profile
+# Where the CPU time of nvmelab-blksum goes: tests/bench/blksum_profile.py (make bench) writes
+# data/results/bench/<host>/blksum_profile.json; the chapter's methods section reads it here.
+
+
+def profile_path(host: str) -> Path | None:
+    """The committed blksum profile of host, else None."""
+    from ..results.reference import data_root
+
+    p = data_root() / "results" / "bench" / host / "blksum_profile.json"
+    return p if p.is_file() else None
+
+
+def load_profile(path: str | os.PathLike):
+    """A profile as a long table: image, mode, digest, threads, part, pct (share of CPU samples)."""
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for run_ in json.loads(Path(path).read_text())["runs"]:
+        for part, pct in run_["shares_pct"].items():
+            rows.append(
+                {
+                    "image": run_.get("image", "dense"),
+                    "mode": run_["mode"],
+                    "digest": run_["digest"],
+                    "threads": run_["threads"],
+                    "part": part,
+                    "pct": float(pct),
+                }
+            )
+    return pd.DataFrame(rows)

@@ -459,11 +459,15 @@ def blksum_best(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def original_ratio(agg: pd.DataFrame, original_tool: str = "blksum", ours_tool: str = "nvmelab-blksum") -> pd.DataFrame:
-    """Time of the original blksum over ours (psync), per digest and threads (rows) and queue depth
-    (columns "Q1", ...); empty when no original runs are recorded."""
-    orig = agg[agg["tool"] == original_tool]
-    ours = agg[(agg["tool"] == ours_tool) & (agg["io"] == "psync")]
+def original_ratio(
+    agg: pd.DataFrame, original_tool: str = "blksum", ours_tool: str = "nvmelab-blksum", *, mode: str = "file"
+) -> pd.DataFrame:
+    """Time of the original blksum over ours, per digest and threads (rows) and queue depth (columns
+    "Q1", ...), for one read mode: "file" (the original's own file reads against our psync) or "nbd"
+    (both through the study's qemu-nbd); empty when no such original runs are recorded."""
+    orig_io, ours_io = ("original-nbd", "nbd") if mode == "nbd" else ("original", "psync")
+    orig = agg[(agg["tool"] == original_tool) & (agg["io"] == orig_io)]
+    ours = agg[(agg["tool"] == ours_tool) & (agg["io"] == ours_io)]
     if orig.empty or ours.empty:
         return pd.DataFrame()
     m = orig.merge(ours, on=["digest", "threads", "qdepth"], suffixes=("_orig", "_ours"))

@@ -89,7 +89,7 @@ ENGINES = {
     "blksum": Engine(
         "nvmelab.engines.blksum",
         "study_run",
-        ("target", "tool", "digest", "backend", "ncpus", "qdepth", "iosize", "image_mib"),
+        ("target", "tool", "digest", "backend", "ncpus", "qdepth", "iosize", "image_mib", "mode"),
         cleanup="study_cleanup",
     ),
     "tier": Engine(

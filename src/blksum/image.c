@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* image.c — pick the reader for a name (image.h): an NBD URI, an engine URI, a qcow2 file (direct
+ * reader or qemu-nbd), or the raw bytes of a file, block device or pipe; and the NBD parts' stand-ins
+ * when libnbd was not found at configure time. */
+#include "blksum/image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define QCOW2_MAGIC_BYTES 4u
+
+int blksum_mode_parse(const char *name, enum blksum_mode *out)
+{
+    static const char *const names[] = {"auto", "file", "nbd", "qcow2"};
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (name && strcmp(name, names[i]) == 0) {
+            *out = (enum blksum_mode)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+bool blksum_is_nbd_uri(const char *name)
+{
+    static const char *const schemes[] = {"nbd://",       "nbds://",      "nbd+unix://",
+                                          "nbds+unix://", "nbd+vsock://", "nbds+vsock://"};
+    for (unsigned i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+        if (strncmp(name, schemes[i], strlen(schemes[i])) == 0)
+            return true;
+    return false;
+}
+
+static bool is_engine_uri(const char *name)
+{
+    return !strncmp(name, "emu://", 6) || !strncmp(name, "pci://", 6) || !strncmp(name, "file://", 7) ||
+           !strncmp(name, "blk://", 6);
+}
+
+/* Whether the regular file at fd starts with qcow2's magic. */
+static bool has_qcow2_magic(int fd)
+{
+    unsigned char m[QCOW2_MAGIC_BYTES];
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || pread(fd, m, sizeof(m), 0) != (ssize_t)sizeof(m))
+        return false;
+    return ((uint32_t)m[0] << 24 | (uint32_t)m[1] << 16 | (uint32_t)m[2] << 8 | m[3]) == BLKSUM_QCOW2_MAGIC;
+}
+
+int blksum_source_open_image(struct blksum_source *src, const char *name, enum blksum_mode mode, char *err,
+                             size_t errlen)
+{
+    int rc;
+    memset(src, 0, sizeof(*src));
+    src->fd = -1;
+    if (!name || !*name) {
+        snprintf(err, errlen, "no image named");
+        return -EINVAL;
+    }
+    if (blksum_is_nbd_uri(name)) {
+        if (mode != BLKSUM_MODE_AUTO && mode != BLKSUM_MODE_NBD) {
+            snprintf(err, errlen, "%s: an NBD URI is read with mode nbd (or auto)", name);
+            return -EINVAL;
+        }
+        return blksum_nbd_connect(src, name, err, errlen);
+    }
+    if (is_engine_uri(name)) {
+        if (mode != BLKSUM_MODE_AUTO) {
+            snprintf(err, errlen, "%s: an engine target URI is read with mode auto", name);
+            return -EINVAL;
+        }
+        return blksum_source_open_uri(src, name, 0, err, errlen);
+    }
+    rc = blksum_source_open(src, name);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: %s", name, strerror(-rc));
+        return rc;
+    }
+    bool qcow2 = src->seekable && has_qcow2_magic(src->fd);
+    if (mode == BLKSUM_MODE_NBD) {
+        if (!src->seekable) {
+            blksum_source_close(src);
+            snprintf(err, errlen, "%s: a pipe cannot be served by qemu-nbd", name);
+            return -EINVAL;
+        }
+        blksum_source_close(src);
+        return blksum_nbd_serve(src, name, qcow2 ? "qcow2" : "raw", err, errlen);
+    }
+    if (mode == BLKSUM_MODE_QCOW2 || (mode == BLKSUM_MODE_AUTO && qcow2)) {
+        int fd = src->fd;
+        rc = blksum_qcow2_open(src, fd, name, err, errlen);
+        if (rc < 0) {
+            src->fd = fd;
+            src->owns_fd = true;
+            blksum_source_close(src);
+            return rc;
+        }
+        src->fd = fd; /* closed by blksum_source_close after the target */
+        src->owns_fd = true;
+    }
+    return 0;
+}
+
+#ifndef NVMELAB_HAVE_NBD
+#ifdef NVMELAB_NBD_WHY
+#define NO_NBD_WHY NVMELAB_NBD_WHY /* the configure step's reason (src/blksum/CMakeLists.txt) */
+#else
+#define NO_NBD_WHY "libnbd was not found at configure time (install libnbd-dev and pkg-config, then rebuild)"
+#endif
+
+bool blksum_have_nbd(const char **why)
+{
+    if (why)
+        *why = NO_NBD_WHY;
+    return false;
+}
+
+int blksum_nbd_connect(struct blksum_source *src, const char *uri, char *err, size_t errlen)
+{
+    (void)src;
+    snprintf(err, errlen, "%s: this build cannot read NBD (no libnbd): %s", uri, NO_NBD_WHY);
+    return -ENOTSUP;
+}
+
+int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
+{
+    (void)src, (void)format;
+    snprintf(err, errlen, "%s: this build cannot read through qemu-nbd (no libnbd): %s", path, NO_NBD_WHY);
+    return -ENOTSUP;
+}
+#endif

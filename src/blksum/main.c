@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* main.c — nvmelab-blksum: the native command, a drop-in for the original blksum(1) in scripts.
+ *
+ * Same options and output as the original (blkhash's blksum: -d/--digest, -p/--progress, -c/--cache,
+ * -t/--threads, --queue-depth, --read-size, --block-size, -l/--list-digests, -h/--help, FILENAME or NBD
+ * URL or standard input; prints "<hexdigest>  <filename>"), plus nvmelab's --mode (auto, file, nbd,
+ * qcow2), --io (psync, io_uring) and -q as a short --queue-depth. Errors: one line on stderr, exit 1.
+ * SIGINT/SIGTERM cancel the job, close the source (a qemu-nbd we started ends with it), and end the
+ * process by the same signal, quietly for SIGINT, as the original does.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blksum/blksum.h"
+#include "blksum/image.h"
+
+#define PROG            "nvmelab-blksum"
+#define WAIT_STEP_MS    100
+#define KiB             1024ull
+#define ORIGINAL_BLOCKS (64u * 1024u) /* the only block size the blkhash format of this digest uses */
+
+enum { OPT_QUEUE_DEPTH = 256, OPT_READ_SIZE, OPT_BLOCK_SIZE, OPT_MODE, OPT_IO };
+
+static volatile sig_atomic_t terminated;
+
+static void on_signal(int sig)
+{
+    if (!terminated)
+        terminated = sig;
+}
+
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(PROG ": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(EXIT_FAILURE);
+}
+
+static void usage(FILE *f, int code)
+{
+    fputs("\n"
+          "Compute message digest for disk images (blkhash format; nvmelab's native blksum)\n"
+          "\n"
+          "    " PROG " [-d DIGEST|--digest=DIGEST] [-p|--progress]\n"
+          "           [-c|--cache] [-t N|--threads N] [-q N|--queue-depth=N]\n"
+          "           [--read-size=N] [--block-size=N] [-l|--list-digests]\n"
+          "           [--mode=auto|file|nbd|qcow2] [--io=psync|io_uring]\n"
+          "           [-h|--help] [filename|nbd-url]\n"
+          "\n"
+          "--mode: auto (default) reads an NBD URL with libnbd, a qcow2 file with the direct reader and\n"
+          "anything else as raw bytes; nbd serves the file with qemu-nbd (any format qemu reads);\n"
+          "qcow2 insists on the direct reader; file reads the bytes as they are. Without a filename,\n"
+          "standard input is read (raw). Options and output follow blksum(1) of blkhash.\n"
+          "\n",
+          f);
+    exit(code);
+}
+
+/* "256k", "1m", "1MiB", "65536" -> value (binary units); -1 when not a size. */
+static long long parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v < 0)
+        return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        shift = 10, end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20, end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30, end++;
+        break;
+    default:
+        break;
+    }
+    if (shift && (!strcmp(end, "iB") || !strcmp(end, "B")))
+        end += strlen(end);
+    if (*end || v > (LLONG_MAX >> shift))
+        return -1;
+    return v << shift;
+}
+
+static long long parse_range(const char *optname, const char *arg, long long lo, long long hi)
+{
+    long long v = parse_size(arg);
+    if (v < lo || v > hi)
+        fail("Invalid value for option %s: '%s' (valid range %lld-%lld)", optname, arg, lo, hi);
+    return v;
+}
+
+static void print_digest_name(const char *name, void *arg)
+{
+    (void)arg;
+    puts(name);
+}
+
+static void show_progress(uint64_t done, uint64_t total)
+{
+    if (total)
+        fprintf(stderr, "\r%5.1f%%  %llu / %llu MiB   ", 100.0 * (double)done / (double)total,
+                (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+    else
+        fprintf(stderr, "\r%llu MiB   ", (unsigned long long)(done >> 20));
+}
+
+int main(int argc, char *argv[])
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, 0, 'h'},
+        {"list-digests", no_argument, 0, 'l'},
+        {"digest", required_argument, 0, 'd'},
+        {"progress", no_argument, 0, 'p'},
+        {"cache", no_argument, 0, 'c'},
+        {"threads", required_argument, 0, 't'},
+        {"queue-depth", required_argument, 0, OPT_QUEUE_DEPTH},
+        {"read-size", required_argument, 0, OPT_READ_SIZE},
+        {"block-size", required_argument, 0, OPT_BLOCK_SIZE},
+        {"mode", required_argument, 0, OPT_MODE},
+        {"io", required_argument, 0, OPT_IO},
+        {0, 0, 0, 0},
+    };
+    struct blksum_opts o;
+    enum blksum_mode mode = BLKSUM_MODE_AUTO;
+    bool progress = false;
+    char msg[512];
+    blksum_opts_init(&o);
+    opterr = 0;
+    for (;;) {
+        const char *optname = argv[optind];
+        int c = getopt_long(argc, argv, ":hld:t:q:cp", longopts, NULL);
+        if (c == -1)
+            break;
+        switch (c) {
+        case 'h':
+            usage(stdout, 0);
+            break;
+        case 'l':
+            blksum_list_digests(print_digest_name, NULL);
+            return 0;
+        case 'd':
+            o.digest = optarg;
+            break;
+        case 'p':
+            progress = isatty(STDERR_FILENO);
+            break;
+        case 'c':
+            break; /* nvmelab always reads through the page cache (see src/README.md) */
+        case 't':
+            o.threads = (int)parse_range(optname, optarg, 1, BLKSUM_MAX_THREADS);
+            break;
+        case 'q':
+        case OPT_QUEUE_DEPTH:
+            o.queue_depth = (int)parse_range(optname, optarg, 1, BLKSUM_MAX_QUEUE_DEPTH);
+            break;
+        case OPT_READ_SIZE:
+            o.read_size = (size_t)parse_range(optname, optarg, BLKSUM_BLOCK_SIZE, BLKSUM_MAX_READ_SIZE);
+            break;
+        case OPT_BLOCK_SIZE:
+            if (parse_size(optarg) != ORIGINAL_BLOCKS)
+                fail("Invalid value for option %s: '%s' (this blksum hashes 64 KiB blocks only)", optname, optarg);
+            break;
+        case OPT_MODE:
+            if (blksum_mode_parse(optarg, &mode) < 0)
+                fail("Invalid value for option %s: '%s' (auto, file, nbd or qcow2)", optname, optarg);
+            break;
+        case OPT_IO:
+            if (strcmp(optarg, "psync") && strcmp(optarg, "io_uring"))
+                fail("Invalid value for option %s: '%s' (psync or io_uring)", optname, optarg);
+            o.io = strcmp(optarg, "psync") ? BLKSUM_IO_IO_URING : BLKSUM_IO_PSYNC;
+            break;
+        case ':':
+            fail("Option %s requires an argument", optname);
+            break;
+        default:
+            fail("Invalid option: %s", optname);
+        }
+    }
+    if (o.read_size % BLKSUM_BLOCK_SIZE)
+        fail("Invalid read-size is not a multiply of block size (%u)", BLKSUM_BLOCK_SIZE);
+    if (!blksum_digest_known(o.digest))
+        fail("Unknown digest '%s' (see --list-digests)", o.digest);
+    if (optind + 1 < argc)
+        fail("Too many arguments: '%s'", argv[optind + 1]);
+    const char *name = optind < argc ? argv[optind] : "-";
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigfillset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    struct blksum_source src;
+    msg[0] = '\0';
+    int rc = blksum_source_open_image(&src, name, mode, msg, sizeof(msg));
+    if (rc < 0)
+        fail("%s", msg[0] ? msg : blksum_strerror(rc));
+    if (src.target)
+        o.io = BLKSUM_IO_TARGET;
+    if (o.io == BLKSUM_IO_IO_URING && !blksum_have_io_uring())
+        fail("--io=io_uring: this kernel or its settings do not permit io_uring here");
+
+    struct blksum_job *job;
+    struct blksum_result res;
+    rc = blksum_start(&src, &o, &job);
+    if (rc == 0) {
+        while (blksum_wait(job, WAIT_STEP_MS) == -ETIMEDOUT && !terminated) {
+            if (progress) {
+                uint64_t done, total;
+                blksum_progress(job, &done, &total);
+                show_progress(done, total);
+            }
+        }
+        if (terminated)
+            blksum_cancel(job);
+        rc = blksum_finish(job, &res);
+        if (progress)
+            fputc('\n', stderr);
+    }
+    blksum_source_close(&src);
+    if (terminated) {
+        if (terminated != SIGINT)
+            fprintf(stderr, PROG ": terminated by signal %d\n", (int)terminated);
+        signal(terminated, SIG_DFL);
+        raise(terminated);
+    }
+    if (rc < 0)
+        fail("%s: %s", name, blksum_strerror(rc));
+    char hex[2 * BLKSUM_MAX_MD_SIZE + 1];
+    blksum_hex(&res, hex, sizeof(hex));
+    printf("%s  %s\n", hex, name);
+    return 0;
+}

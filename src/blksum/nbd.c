@@ -1,0 +1,554 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nbd.c — blksum's NBD reader (image.h), built only when libnbd was found: an engine backend whose
+ * reads are libnbd's asynchronous preads into the slots' buffers (one connection, up to queue_depth
+ * commands in flight), an allocation map from the server's base:allocation block status (extents
+ * flagged ZERO are never read), and qemu-nbd started by blksum itself with systemd socket activation
+ * on a unix socket in a private temporary directory. The socket and the directory are removed as
+ * soon as the connection stands (nothing is left behind even if blksum is killed); qemu-nbd runs
+ * without --persistent, so it ends when the connection closes, and gets SIGTERM if blksum dies first
+ * (PR_SET_PDEATHSIG).
+ *
+ * libnbd is loaded with dlopen() when an NBD source is first opened, not linked: it pulls in GnuTLS,
+ * libxml2 and ICU (about 4 MiB of resident memory), which a checksum of a plain file must not pay
+ * for. Its header gives the types; the functions are called through one table (nbd_lib), so the code
+ * below reads as plain libnbd calls.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libnbd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blksum/image.h"
+
+#define NBD_MAX_QDEPTH        BLKSUM_MAX_QUEUE_DEPTH
+#define NBD_EXTENTS_QUERY     (1ull << 30) /* bytes of map asked for at once, as the original */
+#define NBD_SOCKET_FD         3            /* systemd socket activation: the first passed descriptor */
+#define NBD_SERVER_EXIT_MS    2000         /* qemu-nbd's time to end after the connection closed */
+#define NBD_WAIT_STEP_NS      10000000L
+#define NBD_DEFAULT_MAX_BYTES (32u << 20) /* NBD's customary largest request when the server names none */
+#define NBD_PID_DIGITS        20
+
+/* ---------------------------------------------------------------- libnbd, loaded at first use */
+
+#define NBD_SONAME "libnbd.so.0"
+/* clang-format off */
+#define NBD_FUNCS(X)                                                                                       \
+    X(nbd_create) X(nbd_close) X(nbd_get_errno) X(nbd_get_error) X(nbd_add_meta_context)                   \
+    X(nbd_connect_uri) X(nbd_connect_unix) X(nbd_get_size) X(nbd_get_block_size) X(nbd_can_meta_context)    \
+    X(nbd_block_status) X(nbd_aio_pread) X(nbd_poll) X(nbd_shutdown)
+/* clang-format on */
+
+static struct {
+#define NBD_MEMBER(f) __typeof__(&f) f;
+    NBD_FUNCS(NBD_MEMBER)
+#undef NBD_MEMBER
+} nbd_lib;
+static pthread_once_t nbd_lib_once = PTHREAD_ONCE_INIT;
+static char nbd_lib_err[PERF_ERRLEN];
+
+static void nbd_lib_load(void)
+{
+    void *h = dlopen(NBD_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(nbd_lib_err, sizeof(nbd_lib_err), "cannot load %s (install libnbd0): %s", NBD_SONAME, dlerror());
+        return;
+    }
+#define NBD_RESOLVE(f)                                                                                                 \
+    if (!(*(void **)&nbd_lib.f = dlsym(h, #f))) {                                                                      \
+        snprintf(nbd_lib_err, sizeof(nbd_lib_err), "%s has no %s (libnbd too old)", NBD_SONAME, #f);                   \
+        return;                                                                                                        \
+    }
+    NBD_FUNCS(NBD_RESOLVE)
+#undef NBD_RESOLVE
+    /* the handle stays loaded for the life of the process */
+}
+
+/* 0 when libnbd is loaded; else -ENOTSUP with the reason in err. */
+static int nbd_lib_ready(const char *name, char *err, size_t errlen)
+{
+    pthread_once(&nbd_lib_once, nbd_lib_load);
+    if (!nbd_lib_err[0])
+        return 0;
+    snprintf(err, errlen, "%s: %s", name, nbd_lib_err);
+    return -ENOTSUP;
+}
+
+/* From here on the libnbd names call through the table. */
+#define NBD_CALL(f)          nbd_lib.f
+#define nbd_create           NBD_CALL(nbd_create)
+#define nbd_close            NBD_CALL(nbd_close)
+#define nbd_get_errno        NBD_CALL(nbd_get_errno)
+#define nbd_get_error        NBD_CALL(nbd_get_error)
+#define nbd_add_meta_context NBD_CALL(nbd_add_meta_context)
+#define nbd_connect_uri      NBD_CALL(nbd_connect_uri)
+#define nbd_connect_unix     NBD_CALL(nbd_connect_unix)
+#define nbd_get_size         NBD_CALL(nbd_get_size)
+#define nbd_get_block_size   NBD_CALL(nbd_get_block_size)
+#define nbd_can_meta_context NBD_CALL(nbd_can_meta_context)
+#define nbd_block_status     NBD_CALL(nbd_block_status)
+#define nbd_aio_pread        NBD_CALL(nbd_aio_pread)
+#define nbd_poll             NBD_CALL(nbd_poll)
+#define nbd_shutdown         NBD_CALL(nbd_shutdown)
+
+struct nbd_extent {
+    uint64_t end;
+    bool zero;
+};
+
+struct nbd_src {
+    struct nbd_handle *h;
+    uint64_t size;
+    uint32_t max_bytes;
+    bool have_map;
+    pid_t server; /* qemu-nbd we started, 0 for a URI */
+    /* the last block-status reply: extents covering [ext_start, ext[next - 1].end) */
+    struct nbd_extent *ext;
+    size_t next, cap, cursor;
+    uint64_t ext_start;
+};
+
+struct nchan;
+struct nslot {
+    struct nchan *c;
+    uint32_t slot;
+};
+
+struct nchan {
+    struct perf_chan base;
+    struct nbd_src *n;
+    uint32_t qdepth, iosize;
+    unsigned char *bufs;
+    struct nslot *slots;
+    struct {
+        uint32_t slot;
+        int status;
+    } *cpl;
+    uint32_t head, count, inflight;
+};
+
+static int nbd_errno(void)
+{
+    int e = nbd_get_errno();
+    return e ? -e : -EIO;
+}
+
+/* ---------------------------------------------------------------- the allocation map */
+
+static int extent_cb(void *user, const char *ctx, uint64_t off, uint32_t *entries, size_t nr, int *error)
+{
+    struct nbd_src *n = user;
+    (void)error;
+    if (strcmp(ctx, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0)
+        return 0;
+    uint64_t pos = off;
+    n->ext_start = off;
+    n->next = n->cursor = 0;
+    for (size_t i = 0; i + 1 < nr; i += 2) {
+        bool zero = entries[i + 1] & LIBNBD_STATE_ZERO;
+        pos += entries[i];
+        if (n->next && n->ext[n->next - 1].zero == zero) {
+            n->ext[n->next - 1].end = pos; /* merge runs of one kind */
+            continue;
+        }
+        if (n->next == n->cap) {
+            size_t cap = n->cap ? 2 * n->cap : 64;
+            struct nbd_extent *e = realloc(n->ext, cap * sizeof(*e));
+            if (!e) {
+                *error = ENOMEM;
+                return -1;
+            }
+            n->ext = e;
+            n->cap = cap;
+        }
+        n->ext[n->next++] = (struct nbd_extent){pos, zero};
+    }
+    return 0;
+}
+
+static int nbd_map(void *ctx, uint64_t off, uint64_t *end, bool *zero)
+{
+    struct nbd_src *n = ctx;
+    if (!n->have_map) {
+        *end = n->size;
+        *zero = false;
+        return 0;
+    }
+    if (!n->next || off < n->ext_start || off >= n->ext[n->next - 1].end) {
+        uint64_t count = n->size - off < NBD_EXTENTS_QUERY ? n->size - off : NBD_EXTENTS_QUERY;
+        n->next = 0;
+        if (nbd_block_status(n->h, count, off, (nbd_extent_callback){.callback = extent_cb, .user_data = n}, 0) < 0)
+            return nbd_errno();
+        if (!n->next || n->ext[n->next - 1].end <= off) {
+            *end = n->size; /* a server that answered nothing about off: read it */
+            *zero = false;
+            return 0;
+        }
+        n->cursor = 0;
+    }
+    if (n->cursor >= n->next || (n->cursor && off < n->ext[n->cursor - 1].end))
+        n->cursor = 0;
+    while (n->ext[n->cursor].end <= off)
+        n->cursor++;
+    *end = n->ext[n->cursor].end < n->size ? n->ext[n->cursor].end : n->size;
+    *zero = n->ext[n->cursor].zero;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- reads (engine backend) */
+
+static int read_done(void *user, int *error)
+{
+    struct nslot *s = user;
+    struct nchan *c = s->c;
+    c->cpl[(c->head + c->count) % c->qdepth].slot = s->slot;
+    c->cpl[(c->head + c->count) % c->qdepth].status = *error ? -*error : 0;
+    c->count++;
+    c->inflight--;
+    return 1; /* retire the command */
+}
+
+static int nchan_open(void *ctx, uint32_t dev, uint32_t qdepth, uint32_t iosize, struct perf_chan **out, char *err,
+                      size_t errlen)
+{
+    struct nbd_src *n = ctx;
+    struct nchan *c = calloc(1, sizeof(*c));
+    if (dev != 0 || qdepth == 0 || qdepth > NBD_MAX_QDEPTH || iosize == 0 || iosize > n->max_bytes) {
+        free(c);
+        snprintf(err, errlen, "nbd: bad channel (qdepth %u, read size %u; the server takes at most %u bytes)", qdepth,
+                 iosize, n->max_bytes);
+        return -EINVAL;
+    }
+    if (!c || posix_memalign((void **)&c->bufs, BLKSUM_BLOCK_SIZE, (size_t)qdepth * iosize) ||
+        !(c->cpl = calloc(qdepth, sizeof(*c->cpl))) || !(c->slots = calloc(qdepth, sizeof(*c->slots)))) {
+        if (c) {
+            free(c->bufs);
+            free(c->cpl);
+        }
+        free(c);
+        snprintf(err, errlen, "nbd: out of memory for %u buffers of %u bytes", qdepth, iosize);
+        return -ENOMEM;
+    }
+    c->n = n;
+    c->qdepth = qdepth;
+    c->iosize = iosize;
+    for (uint32_t i = 0; i < qdepth; i++)
+        c->slots[i] = (struct nslot){c, i};
+    *out = &c->base;
+    return 0;
+}
+
+static void nchan_close(struct perf_chan *ch)
+{
+    struct nchan *c = (struct nchan *)ch;
+    /* the engine drains its reads first; anything left would complete into freed memory */
+    while (c->inflight && nbd_poll(c->n->h, -1) >= 0)
+        ;
+    free(c->bufs);
+    free(c->cpl);
+    free(c->slots);
+    free(c);
+}
+
+static void *nchan_buf(struct perf_chan *ch, uint32_t slot)
+{
+    struct nchan *c = (struct nchan *)ch;
+    return c->bufs + (size_t)slot * c->iosize;
+}
+
+static int nchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
+{
+    struct nchan *c = (struct nchan *)ch;
+    if (write)
+        return -EROFS;
+    if (c->inflight + c->count >= c->qdepth)
+        return -EBUSY;
+    if (nlb > c->iosize || slba > c->n->size || nlb > c->n->size - slba)
+        return -EINVAL;
+    nbd_completion_callback cb = {.callback = read_done, .user_data = &c->slots[slot]};
+    c->inflight++;
+    if (nbd_aio_pread(c->n->h, nchan_buf(ch, slot), nlb, slba, cb, 0) < 0) {
+        c->inflight--;
+        return nbd_errno();
+    }
+    return 0;
+}
+
+/* wait_min > 0: sleep in the handle's poll until a read has completed. */
+static int nchan_kick(struct perf_chan *ch, uint32_t wait_min)
+{
+    struct nchan *c = (struct nchan *)ch;
+    while (wait_min && !c->count && c->inflight)
+        if (nbd_poll(c->n->h, -1) < 0)
+            return nbd_errno();
+    return 0;
+}
+
+static int nchan_reap(struct perf_chan *ch, uint32_t max)
+{
+    struct nchan *c = (struct nchan *)ch;
+    int n = 0;
+    if (!c->count && c->inflight && nbd_poll(c->n->h, 0) < 0)
+        return nbd_errno();
+    while (c->count && (uint32_t)n < max) {
+        uint32_t slot = c->cpl[c->head].slot;
+        int st = c->cpl[c->head].status;
+        c->head = (c->head + 1) % c->qdepth;
+        c->count--;
+        n++;
+        ch->done(ch, slot, st);
+    }
+    return n;
+}
+
+/* After the connection closed: qemu-nbd ends by itself; SIGKILL it if it does not in time. */
+static void reap_server(pid_t pid)
+{
+    struct timespec step = {0, NBD_WAIT_STEP_NS};
+    for (long waited = 0; waited < NBD_SERVER_EXIT_MS * 1000000L; waited += NBD_WAIT_STEP_NS) {
+        pid_t r = waitpid(pid, NULL, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return;
+        nanosleep(&step, NULL);
+    }
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static void nbd_destroy(void *ctx)
+{
+    struct nbd_src *n = ctx;
+    if (!n)
+        return;
+    if (n->h) {
+        nbd_shutdown(n->h, 0);
+        nbd_close(n->h);
+    }
+    if (n->server > 0)
+        reap_server(n->server);
+    free(n->ext);
+    free(n);
+}
+
+static int nbd_write_sync(void *ctx, uint32_t dev, uint64_t slba, const void *buf, size_t len)
+{
+    (void)ctx, (void)dev, (void)slba, (void)buf, (void)len;
+    return -EROFS;
+}
+
+static const struct perf_backend_ops nbd_ops = {
+    .chan_open = nchan_open,
+    .chan_close = nchan_close,
+    .chan_buf = nchan_buf,
+    .submit = nchan_submit,
+    .kick = nchan_kick,
+    .reap = nchan_reap,
+    .destroy = nbd_destroy,
+    .write_sync = nbd_write_sync,
+};
+
+/* ---------------------------------------------------------------- connecting */
+
+bool blksum_have_nbd(const char **why)
+{
+    if (why)
+        *why = "libnbd found at configure time";
+    return true;
+}
+
+/* The connected handle h becomes src's target. */
+static int finish_open(struct blksum_source *src, struct nbd_src *n, const char *name, char *err, size_t errlen)
+{
+    struct perf_target *t = calloc(1, sizeof(*t));
+    int64_t size = nbd_get_size(n->h);
+    if (!t || size < 0) {
+        int rc = t ? nbd_errno() : -ENOMEM;
+        snprintf(err, errlen, "%s: %s", name, t ? nbd_get_error() : "out of memory");
+        free(t);
+        nbd_destroy(n);
+        return rc;
+    }
+    int64_t maxb = nbd_get_block_size(n->h, LIBNBD_SIZE_MAXIMUM);
+    n->size = (uint64_t)size;
+    n->max_bytes = maxb > 0 && maxb < BLKSUM_MAX_READ_SIZE ? (uint32_t)maxb : NBD_DEFAULT_MAX_BYTES;
+    n->have_map = nbd_can_meta_context(n->h, LIBNBD_CONTEXT_BASE_ALLOCATION) > 0;
+    t->ops = &nbd_ops;
+    t->ctx = n;
+    t->ndevs = 1;
+    t->flags = PERF_TGT_BLOCKING;
+    snprintf(t->backend, sizeof(t->backend), "nbd");
+    t->dev[0] = (struct perf_dev_info){
+        .lba_size = 1, .nlbas = n->size, .max_qdepth = NBD_MAX_QDEPTH, .max_io_bytes = n->max_bytes};
+    src->target = t;
+    src->dev = 0;
+    src->kind = "nbd";
+    src->seekable = true;
+    src->sparse = true;
+    src->size = n->size;
+    src->map = nbd_map;
+    src->map_ctx = n;
+    return 0;
+}
+
+static struct nbd_src *new_handle(char *err, size_t errlen)
+{
+    struct nbd_src *n = calloc(1, sizeof(*n));
+    if (n)
+        n->h = nbd_create();
+    if (!n || !n->h || nbd_add_meta_context(n->h, LIBNBD_CONTEXT_BASE_ALLOCATION) < 0) {
+        snprintf(err, errlen, "nbd: %s", n && n->h ? nbd_get_error() : "cannot create a libnbd handle");
+        if (n && n->h)
+            nbd_close(n->h);
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+int blksum_nbd_connect(struct blksum_source *src, const char *uri, char *err, size_t errlen)
+{
+    int rc = nbd_lib_ready(uri, err, errlen);
+    if (rc < 0)
+        return rc;
+    struct nbd_src *n = new_handle(err, errlen);
+    if (!n)
+        return -ENOMEM;
+    if (nbd_connect_uri(n->h, uri) < 0) {
+        rc = nbd_errno();
+        snprintf(err, errlen, "%s: %s", uri, nbd_get_error());
+        nbd_destroy(n);
+        return rc;
+    }
+    return finish_open(src, n, uri, err, errlen);
+}
+
+/* The first executable name on PATH, into out. */
+static int find_program(const char *name, char *out, size_t outlen)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        size_t len = strcspn(path, ":");
+        if (len && (size_t)snprintf(out, outlen, "%.*s/%s", (int)len, path, name) < outlen && access(out, X_OK) == 0)
+            return 0;
+        path += len + (path[len] == ':');
+    }
+    return -ENOENT;
+}
+
+/* The child: fd 3 = the listening socket, LISTEN_PID = its own pid, then qemu-nbd. Only
+ * async-signal-safe calls (the environment and argv were built before fork). */
+static void exec_server(int sock, const char *prog, char *const argv[], char **envp, char *pidvar)
+{
+    char digits[NBD_PID_DIGITS];
+    int nd = 0;
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (sock == NBD_SOCKET_FD)
+        fcntl(sock, F_SETFD, 0);
+    else if (dup2(sock, NBD_SOCKET_FD) < 0)
+        _exit(126);
+    for (pid_t p = getpid(); p > 0 && nd < NBD_PID_DIGITS; p /= 10)
+        digits[nd++] = (char)('0' + p % 10);
+    for (int i = 0; i < nd; i++)
+        pidvar[strlen("LISTEN_PID=") + i] = digits[nd - 1 - i];
+    pidvar[strlen("LISTEN_PID=") + nd] = '\0';
+    execve(prog, argv, envp);
+    _exit(127);
+}
+
+extern char **environ;
+
+int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
+{
+    char prog[4096], dir[] = "/tmp/nvmelab-blksum-XXXXXX", fmtarg[64];
+    char pidvar[sizeof("LISTEN_PID=") + NBD_PID_DIGITS] = "LISTEN_PID=";
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int rc = nbd_lib_ready(path, err, errlen), sock = -1;
+    if (rc < 0)
+        return rc;
+    if (find_program("qemu-nbd", prog, sizeof(prog)) < 0) {
+        snprintf(err, errlen, "%s: qemu-nbd not found on PATH (install qemu-utils), needed to serve the image", path);
+        return -ENOENT;
+    }
+    if (!mkdtemp(dir)) {
+        rc = -errno;
+        snprintf(err, errlen, "nbd: cannot create a private directory under /tmp: %s", strerror(-rc));
+        return rc;
+    }
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/nbd.sock", dir);
+    size_t nenv = 0;
+    while (environ[nenv])
+        nenv++;
+    char **envp = calloc(nenv + 3, sizeof(*envp));
+    struct nbd_src *n = envp ? new_handle(err, errlen) : NULL;
+    if (!n) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t k = 0;
+    envp[k++] = pidvar;
+    envp[k++] = "LISTEN_FDS=1";
+    for (size_t i = 0; i < nenv; i++)
+        if (strncmp(environ[i], "LISTEN_PID=", 11) && strncmp(environ[i], "LISTEN_FDS=", 11))
+            envp[k++] = environ[i];
+    snprintf(fmtarg, sizeof(fmtarg), "--format=%s", format);
+    char *const argv[] = {"qemu-nbd", "--read-only", "--shared=1", "--cache=writeback", fmtarg, (char *)path, NULL};
+    sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0 || bind(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(sock, 1) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "nbd: socket %s: %s", addr.sun_path, strerror(-rc));
+        goto out;
+    }
+    n->server = fork();
+    if (n->server < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "nbd: fork: %s", strerror(-rc));
+        n->server = 0;
+        goto out;
+    }
+    if (n->server == 0)
+        exec_server(sock, prog, argv, envp, pidvar);
+    close(sock);
+    sock = -1;
+    if (nbd_connect_unix(n->h, addr.sun_path) < 0) {
+        int status = 0;
+        rc = nbd_errno();
+        nbd_close(n->h);
+        n->h = NULL;
+        if (waitpid(n->server, &status, 0) == n->server) {
+            n->server = 0;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+                snprintf(err, errlen, "%s: cannot run %s", path, prog);
+            else
+                snprintf(err, errlen, "%s: qemu-nbd could not serve it as %s (exit status %d, its message above)", path,
+                         format, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        } else {
+            snprintf(err, errlen, "%s: connecting to qemu-nbd failed", path);
+        }
+        goto out;
+    }
+out:
+    if (sock >= 0)
+        close(sock);
+    unlink(addr.sun_path);
+    rmdir(dir);
+    free(envp);
+    if (rc < 0) {
+        nbd_destroy(n);
+        return rc;
+    }
+    return finish_open(src, n, path, err, errlen);
+}
