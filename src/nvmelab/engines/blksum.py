@@ -441,9 +441,9 @@ def _study_image(target: str, image_mib: int | None) -> tuple[Path, dict[str, An
         raise ValueError(f"image_mib must be >= 1, got {image_mib!r}")
     size = int(image_mib) * MIB
     if size not in _IMAGES:
-        from ..studies.paths import scratch_dir
+        from ..host import scratch
 
-        path = scratch_dir() / f"blksum_qdepth-{os.getpid()}-{int(image_mib)}MiB.raw"
+        path = scratch.temp_path(f"blksum_qdepth-{int(image_mib)}MiB", ".raw")
         log.info("blksum study: generating a %d MiB image at %s", image_mib, path)
         desc = make_image(path, size)
         desc["image_kind"] = "generated: data, written zeros, holes"
@@ -548,7 +548,10 @@ def study_run(
 
 def study_cleanup() -> None:
     """Delete the images study_run generated (the runner calls this when a sweep ends)."""
+    from ..host import scratch
+
     for path, _ in _IMAGES.values():
         path.unlink(missing_ok=True)
+        scratch.forget(path)
     _IMAGES.clear()
     _DIGESTS.clear()

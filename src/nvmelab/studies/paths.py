@@ -2,11 +2,11 @@
 """Where a study's records and scratch files go, and which host this is.
 
     host_id()                              $NVMELAB_HOST_ID or the hostname, as a folder name
-    scratch_dir()                          where file:// and generated study targets live
+    scratch_dir()                          where file:// and generated study targets live (host.scratch)
     default_results_root(preset)           data/results (quick: build/results)
     results_path(root, study, host, preset) data/results/<study>/<host>/<preset>.jsonl
 
-Below both spec.py and runner.py (and the engines that need a scratch folder), so neither
+Below both spec.py and runner.py, so neither
 imports the other for these.
 """
 
@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import re
 import socket
-import tempfile
 from pathlib import Path
+
+from ..host.scratch import scratch_dir  # noqa: F401 (re-exported: the scratch folder belongs to the host layer)
 
 _HOST_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -25,20 +26,6 @@ def host_id() -> str:
     """This host's folder name under data/results/<study>/: $NVMELAB_HOST_ID or the hostname."""
     raw = os.environ.get("NVMELAB_HOST_ID") or socket.gethostname() or "unknown-host"
     return _HOST_RE.sub("_", raw).strip("._") or "unknown-host"
-
-
-def scratch_dir() -> Path:
-    """Where file:// study targets live: $NVMELAB_SCRATCH, else a folder on /dev/shm (memory),
-    else the temporary directory."""
-    env = os.environ.get("NVMELAB_SCRATCH")
-    if env:
-        base = Path(env)
-    elif Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
-        base = Path("/dev/shm") / f"nvmelab-{os.getuid()}"
-    else:
-        base = Path(tempfile.gettempdir()) / f"nvmelab-{os.getuid()}"
-    base.mkdir(parents=True, exist_ok=True)
-    return base
 
 
 def default_results_root(preset: str) -> Path:
