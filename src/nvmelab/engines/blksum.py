@@ -194,8 +194,16 @@ def run(
     if scheme in DRIVER_SCHEMES:
         if not hasattr(nat, "blksum_uri"):
             raise RuntimeError("nvmelab was built without the driver path of blksum")
+        from ..driver.errors import check_uri
+
         d = nat.blksum_uri(
-            spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size, nsid=nsid, progress=progress
+            check_uri(spath),
+            digest,
+            threads=threads,
+            queue_depth=queue_depth,
+            read_size=read_size,
+            nsid=nsid,
+            progress=progress,
         )
         extra["target_describe"] = d.pop("target_describe", "")
     else:

@@ -42,5 +42,14 @@ def default_results_root(preset: str) -> Path:
     return data / "results"
 
 
+#: A study, host or preset name as one folder or file name of the results tree.
+_PART_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 def results_path(root: Path, study: str, host: str, preset: str) -> Path:
+    """data/results/<study>/<host>/<preset>.jsonl; a part that is not one plain name (a '/', '..',
+    an absolute path: it would put records outside the results root) is a ValueError."""
+    for what, part in (("study", study), ("host", host), ("preset", preset)):
+        if not isinstance(part, str) or not _PART_RE.fullmatch(part) or ".." in part:
+            raise ValueError(f"{what} name {part!r} cannot name a folder of the results tree under {root}")
     return Path(root) / study / host / f"{preset}.jsonl"
