@@ -103,6 +103,7 @@ CASES = [
     (["study", "plan", "{strtable}"], "presets: must be a table"),
     (["study", "run", "{escape}"], "study name '../../escape'"),
     (["study", "plan", "{huge}"], "100,000,000 configurations"),
+    (["study", "plan", "{dir}"], "{dir}: is a directory"),
     # URIs the native layer cannot take whole
     (["identify", "emu://?ndev=1\udcff"], "not UTF-8 text"),
     (["perf", "run", "--target", "emu://\udcff"], "not UTF-8 text"),

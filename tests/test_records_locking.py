@@ -124,6 +124,16 @@ def test_torn_last_line_is_ignored_then_dropped(tmp_path, caplog):
     assert p.read_text().splitlines() == [records.dumps(_rec("a")), whole]
 
 
+def test_a_file_that_is_not_records_is_not_cut(tmp_path):
+    """`perf run --json` pointed at some other file: nothing of it is dropped, one error names it."""
+    p = tmp_path / "notes.txt"
+    p.write_bytes(b"line one\n\xff\xfe binary tail")
+    before = p.read_bytes()
+    with pytest.raises(records.RecordError, match=r"notes.txt: does not end with a whole record"):
+        records.append_records(p, [_rec("a")])
+    assert p.read_bytes() == before
+
+
 def test_whole_last_line_without_newline_is_kept(tmp_path):
     p = tmp_path / "runs.jsonl"
     p.write_text(records.dumps(_rec("a")))  # a hand-written file without its final newline

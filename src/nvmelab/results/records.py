@@ -269,7 +269,8 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
     """Make the file end in a newline before an append; returns its new size.
 
     An unfinished last line that is a whole JSON object (a file written without a final newline)
-    gets its newline; anything else is what a kill mid-write left, and is cut off with a warning."""
+    gets its newline; the start of a record ('{...') is what a kill mid-write left, and is cut
+    off with a warning; anything else is not a records file: RecordError, the file untouched."""
     keep, tail = _tail_state(fd, size)
     if not tail:
         return size
@@ -280,6 +281,11 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
     if whole:
         os.write(fd, b"\n")
         return size + 1
+    if not tail.startswith(b"{"):  # not the start of a record: not a records file, touch nothing
+        raise RecordError(
+            f"{path}: does not end with a whole record (its last {len(tail)} bytes are not JSON); "
+            "not a records file? nothing was appended"
+        )
     log.warning("%s: dropped an unfinished last line (%d bytes, a write cut short) before appending", path, len(tail))
     os.ftruncate(fd, keep)
     return keep

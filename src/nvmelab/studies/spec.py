@@ -511,6 +511,8 @@ def load_spec(name_or_path: str | Path) -> StudySpec:
     """Load a spec by study name (``cpu_initiated``) or by path to a TOML file."""
     p = Path(name_or_path)
     if p.suffix == ".toml" or p.exists():
+        if p.is_dir():
+            raise SpecError(f"study spec {p}: is a directory (name a .toml file or a study)")
         if not p.is_file():
             raise FileNotFoundError(f"study spec {p} does not exist")
         path = p
