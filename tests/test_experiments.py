@@ -145,7 +145,6 @@ def test_a_huge_plan_is_refused_before_it_is_built():
     """10^8 runs (four sweep variables of 100 values) would exhaust memory: the count is computed
     and refused, naming it, without building one run."""
     import time
-
     import tomllib
 
     data = tomllib.loads(SPEC)

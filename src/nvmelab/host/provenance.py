@@ -120,7 +120,7 @@ def build() -> dict | None:
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def capture(target_info: dict | None = None, **extra: Any) -> dict:

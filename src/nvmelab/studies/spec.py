@@ -34,13 +34,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import tomllib
 
 #: Parameters passed to the engine's run function.
 ENGINE_PARAMS = (
