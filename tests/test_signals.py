@@ -258,3 +258,36 @@ def test_stale_scratch_files_of_live_processes_are_kept(tmp_path):
     assert scratch.remove_stale(tmp_path) == [dead]
     assert mine.exists() and other_host.exists()
     assert mine in scratch.remove_own() and not mine.exists()
+
+
+def test_a_run_that_outlives_stress_ng_is_not_labelled_stress(tmp_path):
+    """stress-ng ends at its --timeout; a run still going then did not run under stress all along:
+    it is skipped with the reason, never recorded as stress=1."""
+    import shutil
+
+    from nvmelab.host.hostvars import HostControl
+    from nvmelab.studies import load_spec, run_study
+    from nvmelab.studies.fake import fake_run
+    from nvmelab.studies.runner import LocalExecutor
+
+    true = shutil.which("true")
+    if true is None:
+        pytest.skip("no `true` command")
+    spec = tmp_path / "t_sig.toml"
+    spec.write_text(SPEC.format(governor=""))
+    host = HostControl(root=_fake_sys(tmp_path / "sys"), stress_cmd=true)  # a "stress-ng" that ends at once
+
+    def run_fn(**kw):
+        host._stress.wait(timeout=30)  # the run goes on after stress-ng has ended
+        return fake_run(**kw)
+
+    rep = run_study(
+        load_spec(spec),
+        "quick",
+        run_fn=run_fn,
+        results_root=tmp_path,
+        progress=False,
+        executor=LocalExecutor(host=host),
+    )
+    assert rep.ran == 0 and len(rep.skipped) == rep.planned > 0
+    assert all("stress-ng ended before the run did" in why for _, why in rep.skipped)

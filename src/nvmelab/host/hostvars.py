@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 STRESS_STOP_TIMEOUT_S = 5.0
 #: stress-ng's own --timeout: the run's expected length plus this margin (seconds), so that a
 #: runner killed with SIGKILL (no cleanup at all) leaves it running a little while, not forever.
-STRESS_MARGIN_S = 30.0
+STRESS_MARGIN_S = 60.0
 #: --timeout when the run's length is not known in advance (seconds).
 STRESS_DEFAULT_TIMEOUT_S = 3600.0
 
