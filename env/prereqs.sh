@@ -3,7 +3,7 @@
 # nvmelab — what each make target needs from the system, checked in its first second.
 #
 # usage: env/prereqs.sh [--install] LEG...
-#   env       Python >= 3.10 that can make a virtual environment (the venv module and ensurepip)
+#   env       Python >= 3.11 (tomllib) that can make a virtual environment (the venv module and ensurepip)
 #   build     env, plus C and C++ compilers, Python's headers, OpenSSL's headers, the kernel's UAPI
 #             headers (<linux/io_uring.h>); cmake, ninja and pybind11 come from the venv, not the system
 #   sanitize  build, plus the ASan/UBSan runtimes
@@ -56,11 +56,11 @@ PY_OK=0
 check_env() {
     PY_OK=0
     if ! have "$PYTHON"; then
-        need "Python 3.10 or newer ($PYTHON not found; or set PYTHON=...)" python3
+        need "Python 3.11 or newer ($PYTHON not found; or set PYTHON=...)" python3
         return
     fi
-    if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' >/dev/null 2>&1; then
-        need "Python 3.10 or newer ($PYTHON: $("$PYTHON" -V 2>&1 | head -n1); or set PYTHON=...)" python3
+    if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then
+        need "Python 3.11 or newer ($PYTHON: $("$PYTHON" -V 2>&1 | head -n1); or set PYTHON=...)" python3
         return
     fi
     PY_OK=1

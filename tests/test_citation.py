@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import datetime
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

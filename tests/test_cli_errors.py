@@ -52,7 +52,29 @@ def files(tmp_path_factory) -> dict[str, str]:
     d = tmp_path_factory.mktemp("cli_errors")
     (d / "image.raw").write_bytes(b"\0" * 65536)
     (d / "sys").mkdir()  # an empty fake sysfs: no PCI functions, no hugepage sizes
-    return {"dir": str(d), "missing": str(d / "missing.img"), "image": str(d / "image.raw"), "fakeroot": str(d / "sys")}
+    head = 'engine = "cpu"\ntarget = "emu://?profile=null"\n'
+    presets = "".join(f'[presets.{p}]\n[[presets.{p}.sweeps]]\nname = "s"\nqdepth = 1\n' for p in ("standard", "paper"))
+    specs = {
+        "badutf8": b'study = "s\xff"\n',
+        "strtable": ('study = "s"\n' + head + 'presets = "quick"\n').encode(),
+        "escape": ('study = "../../escape"\n' + head + presets).encode(),
+        "huge": (
+            'study = "huge"\n'
+            + head
+            + "[presets.quick]\n[[presets.quick.sweeps]]\n"
+            + "".join(f"{k} = {list(range(1, 101))}\n" for k in ("qdepth", "iosize", "ncpus", "nqueues"))
+            + presets
+        ).encode(),
+    }
+    for name, text in specs.items():
+        (d / f"{name}.toml").write_bytes(text)
+    return {
+        "dir": str(d),
+        "missing": str(d / "missing.img"),
+        "image": str(d / "image.raw"),
+        "fakeroot": str(d / "sys"),
+        **{name: str(d / f"{name}.toml") for name in specs},
+    }
 
 
 # (command line, text the error line must contain). {dir}, {missing}, {image}, {fakeroot} are filled in.
@@ -76,6 +98,16 @@ CASES = [
     (["perf", "params", "--bogus"], "--bogus"),
     (["identify", "emu://?backing=file:{dir}"], "Is a directory"),
     (["study", "plan", "{image}"], "not valid TOML"),
+    # specs that name the file and what is wrong in it (issue 21)
+    (["study", "plan", "{badutf8}"], "{badutf8}: not UTF-8 text"),
+    (["study", "plan", "{strtable}"], "presets: must be a table"),
+    (["study", "run", "{escape}"], "study name '../../escape'"),
+    (["study", "plan", "{huge}"], "100,000,000 configurations"),
+    (["study", "plan", "{dir}"], "{dir}: is a directory"),
+    # URIs the native layer cannot take whole
+    (["identify", "emu://?ndev=1\udcff"], "not UTF-8 text"),
+    (["perf", "run", "--target", "emu://\udcff"], "not UTF-8 text"),
+    (["blksum", "emu://?nsze=1MiB\udcff"], "not UTF-8 text"),
     # out-of-range and malformed values
     (["perf", "run", "--qdepth", "0"], "qdepth=0"),
     (["perf", "run", "--qdepth", "many"], "'many'"),
@@ -127,6 +159,14 @@ def test_bad_input_is_one_line(argv, needle, files):
     line = check_one_line(p, _fill(needle, files))
     assert line.startswith("nvmelab"), line
     assert p.stdout == "", f"partial output before the error: {p.stdout!r}"
+
+
+def test_full_disk_names_the_records_file():
+    """`perf run --json FILE` on a full disk: one line naming the file (the table was printed)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    p = nvmelab("perf", "run", "--target", "emu://?profile=null", "--runtime", "0.1", "--json", "/dev/full")
+    check_one_line(p, "/dev/full: No space left on device")
 
 
 def test_mounted_device_is_refused_in_one_line():

@@ -114,3 +114,56 @@ def test_old_module_paths_are_the_new_modules() -> None:
         pass
     else:
         raise AssertionError("an unknown name must raise AttributeError")
+
+
+def documented_layers() -> list[str]:
+    """The package's layers, bottom-up, as the docstring of nvmelab/__init__.py lists them under
+    "Packages, by concern (each imports only those listed before it ...)"."""
+    doc = ast.get_docstring(ast.parse((SRC / "nvmelab" / "__init__.py").read_text(encoding="utf-8"))) or ""
+    lines = doc.split("Packages, by concern", 1)[1].splitlines()[1:]
+    layers = []
+    for line in lines:
+        if not line.startswith("    ") or not line.strip():
+            break
+        layers.append(line.split()[0])
+    return layers
+
+
+#: Modules outside the layers: the package root (version, build_info, the lazy nvmelab.open) and
+#: the old name of the driver's errors sit with the driver; ``python -m nvmelab`` sits above cli.
+ROOT_MODULES = {"nvmelab": 0, "nvmelab._version": 0, "nvmelab.errors": 0, "nvmelab.__main__": None}
+
+
+def layer_violations(graph: dict[str, set[str]], layers: list[str]) -> list[str]:
+    """Every import of a module from a higher layer than its own (the package root and
+    nvmelab.errors count as the driver layer; nvmelab.__main__ as the top)."""
+
+    def rank(mod: str) -> int:
+        if mod in ROOT_MODULES:
+            r = ROOT_MODULES[mod]
+            return len(layers) if r is None else r
+        part = mod.split(".")[1]
+        if part not in layers:
+            raise AssertionError(f"{mod}: package {part!r} is not in the documented layers {layers}")
+        return layers.index(part)
+
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps if rank(d) > rank(m))
+
+
+def test_imports_follow_the_documented_layers() -> None:
+    """driver < host < results < engines < studies < cli (nvmelab/__init__.py): a module imports
+    only its own layer and those below it (engines.blksum once took the scratch folder from
+    studies; it is in host.scratch now)."""
+    layers = documented_layers()
+    assert layers == ["driver", "host", "results", "engines", "studies", "cli"], layers
+    assert layer_violations(import_graph(), layers) == []
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    layers = ["driver", "host", "studies"]
+    graph = {
+        "nvmelab.host.a": {"nvmelab.studies.b"},
+        "nvmelab.studies.b": {"nvmelab.driver.c"},
+        "nvmelab.driver.c": set(),
+    }
+    assert layer_violations(graph, layers) == ["nvmelab.host.a -> nvmelab.studies.b"]

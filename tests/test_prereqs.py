@@ -81,3 +81,33 @@ def test_makefile_targets_check_first():
         line = next(ln for ln in make.splitlines() if ln.startswith(f"{target}:"))
         assert line.split(":", 1)[1].split()[0] == check, line
     assert "| check-env" in make  # the venv's stamp waits for the env check
+
+
+#: Standard-library modules that appeared after Python 3.10, with the version that brought them.
+NEWER_STDLIB = {"tomllib": (3, 11)}
+
+
+def test_the_stated_python_version_is_what_the_code_needs():
+    """requires-python (pyproject.toml), the README and env/prereqs.sh state one minimum, and it is
+    at least what the package imports need (tomllib: 3.11)."""
+    import ast
+    import re
+    import tomllib
+
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    m = re.fullmatch(r">=\s*3\.(\d+)", tomllib.loads(text)["project"]["requires-python"].strip())
+    assert m, "requires-python must be of the form >=3.N"
+    stated = (3, int(m.group(1)))
+    needed = (3, 0)
+    for p in (ROOT / "src" / "nvmelab").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            for name in names:
+                needed = max(needed, NEWER_STDLIB.get(name.split(".")[0], (3, 0)))
+    assert stated >= needed, f"requires-python says >={stated[0]}.{stated[1]}, the code imports need {needed}"
+    version = f"{stated[0]}.{stated[1]}"
+    assert f"Python {version} or newer" in (ROOT / "README.md").read_text(encoding="utf-8")
+    script = SCRIPT.read_text(encoding="utf-8")
+    assert f"sys.version_info < ({stated[0]}, {stated[1]})" in script and f"Python {version} or newer" in script

@@ -155,3 +155,46 @@ def test_git_commit_is_dirty_for_code_changes_not_for_records(tmp_path):
         assert provenance.git_commit(repo / "src") == head + "+dirty"
     finally:
         provenance.git_commit.cache_clear()
+
+
+def test_provenance_reads_git_without_taking_the_index_lock(tmp_path):
+    """Every run reads the commit of the source checkout: that must not rewrite .git/index (nor
+    take .git/index.lock, which makes a concurrent `git commit` there fail). A tracked file whose
+    mtime changed makes a plain `git status` refresh and rewrite the index."""
+    import shutil
+    import subprocess
+    import time
+
+    from nvmelab.host import provenance
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    code = repo / "src" / "a.py"
+    code.write_text("x = 1\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
+    index = repo / ".git" / "index"
+    time.sleep(1.1)
+    os.utime(code)  # same content, new mtime: the index entry is stale
+    before = (index.stat().st_mtime_ns, index.read_bytes())
+    provenance.git_commit.cache_clear()
+    try:
+        assert provenance.git_commit(repo / "src") is not None
+    finally:
+        provenance.git_commit.cache_clear()
+    assert (index.stat().st_mtime_ns, index.read_bytes()) == before, "provenance rewrote .git/index"
+    assert not (repo / ".git" / "index.lock").exists()
+    # the check can fail: a plain `git status` does rewrite this index
+    subprocess.run(["git", "status", "--porcelain"], cwd=repo, check=True, capture_output=True)
+    assert (index.stat().st_mtime_ns, index.read_bytes()) != before
+
+
+def test_records_that_are_not_utf8_name_the_file_and_line(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    p.write_bytes(records.dumps(GOOD).encode() + b'\n{"study": "\xff"}\n')
+    with pytest.raises(records.RecordError, match=r"runs.jsonl:2: not UTF-8 text \(byte 12"):
+        records.load_records(p)

@@ -55,7 +55,7 @@ import os
 import re
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -716,7 +716,7 @@ def _build_stamp(app: Sphinx) -> dict[str, str]:
         else "unknown (not a git checkout)",
         "commit_full": commit,
         "commit_date": git("show", "-s", "--format=%cs", "HEAD") if commit else "",
-        "built_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "built_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "preset": os.environ.get("NVMELAB_PRESET", "standard"),
     }
 

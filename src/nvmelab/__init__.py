@@ -8,7 +8,7 @@ Entry points:
 
 Packages, by concern (each imports only those listed before it, and the driver nothing of ours):
     driver    open(), Target, Controller, Namespace, QPair, DmaBuffer, errors, the NVMe spec
-    host      cpus, hostvars, devices, provenance
+    host      cpus, hostvars, devices, provenance, scratch (temporary files), signals (SIGTERM as Ctrl-C)
     results   records, reference, analysis, plots, publication, environments
     engines   perf, gpu, blksum, tier (what makes a measurement)
     studies   spec, runner, distributed, paths, specs/*.toml (the studies, run by one runner)

@@ -12,8 +12,10 @@ Errors are handled here, once, for every subcommand: a command raises (a
 never a traceback. Exit status: 2 when a command could not do what was asked
 (a bad option, URI or value, an unknown study or digest, a missing file, a
 directory where a file belongs, a device that is mounted or in use, an NVMe
-status, a part this build lacks), 130 on Ctrl-C; 1 is left to the commands for
-"ran, and the result is bad" (I/O errors counted in a record, a verify mismatch).
+status, a part this build lacks), 128 + n when stopped by signal n: SIGINT (Ctrl-C, 130),
+SIGTERM (143) and SIGHUP (129) alike, after the same cleanup (host.signals); 1 is left
+to the commands for "ran, and the result is bad" (I/O errors counted in a record, a
+verify mismatch).
 
 ``nvmelab --debug ...`` or ``NVMELAB_DEBUG=1`` prints the traceback as well.
 """
@@ -29,6 +31,8 @@ import re
 import sys
 import traceback
 from pathlib import Path
+
+from ..host import signals
 
 EXIT_ERROR = 2  # the command could not do what was asked (argparse uses 2 as well)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
@@ -136,12 +140,14 @@ def main(argv: list[str] | None = None) -> int:
         command = f"nvmelab {args.command}"
         level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-        return int(args._run(args) or 0)
-    except KeyboardInterrupt:
+        with signals.terminate_as_interrupt():
+            return int(args._run(args) or 0)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: every finally has run
         if debug:
             traceback.print_exc()
-        print(f"{command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        name = signals.signal_name(exc)
+        print(f"{command}: interrupted" + ("" if name == "SIGINT" else f" ({name})"), file=sys.stderr)
+        return signals.exit_status(exc)
     except BrokenPipeError:
         # The reader of our stdout went away (`nvmelab study list | head`): not an error of ours.
         try:

@@ -32,7 +32,9 @@ start when other processes keep the host busy (--busy-ok overrides), and each
 record carries host_cpu_usage, the whole host's CPU use during the run. Host
 variables (governor, turbo, SMT, stress) are applied when the host allows it
 and restored afterwards; runs asking for a value the host cannot be set to are
-skipped and listed.
+skipped and listed. A sweep locks its records file: a second sweep on the
+same file is refused, naming the pid of the one running (--wait queues it
+behind that one instead). SIGTERM and SIGHUP stop a sweep as Ctrl-C does.
 """
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             )
             q.add_argument(
                 "--busy-ok", action="store_true", help="take standard/paper records even when the host is busy"
+            )
+            q.add_argument(
+                "--wait",
+                action="store_true",
+                help="when another sweep is writing the same records file, wait for it (default: refuse)",
             )
             q.add_argument("--no-progress", action="store_true", help="no progress bar")
             q.add_argument(
@@ -172,6 +179,7 @@ def _run_one(spec, args: argparse.Namespace) -> None:
             progress=not args.no_progress,
             allow_host_changes=not args.no_host_changes,
             max_runs=args.max_runs,
+            wait=args.wait,
         )
     except RuntimeError as exc:  # engine missing (e.g. no CUDA build)
         raise UsageError(str(exc)) from None

@@ -45,7 +45,7 @@ from typing import Any
 
 from .. import _native
 from . import spec
-from .errors import ClosedError, NvmeError, os_error
+from .errors import ClosedError, NvmeError, check_uri, os_error
 from .namespace import DmaBuffer, Namespace, _buf_span, _count, _int
 from .qpair import Completion, QPair, check_completion, opcode_name
 
@@ -71,8 +71,7 @@ def open(uri: str, **options: Any) -> Target:  # noqa: A001 - the package's entr
     """
     if options:
         raise TypeError(f"open(): unexpected keyword argument(s) {sorted(options)}; target options belong in the URI")
-    if not isinstance(uri, str):
-        raise TypeError(f"uri: expected str, got {type(uri).__name__}")
+    check_uri(uri, "uri")
     return Target(_native.Target(uri), uri)
 
 

@@ -67,3 +67,25 @@ def os_error(err: int, what: str) -> OSError:
     code = abs(int(err))
     name = _errno.errorcode.get(code, f"errno {code}")
     return OSError(code, f"{what}: {os.strerror(code)} ({name})")
+
+
+def check_uri(uri: str, what: str = "URI") -> str:
+    """`uri` when the native layer can take it whole; else ValueError naming what is wrong.
+
+    A NUL character would end the C string there (the rest silently dropped), and text that is
+    not UTF-8 (a command-line byte Python kept as a surrogate) cannot be passed at all: both are
+    refused here, before they reach the extension, with the offending position."""
+    if not isinstance(uri, str):
+        raise TypeError(f"{what}: expected str, got {type(uri).__name__}")
+    nul = uri.find("\0")
+    if nul >= 0:
+        raise ValueError(f"{what} {uri!r}: contains a NUL character at position {nul}")
+    try:
+        uri.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        try:
+            shown: object = os.fsencode(uri)  # the bytes as given (surrogate-escaped command-line bytes)
+        except UnicodeEncodeError:
+            shown = uri
+        raise ValueError(f"{what} {shown!r}: not UTF-8 text (character {exc.start + 1})") from None
+    return uri

@@ -229,8 +229,16 @@ def run(
     if scheme in DRIVER_SCHEMES:
         if not hasattr(nat, "blksum_uri"):
             raise RuntimeError("nvmelab was built without the driver path of blksum")
+        from ..driver.errors import check_uri
+
         d = nat.blksum_uri(
-            spath, digest, threads=threads, queue_depth=queue_depth, read_size=read_size, nsid=nsid, progress=progress
+            check_uri(spath),
+            digest,
+            threads=threads,
+            queue_depth=queue_depth,
+            read_size=read_size,
+            nsid=nsid,
+            progress=progress,
         )
         extra["target_describe"] = d.pop("target_describe", "")
     elif mode != "file" or scheme in NBD_SCHEMES:
@@ -566,9 +574,9 @@ def _study_image(target: str, image_mib: int | None) -> tuple[Path, dict[str, An
         raise ValueError(f"image_mib must be >= 1, got {image_mib!r}")
     size = int(image_mib) * MIB
     if size not in _IMAGES:
-        from ..studies.paths import scratch_dir
+        from ..host import scratch
 
-        path = scratch_dir() / f"blksum_qdepth-{os.getpid()}-{int(image_mib)}MiB.raw"
+        path = scratch.temp_path(f"blksum_qdepth-{int(image_mib)}MiB", ".raw")
         log.info("blksum study: generating a %d MiB image at %s", image_mib, path)
         desc = make_image(path, size)
         desc["image_kind"] = "generated: data, written zeros, holes"
@@ -695,9 +703,12 @@ def study_run(
 def study_cleanup() -> None:
     """Stop the qemu-nbd servers and delete the images study_run made (the runner calls this when a
     sweep ends)."""
+    from ..host import scratch
+
     _stop_servers()
     for path, _ in _IMAGES.values():
         path.unlink(missing_ok=True)
+        scratch.forget(path)
     _IMAGES.clear()
     _DIGESTS.clear()
 

@@ -178,7 +178,9 @@ def make_file(path: str | os.PathLike, size: int, *, seed: int = 0) -> Path:
 
 def open_target(target: str, backend: str | None = None, *, allow_write: bool = False, need_write: bool = False):
     """Open a target for the engine (a context manager): .info(), .check(**p), .run(**p), .fill(**p)."""
-    return _native().PerfTarget(target, backend or "", bool(allow_write), bool(need_write))
+    from ..driver.errors import check_uri
+
+    return _native().PerfTarget(check_uri(target, "target"), backend or "", bool(allow_write), bool(need_write))
 
 
 def fill(

@@ -26,11 +26,14 @@ without them the values read as None (governor, turbo) and cannot be set.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import math
 import os
 import shutil
 import signal
 import subprocess
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,11 @@ log = logging.getLogger(__name__)
 
 #: How long to wait for stress-ng to exit after SIGTERM before killing it (seconds).
 STRESS_STOP_TIMEOUT_S = 5.0
+#: stress-ng's own --timeout: the run's expected length plus this margin (seconds), so that a
+#: runner killed with SIGKILL (no cleanup at all) leaves it running a little while, not forever.
+STRESS_MARGIN_S = 60.0
+#: --timeout when the run's length is not known in advance (seconds).
+STRESS_DEFAULT_TIMEOUT_S = 3600.0
 
 
 def _write(path: Path, value: str) -> str | None:
@@ -152,7 +160,7 @@ def controllability(
     return out
 
 
-@dataclass
+@dataclass(eq=False)  # hashable by identity: _CHANGED holds them
 class HostControl:
     """Applies host variables for runs and restores them; one per sweep (and per host)."""
 
@@ -187,6 +195,7 @@ class HostControl:
             if why:
                 return why
             self._saved.setdefault(var, []).append((f, old))
+            _CHANGED.add(self)
         return None
 
     def set_governor(self, value: str) -> str | None:
@@ -257,39 +266,91 @@ class HostControl:
             for f, old in reversed(self._saved.pop(var, [])):
                 why = _write(f, old)
                 notes.append(f"restored {f}={old}" if why is None else f"could not restore {f}: {why}")
+        _CHANGED.discard(self)
         for n in notes:
             log.info(n)
         return notes
 
     # -- stress on unused CPUs --
-    def start_stress(self, used: list[int]) -> tuple[bool, str]:
-        """stress-ng on the online CPUs not in `used`; (ok, note)."""
+    def start_stress(self, used: list[int], seconds: float | None = None) -> tuple[bool, str]:
+        """stress-ng on the online CPUs not in `used`, for at most `seconds` + STRESS_MARGIN_S (its
+        own --timeout; STRESS_DEFAULT_TIMEOUT_S when None), in a process group of its own that
+        stop_stress kills (the runner calls it on every exit); (ok, note)."""
         self.stop_stress()
         free = [c for c in _cpus.online(self.root) if c not in used]
         if not free:
             return False, f"no unused CPUs to stress (run uses {used})"
         if not self.stress_cmd:
             return False, "stress-ng is not installed"
-        cmd = [self.stress_cmd, "--cpu", str(len(free)), "--taskset", ",".join(map(str, free)), "--quiet"]
+        limit = STRESS_DEFAULT_TIMEOUT_S if seconds is None else float(seconds) + STRESS_MARGIN_S
+        cmd = [
+            self.stress_cmd,
+            "--cpu",
+            str(len(free)),
+            "--taskset",
+            ",".join(map(str, free)),
+            "--timeout",
+            f"{max(1, math.ceil(limit))}s",
+            "--quiet",
+        ]
         self._stress = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
+        _LIVE_STRESS.add(self._stress.pid)
         return True, f"stress-ng on CPUs {free}"
+
+    def stress_running(self) -> bool:
+        """Whether the stress-ng started by start_stress is still running (it must outlast the run)."""
+        return self._stress is not None and self._stress.poll() is None
 
     def stop_stress(self) -> None:
         p, self._stress = self._stress, None
-        if p is None or p.poll() is not None:
+        if p is None:
             return
-        os.killpg(p.pid, signal.SIGTERM)  # the session we started for it, and only that
-        try:
-            p.wait(timeout=STRESS_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        _LIVE_STRESS.discard(p.pid)
+        _kill_group(p.pid, wait=p.wait)
 
     def close(self) -> list[str]:
         self.stop_stress()
         return self.restore()
+
+
+#: Process groups of stress-ng runs not stopped yet: killed at interpreter exit whatever happened.
+_LIVE_STRESS: set[int] = set()
+
+
+def _kill_group(pgid: int, wait: Any = None) -> None:
+    """SIGTERM the process group `pgid` (a stress-ng session we started, and only that), SIGKILL it
+    after STRESS_STOP_TIMEOUT_S; its workers are in the group too, so none is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    if wait is None:
+        return
+    try:
+        wait(timeout=STRESS_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)  # workers that outlived their parent, or a stuck parent
+    except ProcessLookupError:
+        return
+    wait()
+
+
+#: HostControls that changed a host variable and have not restored it yet.
+_CHANGED: weakref.WeakSet[HostControl] = weakref.WeakSet()
+
+
+@atexit.register
+def _at_exit() -> None:
+    """The backstop of every exit the runner's finally did not see: stop stress, restore sysfs."""
+    for pgid in sorted(_LIVE_STRESS):
+        _kill_group(pgid)
+    _LIVE_STRESS.clear()
+    for ctl in list(_CHANGED):
+        ctl.restore()
 
 
 def _same(found: Any, want: Any) -> bool:

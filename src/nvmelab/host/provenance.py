@@ -14,6 +14,7 @@ import datetime as _dt
 import functools
 import importlib.metadata
 import logging
+import os
 import platform
 import shutil
 import socket
@@ -32,8 +33,14 @@ QUERY_TIMEOUT_S = 5
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
+    env = None
+    if cmd[0] == "git":
+        # Read only: `git status` would otherwise refresh the index (taking .git/index.lock and
+        # rewriting .git/index) in the user's checkout, and fail a concurrent git command there.
+        cmd = ["git", "--no-optional-locks", *cmd[1:]]
+        env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
-        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S, check=True)
+        out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip()
@@ -177,7 +184,7 @@ def virtualisation(sysfs: str = "/sys/devices/system/clocksource/clocksource0") 
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def capture(target_info: dict | None = None, **extra: Any) -> dict:

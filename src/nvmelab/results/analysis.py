@@ -97,6 +97,23 @@ def to_frame(records: Iterable[dict[str, Any]], source: str = "nvmelab") -> pd.D
     return df
 
 
+#: Columns that identify one run of one host: a second row with the same values is a duplicate record.
+RUN_IDENTITY = ("run_key", "results_host", "host")
+
+
+def unique_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with the first row of each run (RUN_IDENTITY) kept: duplicate records of one run (two
+    sweeps that wrote one file) would otherwise count as repetitions. Says how many it dropped."""
+    if "run_key" not in df.columns or df.empty:
+        return df
+    subset = [c for c in RUN_IDENTITY if c in df.columns]
+    dup = df.duplicated(subset=subset, keep="first") & df["run_key"].notna()
+    if dup.any():
+        log.warning("%d duplicate record(s) of the same run ignored (the first of each kept)", int(dup.sum()))
+        df = df[~dup]
+    return df
+
+
 def aggregate(
     df: pd.DataFrame, by: Sequence[str] | None = None, metrics: Sequence[str] = ("iops", "mibs")
 ) -> pd.DataFrame:
@@ -106,11 +123,12 @@ def aggregate(
 
     `by` defaults to the configuration columns present in `df`. The result has
     one row per configuration with ``<metric>_mean``, ``<metric>_std`` and ``n``
-    (number of repetitions), sorted by `by`.
+    (number of repetitions; duplicate records of one run count once, unique_runs), sorted by `by`.
     """
     if by is None:
         by = [c for c in CONFIG_COLUMNS if c in df.columns]
     by = list(by)
+    df = unique_runs(df)
     missing = [c for c in list(by) + list(metrics) if c not in df.columns]
     if missing:
         raise ValueError(f"aggregate: columns not in the data: {', '.join(missing)}")

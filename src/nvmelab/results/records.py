@@ -21,21 +21,36 @@ A failed point (nvmelab.studies.isolate: a run that hung, crashed or raised in i
 is a record too, so that a resumed sweep does not repeat it: its parameters, iops/mibs 0, and
 failed = {kind, reason, seconds}. Analyses leave it out (nvmelab.studies.runner.load_results).
 
-Files are written atomically (temporary file in the same directory, fsync,
-rename), so an interrupted run never leaves a half-written record file.
-`append_records` rewrites a file with the new records added; readers never see a
-partial line. `load_records` names the file and line of anything it cannot use.
+Writing (book/framework.md, "Records files"):
+* `append_records` appends the new lines with one write and fsyncs them: O(1) in the size of the
+  file. An exclusive flock on the records file serialises writers across processes (two
+  `nvmelab perf run --json` loops, two sweeps). A last line left unfinished by a kill mid-write
+  is dropped before the next append (it was never a finished record); a failed write (a full
+  disk) is cut back to the records that were there and the error names the file.
+* `write_records` replaces a whole file atomically (temporary file, fsync, rename).
+* `sweep_lock(path)` is held by a sweep for the whole sweep: a second sweep on the same records
+  file is refused, naming the file and the holder's pid (or waits with ``wait=True``).
+
+Reading: `iter_records` names the file and line of anything it cannot use, and ignores an
+unfinished last line (a write in progress, or one cut short by a kill) with a warning.
+`load_records` and `unique_records` keep the first record of each ``run_key`` and say how many
+duplicates they dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import logging
 import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: Required keys and the types they may hold (None allowed where listed).
 SCHEMA: dict[str, tuple[type, ...]] = {
@@ -240,28 +255,156 @@ def write_records(path: str | os.PathLike, records: Iterable[dict[str, Any]], *,
     return path
 
 
+def _tail_state(fd: int, size: int) -> tuple[int, bytes]:
+    """Where the last complete line of an open records file ends, and the bytes after it (an
+    unfinished last line; empty when the file ends in a newline). Reads only the tail."""
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size, b""
+    chunk = 1 << 16
+    end = size
+    tail = b""
+    while end > 0:
+        start = max(0, end - chunk)
+        block = os.pread(fd, end - start, start)
+        nl = block.rfind(b"\n")
+        if nl >= 0:
+            return start + nl + 1, block[nl + 1 :] + tail
+        tail = block + tail
+        end = start
+    return 0, tail
+
+
+def _finish_tail(fd: int, path: Path, size: int) -> int:
+    """Make the file end in a newline before an append; returns its new size.
+
+    An unfinished last line that is a whole JSON object (a file written without a final newline)
+    gets its newline; the start of a record ('{...') is what a kill mid-write left, and is cut
+    off with a warning; anything else is not a records file: RecordError, the file untouched."""
+    keep, tail = _tail_state(fd, size)
+    if not tail:
+        return size
+    try:
+        whole = isinstance(json.loads(tail), dict)
+    except (ValueError, UnicodeDecodeError):
+        whole = False
+    if whole:
+        os.write(fd, b"\n")
+        return size + 1
+    if not tail.startswith(b"{"):  # not the start of a record: not a records file, touch nothing
+        raise RecordError(
+            f"{path}: does not end with a whole record (its last {len(tail)} bytes are not JSON); "
+            "not a records file? nothing was appended"
+        )
+    log.warning("%s: dropped an unfinished last line (%d bytes, a write cut short) before appending", path, len(tail))
+    os.ftruncate(fd, keep)
+    return keep
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
 def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]], *, check: bool = True) -> Path:
-    """Add records to `path`, keeping what is there; the file is replaced atomically."""
+    """Append records to `path` (created if missing): one write and one fsync under an exclusive
+    flock, whatever the size of the file. On any failure (a full disk, an interrupt mid-write) the
+    file is cut back to the records it had, and an OSError names the file."""
     path = Path(path)
     new = list(records)
     if check:
         for i, r in enumerate(new):
             validate(r, f"new record {i} for {path}")
-    old = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    _atomic_write(path, [ln for ln in old if ln.strip()] + [dumps(r) for r in new])
+    data = "".join(dumps(r) + "\n" for r in new).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        st = os.fstat(fd)
+        created = st.st_size == 0
+        size = _finish_tail(fd, path, st.st_size)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)  # keep exactly the records that were there
+            if isinstance(exc, OSError):
+                why = exc.strerror or str(exc)
+                raise OSError(
+                    exc.errno, f"{why} (appending {len(new)} record(s); the records already in it are kept)", str(path)
+                ) from None
+            raise
+    finally:
+        os.close(fd)  # releases the lock
+    if created:  # a new file: make its directory entry durable too
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
     return path
 
 
-def iter_records(path: str | os.PathLike, *, check: bool = False) -> Iterator[dict[str, Any]]:
-    """Yield the records of one JSONL file; a bad line raises RecordError naming file and line."""
+class RecordsBusyError(RuntimeError):
+    """Another sweep holds the lock of a records file."""
+
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The lock file of a records file: ``.<name>.lock`` next to it (git ignores it)."""
     path = Path(path)
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def sweep_lock(path: str | os.PathLike, *, wait: bool = False) -> Iterator[Path]:
+    """Hold the sweep lock of records file `path` (an flock on `lock_path(path)`, which holds the
+    holder's pid) for the body. Taken: RecordsBusyError naming the file and the holder's pid, or,
+    with ``wait=True``, wait for it. The kernel drops the lock when the holder dies, however it dies."""
+    path = Path(path)
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            if not wait:
+                raise RecordsBusyError(
+                    f"{path}: another sweep (pid {holder}) is writing these records; "
+                    "let it finish (or stop it), or pass --wait to run after it"
+                ) from None
+            log.warning("%s: waiting for the sweep of pid %s to finish", path, holder)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)
+
+
+def iter_records(path: str | os.PathLike, *, check: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield the records of one JSONL file; a bad line raises RecordError naming file and line.
+
+    An unfinished last line (no newline, not a whole JSON object: a write in progress, or one a
+    kill cut short) is not a record: it is skipped with a warning."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RecordError(f"{path}:{lineno}: not UTF-8 text (byte {exc.start + 1}: {exc.reason})") from None
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):
+                    log.warning("%s:%d: ignoring an unfinished last line (%d bytes)", path, lineno, len(raw))
+                    return
                 raise RecordError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
             if check:
                 validate(rec, f"{path}:{lineno}")
@@ -270,10 +413,30 @@ def iter_records(path: str | os.PathLike, *, check: bool = False) -> Iterator[di
             yield rec
 
 
+def unique_records(records: Iterable[dict[str, Any]], where: str = "records") -> list[dict[str, Any]]:
+    """The records with the first of each ``run_key`` kept (records without one are all kept); a
+    warning names `where` and how many duplicates were dropped (two sweeps that wrote one file)."""
+    seen: set[str] = set()
+    out: list[dict[str, Any]] = []
+    dropped = 0
+    for rec in records:
+        key = rec.get("run_key")
+        if key is not None:
+            if key in seen:
+                dropped += 1
+                continue
+            seen.add(key)
+        out.append(rec)
+    if dropped:
+        log.warning("%s: %d duplicate record(s) of the same run key ignored (the first of each kept)", where, dropped)
+    return out
+
+
 def load_records(
     paths: str | os.PathLike | Iterable[str | os.PathLike], *, check: bool = False
 ) -> list[dict[str, Any]]:
-    """Load records from a file, a directory (all *.jsonl below it), or a list of either."""
+    """Load records from a file, a directory (all *.jsonl below it), or a list of either; within
+    each file, the first record of each run key (unique_records)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[dict[str, Any]] = []
@@ -281,5 +444,5 @@ def load_records(
         p = Path(p)
         files = sorted(f for f in p.rglob("*.jsonl") if not f.name.startswith(".tmp-")) if p.is_dir() else [p]
         for f in files:
-            out.extend(iter_records(f, check=check))
+            out.extend(unique_records(iter_records(f, check=check), str(f)))
     return out

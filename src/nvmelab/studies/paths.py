@@ -2,12 +2,12 @@
 """Where a study's records and scratch files go, and which host this is.
 
     host_id()                              $NVMELAB_HOST_ID or the hostname, as a folder name
-    scratch_dir()                          where file:// and generated study targets live
+    scratch_dir()                          where file:// and generated study targets live (host.scratch)
     default_results_root(preset)           $NVMELAB_RESULTS, else data/results (quick: build/results);
                                            an installed package (no checkout) needs $NVMELAB_RESULTS
     results_path(root, study, host, preset) data/results/<study>/<host>/<preset>.jsonl
 
-Below both spec.py and runner.py (and the engines that need a scratch folder), so neither
+Below both spec.py and runner.py, so neither
 imports the other for these.
 """
 
@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 import re
 import socket
-import tempfile
 from pathlib import Path
+
+from ..host.scratch import scratch_dir  # noqa: F401 (re-exported: the scratch folder belongs to the host layer)
 
 _HOST_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -26,20 +27,6 @@ def host_id() -> str:
     """This host's folder name under data/results/<study>/: $NVMELAB_HOST_ID or the hostname."""
     raw = os.environ.get("NVMELAB_HOST_ID") or socket.gethostname() or "unknown-host"
     return _HOST_RE.sub("_", raw).strip("._") or "unknown-host"
-
-
-def scratch_dir() -> Path:
-    """Where file:// study targets live: $NVMELAB_SCRATCH, else a folder on /dev/shm (memory),
-    else the temporary directory."""
-    env = os.environ.get("NVMELAB_SCRATCH")
-    if env:
-        base = Path(env)
-    elif Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
-        base = Path("/dev/shm") / f"nvmelab-{os.getuid()}"
-    else:
-        base = Path(tempfile.gettempdir()) / f"nvmelab-{os.getuid()}"
-    base.mkdir(parents=True, exist_ok=True)
-    return base
 
 
 def default_results_root(preset: str) -> Path:
@@ -61,5 +48,14 @@ def default_results_root(preset: str) -> Path:
     return data / "results"
 
 
+#: A study, host or preset name as one folder or file name of the results tree.
+_PART_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 def results_path(root: Path, study: str, host: str, preset: str) -> Path:
+    """data/results/<study>/<host>/<preset>.jsonl; a part that is not one plain name (a '/', '..',
+    an absolute path: it would put records outside the results root) is a ValueError."""
+    for what, part in (("study", study), ("host", host), ("preset", preset)):
+        if not isinstance(part, str) or not _PART_RE.fullmatch(part) or ".." in part:
+            raise ValueError(f"{what} name {part!r} cannot name a folder of the results tree under {root}")
     return Path(root) / study / host / f"{preset}.jsonl"

@@ -20,9 +20,13 @@ Presets and run modes (one mechanism for every study):
     missing  run (resume) what this host has not recorded yet, then show this host's records
 
 Behaviour:
-* Records are appended atomically (nvmelab.results.records.append_records) right after
-  each run, so an interrupted sweep (Ctrl-C, crash, full disk) loses no finished
-  record; rerunning resumes: runs whose key is already recorded are skipped.
+* Records are appended (nvmelab.results.records.append_records: one line, fsync, under
+  an flock) right after each run, so an interrupted sweep (Ctrl-C, SIGTERM, SIGHUP,
+  crash, full disk) loses no finished record; rerunning resumes: runs whose key is
+  already recorded are skipped. A sweep holds the sweep lock of its records file
+  (records.sweep_lock): a second sweep on the same file is refused, or waits (``wait``).
+* Whatever ends a sweep, guard.SweepGuard gives back what it holds: stress-ng stopped,
+  host variables restored, generated scratch files removed, locks released.
 * The run function is injectable (tests pass a fake one); by default it is the
   spec's engine (``nvmelab.engines.perf.run`` or ``nvmelab.engines.perf.run_cuda``).
 * Host variables (hostvars.HostControl) are applied when the host allows it and
@@ -50,7 +54,9 @@ import pandas as pd
 
 from ..host import cpus as _cpus
 from ..host.hostvars import HostControl, used_cpus
+from ..host.signals import signal_name
 from ..results import records as _records
+from .guard import SweepGuard
 from .paths import default_results_root, host_id, results_path, scratch_dir  # noqa: F401 (re-exported)
 from .spec import ENGINES, OPTIONAL_PRESETS, PRESETS, Plan, Run, StudySpec, load_spec
 
@@ -97,7 +103,8 @@ def set_aside(root: str | Path, study: str, preset: str) -> Path | None:
         return None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     dest = path.with_name(f"{path.name}.replaced-{stamp}")
-    path.rename(dest)
+    with _records.sweep_lock(path):  # never from under a sweep that is writing it
+        path.rename(dest)
     log.info("%s: moved aside to %s", path, dest.name)
     return dest
 
@@ -181,6 +188,13 @@ def _prepare_target(target: str, file_mib: int) -> None:
     perf.make_file(str(path), file_mib * 1024 * 1024)
 
 
+def _expected_seconds(run: Run) -> float | None:
+    """How long a run should take (runtime + warmup), None when its spec does not say."""
+    if run.params.get("runtime") is None:
+        return None
+    return float(run.params["runtime"]) + float(run.params.get("warmup", 0) or 0)
+
+
 def execute_run(run: Run, run_fn: RunFn, host: HostControl, *, file_mib: int = DEFAULT_FILE_MIB) -> Outcome:
     """One run: host variables, optional stress, the engine, the record annotated with its key."""
     t0 = time.monotonic()
@@ -195,7 +209,7 @@ def execute_run(run: Run, run_fn: RunFn, host: HostControl, *, file_mib: int = D
                 cpus = used_cpus(int(run.params.get("ncpus", 1)), int(run.params.get("thr_sib", 0)), host.root)
             except ValueError as exc:
                 return Outcome(run, None, f"could not set stress=1: {exc}", notes, me)
-            started, note = host.start_stress(cpus)
+            started, note = host.start_stress(cpus, _expected_seconds(run))
             notes.append(note)
             if not started:
                 return Outcome(run, None, f"could not set stress=1: {note}", notes, me)
@@ -206,6 +220,8 @@ def execute_run(run: Run, run_fn: RunFn, host: HostControl, *, file_mib: int = D
         except ValueError as exc:  # a parameter this host or target cannot take: skip it, say why
             return Outcome(run, None, f"engine refused the run: {exc}", notes, me)
         host_usage = _cpus.host_usage(before, _cpus.host_cpu_times())
+        if stress and not host.stress_running():  # its --timeout ran out: the label stress=1 would be untrue
+            return Outcome(run, None, "could not set stress=1: stress-ng ended before the run did", notes, me)
     finally:
         host.stop_stress()
     rec["study"] = run.study
@@ -302,13 +318,15 @@ def run_study(
     allow_host_changes: bool = True,
     max_runs: int | None = None,
     select: Callable[[Run], bool] | None = None,
+    wait: bool = False,
 ) -> SweepReport:
     """Run (or resume) a study's preset; returns a SweepReport.
 
     `target` replaces the spec's default target URI. `run_fn` replaces the
     engine (signature of nvmelab.engines.perf.run, returning one record). `max_runs`
     stops after that many new runs (for tests and partial sweeps). `select` keeps only the runs
-    of the plan it returns true for (a part of a grid, e.g. a lease's calibration points).
+    of the plan it returns true for (a part of a grid, e.g. a lease's calibration points). `wait`:
+    when another sweep holds the records file, wait for it rather than refuse (RecordsBusyError).
     """
     spec = study if isinstance(study, StudySpec) else load_spec(study)
     plan: Plan = spec.plan(preset, target=target)
@@ -316,6 +334,24 @@ def run_study(
     if run_fn is None:
         run_fn = resolve_engine(spec.engine)
     executor = executor or LocalExecutor(allow_host_changes)
+    with SweepGuard(wait=wait) as guard:
+        guard.lock(executor.done_paths(root, spec.study, preset))  # before reading what is done
+        return _sweep(spec, preset, plan, root, run_fn, executor, guard, max_runs, progress, select)
+
+
+def _sweep(
+    spec: StudySpec,
+    preset: str,
+    plan: Plan,
+    root: Path,
+    run_fn: RunFn,
+    executor: Any,
+    guard: SweepGuard,
+    max_runs: int | None,
+    progress: bool,
+    select: Callable[[Run], bool] | None = None,
+) -> SweepReport:
+    """The body of run_study, under its guard."""
     done = done_keys(executor.done_paths(root, spec.study, preset))
     runs = [r for r in plan.runs if select(r)] if select is not None else plan.runs
     pending = [r for r in runs if r.key not in done]
@@ -336,13 +372,14 @@ def run_study(
 
     bar = tqdm(total=len(pending), desc=f"{spec.study}/{preset}", unit="run", disable=not progress, leave=False)
     try:
-        for out in executor.execute(pending, run_fn, file_mib):
+        for out in guard.closing(executor.execute(pending, run_fn, file_mib)):
             rep.notes.extend(n for n in out.notes if n not in rep.notes)
             if out.record is None:
                 rep.skipped.append((out.run.label(), out.skipped or "skipped"))
                 log.warning("skipped %s: %s", out.run.label(), out.skipped)
             else:
                 path = results_path(root, spec.study, out.host, preset)
+                guard.lock([path])  # a host folder the executor had no records in yet (Dask)
                 _records.append_records(path, [out.record])
                 rep.paths.add(path)
                 rep.records.append(out.record)
@@ -353,9 +390,11 @@ def run_study(
                     )
             bar.update(1)
             bar.set_postfix_str(out.run.label()[:60], refresh=False)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (host.signals.Terminated)
         rep.interrupted = True
-        log.warning("interrupted: %d records written this time are kept; rerun to resume", rep.ran)
+        log.warning(
+            "interrupted (%s): %d records written this time are kept; rerun to resume", signal_name(exc), rep.ran
+        )
         raise
     finally:
         bar.close()
@@ -378,7 +417,7 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
     files = sorted(p for p in base.glob(pattern) if not p.name.startswith(".tmp-"))
     recs, failed = [], 0
     for f in files:
-        for rec in _records.iter_records(f, check=True):
+        for rec in _records.unique_records(_records.iter_records(f, check=True), str(f)):
             if rec.get("failed"):
                 failed += 1
                 continue

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import tomllib
 
 #: Parameters passed to the engine's run function.
 ENGINE_PARAMS = (
@@ -55,6 +56,11 @@ ENGINE_PARAMS = (
     "runtime",
     "warmup",
 )
+#: Most runs a preset may expand to (the paper grid of cpu_initiated has 14,640): a larger plan is
+#: refused before it is built, since every run is held in memory (and a sweep that long is a typo).
+MAX_PLAN_RUNS = 200_000
+#: What a study name may be: it becomes a folder of the results tree (no '/', no '..', not absolute).
+STUDY_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 #: Host variables (seed 004) the runner applies around a run.
 HOST_VARS = ("governor", "fixed_freq", "turbo", "smt", "stress")
 #: Preset-level settings that are not run parameters.
@@ -272,6 +278,7 @@ class StudySpec:
         if target is not None:
             base["target"] = target  # replaces the default; a bundle naming its own target keeps it
         base.setdefault("target", self.target)
+        self._check_plan_size(preset, pre, reps)
         configs: dict[str, dict[str, Any]] = {}
         member: dict[str, list[str]] = {}
         sweeps: dict[str, list[dict[str, Any]]] = {}
@@ -305,6 +312,25 @@ class StudySpec:
         ]
         return Plan(self, preset, runs, sweeps)
 
+    def _check_plan_size(self, preset: str, pre: dict[str, Any], reps: int) -> None:
+        """Refuse a preset whose runs would exceed MAX_PLAN_RUNS before expanding it (the product
+        of each sweep's value counts, times the repetitions: an upper bound, computed, not built)."""
+        sizes = {}
+        for j, sw in enumerate(pre.get("sweeps", [{"name": "all"}])):
+            n = 1
+            for k, v in sw.items():
+                if k != "name":
+                    n *= len(v) if isinstance(v, list) else 1
+            sizes[sw.get("name", "all") if j == 0 else sw.get("name", f"sweeps[{j}]")] = n
+        total = sum(sizes.values()) * reps
+        if total > MAX_PLAN_RUNS:
+            big = max(sizes, key=lambda k: sizes[k])
+            raise SpecError(
+                f"{self.where}: preset {preset!r} expands to {total:,} runs ({reps} repetition(s) of "
+                f"{sum(sizes.values()):,} configurations; sweep {big!r} alone has {sizes[big]:,}), more than "
+                f"the {MAX_PLAN_RUNS:,} a plan may hold: split the sweep or reduce its values"
+            )
+
     def _excluded(self, params: dict[str, Any]) -> bool:
         return any(all(k in params and params[k] == v for k, v in ex.items()) for ex in self.exclude)
 
@@ -336,7 +362,31 @@ def _expand(v: Any, scratch: str | None) -> Any:
     return v
 
 
+def _check_table(where: str, table: Any) -> dict[str, Any]:
+    """`table`, when it is a TOML table; else a SpecError naming where and what was given."""
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: must be a table ({{...}} or a [section]), got {type(table).__name__} {table!r}")
+    return table
+
+
+def _check_list(where: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise SpecError(f"{where}: must be a list of tables ([[...]]), got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_study_name(where: str, name: Any) -> str:
+    """`name` when it can be a study's folder in the results tree (STUDY_NAME_RE), else a SpecError."""
+    if not isinstance(name, str) or not STUDY_NAME_RE.fullmatch(name):
+        raise SpecError(
+            f"{where}: study name {name!r} must be letters, digits, '_' or '-' (at most 64, not starting "
+            "with '_' or '-'): it names the study's folder under the results root"
+        )
+    return name
+
+
 def _check_keys(where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    _check_table(where, table)
     bad = sorted(set(table) - allowed)
     if bad:
         raise SpecError(f"{where}: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(allowed))}")
@@ -348,6 +398,10 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
     for key in ("study", "engine", "target", "presets"):
         if key not in data:
             raise SpecError(f"{where}: missing key {key!r}")
+    check_study_name(where, data["study"])
+    for key in ("engine", "target", "title", "source", "notes", "label", "chapter"):
+        if key in data and not isinstance(data[key], str):
+            raise SpecError(f"{where}: {key} must be a string, got {type(data[key]).__name__} {data[key]!r}")
     _check_keys(
         where,
         data,
@@ -372,10 +426,11 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
     KNOWN = known_params(data["engine"])  # noqa: N806 (the parameters of this spec's engine)
     fixed = data.get("fixed", {})
     _check_keys(f"{where} [fixed]", fixed, KNOWN | set(SETTINGS))
-    exclude = data.get("exclude", [])
+    exclude = _check_list(f"{where} exclude", data.get("exclude", []))
     for i, ex in enumerate(exclude):
         _check_keys(f"{where} exclude[{i}]", ex, KNOWN)
-    presets = data["presets"]
+    presets = _check_table(f"{where} presets", data["presets"])
+    _check_table(f"{where} extra", data.get("extra", {}))
     missing = [p for p in PRESETS if p not in presets]
     if missing:
         raise SpecError(f"{where}: presets {', '.join(missing)} missing (every spec defines {', '.join(PRESETS)})")
@@ -383,7 +438,11 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
         pw = f"{where} presets.{pname}"
         _check_keys(pw, pre, {"fixed", "sweeps", "repetitions", "notes"})
         _check_keys(f"{pw}.fixed", pre.get("fixed", {}), KNOWN)
-        for j, sw in enumerate(pre.get("sweeps", [])):
+        reps = pre.get("repetitions", 1)
+        if not isinstance(reps, int) or isinstance(reps, bool):
+            raise SpecError(f"{pw}: repetitions must be an integer, got {type(reps).__name__} {reps!r}")
+        for j, sw in enumerate(_check_list(f"{pw}.sweeps", pre.get("sweeps", []))):
+            _check_table(f"{pw}.sweeps[{j}]", sw)
             for k, v in sw.items():
                 if k == "name":
                     continue
@@ -444,21 +503,30 @@ def book_studies() -> list[tuple[str, str, str]]:
     ]
 
 
+def _read_text(p: Any) -> str:
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{p}: not UTF-8 text (byte {exc.start + 1}: {exc.reason})") from None
+
+
 def load_spec(name_or_path: str | Path) -> StudySpec:
     """Load a spec by study name (``cpu_initiated``) or by path to a TOML file."""
     p = Path(name_or_path)
     if p.suffix == ".toml" or p.exists():
+        if p.is_dir():
+            raise SpecError(f"study spec {p}: is a directory (name a .toml file or a study)")
         if not p.is_file():
             raise FileNotFoundError(f"study spec {p} does not exist")
         path = p
-        text = p.read_text(encoding="utf-8")
+        text = _read_text(p)
     else:
         name = str(name_or_path).replace("-", "_")
         res = _spec_dir() / f"{name}.toml"
         if not res.is_file():
             raise SpecError(f"unknown study {name_or_path!r}; known: {', '.join(list_specs())}")
         path = Path(str(res))
-        text = res.read_text(encoding="utf-8")
+        text = _read_text(res)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -117,7 +117,9 @@ def emu_info(uri: str) -> dict:
 
     if not uri.startswith("emu://"):
         return {"profile": None, "scale": None, "model": None}
-    t = _native.PerfTarget(uri, "", False, False)
+    from ...driver.errors import check_uri
+
+    t = _native.PerfTarget(check_uri(uri), "", False, False)
     try:
         info = dict(t.info())
     finally:
