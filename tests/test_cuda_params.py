@@ -118,3 +118,47 @@ def test_cli_options_come_from_the_table():
         text=True,
     )
     assert bad.returncode != 0 and "occupancy=0" in bad.stderr and bad.stderr.count("\n") <= 2
+
+
+# ------------------------------------------------------------------------------------------ GPU (lease)
+@pytest.mark.gpu
+@pytest.mark.parametrize("poll", ["spin", "backoff:256"])
+def test_poll_discipline_runs_and_is_recorded(poll):
+    rec = gpu.run_cuda(target="gpu-emu://?ndev=1&profile=null", qdepth=64, rounds=50, poll=poll)
+    assert rec["poll"] == poll and rec["errors"] == 0
+    assert 0 < rec["occupancy"]["used_pct"] <= 95 and rec["occupancy"]["limit_pct"] == 95
+
+
+@pytest.mark.gpu
+def test_occupancy_margin_refuses_a_run_that_fills_the_gpu():
+    with pytest.raises(ValueError, match="occupancy=1%"):  # -E2BIG
+        gpu.run_cuda(target="gpu-emu://?ndev=64&profile=null", qdepth=1024, nqueues=64, rounds=1, occupancy=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("iosize", [512, 1024, 4096, 131072])
+def test_emulator_reports_its_headroom_and_fetch_lag(iosize):
+    # profile=null reports its own numbers too; every size path (lane per command up to 1 KiB, warp with
+    # prefetched PRP entries above) moves data that verifies
+    rec = gpu.run_cuda(
+        target="gpu-emu://?ndev=2&profile=null&ns=64MiB",
+        rw="write",
+        iosize=iosize,
+        qdepth=64,
+        nqueues=2,
+        rounds=4,
+        verify=True,
+        readback=True,
+    )
+    assert rec["verify_errors"] == 0
+    em = rec["emulator_counters"]
+    assert em["warps_serving"] == 4 and 0 < em["busy_max"] <= 1 and em["busy_mean"] <= em["busy_max"]
+    assert rec["emulator_headroom"] == pytest.approx(1 / em["busy_max"])
+    assert em["sq_wait_max"] >= 1 and 0 <= em["sq_left_frac"] < 1
+    assert isinstance(rec["emulator_limited"], bool)
+
+
+@pytest.mark.gpu
+def test_host_memory_sqs_use_the_read_back_and_the_poller_warp():
+    rec = gpu.run_cuda(target="emu://?ndev=1&mode=thread&nsze=64MiB", qdepth=96, rounds=5, timeout=5.0)
+    assert rec["sq_readback"] is True and rec["errors"] == 0 and rec["queue_rounds"] == [5]

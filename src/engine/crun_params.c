@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NS_PER_S_D      1e9
-#define CRUN_POLL_SPIN  "spin"
-#define CRUN_POLL_BACK  "backoff:"
-#define CRUN_PERMILLE   1000u
-#define CRUN_PERCENT    100u
+#define NS_PER_S_D     1e9
+#define CRUN_POLL_SPIN "spin"
+#define CRUN_POLL_BACK "backoff:"
+#define CRUN_PERMILLE  1000u
+#define CRUN_PERCENT   100u
 
 static const struct crun_param_info params[] = {
 #define X(name, type, field, lo, hi, def, doc) {#name, CRUN_PT_##type, (double)(lo), (double)(hi), (double)(def), doc},

@@ -26,22 +26,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nvme/nvme_gpuq.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define CRUN_MAX_QDEPTH       1024u              /* one CUDA thread per command, one block per queue */
-#define CRUN_MAX_NQUEUES      64u                /* queues per device */
-#define CRUN_MAX_NDEVS        64u                /* devices per run */
-#define CRUN_MAX_IOSIZE       (2u * 1024u * 1024u) /* PRP1 + one PRP list page of 4 KiB pages */
-#define CRUN_LBA_MIN          512u
-#define CRUN_MAX_SECONDS      86400.0
-#define CRUN_MAX_TIMEOUT_S    3600.0
-#define CRUN_MIN_TIMEOUT_S    0.000001
-#define CRUN_POLL_MAX_NS      1000000u /* backoff:MAX_NS at most 1 ms */
-#define CRUN_POLL_DEFAULT_NS  2048u    /* backoff:2048, the former compile-time constant */
-#define CRUN_OCCUPANCY_PCT    95u      /* refuse a run above this share of the resident capacity */
-#define CRUN_POLL_TEXT_LEN    32u
+#define CRUN_MAX_QDEPTH      1024u                /* one CUDA thread per command, one block per queue */
+#define CRUN_MAX_NQUEUES     64u                  /* queues per device */
+#define CRUN_MAX_NDEVS       64u                  /* devices per run */
+#define CRUN_MAX_IOSIZE      (2u * 1024u * 1024u) /* PRP1 + one PRP list page of 4 KiB pages */
+#define CRUN_LBA_MIN         512u
+#define CRUN_MAX_SECONDS     86400.0
+#define CRUN_MAX_TIMEOUT_S   3600.0
+#define CRUN_MIN_TIMEOUT_S   0.000001
+#define CRUN_POLL_MAX_NS     1000000u /* backoff:MAX_NS at most 1 ms */
+#define CRUN_POLL_DEFAULT_NS 2048u    /* backoff:2048, the former compile-time constant */
+#define CRUN_OCCUPANCY_PCT   95u      /* refuse a run above this share of the resident capacity */
+#define CRUN_POLL_TEXT_LEN   32u
 
 enum nvme_cuda_rw {
     NVME_CUDA_READ = 0, /* sequential */
@@ -56,8 +58,8 @@ enum nvme_cuda_rw {
     X(qdepth, U32, qdepth, 1, CRUN_MAX_QDEPTH, 128, "commands in flight per queue = CUDA threads per block")           \
     X(nqueues, U32, nqueues, 1, CRUN_MAX_NQUEUES, 1, "queues per device")                                              \
     X(ndevs, U32, ndevs, 0, CRUN_MAX_NDEVS, 0, "devices used (0: the target's, for gpu-emu:// its ndev or 16)")        \
-    X(runtime, SECONDS, runtime_ns, 0.001, CRUN_MAX_SECONDS, 5, "measured seconds (ignored with rounds)")             \
-    X(warmup, SECONDS, warmup_ns, 0, CRUN_MAX_SECONDS, 1, "seconds run before measuring (not counted)")               \
+    X(runtime, SECONDS, runtime_ns, 0.001, CRUN_MAX_SECONDS, 5, "measured seconds (ignored with rounds)")              \
+    X(warmup, SECONDS, warmup_ns, 0, CRUN_MAX_SECONDS, 1, "seconds run before measuring (not counted)")                \
     X(rounds, U64, rounds, 0, UINT64_MAX, 0, "instead of a timed run: exactly this many rounds per queue")             \
     X(seed, U64, seed, 0, UINT64_MAX, 1, "random seed of the per-thread LCGs")                                         \
     X(lba_count, U64, lba_count, 0, UINT64_MAX, 0, "LBAs of the range on every device (0: the namespace)")             \
@@ -65,8 +67,8 @@ enum nvme_cuda_rw {
     X(verify, BOOL, verify, 0, 1, 0, "writes carry stamps; reads check them")                                          \
     X(readback, BOOL, readback, 0, 1, 0, "write patterns with rounds and verify: read the LBAs back")                  \
     X(gpu, U32, gpu, 0, 1023, 0, "CUDA device ordinal")                                                                \
-    X(poll, POLL, poll_max_ns, 0, CRUN_POLL_MAX_NS, CRUN_POLL_DEFAULT_NS,                                             \
-      "completion polls: spin (no sleep) or backoff:MAX_NS (sleep 32 ns doubling up to MAX_NS)")                      \
+    X(poll, POLL, poll_max_ns, 0, CRUN_POLL_MAX_NS, CRUN_POLL_DEFAULT_NS,                                              \
+      "completion polls: spin (no sleep) or backoff:MAX_NS (sleep 32 ns doubling up to MAX_NS)")                       \
     X(occupancy, U32, occupancy_pct, 1, 100, CRUN_OCCUPANCY_PCT,                                                       \
       "refuse a run whose blocks need more than this % of the GPU's resident capacity")
 

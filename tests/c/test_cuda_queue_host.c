@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/crun_params.h"
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu.h"
 #include "nvme/emu/gpu/gemu_plan.h"
 #include "nvme/gpuq_ctrl.h"
@@ -168,6 +169,24 @@ static void test_progress_and_backoff(void)
     T_EQ(r, NVME_GPUQ_POLL_EXPIRED);
     T_CHECK(now - deadline < max_ns); /* expiry seen within one backoff step */
     T_EQ(nvme_gpuq_poll_step(NVME_CQE_P, 0, 8, now, deadline), NVME_GPUQ_POLL_NEW); /* new beats expired */
+}
+
+/* The IOMMU rule both emulators share (cmd_rules.h, issue 21): inside one window, or refused; no window,
+ * no DMA; a range that straddles two adjacent windows or wraps the address space is refused. */
+static void test_iommu_rule(void)
+{
+    const struct nvme_cr_win w[2] = {{0x10000, 0x20000}, {0x20000, 0x30000}};
+    T_CHECK(nvme_cr_in_windows(w, 2, 0x10000, 0x10000));
+    T_CHECK(nvme_cr_in_windows(w, 2, 0x2f000, 0x1000));
+    T_CHECK(!nvme_cr_in_windows(w, 0, 0x10000, 8));           /* no window: no DMA */
+    T_CHECK(!nvme_cr_in_windows(w, 2, 0x1f000, 0x2000));      /* straddles two windows */
+    T_CHECK(!nvme_cr_in_windows(w, 2, 0xf000, 0x1001));       /* starts below */
+    T_CHECK(!nvme_cr_in_windows(w, 2, 0x2ffff, 2));           /* ends above */
+    T_CHECK(!nvme_cr_in_windows(w, 2, 0x10000, 0));           /* empty */
+    T_CHECK(!nvme_cr_in_windows(w, 2, UINT64_MAX - 4, 0x10)); /* wraps */
+    T_EQ(nvme_cr_addr(0x10000, nvme_cr_in_windows(w, 2, 0x10000, 512)), NVME_CR_OK);
+    T_EQ(nvme_cr_addr(0xdead0000, nvme_cr_in_windows(w, 2, 0xdead0000, 512)),
+         NVME_CR_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR));
 }
 
 /* The occupancy margin (issue 23): computed in integers, a run at exactly the resident capacity (the paper
@@ -433,6 +452,7 @@ int main(void)
     test_progress_and_backoff();
     test_poller_and_readback();
     test_occupancy_rule();
+    test_iommu_rule();
     test_standin_on_controller();
     test_rounds();
     test_deadline();

@@ -22,6 +22,9 @@
 #include "nvme/nvme_cuda.cuh"
 #include "nvme/nvme_gpuq.h"
 
+static_assert(CRUN_MAX_NDEVS == GEMU_MAX_DEVS, "the table's ndevs bound is the emulator's device count");
+static_assert(CRUN_MAX_NQUEUES == GEMU_MAX_QUEUES_DEV, "the table's nqueues bound is the emulator's queue count");
+
 #define CRUN_CHECK(call, what)                                                                                         \
     do {                                                                                                               \
         cudaError_t ce_ = (call);                                                                                      \

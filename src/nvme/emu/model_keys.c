@@ -49,9 +49,11 @@ static int parse_time_ns(const char *s, double *out)
     double v = strtod(s, &end);
     if (end == s || errno || !isfinite(v) || v < 0)
         return -EINVAL;
-    double mul = !*end || !strcmp(end, "ns") ? 1 : !strcmp(end, "us") ? 1e3 : !strcmp(end, "ms") ? 1e6
-                                              : !strcmp(end, "s")                        ? 1e9
-                                                                                         : -1;
+    double mul = !*end || !strcmp(end, "ns") ? 1
+                 : !strcmp(end, "us")        ? 1e3
+                 : !strcmp(end, "ms")        ? 1e6
+                 : !strcmp(end, "s")         ? 1e9
+                                             : -1;
     if (mul < 0)
         return -EINVAL;
     *out = v * mul;

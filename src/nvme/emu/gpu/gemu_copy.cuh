@@ -28,7 +28,7 @@
 #define GEMU_COPY_VEC      16u   /* bytes per vector copy */
 #define GEMU_COPY_WORD     4u    /* bytes per scalar copy (PRPs are dword aligned) */
 #define GEMU_COPY_UNROLL   8u    /* loads in flight per lane, warp copies */
-#define GEMU_LANE_UNROLL   4u    /* loads in flight per lane, lane copies */
+#define GEMU_LANE_UNROLL   8u    /* loads in flight per lane, lane copies */
 #define GEMU_LANE_XFER_MAX 1024u /* commands up to this size are moved by one lane each */
 
 static __device__ __forceinline__ uint64_t gemu_ld64(const uint64_t *p)
@@ -57,11 +57,10 @@ static __device__ __forceinline__ void gemu_warp_copy_t(T *d, const T *s, uint64
 static __device__ void gemu_warp_copy(uint8_t *dst, const uint8_t *src, uint64_t n, unsigned lane)
 {
     if (!((uintptr_t)dst % GEMU_COPY_VEC) && !((uintptr_t)src % GEMU_COPY_VEC) && !(n % GEMU_COPY_VEC))
-        gemu_warp_copy_t(reinterpret_cast<uint4 *>(dst), reinterpret_cast<const uint4 *>(src), n / GEMU_COPY_VEC,
-                         lane);
+        gemu_warp_copy_t(reinterpret_cast<uint4 *>(dst), reinterpret_cast<const uint4 *>(src), n / GEMU_COPY_VEC, lane);
     else
-        gemu_warp_copy_t(reinterpret_cast<uint32_t *>(dst), reinterpret_cast<const uint32_t *>(src),
-                         n / GEMU_COPY_WORD, lane);
+        gemu_warp_copy_t(reinterpret_cast<uint32_t *>(dst), reinterpret_cast<const uint32_t *>(src), n / GEMU_COPY_WORD,
+                         lane);
 }
 
 // One lane copies n elements of T, GEMU_LANE_UNROLL loads in flight.

@@ -69,4 +69,3 @@ int gemu_wait_event(void *event, uint64_t deadline_ns, const char *what, char *e
 {
     return cuda_host_wait([&] { return cudaEventQuery((cudaEvent_t)event); }, deadline_ns, what, err, errlen);
 }
-
