@@ -10,7 +10,7 @@
  * failed queue), crun_launch_blocking_refused(), crun_target_open/_grid/_payload/_queues/_start/_stop/
  * _result/_close().
  *
- * Caveats: C++/CUDA only; internal to libnvme_cuda. Pointers in the structs are device pointers (GPU
+ * Caveats: C++/CUDA only; internal to libnvmelab-cuda. Pointers in the structs are device pointers (GPU
  * memory, or host memory mapped into the GPU, or a BAR registered with cudaHostRegisterIoMemory).
  */
 #ifndef NVME_CUDA_CRUN_H

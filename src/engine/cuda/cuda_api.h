@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cuda_api.h — the plain C interface of device-initiated I/O (libnvme_cuda) for the bindings and C
+ * cuda_api.h — the plain C interface of device-initiated I/O (libnvmelab-cuda) for the bindings and C
  * callers: CUDA device discovery, the cuda-run engine, and the GPU-resident emulated controller behind
  * `gpu-emu://` URIs. No CUDA include here: callers never see a cudaError_t.
  *

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * gpu_emu.h — the GPU-resident emulated NVMe controller behind `gpu-emu://` (internal to libnvme_cuda).
+ * gpu_emu.h — the GPU-resident emulated NVMe controller behind `gpu-emu://` (internal to libnvmelab-gpu-emu).
  *
  * Purpose: emulated controllers whose queues, doorbells, namespaces and device model all live in GPU
  * memory, served by a persistent kernel (a few blocks, one warp per queue at a time), so device-initiated
  * I/O can be exercised and measured on any CUDA GPU without NVMe hardware.
  *
- * Key functions (host side, C++ linkage, called from cuda_run.cu):
+ * Key functions (host side, C++ linkage, called from the cuda-run engine, engine/cuda/crun_target.cu):
  *   gemu_open()         parse + validate the URI, allocate namespaces, doorbells and queue tables
  *   gemu_add_queue()    register an I/O SQ/CQ pair living in GPU memory (instead of admin Create SQ/CQ)
  *   gemu_dma_allow()    register a DMA window (GPU memory the controller may touch: queues, buffers); the
@@ -27,7 +27,7 @@
  * Fault injection for tests: `drop=N` never completes the N-th command of every queue; `ooo=1` posts every
  * batch of due completions in reverse order.
  * Errors: negative errno; URI problems also fill err with one line naming key and value.
- * Caveats: C++/CUDA only (included from the .cu files of this directory); the structs are shared by host
+ * Caveats: included from the .cu files here and of engine/cuda/ (plain C structs); the structs are shared by host
  * and kernel code, so they hold plain pointers into GPU (or mapped host) memory.
  */
 #ifndef NVME_CUDA_GPU_EMU_H
