@@ -71,12 +71,15 @@ static int crun_fit(crun_target *T, const nvme_cuda_run_params *p, uint32_t nblk
     if (crun_occupancy_ok(nblk, (uint64_t)bps_run, eblk, (uint64_t)bps_emu, (uint64_t)r->gpu.sms, p->occupancy_pct,
                           &r->occupancy_permille))
         return 0;
+    char emu[NVME_CUDA_DESC_LEN] = "";
+    if (eblk)
+        snprintf(emu, sizeof(emu), " plus the emulator's %u blocks of %u threads (%d per SM)", eblk,
+                 T->emu ? T->emu->warps * GEMU_WARP : 0u, bps_emu);
     snprintf(err, errlen,
-             "the run needs %u blocks of %u threads%s%u blocks of %u threads resident at once; %s (%d SMs) holds %d "
-             "and %d per SM: %u.%u%% of its capacity, above occupancy=%u%%. Lower qdepth, nqueues or ndevs%s",
-             nblk, p->qdepth, eblk ? " plus the emulator's " : " (and ", eblk, T->emu ? T->emu->warps * GEMU_WARP : 0u,
-             r->gpu.name, r->gpu.sms, bps_run, bps_emu, r->occupancy_permille / 10u, r->occupancy_permille % 10u,
-             p->occupancy_pct, eblk ? ", or the emulator's blocks=" : "");
+             "the run needs %u blocks of %u threads (%d per SM)%s resident at once on %s (%d SMs): %u.%u%% of its "
+             "resident capacity, above occupancy=%u%%. Lower qdepth, nqueues or ndevs%s",
+             nblk, p->qdepth, bps_run, emu, r->gpu.name, r->gpu.sms, r->occupancy_permille / 10u,
+             r->occupancy_permille % 10u, p->occupancy_pct, eblk ? ", or the emulator's blocks=" : "");
     return -E2BIG;
 }
 
