@@ -160,6 +160,10 @@ def _fake_result(**over):
         "buf_offset": 0,
         "buf_stride": 4096,
         "first_error": None,
+        "poll": "backoff:2048",
+        "occupancy_pct": 95,
+        "occupancy_permille": 412,
+        "sq_readback": False,
         "gpu": {"name": "Test GPU", "compute_capability": "9.0", "sms": 132, "driver_version": 13000},
     }
     res.update(over)

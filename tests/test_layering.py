@@ -9,6 +9,7 @@ trivially empty, so it can fail.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections import defaultdict
@@ -101,3 +102,63 @@ def test_no_call_cycle_between_c_files() -> None:
     graph = _c_graph()
     assert sum(len(v) for v in graph.values()) > 20, "the call graph of the C files looks empty"
     assert _sccs(graph) == []
+
+
+# ------------------------------------------------------------------------------------------ include directions
+SRC = ROOT / "src"
+#: Which layer each folder of the C/CUDA tree belongs to, lowest first (src/README.md, "The tree").
+_LAYERS = [
+    # the driver, its queue primitives (nvme_gpuq.h, nvme_cuda.cuh) and the emulated controllers it opens
+    # (target.c routes emu:// to emu/): one layer; the GPU emulator lives beside the CPU emulator
+    ("nvme/emu/gpu", 0),
+    ("nvme/emu", 0),
+    ("nvme", 0),
+    ("engine/cuda", 2),  # the cuda-run engine
+    ("engine", 2),
+    ("blksum", 3),
+]
+
+
+def _layer(rel: str) -> tuple[str, int] | None:
+    for prefix, rank in _LAYERS:
+        if rel == prefix or rel.startswith(prefix + "/"):
+            return prefix, rank
+    return None
+
+
+def _includes(path: Path) -> list[str]:
+    return re.findall(r'^#include "([^"]+)"', path.read_text(), flags=re.M)
+
+
+def test_gpu_files_live_in_their_layers() -> None:
+    """Issue 23: the GPU half is split like the CPU half -- no src/nvme/cuda/ any more, queue primitives beside
+    the driver, the cuda-run engine in the engine layer, the GPU emulator beside the CPU emulator."""
+    assert not (SRC / "nvme" / "cuda").exists()
+    assert (SRC / "nvme" / "nvme_gpuq.h").is_file() and (SRC / "nvme" / "nvme_cuda.cuh").is_file()
+    assert (SRC / "engine" / "cuda" / "cuda_run.cu").is_file() and (SRC / "engine" / "crun_params.h").is_file()
+    assert (SRC / "nvme" / "emu" / "gpu" / "gpu_emu.cu").is_file()
+    # one host driver for every target (the pci:// copy is gone), the emulator on the shared command rules
+    assert not (SRC / "engine" / "cuda" / "cuda_pci.cu").exists()
+    assert "nvme/emu/cmd_rules.h" in _includes(SRC / "nvme" / "emu" / "gpu" / "gpu_emu.cu")
+    assert "nvme/emu/model_keys.h" in _includes(SRC / "nvme" / "emu" / "gpu" / "gpu_emu_uri.cu")
+    assert "nvme/emu/model_keys.h" in _includes(SRC / "nvme" / "emu" / "params.c")
+
+
+def test_includes_point_down() -> None:
+    """No file includes a header of a layer above its own (driver/emulators < engines < blksum)."""
+    bad, seen = [], 0
+    for path in sorted(SRC.rglob("*")):
+        if path.suffix not in {".c", ".h", ".cu", ".cuh"}:
+            continue
+        me = _layer(str(path.parent.relative_to(SRC)))
+        if me is None:
+            continue
+        for inc in _includes(path):
+            other = _layer(str(Path(inc).parent))
+            if other is None:
+                continue
+            seen += 1
+            if other[1] > me[1]:
+                bad.append(f"{path.relative_to(SRC)} includes {inc}")
+    assert seen > 50, "no includes found: the scan looks broken"
+    assert bad == []

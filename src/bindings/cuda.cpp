@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// cuda.cpp — bindings of device-initiated I/O (src/nvme/cuda/cuda_api.h): CUDA device discovery, the
+// cuda.cpp — bindings of device-initiated I/O (src/engine/cuda/cuda_api.h): CUDA device discovery, the
 // cuda-run engine over gpu-emu://. Always present: cuda_device_count() and cuda_status() answer 0 and a
 // reason in a build without CUDA or on a host without a GPU. The engine runs with the GIL released on a
 // helper thread; Ctrl-C sets the engine's stop flag, waits for the kernels to end, then raises.
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -14,10 +15,11 @@
 #include <vector>
 
 #include "bindings.h"
+#include "engine/crun_params.h"
 #include "errors.h"
 
 #ifdef NVMELAB_HAVE_CUDA
-#include "nvme/cuda/cuda_api.h"
+#include "engine/cuda/cuda_api.h"
 #include "nvme/spec.h"
 #endif
 
@@ -25,6 +27,142 @@ namespace py = pybind11;
 
 namespace nvmelab {
 namespace {
+
+constexpr double NS_PER_S = 1e9;
+constexpr size_t CUDA_CHECK_ERR_LEN = 512;
+// ---- cuda-run's run parameters: the engine table (engine/crun_params.h), with or without CUDA
+struct CrunArgs {
+    nvme_cuda_run_params p;
+    std::string target, payload = "host";
+};
+
+// Keyword parsing derived from the table; target, payload, buf and buf_len are the only other keywords.
+CrunArgs crun_from_kwargs(const py::kwargs &kw, bool need_target)
+{
+    CrunArgs a;
+    crun_params_defaults(&a.p);
+    for (auto item : kw) {
+        const std::string k = py::str(item.first);
+        py::handle v = item.second;
+        const std::string bad = k + "=" + std::string(py::repr(v)) + ": bad value";
+        try {
+            if (k == "target") {
+                a.target = v.cast<std::string>();
+                continue;
+            }
+            if (k == "payload") {
+                a.payload = v.cast<std::string>();
+                continue;
+            }
+            if (k == "buf") {
+                a.p.buf = reinterpret_cast<void *>(static_cast<uintptr_t>(v.cast<uint64_t>()));
+                continue;
+            }
+            if (k == "buf_len") {
+                a.p.buf_len = static_cast<size_t>(v.cast<uint64_t>());
+                continue;
+            }
+        } catch (const py::cast_error &) {
+            throw py::value_error(bad);
+        }
+        const int i = crun_param_find(k.c_str());
+        if (i < 0) {
+            std::string known;
+            for (size_t j = 0; j < CRUN_NPARAMS; j++)
+                known += std::string(j ? ", " : "") + crun_param_info(j)->name;
+            throw py::value_error("unknown cuda-run parameter '" + k + "' (known: " + known +
+                                  ", target, payload, buf, buf_len)");
+        }
+        const crun_param_type t = crun_param_info((size_t)i)->type;
+        if (v.is_none() || (PyBool_Check(v.ptr()) && t != CRUN_PT_BOOL))
+            throw py::value_error(bad);
+        try {
+#define CPARSE_U32(field)  a.p.field = v.cast<uint32_t>()
+#define CPARSE_U64(field)  a.p.field = v.cast<uint64_t>()
+#define CPARSE_BOOL(field) a.p.field = v.cast<bool>()
+#define CPARSE_SECONDS(field)                                                                                          \
+    do {                                                                                                               \
+        double s_ = v.cast<double>();                                                                                  \
+        if (!std::isfinite(s_) || s_ < 0) /* bounds: crun_params_check */                                              \
+            throw py::value_error(k + "=" + std::string(py::repr(v)) + ": must be a finite number of seconds >= 0");   \
+        a.p.field = static_cast<uint64_t>(s_ * NS_PER_S);                                                              \
+    } while (0)
+#define CPARSE_PATTERN(field)                                                                                          \
+    do {                                                                                                               \
+        std::string n_ = v.cast<std::string>();                                                                        \
+        if (nvme_cuda_rw_parse(n_.c_str(), &a.p.field))                                                                \
+            throw py::value_error(k + "='" + n_ + "': cuda-run patterns are read, randread, write, randwrite");        \
+    } while (0)
+#define CPARSE_POLL(field)                                                                                             \
+    do {                                                                                                               \
+        std::string n_ = v.cast<std::string>();                                                                        \
+        if (crun_poll_parse(n_.c_str(), &a.p.field))                                                                   \
+            throw py::value_error(k + "='" + n_ + "': must be spin or backoff:MAX_NS (1.." +                           \
+                                  std::to_string(CRUN_POLL_MAX_NS) + ")");                                             \
+    } while (0)
+#define X(name, type, field, lo, hi, def, doc)                                                                         \
+    if (k == #name)                                                                                                    \
+        CPARSE_##type(field);
+            CRUN_PARAMS(X)
+#undef X
+        } catch (const py::cast_error &) {
+            throw py::value_error(bad);
+        }
+    }
+    if (need_target && a.target.empty())
+        throw py::value_error("target: missing");
+    char err[CUDA_CHECK_ERR_LEN] = "";
+    if (crun_params_check(&a.p, err, sizeof(err))) // the one check of the table
+        throw py::value_error(err);
+    return a;
+}
+
+// The table as Python sees it: nvmelab._native.CRUN_PARAMS (nvmelab.engines.gpu.params(), the CLI).
+py::list crun_params_list()
+{
+    py::list out;
+    for (size_t i = 0; i < CRUN_NPARAMS; i++) {
+        const struct crun_param_info *p = crun_param_info(i);
+        py::dict d;
+        d["name"] = p->name;
+        d["doc"] = p->doc;
+        d["min"] = py::none();
+        d["max"] = py::none();
+        switch (p->type) {
+        case CRUN_PT_U32:
+        case CRUN_PT_U64:
+            d["type"] = "int";
+            d["default"] = static_cast<unsigned long long>(p->def);
+            d["min"] = static_cast<unsigned long long>(p->lo);
+            if (p->type == CRUN_PT_U32)
+                d["max"] = static_cast<unsigned long long>(p->hi);
+            break;
+        case CRUN_PT_BOOL:
+            d["type"] = "bool";
+            d["default"] = p->def != 0;
+            break;
+        case CRUN_PT_SECONDS:
+            d["type"] = "seconds";
+            d["default"] = p->def;
+            d["min"] = p->lo;
+            d["max"] = p->hi;
+            break;
+        case CRUN_PT_PATTERN:
+            d["type"] = "pattern";
+            d["default"] = std::string(nvme_cuda_rw_name(static_cast<nvme_cuda_rw>(static_cast<int>(p->def))));
+            break;
+        case CRUN_PT_POLL: {
+            char buf[CRUN_POLL_TEXT_LEN];
+            crun_poll_format(static_cast<uint32_t>(p->def), buf, sizeof(buf));
+            d["type"] = "poll";
+            d["default"] = std::string(buf);
+            break;
+        }
+        }
+        out.append(d);
+    }
+    return out;
+}
 
 #ifdef NVMELAB_HAVE_CUDA
 constexpr int CUDA_SIGNAL_POLL_MS = 50;
@@ -50,6 +188,8 @@ const char *state_name(uint32_t s)
         return "nvme_error";
     case 5:
         return "verify";
+    case 6:
+        return "sq_readback";
     default:
         return "unknown";
     }
@@ -97,6 +237,10 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
     d["buf_offset"] = r.buf_offset;
     d["buf_stride"] = r.buf_stride;
     d["payload"] = std::string(r.payload);
+    d["poll"] = std::string(r.poll);
+    d["occupancy_pct"] = r.occupancy_pct;
+    d["occupancy_permille"] = r.occupancy_permille;
+    d["sq_readback"] = r.sq_readback;
     if (r.emu.valid) { // the GPU-resident emulator's own counters: was the emulator the bottleneck?
         py::dict e;
         e["fetched"] = r.emu.fetched;
@@ -107,6 +251,14 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
         e["idle_sweeps"] = r.emu.idle_sweeps;
         e["late_ns_mean"] = r.emu.late_ns_mean;
         e["late_ns_max"] = r.emu.late_ns_max;
+        e["sq_wait_mean"] = r.emu.sq_wait_mean; // fetch lag: SQEs behind the doorbell per look
+        e["sq_wait_max"] = r.emu.sq_wait_max;
+        e["sq_left_frac"] = r.emu.sq_left_frac; // share of them left for a later sweep
+        e["warps_serving"] = r.emu.warps_serving;
+        e["busy_max"] = r.emu.busy_max; // busy fraction of the busiest warp
+        e["busy_mean"] = r.emu.busy_mean;
+        e["headroom"] = r.emu.headroom; // 1 / busy_max
+        e["limited"] = r.emu.limited;   // the emulator, not the model, set the rate
         d["emulator"] = e;
     } else {
         d["emulator"] = py::none();
@@ -129,41 +281,21 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
     return d;
 }
 
-py::dict cuda_run(const std::string &target, const std::string &rw, uint32_t iosize, uint32_t qdepth, uint32_t nqueues,
-                  uint32_t ndevs, double runtime, double warmup, uint64_t rounds, uint64_t seed, uint64_t lba_count,
-                  uint64_t timeout_ns, bool verify, bool readback, int gpu, uint64_t buf, uint64_t buf_len,
-                  const std::string &payload)
+py::dict cuda_run(py::kwargs kw)
 {
-    nvme_cuda_run_params p;
-    std::memset(&p, 0, sizeof(p));
-    if (nvme_cuda_rw_parse(rw.c_str(), &p.rw))
-        throw py::value_error("rw='" + rw + "': cuda-run patterns are read, randread, write, randwrite");
-    p.target = target.c_str();
-    p.iosize = iosize;
-    p.qdepth = qdepth;
-    p.nqueues = nqueues;
-    p.ndevs = ndevs;
-    p.runtime_s = runtime;
-    p.warmup_s = warmup;
-    p.rounds = rounds;
-    p.seed = seed;
-    p.lba_count = lba_count;
-    p.timeout_ns = timeout_ns;
-    p.verify = verify;
-    p.readback = readback;
-    p.gpu = gpu;
-    p.buf = reinterpret_cast<void *>(static_cast<uintptr_t>(buf));
-    p.buf_len = static_cast<size_t>(buf_len);
-    p.payload = payload.c_str();
+    CrunArgs a = crun_from_kwargs(kw, true);
+    nvme_cuda_run_params &p = a.p;
+    p.target = a.target.c_str();
+    p.payload = a.payload.c_str();
     nvme_cuda_run_result res;
-    std::vector<uint64_t> qr((size_t)(ndevs ? ndevs : 64) * nqueues, 0);
+    std::vector<uint64_t> qr((size_t)(p.ndevs ? p.ndevs : CRUN_MAX_NDEVS) * p.nqueues, 0);
     char err[CUDA_ERR_LEN] = {0};
     volatile int stop = 0;
     int rc = run_interruptible([&] { return nvme_cuda_run(&p, &res, qr.data(), qr.size(), &stop, err, sizeof(err)); },
                                [&] { stop = 1; }, CUDA_SIGNAL_POLL_MS);
     if (rc)
         cuda_raise(rc, err[0] ? err : std::string(std::strerror(-rc)));
-    qr.resize(res.ndevs * (size_t)nqueues);
+    qr.resize(res.ndevs * (size_t)p.nqueues);
     return result_dict(res, qr);
 }
 #endif
@@ -172,6 +304,10 @@ py::dict cuda_run(const std::string &target, const std::string &rw, uint32_t ios
 
 void bind_cuda(py::module_ &m)
 {
+    m.attr("CRUN_PARAMS") = crun_params_list();
+    m.def(
+        "crun_params_check", [](py::kwargs kw) { (void)crun_from_kwargs(kw, false); },
+        "Check cuda-run parameters against the engine table alone (no target, no GPU): ValueError naming one.");
     m.def(
         "cuda_device_count",
         [] {
@@ -216,15 +352,11 @@ void bind_cuda(py::module_ &m)
         },
         py::arg("gpu") = 0, "Name, compute capability, SMs, memory, driver/runtime versions, PCI address of a GPU.");
 
-    m.def("cuda_run", &cuda_run, py::arg("target"), py::arg("rw") = "randread", py::arg("iosize") = 512,
-          py::arg("qdepth") = 128, py::arg("nqueues") = 1, py::arg("ndevs") = 0, py::arg("runtime") = 5.0,
-          py::arg("warmup") = 1.0, py::arg("rounds") = 0, py::arg("seed") = 1, py::arg("lba_count") = 0,
-          py::arg("timeout_ns") = 0, py::arg("verify") = false, py::arg("readback") = false, py::arg("gpu") = 0,
-          py::arg("buf") = 0, py::arg("buf_len") = 0, py::arg("payload") = "host",
+    m.def("cuda_run", &cuda_run,
           "One cuda-run measurement (device-initiated I/O on gpu-emu://, pci:// or emu://?mode=thread); returns\n"
-          "the raw result dict. payload (pci://, emu://): host (pinned host memory) or gpu (refused, see message).\n"
-          "rounds > 0: every queue does exactly that many rounds (no timing window). buf/buf_len: a caller-owned\n"
-          "GPU buffer (device pointer, e.g. from __cuda_array_interface__) that receives the I/O.");
+          "the raw result dict. Keywords: target, the engine table's parameters (CRUN_PARAMS), payload (pci://,\n"
+          "emu://: host, or gpu which is refused with the reason), buf/buf_len (a caller-owned GPU buffer, device\n"
+          "pointer e.g. from __cuda_array_interface__, that receives the I/O).");
     m.def(
         "cuda_target_check",
         [](const std::string &target, uint32_t ndevs) {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "nvme/cuda/nvme_gpuq.h"
+#include "nvme/nvme_gpuq.h"
 #include "nvme/gpuq_ctrl.h"
 
 #define STANDIN_NS_PER_S 1000000000ull

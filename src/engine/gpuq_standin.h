@@ -2,7 +2,7 @@
 /*
  * gpuq_standin.h — the CPU stand-in of the cuda-run engine, for a host without a GPU: the GPU's lock-step
  * rounds (nvme/gpuq_ctrl.h nvme_gpuq_cpu_round: the SQE, PRP and CID code the CUDA kernel compiles, from
- * nvme/cuda/nvme_gpuq.h) driven by one CPU thread over `nqueues` queue pairs of every controller of a
+ * nvme/nvme_gpuq.h) driven by one CPU thread over `nqueues` queue pairs of every controller of a
  * target, random LBAs, for a fixed time. It lets the GPU lease plan be rehearsed where there is no GPU
  * (make rehearse-gpu-host): same study points, same records, same isolation; NOT a measurement of a GPU.
  *

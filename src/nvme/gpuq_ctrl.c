@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* gpuq_ctrl.c — I/O queue pairs with host-memory rings for device-side drivers, and the CPU stand-in
  * that drives them (gpuq_ctrl.h). Uses only the public driver API (admin commands, qid allocator, DMA
- * objects, BAR access) and the queue logic shared with the GPU (nvme/cuda/nvme_gpuq.h). */
+ * objects, BAR access) and the queue logic shared with the GPU (nvme/nvme_gpuq.h). */
 #include "nvme/gpuq_ctrl.h"
 
 #include <errno.h>
@@ -12,8 +12,8 @@
 
 #include "nvme/barrier.h"
 #include "nvme/ctrl.h"
-#include "nvme/cuda/nvme_gpuq.h"
 #include "nvme/mmio.h"
+#include "nvme/nvme_gpuq.h"
 #include "nvme/spec.h"
 
 #define GPUQ_NS_PER_S 1000000000ull
@@ -216,32 +216,44 @@ int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, co
                          slba[i], nlb, prp1[i], prp2[i]);
     p->sq_pos += qdepth;
     nvme_wmb(); /* SQEs before the doorbell */
+    /* the GPU's rule for SQs in host memory: read the round's last SQE back before the doorbell */
+    const volatile struct nvme_sqe *last = &p->sq[nvme_gpuq_cq_slot(nvme_gpuq_last_sqe_pos(p->sq_pos), n)];
+    if (!nvme_gpuq_sqe_readback_ok(last->cid, p->round, qdepth)) {
+        snprintf(err, errlen, "qid %u: the last SQE read back did not hold CID 0x%04x (round %u)", p->qid,
+                 nvme_gpuq_cid_make(p->round, qdepth - 1u), p->round);
+        return -EIO;
+    }
     nvme_mmio_write32(bar, p->sq_db_off, nvme_gpuq_db(p->sq_pos - (p->db_short < qdepth ? p->db_short : 0u), n));
 
+    /* the poller warp, played lane by lane: step k looks at positions k*32 .. k*32+31 of the round, each lane
+     * waiting for its own (nvme_gpuq_poller_idx), so the CQ is read in the GPU's order */
     uint8_t seen[NVME_GPUQ_MAX_QDEPTH];
     memset(seen, 0, qdepth);
-    for (uint32_t i = 0; i < qdepth; i++) {
-        const uint64_t pos = p->cq_pos + i;
-        const volatile struct nvme_cqe *c = &p->cq[nvme_gpuq_cq_slot(pos, n)];
-        const uint64_t deadline = nvme_gpuq_deadline(gpuq_now_ns(), timeout_ns);
-        int r;
-        while ((r = nvme_gpuq_poll_step(c->status, pos, n, gpuq_now_ns(), deadline)) == NVME_GPUQ_POLL_EMPTY)
-            nvme_mmio_idle(bar, p->qid);
-        if (r == NVME_GPUQ_POLL_EXPIRED) {
-            snprintf(err, errlen, "qid %u: completion %u of %u (round %u) did not arrive within %.3f s", p->qid, i + 1u,
-                     qdepth, p->round, (double)timeout_ns / GPUQ_NS_PER_S);
-            return -ETIMEDOUT;
+    const uint32_t steps = nvme_gpuq_poller_count(0, qdepth);
+    for (uint32_t k = 0; k < steps; k++)
+        for (uint32_t lane = 0; lane < NVME_GPUQ_POLLER_LANES && k < nvme_gpuq_poller_count(lane, qdepth); lane++) {
+            const uint32_t i = nvme_gpuq_poller_idx(lane, k);
+            const uint64_t pos = p->cq_pos + i;
+            const volatile struct nvme_cqe *c = &p->cq[nvme_gpuq_cq_slot(pos, n)];
+            const uint64_t deadline = nvme_gpuq_deadline(gpuq_now_ns(), timeout_ns);
+            int r;
+            while ((r = nvme_gpuq_poll_step(c->status, pos, n, gpuq_now_ns(), deadline)) == NVME_GPUQ_POLL_EMPTY)
+                nvme_mmio_idle(bar, p->qid);
+            if (r == NVME_GPUQ_POLL_EXPIRED) {
+                snprintf(err, errlen, "qid %u: completion %u of %u (round %u) did not arrive within %.3f s", p->qid,
+                         i + 1u, qdepth, p->round, (double)timeout_ns / GPUQ_NS_PER_S);
+                return -ETIMEDOUT;
+            }
+            nvme_dma_rmb(); /* the phase before the rest of the CQE */
+            int idx = nvme_gpuq_cqe_match(c->cid, c->sqid, p->qid, p->round, qdepth, seen);
+            if (idx < 0) {
+                snprintf(err, errlen, "qid %u: a completion named %s (CID 0x%04x, SQID %u) in round %u", p->qid,
+                         idx == -NVME_GPUQ_BAD_SQID ? "another SQ" : "a command that is not outstanding", c->cid,
+                         c->sqid, p->round);
+                return -EPROTO;
+            }
+            st[idx] = (uint16_t)(c->status & ~NVME_CQE_P);
         }
-        nvme_dma_rmb(); /* the phase before the rest of the CQE */
-        int idx = nvme_gpuq_cqe_match(c->cid, c->sqid, p->qid, p->round, qdepth, seen);
-        if (idx < 0) {
-            snprintf(err, errlen, "qid %u: a completion named %s (CID 0x%04x, SQID %u) in round %u", p->qid,
-                     idx == -NVME_GPUQ_BAD_SQID ? "another SQ" : "a command that is not outstanding", c->cid, c->sqid,
-                     p->round);
-            return -EPROTO;
-        }
-        st[idx] = (uint16_t)(c->status & ~NVME_CQE_P);
-    }
     p->cq_pos += qdepth;
     p->round++;
     nvme_mmio_write32(bar, p->cq_db_off, nvme_gpuq_db(p->cq_pos, n));

@@ -4,7 +4,7 @@
  * threads of the cuda-run engine), in plain C with no CUDA include: queue creation with interrupts off,
  * host-memory rings, the DMA-address lookup table of a payload buffer, teardown that deletes the queues
  * (or resets the controller) before any memory is freed, and a CPU stand-in that drives the rings with
- * the same lock-step round and CID matching the GPU uses (nvme/cuda/nvme_gpuq.h).
+ * the same lock-step round and CID matching the GPU uses (nvme/nvme_gpuq.h).
  *
  * Key functions:
  *   nvme_gpuq_pair_create()   one DMA block (SQ ring, CQ ring), Create I/O CQ (PC=1, IEN=0), Create I/O SQ
@@ -12,8 +12,9 @@
  *   nvme_gpuq_pair_destroy()  Delete I/O SQ, Delete I/O CQ; if the controller does not answer (or the
  *                             caller says the queue timed out) nvme_ctrl_reset() first; then free
  *   nvme_gpuq_lut()           DMA address of every NVMe page of a DMA object (the PRP lookup table)
- *   nvme_gpuq_cpu_round()     one lock-step round on the CPU: qdepth SQEs, one doorbell, CQEs matched by
- *                             CID with a deadline per completion (the stand-in for the GPU kernel)
+ *   nvme_gpuq_cpu_round()     one lock-step round on the CPU: qdepth SQEs, the read-back of the last SQE,
+ *                             one doorbell, CQEs read in the poller warp's order (nvme_gpuq_poller_idx)
+ *                             and matched by CID with a deadline per completion (the GPU kernel's stand-in)
  *
  * Works on every target the driver opens (emu://, pci:// on vfio-pci or uio_pci_generic). The rings are
  * ordinary DMA memory of the target, so a CUDA caller can cudaHostRegister them (mapped) and hand the
@@ -80,8 +81,8 @@ int nvme_gpuq_lut(const struct nvme_dma *d, uint64_t *lut, size_t npages);
 
 /* One lock-step round of qdepth (<= entries - 1) commands: command i is opc on slba[i] (nlb LBAs, nsid)
  * with PRPs prp1[i]/prp2[i]; st[i] receives its NVMe status (without phase). Every completion has
- * timeout_ns from the doorbell. Returns 0 (look at st), -ETIMEDOUT, -EPROTO, -EINVAL. After -ETIMEDOUT
- * or -EPROTO the pair is unusable: destroy it with timed_out = true. */
+ * timeout_ns from the doorbell. Returns 0 (look at st), -ETIMEDOUT, -EPROTO, -EINVAL, -EIO (the read-back of the last
+ * SQE failed). After -ETIMEDOUT or -EPROTO the pair is unusable: destroy it with timed_out = true. */
 int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, const uint64_t *slba, uint32_t nlb,
                         const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns, uint16_t *st,
                         char *err, size_t errlen);

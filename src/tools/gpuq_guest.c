@@ -2,7 +2,8 @@
 /* gpuq_guest.c — `nvmelab-guest gpuq URI`: the real-controller path of device-initiated I/O without a GPU.
  * On every controller of URI: I/O queue pairs created for GPU threads (interrupts off, host-memory rings;
  * nvme/gpuq_ctrl.h), driven by the CPU stand-in round (the GPU kernel's SQE/CID/phase logic from
- * nvme/cuda/nvme_gpuq.h) at several depths so the rings wrap; write then poisoned read-back with stamps on
+ * nvme/nvme_gpuq.h, with its read-back of the last SQE before the doorbell and the poller warp's order of
+ * CQ reads) at several depths so the rings wrap; write then poisoned read-back with stamps on
  * two pairs at once; then a command withheld from the doorbell (its completion never comes), and the teardown after a
  * timeout (queues deleted before the memory is freed), after which a fresh pair must work. Prints NVMELAB-TEST lines
  * like the rest of nvmelab-guest. */
@@ -13,9 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nvme/cuda/nvme_gpuq.h"
 #include "nvme/gpuq_ctrl.h"
 #include "nvme/nvme.h"
+#include "nvme/nvme_gpuq.h"
 
 #define GQ_PAIRS      2u
 #define GQ_MAX_QD     64u

@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_cuda_queue_host.c — the device-side queue logic (src/nvme/cuda/nvme_gpuq.h) compiled for the host:
+/* test_cuda_queue_host.c — the device-side queue logic (src/nvme/nvme_gpuq.h) compiled for the host:
  * SQE building, PRPs from a lookup table, CID generation/index, matching out-of-order completions by CID
  * over many lock-step rounds with a ring that wraps every round (phase tag flips), rejection of stale,
  * foreign and duplicate completions, wrap-safe deadlines, the per-thread LCG, sequential coverage and the
  * verification stamp. A small controller model in this file plays the device. Also (issue 17): no CID reaches
  * the reserved 0xFFFF at qd=1024, the emulator's queue placement and warps limit (gemu_plan.h), the progress
- * check, poll backoff against the deadline, and the real-controller path (nvme/gpuq_ctrl.h) driven by the
- * CPU stand-in on emu://, including the watchdog after a dropped completion. */
+ * check, poll backoff against the deadline (issue 23: the poll discipline as a run parameter, the poller
+ * warp's CQ positions, the read-back rule of host-memory SQs), and the real-controller path (nvme/gpuq_ctrl.h) driven
+ * by the CPU stand-in on emu://, including the watchdog after a dropped completion. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nvme/cuda/gemu_plan.h"
-#include "nvme/cuda/nvme_gpuq.h"
+#include "engine/crun_params.h"
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu.h"
+#include "nvme/emu/gpu/gemu_plan.h"
 #include "nvme/gpuq_ctrl.h"
+#include "nvme/nvme_gpuq.h"
 #include "test_driver.h"
 
 #define QD      37u /* not a power of two: slots and phases rotate every round */
@@ -150,17 +153,98 @@ static void test_progress_and_backoff(void)
     T_EQ(nvme_gpuq_idle_queue(all, 4), -1);
     T_EQ(nvme_gpuq_idle_queue(one_idle, 4), 2);
     T_EQ(nvme_gpuq_idle_queue(one_idle, 2), -1);
-    /* backoff doubles, is capped, and the poll step still sees the deadline after any wait */
-    T_EQ(nvme_gpuq_backoff_ns(0), NVME_GPUQ_BACKOFF_MIN_NS);
-    T_EQ(nvme_gpuq_backoff_ns(1), 2 * NVME_GPUQ_BACKOFF_MIN_NS);
-    T_EQ(nvme_gpuq_backoff_ns(1000), NVME_GPUQ_BACKOFF_MAX_NS);
+    /* backoff doubles, is capped at the run's poll=backoff:MAX_NS, and the poll step still sees the deadline
+     * after any wait; poll=spin (max 0) never sleeps */
+    const uint32_t max_ns = CRUN_POLL_DEFAULT_NS;
+    T_EQ(nvme_gpuq_backoff_ns(0, max_ns), NVME_GPUQ_BACKOFF_MIN_NS);
+    T_EQ(nvme_gpuq_backoff_ns(1, max_ns), 2 * NVME_GPUQ_BACKOFF_MIN_NS);
+    T_EQ(nvme_gpuq_backoff_ns(1000, max_ns), max_ns);
+    T_EQ(nvme_gpuq_backoff_ns(3, 100), 100);
+    T_EQ(nvme_gpuq_backoff_ns(0, 0), 0);
+    T_EQ(nvme_gpuq_backoff_ns(1000, 0), 0);
     uint64_t now = 1000, deadline = nvme_gpuq_deadline(now, 5000);
     int polls = 0, r;
     for (uint32_t n = 0; (r = nvme_gpuq_poll_step(0, 0, 8, now, deadline)) == NVME_GPUQ_POLL_EMPTY; n++, polls++)
-        now += nvme_gpuq_backoff_ns(n);
+        now += nvme_gpuq_backoff_ns(n, max_ns);
     T_EQ(r, NVME_GPUQ_POLL_EXPIRED);
-    T_CHECK(now - deadline < NVME_GPUQ_BACKOFF_MAX_NS); /* expiry seen within one backoff step */
+    T_CHECK(now - deadline < max_ns); /* expiry seen within one backoff step */
     T_EQ(nvme_gpuq_poll_step(NVME_CQE_P, 0, 8, now, deadline), NVME_GPUQ_POLL_NEW); /* new beats expired */
+}
+
+/* The IOMMU rule both emulators share (cmd_rules.h, issue 21): inside one window, or refused; no window,
+ * no DMA; a range that straddles two adjacent windows or wraps the address space is refused. */
+static void test_iommu_rule(void)
+{
+    const struct nvme_cr_win w[2] = {{0x10000, 0x20000}, {0x20000, 0x30000}};
+    T_CHECK(nvme_cr_in_windows(w, 2, 0x10000, 0x10000));
+    T_CHECK(nvme_cr_in_windows(w, 2, 0x2f000, 0x1000));
+    T_CHECK(!nvme_cr_in_windows(w, 0, 0x10000, 8));           /* no window: no DMA */
+    T_CHECK(!nvme_cr_in_windows(w, 2, 0x1f000, 0x2000));      /* straddles two windows */
+    T_CHECK(!nvme_cr_in_windows(w, 2, 0xf000, 0x1001));       /* starts below */
+    T_CHECK(!nvme_cr_in_windows(w, 2, 0x2ffff, 2));           /* ends above */
+    T_CHECK(!nvme_cr_in_windows(w, 2, 0x10000, 0));           /* empty */
+    T_CHECK(!nvme_cr_in_windows(w, 2, UINT64_MAX - 4, 0x10)); /* wraps */
+    T_EQ(nvme_cr_addr(0x10000, nvme_cr_in_windows(w, 2, 0x10000, 512)), NVME_CR_OK);
+    T_EQ(nvme_cr_addr(0xdead0000, nvme_cr_in_windows(w, 2, 0xdead0000, 512)),
+         NVME_CR_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR));
+}
+
+/* The occupancy margin (issue 23): computed in integers, a run at exactly the resident capacity (the paper
+ * corner, 1.0) is refused at the default 95 %, one at 95 % of it passes, and two kernels add up. */
+static void test_occupancy_rule(void)
+{
+    uint32_t pm = 0;
+    /* 132 SMs x 2 blocks per SM = 264 resident blocks of the engine alone */
+    T_CHECK(!crun_occupancy_ok(264, 2, 0, 0, 132, CRUN_OCCUPANCY_PCT, &pm));
+    T_EQ(pm, 1000);
+    T_CHECK(crun_occupancy_ok(264, 2, 0, 0, 132, 100, &pm));
+    T_CHECK(crun_occupancy_ok(250, 2, 0, 0, 132, CRUN_OCCUPANCY_PCT, &pm)); /* 250/264 = 94.7 % */
+    T_EQ(pm, 947);
+    T_CHECK(!crun_occupancy_ok(251, 2, 0, 0, 132, CRUN_OCCUPANCY_PCT, &pm)); /* 95.08 % */
+    /* engine 128 blocks at 1 per SM plus the emulator's 8 at 2 per SM on 132 SMs: (128*2 + 8*1) / (2*132) */
+    T_CHECK(!crun_occupancy_ok(128, 1, 8, 2, 132, 95, &pm));
+    T_EQ(pm, 1000);
+    T_CHECK(crun_occupancy_ok(120, 1, 8, 2, 132, 95, &pm));
+    T_CHECK(!crun_occupancy_ok(1, 0, 0, 0, 132, 95, &pm)); /* a kernel that cannot be resident at all */
+    char buf[CRUN_POLL_TEXT_LEN];
+    uint32_t ns = 7;
+    T_EQ(crun_poll_parse("spin", &ns), 0);
+    T_EQ(ns, 0);
+    crun_poll_format(ns, buf, sizeof(buf));
+    T_CHECK(!strcmp(buf, "spin"));
+    T_EQ(crun_poll_parse("backoff:4096", &ns), 0);
+    crun_poll_format(ns, buf, sizeof(buf));
+    T_CHECK(!strcmp(buf, "backoff:4096"));
+    T_EQ(crun_poll_parse("backoff:-1", &ns), -EINVAL);
+    T_EQ(crun_poll_parse("backoff:0x10", &ns), -EINVAL);
+}
+
+/* The poller warp's positions cover a round exactly once at every depth, neighbouring lanes on neighbouring
+ * slots (one coalesced load per step), and the read-back rule of host-memory SQs. */
+static void test_poller_and_readback(void)
+{
+    static uint8_t hit[NVME_GPUQ_MAX_QDEPTH];
+    for (uint32_t qd = 1; qd <= NVME_GPUQ_MAX_QDEPTH; qd++) {
+        memset(hit, 0, sizeof(hit));
+        uint32_t total = 0;
+        for (uint32_t lane = 0; lane < NVME_GPUQ_POLLER_LANES; lane++)
+            for (uint32_t k = 0; k < nvme_gpuq_poller_count(lane, qd); k++) {
+                uint32_t idx = nvme_gpuq_poller_idx(lane, k);
+                T_CHECK(idx < qd);
+                if (idx < qd)
+                    hit[idx]++;
+                total++;
+            }
+        T_EQ(total, qd);
+        for (uint32_t i = 0; i < qd; i++)
+            T_EQ(hit[i], 1);
+        /* step k: lanes 0..31 look at 32 consecutive positions */
+        T_EQ(nvme_gpuq_poller_idx(1, 3) - nvme_gpuq_poller_idx(0, 3), 1);
+    }
+    T_EQ(nvme_gpuq_last_sqe_pos(128), 127);
+    T_CHECK(nvme_gpuq_sqe_readback_ok(nvme_gpuq_cid_make(7, 63), 7, 64));
+    T_CHECK(!nvme_gpuq_sqe_readback_ok(nvme_gpuq_cid_make(6, 63), 7, 64)); /* the previous round's SQE */
+    T_CHECK(!nvme_gpuq_sqe_readback_ok(nvme_gpuq_cid_make(7, 62), 7, 64));
 }
 
 /* The real-controller path without a GPU: queues created on a controller (emu:// here, QEMU's NVMe in the
@@ -366,6 +450,9 @@ int main(void)
     RUN_CASE(test_emu_placement);
     RUN_CASE(test_emu_warps_limit);
     RUN_CASE(test_progress_and_backoff);
+    RUN_CASE(test_poller_and_readback);
+    RUN_CASE(test_occupancy_rule);
+    RUN_CASE(test_iommu_rule);
     RUN_CASE(test_standin_on_controller);
     RUN_CASE(test_rounds);
     RUN_CASE(test_deadline);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_rules.h — NVMe command and PRP rules shared by the CPU emulator (emu/io.c) and the GPU
- * emulator (cuda/gpu_emu.cu).
+ * emulator (emu/gpu/gpu_emu.cu).
  *
  * Purpose: one statement of what an emulated controller refuses, and with which status, so the two
  * emulators cannot drift apart. Every function is a small inline usable from C11 and from CUDA
@@ -20,6 +20,7 @@
  *   nvme_cr_prp_list()     a PRP list pointer qword aligned: PRP Offset Invalid
  *   nvme_cr_prp_list_room() entries from a list pointer to the end of its page
  *   nvme_cr_addr()         a null address, or one outside the DMA windows: Data Transfer Error
+ *   nvme_cr_in_windows()   the IOMMU rule: [addr, addr+len) inside one registered window; no window -> no DMA
  *
  * Statuses are SCT/SC shifted into CQE DW3 bits 31:17 without the phase tag (NVME_CR_ST), with DNR
  * set for every refusal here: retrying the same command cannot succeed.
@@ -94,6 +95,23 @@ static inline NVME_HD uint64_t nvme_cr_prp_list_room(uint64_t list, uint64_t pag
 static inline NVME_HD uint16_t nvme_cr_addr(uint64_t addr, bool in_window)
 {
     return !addr || !in_window ? NVME_CR_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR) : NVME_CR_OK;
+}
+
+/* A DMA window the host side registered ([lo, hi), bytes of the controller's address space), as vfio's
+ * IOMMU maps them. An emulated controller checks every address it touches (PRP entries, PRP lists, queue
+ * bases) against its windows before it touches memory; with no window registered it accepts no DMA. */
+struct nvme_cr_win {
+    uint64_t lo, hi;
+};
+
+static inline NVME_HD bool nvme_cr_in_windows(const struct nvme_cr_win *w, uint32_t n, uint64_t addr, uint64_t len)
+{
+    if (!len || addr + len < addr)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (addr >= w[i].lo && addr + len <= w[i].hi)
+            return true;
+    return false;
 }
 
 #endif /* NVME_EMU_CMD_RULES_H */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "nvme/emu/emu_internal.h"
+#include "nvme/emu/model_keys.h"
 #include "nvme/errbuf.h"
 #include "nvme/uri.h"
 
@@ -81,29 +82,6 @@ static const char *find(const struct nvme_emu_kv *kv, size_t n, const char *key)
     return NULL;
 }
 
-/* Time: a number with ns|us|ms|s (no suffix = ns). */
-static int parse_time_ns(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v < 0)
-        return -EINVAL;
-    double mul = 1;
-    if (*end == 0 || strcmp(end, "ns") == 0)
-        mul = 1;
-    else if (strcmp(end, "us") == 0)
-        mul = 1e3;
-    else if (strcmp(end, "ms") == 0)
-        mul = 1e6;
-    else if (strcmp(end, "s") == 0)
-        mul = 1e9;
-    else
-        return -EINVAL;
-    *out = v * mul;
-    return 0;
-}
-
 static int parse_double(const char *s, double *out)
 {
     char *end;
@@ -112,23 +90,6 @@ static int parse_double(const char *s, double *out)
     if (end == s || *end || errno || !isfinite(v))
         return -EINVAL;
     *out = v;
-    return 0;
-}
-
-/* Rate in bytes/s: a size ("14GiB", "45.2GB" is not a size: use 45200MB) optionally ending in "/s". */
-static int parse_rate(const char *s, double *out)
-{
-    char buf[EMU_LIST_ITEM_MAX];
-    size_t n = strlen(s);
-    if (n >= sizeof(buf))
-        return -EINVAL;
-    memcpy(buf, s, n + 1);
-    if (n > 2 && strcmp(buf + n - 2, "/s") == 0)
-        buf[n - 2] = 0;
-    uint64_t v;
-    if (nvme_parse_size(buf, &v))
-        return -EINVAL;
-    *out = (double)v;
     return 0;
 }
 
@@ -337,20 +298,14 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
     /* device-model overrides (nominal values; scale applies afterwards) */
     cfg->lat_ns = cfg->lat_sigma = cfg->iops = cfg->bw = cfg->qiops = cfg->link = -1;
     cfg->fetch = -1;
-    if ((v = find(kv, nkv, "lat")) && (parse_time_ns(v, &cfg->lat_ns) || cfg->lat_ns > 1e12))
-        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'lat': bad time '%s' (e.g. 50us; ns, us, ms, s)", v);
-    if ((v = find(kv, nkv, "lat_sigma")) &&
-        (parse_double(v, &cfg->lat_sigma) || cfg->lat_sigma < 0 || cfg->lat_sigma > 4))
-        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'lat_sigma': bad value '%s' (0..4)", v);
-    if ((v = find(kv, nkv, "iops")) && (parse_double(v, &cfg->iops) || cfg->iops < 0))
-        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'iops': bad value '%s' (commands/s, 0 = no cap)", v);
-    if ((v = find(kv, nkv, "qiops")) && (parse_double(v, &cfg->qiops) || cfg->qiops < 0))
-        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'qiops': bad value '%s' (commands/s, 0 = no cap)", v);
-    if ((v = find(kv, nkv, "bw")) && parse_rate(v, &cfg->bw))
-        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'bw': bad rate '%s' (bytes/s, e.g. 14GiB or 500MB/s)",
-                         v);
-    if ((v = find(kv, nkv, "link")) && parse_rate(v, &cfg->link))
-        return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'link': bad rate '%s' (bytes/s, e.g. 45200MB/s)", v);
+    { /* the model keys are parsed in one place for emu:// and gpu-emu:// (model_keys.h) */
+        static const char *const model_keys[] = {"lat", "lat_sigma", "iops", "qiops", "bw", "link"};
+        double *const model_out[] = {&cfg->lat_ns, &cfg->lat_sigma, &cfg->iops, &cfg->qiops, &cfg->bw, &cfg->link};
+        for (size_t i = 0; i < sizeof(model_keys) / sizeof(model_keys[0]); i++)
+            if ((v = find(kv, nkv, model_keys[i])) &&
+                nvme_emu_model_key_parse("emu: ", model_keys[i], v, model_out[i], err, errlen))
+                return -EINVAL;
+    }
     if ((v = find(kv, nkv, "fetch"))) {
         if (nvme_parse_u64(v, &u) || u > EMU_MAX_MQES)
             return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'fetch': bad value '%s' (0 = unlimited, ..%u)", v,

@@ -24,6 +24,36 @@ DESCRIPTION = (
 )
 
 
+#: Short spellings of engine options; the options themselves come from the parameter table.
+_SHORT = {"iosize": "-s", "qdepth": "-q", "runtime": "-r", "warmup": "-w"}
+#: Options whose CLI default is None (decided by run_cuda: the target's devices, 1 + repetition).
+_NONE_DEFAULT = {"ndevs", "seed"}
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    """One option per run parameter of cuda-run's table (src/engine/crun_params.h)."""
+    from ..engines import gpu
+
+    for prm in gpu.params():
+        name = prm["name"]
+        flags = ["--" + name.replace("_", "-")] + ([_SHORT[name]] if name in _SHORT else [])
+        rng = "" if prm["min"] is None else f" [{prm['min']}..{'' if prm['max'] is None else prm['max']}]"
+        if prm["type"] == "bool":
+            p.add_argument(*flags, action="store_true", help=prm["doc"])
+            continue
+        kw: dict = {
+            "help": (prm["doc"] + rng).replace("%", "%%"),
+            "default": None if name in _NONE_DEFAULT else prm["default"],
+        }
+        if prm["type"] == "pattern":
+            kw["choices"] = list(gpu.PATTERNS)
+        elif prm["type"] == "poll":
+            kw["type"] = str
+        else:
+            kw["type"] = float if prm["type"] == "seconds" else int
+        p.add_argument(*flags, **kw)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         ACTION, help=HELP, description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter
@@ -34,28 +64,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default="gpu-emu://?profile=null",
         help="target URI (gpu-emu://..., pci://..., emu://?mode=thread&...)",
     )
-    p.add_argument(
-        "--rw", default="randread", choices=["read", "randread", "write", "randwrite"], help="access pattern"
-    )
-    p.add_argument("--iosize", "-s", type=int, default=512, help="bytes per I/O (a multiple of 512)")
-    p.add_argument(
-        "--qdepth", "-q", type=int, default=128, help="commands in flight per queue = CUDA threads per block"
-    )
-    p.add_argument("--nqueues", type=int, default=1, help="queues per device")
-    p.add_argument("--ndevs", type=int, default=None, help="devices used (default: the URI's ndev, else 16)")
-    p.add_argument("--runtime", "-r", type=float, default=5.0, help="measured seconds")
-    p.add_argument("--warmup", "-w", type=float, default=1.0, help="seconds run before measuring (not counted)")
-    p.add_argument("--rounds", type=int, default=0, help="instead of a timed run: exactly this many rounds per queue")
-    p.add_argument("--verify", action="store_true", help="writes carry stamps; reads check them")
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds a completion may take before the queue fails")
-    p.add_argument("--gpu", type=int, default=0, help="CUDA device ordinal")
+    _add_engine_options(p)
     p.add_argument(
         "--payload",
         default="host",
         choices=["host", "gpu"],
         help="pci:// and emu://: where the data lives (gpu is refused with the reason: no DMA importer)",
     )
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: 1 + repetition)")
     p.add_argument("--study", default="adhoc", help="study name written into the record")
     p.add_argument("--repetition", type=int, default=0, help="repetition index written into the record")
     p.add_argument(
@@ -86,7 +101,17 @@ def table(rec: dict) -> str:
         ("bandwidth", f"{rec['mibs']:,.2f} MiB/s"),
         ("round time mean / max", f"{rec['round_ns']['mean'] / 1000:.1f} us / {rec['round_ns']['max'] / 1000:.1f} us"),
         ("errors", str(rec["errors"])),
+        ("poll / occupancy", f"{rec.get('poll')} / {(rec.get('occupancy') or {}).get('used_pct')} % used"),
     ]
+    if rec.get("emulator_counters"):
+        em = rec["emulator_counters"]
+        rows.append(
+            (
+                "emulator",
+                f"busiest warp {em.get('busy_max', 0):.0%} busy, headroom {rec.get('emulator_headroom') or 0:.1f}x"
+                + (" (LIMITED: the emulator set the rate)" if rec.get("emulator_limited") else ""),
+            )
+        )
     if "verify_errors" in rec:
         rows.append(("verify errors", str(rec["verify_errors"])))
     w = max(len(k) for k, _ in rows)
@@ -100,23 +125,15 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds and args.rounds < 0:
         raise UsageError(f"--rounds {args.rounds}: must be >= 0")
     # No GPU, a lost completion (TimeoutError), a CUDA failure: one line via nvmelab.cli.main.
+    table = {prm["name"]: getattr(args, prm["name"]) for prm in gpu.params()}
+    if not table["ndevs"]:
+        table["ndevs"] = None  # the target's devices
     rec = gpu.run_cuda(
         target=args.target,
-        rw=args.rw,
-        iosize=args.iosize,
-        qdepth=args.qdepth,
-        nqueues=args.nqueues,
-        ndevs=args.ndevs,
-        runtime=args.runtime,
-        warmup=args.warmup,
-        rounds=args.rounds,
-        verify=args.verify,
-        timeout=args.timeout,
-        gpu=args.gpu,
-        seed=args.seed,
         study=args.study,
         repetition=args.repetition,
         payload=args.payload,
+        **table,
     )
     if args.json == "-":
         json.dump(rec, sys.stdout, sort_keys=True)

@@ -5,7 +5,7 @@
                                 nqueues=2, ndevs=16, runtime=5, warmup=1)
 
 `run_cuda` checks every parameter before touching the GPU (ValueError naming it), runs the native
-engine (src/nvme/cuda/cuda_run.cu) with the GIL released -- grid = devices x queues, one CUDA thread per
+engine (src/engine/cuda/cuda_run.cu) with the GIL released -- grid = devices x queues, one CUDA thread per
 command in flight, lock-step rounds, completions matched by CID -- and returns one record in the format
 of nvmelab.results.records (tool and backend "nvmelab-cuda"), with the GPU, the emulator's profile and scale in
 its provenance. Ctrl-C ends the kernels and raises KeyboardInterrupt; no partial record.
@@ -22,7 +22,6 @@ Where there is no GPU, `status()` says why and `run_cuda` raises OSError(ENODEV)
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import numpy as np
@@ -40,11 +39,8 @@ PAYLOADS = ("host", "gpu")
 DEFAULT_TARGET = "gpu-emu://?profile=null"
 #: Devices when neither the call nor the URI says (the published server's count).
 DEFAULT_NDEVS = 16
-MAX_QDEPTH = 1024  # one CUDA block per queue, one thread per command
-MAX_NQUEUES = 64
-MAX_IOSIZE = 2 << 20  # PRP1 + one PRP list page
+#: LBA size of the stamps and read_lbas (the engine's bounds are its table, params()).
 LBA_SIZE = 512
-NS_PER_S = 1e9
 #: Threads per block of the checksum kernel.
 CHECKSUM_THREADS = 128
 STAMP_WORD = 8
@@ -80,6 +76,20 @@ def device_info(gpu: int = 0) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ checks
+def params() -> list[dict]:
+    """cuda-run's run parameters as declared once in C (src/engine/crun_params.h): name, type, min, max,
+    default, doc. The CLI options of `nvmelab perf cuda-run` are made from this list."""
+    return [dict(p) for p in _native().CRUN_PARAMS]
+
+
+def default(name: str) -> Any:
+    """The table's default of one cuda-run parameter."""
+    for p in _native().CRUN_PARAMS:
+        if p["name"] == name:
+            return p["default"]
+    raise KeyError(name)
+
+
 def _int(name: str, v: Any, lo: int, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise ValueError(f"{name}={v!r}: must be an integer")
@@ -89,47 +99,20 @@ def _int(name: str, v: Any, lo: int, hi: int | None = None) -> int:
     return v
 
 
-def _secs(name: str, v: Any, strict: bool) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"{name}={v!r}: must be a finite number of seconds")
-    if (strict and v <= 0) or v < 0:
-        raise ValueError(f"{name}={v}: must be {'>' if strict else '>='} 0")
-    return float(v)
-
-
-def check_params(
-    target: str,
-    rw: str,
-    iosize: int,
-    qdepth: int,
-    nqueues: int,
-    ndevs: int | None,
-    runtime: float,
-    warmup: float,
-    rounds: int,
-    timeout: float,
-) -> None:
-    """Validate the parameters of run_cuda; ValueError names the first bad one."""
+def check_params(target: str, ndevs: int | None = None, **table: Any) -> None:
+    """Validate the parameters of run_cuda: the target and an explicit ndevs here, every table parameter
+    (rw, iosize, qdepth, nqueues, runtime, warmup, rounds, timeout, poll, occupancy, ...) by the engine's
+    own check (_native.crun_params_check, the table in src/engine/crun_params.h). ValueError names the
+    first bad one."""
     if not isinstance(target, str) or not target.startswith(("gpu-emu://", "pci://", "emu://")):
         raise ValueError(f"target={target!r}: cuda-run drives gpu-emu://..., pci://... or emu://?mode=thread&...")
-    if target.startswith("emu://") and "mode=thread" not in target:  # as cuda_pci.cu, but before any CUDA call
+    if target.startswith("emu://") and "mode=thread" not in target:  # as the host driver, but before any CUDA call
         raise ValueError(
             f"target={target!r}: the CPU emulator needs mode=thread (a service thread polls the doorbells)"
         )
-    if rw not in PATTERNS:
-        raise ValueError(f"rw={rw!r}: cuda-run patterns are {', '.join(PATTERNS)}")
-    _int("iosize", iosize, LBA_SIZE, MAX_IOSIZE)
-    if iosize % LBA_SIZE:
-        raise ValueError(f"iosize={iosize}: must be a multiple of {LBA_SIZE} bytes")
-    _int("qdepth", qdepth, 1, MAX_QDEPTH)
-    _int("nqueues", nqueues, 1, MAX_NQUEUES)
     if ndevs is not None:
         _int("ndevs", ndevs, 1)
-    _int("rounds", rounds, 0)
-    if not rounds:
-        _secs("runtime", runtime, strict=True)
-    _secs("warmup", warmup, strict=False)
-    _secs("timeout", timeout, strict=True)
+    _native().crun_params_check(**{k: v for k, v in table.items() if v is not None})
 
 
 # ------------------------------------------------------------------------------------------ engine
@@ -152,6 +135,8 @@ def run_cuda(
     timeout: float = 2.0,
     gpu: int = 0,
     lba_count: int = 0,
+    poll: str | None = None,
+    occupancy: int | None = None,
     stress: bool = False,
     ncpus: int = 1,
     thr_sib: bool = False,
@@ -164,45 +149,44 @@ def run_cuda(
     ndevs: use the first N devices (default: the URI's ndev, else 16). rounds > 0 runs exactly that many
     lock-step rounds per queue instead of a timed window (tests). readback (write patterns, with rounds and
     verify): after the write rounds every thread reads its LBAs back and checks the stamps. timeout: per-completion deadline in
-    seconds; a lost completion raises TimeoutError naming device and queue. ncpus/thr_sib/backend exist so
-    that study specs shared with the CPU engine can call this; the GPU engine uses one host thread.
-    payload (pci:// and emu://?mode=thread, the real-controller path): "host" = pinned host memory mapped into
-    the GPU; "gpu" is refused with the reason (no importer of GPU memory's DMA addresses; book/driver.md).
+    seconds; a lost completion raises TimeoutError naming device and queue. poll: "spin" or "backoff:MAX_NS"
+    (the table's default when None); occupancy: refuse a run needing more than this % of the GPU's resident
+    capacity (default 95). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
+    call this; the GPU engine uses one host thread. payload (pci:// and emu://?mode=thread, the
+    real-controller path): "host" = pinned host memory mapped into the GPU; "gpu" is refused with the reason
+    (no importer of GPU memory's DMA addresses; book/driver.md). Every table parameter is in src/engine/crun_params.h.
     """
-    check_params(target, rw, iosize, qdepth, nqueues, ndevs, runtime, warmup, rounds, timeout)
     _int("ncpus", ncpus, 1, 1)
     if backend not in (None, BACKEND):
         raise ValueError(f"backend={backend!r}: cuda-run has one backend, {BACKEND!r}")
     _int("repetition", repetition, 0)
     if seed is None:
         seed = 1 + repetition
-    _int("seed", seed, 0)
-    _int("lba_count", lba_count, 0)
     if payload not in PAYLOADS:
         raise ValueError(f"payload={payload!r}: must be one of {', '.join(PAYLOADS)}")
+    table = dict(
+        rw=rw,
+        iosize=iosize,
+        qdepth=qdepth,
+        nqueues=nqueues,
+        runtime=runtime,
+        warmup=warmup,
+        rounds=rounds,
+        seed=seed,
+        lba_count=lba_count,
+        timeout=timeout,
+        verify=bool(verify),
+        readback=bool(readback),
+        gpu=gpu,
+        poll=poll,
+        occupancy=occupancy,
+    )
+    check_params(target, ndevs, **table)
     from ..host import cpus as _cpus
 
     host = _cpus.host_state()
-    res = dict(
-        _native().cuda_run(
-            target=target,
-            rw=rw,
-            iosize=iosize,
-            qdepth=qdepth,
-            nqueues=nqueues,
-            ndevs=ndevs or 0,
-            runtime=float(runtime),
-            warmup=float(warmup),
-            rounds=rounds,
-            seed=seed,
-            lba_count=lba_count,
-            timeout_ns=int(timeout * NS_PER_S),
-            verify=bool(verify),
-            readback=bool(readback),
-            gpu=gpu,
-            payload=payload,
-        )
-    )
+    kw = {k: v for k, v in table.items() if v is not None}
+    res = dict(_native().cuda_run(target=target, ndevs=ndevs or 0, payload=payload, **kw))
     return make_record(
         res,
         target=target,
@@ -239,6 +223,7 @@ def make_record(
     verify: bool,
 ) -> dict:
     """Turn the engine's raw result into a validated record."""
+    emu = res.get("emulator")
     info = {"backend": BACKEND, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
     rec = engine_record(
         **measured_fields(res),
@@ -268,8 +253,20 @@ def make_record(
             "round_ns": {"mean": round(res["round_ns_mean"], 1), "max": res["round_ns_max"]},
             "queue_rounds": list(res["queue_rounds"]),
             "payload": res.get("payload") or None,
-            # gpu-emu's own counters: late completions or CQ-full holds mean the emulator, not the model, limited it
-            "emulator_counters": dict(res["emulator"]) if res.get("emulator") else None,
+            # run parameters that shape the measurement (engine table, src/engine/crun_params.h)
+            "poll": res.get("poll"),
+            "occupancy": {
+                "limit_pct": res.get("occupancy_pct"),
+                "used_pct": None if res.get("occupancy_permille") is None else res["occupancy_permille"] / 10,
+            },
+            "sq_readback": res.get("sq_readback"),
+            # gpu-emu's own counters: fetch lag (sq_wait_*, sq_left_frac), busy fraction per warp (busy_*),
+            # lateness, CQ-full holds, and its headroom (1 / busy_max)
+            "emulator_counters": dict(emu) if emu else None,
+            "emulator_headroom": emu.get("headroom") if emu else None,
+            # True: the emulator, not the device model, set the rate (busiest warp >= 90 % busy, or completions
+            # late by > 10 % of the model's latency); the chapters leave such runs out of their figures
+            "emulator_limited": bool(emu.get("limited")) if emu else None,
             "provenance": _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"]),
         }
     )
@@ -352,7 +349,7 @@ def read_blocks(
     """
     if rw not in ("read", "randread"):
         raise ValueError(f"rw={rw!r}: read_blocks reads (read or randread)")
-    check_params(target, rw, iosize, qdepth, nqueues, ndevs, 1.0, 0.0, 1, timeout)
+    check_params(target, ndevs, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, rounds=1, timeout=timeout)
     size, stride = _native().cuda_buf_size(iosize, qdepth, nqueues, ndevs)
     if buf is None:
         buf = device_buffer(size)
@@ -369,7 +366,7 @@ def read_blocks(
             ndevs=ndevs,
             rounds=1,
             seed=seed,
-            timeout_ns=int(timeout * NS_PER_S),
+            timeout=float(timeout),
             gpu=gpu,
             buf=ptr,
             buf_len=nbytes,

@@ -91,7 +91,8 @@ class Engine:
 #: Engines by name.
 ENGINES = {
     "cpu": Engine("nvmelab.engines.perf", "run", ENGINE_PARAMS),
-    "cuda": Engine("nvmelab.engines.perf", "run_cuda", ENGINE_PARAMS),
+    # cuda-run's poll discipline and occupancy margin are run parameters too (src/engine/crun_params.h)
+    "cuda": Engine("nvmelab.engines.perf", "run_cuda", ENGINE_PARAMS + ("poll", "occupancy")),
     "blksum": Engine(
         "nvmelab.engines.blksum",
         "study_run",

@@ -8,8 +8,8 @@
  *   nvme_cuda_db_write()      one doorbell store (mapped MMIO BAR0 word or a device-memory word)
  *   nvme_cuda_sqe_store()     write a built SQE into an SQ slot (four 16-byte stores)
  *   nvme_cuda_cqe_wait()      wait for the CQE of position pos: phase, then CID/SQID; deadline -> TIMEOUT
- *   nvme_cuda_round_submit()  the block's submission half: __syncthreads, fence, SQ doorbell (thread 0)
- *   nvme_cuda_round_complete() the completion half: CQ head doorbell (thread 0)
+ *   nvme_cuda_sq_publish()    the block's submission half: per-thread system fence (SQs in host memory),
+ *                             __syncthreads, read-back of the last SQE (host SQs), fence, SQ doorbell
  *
  * Memory ordering. Submission: SQEs and write payloads are plain stores; after __syncthreads() thread 0
  * issues __threadfence_system() (fence.sc.sys, cumulative over what the block wrote before the barrier)
@@ -27,17 +27,18 @@
  * Everything the thread loads after the acquire (SQHD/SQID, then the payload, through volatile loads that
  * bypass L1) sees what the writer wrote before the CQE. Completions are matched to commands by CID
  * (nvme_gpuq_cqe_match), never by the slot they land in. An empty look backs off with __nanosleep
- * (nvme_gpuq_backoff_ns, at most 2 us) and the deadline is checked after every sleep.
+ * (nvme_gpuq_backoff_ns, up to the run's `poll` parameter, or not at all with poll=spin) and the deadline
+ * is checked after every look.
  *
  * Caveats: CUDA only (include from .cu). A qpair belongs to one block; no locks. The controller must
  * write a CQE's first 12 bytes before its last 4 (the emulator does; PCIe writes a CQE in one TLP).
  */
-#ifndef NVME_CUDA_NVME_CUDA_CUH
-#define NVME_CUDA_NVME_CUDA_CUH
+#ifndef NVME_NVME_CUDA_CUH
+#define NVME_NVME_CUDA_CUH
 
 #include <stdint.h>
 
-#include "nvme/cuda/nvme_gpuq.h"
+#include "nvme/nvme_gpuq.h"
 
 #define NVME_CUDA_CQE_W3_OFF   12u /* byte offset of the CID + status word in a CQE */
 #define NVME_CUDA_CID_SHIFT    0u  /* in that little-endian word: CID is the low half */
@@ -96,7 +97,8 @@ struct nvme_cuda_cqe_seen {
  * (another thread of the queue already failed). Returns NVME_GPUQ_OK with *out filled, or
  * NVME_GPUQ_TIMEOUT. */
 static __device__ int nvme_cuda_cqe_wait(const struct nvme_cqe *cq, uint32_t entries, uint64_t pos, uint64_t timeout_ns,
-                                         int scope, const volatile int *abort, struct nvme_cuda_cqe_seen *out)
+                                         int scope, uint32_t poll_max_ns, const volatile int *abort,
+                                         struct nvme_cuda_cqe_seen *out)
 {
     const uint32_t slot = nvme_gpuq_cq_slot(pos, entries);
     const uint64_t deadline = nvme_gpuq_deadline(nvme_cuda_now_ns(), timeout_ns);
@@ -114,30 +116,34 @@ static __device__ int nvme_cuda_cqe_wait(const struct nvme_cqe *cq, uint32_t ent
         }
         if (r == NVME_GPUQ_POLL_EXPIRED || *abort)
             return NVME_GPUQ_TIMEOUT;
-        __nanosleep(nvme_gpuq_backoff_ns(n_empty));
+        const uint32_t ns = nvme_gpuq_backoff_ns(n_empty, poll_max_ns); // 0: spin
+        if (ns)
+            __nanosleep(ns);
     }
 }
 
-/* Submission half of a lock-step round. Every thread has stored its SQE; thread 0 publishes them. */
-static __device__ __forceinline__ void nvme_cuda_round_submit(volatile uint32_t *sq_db, uint64_t sq_pos_after,
-                                                              uint32_t entries)
+/* Submission half of a lock-step round: every thread has stored its SQE (of round `round`, qdepth commands).
+ * SQs in host memory: every thread fences at system scope, and thread 0 reads the round's last SQE back
+ * before the doorbell (nvme_gpuq.h, "SQs in host memory"); a read-back that does not hold the CID just
+ * written returns NVME_GPUQ_SQ_READBACK (thread 0 only) and rings nothing. */
+static __device__ __forceinline__ int nvme_cuda_sq_publish(struct nvme_sqe *sq, volatile uint32_t *sq_db,
+                                                           uint64_t sq_pos_after, uint32_t entries, uint32_t round,
+                                                           uint32_t qdepth, int sq_host)
 {
+    if (sq_host)
+        __threadfence_system(); // this thread's SQE before anything it does next, at system scope
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        nvme_cuda_db_write(sq_db, nvme_gpuq_db(sq_pos_after, entries));
+    if (threadIdx.x != 0)
+        return NVME_GPUQ_OK;
+    __threadfence_system();
+    if (sq_host) {
+        const uint64_t last = nvme_gpuq_last_sqe_pos(sq_pos_after);
+        const volatile struct nvme_sqe *s = sq + nvme_gpuq_cq_slot(last, entries);
+        if (!nvme_gpuq_sqe_readback_ok(s->cid, round, qdepth))
+            return NVME_GPUQ_SQ_READBACK;
     }
+    nvme_cuda_db_write(sq_db, nvme_gpuq_db(sq_pos_after, entries));
+    return NVME_GPUQ_OK;
 }
 
-/* Completion half: every thread has consumed its CQE; thread 0 frees the CQ slots. */
-static __device__ __forceinline__ void nvme_cuda_round_complete(volatile uint32_t *cq_db, uint64_t cq_pos_after,
-                                                                uint32_t entries)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        nvme_cuda_db_write(cq_db, nvme_gpuq_db(cq_pos_after, entries));
-    }
-}
-
-#endif /* NVME_CUDA_NVME_CUDA_CUH */
+#endif /* NVME_NVME_CUDA_CUH */

@@ -8,19 +8,23 @@
  * Key functions: nvme_gpuq_sqe_rw(), nvme_gpuq_prp(), nvme_gpuq_cid_make()/_idx()/_gen(),
  * nvme_gpuq_cqe_match(), nvme_gpuq_cq_slot()/nvme_gpuq_cq_phase(), nvme_gpuq_deadline()/nvme_gpuq_expired(),
  * nvme_gpuq_lcg_next(), nvme_gpuq_slba(), nvme_gpuq_stamp(), nvme_gpuq_poll_step() (one look at a CQE with
- * the deadline), nvme_gpuq_backoff_ns(), nvme_gpuq_idle_queue() (the progress check).
+ * the deadline), nvme_gpuq_backoff_ns() (the poll discipline), nvme_gpuq_poller_idx()/_count() (the poller
+ * warp's CQ positions), nvme_gpuq_last_sqe_pos()/nvme_gpuq_sqe_readback_ok() (SQs in host memory),
+ * nvme_gpuq_idle_queue() (the progress check).
  *
  * The lock-step round (nvme_cuda.cuh) built on these: one CUDA block per queue; thread i owns SQ slot
- * tail+i and CID (gen, i); thread 0 fences and rings the SQ doorbell; thread i then waits on CQ slot
- * head+i, but the CQE found there is matched to its command by CID (any order is fine), so a controller
- * that completes out of order is handled; every wait has a deadline and a miss becomes a status word.
+ * tail+i and CID (gen, i); thread 0 fences (with SQs in host memory: every thread fences at system scope
+ * and thread 0 reads the last SQE back) and rings the SQ doorbell; one poller warp then watches the round's
+ * CQ slots, 32 neighbouring slots at a time, and hands each CQE to the command its CID names (any order
+ * is fine), so a controller that completes out of order is handled; every wait has a deadline and a
+ * miss becomes a status word.
  *
  * Caveats: pure functions over caller-owned memory, no clock (the caller passes `now`), no atomics, no
  * CUDA includes; NVME_HD (spec.h) marks them __host__ __device__ under nvcc. Lock-step means a queue holds
  * at most one round (qdepth commands) at a time, so the SQ is empty at the start of every round.
  */
-#ifndef NVME_CUDA_NVME_GPUQ_H
-#define NVME_CUDA_NVME_GPUQ_H
+#ifndef NVME_NVME_GPUQ_H
+#define NVME_NVME_GPUQ_H
 
 #include <stdint.h>
 
@@ -56,11 +60,12 @@ NVME_STATIC_ASSERT(((NVME_GPUQ_GEN_COUNT - 1u) << NVME_GPUQ_IDX_BITS | NVME_GPUQ
 /* ---- per-queue status word: what stopped a queue (0 = running/clean) ---- */
 enum nvme_gpuq_state {
     NVME_GPUQ_OK = 0,
-    NVME_GPUQ_TIMEOUT = 1,    /* a completion did not arrive before its deadline */
-    NVME_GPUQ_BAD_CID = 2,    /* a CQE named a CID that is not outstanding (wrong generation/index, duplicate) */
-    NVME_GPUQ_BAD_SQID = 3,   /* a CQE named another submission queue */
-    NVME_GPUQ_NVME_ERROR = 4, /* a command completed with a non-zero NVMe status (kept in the queue record) */
-    NVME_GPUQ_VERIFY = 5,     /* read data did not carry the stamp written there */
+    NVME_GPUQ_TIMEOUT = 1,     /* a completion did not arrive before its deadline */
+    NVME_GPUQ_BAD_CID = 2,     /* a CQE named a CID that is not outstanding (wrong generation/index, duplicate) */
+    NVME_GPUQ_BAD_SQID = 3,    /* a CQE named another submission queue */
+    NVME_GPUQ_NVME_ERROR = 4,  /* a command completed with a non-zero NVMe status (kept in the queue record) */
+    NVME_GPUQ_VERIFY = 5,      /* read data did not carry the stamp written there */
+    NVME_GPUQ_SQ_READBACK = 6, /* the last SQE read back from host memory did not hold the CID just written */
 };
 
 /* ---- SQE ---- */
@@ -204,15 +209,48 @@ static inline NVME_HD int nvme_gpuq_poll_step(uint16_t status, uint64_t pos, uin
     return nvme_gpuq_expired(now, deadline) ? NVME_GPUQ_POLL_EXPIRED : NVME_GPUQ_POLL_EMPTY;
 }
 
-/* Poll backoff: the wait after the n-th empty look (ns), doubling from MIN to MAX, so an idle queue
- * does not hammer PCIe or L2 while the deadline is still checked after every wait. */
-#define NVME_GPUQ_BACKOFF_MIN_NS 32u
-#define NVME_GPUQ_BACKOFF_MAX_NS 2048u
-static inline NVME_HD uint32_t nvme_gpuq_backoff_ns(uint32_t n_empty)
+/* Poll discipline (a run parameter, engine/crun_params.h `poll`): the wait after the n-th empty look (ns),
+ * doubling from MIN up to max_ns, so an idle queue does not hammer PCIe or L2 while the deadline is still
+ * checked after every wait; max_ns = 0 is `spin` (no sleep at all). */
+#define NVME_GPUQ_BACKOFF_MIN_NS    32u
+#define NVME_GPUQ_BACKOFF_SHIFT_MAX 16u
+static inline NVME_HD uint32_t nvme_gpuq_backoff_ns(uint32_t n_empty, uint32_t max_ns)
 {
-    uint32_t shift = n_empty < 16u ? n_empty : 16u;
+    if (!max_ns)
+        return 0;
+    uint32_t shift = n_empty < NVME_GPUQ_BACKOFF_SHIFT_MAX ? n_empty : NVME_GPUQ_BACKOFF_SHIFT_MAX;
     uint64_t ns = (uint64_t)NVME_GPUQ_BACKOFF_MIN_NS << shift;
-    return ns < NVME_GPUQ_BACKOFF_MAX_NS ? (uint32_t)ns : NVME_GPUQ_BACKOFF_MAX_NS;
+    return ns < max_ns ? (uint32_t)ns : max_ns;
+}
+
+/* ---- the poller warp ----
+ * One warp per queue watches the CQ for the whole block: in a round of qdepth commands, lane l looks at
+ * positions l, l + 32, l + 64, ... of the round, so the 32 lanes load 32 neighbouring CQEs at once (one
+ * coalesced request over PCIe for a CQ in host memory) instead of qdepth threads each polling its own
+ * slot. The k-th position of lane l, and how many positions the lane owns: */
+#define NVME_GPUQ_POLLER_LANES 32u
+static inline NVME_HD uint32_t nvme_gpuq_poller_idx(uint32_t lane, uint32_t k)
+{
+    return lane + k * NVME_GPUQ_POLLER_LANES;
+}
+static inline NVME_HD uint32_t nvme_gpuq_poller_count(uint32_t lane, uint32_t qdepth)
+{
+    return lane < qdepth ? (qdepth - lane + NVME_GPUQ_POLLER_LANES - 1u) / NVME_GPUQ_POLLER_LANES : 0u;
+}
+
+/* ---- SQs in host memory ----
+ * PCIe orders posted writes per destination, not across destinations: a doorbell (to the controller's BAR)
+ * can overtake SQEs still on their way to host memory. Each thread fences at system scope after its SQE
+ * store, and before the doorbell one thread reads the round's last SQE back: a read is not passed by the
+ * posted writes before it, so when it returns the CID just written, the SQEs are in host memory.
+ * The position of that SQE, and the check of what was read: */
+static inline NVME_HD uint64_t nvme_gpuq_last_sqe_pos(uint64_t sq_pos_after)
+{
+    return sq_pos_after - 1u;
+}
+static inline NVME_HD int nvme_gpuq_sqe_readback_ok(uint16_t cid_read, uint32_t round, uint32_t qdepth)
+{
+    return cid_read == nvme_gpuq_cid_make(round, qdepth - 1u);
 }
 
 /* Progress check of a run: the first queue (index into rounds[0..n)) that completed no round, or -1.
@@ -264,4 +302,4 @@ static inline NVME_HD uint64_t nvme_gpuq_stamp(uint32_t dev, uint64_t lba, uint3
 }
 #endif
 
-#endif /* NVME_CUDA_NVME_GPUQ_H */
+#endif /* NVME_NVME_GPUQ_H */

@@ -7,9 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "nvme/cuda/gpu_emu.h"
-#include "nvme/cuda/nvme_gpuq.h"
+#include "nvme/emu/gpu/gpu_emu.h"
+#include "nvme/emu/model_keys.h"
 #include "nvme/emu/profiles.h"
+#include "nvme/nvme_gpuq.h"
 #include "nvme/uri.h"
 
 #define GEMU_NS_PER_S 1e9
@@ -22,51 +23,13 @@ static uint64_t gemu_gap_fp(double rate) // fixed-point ns between commands at `
     return rate > 0 ? (uint64_t)llround(GEMU_NS_PER_S * (double)(1u << GEMU_FP_SHIFT) / rate) : 0;
 }
 
-enum gemu_unit { GEMU_UNIT_TIME, GEMU_UNIT_RATE, GEMU_UNIT_BYTES_PER_S };
-
-// A device-model override (the CPU emulator's keys lat/iops/bw/qiops/link): absent -> *out = nominal.
-// time: number with ns|us|ms|s (ns when bare); rate: commands/s; bytes/s: a size (KiB/MiB/GiB, KB/MB/GB)
-// with an optional "/s". Values are nominal, before scale.
-static int gemu_model_key(const nvme_uri *u, const char *key, gemu_unit unit, double nominal, double *out, char *err,
-                          size_t errlen)
+// A device-model override (the CPU emulator's keys, parsed by the one parser of emu/model_keys.h):
+// absent -> *out = nominal. Values are nominal, before scale.
+static int gemu_model_key(const nvme_uri *u, const char *key, double nominal, double *out, char *err, size_t errlen)
 {
     *out = nominal;
     const char *v = nvme_uri_get(u, key);
-    if (!v)
-        return 0;
-    char buf[64];
-    snprintf(buf, sizeof(buf), "%s", v);
-    size_t n = strlen(buf);
-    double x = -1;
-    if (unit == GEMU_UNIT_BYTES_PER_S) {
-        if (n > 2 && !strcmp(buf + n - 2, "/s"))
-            buf[n - 2] = 0;
-        uint64_t b;
-        if (!nvme_parse_size(buf, &b))
-            x = (double)b;
-    } else {
-        char *end = NULL;
-        x = strtod(buf, &end);
-        double mul = 1;
-        if (unit == GEMU_UNIT_TIME && end && *end) {
-            mul = !strcmp(end, "ns")   ? 1
-                  : !strcmp(end, "us") ? 1e3
-                  : !strcmp(end, "ms") ? 1e6
-                  : !strcmp(end, "s")  ? 1e9
-                                       : -1;
-            end += strlen(end);
-        }
-        if (!end || *end || mul < 0 || !std::isfinite(x))
-            x = -1;
-        else
-            x *= mul;
-    }
-    if (!(x >= 0)) {
-        snprintf(err, errlen, "parameter '%s': bad value '%s'", key, v);
-        return -EINVAL;
-    }
-    *out = x;
-    return 0;
+    return v ? nvme_emu_model_key_parse("gpu-emu: ", key, v, out, err, errlen) : 0;
 }
 
 static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *err, size_t errlen)
@@ -180,11 +143,11 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
         return -EINVAL;
     }
     double lat, iops, bw, qiops, link;
-    if ((rc = gemu_model_key(u, "lat", GEMU_UNIT_TIME, p->lat_ns, &lat, err, errlen)) ||
-        (rc = gemu_model_key(u, "iops", GEMU_UNIT_RATE, p->dev_iops, &iops, err, errlen)) ||
-        (rc = gemu_model_key(u, "bw", GEMU_UNIT_BYTES_PER_S, p->dev_bw, &bw, err, errlen)) ||
-        (rc = gemu_model_key(u, "qiops", GEMU_UNIT_RATE, p->queue_iops, &qiops, err, errlen)) ||
-        (rc = gemu_model_key(u, "link", GEMU_UNIT_BYTES_PER_S, p->link_bw, &link, err, errlen)))
+    if ((rc = gemu_model_key(u, "lat", p->lat_ns, &lat, err, errlen)) ||
+        (rc = gemu_model_key(u, "iops", p->dev_iops, &iops, err, errlen)) ||
+        (rc = gemu_model_key(u, "bw", p->dev_bw, &bw, err, errlen)) ||
+        (rc = gemu_model_key(u, "qiops", p->queue_iops, &qiops, err, errlen)) ||
+        (rc = gemu_model_key(u, "link", p->link_bw, &link, err, errlen)))
         return rc;
     gemu_model &m = e->h.model;
     const double s = e->scale;

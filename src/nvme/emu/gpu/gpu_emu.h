@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * gpu_emu.h — the GPU-resident emulated NVMe controller behind `gpu-emu://` (internal to libnvme_cuda).
+ * gpu_emu.h — the GPU-resident emulated NVMe controller behind `gpu-emu://` (internal to libnvmelab-gpu-emu).
  *
  * Purpose: emulated controllers whose queues, doorbells, namespaces and device model all live in GPU
  * memory, served by a persistent kernel (a few blocks, one warp per queue at a time), so device-initiated
  * I/O can be exercised and measured on any CUDA GPU without NVMe hardware.
  *
- * Key functions (host side, C++ linkage, called from cuda_run.cu):
+ * Key functions (host side, C++ linkage, called from the cuda-run engine, engine/cuda/crun_target.cu):
  *   gemu_open()         parse + validate the URI, allocate namespaces, doorbells and queue tables
  *   gemu_add_queue()    register an I/O SQ/CQ pair living in GPU memory (instead of admin Create SQ/CQ)
- *   gemu_dma_allow()    the only GPU memory range PRPs may point into (a command outside: Data Transfer Error)
+ *   gemu_dma_allow()    register a DMA window (GPU memory the controller may touch: queues, buffers); the
+ *                       IOMMU rule of cmd_rules.h: a PRP outside every window -> Data Transfer Error and no
+ *                       memory touched, a queue outside -> refused; no window -> no DMA at all
  *   gemu_start()/gemu_stop()  launch the persistent kernel on a stream / ask it to finish and wait
  *   gemu_close()        free everything gemu_open() and gemu_add_queue() allocated, in reverse
  *
@@ -25,7 +27,7 @@
  * Fault injection for tests: `drop=N` never completes the N-th command of every queue; `ooo=1` posts every
  * batch of due completions in reverse order.
  * Errors: negative errno; URI problems also fill err with one line naming key and value.
- * Caveats: C++/CUDA only (included from the .cu files of this directory); the structs are shared by host
+ * Caveats: included from the .cu files here and of engine/cuda/ (plain C structs); the structs are shared by host
  * and kernel code, so they hold plain pointers into GPU (or mapped host) memory.
  */
 #ifndef NVME_CUDA_GPU_EMU_H
@@ -35,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/spec.h"
 
 #define GEMU_MAX_DEVS       64u
@@ -49,6 +52,7 @@
 #define GEMU_DEFAULT_NS_MIB   64u  /* namespace size per device */
 #define GEMU_STOP_CHECK_ITERS 256u /* polls of the (PCIe-mapped) stop flag are this sparse */
 #define GEMU_MIB              (1024u * 1024u)
+#define GEMU_MAX_WINDOWS      8u /* DMA windows the host may register (queues, buffers) */
 
 /* Device-model constants as the kernel uses them (fixed point ns, GEMU_FP_SHIFT bits). */
 struct gemu_model {
@@ -90,12 +94,27 @@ struct gemu_queue {
     uint64_t fetched, completed, errors, dropped, cq_full_held;
     uint64_t late_ns_sum, late_ns_max; /* completion posted after its due time (timed models) */
     uint64_t idle_sweeps;              /* sweeps of this queue's warp that found nothing (first queue) */
+    /* fetch lag: at every look that found SQEs behind the doorbell, how many (sq_wait_*) and how many of
+     * them had to wait for a later sweep (sq_left_sum: more than a warp's 32, or the pending ring full) */
+    uint64_t fetch_looks, sq_wait_sum, sq_wait_max, sq_left_sum;
+};
+
+/* One warp of the persistent kernel, written once when it ends: SM cycles in sweeps that fetched or
+ * completed anything (busy) against all its cycles. busy / total near 1: the warp is saturated and the
+ * emulator, not the model, sets the rate of its queues. */
+struct gemu_warp_stat {
+    unsigned long long busy_cycles, total_cycles, sweeps, busy_sweeps;
+    int serving; /* 0: the warp had no queue and left at once */
+    int pad;
 };
 
 /* The emulator's counters summed over its queues, for the run's record. */
 struct gemu_stats {
     uint64_t fetched, completed, errors, dropped, cq_full_held, idle_sweeps;
     uint64_t late_ns_sum, late_ns_max;
+    uint64_t fetch_looks, sq_wait_sum, sq_wait_max, sq_left_sum;
+    uint32_t warps_serving;     /* warps that served at least one queue */
+    double busy_max, busy_mean; /* busy fraction of the serving warps: the largest and the mean */
 };
 
 struct gemu_dev {
@@ -113,9 +132,12 @@ struct gemu_shared {
     struct gemu_dev *devs;
     uint32_t nqueues; /* registered queues in total */
     uint32_t ndev;
-    uint64_t dma_lo, dma_hi; /* the window PRPs must fall in */
-    uint64_t mdts_bytes;     /* largest transfer */
-    uint32_t drop_nth;       /* 0 = off */
+    struct nvme_cr_win win[GEMU_MAX_WINDOWS]; /* DMA windows (cmd_rules.h): every address must fall in one */
+    uint32_t nwin;                            /* 0: no DMA at all */
+    uint32_t pad_win;
+    struct gemu_warp_stat *wstat; /* blocks x warps, written when each warp ends */
+    uint64_t mdts_bytes;          /* largest transfer */
+    uint32_t drop_nth;            /* 0 = off */
     int ooo;
     int data;                 /* copy payloads */
     volatile int *stop;       /* mapped host memory */

@@ -14,20 +14,18 @@
 #include <new>
 #include <vector>
 
-#include "nvme/cuda/gemu_plan.h"
-#include "nvme/cuda/gpu_emu.h"
-#include "nvme/cuda/nvme_cuda.cuh"
-#include "nvme/cuda/nvme_gpuq.h"
+#include "nvme/emu/cmd_rules.h"
+#include "nvme/emu/gpu/gemu_copy.cuh"
+#include "nvme/emu/gpu/gemu_plan.h"
+#include "nvme/emu/gpu/gpu_emu.h"
 #include "nvme/emu/profiles.h"
+#include "nvme/nvme_cuda.cuh"
+#include "nvme/nvme_gpuq.h"
 #include "nvme/uri.h"
 
-#define GEMU_ST(sct, sc)         ((uint16_t)(((sct) << NVME_CQE_SCT_SHIFT) | ((sc) << NVME_CQE_SC_SHIFT)))
-#define GEMU_ST_DNR(sct, sc)     ((uint16_t)(GEMU_ST(sct, sc) | NVME_CQE_DNR))
 #define GEMU_FULL_MASK           0xffffffffu
 #define GEMU_NSID                1u // one namespace per emulated controller
 #define GEMU_NSID_ALL            0xffffffffu
-#define GEMU_VEC                 16u // bytes per vector copy
-#define GEMU_WORD                4u  // bytes per scalar copy (PRPs are dword aligned)
 #define GEMU_CQE_W3_OFF          12u
 #define GEMU_IDLE_BACKOFF_MAX_NS 256u // an idle emulator warp sleeps at most this long between sweeps
 
@@ -39,152 +37,105 @@
     } while (0)
 
 // ------------------------------------------------------------------------------------------ device code
+// The IOMMU rule (cmd_rules.h): an address the controller touches lies in a window the host registered.
 static __device__ __forceinline__ bool gemu_in_window(const gemu_shared *g, uint64_t addr, uint64_t len)
 {
-    return addr >= g->dma_lo && addr + len >= addr && addr + len <= g->dma_hi;
+    return nvme_cr_in_windows(g->win, g->nwin, addr, len);
 }
 
-static __device__ __forceinline__ uint64_t gemu_ld64(const uint64_t *p)
+// The PRP rules of cmd_rules.h (shared with the CPU emulator), minus chained lists (Invalid Field). A list's
+// entries are not read here: *list_ents says how many the caller must check (gemu_list_check, the whole
+// warp, coalesced) before any payload moves.
+static __device__ uint16_t gemu_prp_check(const gemu_shared *g, uint64_t prp1, uint64_t prp2, uint64_t len,
+                                          uint32_t *list_ents)
 {
-    return __ldcv(reinterpret_cast<const unsigned long long *>(p));
-}
-
-// PRP rules of the CPU emulator (io.c), minus chained lists (refused with Invalid Field).
-static __device__ uint16_t gemu_prp_check(const gemu_shared *g, uint64_t prp1, uint64_t prp2, uint64_t len)
-{
-    const uint64_t page = NVME_GPUQ_PAGE_SIZE, pmask = page - 1u;
-    if (prp1 & (NVME_PRP_ALIGN - 1u))
-        return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-    uint64_t n = page - (prp1 & pmask);
-    if (n > len)
-        n = len;
-    if (!prp1 || !gemu_in_window(g, prp1, n))
-        return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-    uint64_t rem = len - n;
+    const uint64_t page = NVME_GPUQ_PAGE_SIZE;
+    uint16_t st;
+    *list_ents = 0;
+    if ((st = nvme_cr_prp1_offset(prp1)))
+        return st;
+    const uint64_t n = nvme_cr_prp_first(prp1, len, page);
+    if ((st = nvme_cr_addr(prp1, gemu_in_window(g, prp1, n))))
+        return st;
+    const uint64_t rem = len - n;
     if (!rem)
-        return 0;
+        return NVME_CR_OK;
     if (rem <= page) {
-        if (prp2 & pmask)
-            return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-        if (!prp2 || !gemu_in_window(g, prp2, rem))
-            return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-        return 0;
+        if ((st = nvme_cr_prp_page(prp2, page)))
+            return st;
+        return nvme_cr_addr(prp2, gemu_in_window(g, prp2, rem));
     }
-    if (prp2 & (NVME_PRP_ENTRY_SIZE - 1u))
-        return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-    uint64_t nent = (rem + pmask) / page, room = (page - (prp2 & pmask)) / NVME_PRP_ENTRY_SIZE;
-    if (nent > room)
-        return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD); // would need a chained list
-    if (!prp2 || !gemu_in_window(g, prp2, nent * NVME_PRP_ENTRY_SIZE))
-        return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-    const uint64_t *list = reinterpret_cast<const uint64_t *>(prp2);
-    for (uint64_t i = 0; i < nent; i++) {
-        uint64_t e = gemu_ld64(list + i), sz = rem < page ? rem : page;
-        if (e & pmask)
-            return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-        if (!e || !gemu_in_window(g, e, sz))
-            return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-        rem -= sz;
-    }
-    return 0;
+    if ((st = nvme_cr_prp_list(prp2)))
+        return st;
+    const uint64_t nent = (rem + page - 1u) / page;
+    if (nent > nvme_cr_prp_list_room(prp2, page))
+        return NVME_CR_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD); // would need a chained list
+    if ((st = nvme_cr_addr(prp2, gemu_in_window(g, prp2, nent * NVME_PRP_ENTRY_SIZE))))
+        return st;
+    *list_ents = (uint32_t)nent;
+    return NVME_CR_OK;
 }
 
-// Validate one NVM command; on success *len is the payload and *off its namespace byte offset.
+// The entries of a PRP list, checked by the whole warp: each lane loads every 32nd entry (coalesced),
+// page alignment and the IOMMU rule per entry (cmd_rules.h); the first failure in list order wins.
+static __device__ uint16_t gemu_list_check(const gemu_shared *g, uint64_t prp1, uint64_t prp2, uint64_t len,
+                                           uint32_t nent, unsigned lane)
+{
+    const uint64_t page = NVME_GPUQ_PAGE_SIZE;
+    const uint64_t rem0 = len - nvme_cr_prp_first(prp1, len, page);
+    const uint64_t *list = reinterpret_cast<const uint64_t *>(prp2);
+    for (uint32_t base = 0; base < nent; base += GEMU_WARP) {
+        const uint32_t i = base + lane;
+        uint16_t st = NVME_CR_OK;
+        if (i < nent) {
+            const uint64_t e = gemu_ld64(list + i), left = rem0 - (uint64_t)i * page;
+            st = nvme_cr_prp_page(e, page);
+            if (!st)
+                st = nvme_cr_addr(e, gemu_in_window(g, e, left < page ? left : page));
+        }
+        const unsigned bad = __ballot_sync(GEMU_FULL_MASK, st != NVME_CR_OK);
+        if (bad)
+            return (uint16_t)__shfl_sync(GEMU_FULL_MASK, (uint32_t)st, __ffs(bad) - 1);
+    }
+    return NVME_CR_OK;
+}
+
+// Validate one NVM command (cmd_rules.h); on success *len is the payload, *off its namespace byte offset
+// and *list_ents the PRP list entries still to check.
 static __device__ uint16_t gemu_check(const gemu_shared *g, const gemu_dev *d, const nvme_sqe &c, uint64_t *len,
-                                      uint64_t *off)
+                                      uint64_t *off, uint32_t *list_ents)
 {
     *len = 0;
     *off = 0;
-    if (c.flags & (NVME_SQE_FUSE_MASK | NVME_SQE_PSDT_MASK))
-        return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+    *list_ents = 0;
+    uint16_t st = nvme_cr_flags(c.flags);
+    if (st)
+        return st;
     switch (c.opc) {
     case NVME_CMD_READ:
     case NVME_CMD_WRITE: {
         if (c.nsid != GEMU_NSID)
-            return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
-        uint64_t slba = c.cdw10 | ((uint64_t)c.cdw11 << 32);
-        uint64_t nlb = (c.cdw12 & NVME_RW_NLB_MASK) + 1u;
-        if (!(slba < d->nlb && nlb <= d->nlb - slba))
-            return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
-        uint64_t l = nlb << d->lba_shift;
-        if (g->mdts_bytes && l > g->mdts_bytes)
-            return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-        uint16_t st = gemu_prp_check(g, c.prp1, c.prp2, l);
-        if (st)
+            return NVME_CR_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        uint64_t slba, nlb;
+        nvme_cr_rw(c.cdw10, c.cdw11, c.cdw12, &slba, &nlb);
+        if ((st = nvme_cr_range(slba, nlb, d->nlb)))
+            return st;
+        const uint64_t l = nlb << d->lba_shift;
+        if ((st = nvme_cr_mdts(l, g->mdts_bytes)))
+            return st;
+        if ((st = gemu_prp_check(g, c.prp1, c.prp2, l, list_ents)))
             return st;
         *len = l;
         *off = slba << d->lba_shift;
-        return 0;
+        return NVME_CR_OK;
     }
     case NVME_CMD_FLUSH:
         if (c.nsid != GEMU_NSID && c.nsid != GEMU_NSID_ALL)
-            return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
-        return 0;
+            return NVME_CR_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        return NVME_CR_OK;
     default:
-        return GEMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
+        return NVME_CR_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
     }
-}
-
-// Segment k of a validated transfer: host address and length.
-static __device__ void gemu_seg(uint64_t prp1, uint64_t prp2, uint64_t len, uint64_t k, uint64_t *addr, uint64_t *n)
-{
-    const uint64_t page = NVME_GPUQ_PAGE_SIZE, pmask = page - 1u;
-    uint64_t n0 = page - (prp1 & pmask);
-    if (n0 > len)
-        n0 = len;
-    if (k == 0) {
-        *addr = prp1;
-        *n = n0;
-        return;
-    }
-    uint64_t rem = len - n0;
-    if (rem <= page) {
-        *addr = prp2;
-        *n = rem;
-        return;
-    }
-    *addr = gemu_ld64(reinterpret_cast<const uint64_t *>(prp2) + (k - 1u));
-    uint64_t left = rem - (k - 1u) * page;
-    *n = left < page ? left : page;
-}
-
-static __device__ uint64_t gemu_nsegs(uint64_t prp1, uint64_t len)
-{
-    const uint64_t page = NVME_GPUQ_PAGE_SIZE, pmask = page - 1u;
-    uint64_t n0 = page - (prp1 & pmask);
-    if (n0 >= len)
-        return 1;
-    return 1u + (len - n0 + pmask) / page;
-}
-
-// The warp copies n elements of T; loads bypass L1 (the other side was written by another SM). Each lane
-// keeps GEMU_COPY_UNROLL loads in flight, so one warp moves GEMU_COPY_UNROLL x 32 x sizeof(T) bytes per
-// memory latency instead of 32 x sizeof(T).
-#define GEMU_COPY_UNROLL 8u
-template <typename T>
-static __device__ __forceinline__ void gemu_warp_copy_t(T *d, const T *s, uint64_t n, unsigned lane)
-{
-    uint64_t i = lane;
-    for (; i + (GEMU_COPY_UNROLL - 1u) * GEMU_WARP < n; i += GEMU_COPY_UNROLL * GEMU_WARP) {
-        T t[GEMU_COPY_UNROLL];
-#pragma unroll
-        for (unsigned u = 0; u < GEMU_COPY_UNROLL; u++)
-            t[u] = __ldcg(s + i + u * GEMU_WARP);
-#pragma unroll
-        for (unsigned u = 0; u < GEMU_COPY_UNROLL; u++)
-            d[i + u * GEMU_WARP] = t[u];
-    }
-    for (; i < n; i += GEMU_WARP)
-        d[i] = __ldcg(s + i);
-}
-
-static __device__ void gemu_warp_copy(uint8_t *dst, const uint8_t *src, uint64_t n, unsigned lane)
-{
-    if (!((uintptr_t)dst % GEMU_VEC) && !((uintptr_t)src % GEMU_VEC) && !(n % GEMU_VEC))
-        gemu_warp_copy_t(reinterpret_cast<uint4 *>(dst), reinterpret_cast<const uint4 *>(src), n / GEMU_VEC, lane);
-    else
-        gemu_warp_copy_t(reinterpret_cast<uint32_t *>(dst), reinterpret_cast<const uint32_t *>(src), n / GEMU_WORD,
-                         lane);
 }
 
 static __device__ __forceinline__ uint64_t gemu_gcra(unsigned long long *tat, uint64_t t, uint64_t cost)
@@ -234,21 +185,38 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
     uint32_t n = avail < GEMU_WARP ? avail : GEMU_WARP;
     if (n > room)
         n = (uint32_t)room;
+    if (avail && lane == 0) { // fetch lag: SQEs the doorbell showed, and those left for a later sweep
+        q->fetch_looks++;
+        q->sq_wait_sum += avail;
+        q->sq_left_sum += avail - n;
+        if (avail > q->sq_wait_max)
+            q->sq_wait_max = avail;
+    }
     if (n) {
         __threadfence();        // the SQEs were published before the doorbell
         alignas(16) nvme_sqe c; // moved as four 16-byte vectors
         uint16_t status = 0;
         uint64_t len = 0, off = 0;
+        uint32_t list_ents = 0;
         bool act = lane < n, drop = false;
         if (act) {
             const uint4 *src = reinterpret_cast<const uint4 *>(q->sq + (hslot + lane) % entries);
             uint4 *dst = reinterpret_cast<uint4 *>(&c);
             for (unsigned v = 0; v < NVME_CUDA_SQE_VEC; v++)
                 dst[v] = __ldcv(src + v);
-            status = gemu_check(g, d, c, &len, &off);
+            status = gemu_check(g, d, c, &len, &off, &list_ents);
             drop = g->drop_nth && q->fetched + lane + 1u == g->drop_nth;
         } else {
             memset(&c, 0, sizeof(c));
+        }
+        // PRP list entries, checked by the whole warp before any payload moves (the IOMMU rule)
+        for (unsigned lists = __ballot_sync(GEMU_FULL_MASK, act && !status && list_ents); lists; lists &= lists - 1u) {
+            const int j = __ffs(lists) - 1;
+            const uint16_t st =
+                gemu_list_check(g, __shfl_sync(GEMU_FULL_MASK, c.prp1, j), __shfl_sync(GEMU_FULL_MASK, c.prp2, j),
+                                __shfl_sync(GEMU_FULL_MASK, len, j), __shfl_sync(GEMU_FULL_MASK, list_ents, j), lane);
+            if ((int)lane == j)
+                status = st;
         }
         // device model: batch GCRA, in lane order
         uint64_t due = 0;
@@ -286,26 +254,18 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
             }
             due = ((t + (1u << GEMU_FP_SHIFT) - 1u) >> GEMU_FP_SHIFT) + m.lat_ns;
         }
-        // payloads, one command at a time, the whole warp copying
+        // payloads: a lane per small command (up to 32 in flight), then the warp per large command
         if (g->data) {
-            for (uint32_t j = 0; j < n; j++) {
-                uint32_t okj = __shfl_sync(GEMU_FULL_MASK, (uint32_t)(act && !status && len && !drop), j);
-                if (!okj)
-                    continue;
-                uint8_t opc = (uint8_t)__shfl_sync(GEMU_FULL_MASK, (uint32_t)c.opc, j);
-                uint64_t p1 = __shfl_sync(GEMU_FULL_MASK, c.prp1, j), p2 = __shfl_sync(GEMU_FULL_MASK, c.prp2, j);
-                uint64_t lj = __shfl_sync(GEMU_FULL_MASK, len, j), oj = __shfl_sync(GEMU_FULL_MASK, off, j);
-                uint64_t nseg = gemu_nsegs(p1, lj), done = 0;
-                for (uint64_t k = 0; k < nseg; k++) {
-                    uint64_t addr, sz;
-                    gemu_seg(p1, p2, lj, k, &addr, &sz);
-                    uint8_t *host = reinterpret_cast<uint8_t *>(addr);
-                    if (opc == NVME_CMD_READ)
-                        gemu_warp_copy(host, d->ns + oj + done, sz, lane);
-                    else
-                        gemu_warp_copy(d->ns + oj + done, host, sz, lane);
-                    done += sz;
-                }
+            const bool mine = act && !status && len && !drop;
+            const bool rd = c.opc == NVME_CMD_READ;
+            const bool small = mine && len <= GEMU_LANE_XFER_MAX;
+            if (small)
+                gemu_xfer_lane(rd, d->ns + off, c.prp1, c.prp2, len);
+            for (unsigned big = __ballot_sync(GEMU_FULL_MASK, mine && !small); big; big &= big - 1u) {
+                const int j = __ffs(big) - 1;
+                const bool rdj = __shfl_sync(GEMU_FULL_MASK, (int)rd, j) != 0;
+                gemu_xfer_warp(rdj, d->ns + __shfl_sync(GEMU_FULL_MASK, off, j), __shfl_sync(GEMU_FULL_MASK, c.prp1, j),
+                               __shfl_sync(GEMU_FULL_MASK, c.prp2, j), __shfl_sync(GEMU_FULL_MASK, len, j), lane);
             }
             __threadfence(); // payload before the CQE
         }
@@ -417,6 +377,9 @@ __global__ void __launch_bounds__(GEMU_MAX_WARPS_BLOCK *GEMU_WARP) gemu_kernel(g
     }
     epoch = __shfl_sync(GEMU_FULL_MASK, epoch, 0);
     uint32_t idle = 0; // sweeps in a row that found nothing
+    // busy fraction of this warp: SM cycles spent in sweeps that moved anything / all cycles
+    const long long c_start = clock64();
+    unsigned long long busy = 0, sweeps = 0, busy_sweeps = 0;
     for (uint32_t iter = 0;; iter++) {
         if (iter % GEMU_STOP_CHECK_ITERS == 0) {
             int s = lane == 0 ? *g->stop : 0;
@@ -424,16 +387,27 @@ __global__ void __launch_bounds__(GEMU_MAX_WARPS_BLOCK *GEMU_WARP) gemu_kernel(g
                 break;
         }
         bool work = false;
+        const long long c0 = clock64();
         for (uint32_t qi = first; qi < g->nqueues; qi += stride)
             work |= gemu_serve(g, &g->queues[qi], lane, epoch);
+        sweeps++;
         if (work) {
+            busy += (unsigned long long)(clock64() - c0);
+            busy_sweeps++;
             idle = 0;
         } else { // back off (short: the emulator's latency is what it adds to every command)
-            uint32_t ns = nvme_gpuq_backoff_ns(idle++);
-            __nanosleep(ns < GEMU_IDLE_BACKOFF_MAX_NS ? ns : GEMU_IDLE_BACKOFF_MAX_NS);
+            __nanosleep(nvme_gpuq_backoff_ns(idle++, GEMU_IDLE_BACKOFF_MAX_NS));
             if (lane == 0)
                 g->queues[first].idle_sweeps++;
         }
+    }
+    if (lane == 0 && g->wstat) {
+        gemu_warp_stat &w = g->wstat[blockIdx.x * warps + wib];
+        w.busy_cycles = busy;
+        w.total_cycles = (unsigned long long)(clock64() - c_start);
+        w.sweeps = sweeps;
+        w.busy_sweeps = busy_sweeps;
+        w.serving = 1;
     }
 }
 
@@ -518,6 +492,16 @@ int gemu_add_queue(gemu *e, uint32_t dev, uint16_t qid, const nvme_sqe *sq, nvme
         snprintf(err, errlen, "gpu-emu: cannot add queue %u on device %u (%u entries)", qid, dev, entries);
         return -EINVAL;
     }
+    // the IOMMU rule (cmd_rules.h) for queue bases: what Create I/O SQ/CQ would refuse with Data Transfer Error
+    const bool sq_ok = nvme_cr_in_windows(e->h.win, e->h.nwin, (uint64_t)(uintptr_t)sq, entries * sizeof(nvme_sqe));
+    const bool cq_ok = nvme_cr_in_windows(e->h.win, e->h.nwin, (uint64_t)(uintptr_t)cq, entries * sizeof(nvme_cqe));
+    if (!sq_ok || !cq_ok) {
+        snprintf(err, errlen,
+                 "gpu-emu: queue %u on device %u: its %s at %p lies outside every registered DMA window (%u "
+                 "registered): Data Transfer Error, the queue is not created",
+                 qid, dev, sq_ok ? "CQ" : "SQ", sq_ok ? (const void *)cq : (const void *)sq, e->h.nwin);
+        return -EFAULT;
+    }
     gemu_queue &q = e->hq[e->nq];
     q = gemu_queue();
     q.sq = sq;
@@ -537,10 +521,14 @@ int gemu_add_queue(gemu *e, uint32_t dev, uint16_t qid, const nvme_sqe *sq, nvme
 
 int gemu_dma_allow(gemu *e, const void *lo, size_t len)
 {
-    if (e->started || !lo || !len)
+    if (e->started || !lo || !len || e->h.nwin >= GEMU_MAX_WINDOWS)
         return -EINVAL;
-    e->h.dma_lo = (uint64_t)(uintptr_t)lo;
-    e->h.dma_hi = e->h.dma_lo + len;
+    const uint64_t a = (uint64_t)(uintptr_t)lo;
+    if (a + len < a)
+        return -EINVAL;
+    e->h.win[e->h.nwin].lo = a;
+    e->h.win[e->h.nwin].hi = a + len;
+    e->h.nwin++;
     return 0;
 }
 
@@ -570,6 +558,9 @@ int gemu_start(gemu *e, void *stream, char *err, size_t errlen)
     GEMU_CHECK(cudaMemcpy(e->h.queues, e->hq, e->nq * sizeof(gemu_queue), cudaMemcpyHostToDevice),
                "gpu-emu: uploading the queue table");
     e->h.nqueues = e->nq;
+    const size_t wbytes = (size_t)e->blocks * e->warps * sizeof(gemu_warp_stat);
+    GEMU_CHECK(cudaMalloc((void **)&e->h.wstat, wbytes), "gpu-emu: allocating warp counters");
+    GEMU_CHECK(cudaMemset(e->h.wstat, 0, wbytes), "gpu-emu: clearing warp counters");
     e->h.epoch = 0;
     e->h.link_tat = 0;
     GEMU_CHECK(cudaMemcpy(e->d, &e->h, sizeof(gemu_shared), cudaMemcpyHostToDevice), "gpu-emu: uploading its state");
@@ -616,6 +607,27 @@ int gemu_counters(gemu *e, gemu_stats *out, char *err, size_t errlen)
         out->late_ns_sum += q.late_ns_sum;
         if (q.late_ns_max > out->late_ns_max)
             out->late_ns_max = q.late_ns_max;
+        out->fetch_looks += q.fetch_looks;
+        out->sq_wait_sum += q.sq_wait_sum;
+        out->sq_left_sum += q.sq_left_sum;
+        if (q.sq_wait_max > out->sq_wait_max)
+            out->sq_wait_max = q.sq_wait_max;
+    }
+    if (e->h.wstat) {
+        std::vector<gemu_warp_stat> ws((size_t)e->blocks * e->warps);
+        GEMU_CHECK(cudaMemcpy(ws.data(), e->h.wstat, ws.size() * sizeof(gemu_warp_stat), cudaMemcpyDeviceToHost),
+                   "gpu-emu: reading warp counters");
+        double sum = 0;
+        for (const gemu_warp_stat &w : ws) {
+            if (!w.serving || !w.total_cycles)
+                continue;
+            const double f = (double)w.busy_cycles / (double)w.total_cycles;
+            out->warps_serving++;
+            sum += f;
+            if (f > out->busy_max)
+                out->busy_max = f;
+        }
+        out->busy_mean = out->warps_serving ? sum / out->warps_serving : 0;
     }
     return 0;
 }
@@ -631,6 +643,8 @@ void gemu_close(gemu *e)
         // rather than freed under it; the process's CUDA context takes it back at exit
         return;
     }
+    if (e->h.wstat)
+        cudaFree(e->h.wstat);
     if (e->h.queues)
         cudaFree(e->h.queues);
     // the pending rings were allocated by gemu_add_queue; their pointers are in the host table

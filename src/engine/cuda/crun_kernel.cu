@@ -4,10 +4,11 @@
 //
 // Grid = devices x queues per device, one block per queue pair, one thread per in-flight command
 // (blockDim = qdepth). Each round is lock-step: every thread builds its SQE in slot tail+i, thread 0
-// fences and rings the SQ doorbell, every thread waits (with a deadline and backoff) for the CQE in slot
-// head+i and hands it to the command whose CID it names; thread 0 rings the CQ head doorbell and counts
-// the round. Verified reads poison their buffer first. The acquire scope of the CQE polls is the
-// writer's (P.scope, see nvme_cuda.cuh).
+// fences (SQs in host memory: every thread fences at system scope and thread 0 reads the last SQE back)
+// and rings the SQ doorbell; one poller warp waits (with a deadline and the run's poll discipline) for
+// the round's CQEs, 32 neighbouring slots at a time, and hands each to the command whose CID it names;
+// thread 0 rings the CQ head doorbell and counts the round. Verified reads poison their buffer first. The acquire scope
+// of the CQE polls is the writer's (P.scope, see nvme_cuda.cuh).
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -17,10 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "nvme/cuda/crun.h"
-#include "nvme/cuda/gpu_emu.h"
-#include "nvme/cuda/nvme_cuda.cuh"
-#include "nvme/cuda/nvme_gpuq.h"
+#include "engine/cuda/crun.h"
+#include "nvme/emu/gpu/gpu_emu.h"
+#include "nvme/nvme_cuda.cuh"
+#include "nvme/nvme_gpuq.h"
 
 #define CRUN_STOP_CHECK_NS 100000ull // thread 0 reads the mapped stop flag at most every 100 us
 #define CRUN_HOST_POLL     std::chrono::milliseconds(1)
@@ -107,25 +108,39 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
             if (i == 0)
                 s_t0 = nvme_cuda_now_ns();
             sq_pos += qd;
-            nvme_cuda_round_submit(q->sq_db, sq_pos, entries);
-
-            nvme_cuda_cqe_seen c;
-            int rc = nvme_cuda_cqe_wait(q->cq, entries, cq_pos + i, P.timeout_ns, P.scope, &s_fail, &c);
-            if (rc == NVME_GPUQ_OK) {
-                int idx = nvme_gpuq_cid_check(c.cid, c.sqid, q->qid, (uint32_t)round, qd);
-                if (idx >= 0 && atomicExch(&seen[idx], 1u) != 0)
-                    idx = -NVME_GPUQ_BAD_CID; // a second completion for one command
-                if (idx >= 0) {
-                    st[idx] = (uint16_t)(c.status & ~NVME_CQE_P);
-                } else {
-                    if (atomicCAS(&q->state, NVME_GPUQ_OK, -idx) == NVME_GPUQ_OK)
-                        crun_fail(q, (uint32_t)-idx, c.cid, slba);
-                    s_fail = 1;
-                }
-            } else if (!s_fail) {
-                if (atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_TIMEOUT) == NVME_GPUQ_OK)
-                    crun_fail(q, NVME_GPUQ_TIMEOUT, 0, slba);
+            if (nvme_cuda_sq_publish(q->sq, q->sq_db, sq_pos, entries, (uint32_t)round, qd, P.sq_host) !=
+                NVME_GPUQ_OK) { // thread 0 only: the SQEs are not in host memory, nothing was rung
+                if (atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_SQ_READBACK) == NVME_GPUQ_OK)
+                    crun_fail(q, NVME_GPUQ_SQ_READBACK, 0, slba);
                 s_fail = 1;
+            }
+
+            // completions: one poller warp (threads 0..31) watches the round's CQ slots, lane l the positions
+            // l, l + 32, ... (neighbouring lanes load neighbouring CQEs: one coalesced request), and hands
+            // each CQE to the command its CID names; the other warps wait at the barrier, off the bus
+            if (i < NVME_GPUQ_POLLER_LANES) {
+                const uint32_t nk = nvme_gpuq_poller_count(i, qd);
+                for (uint32_t k = 0; k < nk && !s_fail; k++) {
+                    nvme_cuda_cqe_seen c;
+                    int rc = nvme_cuda_cqe_wait(q->cq, entries, cq_pos + nvme_gpuq_poller_idx(i, k), P.timeout_ns,
+                                                P.scope, P.poll_max_ns, &s_fail, &c);
+                    if (rc != NVME_GPUQ_OK) {
+                        if (!s_fail && atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_TIMEOUT) == NVME_GPUQ_OK)
+                            crun_fail(q, NVME_GPUQ_TIMEOUT, 0, 0);
+                        s_fail = 1;
+                        break;
+                    }
+                    int idx = nvme_gpuq_cid_check(c.cid, c.sqid, q->qid, (uint32_t)round, qd);
+                    if (idx >= 0 && atomicExch(&seen[idx], 1u) != 0)
+                        idx = -NVME_GPUQ_BAD_CID; // a second completion for one command
+                    if (idx < 0) {
+                        if (atomicCAS(&q->state, NVME_GPUQ_OK, -idx) == NVME_GPUQ_OK)
+                            crun_fail(q, (uint32_t)-idx, c.cid, 0);
+                        s_fail = 1;
+                        break;
+                    }
+                    st[idx] = (uint16_t)(c.status & ~NVME_CQE_P);
+                }
             }
             __syncthreads();
             if (s_fail)
@@ -251,6 +266,13 @@ int crun_collect(const crun_params *P, crun_queue *hq, uint32_t nblk, const nvme
                      (unsigned long long)q.rounds);
             return -EPROTO;
         }
+        if (q.state == NVME_GPUQ_SQ_READBACK) {
+            snprintf(err, errlen,
+                     "device %u queue %u (qid %u): the last SQE read back from host memory did not hold the CID "
+                     "just written (round %llu): the SQ doorbell was not rung; the queue was stopped",
+                     q.dev, q.qidx, q.qid, (unsigned long long)q.rounds);
+            return -EIO;
+        }
         if (q.state == NVME_GPUQ_NVME_ERROR && q.err_status == 0) {
             snprintf(err, errlen, "device %u queue %u: the I/O buffer does not fit the PRP lookup table", q.dev,
                      q.qidx);
@@ -311,12 +333,12 @@ int crun_drive(const crun_params *P, const nvme_cuda_run_params *p, uint32_t nbl
         }
     } else {
         crun_sleep_until(t_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                       std::chrono::duration<double>(p->warmup_s)),
+                                       std::chrono::nanoseconds(p->warmup_ns)),
                          stop, e1);
         w->r0 = crun_sum_rounds(rounds_host, nblk);
         const auto t_w0 = std::chrono::steady_clock::now();
         crun_sleep_until(t_w0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(p->runtime_s)),
+                                    std::chrono::nanoseconds(p->runtime_ns)),
                          stop, e1);
         w->r1 = crun_sum_rounds(rounds_host, nblk);
         w->window_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_w0).count();

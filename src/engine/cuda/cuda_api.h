@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cuda_api.h — the plain C interface of device-initiated I/O (libnvme_cuda) for the bindings and C
+ * cuda_api.h — the plain C interface of device-initiated I/O (libnvmelab-cuda) for the bindings and C
  * callers: CUDA device discovery, the cuda-run engine, and the GPU-resident emulated controller behind
  * `gpu-emu://` URIs. No CUDA include here: callers never see a cudaError_t.
  *
@@ -8,7 +8,7 @@
  *   nvme_cuda_device_count()  number of usable CUDA devices, 0 with a reason when there is none
  *   nvme_cuda_device_info()   name, compute capability, SMs, driver and runtime versions
  *   nvme_cuda_run()           one cuda-run measurement: grid = devices x queues, one thread per command
- *   nvme_cuda_rw_parse()      "randread" -> enum
+ *   (parameters: engine/crun_params.h, the one table of cuda-run's run parameters)
  *
  * Errors: functions return 0 (or a count) or a negative errno. A CUDA runtime error becomes an errno
  * (-ENODEV no device/driver, -ENOMEM out of GPU memory, -EIO anything else) and its CUDA name and text
@@ -28,6 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engine/crun_params.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,39 +55,9 @@ struct nvme_cuda_devinfo {
 };
 int nvme_cuda_device_info(int dev, struct nvme_cuda_devinfo *out, char *err, size_t errlen);
 
-enum nvme_cuda_rw {
-    NVME_CUDA_READ = 0, /* sequential */
-    NVME_CUDA_RANDREAD = 1,
-    NVME_CUDA_WRITE = 2, /* sequential */
-    NVME_CUDA_RANDWRITE = 3,
-};
-/* 0 and *out, or -EINVAL for an unknown name. */
-int nvme_cuda_rw_parse(const char *name, enum nvme_cuda_rw *out);
-
-struct nvme_cuda_run_params {
-    const char *target; /* gpu-emu://... */
-    enum nvme_cuda_rw rw;
-    uint32_t iosize;     /* bytes, multiple of the LBA size, <= NVME_GPUQ_MAX_IO */
-    uint32_t qdepth;     /* commands in flight per queue = CUDA threads per block, 1..1024 */
-    uint32_t nqueues;    /* queues per device */
-    uint32_t ndevs;      /* devices used (first N of the target); 0 = all */
-    double runtime_s;    /* measured window; ignored when rounds > 0 */
-    double warmup_s;     /* run before the window opens */
-    uint64_t rounds;     /* > 0: every queue does exactly this many rounds (tests), no timing window */
-    uint64_t seed;       /* per-thread LCGs are seeded from this */
-    uint64_t lba_count;  /* LBAs of the range on every device (0: the whole namespace) */
-    uint64_t timeout_ns; /* per-completion deadline (0: NVME_CUDA_DEFAULT_TIMEOUT_NS) */
-    bool verify;         /* writes carry stamps; reads check them */
-    bool readback;       /* write patterns with rounds > 0: then read the same LBAs back (verify) */
-    int gpu;             /* CUDA device ordinal */
-    void *buf;           /* optional caller-owned GPU buffer for the I/O (e.g. a cupy array); NULL: the
-                            engine allocates. At least nvme_cuda_buf_size() bytes; thread t's data is at
-                            result.buf_offset + t * result.buf_stride (t = block * qdepth + thread). */
-    size_t buf_len;
-    const char *payload; /* pci:// and emu://: "host" (default, pinned host memory mapped into the GPU)
-                            or "gpu" (refused: no importer of GPU memory's DMA addresses, see cuda_pci.cu) */
-};
-#define NVME_CUDA_DEFAULT_TIMEOUT_NS 2000000000ull /* 2 s */
+/* The run parameters (struct nvme_cuda_run_params, enum nvme_cuda_rw) are the engine table of
+ * engine/crun_params.h: defaults, bounds and the one check come from there. */
+#define NVME_CUDA_DEFAULT_TIMEOUT_NS 2000000000ull /* 2 s: the table's default of `timeout` */
 
 /* First failed command of a run (NVMe status kept apart from errno). */
 struct nvme_cuda_cmd_error {
@@ -97,14 +69,27 @@ struct nvme_cuda_cmd_error {
     uint64_t lba; /* verify / NVMe errors: the command's first LBA */
 };
 
-/* The GPU-resident emulator's own counters over the whole kernel: a run whose completions were posted
- * late (late_ns_mean well above 0 on a timed profile) or with CQ-full holds was limited by the emulator,
- * not by the device model. */
+/* The GPU-resident emulator's own counters over the whole kernel, and its verdict on itself.
+ *   busy_max/busy_mean  fraction of its SM cycles each serving warp spent in sweeps that moved anything
+ *   headroom            1 / busy_max: how many times the present rate the busiest warp could serve
+ *   fetch lag           SQEs found behind a doorbell per look (sq_wait_mean, sq_wait_max) and the share
+ *                       of them left for a later sweep (sq_left_frac)
+ *   limited             the emulator, not the model, set the rate: busy_max >= NVME_CUDA_EMU_BUSY_LIMIT,
+ *                       or (timed models) completions posted late by more than NVME_CUDA_EMU_LATE_SHARE of
+ *                       the model's latency on average. Records carry it as `emulator_limited`; chapters
+ *                       leave such runs out of their figures. */
+#define NVME_CUDA_EMU_BUSY_LIMIT 0.9
+#define NVME_CUDA_EMU_LATE_SHARE 0.1
 struct nvme_cuda_emu_stats {
     bool valid; /* gpu-emu:// runs only */
     uint64_t fetched, completed, errors, dropped, cq_full_held, idle_sweeps;
     double late_ns_mean; /* posted after the due time, mean over completions (0 on profile=null) */
     uint64_t late_ns_max;
+    double sq_wait_mean, sq_left_frac;
+    uint64_t sq_wait_max;
+    uint32_t warps_serving;
+    double busy_max, busy_mean, headroom;
+    bool limited;
 };
 
 struct nvme_cuda_run_result {
@@ -130,6 +115,11 @@ struct nvme_cuda_run_result {
     uint64_t buf_stride; /* bytes between two threads' data */
     struct nvme_cuda_emu_stats emu;
     char payload[NVME_CUDA_PROFILE_LEN]; /* pci://: "host" (pinned host memory); gpu-emu: "gpu" */
+    char poll[CRUN_POLL_TEXT_LEN];       /* the poll discipline in use: "spin" or "backoff:MAX_NS" */
+    uint32_t occupancy_pct;              /* the limit the run was checked against */
+    uint32_t occupancy_permille;         /* the share of the resident capacity the run's blocks needed */
+    bool sq_readback;                    /* SQs in host memory: per-thread system fence + read-back of the
+                                            last SQE before each doorbell */
 };
 
 /* Bytes a caller-provided buffer needs for a run of this shape (page-alignment slack included), and the

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// cuda_host.cu — host-side pieces of libnvme_cuda that are not one engine: the one CUDA-error -> errno
-// converter (the CUDA name and text go into the message), host watchdogs that poll a stream or an event
-// with a deadline instead of synchronizing, device count and info, buffer sizing, gpu-emu:// URI checks,
-// and the doorbell mapping of a real controller's BAR0 (cudaHostRegisterIoMemory).
+// cuda_host.cu — host-side pieces of the cuda-run engine that are not the run itself: device count and
+// info, pattern names, buffer sizing, gpu-emu:// URI checks, and the doorbell mapping of a real
+// controller's BAR0 (cudaHostRegisterIoMemory). The CUDA-error -> errno converter and the watchdogs live
+// one layer down, with the GPU emulator (nvme/emu/gpu/gemu_host.cu).
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -10,68 +10,9 @@
 #include <cuda_runtime.h>
 #include <thread>
 
-#include "nvme/cuda/cuda_api.h"
-#include "nvme/cuda/gpu_emu.h"
-#include "nvme/cuda/nvme_gpuq.h"
-
-#define CUDA_HOST_POLL std::chrono::microseconds(200) // watchdog poll interval
-
-int gemu_cuda_errno(int cuda_err, const char *what, char *err, size_t errlen)
-{
-    cudaError_t e = (cudaError_t)cuda_err;
-    if (err && errlen)
-        snprintf(err, errlen, "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
-    switch (e) {
-    case cudaSuccess:
-        return 0;
-    case cudaErrorMemoryAllocation:
-        return -ENOMEM;
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorInvalidDevice:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorInitializationError:
-        return -ENODEV;
-    default:
-        return -EIO;
-    }
-}
-
-uint64_t gemu_steady_ns(void)
-{
-    return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-// One watchdog for streams and events: query until done, an error, or the deadline.
-template <typename Q>
-static int cuda_host_wait(Q query, uint64_t deadline_ns, const char *what, char *err, size_t errlen)
-{
-    for (;;) {
-        cudaError_t ce = query();
-        if (ce == cudaSuccess)
-            return 0;
-        if (ce != cudaErrorNotReady)
-            return gemu_cuda_errno((int)ce, what, err, errlen);
-        if (gemu_steady_ns() >= deadline_ns) {
-            if (err && errlen)
-                snprintf(err, errlen, "%s: still running at its deadline (watchdog); its memory is not freed", what);
-            return -ETIMEDOUT;
-        }
-        std::this_thread::sleep_for(CUDA_HOST_POLL);
-    }
-}
-
-int gemu_wait_stream(void *stream, uint64_t deadline_ns, const char *what, char *err, size_t errlen)
-{
-    return cuda_host_wait([&] { return cudaStreamQuery((cudaStream_t)stream); }, deadline_ns, what, err, errlen);
-}
-
-int gemu_wait_event(void *event, uint64_t deadline_ns, const char *what, char *err, size_t errlen)
-{
-    return cuda_host_wait([&] { return cudaEventQuery((cudaEvent_t)event); }, deadline_ns, what, err, errlen);
-}
+#include "engine/cuda/cuda_api.h"
+#include "nvme/emu/gpu/gpu_emu.h"
+#include "nvme/nvme_gpuq.h"
 
 extern "C" int nvme_cuda_device_count(char *why, size_t whylen)
 {
@@ -109,23 +50,6 @@ extern "C" int nvme_cuda_device_info(int dev, nvme_cuda_devinfo *out, char *err,
     cudaDriverGetVersion(&out->driver_version);
     cudaRuntimeGetVersion(&out->runtime_version);
     return 0;
-}
-
-extern "C" int nvme_cuda_rw_parse(const char *name, nvme_cuda_rw *out)
-{
-    static const struct {
-        const char *name;
-        nvme_cuda_rw rw;
-    } t[] = {{"read", NVME_CUDA_READ},
-             {"randread", NVME_CUDA_RANDREAD},
-             {"write", NVME_CUDA_WRITE},
-             {"randwrite", NVME_CUDA_RANDWRITE}};
-    for (const auto &e : t)
-        if (name && !strcmp(name, e.name)) {
-            *out = e.rw;
-            return 0;
-        }
-    return -EINVAL;
 }
 
 extern "C" size_t nvme_cuda_buf_size(uint32_t iosize, uint32_t qdepth, uint32_t nqueues, uint32_t ndevs,

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* crun_params.c — the cuda-run parameter table (crun_params.h) as data, defaults, one check, the poll
+ * discipline's names and the occupancy rule in integers. Plain C: built with or without CUDA. */
+#include "engine/crun_params.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS_PER_S_D     1e9
+#define CRUN_POLL_SPIN "spin"
+#define CRUN_POLL_BACK "backoff:"
+#define CRUN_PERMILLE  1000u
+#define CRUN_PERCENT   100u
+
+static const struct crun_param_info params[] = {
+#define X(name, type, field, lo, hi, def, doc) {#name, CRUN_PT_##type, (double)(lo), (double)(hi), (double)(def), doc},
+    CRUN_PARAMS(X)
+#undef X
+};
+
+static const char *const rw_names[] = {"read", "randread", "write", "randwrite"};
+
+const struct crun_param_info *crun_param_info(size_t i)
+{
+    return i < CRUN_NPARAMS ? &params[i] : NULL;
+}
+
+int crun_param_find(const char *name)
+{
+    for (size_t i = 0; name && i < CRUN_NPARAMS; i++)
+        if (!strcmp(params[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+void crun_params_defaults(struct nvme_cuda_run_params *p)
+{
+    memset(p, 0, sizeof(*p));
+#define SET_U32(field, def)                    p->field = (uint32_t)(def)
+#define SET_U64(field, def)                    p->field = (uint64_t)(def)
+#define SET_BOOL(field, def)                   p->field = (def) != 0
+#define SET_SECONDS(field, def)                p->field = (uint64_t)((def) * NS_PER_S_D)
+#define SET_PATTERN(field, def)                p->field = (enum nvme_cuda_rw)(def)
+#define SET_POLL(field, def)                   p->field = (uint32_t)(def)
+#define X(name, type, field, lo, hi, def, doc) SET_##type(field, def);
+    CRUN_PARAMS(X)
+#undef X
+}
+
+static int out_of(const char *name, double v, double lo, double hi, int integral, char *err, size_t errlen)
+{
+    if (v >= lo && v <= hi)
+        return 0;
+    if (integral)
+        snprintf(err, errlen, "%s=%.0f: must be %.0f..%.0f", name, v, lo, hi);
+    else
+        snprintf(err, errlen, "%s=%g: must be %g..%g seconds", name, v, lo, hi);
+    return -EINVAL;
+}
+
+int crun_params_check(const struct nvme_cuda_run_params *p, char *err, size_t errlen)
+{
+    int rc = 0;
+#define CHK_U32(name, field, lo, hi)     out_of(#name, (double)p->field, lo, hi, 1, err, errlen)
+#define CHK_U64(name, field, lo, hi)     0 /* the full uint64 range is valid */
+#define CHK_BOOL(name, field, lo, hi)    0
+#define CHK_SECONDS(name, field, lo, hi) out_of(#name, (double)p->field / NS_PER_S_D, lo, hi, 0, err, errlen)
+#define CHK_PATTERN(name, field, lo, hi)                                                                               \
+    ((unsigned)p->field <= NVME_CUDA_RANDWRITE                                                                         \
+         ? 0                                                                                                           \
+         : (snprintf(err, errlen, #name ": unknown pattern %d", (int)p->field), -EINVAL))
+#define CHK_POLL(name, field, lo, hi) out_of(#name " (backoff ns)", (double)p->field, lo, hi, 1, err, errlen)
+#define X(name, type, field, lo, hi, def, doc)                                                                         \
+    if (!rc && !(CRUN_PT_##type == CRUN_PT_SECONDS && !strcmp(#name, "runtime") && p->rounds))                         \
+        rc = CHK_##type(name, field, (double)(lo), (double)(hi));
+    CRUN_PARAMS(X)
+#undef X
+    if (rc)
+        return rc;
+    if (p->iosize % CRUN_LBA_MIN)
+        return snprintf(err, errlen, "iosize=%u: must be a multiple of %u bytes", p->iosize, CRUN_LBA_MIN), -EINVAL;
+    if (p->readback && (!p->rounds || (p->rw != NVME_CUDA_WRITE && p->rw != NVME_CUDA_RANDWRITE)))
+        return snprintf(err, errlen, "readback: needs a write pattern and rounds > 0"), -EINVAL;
+    if (p->readback && !p->verify)
+        return snprintf(err, errlen, "readback: needs verify"), -EINVAL;
+    return 0;
+}
+
+int nvme_cuda_rw_parse(const char *name, enum nvme_cuda_rw *out)
+{
+    for (unsigned i = 0; name && i < sizeof(rw_names) / sizeof(rw_names[0]); i++)
+        if (!strcmp(name, rw_names[i])) {
+            *out = (enum nvme_cuda_rw)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+const char *nvme_cuda_rw_name(enum nvme_cuda_rw rw)
+{
+    return (unsigned)rw < sizeof(rw_names) / sizeof(rw_names[0]) ? rw_names[rw] : "?";
+}
+
+int crun_poll_parse(const char *s, uint32_t *max_ns)
+{
+    if (!s)
+        return -EINVAL;
+    if (!strcmp(s, CRUN_POLL_SPIN)) {
+        *max_ns = 0;
+        return 0;
+    }
+    const size_t n = strlen(CRUN_POLL_BACK);
+    if (strncmp(s, CRUN_POLL_BACK, n) || s[n] < '0' || s[n] > '9')
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s + n, &end, 10);
+    if (errno || *end || v < 1 || v > CRUN_POLL_MAX_NS)
+        return -EINVAL;
+    *max_ns = (uint32_t)v;
+    return 0;
+}
+
+void crun_poll_format(uint32_t max_ns, char *buf, size_t len)
+{
+    if (max_ns)
+        snprintf(buf, len, CRUN_POLL_BACK "%u", max_ns);
+    else
+        snprintf(buf, len, CRUN_POLL_SPIN);
+}
+
+bool crun_occupancy_ok(uint64_t need_a, uint64_t per_sm_a, uint64_t need_b, uint64_t per_sm_b, uint64_t sms,
+                       uint32_t pct, uint32_t *used_permille)
+{
+    if (!need_b)
+        per_sm_b = 1; /* one kernel: the second term is absent */
+    if (!per_sm_a || !per_sm_b || !sms) {
+        if (used_permille)
+            *used_permille = UINT32_MAX;
+        return false;
+    }
+    /* capacity in units of 1 / (per_sm_a * per_sm_b) of an SM: all products stay far below 2^64
+     * (blocks <= 2^16, per-SM counts <= 2^6, SMs <= 2^10) */
+    const uint64_t need = need_a * per_sm_b + need_b * per_sm_a, cap = per_sm_a * per_sm_b * sms;
+    if (used_permille) {
+        uint64_t pm = (need * CRUN_PERMILLE + cap - 1u) / cap;
+        *used_permille = pm > UINT32_MAX ? UINT32_MAX : (uint32_t)pm;
+    }
+    return need * CRUN_PERCENT <= (uint64_t)pct * cap;
+}

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* model_keys.c — the device-model keys of emu:// and gpu-emu:// parsed once (model_keys.h). */
+#include "nvme/emu/model_keys.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvme/uri.h"
+
+#define MODEL_VAL_MAX 64u /* longest value accepted (a size with its unit and "/s") */
+
+static const struct nvme_emu_model_key keys[] = {
+    {"lat", NVME_EMU_MODEL_TIME, "e.g. 50us; ns, us, ms, s"},
+    {"lat_sigma", NVME_EMU_MODEL_SIGMA, "0..4"},
+    {"iops", NVME_EMU_MODEL_RATE, "commands/s, 0 = no cap"},
+    {"qiops", NVME_EMU_MODEL_RATE, "commands/s, 0 = no cap"},
+    {"bw", NVME_EMU_MODEL_BYTES_PER_S, "bytes/s, e.g. 14GiB or 500MB/s"},
+    {"link", NVME_EMU_MODEL_BYTES_PER_S, "bytes/s, e.g. 45200MB/s"},
+};
+
+const struct nvme_emu_model_key *nvme_emu_model_key_find(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (!strcmp(keys[i].name, name))
+            return &keys[i];
+    return NULL;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* A number with ns|us|ms|s (no suffix = ns), >= 0. */
+static int parse_time_ns(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v < 0)
+        return -EINVAL;
+    double mul = !*end || !strcmp(end, "ns") ? 1
+                 : !strcmp(end, "us")        ? 1e3
+                 : !strcmp(end, "ms")        ? 1e6
+                 : !strcmp(end, "s")         ? 1e9
+                                             : -1;
+    if (mul < 0)
+        return -EINVAL;
+    *out = v * mul;
+    return 0;
+}
+
+/* A size optionally ending in "/s". */
+static int parse_rate(const char *s, double *out)
+{
+    char buf[MODEL_VAL_MAX];
+    size_t n = strlen(s);
+    if (n >= sizeof(buf))
+        return -EINVAL;
+    memcpy(buf, s, n + 1);
+    if (n > 2 && !strcmp(buf + n - 2, "/s"))
+        buf[n - 2] = 0;
+    uint64_t v;
+    if (nvme_parse_size(buf, &v))
+        return -EINVAL;
+    *out = (double)v;
+    return 0;
+}
+
+int nvme_emu_model_key_parse(const char *prefix, const char *key, const char *val, double *out, char *err,
+                             size_t errlen)
+{
+    const struct nvme_emu_model_key *k = nvme_emu_model_key_find(key);
+    const char *what = "value";
+    int bad = !k || !val;
+    if (!bad) {
+        switch (k->unit) {
+        case NVME_EMU_MODEL_TIME:
+            what = "time";
+            bad = parse_time_ns(val, out) || *out > NVME_EMU_MODEL_LAT_MAX_NS;
+            break;
+        case NVME_EMU_MODEL_RATE:
+            bad = parse_double(val, out) || *out < 0;
+            break;
+        case NVME_EMU_MODEL_BYTES_PER_S:
+            what = "rate";
+            bad = parse_rate(val, out);
+            break;
+        case NVME_EMU_MODEL_SIGMA:
+            bad = parse_double(val, out) || *out < 0 || *out > NVME_EMU_MODEL_SIGMA_MAX;
+            break;
+        }
+    }
+    if (!bad)
+        return 0;
+    if (err && errlen)
+        snprintf(err, errlen, "%sparameter '%s': bad %s '%s' (%s)", prefix ? prefix : "", key ? key : "", what,
+                 val ? val : "", k ? k->hint : "not a device-model key");
+    return -EINVAL;
+}
