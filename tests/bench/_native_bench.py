@@ -21,7 +21,11 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 HOTPATH_SRC = Path(__file__).with_name("hotpath.c")
-LIBNVME = ROOT / "build" / "dev" / "src" / "nvme" / "libnvmelab-driver.a"
+#: The build the benchmarks link against (NVMELAB_BENCH_BUILD: another one, e.g. of an earlier revision).
+BUILD = Path(os.environ.get("NVMELAB_BENCH_BUILD", ROOT / "build" / "dev"))
+LIBNVME = BUILD / "src" / "nvme" / "libnvmelab-driver.a"
+LIBENGINE = BUILD / "src" / "engine" / "libnvmelab-engine.a"
+ENGINE_LOOP_SRC = Path(__file__).with_name("engine_loop.c")
 #: Driver entry points measured (inclusive) by the hot-path benchmark.
 DRIVER_ENTRIES = ("nvme_qpair_submit", "nvme_qpair_ring", "nvme_qpair_poll")
 #: Functions through which the driver enters the emulator (bar ops) and the caller's callback.
@@ -30,29 +34,27 @@ CALLBACK = "bench_cb"
 NULL_URI = "emu://?profile=null"
 
 
+def _build(src: Path, libs: list[Path], exe: Path) -> Path:
+    for lib in libs:
+        if not lib.exists():
+            raise RuntimeError(f"{lib} is missing: run `make build` first")
+    cc = os.environ.get("CC", "cc")
+    cmd = [cc, "-O2", "-g", "-std=gnu11", "-D_GNU_SOURCE", f"-I{ROOT / 'src'}", str(src)]
+    cmd += [str(lib) for lib in libs] + ["-lpthread", "-lm", "-o", str(exe)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"cannot build {src.name}: {p.stderr.strip()[:500]}")
+    return exe
+
+
 def build_hotpath(workdir: Path) -> Path:
     """Compile hotpath.c against the dev build's static driver library."""
-    if not LIBNVME.exists():
-        raise RuntimeError(f"{LIBNVME} is missing: run `make build` first")
-    cc = os.environ.get("CC", "cc")
-    exe = workdir / "hotpath"
-    base = [
-        cc,
-        "-O2",
-        "-g",
-        "-std=gnu11",
-        "-D_GNU_SOURCE",
-        f"-I{ROOT / 'src'}",
-        str(HOTPATH_SRC),
-        str(LIBNVME),
-        "-o",
-        str(exe),
-    ]
-    for libs in (["-lpthread", "-lm"],):
-        p = subprocess.run(base + libs, capture_output=True, text=True)
-        if p.returncode == 0:
-            return exe
-    raise RuntimeError(f"cannot build hotpath: {p.stderr.strip()[:500]}")
+    return _build(HOTPATH_SRC, [LIBNVME], workdir / "hotpath")
+
+
+def build_engine_loop(workdir: Path) -> Path:
+    """Compile engine_loop.c against the dev build's static engine and driver libraries."""
+    return _build(ENGINE_LOOP_SRC, [LIBENGINE, LIBNVME], workdir / "engine_loop")
 
 
 def build_hotpath_at(rev: str, workdir: Path) -> Path:
@@ -197,6 +199,58 @@ def callgrind_split(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> d
         "per_function_inclusive": {f: _inclusive(ann, f) for f in DRIVER_ENTRIES + EMULATOR_ENTRIES + (CALLBACK,)},
         "exclusive_instr_per_io": _exclusive_top(excl, ios),
     }
+
+
+#: Entry points of the three parts in a perf-engine run (engine_loop.c): the driver's public hot-path
+#: calls, the emulator behind the BAR ops, and the engine's completion callback the driver calls back.
+ENGINE_DRIVER_ENTRIES = ("nvme_qpair_submit_many", *DRIVER_ENTRIES)
+ENGINE_CALLBACKS = ("pchan_cb", "pchan_cb_freel")
+
+
+def _callgrind_engine_once(exe: Path, uri: str, qdepth: int, runtime_ms: int, lat: bool) -> dict[str, int]:
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--toggle-collect=worker_main"]
+        cmd += [str(exe), uri, str(qdepth), str(runtime_ms), "1" if lat else "0"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"callgrind failed: {p.stderr.strip()[-500:]}")
+        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
+        ann = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann, re.M)
+    total = int(m.group(1).replace(",", ""))
+    drv_incl = sum(_inclusive(ann, f) for f in ENGINE_DRIVER_ENTRIES)
+    emu = sum(_inclusive(ann, f) for f in EMULATOR_ENTRIES)
+    cb = sum(_inclusive(ann, f) for f in ENGINE_CALLBACKS)
+    return {"ios": ios, "total": total, "emulator": emu, "driver": drv_incl - emu - cb, "engine": total - drv_incl + cb}
+
+
+def callgrind_engine_split(
+    exe: Path, uri: str, qdepth: int, lat: bool, runtimes_ms: tuple[int, int] = (300, 1200)
+) -> dict[str, Any]:
+    """Instructions per I/O of a whole perf-engine run, split into engine, driver and emulator.
+
+    Collection is on inside the worker thread (worker_main) only. Inside it, the driver is what
+    nvme_qpair_submit_many/submit/ring/poll execute (submit_many's rare fallback to submit would count
+    twice; the fast path never takes it) less the emulator (the inclusive cost of the BAR ops
+    bar_write and bar_idle) and less the engine's completion callbacks (pchan_cb, pchan_cb_freel); the engine is the
+    rest. Two runs of different lengths are differenced, so the setup and teardown of the channels
+    (qpair creation, admin commands, thread start) cancel and what is left is the steady state.
+    """
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        raise RuntimeError("valgrind (callgrind) is not installed")
+    a = _callgrind_engine_once(exe, uri, qdepth, runtimes_ms[0], lat)
+    b = _callgrind_engine_once(exe, uri, qdepth, runtimes_ms[1], lat)
+    dios = b["ios"] - a["ios"]
+    if dios <= 0:
+        raise RuntimeError(f"callgrind runs of {runtimes_ms} ms did not differ in I/Os ({a['ios']}, {b['ios']})")
+    per = {k: round((b[k] - a[k]) / dios, 1) for k in ("total", "emulator", "driver", "engine")}
+    return {"per_io": per, "ios": [a["ios"], b["ios"]], "runs": [a, b], "runtimes_ms": list(runtimes_ms)}
 
 
 def _exclusive_top(annotate: str, ios: int, top: int = 12) -> dict[str, float]:
