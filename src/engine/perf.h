@@ -16,12 +16,16 @@
  * The engine calls the backend ops from the worker thread that owns the channel
  * (a channel never changes threads). The hot
  * path takes no locks and allocates nothing; on emu:// and pci:// it makes no
- * system calls; the clock (CLOCK_MONOTONIC, vDSO, ~20 ns) is read once per
- * submit batch and once per reap pass, not per command.
+ * system calls; the clock (CLOCK_MONOTONIC, vDSO, ~20 ns) is read for sampled
+ * commands only, never for every command.
  *
- * Latency of a command = (first clock read in the reap pass that saw its
- * completion) - (clock read before the submit batch that carried it). Set
- * perf_config.lat = 0 to skip latency sampling entirely.
+ * Latency is sampled: one command in PERF_LAT_SAMPLE_EVERY on average (the first
+ * command of a channel, then gaps drawn uniformly from 1 .. 2N-1 by the thread's
+ * generator, so the sample is independent of latency and of the queue's period).
+ * Latency of a sampled command = (first clock read in the reap pass that saw its
+ * completion) - (clock read when it was queued). Set perf_config.lat = 0 to skip
+ * latency sampling entirely. On targets with PERF_TGT_FREEL (the NVMe driver) the
+ * engine submits whole batches (submit_many) and accounts for completions per reap.
  *
  * Verify: every LBA written carries a 16-byte stamp (struct perf_stamp) at its
  * start; reads check it. A read of an LBA never written fails the check, so fill
@@ -48,11 +52,12 @@ extern "C" {
 #define PERF_STATIC_ASSERT _Static_assert
 #endif
 
-#define PERF_MAX_THREADS 256
-#define PERF_MAX_QDEPTH  65536
-#define PERF_STAMP_BYTES 16u
-#define PERF_STAMP_MAGIC 0x6e766d65u /* "nvme" */
-#define PERF_PERCENT     100u        /* rwmix is a percentage of reads */
+#define PERF_MAX_THREADS      256
+#define PERF_MAX_QDEPTH       65536
+#define PERF_STAMP_BYTES      16u
+#define PERF_STAMP_MAGIC      0x6e766d65u /* "nvme" */
+#define PERF_PERCENT          100u        /* rwmix is a percentage of reads */
+#define PERF_LAT_SAMPLE_EVERY 16u         /* latency: one command in this many is timed, on average */
 
 enum perf_pattern {
     PERF_PAT_READ = 0,

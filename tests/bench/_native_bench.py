@@ -265,13 +265,28 @@ def _exclusive_top(annotate: str, ios: int, top: int = 12) -> dict[str, float]:
 
 
 def fio(args: list[str]) -> dict[str, Any]:
-    """Run fio with JSON output; the first job's read figures and CPU usage."""
+    """Run fio with JSON output; the first job's read figures and CPU usage.
+
+    cpu_usage / ios_per_cpu_s are fio's own figures for the job thread; proc_cpu_s is the whole fio
+    process's CPU (every thread, io_uring's io-wq workers included: getrusage of the reaped child), over
+    its whole life (start-up and any ramp included, so it slightly overstates fio's CPU per I/O), and
+    proc_cpu_usage that CPU over fio's wall time in percent of one CPU.
+    """
     if not shutil.which("fio"):
         raise RuntimeError("fio is not installed")
-    p = subprocess.run(["fio", "--output-format=json", *args], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"fio {' '.join(args)} failed: {p.stderr.strip()[:500]}")
-    text = p.stdout[p.stdout.index("{") :]
+    before = _children_cpu_s()
+    t0 = time.perf_counter()
+    with subprocess.Popen(
+        ["fio", "--output-format=json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        out, err = proc.communicate()
+        wall = time.perf_counter() - t0
+    # the reaped child's whole process (all its threads) is in RUSAGE_CHILDREN; one child at a time here
+    ru = _children_cpu_s() - before
+    ru = ru if ru > 0 else None
+    if proc.returncode != 0:
+        raise RuntimeError(f"fio {' '.join(args)} failed: {err.strip()[:500]}")
+    text = out[out.index("{") :]
     job = json.loads(text)["jobs"][0]
     rd = job["read"]
     runtime_s = rd["runtime"] / 1000.0 if rd.get("runtime") else job["job_runtime"] / 1000.0
@@ -282,9 +297,18 @@ def fio(args: list[str]) -> dict[str, Any]:
         "runtime_s": runtime_s,
         "cpu_usage": job["usr_cpu"] + job["sys_cpu"],
         "ios_per_cpu_s": rd["total_ios"] / (runtime_s * cpu_frac) if cpu_frac > 0 and runtime_s > 0 else None,
+        "proc_cpu_s": ru,
+        "proc_cpu_usage": 100.0 * ru / wall if ru is not None and wall > 0 else None,
+        "ios_per_proc_cpu_s": rd["total_ios"] / ru if ru else None,
         "lat_ns_mean": rd.get("clat_ns", {}).get("mean"),
         "version": subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip(),
     }
+
+
+def _children_cpu_s() -> float:
+    """CPU (user + system) of every reaped child so far, each child's whole process (all its threads)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def mean(xs: list[float]) -> float | None:
