@@ -50,6 +50,7 @@ struct nvme_pchan {
     uint32_t max_nlb;      /* max_xfer in LBAs */
     struct slot_arg *args; /* 2 * qdepth: slot i's, then slot i's with notify set */
     void **cookies;        /* &args[i]: perf_chan.cookie */
+    void **collected;      /* reap: arguments of the completions the driver collected (qdepth entries) */
     struct nvme_pctx *ctx;
 };
 
@@ -103,9 +104,11 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
         return -ENOMEM;
     c->args = calloc(2 * (size_t)qdepth, sizeof(*c->args));
     c->cookies = calloc(2 * (size_t)qdepth, sizeof(*c->cookies));
-    if (!c->args || !c->cookies) {
+    c->collected = calloc(qdepth, sizeof(*c->collected));
+    if (!c->args || !c->cookies || !c->collected) {
         free(c->args);
         free(c->cookies);
+        free(c->collected);
         free(c);
         return -ENOMEM;
     }
@@ -164,6 +167,7 @@ fail:
     pthread_mutex_unlock(&ctx->mu);
     free(c->args);
     free(c->cookies);
+    free(c->collected);
     free(c);
     return rc;
 }
@@ -177,6 +181,7 @@ static void pchan_close(struct perf_chan *ch)
     pthread_mutex_unlock(&c->ctx->mu);
     free(c->args);
     free(c->cookies);
+    free(c->collected);
     free(c);
 }
 
@@ -251,7 +256,28 @@ static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
 
 static int pchan_reap(struct perf_chan *ch, uint32_t max)
 {
-    return nvme_qpair_poll(((struct nvme_pchan *)ch)->qp, max);
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    if (!ch->freel || max == 0 || max > c->qdepth)
+        return nvme_qpair_poll(c->qp, max);
+    /* PERF_TGT_FREEL: the driver collects the successful completions of submit_many's commands instead of
+     * calling pchan_cb_freel for each; their slots go onto the engine's free list here (a timed command's
+     * through done()) */
+    uint32_t k;
+    int n = nvme_qpair_poll_collect(c->qp, max, pchan_cb_freel, c->collected, &k);
+    uint32_t *const freel = ch->freel;
+    uint32_t nfree = *ch->nfree;
+    for (uint32_t i = 0; i < k; i++) {
+        const struct slot_arg *a = c->collected[i];
+        if (__builtin_expect(a->notify, 0)) {
+            *ch->nfree = nfree;
+            ch->done(ch, a->slot, 0);
+            nfree = *ch->nfree;
+        } else {
+            freel[nfree++] = a->slot;
+        }
+    }
+    *ch->nfree = nfree;
+    return n;
 }
 
 static void pctx_destroy(void *vctx)
