@@ -134,13 +134,15 @@ struct rw_batch {
     struct emu_ns *ns; /* the controller's namespaces */
     uint32_t nns;
     uint64_t mdts;
+    uint64_t mdts_max; /* mdts, or UINT64_MAX for no limit: one compare per command */
     bool data;
     bool no_windows; /* no DMA window registered (read once per batch) */
 };
 
+/* len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE), i.e. the transfer ends in PRP1's page */
 static inline bool prp1_direct(const struct rw_batch *b, uint64_t prp1, uint64_t len)
 {
-    return len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE) && b->no_windows;
+    return (prp1 & (EMU_PAGE_SIZE - 1u)) + len <= EMU_PAGE_SIZE && b->no_windows;
 }
 
 /* Read/Write on the fast path: every check io_exec makes (cmd_rules.h); for the common transfer that fits
@@ -162,8 +164,8 @@ static inline uint16_t rw_fast(struct emu_ctrl *c, const struct rw_batch *b, con
     if (EMU_UNLIKELY((st = range_ok(ns, slba, nlb))))
         return st;
     uint64_t len = nlb << ns->lba_shift;
-    if (EMU_UNLIKELY((st = nvme_cr_mdts(len, b->mdts))))
-        return st;
+    if (EMU_UNLIKELY(len > b->mdts_max))
+        return nvme_cr_mdts(len, b->mdts);
     const uint64_t prp1 = cmd->prp1;
     if (EMU_UNLIKELY(!prp1_direct(b, prp1, len))) {
         struct xfer x = {ns, slba << ns->lba_shift, NULL};
@@ -319,15 +321,19 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             .ns = c->ns,
             .nns = c->cfg.nns,
             .mdts = c->cfg.mdts,
+            .mdts_max = c->cfg.mdts ? c->cfg.mdts : UINT64_MAX,
             .data = cfg->data,
             .no_windows = !atomic_load_explicit(&c->set->ndma, memory_order_relaxed),
         };
-        /* the CQ in locals (one SQ feeds it, nothing else posts meanwhile), written back below */
+        /* the CQ in locals (one SQ feeds it, nothing else posts meanwhile), written back below: the free
+         * entries (one always stays empty) counted once, the SQ id and phase tag kept in the high CQE word */
         volatile struct nvme_cqe *const cring = cq->ring;
-        const uint32_t csize = cq->size, chead = cq->head;
-        const uint64_t sqid_hi = (uint64_t)sq->id << 16;
+        const uint32_t csize = cq->size;
         uint32_t ctail = cq->tail;
-        uint16_t cphase = cq->phase;
+        uint32_t croom = (cq->head > ctail ? cq->head - ctail : cq->head + csize - ctail) - 1u;
+        uint64_t hi_base = ((uint64_t)sq->id << 16) | ((uint64_t)cq->phase << 48);
+        const uint32_t avail0 = avail;
+        uint32_t held = 0;
         /* the host wrote these SQEs before its tail doorbell: read them as plain memory after this fence */
         atomic_thread_fence(memory_order_acquire);
         while (avail) {
@@ -335,7 +341,6 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             const struct nvme_sqe *cmd = (const struct nvme_sqe *)(uintptr_t)&ring[head];
             head = head + 1 == size ? 0 : head + 1;
             avail--;
-            fetched++;
             uint64_t bytes = 0;
             const uint8_t opc = cmd->opc;
             const uint16_t cid = cmd->cid;
@@ -351,29 +356,31 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
                 st = io_exec(c, &copy, &bytes);
             }
             /* emu_cq_post on the local CQ state */
-            const uint32_t next = ctail + 1 == csize ? 0 : ctail + 1;
-            if (EMU_LIKELY(next != chead)) {
+            if (EMU_LIKELY(croom)) {
+                croom--;
                 struct nvme_cqe *e = (struct nvme_cqe *)&cring[ctail];
-                const uint64_t hi =
-                    (uint64_t)head | sqid_hi | ((uint64_t)cid << 32) | ((uint64_t)(uint16_t)(st | cphase) << 48);
+                const uint64_t hi = hi_base | head | ((uint64_t)cid << 32) | ((uint64_t)st << 48);
                 __atomic_store_n((uint64_t *)(void *)e, 0, __ATOMIC_RELAXED);
                 /* the phase tag is in the last word: the host sees the entry only after the rest is written */
                 __atomic_store_n((uint64_t *)(void *)&e->sqhd, hi, __ATOMIC_RELEASE);
-                ctail = next;
-                if (!next)
-                    cphase ^= NVME_CQE_P;
-                posted++;
+                if (EMU_UNLIKELY(++ctail == csize)) {
+                    ctail = 0;
+                    hi_base ^= (uint64_t)NVME_CQE_P << 48;
+                }
                 errors += st != 0;
             } else {
                 /* CQ full: hold this one, the rest of the batch takes the general path */
                 sq->cid_bits[cid >> 6] |= 1ull << (cid & 63);
                 struct emu_pend p = {.due = 0, .key = sq->seq++, .cid = cid, .status = st};
                 emu_heap_push(sq, &p);
+                held = 1;
                 break;
             }
         }
+        fetched += avail0 - avail; /* the held one included */
+        posted = avail0 - avail - held;
         cq->tail = ctail;
-        cq->phase = cphase;
+        cq->phase = (uint16_t)((hi_base >> 48) & NVME_CQE_P);
         emu_st_add(&sq->st->completed, posted);
         emu_st_add(&sq->st->errors, errors);
         sq->head = head;

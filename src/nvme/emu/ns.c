@@ -82,7 +82,7 @@ static uint8_t *chunk_get(struct emu_ns *ns, uint64_t i, bool alloc)
     return fresh;
 }
 
-static __attribute__((noinline)) int ns_read_any(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
+int emu_ns_read_any(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
 {
     uint8_t *d = dst;
     if (ns->fd >= 0) {
@@ -117,18 +117,6 @@ static __attribute__((noinline)) int ns_read_any(struct emu_ns *ns, uint64_t off
 static inline bool ns_one_chunk(const struct emu_ns *ns, uint64_t off, size_t len)
 {
     return ns->fd < 0 && len && ((off ^ (off + len - 1)) >> EMU_CHUNK_SHIFT) == 0;
-}
-
-int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
-{
-    if (!ns_one_chunk(ns, off, len))
-        return ns_read_any(ns, off, dst, len);
-    const uint8_t *p = atomic_load_explicit(&ns->chunks[off >> EMU_CHUNK_SHIFT], memory_order_acquire);
-    if (p)
-        memcpy(dst, p + (off & (EMU_CHUNK_SIZE - 1)), len);
-    else
-        memset(dst, 0, len); /* never written: zeros */
-    return 0;
 }
 
 static __attribute__((noinline)) int ns_write_any(struct emu_ns *ns, uint64_t off, const void *src, size_t len)
