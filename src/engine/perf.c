@@ -157,7 +157,7 @@ static int refill(struct worker *w, struct eng_chan *c)
         s->nlb = r->nlb;
         s->write = write;
         if (w->lat && --c->lat_left == 0) {
-            c->lat_left = lat_gap(&w->rng);
+            c->lat_left = lat_gap(&w->rng, perf_lat_sample_every(c->qdepth));
             s->t_sub = now_ns();
             c->lat_pending++;
         }
@@ -246,7 +246,7 @@ static int worker_setup(struct worker *w)
         c->ch->eng = c;
         c->verify = w->e->cfg.verify;
         c->slow_done = c->verify || w->lat;
-        c->lat_left = 1; /* the first command is sampled, then one in PERF_LAT_SAMPLE_EVERY on average */
+        c->lat_left = 1; /* the first command is sampled, then one in perf_lat_sample_every(qdepth) on average */
         /* the batch path: a backend that takes batches, one direction per run (a mix goes command by command) */
         c->fast = (e->t->flags & PERF_TGT_FREEL) && e->t->ops->submit_many && c->ch->cookie && !c->verify && !e->fill &&
                   e->cfg.pattern != PERF_PAT_RANDRW;
@@ -573,6 +573,7 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         res->bytes_per_s = res->iops * cfg->iosize;
         res->window_s = wsum / nthr;
         res->proc_cpu_s = e->w[0].proc_stop - e->w[0].proc_start;
+        res->lat_sample_every = cfg->lat && !fill ? perf_lat_sample_every(cfg->qdepth) : 0;
         if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
             res->interrupted = 1;
             rc = -EINTR;

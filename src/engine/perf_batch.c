@@ -2,7 +2,7 @@
 /* perf_batch.c — the perf engine's batch path on targets with PERF_TGT_FREEL (the NVMe driver): commands are
  * drawn a batch at a time and handed to submit_many, successful completions land on the free list without a
  * call into the engine (the backend pushes them) and are counted once per reap; only timed commands (one in
- * PERF_LAT_SAMPLE_EVERY) and failures come back through done(). See perf.h. */
+ * perf_lat_sample_every(qdepth)) and failures come back through done(). See perf.h. */
 #include <errno.h>
 
 #include "engine/perf_internal.h"
@@ -76,7 +76,7 @@ static inline __attribute__((always_inline)) void draw_subs(struct worker *w, st
     perf_sub *const sub = c->subs;
     void *const *const bufp = c->bufp;
     void *const *const cookie = c->ch->cookie;
-    const uint32_t qdepth = c->qdepth;
+    const uint32_t qdepth = c->qdepth, every = perf_lat_sample_every(qdepth);
     uint64_t rng = w->rng;
     uint32_t nfree = c->nfree, lat_left = c->lat_left;
     for (uint32_t k = 0; k < n; k++) {
@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) void draw_subs(struct worker *w, st
         const uint32_t slot = freel[--nfree];
         uint32_t ci = slot;
         if (lat && __builtin_expect(--lat_left == 0, 0)) {
-            lat_left = lat_gap(&rng);
+            lat_left = lat_gap(&rng, every);
             slots[slot].t_sub = now_ns();
             c->lat_pending++;
             ci += qdepth; /* its completion comes through done(), which takes the latency */

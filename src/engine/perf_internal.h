@@ -133,12 +133,12 @@ static inline uint64_t rng_below(uint64_t *s, uint64_t n)
     return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64);
 }
 
-/* Latency sampling: the gap to the next sampled command is uniform in 1 .. 2 * PERF_LAT_SAMPLE_EVERY - 1 (mean
- * PERF_LAT_SAMPLE_EVERY), drawn from the thread's generator, so which commands are sampled is independent of
+/* Latency sampling: the gap to the next sampled command is uniform in 1 .. 2 * every - 1 (mean every,
+ * perf_lat_sample_every(qdepth)), drawn from the thread's generator, so which commands are sampled is independent of
  * their latency and of the queue's period. */
-static inline uint32_t lat_gap(uint64_t *rng)
+static inline uint32_t lat_gap(uint64_t *rng, uint32_t every)
 {
-    return 1u + (uint32_t)rng_below(rng, 2u * PERF_LAT_SAMPLE_EVERY - 1u);
+    return 1u + (uint32_t)rng_below(rng, 2u * every - 1u);
 }
 
 /* The batch path (perf_batch.c). */

@@ -203,7 +203,8 @@ void nvme_qpair_ring(struct nvme_qpair *q);
 int nvme_qpair_poll(struct nvme_qpair *q, uint32_t max);
 /* nvme_qpair_poll, but a successful completion of a command whose callback is cb is not called back: its
  * argument is appended to out (room for max entries; max must be > 0, else -EINVAL) and *nout says how
- * many; failures (and other callbacks) run as usual. Returns the completions delivered either way. */
+ * many; failures (and other callbacks) run as usual. Returns the completions delivered either way. The
+ * collected commands count as outstanding until the call returns (a callback it runs sees them so). */
 int nvme_qpair_poll_collect(struct nvme_qpair *q, uint32_t max, nvme_cb cb, void **out, uint32_t *nout);
 uint32_t nvme_qpair_outstanding(const struct nvme_qpair *q);
 uint32_t nvme_qpair_depth(const struct nvme_qpair *q);

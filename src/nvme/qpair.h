@@ -123,7 +123,11 @@ struct nvme_qpair {
     uint32_t fast_ns_misses;        /* general-path submits for another namespace since fast_ns was set */
 };
 
-/* Build rings and trackers for qid over a new DMA block of the controller's target. */
+#define NVME_SQE_CID_SHIFT 16u /* CID in SQE qword 0 (qpair.c asserts it against spec.h) */
+/* fast_dma when no DMA object qualifies: never equal to dma_cache, size 0 (qpair.c). */
+extern const struct nvme_dma nvme_qpair_no_fast_dma;
+
+/* Build rings and trackers for qid over a new DMA block of the controller's target (qpair_setup.c). */
 int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t timeout_ms,
                      uint32_t batch);
 void nvme_qpair_teardown(struct nvme_qpair *q);

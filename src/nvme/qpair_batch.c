@@ -44,48 +44,51 @@ static uint32_t submit_run(struct nvme_qpair *q, uint8_t opc, uint64_t nlb, uint
     const uint32_t room = (uint32_t)q->ntrk - q->room_used;
     if (n - i > room)
         n = i + room;
+    const uint32_t i0 = i;
     struct nvme_sqe *slot = q->sq_next;
     struct nvme_tracker *t = q->free_trk;
-    uint32_t left = q->sq_left, dirty = q->sq_dirty, i0 = i;
-    for (; i < n; i++) {
-        const struct nvme_io *x = &io[i];
-        const uint64_t off = (uintptr_t)x->buf - base; /* integer math: buf may lie outside */
-        const uint64_t slba = x->slba;
-        if (unlikely(off >= size || (off & (NVME_PRP_ALIGN - 1)) || ((off + last) ^ off) > page_mask ||
-                     slba > max_slba))
-            break;
-        sqe_qword *w = (sqe_qword *)slot;
-        w[0] = opc | t->fast_dw0;
-        w[3] = iova + off;
-        w[5] = slba;
-        w[6] = dw6;
-        if (unlikely(dirty)) {
-            sqe_clean(slot);
-            dirty--;
+    while (i < n) {
+        /* a chunk: up to the next SQ event (wrap or batch doorbell), slots the fast path may write as they are
+         * (a dirty slot takes a chunk of one) */
+        const uint32_t left = q->sq_left, dirty = q->sq_dirty;
+        const uint32_t k = dirty ? 1u : (n - i < left ? n - i : left);
+        const struct nvme_io *x = io + i, *const end = x + k;
+        for (; x < end; x++) {
+            const uint64_t off = (uintptr_t)x->buf - base; /* integer math: buf may lie outside */
+            const uint64_t slba = x->slba;
+            if (unlikely(off >= size || (off & (NVME_PRP_ALIGN - 1)) || ((off + last) ^ off) > page_mask ||
+                         slba > max_slba))
+                break;
+            sqe_qword *w = (sqe_qword *)slot;
+            w[0] = opc | t->fast_dw0;
+            w[3] = iova + off;
+            w[5] = slba;
+            w[6] = dw6;
+            struct nvme_tracker *next = t->next_free;
+            t->cb = cb;
+            t->arg = x->arg;
+            t->opc = opc;
+            t = next;
+            slot++;
         }
-        struct nvme_tracker *next = t->next_free;
-        t->cb = cb;
-        t->arg = x->arg;
-        t->opc = opc;
-        t = next;
-        slot++;
-        if (unlikely(--left == 0)) {
+        const uint32_t done = (uint32_t)(x - (io + i));
+        if (dirty && done) {
+            sqe_clean(slot - 1);
+            q->sq_dirty = dirty - 1;
+        }
+        i += done;
+        q->sq_left = left - done;
+        if (q->sq_left == 0) {
             q->sq_next = slot;
             q->free_trk = t;
-            q->sq_left = 0;
-            q->sq_dirty = dirty;
-            q->outstanding += i + 1 - i0;
-            q->room_used += i + 1 - i0;
-            i0 = i + 1;
-            nvme_qpair_sq_event(q); /* may wrap sq_next and ring the doorbell */
+            nvme_qpair_sq_event(q); /* may wrap sq_next and ring the doorbell (it reads no count) */
             slot = q->sq_next;
-            left = q->sq_left;
         }
+        if (done < k)
+            break; /* io[i] does not qualify */
     }
     q->sq_next = slot;
     q->free_trk = t;
-    q->sq_left = left;
-    q->sq_dirty = dirty;
     q->outstanding += i - i0;
     q->room_used += i - i0;
     return i;
