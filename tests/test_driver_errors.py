@@ -284,13 +284,13 @@ def test_ram_namespaces_beyond_the_memory_share_are_refused_with_the_numbers():
 @pytest.mark.parametrize("uri", ["emu://?nsze=4MiB\x00&ndev=99", "emu://\x00"])
 def test_uri_with_a_nul_is_refused_naming_it(uri):
     """Text after an embedded NUL used to be dropped silently (issue 21): the URI opened as its prefix."""
-    with pytest.raises(ValueError, match="uri: contains a NUL character at offset"):
+    with pytest.raises(ValueError, match="contains a NUL character at offset"):
         nvmelab.open(uri)
 
 
 def test_uri_that_is_not_utf8_text_is_one_clear_error():
     """A str with undecodable bytes (surrogateescape) used to produce a pybind11 signature dump."""
-    with pytest.raises(ValueError, match="uri: not valid text") as exc:
+    with pytest.raises(ValueError, match="not (valid|UTF-8) text") as exc:
         nvmelab.open(b"emu://?nsze=\xff".decode("utf-8", "surrogateescape"))
     assert "incompatible" not in str(exc.value)
 
@@ -300,5 +300,5 @@ def test_engine_uris_refuse_nul_too():
 
     with pytest.raises(ValueError, match="NUL character"):
         perf.open_target("file:///tmp/x\x00y", "psync")
-    with pytest.raises(TypeError, match="uri: expected a str, got bytes"):
+    with pytest.raises(TypeError, match="expected (a )?str, got bytes"):
         perf.open_target(b"file:///tmp/x", "psync")

@@ -87,6 +87,7 @@ py::dict result_dict(const perf_result &r, const perf_config &c)
     if (c.lat && r.lat.count) {
         py::dict l;
         l["count"] = r.lat.count;
+        l["sample_every"] = r.lat_sample_every; // one command in this many is timed, on average
         l["min"] = r.lat.min_ns;
         l["mean"] = static_cast<double>(r.lat.sum_ns) / static_cast<double>(r.lat.count);
         l["p50"] = stats_hist_percentile(&r.lat, 50.0);

@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nvme/nvme.h" /* struct nvme_io: a submit_many batch */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,7 +58,19 @@ struct perf_dev_info {
 struct perf_chan {
     void (*done)(struct perf_chan *ch, uint32_t slot, int status);
     void *eng; /* engine-private per-channel state */
+    /* Set by the engine when the target has PERF_TGT_FREEL (else NULL): a backend then completes a
+     * successful command by pushing its slot, freel[(*nfree)++] = slot, instead of calling done()
+     * (errors still go through done()); the engine accounts for them per reap, not per command. */
+    uint32_t *freel;
+    uint32_t *nfree;
+    /* Set by a PERF_TGT_FREEL backend in chan_open: 2 * qdepth cookies, cookie[slot] for a command of that
+     * slot and cookie[qdepth + slot] for one whose success must still go through done() (a timed command). */
+    void *const *cookie;
 };
+
+/* A submit_many batch is an array of the driver's struct nvme_io (nvme/nvme.h): slba, buf = the slot's
+ * chan_buf, arg = the slot's cookie; the NVMe backend hands it to the driver as it is. */
+typedef struct nvme_io perf_sub;
 
 struct perf_backend_ops {
     /* Open a channel of qdepth slots of iosize bytes each on device dev; called in
@@ -68,6 +82,9 @@ struct perf_backend_ops {
     void *(*chan_buf)(struct perf_chan *ch, uint32_t slot);
     /* Queue one command (not yet visible to the device until kick). 0, -EBUSY, <0. */
     int (*submit)(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb);
+    /* Optional (PERF_TGT_FREEL): queue n commands of one direction, nlb LBAs each, in order, as submit()
+     * would; returns how many were queued (fewer than n only when the queue is full) or < 0 on an error. */
+    int (*submit_many)(struct perf_chan *ch, const perf_sub *subs, uint32_t n, uint32_t nlb, int write);
     /* Make queued commands visible (doorbell / io_uring_enter); wait_min > 0 lets a
      * blocking backend sleep until that many completions are ready. */
     int (*kick)(struct perf_chan *ch, uint32_t wait_min);
@@ -86,6 +103,7 @@ struct perf_backend_ops {
 /* Target flags */
 #define PERF_TGT_BLOCKING 0x1u /* kick() can wait for completions (kernel paths) */
 #define PERF_TGT_SYNC     0x2u /* submit() performs the I/O; its completion is ready at once (psync) */
+#define PERF_TGT_FREEL    0x4u /* reap() pushes successful completions to perf_chan.freel (see there) */
 
 struct perf_target {
     const struct perf_backend_ops *ops;

@@ -13,100 +13,7 @@
 #include <time.h>
 
 #include "engine/kio.h"
-
-#define NS_PER_S              1000000000ull
-#define PERF_DRAIN_TIMEOUT_NS (10ull * NS_PER_S) /* outstanding commands after the end */
-
-/* ------------------------------------------------------------------ engine state */
-
-struct range {
-    uint64_t lba0;       /* first LBA */
-    uint64_t nblocks;    /* I/O positions in the range */
-    uint32_t align_lbas; /* LBAs between positions */
-    uint32_t nlb;        /* LBAs per I/O */
-    uint32_t lba_size;
-    uint32_t nchans; /* channels on this device over all threads */
-};
-
-struct eng_slot {
-    uint64_t t_sub;
-    uint64_t slba;
-    uint32_t nlb;
-    uint32_t write;
-};
-
-struct worker;
-
-struct eng_chan {
-    struct perf_chan *ch;
-    struct worker *w;
-    uint32_t dev;
-    uint32_t k; /* index among the channels of this device */
-    uint32_t qdepth;
-    uint32_t outstanding;
-    uint32_t nfree;
-    uint32_t *freel;
-    struct eng_slot *slots;
-    uint64_t seq_next, seq_begin, seq_end; /* positions */
-    int exhausted;                         /* fill: slice written */
-    int verify;                            /* the run verifies reads */
-    int slow_done;                         /* verify or latency sampling: completions take eng_done_slow */
-};
-
-struct engine;
-
-struct worker {
-    pthread_t th;
-    uint32_t idx;
-    int cpu;
-    struct engine *e;
-    struct eng_chan *chans;
-    uint32_t nchans;
-    uint64_t rng;
-    int measuring;
-    int lat;
-    uint64_t now_cache;
-    int now_valid;
-    /* counted in the window */
-    uint64_t ios, reads, writes, bytes;
-    uint64_t dev_ios[PERF_MAX_DEVS];
-    struct stats_hist *hist;
-    /* counted always */
-    uint64_t errors, verify_errors, first_bad_lba;
-    uint32_t first_bad_dev;
-    int first_err;
-    uint64_t polls, empty_polls;
-    uint64_t t_start, t_stop;
-    double cpu_start, cpu_stop;
-    double proc_start, proc_stop; /* thread 0 only: the whole process (perf_result.proc_cpu_s) */
-    int rc;
-    int cpu_last;
-    char affinity[64];
-    char err[PERF_ERRLEN];
-};
-
-struct engine {
-    struct perf_target *t;
-    struct perf_config cfg;
-    int fill;
-    uint32_t ndevs;
-    uint32_t seed32;
-    struct range rg[PERF_MAX_DEVS];
-    struct worker *w;
-    pthread_mutex_t mu; /* start gate (cold path only) */
-    pthread_cond_t cv;
-    uint32_t ready; /* workers done with setup */
-    int go;         /* 1 run, -1 abort */
-    atomic_int setup_failed;
-    uint64_t t0, t_meas, t_end;
-};
-
-static inline uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
+#include "engine/perf_internal.h"
 
 /* CPU time of every thread of the process, kernel workers of the thread group included. */
 static double process_cpu_s(void)
@@ -124,22 +31,6 @@ static double thread_cpu_s(void)
         return 0.0;
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
            (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-/* xorshift64*: a few instructions, good enough to spread LBAs */
-static inline uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
-static inline uint64_t rng_below(uint64_t *s, uint64_t n)
-{
-    return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64);
 }
 
 static uint32_t fold_seed(uint64_t seed)
@@ -184,24 +75,32 @@ static __attribute__((noinline)) void eng_done_slow(struct eng_chan *c, struct w
     }
     if (c->verify && !s->write)
         stamp_check(w, w->e->t->ops->chan_buf(c->ch, slot), c->dev, s->slba, s->nlb, w->e->rg[c->dev].lba_size);
+    if (s->t_sub) {
+        if (w->measuring) {
+            if (!w->now_valid) {
+                w->now_cache = now_ns();
+                w->now_valid = 1;
+            }
+            stats_hist_add(w->hist, w->now_cache - s->t_sub);
+        }
+        s->t_sub = 0;
+        c->lat_pending--;
+    }
     if (!w->measuring)
         return;
     w->ios++;
     w->writes += s->write;
     w->dev_ios[c->dev]++;
-    if (w->lat) {
-        if (!w->now_valid) {
-            w->now_cache = now_ns();
-            w->now_valid = 1;
-        }
-        stats_hist_add(w->hist, w->now_cache - s->t_sub);
-    }
 }
 
 static void eng_done(struct perf_chan *ch, uint32_t slot, int status)
 {
     struct eng_chan *c = ch->eng;
     struct worker *w = c->w;
+    if (c->fast) {
+        perf_batch_done(c, w, slot, status);
+        return;
+    }
     c->outstanding--;
     c->freel[c->nfree++] = slot;
     if (__builtin_expect(status != 0 || c->slow_done, 0)) {
@@ -221,7 +120,6 @@ static int refill(struct worker *w, struct eng_chan *c)
     struct engine *e = w->e;
     const struct perf_backend_ops *ops = e->t->ops;
     const struct range *r = &e->rg[c->dev];
-    uint64_t ts = (w->lat && c->nfree) ? now_ns() : 0;
     uint32_t batch = e->cfg.batch ? e->cfg.batch : (e->t->default_batch ? e->t->default_batch : c->qdepth);
     uint32_t queued = 0;
     enum perf_pattern pat = e->fill ? PERF_PAT_WRITE : e->cfg.pattern;
@@ -258,12 +156,20 @@ static int refill(struct worker *w, struct eng_chan *c)
         s->slba = r->lba0 + pos * r->align_lbas;
         s->nlb = r->nlb;
         s->write = write;
-        s->t_sub = ts;
+        if (w->lat && --c->lat_left == 0) {
+            c->lat_left = lat_gap(&w->rng, perf_lat_sample_every(c->qdepth));
+            s->t_sub = now_ns();
+            c->lat_pending++;
+        }
         if (write && e->cfg.verify)
             stamp_write(e, ops->chan_buf(c->ch, slot), c->dev, s->slba, s->nlb, r->lba_size);
         int rc = ops->submit(c->ch, slot, (int)write, s->slba, s->nlb);
         if (rc) {
             c->nfree++;
+            if (s->t_sub) {
+                s->t_sub = 0;
+                c->lat_pending--;
+            }
             if (e->fill && (pat == PERF_PAT_WRITE))
                 c->seq_next--; /* retry this position */
             if (rc == -EBUSY)
@@ -276,8 +182,6 @@ static int refill(struct worker *w, struct eng_chan *c)
             if (rc)
                 return rc;
             queued = 0;
-            if (ts && c->nfree)
-                ts = now_ns(); /* the next batch's submit time */
         }
     }
     return 0;
@@ -342,6 +246,22 @@ static int worker_setup(struct worker *w)
         c->ch->eng = c;
         c->verify = w->e->cfg.verify;
         c->slow_done = c->verify || w->lat;
+        c->lat_left = 1; /* the first command is sampled, then one in perf_lat_sample_every(qdepth) on average */
+        /* the batch path: a backend that takes batches, one direction per run (a mix goes command by command) */
+        c->fast = (e->t->flags & PERF_TGT_FREEL) && e->t->ops->submit_many && c->ch->cookie && !c->verify && !e->fill &&
+                  e->cfg.pattern != PERF_PAT_RANDRW;
+        if (c->fast) {
+            c->subs = calloc(c->qdepth, sizeof(*c->subs));
+            c->bufp = calloc(c->qdepth, sizeof(*c->bufp));
+            if (!c->subs || !c->bufp) {
+                snprintf(w->err, sizeof(w->err), "out of memory for %u slots", c->qdepth);
+                return -ENOMEM;
+            }
+            for (uint32_t s = 0; s < c->qdepth; s++)
+                c->bufp[s] = e->t->ops->chan_buf(c->ch, s);
+            c->ch->freel = c->freel;
+            c->ch->nfree = &c->nfree;
+        }
     }
     return 0;
 }
@@ -355,8 +275,12 @@ static void worker_teardown(struct worker *w)
         c->ch = NULL;
         free(c->slots);
         free(c->freel);
+        free(c->subs);
+        free(c->bufp);
+        c->bufp = NULL;
         c->slots = NULL;
         c->freel = NULL;
+        c->subs = NULL;
     }
 }
 
@@ -426,7 +350,10 @@ static void *worker_main(void *arg)
         for (uint32_t i = 0; i < w->nchans; i++) {
             struct eng_chan *c = &w->chans[i];
             w->now_valid = 0;
+            const uint32_t nf0 = c->nfree;
             int n = ops->reap(c->ch, c->qdepth);
+            if (c->fast && n > 0)
+                perf_batch_reap(w, c, nf0);
             if (n < 0) {
                 snprintf(w->err, sizeof(w->err), "device %u: completion error: %s", c->dev, strerror(-n));
                 w->rc = n;
@@ -435,7 +362,7 @@ static void *worker_main(void *arg)
             w->polls++;
             w->empty_polls += n == 0;
             if (!stopping && !c->exhausted) {
-                int rc = refill(w, c);
+                int rc = c->fast ? perf_batch_refill(w, c) : refill(w, c);
                 if (rc) {
                     snprintf(w->err, sizeof(w->err), "device %u: submit failed: %s", c->dev, strerror(-rc));
                     w->rc = rc;
@@ -475,7 +402,9 @@ drain_fail:
             left = 0;
             for (uint32_t i = 0; i < w->nchans; i++) {
                 struct eng_chan *c = &w->chans[i];
-                ops->reap(c->ch, c->qdepth);
+                const uint32_t nf0 = c->nfree;
+                if (ops->reap(c->ch, c->qdepth) > 0 && c->fast)
+                    perf_batch_reap(w, c, nf0);
                 ops->kick(c->ch, 0);
                 left += c->outstanding;
             }
@@ -644,6 +573,7 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         res->bytes_per_s = res->iops * cfg->iosize;
         res->window_s = wsum / nthr;
         res->proc_cpu_s = e->w[0].proc_stop - e->w[0].proc_start;
+        res->lat_sample_every = cfg->lat && !fill ? perf_lat_sample_every(cfg->qdepth) : 0;
         if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
             res->interrupted = 1;
             rc = -EINTR;

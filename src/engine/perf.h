@@ -16,12 +16,19 @@
  * The engine calls the backend ops from the worker thread that owns the channel
  * (a channel never changes threads). The hot
  * path takes no locks and allocates nothing; on emu:// and pci:// it makes no
- * system calls; the clock (CLOCK_MONOTONIC, vDSO, ~20 ns) is read once per
- * submit batch and once per reap pass, not per command.
+ * system calls; the clock (CLOCK_MONOTONIC, vDSO, ~20 ns) is read for sampled
+ * commands only, never for every command.
  *
- * Latency of a command = (first clock read in the reap pass that saw its
- * completion) - (clock read before the submit batch that carried it). Set
- * perf_config.lat = 0 to skip latency sampling entirely.
+ * Latency is sampled: one command in N on average, N = perf_lat_sample_every(qdepth)
+ * (qdepth / PERF_LAT_SAMPLE_QD within 1 .. PERF_LAT_SAMPLE_EVERY: a shallow queue,
+ * whose rate is low, times every command); the first command of a channel, then gaps
+ * drawn uniformly from 1 .. 2N-1 by the thread's generator, so the sample is
+ * independent of latency and of the queue's period. perf_result.lat_sample_every
+ * says N.
+ * Latency of a sampled command = (first clock read in the reap pass that saw its
+ * completion) - (clock read when it was queued). Set perf_config.lat = 0 to skip
+ * latency sampling entirely. On targets with PERF_TGT_FREEL (the NVMe driver) the
+ * engine submits whole batches (submit_many) and accounts for completions per reap.
  *
  * Verify: every LBA written carries a 16-byte stamp (struct perf_stamp) at its
  * start; reads check it. A read of an LBA never written fails the check, so fill
@@ -48,11 +55,13 @@ extern "C" {
 #define PERF_STATIC_ASSERT _Static_assert
 #endif
 
-#define PERF_MAX_THREADS 256
-#define PERF_MAX_QDEPTH  65536
-#define PERF_STAMP_BYTES 16u
-#define PERF_STAMP_MAGIC 0x6e766d65u /* "nvme" */
-#define PERF_PERCENT     100u        /* rwmix is a percentage of reads */
+#define PERF_MAX_THREADS      256
+#define PERF_MAX_QDEPTH       65536
+#define PERF_STAMP_BYTES      16u
+#define PERF_STAMP_MAGIC      0x6e766d65u /* "nvme" */
+#define PERF_PERCENT          100u        /* rwmix is a percentage of reads */
+#define PERF_LAT_SAMPLE_EVERY 16u         /* latency: at most one command in this many is timed, on average */
+#define PERF_LAT_SAMPLE_QD    8u          /* ... and one in qdepth / this many, so shallow queues time every one */
 
 enum perf_pattern {
     PERF_PAT_READ = 0,
@@ -119,9 +128,17 @@ struct perf_result {
     uint64_t verify_errors;
     uint32_t first_bad_dev;
     uint64_t first_bad_lba;
-    int first_err;   /* first command error: <0 errno, >0 NVMe status, 0 none */
-    int interrupted; /* the stop flag ended the run */
+    int first_err;             /* first command error: <0 errno, >0 NVMe status, 0 none */
+    int interrupted;           /* the stop flag ended the run */
+    uint32_t lat_sample_every; /* latency: one command in this many was timed, on average (0: not sampled) */
 };
+
+/* Latency sampling period at a queue depth (see above). */
+static inline uint32_t perf_lat_sample_every(uint32_t qdepth)
+{
+    uint32_t n = qdepth / PERF_LAT_SAMPLE_QD;
+    return n < 1u ? 1u : n > PERF_LAT_SAMPLE_EVERY ? PERF_LAT_SAMPLE_EVERY : n;
+}
 
 const char *perf_pattern_name(enum perf_pattern p);
 int perf_pattern_parse(const char *name, enum perf_pattern *out);

@@ -20,7 +20,8 @@
 #include "nvme/emu/profiles.h"
 #include "nvme/nvme.h"
 
-#define QP_EXTRA_ENTRY 1u /* a queue of N entries holds N-1 commands */
+#define QP_EXTRA_ENTRY     1u  /* a queue of N entries holds N-1 commands */
+#define PERF_NVME_CQ_BATCH 32u /* completions per CQ head doorbell, at least (see pchan_open) */
 
 struct nvme_pctx {
     struct nvme_target *t;
@@ -34,6 +35,7 @@ struct slot_arg {
     uint32_t slot;
     uint32_t parts_left; /* split slots: commands still outstanding */
     int status;          /* split slots: first failure */
+    uint32_t notify;     /* submit_many: the completion goes through done() even on success */
 };
 
 struct nvme_pchan {
@@ -43,9 +45,12 @@ struct nvme_pchan {
     struct nvme_dma *dma;
     uint8_t *bufs;
     uint32_t iosize, lba_size;
-    uint32_t max_xfer; /* bytes per command (the controller's limit) */
-    uint32_t max_nlb;  /* max_xfer in LBAs */
-    struct slot_arg *args;
+    uint32_t qdepth;
+    uint32_t max_xfer;     /* bytes per command (the controller's limit) */
+    uint32_t max_nlb;      /* max_xfer in LBAs */
+    struct slot_arg *args; /* 2 * qdepth: slot i's, then slot i's with notify set */
+    void **cookies;        /* &args[i]: perf_chan.cookie */
+    void **collected;      /* reap: arguments of the completions the driver collected (qdepth entries) */
     struct nvme_pctx *ctx;
 };
 
@@ -55,6 +60,19 @@ static void pchan_cb(void *arg, const struct nvme_cpl *cpl)
 {
     const struct slot_arg *a = arg;
     a->c->pub.done(&a->c->pub, a->slot, cpl_status(cpl));
+}
+
+/* submit_many's commands: a success goes straight onto the engine's free list (PERF_TGT_FREEL) unless the
+ * engine asked to be told (the cookie of a timed command, notify set); anything else through done(). */
+static void pchan_cb_freel(void *arg, const struct nvme_cpl *cpl)
+{
+    const struct slot_arg *a = arg;
+    struct perf_chan *ch = &a->c->pub;
+    if (__builtin_expect(!a->notify && cpl->err == 0 && nvme_cpl_ok(cpl), 1)) {
+        ch->freel[(*ch->nfree)++] = a->slot;
+        return;
+    }
+    ch->done(ch, a->slot, cpl_status(cpl));
 }
 
 static int cpl_status(const struct nvme_cpl *cpl)
@@ -84,14 +102,20 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
     struct nvme_pchan *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
-    c->args = calloc(qdepth, sizeof(*c->args));
-    if (!c->args) {
+    c->args = calloc(2 * (size_t)qdepth, sizeof(*c->args));
+    c->cookies = calloc(2 * (size_t)qdepth, sizeof(*c->cookies));
+    c->collected = calloc(qdepth, sizeof(*c->collected));
+    if (!c->args || !c->cookies || !c->collected) {
+        free(c->args);
+        free(c->cookies);
+        free(c->collected);
         free(c);
         return -ENOMEM;
     }
     c->ctx = ctx;
     c->ns = ctx->ns[dev];
     c->iosize = iosize;
+    c->qdepth = qdepth;
     c->lba_size = nvme_ns_lba_size(c->ns);
     c->max_xfer = nvme_ctrl_max_xfer(nvme_ns_ctrl(c->ns));
     c->max_xfer -= c->max_xfer % c->lba_size;
@@ -101,11 +125,20 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
     uint32_t parts = (iosize + c->max_xfer - 1) / c->max_xfer;
     uint64_t want = (uint64_t)qdepth * parts + QP_EXTRA_ENTRY;
     uint32_t cap = nvme_ctrl_max_depth(nvme_ns_ctrl(c->ns));
+    /* CQ head doorbells coalesced over cq_batch completions (at least PERF_NVME_CQ_BATCH, else one per qdepth):
+     * the queue gets that many entries more, so that the commands in flight never wait for the doorbell */
+    uint64_t cq_batch = qdepth > PERF_NVME_CQ_BATCH ? qdepth : PERF_NVME_CQ_BATCH;
+    if (want + cq_batch > cap)
+        cq_batch = want < cap ? cap - want : 0;
+    want += cq_batch;
     uint32_t depth = want < cap ? (uint32_t)want : cap;
-    for (uint32_t i = 0; i < qdepth; i++) {
+    for (uint32_t i = 0; i < 2 * qdepth; i++) {
         c->args[i].c = c;
-        c->args[i].slot = i;
+        c->args[i].slot = i % qdepth;
+        c->args[i].notify = i >= qdepth;
+        c->cookies[i] = &c->args[i];
     }
+    c->pub.cookie = c->cookies;
     pthread_mutex_lock(&ctx->mu);
     int rc = nvme_dma_alloc(ctx->t, (size_t)qdepth * iosize, &c->dma);
     if (rc) {
@@ -125,12 +158,16 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
         nvme_dma_free(c->dma);
         goto fail;
     }
+    if (cq_batch > 1)
+        nvme_qpair_set_cq_batch(c->qp, (uint32_t)cq_batch);
     pthread_mutex_unlock(&ctx->mu);
     *out = &c->pub;
     return 0;
 fail:
     pthread_mutex_unlock(&ctx->mu);
     free(c->args);
+    free(c->cookies);
+    free(c->collected);
     free(c);
     return rc;
 }
@@ -143,6 +180,8 @@ static void pchan_close(struct perf_chan *ch)
     nvme_dma_free(c->dma);
     pthread_mutex_unlock(&c->ctx->mu);
     free(c->args);
+    free(c->cookies);
+    free(c->collected);
     free(c);
 }
 
@@ -185,6 +224,29 @@ static int pchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t
                              pchan_cb, &c->args[slot]);
 }
 
+/* The engine's batch goes to the driver as it is (perf_sub is struct nvme_io; arg = cookie = &args[...]). */
+static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_t n, uint32_t nlb, int write)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    const uint8_t op = write ? NVME_CMD_WRITE : NVME_CMD_READ;
+    if (__builtin_expect(nlb > c->max_nlb, 0)) {
+        for (uint32_t i = 0; i < n; i++) {
+            const struct slot_arg *a = subs[i].arg;
+            int rc = pchan_submit(ch, a->slot, write, subs[i].slba, nlb);
+            if (rc)
+                return rc == -EBUSY ? (int)i : rc;
+        }
+        return (int)n;
+    }
+    /* without the engine's free list (not PERF_TGT_FREEL's caller) every completion goes through done() */
+    const nvme_cb cb = ch->freel ? pchan_cb_freel : pchan_cb;
+    uint32_t queued;
+    int rc = nvme_qpair_submit_many(c->qp, c->ns, op, nlb, subs, n, cb, &queued);
+    if (__builtin_expect(rc != 0, 0) && rc != -EBUSY)
+        return rc;
+    return (int)queued;
+}
+
 static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
 {
     (void)wait_min;
@@ -194,7 +256,28 @@ static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
 
 static int pchan_reap(struct perf_chan *ch, uint32_t max)
 {
-    return nvme_qpair_poll(((struct nvme_pchan *)ch)->qp, max);
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    if (!ch->freel || max == 0 || max > c->qdepth)
+        return nvme_qpair_poll(c->qp, max);
+    /* PERF_TGT_FREEL: the driver collects the successful completions of submit_many's commands instead of
+     * calling pchan_cb_freel for each; their slots go onto the engine's free list here (a timed command's
+     * through done()) */
+    uint32_t k;
+    int n = nvme_qpair_poll_collect(c->qp, max, pchan_cb_freel, c->collected, &k);
+    uint32_t *const freel = ch->freel;
+    uint32_t nfree = *ch->nfree;
+    for (uint32_t i = 0; i < k; i++) {
+        const struct slot_arg *a = c->collected[i];
+        if (__builtin_expect(a->notify, 0)) {
+            *ch->nfree = nfree;
+            ch->done(ch, a->slot, 0);
+            nfree = *ch->nfree;
+        } else {
+            freel[nfree++] = a->slot;
+        }
+    }
+    *ch->nfree = nfree;
+    return n;
 }
 
 static void pctx_destroy(void *vctx)
@@ -226,6 +309,7 @@ static const struct perf_backend_ops nvme_perf_ops = {
     .chan_close = pchan_close,
     .chan_buf = pchan_buf,
     .submit = pchan_submit,
+    .submit_many = pchan_submit_many,
     .kick = pchan_kick,
     .reap = pchan_reap,
     .destroy = pctx_destroy,
@@ -274,6 +358,7 @@ int perf_nvme_target_open(const char *uri, const struct perf_target_opts *opts, 
         d->max_io_bytes = nvme_ctrl_max_xfer(c);
     }
     t->ops = &nvme_perf_ops;
+    t->flags = PERF_TGT_FREEL;
     t->ctx = ctx;
     t->ndevs = nctrl;
     const char *scheme = nvme_target_scheme(nt);

@@ -173,16 +173,39 @@ int nvme_qpair_destroy(struct nvme_qpair *q);
  * -E2BIG (over max transfer), -ERANGE (beyond namespace), -ENXIO (qpair dead after reset). */
 int nvme_qpair_submit(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint64_t slba, uint32_t nlb, void *buf,
                       size_t len, nvme_cb cb, void *arg);
+/* One command of a batch (nvme_qpair_submit_many). */
+struct nvme_io {
+    uint64_t slba;
+    void *buf;
+    void *arg;
+};
+/* Queue n commands of one opcode (NVME_CMD_READ or NVME_CMD_WRITE), nlb LBAs each (len = nlb * the
+ * namespace's LBA size), with one callback, in order, as n nvme_qpair_submit calls would, with what those
+ * calls check once per call checked once per batch where it can be. Returns 0 when all n were queued; else
+ * the error nvme_qpair_submit gives command *queued (the first one not queued: -EBUSY when the queue is
+ * full), the *queued before it being queued. */
+int nvme_qpair_submit_many(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint32_t nlb,
+                           const struct nvme_io *io, uint32_t n, nvme_cb cb, uint32_t *queued);
 /* Queue a caller-built SQE (opcode, NSID, CDW2-3, CDW10-15 taken as given); the driver fills CID and
  * the data pointer for buf/len (PRPs; MPTR is left as given). */
 int nvme_qpair_submit_raw(struct nvme_qpair *q, const struct nvme_sqe *sqe, void *buf, size_t len, nvme_cb cb,
                           void *arg);
+/* Coalesce CQ head doorbells: poll reports consumed entries once n of them have accumulated (default 1:
+ * every poll that consumed any). A submit that would leave the controller no room for its completion rings
+ * the doorbell first, so any n is safe; a queue deeper than the commands kept in flight by n or more never
+ * needs that. 0, or -EINVAL for n = 0 or n >= depth. */
+int nvme_qpair_set_cq_batch(struct nvme_qpair *q, uint32_t n);
 /* Write the SQ tail doorbell now if anything is queued since the last ring. */
 void nvme_qpair_ring(struct nvme_qpair *q);
 /* Reap up to max completions (0 = all available), run callbacks, ring the CQ head doorbell once, expire
  * timed-out commands (err = -ETIMEDOUT). Also rings a pending SQ doorbell first. Returns the number of
  * callbacks run, or -ENXIO when the qpair is dead (after its callbacks with -ENXIO ran). */
 int nvme_qpair_poll(struct nvme_qpair *q, uint32_t max);
+/* nvme_qpair_poll, but a successful completion of a command whose callback is cb is not called back: its
+ * argument is appended to out (room for max entries; max must be > 0, else -EINVAL) and *nout says how
+ * many; failures (and other callbacks) run as usual. Returns the completions delivered either way. The
+ * collected commands count as outstanding until the call returns (a callback it runs sees them so). */
+int nvme_qpair_poll_collect(struct nvme_qpair *q, uint32_t max, nvme_cb cb, void **out, uint32_t *nout);
 uint32_t nvme_qpair_outstanding(const struct nvme_qpair *q);
 uint32_t nvme_qpair_depth(const struct nvme_qpair *q);
 uint16_t nvme_qpair_qid(const struct nvme_qpair *q);

@@ -14,8 +14,12 @@
  * qpair: fast_ns (namespace validated for this qpair; each tracker holds its CID and fast_ns's NSID ready for
  * SQE qword 0) and fast_dma (the cached DMA object when it is contiguous with a page-aligned bus address and
  * size). Anything else takes the general path, which reports the precise error. The SQ tail wrap and the batch
- * doorbell share one countdown (sq_left). SQE words the fast path never sets stay zero in the ring; a general-
- * path command that sets them makes the next depth submits zero them again (sq_dirty). Poll stops at the
+ * doorbell share one countdown (sq_left). CQ head doorbells can be coalesced (nvme_qpair_set_cq_batch): the
+ * controller must always have room for the CQE of every outstanding command, so room_used counts the entries
+ * it may still need (outstanding and timed-out commands, entries consumed but not yet reported) and a submit
+ * that finds no room rings the CQ head doorbell first. nvme_qpair_submit_many (qpair_batch.c) runs the same fast path
+ * over a batch, checking what holds for the whole batch once. SQE words the fast path never sets stay zero in the ring;
+ * a general- path command that sets them makes the next depth submits zero them again (sq_dirty). Poll stops at the
  * first entry that is not new; the sentinel after the last entry never is, so the loop has no end-of-ring test.
  *
  * Key functions: nvme_qpair_setup (rings + trackers over a fresh DMA block), nvme_qpair_teardown,
@@ -80,7 +84,9 @@ struct nvme_qpair {
     uint32_t page_size;
     uint64_t fast_lba_size; /* LBA size of fast_ns */
     uint32_t outstanding;
-    uint32_t sq_dirty; /* next submits that must zero the SQE words the fast path skips (see post) */
+    uint32_t sq_dirty;  /* next submits that must zero the SQE words the fast path skips (see post) */
+    uint32_t room_used; /* CQ entries the controller may still need: outstanding + zombies + cq_unrung (+ the
+                         * entries the running poll consumed); a submit needs room_used < ntrk */
     /* poll and the SQ events */
     struct nvme_sqe *sq;
     struct nvme_sqe *sq_end; /* sq + depth */
@@ -93,7 +99,9 @@ struct nvme_qpair {
     uint32_t depth; /* entries in each ring */
     uint64_t ntrk;  /* trackers: depth - 1 (64-bit: compared with a CID used as an index) */
     uint32_t cq_head;
-    uint32_t sq_tail; /* tail index last written to the SQ doorbell */
+    uint32_t cq_unrung; /* CQ entries consumed before cq_head and not yet reported by the CQ head doorbell */
+    uint32_t cq_batch;  /* ring the CQ head doorbell once cq_unrung reaches this (1: every poll that consumed) */
+    uint32_t sq_tail;   /* tail index last written to the SQ doorbell */
     uint16_t qid;
     uint8_t phase;
     bool dead;    /* controller reset under us */
@@ -115,7 +123,11 @@ struct nvme_qpair {
     uint32_t fast_ns_misses;        /* general-path submits for another namespace since fast_ns was set */
 };
 
-/* Build rings and trackers for qid over a new DMA block of the controller's target. */
+#define NVME_SQE_CID_SHIFT 16u /* CID in SQE qword 0 (qpair.c asserts it against spec.h) */
+/* fast_dma when no DMA object qualifies: never equal to dma_cache, size 0 (qpair.c). */
+extern const struct nvme_dma nvme_qpair_no_fast_dma;
+
+/* Build rings and trackers for qid over a new DMA block of the controller's target (qpair_setup.c). */
 int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t timeout_ms,
                      uint32_t batch);
 void nvme_qpair_teardown(struct nvme_qpair *q);
@@ -124,6 +136,11 @@ void nvme_qpair_reset_rings(struct nvme_qpair *q);
 /* Complete every outstanding command with err (callbacks run); trackers become free. Callbacks run from
  * nvme_qpair_poll may submit on the same qpair but must not poll or destroy it. */
 void nvme_qpair_fail_all(struct nvme_qpair *q, int err);
+
+/* SQ event (sq_left reached 0, sq_next already advanced): wrap the tail and/or ring the batch doorbell. */
+void nvme_qpair_sq_event(struct nvme_qpair *q);
+/* Zero the SQE words of slot the fast path does not write (sq_dirty was non-zero); counts sq_dirty down. */
+void nvme_qpair_sq_clean(struct nvme_qpair *q, struct nvme_sqe *slot);
 
 uint64_t nvme_clock_ticks(void);
 uint64_t nvme_clock_ticks_per_ms(void);

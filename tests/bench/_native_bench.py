@@ -21,7 +21,11 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 HOTPATH_SRC = Path(__file__).with_name("hotpath.c")
-LIBNVME = ROOT / "build" / "dev" / "src" / "nvme" / "libnvmelab-driver.a"
+#: The build the benchmarks link against (NVMELAB_BENCH_BUILD: another one, e.g. of an earlier revision).
+BUILD = Path(os.environ.get("NVMELAB_BENCH_BUILD", ROOT / "build" / "dev"))
+LIBNVME = BUILD / "src" / "nvme" / "libnvmelab-driver.a"
+LIBENGINE = BUILD / "src" / "engine" / "libnvmelab-engine.a"
+ENGINE_LOOP_SRC = Path(__file__).with_name("engine_loop.c")
 #: Driver entry points measured (inclusive) by the hot-path benchmark.
 DRIVER_ENTRIES = ("nvme_qpair_submit", "nvme_qpair_ring", "nvme_qpair_poll")
 #: Functions through which the driver enters the emulator (bar ops) and the caller's callback.
@@ -30,29 +34,27 @@ CALLBACK = "bench_cb"
 NULL_URI = "emu://?profile=null"
 
 
+def _build(src: Path, libs: list[Path], exe: Path) -> Path:
+    for lib in libs:
+        if not lib.exists():
+            raise RuntimeError(f"{lib} is missing: run `make build` first")
+    cc = os.environ.get("CC", "cc")
+    cmd = [cc, "-O2", "-g", "-std=gnu11", "-D_GNU_SOURCE", f"-I{ROOT / 'src'}", str(src)]
+    cmd += [str(lib) for lib in libs] + ["-lpthread", "-lm", "-o", str(exe)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"cannot build {src.name}: {p.stderr.strip()[:500]}")
+    return exe
+
+
 def build_hotpath(workdir: Path) -> Path:
     """Compile hotpath.c against the dev build's static driver library."""
-    if not LIBNVME.exists():
-        raise RuntimeError(f"{LIBNVME} is missing: run `make build` first")
-    cc = os.environ.get("CC", "cc")
-    exe = workdir / "hotpath"
-    base = [
-        cc,
-        "-O2",
-        "-g",
-        "-std=gnu11",
-        "-D_GNU_SOURCE",
-        f"-I{ROOT / 'src'}",
-        str(HOTPATH_SRC),
-        str(LIBNVME),
-        "-o",
-        str(exe),
-    ]
-    for libs in (["-lpthread", "-lm"],):
-        p = subprocess.run(base + libs, capture_output=True, text=True)
-        if p.returncode == 0:
-            return exe
-    raise RuntimeError(f"cannot build hotpath: {p.stderr.strip()[:500]}")
+    return _build(HOTPATH_SRC, [LIBNVME], workdir / "hotpath")
+
+
+def build_engine_loop(workdir: Path) -> Path:
+    """Compile engine_loop.c against the dev build's static engine and driver libraries."""
+    return _build(ENGINE_LOOP_SRC, [LIBENGINE, LIBNVME], workdir / "engine_loop")
 
 
 def build_hotpath_at(rev: str, workdir: Path) -> Path:
@@ -199,6 +201,88 @@ def callgrind_split(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> d
     }
 
 
+#: Entry points of the three parts in a perf-engine run (engine_loop.c): the driver's public hot-path
+#: calls, the emulator behind the BAR ops, and the engine's completion callback the driver calls back.
+ENGINE_DRIVER_ENTRIES = ("nvme_qpair_submit_many", "nvme_qpair_poll_collect", *DRIVER_ENTRIES)
+ENGINE_CALLBACKS = ("pchan_cb", "pchan_cb_freel")
+
+
+def _callgrind_engine_once(exe: Path, uri: str, qdepth: int, runtime_ms: int, lat: bool) -> dict[str, int]:
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--toggle-collect=worker_main"]
+        cmd += [str(exe), uri, str(qdepth), str(runtime_ms), "1" if lat else "0"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"callgrind failed: {p.stderr.strip()[-500:]}")
+        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
+        ann = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        callers = subprocess.run(
+            ["callgrind_annotate", "--tree=caller", "--threshold=100", str(out)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann, re.M)
+    total = int(m.group(1).replace(",", ""))
+    drv_incl = sum(_inclusive(ann, f) for f in ENGINE_DRIVER_ENTRIES)
+    emu = sum(_inclusive(ann, f) for f in EMULATOR_ENTRIES)
+    cb = sum(_inclusive(ann, f) for f in ENGINE_CALLBACKS)
+    return {
+        "ios": ios,
+        "total": total,
+        "emulator": emu,
+        "driver": drv_incl - emu - cb,
+        "engine": total - drv_incl + cb,
+        # every register store reaches the emulator through bar_write: in the steady state, the doorbells
+        "doorbells": _calls(callers, "bar_write"),
+    }
+
+
+def _calls(tree: str, name: str) -> int:
+    """Calls of `name`: the sum of its callers' counts in `callgrind_annotate --tree=caller` output
+    (the "< caller (Nx)" lines above the "* name" line of its block)."""
+    lines = tree.splitlines()
+    total = 0
+    for i, line in enumerate(lines):
+        if re.search(rf"\*\s+\S*:{re.escape(name)}(?: \[|$)", line):
+            j = i - 1
+            while j >= 0 and "<" in lines[j]:
+                c = re.search(r"\(([\d,]+)x\)", lines[j])
+                total += int(c.group(1).replace(",", "")) if c else 0
+                j -= 1
+    return total
+
+
+def callgrind_engine_split(
+    exe: Path, uri: str, qdepth: int, lat: bool, runtimes_ms: tuple[int, int] = (300, 1200)
+) -> dict[str, Any]:
+    """Instructions per I/O of a whole perf-engine run, split into engine, driver and emulator.
+
+    Collection is on inside the worker thread (worker_main) only. Inside it, the driver is what
+    nvme_qpair_submit_many/submit/ring/poll execute (submit_many's rare fallback to submit would count
+    twice; the fast path never takes it) less the emulator (the inclusive cost of the BAR ops
+    bar_write and bar_idle) and less the engine's completion callbacks (pchan_cb, pchan_cb_freel); the engine is the
+    rest. Two runs of different lengths are differenced, so the setup and teardown of the channels
+    (qpair creation, admin commands, thread start) cancel and what is left is the steady state.
+    """
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        raise RuntimeError("valgrind (callgrind) is not installed")
+    a = _callgrind_engine_once(exe, uri, qdepth, runtimes_ms[0], lat)
+    b = _callgrind_engine_once(exe, uri, qdepth, runtimes_ms[1], lat)
+    dios = b["ios"] - a["ios"]
+    if dios <= 0:
+        raise RuntimeError(f"callgrind runs of {runtimes_ms} ms did not differ in I/Os ({a['ios']}, {b['ios']})")
+    per = {k: round((b[k] - a[k]) / dios, 1) for k in ("total", "emulator", "driver", "engine")}
+    per["doorbells"] = round((b["doorbells"] - a["doorbells"]) / dios, 4)
+    return {"per_io": per, "ios": [a["ios"], b["ios"]], "runs": [a, b], "runtimes_ms": list(runtimes_ms)}
+
+
 def _exclusive_top(annotate: str, ios: int, top: int = 12) -> dict[str, float]:
     """Self cost per I/O of the most expensive functions in the collected region."""
     out: dict[str, float] = {}
@@ -211,13 +295,28 @@ def _exclusive_top(annotate: str, ios: int, top: int = 12) -> dict[str, float]:
 
 
 def fio(args: list[str]) -> dict[str, Any]:
-    """Run fio with JSON output; the first job's read figures and CPU usage."""
+    """Run fio with JSON output; the first job's read figures and CPU usage.
+
+    cpu_usage / ios_per_cpu_s are fio's own figures for the job thread; proc_cpu_s is the whole fio
+    process's CPU (every thread, io_uring's io-wq workers included: getrusage of the reaped child), over
+    its whole life (start-up and any ramp included, so it slightly overstates fio's CPU per I/O), and
+    proc_cpu_usage that CPU over fio's wall time in percent of one CPU.
+    """
     if not shutil.which("fio"):
         raise RuntimeError("fio is not installed")
-    p = subprocess.run(["fio", "--output-format=json", *args], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"fio {' '.join(args)} failed: {p.stderr.strip()[:500]}")
-    text = p.stdout[p.stdout.index("{") :]
+    before = _children_cpu_s()
+    t0 = time.perf_counter()
+    with subprocess.Popen(
+        ["fio", "--output-format=json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        out, err = proc.communicate()
+        wall = time.perf_counter() - t0
+    # the reaped child's whole process (all its threads) is in RUSAGE_CHILDREN; one child at a time here
+    ru = _children_cpu_s() - before
+    ru = ru if ru > 0 else None
+    if proc.returncode != 0:
+        raise RuntimeError(f"fio {' '.join(args)} failed: {err.strip()[:500]}")
+    text = out[out.index("{") :]
     job = json.loads(text)["jobs"][0]
     rd = job["read"]
     runtime_s = rd["runtime"] / 1000.0 if rd.get("runtime") else job["job_runtime"] / 1000.0
@@ -228,9 +327,18 @@ def fio(args: list[str]) -> dict[str, Any]:
         "runtime_s": runtime_s,
         "cpu_usage": job["usr_cpu"] + job["sys_cpu"],
         "ios_per_cpu_s": rd["total_ios"] / (runtime_s * cpu_frac) if cpu_frac > 0 and runtime_s > 0 else None,
+        "proc_cpu_s": ru,
+        "proc_cpu_usage": 100.0 * ru / wall if ru is not None and wall > 0 else None,
+        "ios_per_proc_cpu_s": rd["total_ios"] / ru if ru else None,
         "lat_ns_mean": rd.get("clat_ns", {}).get("mean"),
         "version": subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip(),
     }
+
+
+def _children_cpu_s() -> float:
+    """CPU (user + system) of every reaped child so far, each child's whole process (all its threads)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def mean(xs: list[float]) -> float | None:

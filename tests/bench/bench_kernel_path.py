@@ -20,7 +20,14 @@ Two files, because they answer different questions:
   interval of the paired ratios contains 1.0, not a pass/fail at 1.0.
 
 Per QD: ratio = mean nvmelab IOPS / mean fio IOPS, the per-pair ratios, their
-median and a bootstrap 95 % interval, and IOPS per busy CPU second for both.
+median and a bootstrap 95 % interval, and I/Os per CPU second of the WHOLE process on
+both sides (efficiency_ratio): nvmelab's record's cpu_usage (the process over the
+measured window, io_uring's io-wq workers included) against fio's whole process
+(getrusage of the reaped child: every thread, io-wq workers included, over its whole
+life; fio runs with no ramp so that every I/O it counts is in that time, and its
+start-up, a few ms, counts against it). fio's own figure for its job thread alone is
+kept beside it (fio_iops_per_job_thread_cpu_s): on io_uring it leaves out the io-wq
+workers, which did about half of the work on a tmpfs file, so it is not comparable.
 Goal: ratio >= 1.0 at every QD on the cpu_bound file (if tmpfs refuses O_DIRECT the
 device_bound file is judged instead, and the record says so).
 Environment: NVMELAB_BENCH_DIR (device-bound file's directory; must support O_DIRECT),
@@ -79,7 +86,10 @@ def _interval(ratios: list[float]) -> tuple[float, float] | None:
 
 
 def _per_cpu_s(run: dict[str, Any]) -> float | None:
-    """IOPS per busy CPU second (cpu_usage is in percent of one CPU on both sides)."""
+    """I/Os per CPU second of the whole process: fio's reaped-child CPU, nvmelab's record cpu_usage (the
+    whole process in the window, in percent of one CPU)."""
+    if run.get("ios_per_proc_cpu_s") is not None:
+        return run["ios_per_proc_cpu_s"]
     return run["iops"] / (run["cpu_usage"] / 100.0) if run.get("cpu_usage") else None
 
 
@@ -94,6 +104,7 @@ def summarize(runs: dict[int, dict[str, list]]) -> dict[str, dict[str, Any]]:
         ci = _interval(pairs)
         eff_ours = nb.mean([_per_cpu_s(r) for r in ours])
         eff_theirs = nb.mean([_per_cpu_s(r) for r in theirs])
+        eff_pairs = [_per_cpu_s(a) / _per_cpu_s(b) for a, b in zip(ours, theirs) if _per_cpu_s(a) and _per_cpu_s(b)]
         out[str(qd)] = {
             "nvmelab_iops": m_ours,
             "fio_iops": m_theirs,
@@ -105,6 +116,10 @@ def summarize(runs: dict[int, dict[str, list]]) -> dict[str, dict[str, Any]]:
             "nvmelab_iops_per_cpu_s": eff_ours,
             "fio_iops_per_cpu_s": eff_theirs,
             "efficiency_ratio": eff_ours / eff_theirs if eff_ours and eff_theirs else None,
+            "efficiency_paired_ratios": eff_pairs,
+            "efficiency_paired_ratio_median": statistics.median(eff_pairs) if eff_pairs else None,
+            "cpu_basis": "whole process on both sides",
+            "fio_iops_per_job_thread_cpu_s": nb.mean([r.get("ios_per_cpu_s") for r in theirs]),
         }
     return out
 
@@ -130,6 +145,7 @@ def _measure(path: Path, cpu: int, rounds: int, runtime: float) -> dict[int, dic
             {
                 "iops": rec["iops"],
                 "cpu_usage": rec["cpu_usage"],
+                "ios": rec["ios"],
                 "lat_ns_p50": rec["lat_ns"]["p50"],
                 "lat_ns_mean": rec["lat_ns"]["mean"],
             }
@@ -150,7 +166,6 @@ def _measure(path: Path, cpu: int, rounds: int, runtime: float) -> dict[int, dic
                     "--fixedbufs=1",
                     "--time_based",
                     f"--runtime={runtime}",
-                    "--ramp_time=0.5",
                     f"--cpus_allowed={cpu}",
                     "--thread",
                     "--norandommap",

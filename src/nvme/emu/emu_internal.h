@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "nvme/bar.h"
 #include "nvme/emu/cmd_rules.h"
@@ -141,7 +142,20 @@ struct emu_ns {
 int emu_ns_init(struct emu_ns *ns, uint32_t nsid, const struct emu_ctrl_cfg *cc, int fd);
 void emu_ns_fini(struct emu_ns *ns);
 /* 0, -ENOSPC (capacity exceeded), -EIO */
-int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len);
+int emu_ns_read_any(struct emu_ns *ns, uint64_t off, void *dst, size_t len);
+/* A RAM access inside one chunk (the common case) inline, anything else through emu_ns_read_any. */
+static inline int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
+{
+    if (ns->fd < 0 && len && ((off ^ (off + len - 1)) >> EMU_CHUNK_SHIFT) == 0) {
+        const uint8_t *p = atomic_load_explicit(&ns->chunks[off >> EMU_CHUNK_SHIFT], memory_order_acquire);
+        if (p)
+            memcpy(dst, p + (off & (EMU_CHUNK_SIZE - 1)), len);
+        else
+            memset(dst, 0, len); /* never written: zeros */
+        return 0;
+    }
+    return emu_ns_read_any(ns, off, dst, len);
+}
 int emu_ns_write(struct emu_ns *ns, uint64_t off, const void *src, size_t len);
 int emu_ns_zero(struct emu_ns *ns, uint64_t off, uint64_t len);
 uint64_t emu_ns_used_lbas(const struct emu_ns *ns);

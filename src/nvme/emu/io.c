@@ -22,6 +22,7 @@
 
 /* ---------------------------------------------------------------- DMA windows */
 #define EMU_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define EMU_LIKELY(x)   __builtin_expect(!!(x), 1)
 
 struct xfer {
     struct emu_ns *ns;
@@ -126,29 +127,62 @@ static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t
     }
 }
 
-/* Read/Write with data=none on the fast path: every check io_exec makes (cmd_rules.h), no data
- * movement, and no call for the common transfer that fits in PRP1's page. */
-static inline uint16_t rw_nodata(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t *bytes)
+/* PRP1 alone covers the transfer and lies inside a registered DMA window (emu_dma_ok: the last window hit
+ * is tried first, O(1) in the common case): the fast path then checks PRP1 itself and moves the data
+ * without the PRP walk. The one place that decides when the walk (emu_prp_walk, with its DMA checks) may be
+ * skipped; anything else, an address outside every window included, takes the walk and its statuses. */
+struct rw_batch {
+    struct emu_ns *ns; /* the controller's namespaces */
+    uint32_t nns;
+    uint64_t mdts;
+    uint64_t mdts_max; /* mdts, or UINT64_MAX for no limit: one compare per command */
+    bool data;
+    const struct nvme_emu_set *set; /* the DMA windows (the emulator's IOMMU) */
+};
+
+/* len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE), i.e. the transfer ends in PRP1's page */
+static inline bool prp1_direct(const struct rw_batch *b, uint64_t prp1, uint64_t len)
 {
-    struct emu_ns *ns;
+    return (prp1 & (EMU_PAGE_SIZE - 1u)) + len <= EMU_PAGE_SIZE && emu_dma_ok(b->set, prp1, len);
+}
+
+/* Read/Write on the fast path: every check io_exec makes (cmd_rules.h); for the common transfer that fits
+ * in PRP1's page (prp1_direct) no PRP walk, and with data the namespace is read or written in place
+ * (seg_read/seg_write's work without their indirection). */
+static inline uint16_t rw_fast(struct emu_ctrl *c, const struct rw_batch *b, const struct nvme_sqe *cmd,
+                               uint64_t *bytes)
+{
+    const bool data = b->data;
     uint64_t slba, nlb;
     uint16_t st = nvme_cr_flags(cmd->flags);
     if (EMU_UNLIKELY(st))
         return st;
-    if (EMU_UNLIKELY(!(ns = ns_of(c, cmd->nsid))))
+    const uint32_t nsid = cmd->nsid;
+    if (EMU_UNLIKELY(nsid - 1u >= b->nns))
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+    struct emu_ns *ns = &b->ns[nsid - 1u];
     nvme_cr_rw(cmd->cdw10, cmd->cdw11, cmd->cdw12, &slba, &nlb);
     if (EMU_UNLIKELY((st = range_ok(ns, slba, nlb))))
         return st;
     uint64_t len = nlb << ns->lba_shift;
-    if (EMU_UNLIKELY((st = nvme_cr_mdts(len, c->cfg.mdts))))
-        return st;
+    if (EMU_UNLIKELY(len > b->mdts_max))
+        return nvme_cr_mdts(len, b->mdts);
     const uint64_t prp1 = cmd->prp1;
-    if (len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE) && emu_dma_ok(c->set, prp1, len)) {
+    if (EMU_UNLIKELY(!prp1_direct(b, prp1, len))) {
+        struct xfer x = {ns, slba << ns->lba_shift, NULL};
+        emu_seg_fn fn = !data ? NULL : cmd->opc == NVME_CMD_READ ? seg_read : seg_write;
+        if ((st = emu_prp_walk(c->set, prp1, cmd->prp2, len, fn, &x)))
+            return st;
+    } else {
         if (EMU_UNLIKELY((st = nvme_cr_prp1_offset(prp1)) || (st = nvme_cr_addr(prp1, true))))
             return st;
-    } else if ((st = emu_prp_walk(c->set, prp1, cmd->prp2, len, NULL, NULL))) {
-        return st;
+        if (data) {
+            struct xfer x = {ns, slba << ns->lba_shift, NULL};
+            st = cmd->opc == NVME_CMD_READ ? (uint16_t)seg_read(&x, (uint8_t *)(uintptr_t)prp1, (size_t)len, 0)
+                                           : (uint16_t)seg_write(&x, (uint8_t *)(uintptr_t)prp1, (size_t)len, 0);
+            if (st)
+                return st;
+        }
     }
     *bytes = len;
     return EMU_ST_OK;
@@ -288,35 +322,70 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
         !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
         /* fast path: execute and post in order */
         uint64_t posted = 0, errors = 0;
-        const bool data = cfg->data;
+        const struct rw_batch b = {
+            .ns = c->ns,
+            .nns = c->cfg.nns,
+            .mdts = c->cfg.mdts,
+            .mdts_max = c->cfg.mdts ? c->cfg.mdts : UINT64_MAX,
+            .data = cfg->data,
+            .set = c->set,
+        };
+        /* the CQ in locals (one SQ feeds it, nothing else posts meanwhile), written back below: the free
+         * entries (one always stays empty) counted once, the SQ id and phase tag kept in the high CQE word */
+        volatile struct nvme_cqe *const cring = cq->ring;
+        const uint32_t csize = cq->size;
+        uint32_t ctail = cq->tail;
+        uint32_t croom = (cq->head > ctail ? cq->head - ctail : cq->head + csize - ctail) - 1u;
+        uint64_t hi_base = ((uint64_t)sq->id << 16) | ((uint64_t)cq->phase << 48);
+        const uint32_t avail0 = avail;
+        uint32_t held = 0;
         /* the host wrote these SQEs before its tail doorbell: read them as plain memory after this fence */
         atomic_thread_fence(memory_order_acquire);
         while (avail) {
-            struct nvme_sqe cmd;
-            memcpy(&cmd, (const void *)&ring[head], sizeof(cmd));
+            /* read in place: the fence above orders these reads after the doorbell's */
+            const struct nvme_sqe *cmd = (const struct nvme_sqe *)(uintptr_t)&ring[head];
             head = head + 1 == size ? 0 : head + 1;
             avail--;
-            fetched++;
             uint64_t bytes = 0;
-            uint16_t st = !data && (cmd.opc == NVME_CMD_READ || cmd.opc == NVME_CMD_WRITE) ? rw_nodata(c, &cmd, &bytes)
-                                                                                           : io_exec(c, &cmd, &bytes);
-            if (!st) {
-                if (cmd.opc == NVME_CMD_READ)
+            const uint8_t opc = cmd->opc;
+            const uint16_t cid = cmd->cid;
+            uint16_t st;
+            if (EMU_LIKELY(opc == NVME_CMD_READ)) {
+                if (!(st = rw_fast(c, &b, cmd, &bytes)))
                     rd++, rdb += bytes;
-                else if (cmd.opc == NVME_CMD_WRITE)
+            } else if (opc == NVME_CMD_WRITE) {
+                if (!(st = rw_fast(c, &b, cmd, &bytes)))
                     wr++, wrb += bytes;
+            } else {
+                struct nvme_sqe copy = *cmd;
+                st = io_exec(c, &copy, &bytes);
             }
-            if (emu_cq_post(cq, sq->id, (uint16_t)head, cmd.cid, st, 0)) {
-                posted++;
+            /* emu_cq_post on the local CQ state */
+            if (EMU_LIKELY(croom)) {
+                croom--;
+                struct nvme_cqe *e = (struct nvme_cqe *)&cring[ctail];
+                const uint64_t hi = hi_base | head | ((uint64_t)cid << 32) | ((uint64_t)st << 48);
+                __atomic_store_n((uint64_t *)(void *)e, 0, __ATOMIC_RELAXED);
+                /* the phase tag is in the last word: the host sees the entry only after the rest is written */
+                __atomic_store_n((uint64_t *)(void *)&e->sqhd, hi, __ATOMIC_RELEASE);
+                if (EMU_UNLIKELY(++ctail == csize)) {
+                    ctail = 0;
+                    hi_base ^= (uint64_t)NVME_CQE_P << 48;
+                }
                 errors += st != 0;
             } else {
                 /* CQ full: hold this one, the rest of the batch takes the general path */
-                sq->cid_bits[cmd.cid >> 6] |= 1ull << (cmd.cid & 63);
-                struct emu_pend p = {.due = 0, .key = sq->seq++, .cid = cmd.cid, .status = st};
+                sq->cid_bits[cid >> 6] |= 1ull << (cid & 63);
+                struct emu_pend p = {.due = 0, .key = sq->seq++, .cid = cid, .status = st};
                 emu_heap_push(sq, &p);
+                held = 1;
                 break;
             }
         }
+        fetched += avail0 - avail; /* the held one included */
+        posted = avail0 - avail - held;
+        cq->tail = ctail;
+        cq->phase = (uint16_t)((hi_base >> 48) & NVME_CQE_P);
         emu_st_add(&sq->st->completed, posted);
         emu_st_add(&sq->st->errors, errors);
         sq->head = head;

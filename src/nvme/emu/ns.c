@@ -126,7 +126,7 @@ static void chunk_release(struct emu_ns *ns, uint64_t i)
     atomic_fetch_sub_explicit(&ns->used_chunks, 1, memory_order_relaxed);
 }
 
-int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
+int emu_ns_read_any(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
 {
     uint8_t *d = dst;
     if (ns->fd >= 0) {
@@ -157,7 +157,13 @@ int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
     return 0;
 }
 
-int emu_ns_write(struct emu_ns *ns, uint64_t off, const void *src, size_t len)
+/* RAM, inside one chunk: the common case, without the general loop's frame */
+static inline bool ns_one_chunk(const struct emu_ns *ns, uint64_t off, size_t len)
+{
+    return ns->fd < 0 && len && ((off ^ (off + len - 1)) >> EMU_CHUNK_SHIFT) == 0;
+}
+
+static __attribute__((noinline)) int ns_write_any(struct emu_ns *ns, uint64_t off, const void *src, size_t len)
 {
     const uint8_t *s = src;
     if (ns->fd >= 0) {
@@ -180,6 +186,17 @@ int emu_ns_write(struct emu_ns *ns, uint64_t off, const void *src, size_t len)
         memcpy(p + co, s, n);
         s += n, off += n, len -= n;
     }
+    return 0;
+}
+
+int emu_ns_write(struct emu_ns *ns, uint64_t off, const void *src, size_t len)
+{
+    if (!ns_one_chunk(ns, off, len))
+        return ns_write_any(ns, off, src, len);
+    uint8_t *p = chunk_get(ns, off >> EMU_CHUNK_SHIFT, true); /* allocated on the first write */
+    if (!p)
+        return -ENOSPC;
+    memcpy(p + (off & (EMU_CHUNK_SIZE - 1)), src, len);
     return 0;
 }
 

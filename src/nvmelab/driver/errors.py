@@ -79,7 +79,7 @@ def check_uri(uri: str, what: str = "URI") -> str:
         raise TypeError(f"{what}: expected str, got {type(uri).__name__}")
     nul = uri.find("\0")
     if nul >= 0:
-        raise ValueError(f"{what} {uri!r}: contains a NUL character at position {nul}")
+        raise ValueError(f"{what} {uri!r}: contains a NUL character at offset {nul}")
     try:
         uri.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -16,6 +16,7 @@ Key functions:
     seed004_parameterisations()  seed 004's A-D table (IOPS of the best configuration per siblings/stress)
     seed004_host_variables()     seed 004's powersave, turbo-off, SMT-off and userspace tables, with changes
     seed004_optimal() seed004_parameter_sets() seed004_statements() seed004_value(...)
+    host_io_costs()      what a real controller adds per I/O, from the literature (host-io-costs.csv)
     data_root()          the repository's data/ folder (or an installed package's copy of data/reference)
     installed_data()     True when that is an installed package's copy
 
@@ -133,6 +134,12 @@ def published(name: str) -> pd.DataFrame:
 def headline() -> pd.DataFrame:
     """The headline numbers of the published chapters (value kept as text; see `headline_value`)."""
     return pd.read_csv(reference_dir() / "headline.csv", dtype={"value": str})
+
+
+def host_io_costs() -> pd.DataFrame:
+    """What a real controller adds to a host thread's cost per I/O, from the literature: one row per
+    quantity with its ``low``/``high`` bounds, unit, source address and locator (data/reference/README.md)."""
+    return pd.read_csv(reference_dir() / "host-io-costs.csv").set_index("quantity")
 
 
 def headline_value(experiment: str, quantity: str, config: str | None = None) -> float:

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * perf_internal.h — the perf engine's private state, shared by perf.c (threads, loop, results) and
+ * perf_batch.c (the batch path on PERF_TGT_FREEL targets). Not for other layers.
+ *
+ * Key functions: perf_batch_refill(), perf_batch_reap(), perf_batch_done(); the inline clock and generator.
+ * Caveats: everything here belongs to one worker thread while a run is on.
+ */
+#ifndef NVMELAB_ENGINE_PERF_INTERNAL_H
+#define NVMELAB_ENGINE_PERF_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/perf.h"
+#include "engine/stats.h"
+
+#define NS_PER_S              1000000000ull
+#define PERF_DRAIN_TIMEOUT_NS (10ull * NS_PER_S) /* outstanding commands after the end */
+
+/* ------------------------------------------------------------------ engine state */
+
+struct range {
+    uint64_t lba0;       /* first LBA */
+    uint64_t nblocks;    /* I/O positions in the range */
+    uint32_t align_lbas; /* LBAs between positions */
+    uint32_t nlb;        /* LBAs per I/O */
+    uint32_t lba_size;
+    uint32_t nchans; /* channels on this device over all threads */
+};
+
+struct eng_slot {
+    uint64_t t_sub;
+    uint64_t slba;
+    uint32_t nlb;
+    uint32_t write;
+};
+
+struct worker;
+
+struct eng_chan {
+    struct perf_chan *ch;
+    struct worker *w;
+    uint32_t dev;
+    uint32_t k; /* index among the channels of this device */
+    uint32_t qdepth;
+    uint32_t outstanding;
+    uint32_t nfree;
+    uint32_t *freel;
+    struct eng_slot *slots;
+    uint64_t seq_next, seq_begin, seq_end; /* positions */
+    int exhausted;                         /* fill: slice written */
+    int verify;                            /* the run verifies reads */
+    int slow_done;                         /* verify or latency sampling: completions take eng_done_slow */
+    int fast;                              /* PERF_TGT_FREEL batch path: successes pushed to freel by reap */
+    uint32_t nerr;                         /* fast: completions of this reap that went through eng_done */
+    uint32_t lat_left;                     /* commands until the next latency sample */
+    uint32_t lat_pending;                  /* sampled commands in flight */
+    perf_sub *subs;                        /* fast: one submit_many batch */
+    void **bufp;                           /* fast: chan_buf of every slot */
+};
+
+struct engine;
+
+struct worker {
+    pthread_t th;
+    uint32_t idx;
+    int cpu;
+    struct engine *e;
+    struct eng_chan *chans;
+    uint32_t nchans;
+    uint64_t rng;
+    int measuring;
+    int lat;
+    uint64_t now_cache;
+    int now_valid;
+    /* counted in the window */
+    uint64_t ios, reads, writes, bytes;
+    uint64_t dev_ios[PERF_MAX_DEVS];
+    struct stats_hist *hist;
+    /* counted always */
+    uint64_t errors, verify_errors, first_bad_lba;
+    uint32_t first_bad_dev;
+    int first_err;
+    uint64_t polls, empty_polls;
+    uint64_t t_start, t_stop;
+    double cpu_start, cpu_stop;
+    double proc_start, proc_stop; /* thread 0 only: the whole process (perf_result.proc_cpu_s) */
+    int rc;
+    int cpu_last;
+    char affinity[64];
+    char err[PERF_ERRLEN];
+};
+
+struct engine {
+    struct perf_target *t;
+    struct perf_config cfg;
+    int fill;
+    uint32_t ndevs;
+    uint32_t seed32;
+    struct range rg[PERF_MAX_DEVS];
+    struct worker *w;
+    pthread_mutex_t mu; /* start gate (cold path only) */
+    pthread_cond_t cv;
+    uint32_t ready; /* workers done with setup */
+    int go;         /* 1 run, -1 abort */
+    atomic_int setup_failed;
+    uint64_t t0, t_meas, t_end;
+};
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* A 64-bit LCG (Knuth's MMIX constants): one multiply and one add per draw. Its low bits are weak, so draws
+ * are only ever used through rng_below, which takes the high bits (the top of x * n). Good enough to spread
+ * LBAs and sampling gaps, and cheap enough for the batch loop (xorshift64* cost twice as many instructions). */
+#define PERF_LCG_MUL 6364136223846793005ull
+#define PERF_LCG_INC 1442695040888963407ull
+static inline uint64_t rng_next(uint64_t *s)
+{
+    return *s = *s * PERF_LCG_MUL + PERF_LCG_INC;
+}
+
+static inline uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)rng_next(s) * n) >> 64);
+}
+
+/* Latency sampling: the gap to the next sampled command is uniform in 1 .. 2 * every - 1 (mean every,
+ * perf_lat_sample_every(qdepth)), drawn from the thread's generator, so which commands are sampled is independent of
+ * their latency and of the queue's period. */
+static inline uint32_t lat_gap(uint64_t *rng, uint32_t every)
+{
+    return 1u + (uint32_t)rng_below(rng, 2u * every - 1u);
+}
+
+/* The batch path (perf_batch.c). */
+/* Queue commands into every free slot of c, a batch at a time. 0 or < 0. */
+int perf_batch_refill(struct worker *w, struct eng_chan *c);
+/* After a reap: account for the slots freel[nf0 ..] the reap completed. */
+void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_t nf0);
+/* done() of a batch-path channel: a timed command or a failure. */
+void perf_batch_done(struct eng_chan *c, struct worker *w, uint32_t slot, int status);
+
+#endif /* NVMELAB_ENGINE_PERF_INTERNAL_H */

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* qpair_batch.c — nvme_qpair_submit_many: nvme_qpair_submit's fast path over a batch of Read/Write commands.
+ *
+ * What nvme_qpair_submit checks per call splits in two: what holds for a whole batch (the namespace is
+ * fast_ns, the controller generation, fast_dma is the cached DMA object, one opcode, one length, one
+ * callback) is checked once per batch; what depends on the command (a free tracker, the buffer inside one
+ * controller page of fast_dma and dword aligned, the LBA range) once per command, with the reduced checks of
+ * qpair.c's fast path (see the comment above nvme_qpair_submit). The ring state (tail slot, free tracker,
+ * countdown to the next SQ event, outstanding count) stays in registers across the batch and is written
+ * back before an SQ event and at the end. A command that fails a check goes through nvme_qpair_submit,
+ * which takes its general path and reports the precise error; the batch resumes after it. */
+#include <errno.h>
+
+#include "nvme/ctrl.h"
+#include "nvme/qpair.h"
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+typedef uint64_t __attribute__((may_alias)) sqe_qword; /* as in qpair.c: the SQE as eight qwords */
+
+/* Zero the SQE words the fast path does not write (the slot held a general-path command). */
+static __attribute__((noinline)) void sqe_clean(struct nvme_sqe *slot)
+{
+    sqe_qword *w = (sqe_qword *)slot;
+    w[1] = 0; /* CDW2-3 */
+    w[2] = 0; /* MPTR */
+    w[4] = 0; /* PRP2 */
+    w[7] = 0; /* CDW14-15 */
+}
+
+/* Queue io[i..n) on the fast path while every command qualifies; returns the index of the first that does
+ * not (n when all did). The caller has checked the batch-wide conditions; len is 1..one page. */
+static uint32_t submit_run(struct nvme_qpair *q, uint8_t opc, uint64_t nlb, uint64_t len, const struct nvme_io *io,
+                           uint32_t i, uint32_t n, nvme_cb cb)
+{
+    const struct nvme_dma *d = q->fast_dma;
+    const uintptr_t base = (uintptr_t)d->vaddr;
+    const uint64_t size = d->size, iova = d->iova, page_mask = q->page_mask, last = len - 1u;
+    const uint64_t max_slba = q->fast_ns->nsze - nlb; /* nsze >= one page of blocks >= nlb (fast_ns_update) */
+    const uint64_t dw6 = nlb - 1u;
+    /* room for this many more commands (at least as many free trackers): the rest goes to the general path,
+     * which makes room (CQ head doorbell) or answers -EBUSY */
+    const uint32_t room = (uint32_t)q->ntrk - q->room_used;
+    if (n - i > room)
+        n = i + room;
+    const uint32_t i0 = i;
+    struct nvme_sqe *slot = q->sq_next;
+    struct nvme_tracker *t = q->free_trk;
+    while (i < n) {
+        /* a chunk: up to the next SQ event (wrap or batch doorbell), slots the fast path may write as they are
+         * (a dirty slot takes a chunk of one) */
+        const uint32_t left = q->sq_left, dirty = q->sq_dirty;
+        const uint32_t k = dirty ? 1u : (n - i < left ? n - i : left);
+        const struct nvme_io *x = io + i, *const end = x + k;
+        for (; x < end; x++) {
+            const uint64_t off = (uintptr_t)x->buf - base; /* integer math: buf may lie outside */
+            const uint64_t slba = x->slba;
+            if (unlikely(off >= size || (off & (NVME_PRP_ALIGN - 1)) || ((off + last) ^ off) > page_mask ||
+                         slba > max_slba))
+                break;
+            sqe_qword *w = (sqe_qword *)slot;
+            w[0] = opc | t->fast_dw0;
+            w[3] = iova + off;
+            w[5] = slba;
+            w[6] = dw6;
+            struct nvme_tracker *next = t->next_free;
+            t->cb = cb;
+            t->arg = x->arg;
+            t->opc = opc;
+            t = next;
+            slot++;
+        }
+        const uint32_t done = (uint32_t)(x - (io + i));
+        if (dirty && done) {
+            sqe_clean(slot - 1);
+            q->sq_dirty = dirty - 1;
+        }
+        i += done;
+        q->sq_left = left - done;
+        if (q->sq_left == 0) {
+            q->sq_next = slot;
+            q->free_trk = t;
+            nvme_qpair_sq_event(q); /* may wrap sq_next and ring the doorbell (it reads no count) */
+            slot = q->sq_next;
+        }
+        if (done < k)
+            break; /* io[i] does not qualify */
+    }
+    q->sq_next = slot;
+    q->free_trk = t;
+    q->outstanding += i - i0;
+    q->room_used += i - i0;
+    return i;
+}
+
+int nvme_qpair_submit_many(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint32_t nlb,
+                           const struct nvme_io *io, uint32_t n, nvme_cb cb, uint32_t *queued)
+{
+    uint32_t i = 0;
+    const uint64_t len = (uint64_t)nlb * ns->lba_size;
+    const bool rw_ok =
+        (uint8_t)(opc - NVME_CMD_WRITE) <= (NVME_CMD_READ - NVME_CMD_WRITE) && cb && nlb != 0 && len <= q->page_size;
+    while (i < n) {
+        if (likely(rw_ok && ns == q->fast_ns && q->gen == *q->ctrl_gen && q->fast_dma == q->dma_cache &&
+                   q->room_used < q->ntrk)) {
+            i = submit_run(q, opc, nlb, len, io, i, n, cb);
+            if (i == n)
+                break;
+        }
+        /* this command does not qualify for the fast path (or the batch-wide state changed): one general call,
+         * which may also refill the fast path's caches */
+        const struct nvme_io *x = &io[i];
+        int rc = nvme_qpair_submit(q, ns, opc, x->slba, nlb, x->buf, (size_t)len, cb, x->arg);
+        if (rc) {
+            *queued = i;
+            return rc;
+        }
+        i++;
+    }
+    *queued = n;
+    return 0;
+}

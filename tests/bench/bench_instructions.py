@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Instructions per I/O of the CPU submission path (engine / driver / emulator), the issue-26 table.
+
+What it measures: tests/bench/engine_loop.c runs the perf engine (perf_run, one worker thread,
+512-byte randread, no warm-up) on emu://?profile=null under callgrind, at QD 1, 16, 128 and 1024,
+with latency sampling on and off, on one device and on 16 (ndev=16, QD 128 each). Instructions
+executed by the worker thread are split by callgrind's function attribution: the emulator is what
+the BAR ops (bar_write, bar_idle) execute, the driver what nvme_qpair_submit/ring/poll execute less
+the emulator and the engine's completion callback, the engine everything else (its loop, refill,
+the callback, latency sampling). Two runs of different lengths are differenced, so the setup of the
+run cancels (see _native_bench.callgrind_engine_split). Instruction counts are deterministic: they
+do not depend on the load of the host.
+
+Beside it, the time per I/O of 1 against 16 devices (native, interleaved rounds, medians): that one
+is a timing and on a shared host only the ratio of interleaved rounds means anything.
+
+Goals (issue 26), all at QD 128 with latency sampling on unless said: driver <= 64 and engine <= 48
+instructions per I/O; emulator <= 160 per command; QD 1 total <= 1.6x QD 128 total; 16 devices'
+time per I/O within 3 % of one device's.
+Environment: NVMELAB_BENCH_ROUNDS (default 3), NVMELAB_BENCH_RUNTIME (s, default 2),
+NVMELAB_BENCH_CG_MS (the two callgrind run lengths in ms, default "1000,2500").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import _native_bench as nb
+
+GOALS = {
+    "driver_instr_per_io_max": 64,
+    "engine_instr_per_io_max": 48,
+    "emulator_instr_per_cmd_max": 160,
+    "qd1_over_qd128_total_max": 1.6,
+    "ndev16_time_per_io_growth_max": 0.03,
+}
+QDEPTHS = (1, 16, 128, 1024)
+BUDGET_QD = 128
+NDEV_MANY = 16
+URI_ONE = nb.NULL_URI
+URI_MANY = f"{nb.NULL_URI}&ndev={NDEV_MANY}"
+
+
+def _cg_ms() -> tuple[int, int]:
+    a, b = (int(x) for x in os.environ.get("NVMELAB_BENCH_CG_MS", "1000,2500").split(","))
+    return a, b
+
+
+def instruction_table(exe: Path) -> list[dict[str, Any]]:
+    """One row per (devices, QD, latency sampling): instructions per I/O by part."""
+    rows = []
+    cases = [(1, qd, lat) for qd in QDEPTHS for lat in (True, False)]
+    cases += [(NDEV_MANY, BUDGET_QD, lat) for lat in (True, False)]
+    for ndev, qd, lat in cases:
+        uri = URI_ONE if ndev == 1 else URI_MANY
+        r = nb.callgrind_engine_split(exe, uri, qd, lat, _cg_ms())
+        rows.append({"ndev": ndev, "qdepth": qd, "lat": lat, **r["per_io"], "ios": r["ios"]})
+    return rows
+
+
+def _native(exe: Path, uri: str, qd: int, runtime_s: float, lat: bool) -> dict[str, float]:
+    p = subprocess.run(
+        [str(exe), uri, str(qd), str(int(runtime_s * 1000)), "1" if lat else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    f = {k: float(v) for k, v in re.findall(r"(\w+)=([\d.]+)", p.stdout)}
+    return {"iops": f["iops"], "ns_per_io": 1e9 / f["iops"], "cpu_ns_per_io": f["cpu_s"] * 1e9 / f["ios"]}
+
+
+def ndev_timing(exe: Path, rounds: int, runtime_s: float) -> dict[str, Any]:
+    """Time per I/O with 1 and 16 devices on one thread, QD 128 each, latency sampling on; interleaved."""
+    one, many = [], []
+    for _ in range(rounds):
+        one.append(_native(exe, URI_ONE, BUDGET_QD, runtime_s, True))
+        many.append(_native(exe, URI_MANY, BUDGET_QD, runtime_s, True))
+    ratios = [m["ns_per_io"] / o["ns_per_io"] for o, m in zip(one, many)]
+    return {
+        "ns_per_io_median": {
+            "ndev1": statistics.median(r["ns_per_io"] for r in one),
+            f"ndev{NDEV_MANY}": statistics.median(r["ns_per_io"] for r in many),
+        },
+        "ratio_per_round": ratios,
+        "ratio_median": statistics.median(ratios),
+        "rounds": {"ndev1": one, f"ndev{NDEV_MANY}": many},
+    }
+
+
+def _row(rows: list[dict], ndev: int, qd: int, lat: bool) -> dict:
+    return next(r for r in rows if r["ndev"] == ndev and r["qdepth"] == qd and r["lat"] == lat)
+
+
+def run(outdir: str | os.PathLike) -> dict[str, Any]:
+    rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "3"))
+    runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))
+    with tempfile.TemporaryDirectory() as td:
+        exe = nb.build_engine_loop(Path(td))
+        rows = instruction_table(exe)
+        timing = ndev_timing(exe, rounds, runtime)
+    b = _row(rows, 1, BUDGET_QD, True)
+    q1 = _row(rows, 1, 1, True)
+    growth = timing["ratio_median"] - 1.0
+    measured = {
+        "driver_instr_per_io": b["driver"],
+        "engine_instr_per_io": b["engine"],
+        "emulator_instr_per_cmd": b["emulator"],
+        "qd1_over_qd128_total": round(q1["total"] / b["total"], 3),
+        "ndev16_time_per_io_growth": round(growth, 4),
+        "ndev16_over_ndev1_instr_total": round(_row(rows, NDEV_MANY, BUDGET_QD, True)["total"] / b["total"], 3),
+    }
+    return {
+        "goal": GOALS,
+        "met": {
+            "driver": b["driver"] <= GOALS["driver_instr_per_io_max"],
+            "engine": b["engine"] <= GOALS["engine_instr_per_io_max"],
+            "emulator": b["emulator"] <= GOALS["emulator_instr_per_cmd_max"],
+            "qd1_vs_qd128": measured["qd1_over_qd128_total"] <= GOALS["qd1_over_qd128_total_max"],
+            "ndev16_time": growth <= GOALS["ndev16_time_per_io_growth_max"],
+        },
+        "measured": measured,
+        "instructions_per_io": rows,
+        "ndev_timing": timing,
+        "params": {
+            "target": URI_ONE,
+            "iosize": 512,
+            "pattern": "randread",
+            "threads": 1,
+            "callgrind_runs_ms": list(_cg_ms()),
+            "rounds": rounds,
+            "runtime_s": runtime,
+        },
+        "note": (
+            "Instruction counts (callgrind) are deterministic and do not depend on the host's load; the "
+            "1-vs-16-device timing is a ratio of interleaved rounds on a host shared with other jobs."
+        ),
+    }
