@@ -81,7 +81,7 @@ class Engine:
 
 #: Engines by name.
 ENGINES = {
-    "cpu": Engine("nvmelab.engines.perf", "run", ENGINE_PARAMS),
+    "cpu": Engine("nvmelab.engines.perf", "run", (*ENGINE_PARAMS, "alldevs")),
     "cuda": Engine("nvmelab.engines.perf", "run_cuda", ENGINE_PARAMS),
     "blksum": Engine(
         "nvmelab.engines.blksum",
