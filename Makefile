@@ -134,7 +134,7 @@ records: check-records build
 
 # --- book ---
 book: build
-	$(PY) -m nvmelab.results.model
+	$(PY) -m nvmelab.results.model_validation
 	NVMELAB_PRESET=$(or $(PRESET),standard) NVMELAB_RUN=$(NVMELAB_RUN) \
 	  $(PY) -m sphinx -W --keep-going -n -b html book book/_build/html
 	@echo "book: open book/_build/html/index.html"

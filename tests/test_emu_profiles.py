@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The emulator's calibrated profiles (src/nvme/emu/profiles.c) re-derived from data/reference/headline.csv.
+"""The emulator's calibrated profiles (src/nvme/emu/profiles.c) against the fitted model's profile CSV.
 
-profiles.c takes its published inputs from calibration.h, generated at build time from the reference
-table (src/nvme/emu/calibration.cmake); the effective profile values the C code uses (dumped by the ctest
-binary `test_emu_regs --profiles-json`) must equal the arithmetic documented in profiles.c.
+profiles.c takes its numbers from calibration.h, generated at build time from
+data/results/model/pm1753-profile.csv (src/nvme/emu/calibration.cmake), which nvmelab.results.model
+writes from the parameters it fitted to named published points; the effective profile values the C
+code uses (dumped by the ctest binary `test_emu_regs --profiles-json`) must equal that file's.
 """
 
 from __future__ import annotations
@@ -19,56 +20,41 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES_C = ROOT / "src" / "nvme" / "emu" / "profiles.c"
-HEADLINE = ROOT / "data" / "reference" / "headline.csv"
-GIB = 2**30
-NDEVS_PUBLISHED = 16
+PROFILE_CSV = ROOT / "data" / "results" / "model" / "pm1753-profile.csv"
 
 
-def _headline() -> dict[tuple[str, str, str], str]:
-    with HEADLINE.open(newline="") as f:
-        return {(r["experiment"], r["quantity"], r["config"]): r["value"] for r in csv.DictReader(f)}
-
-
-def _row(rows, experiment: str, quantity: str, config_prefix: str) -> float:
-    hits = [v for (e, q, c), v in rows.items() if e == experiment and q == quantity and c.startswith(config_prefix)]
-    assert len(hits) == 1, f"headline.csv: expected one row {experiment},{quantity},{config_prefix}*, got {hits}"
-    return float(hits[0])
+def _profile() -> dict[str, float]:
+    with PROFILE_CSV.open(newline="") as f:
+        return {r["name"]: float(r["value"]) for r in csv.DictReader(f)}
 
 
 def expected_profiles() -> dict[str, dict[str, float]]:
-    rows = _headline()
-    dev_iops = _row(rows, "cpu-initiated", "device_iops_cap", "single device")
-    plateau_gib = _row(rows, "cpu-initiated", "bandwidth", "4096B plateau")
-    nq1_qd512 = _row(rows, "cuda-qdepth", "iops", "nqueues=1 qd=512")
-    nq1_qd128 = _row(rows, "cuda-qdepth", "iops", "nqueues=1 qd=128")
-    p2p = _row(rows, "pcie-saturation", "payload_bandwidth", ">=4096B") * 1e9
+    r = _profile()
     pm = {
-        "dev_iops": dev_iops,
-        "dev_bw": plateau_gib * GIB / NDEVS_PUBLISHED,
-        "queue_iops": nq1_qd512 / NDEVS_PUBLISHED,
-        "lat_ns": 128 * NDEVS_PUBLISHED / nq1_qd128 * 1e9,
+        "dev_iops": r["DEV_IOPS"],
+        "dev_bw": r["DEV_BW"],
+        "queue_iops": r["QUEUE_IOPS"],
+        "lat_ns": r["LAT_NS"],
         "lat_sigma": 0.0,
         "link_bw": 0.0,
     }
-    return {"pm1753": pm, "pm1753-p2p": {**pm, "link_bw": p2p}}
+    return {"pm1753": pm, "pm1753-p2p": {**pm, "link_bw": r["P2P_LINK_BW"]}}
 
 
-def test_roofline_is_sixteen_device_caps():
-    rows = _headline()
-    cap = _row(rows, "cpu-initiated", "device_iops_cap", "single device")
-    roof = _row(rows, "cpu-initiated", "roofline_iops", "16 devices")
-    assert roof == NDEVS_PUBLISHED * cap, "profiles.c assumes the roofline is 16 independent device caps"
+def test_profile_csv_names_its_published_points():
+    with PROFILE_CSV.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["name"] for r in rows} >= {"LAT_NS", "QUEUE_IOPS", "DEV_IOPS", "DEV_BW", "P2P_LINK_BW"}
+    assert all(re.search(r"\w+:\S+", r["points"]) for r in rows), "every number names the published points it came from"
 
 
-def test_profiles_c_quotes_no_published_number():
-    """The published inputs reach the C code only through the generated calibration.h."""
-    text = PROFILES_C.read_text()
-    rows = _headline()
-    for key in [("cpu-initiated", "device_iops_cap"), ("cuda-qdepth", "iops"), ("cpu-initiated", "roofline_iops")]:
-        for (e, q, _c), v in rows.items():
-            if (e, q) == key:
-                digits = v.replace(".", "")
-                assert digits not in re.sub(r"[ ,_]", "", text), f"profiles.c quotes the published {e},{q} value {v}"
+def test_profiles_c_quotes_no_number():
+    """The fitted numbers reach the C code only through the generated calibration.h."""
+    text = re.sub(r"[ ,_]", "", PROFILES_C.read_text())
+    for v in _profile().values():
+        digits = f"{v:.6g}".replace(".", "").split("e")[0]
+        if len(digits) >= 4:
+            assert digits not in text, f"profiles.c quotes the fitted value {v}"
 
 
 def _dump_binary() -> Path | None:

@@ -30,6 +30,15 @@ def test_devices_queues_and_threads_are_all_driven():
     assert rec["ndevs"] == 2 and len(rec["dev_ios"]) == 2
 
 
+def test_alldevs_gives_every_thread_a_queue_on_every_device():
+    """The published CPU-initiated set-up: a queue per core per device (default: devices split among threads)."""
+    split = perf.run("emu://?profile=null&ndev=4", rw="randread", iosize=512, qdepth=8, ncpus=2, **SHORT)
+    assert [t["nchans"] for t in split["threads"]] == [2, 2]
+    rec = perf.run("emu://?profile=null&ndev=4", rw="randread", iosize=512, qdepth=8, ncpus=2, alldevs=True, **SHORT)
+    assert [t["nchans"] for t in rec["threads"]] == [4, 4]
+    assert all(n > 0 for n in rec["dev_ios"]) and all(t["ios"] > 0 for t in rec["threads"])
+
+
 def test_verify_on_emu_catches_an_injected_corruption():
     rng = dict(lba_start=1024, lba_count=4096)
     with perf.open_target(NULL, need_write=True) as t:
@@ -74,8 +83,9 @@ def test_bad_emu_uri_is_refused():
 def test_littles_law_on_the_pm1753_profile():
     """At a fixed device latency, IOPS = qdepth / latency until the per-queue cap binds.
 
-    pm1753 at scale 640 (latency ~31 ms, queue cap ~5.2 k IOPS) keeps the cap well
-    within reach of a loaded 2-core runner, so the shape is visible in ~5 s.
+    pm1753 at scale 640 (latency ~9 ms, queue cap ~5.8 k IOPS) keeps the cap well
+    within reach of a loaded 2-core runner, so the shape is visible in ~5 s. On a loaded host some
+    completions are posted late (our software path, not the model: the minimum latency is the model's).
     """
     uri = "emu://?profile=pm1753&scale=640"
     with perf.open_target(uri) as t:
@@ -90,9 +100,10 @@ def test_littles_law_on_the_pm1753_profile():
             assert rec["iops"] * rec["lat_ns"]["mean"] / 1e9 == pytest.approx(qd, rel=0.15)
             assert rec["lat_ns"]["p50"] >= model["lat_ns"] * 0.95
             assert iops[qd] <= qd / (model["lat_ns"] / 1e9) * 1.05
-    # linear growth with queue depth...
-    assert 3.0 <= iops[8] / iops[2] <= 4.6
-    assert 3.0 <= iops[32] / iops[8] <= 4.6
+    # linear growth with queue depth (each rate is bounded above by qdepth / the model's latency, asserted
+    # above; a completion posted late on a loaded host can only lower a rate, so only the lower bound here)...
+    assert iops[8] / iops[2] >= 3.0
+    assert iops[32] / iops[8] >= 3.0
     # ...until the per-queue cap binds (linear would be 16x the QD-32 figure)
     cap = min(model["queue_iops"], model["dev_iops"])
     assert iops[512] <= cap * 1.03

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nvmelab.results import model, plots
+from nvmelab.results import model_validation as mv
+from nvmelab.results import plots
 
 
 def _curves() -> pd.DataFrame:
@@ -58,9 +59,9 @@ def test_bad_input_is_refused() -> None:
 
 
 def test_figure_points_of_the_device_initiated_studies() -> None:
-    df = model.validate()
+    df = mv.validate()
     for study, x, y in (("cuda_qdepth", "qdepth", "iops"), ("cuda_iosize", "iosize", "gbps")):
-        pts = model.figure_points(df, study)
+        pts = mv.figure_points(df, study)
         assert set(pts["role"]) == {"calibration", "held_out"}
         assert pts[[x, y]].notna().all().all()
         # each point's kind says its role

@@ -266,7 +266,7 @@ Cfg cfg_from_kwargs(const py::kwargs &kw)
                 known += std::string(i ? ", " : "") + perf_param_info(i)->name;
             throw py::value_error("unknown engine parameter '" + k + "' (known: " + known + ", cpus)");
         }
-        if (v.is_none() || (PyBool_Check(v.ptr()) && k != "verify" && k != "lat"))
+        if (v.is_none() || (PyBool_Check(v.ptr()) && perf_param_info(perf_param_find(k.c_str()))->type != PERF_PT_BOOL))
             throw py::value_error(k + "=" + std::string(py::repr(v)) + ": bad value");
         try {
 #define PARSE_U32(field, lo, hi)  cfg.c.field = v.cast<uint32_t>()

@@ -458,7 +458,7 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         free(e);
         return -ENOMEM;
     }
-    /* assign channels: devices round-robin over threads, nqueues per device */
+    /* assign channels: devices round-robin over threads (alldevs: every device to every thread), nqueues per device */
     rc = 0;
     for (uint32_t i = 0; i < nthr && !rc; i++) {
         struct worker *w = &e->w[i];
@@ -470,7 +470,10 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         w->hist = malloc(sizeof(*w->hist));
         uint32_t ndev_w = 0;
         uint32_t devs[PERF_MAX_DEVS];
-        if (e->ndevs >= nthr) {
+        if (cfg->alldevs) {
+            for (uint32_t d = 0; d < e->ndevs; d++)
+                devs[ndev_w++] = d;
+        } else if (e->ndevs >= nthr) {
             for (uint32_t d = i; d < e->ndevs; d += nthr)
                 devs[ndev_w++] = d;
         } else {

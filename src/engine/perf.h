@@ -85,6 +85,7 @@ struct perf_config {
     uint32_t iosize;   /* bytes, a multiple of the LBA size */
     uint32_t qdepth;   /* commands in flight per channel */
     uint32_t nqueues;  /* channels per device per thread */
+    int alldevs;       /* every thread drives every device (else: devices round-robin over threads) */
     uint32_t nthreads; /* worker threads */
     const int *cpus;   /* nthreads logical CPU ids to pin to (NULL: no pinning; -1: that one unpinned) */
     uint32_t ndevs;    /* devices to use, the first ndevs of the target (0: all) */

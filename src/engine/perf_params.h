@@ -42,6 +42,8 @@ extern "C" {
     X(iosize, U32, iosize, 1, UINT32_MAX, 512, "bytes per I/O, a multiple of the LBA size")                            \
     X(qdepth, U32, qdepth, 1, PERF_MAX_QDEPTH, 128, "I/Os in flight per queue")                                        \
     X(nqueues, U32, nqueues, 1, PERF_MAX_QUEUES, 1, "queues per device per thread")                                    \
+    X(alldevs, BOOL, alldevs, 0, 1, 0,                                                                                 \
+      "every thread has nqueues queues on every device (0: devices split among threads)")                              \
     X(nthreads, U32, nthreads, 1, PERF_MAX_THREADS, 1, "worker threads, one per pinned CPU")                           \
     X(ndevs, U32, ndevs, 0, PERF_MAX_DEVS, 0, "use the first N devices of the target (0: all)")                        \
     X(runtime, SECONDS, runtime_ns, PERF_MIN_RUNTIME, PERF_MAX_SECONDS, 5, "measured seconds")                         \

@@ -234,6 +234,7 @@ def run(
     lba_count: int | None = None,
     align: int | None = None,
     batch: int | None = None,
+    alldevs: bool = False,
 ) -> dict:
     """One closed-loop run -> one record (see the module docstring and DESIGN.md "Records").
 
@@ -243,6 +244,8 @@ def run(
     (default: True when verify and the pattern reads); pass False to check data
     written earlier (e.g. by `fill`).
     lat: sample latency (False for the hot-path benchmark).
+    alldevs: every thread gets `nqueues` queues on every device (the published CPU-initiated set-up, a
+    queue per core per device); default: the devices are split among the threads.
     batch: commands queued per submission (doorbell write or io_uring_enter); 0 = the
     target's default: each I/O submitted at once on io_uring (as fio does), the whole
     refill per doorbell on emu:// and pci://.
@@ -300,6 +303,7 @@ def run(
         lba_count=lba_count,
         align=align,
         batch=batch,
+        alldevs=bool(alldevs),
     )
     host = _cpus.host_state()
     with open_target(target, backend, allow_write=allow_write, need_write=writes or prefill) as t:
@@ -319,6 +323,7 @@ def run(
         iosize=iosize,
         qdepth=qdepth,
         nqueues=nqueues,
+        alldevs=alldevs,
         ncpus=ncpus,
         thr_sib=thr_sib,
         stress=stress,
@@ -378,6 +383,7 @@ def make_record(
     rwmix: int,
     verify: bool,
     warmup: float,
+    alldevs: bool = False,
 ) -> dict:
     """Turn the engine's raw result into a record (nvmelab.results.records format) and validate it."""
     window = res["window_s"]
@@ -415,6 +421,7 @@ def make_record(
                 for t in res["threads"]
             ],
             "dev_ios": res["dev_ios"],
+            "alldevs": bool(alldevs),
             "provenance": _prov.capture(info),
         }
     )

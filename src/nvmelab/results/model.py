@@ -1,51 +1,48 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""A device model fitted to a few named published points and judged on all the others.
+"""One device model, two submitters: the physics of a PM1753-like device fitted once to named
+published points, driven either by CPU threads that keep their queues full or by GPU queues that
+work in lock-step rounds.
 
-The model (``MODEL_VERSION``) has nine numbers, each fitted by code from the calibration points
-named in ``data/reference/model-calibration.csv`` (one row per point, with the reason it can
-calibrate that parameter); every other published point of the same kinds is held out and
-predicted. Parameters:
+Device physics (``Params``; each number fitted by code from the calibration points that
+data/reference/model-calibration.csv names, with the reason each can calibrate it):
 
-    dev_iops          per-device command rate cap (IOPS)
-    dev_bw            per-device bandwidth cap (bytes/s)
-    core_rate[b]      commands per second one CPU core issues with backend b (CPU-initiated)
-    link_bw           the device-to-GPU link's payload cap, shared by all devices (bytes/s)
-    link_ratio        link bytes per payload byte on that link
-    round_lat_s       device-initiated lock-step round: fixed time per round (s)
-    round_cmd_s       ... extra time per command in the round (s)
-    round_byte_s      ... extra time per payload byte in the round (s)
+    dev_iops        the device's command rate cap (IOPS)
+    dev_bw          the device's payload bandwidth cap (bytes/s)
+    lat_s           a queue's fixed turnaround: first command in to last completion out (s)
+    queue_cmd_s     per-command fetch cost of ONE submission queue (s): a queue's commands are
+                    fetched one after the other, so one queue never runs faster than 1 / queue_cmd_s
+    byte_s          per payload byte of a command's own latency (s/byte): the transfer of the
+                    round's last command (the device's bandwidth cap is dev_bw, shared by its queues)
+    round_cost_s    device time a lock-step round costs on top of its commands (s): the per-round
+                    arbitration/fetch/doorbell work that more queues do not hide
+    link_bw         the device-to-GPU link's payload cap, shared by all devices (bytes/s)
+    link_ratio      link bytes per payload byte on that link
 
-CPU-initiated: IOPS = min(ndevs x dev_iops, ndevs x dev_bw / size, ncpus x core_rate[backend],
-link_bw / size when the payload goes to GPU memory). Device-initiated (one CUDA thread per
-command, a queue submits qdepth commands and waits for all of them): a round takes
-T = round_lat_s + qdepth x (round_cmd_s + size x round_byte_s); a device with nqueues queues runs
-min(dev_iops, dev_bw / size, nqueues x qdepth / T) commands/s (the rounds of different queues
-overlap freely), and all devices together are capped by link_bw / size.
+Submitters:
 
-What it lacks (named where a held-out point misses by more than ``EXPLAIN_ABOVE``:
-``MISSING_MECHANISMS``): any interference between the queues of one device, CPU contention
-(stress) and CPU frequency, and contention beyond ten cores.
+    CPU (``cpu_iops``): ``ncpus`` threads, each with ``nqueues`` queues on every device (the
+    published set-up: a queue per core per device), each queue kept full at ``qdepth``. A queue runs
+    min(1 / queue_cmd_s, qdepth / (lat_s + queue_cmd_s + size x byte_s));
+    a device min(dev_iops, dev_bw / size, the sum of its queues); all together min(ndevs x device,
+    ncpus x core_rate[backend], link_bw / size when the payload goes to GPU memory). A full queue pays
+    no round cost: its next commands are waiting while the current ones are served.
+    GPU (``gpu_iops``): a queue submits qdepth commands and waits for all of them: a round takes
+    T = lat_s + qdepth x queue_cmd_s + size x byte_s; a device runs
+    min(dev_iops_eff(qdepth), dev_bw / size, nqueues x qdepth / T) with
+    dev_iops_eff(qdepth) = 1 / (1 / dev_iops + round_cost_s / qdepth), and all devices together are
+    capped by link_bw / size. ``core_rate`` (CPU IOPS per core and backend) belongs to the CPU
+    submitter, not to the device.
 
-Key functions:
-    published_points()          every published point of the modelled kinds (study, point_id, value)
-    calibration_set()           the calibration file
-    fit(points)                 Params from the calibration points
-    validate()                  one row per point: role, published, predicted, rel_error
-    summary(df)                 n held out, studies, median |error|, points over EXPLAIN_ABOVE
-    qdepth_curves / iosize_curves   the model's curves for the device-initiated figures
-    min_qdepth_table(study)     the published min-QD table beside the model's
-    not_predicted()             published points left out, with the reason
-    emu_query(params)           the emulator's URI overrides that would use the fitted parameters
-Run ``python -m nvmelab.results.model`` to (re)write data/results/model/validation.csv.
+``lockstep(p)`` is the one place that hands the GPU discipline's parameters to the GPU emulator;
+``profile_rows(p)`` the pm1753 emulator profile (written to data/results/model/pm1753-profile.csv,
+read by src/nvme/emu/calibration.cmake). Validation: nvmelab.results.model_validation.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -53,61 +50,15 @@ import pandas as pd
 from . import analysis, reference
 
 #: Bumped whenever the equations or the calibration set change.
-MODEL_VERSION = "lockstep-1"
+MODEL_VERSION = "devsub-2"
 #: The calibration file, in data/reference/.
 CALIBRATION_FILE = "model-calibration.csv"
-#: Held-out points missing by more than this (|relative error|) are explained in MISSING_MECHANISMS.
-EXPLAIN_ABOVE = 0.25
-#: Goals of the validation (tests/test_model.py checks them against the CSV).
-GOAL_MIN_HELD_OUT = 20
-GOAL_MIN_STUDIES = 3
-GOAL_MEDIAN_ERROR = 0.10
 #: The published device-initiated server.
 NDEVS_CUDA = 16
-#: Where validate() writes by default (relative to the data folder).
-VALIDATION_PATH = Path("results") / "model" / "validation.csv"
-#: Columns of validation.csv, in order.
-VALIDATION_COLUMNS = [
-    "study",
-    "point_id",
-    "role",
-    "published",
-    "predicted",
-    "rel_error",
-    "model_version",
-    "quantity",
-    "unit",
-    "note",
-]
-#: Settings of the CPU-initiated headline rows (seed 004) the model covers; the others vary CPU
-#: frequency or SMT, which the model has no term for (see not_predicted()).
-_HEADLINE_CPU = {
-    "A: siblings used; stress off; qd128; 512B; 8 cores; 16 devs": dict(thr_sib=1, stress=0),
-    "B: siblings used; stress on": dict(thr_sib=1, stress=1),
-    "C: siblings not used; stress off": dict(thr_sib=0, stress=0),
-    "D: siblings not used; stress on": dict(thr_sib=0, stress=1),
-}
-_HEADLINE_NCPUS = 8
-
-#: Why a held-out point can miss by more than EXPLAIN_ABOVE: the mechanism the model lacks.
-#: Keyed by (study, point_id prefix); validate() copies the text into the row's note.
-MISSING_MECHANISMS = {
-    ("cuda_qdepth", "min_qdepth/"): (
-        "interference between the queues of one device: the model lets the lock-step rounds of a "
-        "device's queues overlap perfectly, so a few shallow queues already add up to the device cap; "
-        "the published sweep needed the same depth with four, eight or sixteen queues, i.e. a per-round "
-        "cost that more queues do not hide (device arbitration among submission queues, or GPU-side doorbell "
-        "and polling traffic), which the model does not have"
-    ),
-    ("cpu_initiated", "headline/D"): (
-        "CPU contention: stress-ng on the unused CPUs slows the I/O threads when their siblings are not "
-        "reserved; the model has no contention term, so it predicts no effect of stress"
-    ),
-    ("cpu_initiated", "iops/"): (
-        "contention beyond ten cores: the published rate falls with 11-16 cores (upcie backend); the model "
-        "keeps the device roofline once cores suffice"
-    ),
-}
+#: Queue depth of every published CPU-initiated point (seed 004's optimum; the records).
+CPU_QDEPTH = 128
+#: The grid the round cost is searched over (seconds, log-spaced).
+_ROUND_COST_GRID = np.geomspace(1e-9, 1e-5, 801)
 
 
 # ------------------------------------------------------------------------------ parameters ---
@@ -118,276 +69,82 @@ class Params:
     core_rate: dict = field(default_factory=dict)
     link_bw: float = float("inf")
     link_ratio: float = 1.0
-    round_lat_s: float = 0.0
-    round_cmd_s: float = 0.0
-    round_byte_s: float = 0.0
+    lat_s: float = 0.0
+    queue_cmd_s: float = 0.0
+    byte_s: float = 0.0
+    round_cost_s: float = 0.0
 
     def as_frame(self) -> pd.DataFrame:
         """One row per parameter, with its unit, for a table."""
-        rows = [("dev_iops", self.dev_iops, "IOPS"), ("dev_bw", self.dev_bw / 1e9, "GB/s")]
-        rows += [(f"core_rate[{b}]", v, "IOPS per core") for b, v in sorted(self.core_rate.items())]
-        rows += [
+        rows = [
+            ("dev_iops", self.dev_iops / 1e6, "M IOPS"),
+            ("dev_bw", self.dev_bw / 1e9, "GB/s"),
+            ("lat", self.lat_s * 1e6, "µs"),
+            ("queue_cmd", self.queue_cmd_s * 1e9, "ns per command"),
+            ("byte", self.byte_s * 1e12, "ps per byte"),
+            ("round_cost", self.round_cost_s * 1e9, "ns per lock-step round"),
             ("link_bw", self.link_bw / 1e9, "GB/s"),
             ("link_ratio", self.link_ratio, "link bytes per payload byte"),
-            ("round_lat", self.round_lat_s * 1e6, "µs"),
-            ("round_cmd", self.round_cmd_s * 1e9, "ns per command"),
-            ("round_byte", self.round_byte_s * 1e12, "ps per byte"),
         ]
+        rows += [(f"core_rate[{b}]", v / 1e6, "M IOPS per core") for b, v in sorted(self.core_rate.items())]
         return pd.DataFrame(rows, columns=["parameter", "value", "unit"])
 
 
+def _a(*v):
+    return (np.asarray(x, float) for x in v)
+
+
 def round_time(p: Params, qdepth, iosize):
-    """Seconds per lock-step round of one queue (device-initiated)."""
-    return p.round_lat_s + np.asarray(qdepth, float) * (p.round_cmd_s + np.asarray(iosize, float) * p.round_byte_s)
+    """Seconds per lock-step round of one queue (GPU submitter): turnaround, the queue's fetches, the
+    last command's transfer."""
+    return p.lat_s + np.asarray(qdepth, float) * p.queue_cmd_s + np.asarray(iosize, float) * p.byte_s
 
 
-def cuda_iops(p: Params, nqueues, qdepth, iosize, ndevs: int = NDEVS_CUDA):
-    """Device-initiated IOPS of `ndevs` devices (numpy-broadcast over the arguments)."""
-    nq, qd, s = (np.asarray(v, float) for v in (nqueues, qdepth, iosize))
-    per_dev = np.minimum(np.minimum(p.dev_iops, p.dev_bw / s), nq * qd / round_time(p, qd, s))
+def dev_iops_eff(p: Params, qdepth):
+    """A device's command cap when every command comes in lock-step rounds of `qdepth`."""
+    return 1.0 / (1.0 / p.dev_iops + p.round_cost_s / np.asarray(qdepth, float))
+
+
+def gpu_iops(p: Params, nqueues, qdepth, iosize, ndevs: int = NDEVS_CUDA):
+    """Device-initiated (GPU lock-step) IOPS of `ndevs` devices (numpy-broadcast over the arguments)."""
+    nq, qd, s = _a(nqueues, qdepth, iosize)
+    per_dev = np.minimum(np.minimum(dev_iops_eff(p, qd), p.dev_bw / s), nq * qd / round_time(p, qd, s))
     return np.minimum(ndevs * per_dev, p.link_bw / s)
 
 
-def cpu_iops(p: Params, backend: str, ncpus, ndevs, iosize):
-    """CPU-initiated IOPS (closed loop at QD 128; the published points never vary queue depth)."""
+def cpu_iops(p: Params, backend: str, ncpus, ndevs, iosize, qdepth=CPU_QDEPTH, nqueues=1):
+    """CPU-initiated IOPS: ``ncpus`` threads, ``nqueues`` full queues each on every device."""
     if backend not in p.core_rate:
         raise KeyError(f"cpu_iops: no per-core rate for backend {backend!r}; calibrated: {sorted(p.core_rate)}")
-    n, d, s = (np.asarray(v, float) for v in (ncpus, ndevs, iosize))
-    x = np.minimum(np.minimum(d * p.dev_iops, d * p.dev_bw / s), n * p.core_rate[backend])
+    n, d, s, qd, nq = _a(ncpus, ndevs, iosize, qdepth, nqueues)
+    per_q = np.minimum(1.0 / p.queue_cmd_s, qd / round_time(p, 1, s))
+    per_dev = np.minimum(np.minimum(p.dev_iops, p.dev_bw / s), n * nq * per_q)
+    x = np.minimum(d * per_dev, n * p.core_rate[backend])
     if backend == "upcie-cuda":  # payload into GPU memory: through the shared link
         x = np.minimum(x, p.link_bw / s)
     return x
 
 
-# --------------------------------------------------------------------------- the points ---
-def _pt(study, point_id, quantity, unit, value, source, **config) -> dict:
-    return dict(
-        study=study, point_id=point_id, quantity=quantity, unit=unit, published=float(value), source=source, **config
-    )
+def lockstep(p: Params) -> dict[str, float]:
+    """The GPU (lock-step) discipline's device parameters, nominal, for the GPU emulator: the one
+    place they are handed over (names as the emulator's URI keys where it has one)."""
+    return {
+        "lat_ns": p.lat_s * 1e9,
+        "queue_iops": 1.0 / p.queue_cmd_s,
+        "byte_ns": p.byte_s * 1e9,
+        "dev_iops": p.dev_iops,
+        "dev_bw": p.dev_bw,
+        "round_cost_ns": p.round_cost_s * 1e9,
+        "link_bw": p.link_bw,
+    }
 
 
-def published_points() -> pd.DataFrame:
-    """Every published point of the kinds the model predicts, one row each: study, point_id,
-    quantity, unit, published, source and the configuration (backend, ncpus, ndevs, nqueues,
-    qdepth, iosize, thr_sib, stress) where it applies."""
-    rows: list[dict] = []
-    # CPU-initiated records (16 devices, QD 128, 512 B): mean per backend and core count
-    cpu = reference.published("cpu-initiated-upcie")
-    src_cpu = reference.PUBLISHED_FILES["cpu-initiated-upcie"]
-    for (b, n), g in cpu.groupby(["backend", "ncpus"]):
-        rows.append(
-            _pt(
-                "cpu_initiated",
-                f"iops/{b}/c{n}",
-                "iops",
-                "IOPS",
-                g["iops"].mean(),
-                src_cpu,
-                backend=b,
-                ncpus=int(n),
-                ndevs=16,
-                qdepth=128,
-                iosize=512,
-                thr_sib=0,
-                stress=0,
-            )
-        )
-    h = reference.headline()
-    hv = lambda q, c: reference.headline_value("cpu-initiated", q, c)  # noqa: E731
-    rows.append(
-        _pt(
-            "cpu_initiated",
-            "device_iops_cap",
-            "iops",
-            "IOPS",
-            hv("device_iops_cap", "single device max over all runs"),
-            "headline.csv",
-            backend="upcie",
-            ndevs=1,
-            iosize=512,
-        )
-    )
-    rows.append(
-        _pt(
-            "cpu_initiated",
-            "bandwidth/4096B-plateau",
-            "gib_s",
-            "GiB/s",
-            hv("bandwidth", "4096B plateau (approx)"),
-            "headline.csv",
-            backend="upcie",
-            ndevs=16,
-            iosize=4096,
-        )
-    )
-    rows.append(
-        _pt(
-            "cpu_initiated",
-            "bandwidth/512B",
-            "gib_s",
-            "GiB/s",
-            hv("bandwidth", "512B (approx)"),
-            "headline.csv",
-            backend="upcie",
-            ndevs=16,
-            iosize=512,
-            ncpus=_HEADLINE_NCPUS,
-        )
-    )
-    for cfg, kw in _HEADLINE_CPU.items():
-        if not ((h["experiment"] == "cpu-initiated") & (h["config"] == cfg)).any():
-            raise KeyError(f"headline.csv: no cpu-initiated row {cfg!r}")
-        rows.append(
-            _pt(
-                "cpu_initiated",
-                f"headline/{cfg[0]}",
-                "iops",
-                "IOPS",
-                hv("iops", cfg),
-                "headline.csv",
-                backend="upcie",
-                ncpus=_HEADLINE_NCPUS,
-                ndevs=16,
-                qdepth=128,
-                iosize=512,
-                **kw,
-            )
-        )
-    # PCIe saturation records (4 devices, 1 core, QD 128, P2P into GPU memory)
-    pc = reference.published("pcie-bandwidth-saturation")
-    src_pc = reference.PUBLISHED_FILES["pcie-bandwidth-saturation"]
-    for s, g in pc.groupby("iosize"):
-        kw = dict(backend="upcie-cuda", ncpus=1, ndevs=int(g["ndevs"].iloc[0]), qdepth=128, iosize=int(s))
-        rows.append(_pt("pcie_saturation", f"gbps/s{s}", "gbps", "GB/s", g["gbps"].mean(), src_pc, **kw))
-        rows.append(_pt("pcie_saturation", f"link_gbps/s{s}", "link_gbps", "GB/s", g["dcgm_gbps"].mean(), src_pc, **kw))
-    # device-initiated, seed 000 (16 devices, 512 B)
-    s0 = "seeds/seed000_statements.csv"
-    for nq, qd in ((1, 128), (1, 512), (2, 128)):
-        rows.append(
-            _pt(
-                "cuda_qdepth",
-                f"iops/nq{nq}-qd{qd}",
-                "iops",
-                "IOPS",
-                reference.cuda_value("cuda_qdepth", "iops", nqueues=str(nq), qdepth=str(qd)),
-                s0,
-                nqueues=nq,
-                qdepth=qd,
-                iosize=512,
-                ndevs=NDEVS_CUDA,
-            )
-        )
-    rows.append(
-        _pt(
-            "cuda_qdepth",
-            "iops/nq>=2-plateau",
-            "iops",
-            "IOPS",
-            reference.cuda_value("cuda_qdepth", "iops", nqueues=">=2", qdepth=""),
-            s0,
-            iosize=512,
-            ndevs=NDEVS_CUDA,
-        )
-    )
-    rows.append(
-        _pt(
-            "cuda_qdepth",
-            "gain/nq2-vs-nq1-qd128",
-            "gain_pct",
-            "%",
-            reference.cuda_value("cuda_qdepth", "gain_over_nqueues1", nqueues="2", qdepth="128"),
-            s0,
-            qdepth=128,
-            iosize=512,
-            ndevs=NDEVS_CUDA,
-        )
-    )
-    mq = reference.cuda_min_qdepth("cuda_qdepth")
-    for r in mq[mq["reached"]].itertuples():
-        rows.append(
-            _pt(
-                "cuda_qdepth",
-                f"min_qdepth/nq{r.nqueues}",
-                "min_qdepth",
-                "qdepth",
-                r.min_qdepth,
-                "seeds/seed000_min_qdepth.csv",
-                nqueues=r.nqueues,
-                iosize=512,
-                ndevs=NDEVS_CUDA,
-            )
-        )
-    # device-initiated, seed 001 (16 devices, one queue each)
-    s1 = "seeds/seed001_statements.csv"
-    st = reference.cuda_statements("cuda_iosize")
-    for r in st[st["quantity"] == "gbps"].itertuples():
-        rows.append(
-            _pt(
-                "cuda_iosize",
-                f"gbps/s{int(r.iosize_bytes)}-qd{r.qdepth}",
-                "gbps",
-                "GB/s",
-                r.number,
-                s1,
-                nqueues=1,
-                qdepth=int(r.qdepth),
-                iosize=int(r.iosize_bytes),
-                ndevs=NDEVS_CUDA,
-            )
-        )
-    ceil = st[(st["quantity"] == "practical_ceiling") & st["number_high"].notna()].iloc[0]
-    rows.append(
-        _pt(
-            "cuda_iosize",
-            "gbps/practical-ceiling",
-            "gbps",
-            "GB/s",
-            (ceil.number + ceil.number_high) / 2,
-            s1,
-            nqueues=1,
-            ndevs=NDEVS_CUDA,
-        )
-    )
-    mi = reference.cuda_min_qdepth("cuda_iosize")
-    for r in mi[mi["reached"]].itertuples():
-        rows.append(
-            _pt(
-                "cuda_iosize",
-                f"min_qdepth/s{r.iosize}",
-                "min_qdepth",
-                "qdepth",
-                r.min_qdepth,
-                "seeds/seed001_min_qdepth.csv",
-                nqueues=1,
-                iosize=r.iosize,
-                ndevs=NDEVS_CUDA,
-            )
-        )
-    df = pd.DataFrame(rows)
-    dup = df[df.duplicated(["study", "point_id"])]
-    if not dup.empty:
-        raise ValueError(f"published_points: duplicate point ids {dup.point_id.tolist()}")
-    return df
-
-
+# ----------------------------------------------------------------------------- calibration ---
 def calibration_set() -> pd.DataFrame:
     """The calibration file: parameter, study, point_id, why."""
     return pd.read_csv(reference.reference_dir() / CALIBRATION_FILE, dtype=str)
 
 
-def split(points: pd.DataFrame | None = None, calib: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(calibration points, held-out points): every point named in the calibration file, and all others."""
-    points = published_points() if points is None else points
-    calib = calibration_set() if calib is None else calib
-    key = points["study"] + "|" + points["point_id"]
-    want = set(calib["study"] + "|" + calib["point_id"])
-    missing = want - set(key)
-    if missing:
-        raise KeyError(f"calibration file names points that do not exist: {sorted(missing)}")
-    return points[key.isin(want)].copy(), points[~key.isin(want)].copy()
-
-
-# --------------------------------------------------------------------------------- fitting ---
 def _one(points: pd.DataFrame, calib: pd.DataFrame, parameter: str) -> pd.DataFrame:
     ids = calib.loc[calib["parameter"] == parameter, ["study", "point_id"]]
     sel = points.merge(ids, on=["study", "point_id"])
@@ -399,17 +156,17 @@ def _one(points: pd.DataFrame, calib: pd.DataFrame, parameter: str) -> pd.DataFr
 def fit_round(
     points: pd.DataFrame, dev_iops: float = float("inf"), link_bw: float = float("inf")
 ) -> tuple[float, float, float]:
-    """Least squares of the round time T = lat + qdepth x (cmd + size x byte) over device-initiated
-    points (columns nqueues, qdepth, iosize, ndevs, quantity iops|gbps, published). Each point's
-    round time is ndevs x nqueues x qdepth / IOPS. Needs three points that separate the terms;
-    refuses points at or above a cap (their rate says nothing about the round)."""
+    """Least squares of the one-queue round time T = lat + qdepth x cmd + size x byte over
+    device-initiated points (columns nqueues, qdepth, iosize, ndevs, quantity iops|gbps, published).
+    Each point's round time is ndevs x nqueues x qdepth / IOPS. Needs three points that separate the
+    terms; refuses points at or above a cap (their rate says nothing about the round)."""
     rows, t = [], []
     for r in points.itertuples():
         iops = r.published if r.quantity == "iops" else r.published * 1e9 / r.iosize
         if iops >= 0.999 * min(r.ndevs * dev_iops, link_bw / r.iosize):
             raise ValueError(f"fit_round: {r.point_id} is at a cap, it cannot calibrate the round")
         t.append(r.ndevs * r.nqueues * r.qdepth / iops)
-        rows.append([1.0, r.qdepth, r.qdepth * r.iosize])
+        rows.append([1.0, r.qdepth, r.iosize])
     a = np.array(rows, float)
     if np.linalg.matrix_rank(a) < 3:
         raise ValueError("fit_round: the points do not separate latency, per-command and per-byte cost")
@@ -419,58 +176,92 @@ def fit_round(
     return float(sol[0]), float(sol[1]), float(sol[2])
 
 
-def fit(points: pd.DataFrame | None = None, calib: pd.DataFrame | None = None) -> Params:
-    """The parameters, each from its named calibration points (see the module docstring)."""
-    points = published_points() if points is None else points
-    calib = calibration_set() if calib is None else calib
-    cal, _ = split(points, calib)
-    dev_iops = float(_one(cal, calib, "dev_iops")["published"].iloc[0])
-    plateau = _one(cal, calib, "dev_bw").iloc[0]
-    dev_bw = plateau["published"] * 2**30 / plateau["ndevs"]
-    core = {}
-    for prm in sorted(p for p in calib["parameter"] if p.startswith("core_rate:")):
-        r = _one(cal, calib, prm).iloc[0]
-        core[prm.split(":", 1)[1]] = float(r["published"] / r["ncpus"])
-    link = _one(cal, calib, "link_bw").iloc[0]
-    link_bw = float(link["published"] * 1e9)
-    lr = _one(cal, calib, "link_ratio").iloc[0]
-    link_ratio = float(lr["published"] * 1e9 / link_bw)
-    lat, cmd, byte = fit_round(_one(cal, calib, "round"), dev_iops, link_bw)
-    return Params(
-        dev_iops=dev_iops,
-        dev_bw=dev_bw,
-        core_rate=core,
-        link_bw=link_bw,
-        link_ratio=link_ratio,
-        round_lat_s=lat,
-        round_cmd_s=cmd,
-        round_byte_s=byte,
-    )
-
-
-# ------------------------------------------------------------------------------ predicting ---
-def _sweep(study: str) -> tuple[list[int], list[int], list[int]]:
+@functools.cache
+def sweep(study: str) -> tuple[list[int], list[int], list[int]]:
+    """(queue depths, queue counts, I/O sizes) of a device-initiated seed's published sweep."""
     pr = reference.cuda_parameters(study)
     return pr["Queue depth"], pr.get("Number of queues", [1]), pr.get("I/O size", [512])
 
 
+def gpu_min_qdepth(p: Params, nqueues, iosize, qdepths: Sequence[int], ceiling_iops: float) -> float:
+    """Smallest queue depth of `qdepths` whose GPU rate reaches SATURATION_FRACTION of `ceiling_iops`
+    (16 devices); NaN when none does."""
+    qd = np.asarray(sorted(qdepths), float)
+    x = gpu_iops(p, nqueues, qd, iosize)
+    ok = x >= analysis.SATURATION_FRACTION * ceiling_iops * (1 - 1e-12)
+    return float(qd[ok][0]) if ok.any() else float("nan")
+
+
+def fit_round_cost(p: Params, facts: pd.DataFrame) -> float:
+    """The round cost: the middle (geometric) of the interval of values for which the model's smallest
+    saturating depth equals every published one in `facts` (rows with nqueues, iosize, published min
+    queue depth, of seed 000's sweep); where no value matches them all, the middle of those matching
+    the most."""
+    if facts.empty:
+        raise KeyError("fit_round_cost: no saturating-depth point to calibrate the round cost")
+    qds, _, _ = sweep("cuda_qdepth")
+    roof = NDEVS_CUDA * p.dev_iops
+    hits = np.zeros(len(_ROUND_COST_GRID), int)
+    for i, c in enumerate(_ROUND_COST_GRID):
+        q = Params(**{**p.__dict__, "round_cost_s": float(c)})
+        hits[i] = sum(gpu_min_qdepth(q, r.nqueues, r.iosize, qds, roof) == r.published for r in facts.itertuples())
+    best = _ROUND_COST_GRID[hits == hits.max()]
+    return float(np.sqrt(best.min() * best.max()))
+
+
+def fit(
+    points: pd.DataFrame, calib: pd.DataFrame | None = None, extra_round_cost: pd.DataFrame | None = None
+) -> Params:
+    """The parameters, each from its named calibration points (see the module docstring).
+    `points`: the published points (nvmelab.results.model_validation.published_points());
+    `extra_round_cost`: further saturating-depth points the round cost may use (leave-one-out)."""
+    calib = calibration_set() if calib is None else calib
+    dev_iops = float(_one(points, calib, "dev_iops")["published"].iloc[0])
+    plateau = _one(points, calib, "dev_bw").iloc[0]
+    dev_bw = plateau["published"] * 2**30 / plateau["ndevs"]
+    core = {}
+    for prm in sorted(p for p in calib["parameter"] if p.startswith("core_rate:")):
+        r = _one(points, calib, prm).iloc[0]
+        core[prm.split(":", 1)[1]] = float(r["published"] / r["ncpus"])
+    link = _one(points, calib, "link_bw").iloc[0]
+    link_bw = float(link["published"] * 1e9)
+    lr = _one(points, calib, "link_ratio").iloc[0]
+    link_ratio = float(lr["published"] * 1e9 / link_bw)
+    lat, cmd, byte = fit_round(_one(points, calib, "round"), dev_iops, link_bw)
+    p = Params(dev_iops, dev_bw, core, link_bw, link_ratio, lat, cmd, byte, 0.0)
+    rc = _one(points, calib, "round_cost")
+    if extra_round_cost is not None:
+        rc = pd.concat([rc, extra_round_cost], ignore_index=True)
+    return Params(**{**p.__dict__, "round_cost_s": fit_round_cost(p, rc)})
+
+
+# ------------------------------------------------------------------------------ curves ---
 def qdepth_curves(p: Params) -> pd.DataFrame:
-    """Model IOPS vs queue depth per nqueues over seed 000's sweep (16 devices, 512 B)."""
-    qds, nqs, sizes = _sweep("cuda_qdepth")
+    """Model IOPS vs queue depth per nqueues over seed 000's sweep (16 devices, 512 B, GPU rounds)."""
+    qds, nqs, sizes = sweep("cuda_qdepth")
     g = pd.DataFrame([(nq, qd) for nq in nqs for qd in qds], columns=["nqueues", "qdepth"])
     g["iosize"] = sizes[0]
-    g["iops_mean"] = cuda_iops(p, g.nqueues, g.qdepth, g.iosize)
+    g["iops_mean"] = gpu_iops(p, g.nqueues, g.qdepth, g.iosize)
     g["gbps_mean"] = g.iops_mean * g.iosize / 1e9
     return g
 
 
 def iosize_curves(p: Params) -> pd.DataFrame:
     """Model bandwidth (GB/s) vs I/O size per queue depth over seed 001's sweep (16 devices, nqueues=1)."""
-    qds, _, sizes = _sweep("cuda_iosize")
+    qds, _, sizes = sweep("cuda_iosize")
     g = pd.DataFrame([(qd, s) for qd in qds for s in sizes], columns=["qdepth", "iosize"])
     g["nqueues"] = 1
-    g["iops_mean"] = cuda_iops(p, 1, g.qdepth, g.iosize)
+    g["iops_mean"] = gpu_iops(p, 1, g.qdepth, g.iosize)
     g["gbps_mean"] = g.iops_mean * g.iosize / 1e9
+    return g
+
+
+def cpu_curves(p: Params, backend: str = "upcie", ndevs: int = 16) -> pd.DataFrame:
+    """Model IOPS vs cores (1-16) for the published CPU-initiated set-up (QD 128, 512 B, a queue per
+    core per device)."""
+    g = pd.DataFrame({"ncpus": range(1, 17)})
+    g["iops_mean"] = cpu_iops(p, backend, g.ncpus, ndevs, 512)
+    g["backend"] = backend
     return g
 
 
@@ -490,190 +281,6 @@ def model_min_qdepth(p: Params, study: str, fraction: float = analysis.SATURATIO
     )
 
 
-def predict(p: Params, points: pd.DataFrame) -> pd.Series:
-    """The model's value for each point (same unit as ``published``)."""
-    mq = {s: model_min_qdepth(p, s) for s in ("cuda_qdepth", "cuda_iosize")}
-    out = []
-    for r in points.itertuples():
-        st, pid = r.study, r.point_id
-        if st in ("cpu_initiated", "pcie_saturation"):
-            if pid == "device_iops_cap":
-                v = p.dev_iops
-            elif pid == "bandwidth/4096B-plateau":
-                v = r.ndevs * p.dev_bw / 2**30
-            else:
-                ncpus = _HEADLINE_NCPUS if np.isnan(r.ncpus) else r.ncpus
-                x = float(cpu_iops(p, r.backend, ncpus, r.ndevs, r.iosize))
-                v = {
-                    "iops": x,
-                    "gib_s": x * r.iosize / 2**30,
-                    "gbps": x * r.iosize / 1e9,
-                    "link_gbps": x * r.iosize / 1e9 * p.link_ratio,
-                }[r.quantity]
-        elif r.quantity == "min_qdepth":
-            t = mq[st]
-            key = "nqueues" if st == "cuda_qdepth" else "iosize"
-            got = t.loc[t[key] == getattr(r, key), "saturating_x"].iloc[0]
-            v = float("nan") if got is None else float(got)
-        elif pid == "iops/nq>=2-plateau":
-            qds, nqs, _ = _sweep("cuda_qdepth")
-            v = float(np.mean(cuda_iops(p, [n for n in nqs if n >= 2], max(qds), r.iosize)))
-        elif pid == "gain/nq2-vs-nq1-qd128":
-            v = 100 * (float(cuda_iops(p, 2, r.qdepth, r.iosize)) / float(cuda_iops(p, 1, r.qdepth, r.iosize)) - 1)
-        elif pid == "gbps/practical-ceiling":
-            v = float(iosize_curves(p)["gbps_mean"].max())
-        else:
-            x = float(cuda_iops(p, r.nqueues, r.qdepth, r.iosize, int(r.ndevs)))
-            v = x if r.quantity == "iops" else x * r.iosize / 1e9
-        out.append(v)
-    return pd.Series(out, index=points.index, dtype=float)
-
-
-def _note(study: str, pid: str, err: float) -> str:
-    if not abs(err) > EXPLAIN_ABOVE:
-        return ""
-    for (s, prefix), text in MISSING_MECHANISMS.items():
-        if s == study and pid.startswith(prefix):
-            return text
-    raise ValueError(
-        f"{study} {pid}: |error| {abs(err):.0%} > {EXPLAIN_ABOVE:.0%} and no mechanism names why "
-        "(add it to MISSING_MECHANISMS)"
-    )
-
-
-def validate(p: Params | None = None) -> pd.DataFrame:
-    """One row per published point: calibration points (should come back as given) and held-out
-    points (the model's prediction), with the signed relative error (predicted - published) / published."""
-    points = published_points()
-    calib = calibration_set()
-    p = fit(points, calib) if p is None else p
-    cal, held = split(points, calib)
-    cal["role"], held["role"] = "calibration", "held_out"
-    df = pd.concat([cal, held], ignore_index=True)
-    df["predicted"] = predict(p, df)
-    df["rel_error"] = (df["predicted"] - df["published"]) / df["published"]
-    df["model_version"] = MODEL_VERSION
-    df["note"] = [
-        _note(s, i, e) if r == "held_out" else "" for s, i, e, r in zip(df.study, df.point_id, df.rel_error, df.role)
-    ]
-    df = df.sort_values(["study", "role", "point_id"], key=lambda c: c.map(_natural) if c.name == "point_id" else c)
-    return df[VALIDATION_COLUMNS].reset_index(drop=True)
-
-
-def _natural(s: str) -> tuple:
-    import re
-
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s))
-
-
-def summary(df: pd.DataFrame) -> dict:
-    """n held out, studies, median |relative error| overall and per study, the points over EXPLAIN_ABOVE."""
-    h = df[df["role"] == "held_out"]
-    err = h["rel_error"].abs()
-    return {
-        "n_held_out": int(len(h)),
-        "n_calibration": int((df["role"] == "calibration").sum()),
-        "studies": sorted(h["study"].unique()),
-        "median_abs_rel_error": float(err.median()),
-        "median_by_study": {s: float(g["rel_error"].abs().median()) for s, g in h.groupby("study")},
-        "over": h[err > EXPLAIN_ABOVE][["study", "point_id", "published", "predicted", "rel_error", "note"]],
-    }
-
-
-def summary_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per study and overall: calibration and held-out counts, median and largest |relative error|
-    of the held-out points, and how many miss by more than EXPLAIN_ABOVE."""
-    rows = []
-    for study, g in list(df.groupby("study")) + [("all studies", df)]:
-        h = g[g["role"] == "held_out"]["rel_error"].abs()
-        rows.append(
-            {
-                "study": study,
-                "calibration": int((g["role"] == "calibration").sum()),
-                "held_out": len(h),
-                "median_abs_error": float(h.median()),
-                "max_abs_error": float(h.max()),
-                "over": int((h > EXPLAIN_ABOVE).sum()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def bound_checks(p: Params) -> pd.DataFrame:
-    """The published "not reached" entries of the min-QD tables (a bound, not a number), beside
-    whether the model also stays below the saturation fraction over the whole published sweep."""
-    rows = []
-    for study, key in (("cuda_qdepth", "nqueues"), ("cuda_iosize", "iosize")):
-        pub = reference.cuda_min_qdepth(study)
-        mod = model_min_qdepth(p, study).set_index(key)["saturating_x"]
-        for r in pub[~pub["reached"]].itertuples():
-            m = mod.get(getattr(r, key))
-            rows.append(
-                {
-                    "study": study,
-                    key: getattr(r, key),
-                    "published": f"> {r.min_qdepth}",
-                    "model": "not reached" if m is None else str(m),
-                    "agrees": m is None,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def min_qdepth_table(p: Params, study: str) -> pd.DataFrame:
-    """Published min-QD table beside the model's, with total CUDA threads; bounds as text."""
-    key = "nqueues" if study == "cuda_qdepth" else "iosize"
-    pub = reference.cuda_min_qdepth(study)
-    mod = model_min_qdepth(p, study).set_index(key)["saturating_x"]
-    per = (lambda r: r.nqueues * NDEVS_CUDA) if study == "cuda_qdepth" else (lambda r: NDEVS_CUDA)
-    rows = []
-    for r in pub.itertuples():
-        m = mod.get(getattr(r, key))
-        rows.append(
-            {
-                key: getattr(r, key),
-                "published_min_qdepth": (str(r.min_qdepth) if r.reached else f"> {r.min_qdepth}"),
-                "published_threads": (str(r.total_cuda_threads) if r.reached else f"> {r.total_cuda_threads}"),
-                "model_min_qdepth": "not reached" if m is None else str(m),
-                "model_threads": "–" if m is None else str(int(m) * per(r)),
-                "rel_error": (float("nan") if (m is None or not r.reached) else (m - r.min_qdepth) / r.min_qdepth),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def study_table(df: pd.DataFrame, study: str) -> pd.DataFrame:
-    """The validation rows of one study, for a rendered table (point, role, published, model, error)."""
-    t = df[df["study"] == study][["point_id", "role", "quantity", "unit", "published", "predicted", "rel_error"]].copy()
-    t["rel_error"] = t["rel_error"] * 100
-    return t.reset_index(drop=True)
-
-
-def not_predicted() -> pd.DataFrame:
-    """Published points of the same kinds that the model does not predict, and why."""
-    h = reference.headline()
-    cpu = h[(h["experiment"] == "cpu-initiated") & (h["quantity"] == "iops") & ~h["config"].isin(_HEADLINE_CPU)]
-    rows = [
-        {
-            "study": "cpu_initiated",
-            "point": f"headline: {c}",
-            "why": "CPU frequency or SMT setting; the per-core rate is calibrated at the performance governor with "
-            "turbo and SMT on, and the model has no frequency term",
-        }
-        for c in cpu["config"]
-    ]
-    rows.append(
-        {
-            "study": "tool_comparison",
-            "point": "all 20 stack x core means",
-            "why": "thread siblings used: going from 1 to 2 cores adds a sibling thread rather than a core, and the "
-            "published gains (x1.17 to x1.40) are not what a per-core rate predicts; the model would need a "
-            "sibling-sharing parameter, which it does not have",
-        }
-    )
-    return pd.DataFrame(rows)
-
-
 def pcie_curves(p: Params, sizes: Sequence[int] | None = None) -> pd.DataFrame:
     """Model payload (and link) bandwidth vs I/O size for the PCIe saturation set-up (CPU-initiated,
     upcie-cuda, 4 devices, 1 core, QD 128); `sizes` default: powers of two over the published sizes."""
@@ -690,74 +297,35 @@ def pcie_curves(p: Params, sizes: Sequence[int] | None = None) -> pd.DataFrame:
     return g
 
 
-#: Which validation points each study's figure draws, and on which axes (x, y).
-_FIGURE_AXES = {
-    "cuda_qdepth": ("qdepth", "iops"),
-    "cuda_iosize": ("iosize", "gbps"),
-    "pcie_saturation": ("iosize", "gbps"),
-}
+# ------------------------------------------------------------------- the emulator's profile ---
+#: Where the generated emulator profile goes (relative to the data folder); calibration.cmake reads it.
+PROFILE_PATH = "results/model/pm1753-profile.csv"
 
 
-def figure_points(df: pd.DataFrame, study: str) -> pd.DataFrame:
-    """The published points of `study` that sit on its model figure (a rate at one configuration),
-    with x, y, ``role``, ``kind`` (plots.POINT_KINDS) and ``label``; min-QD points and derived
-    numbers go to the tables instead."""
-    from .plots import point_kind
+def profile_rows(p: Params, calib: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The pm1753 emulator profile (nominal values) from the fitted parameters: name (the C macro
+    suffix), value, unit, and the published points that fed it. The emulator runs the CPU
+    discipline: per-queue fetch cost, device caps, the fixed turnaround as its latency; a full queue
+    pays no round cost, so the profile has none (``lockstep()`` hands it to the GPU emulator). The
+    emulator's latency is fixed per command: LAT_NS is lat_s plus the transfer of a 512 B command."""
+    calib = calibration_set() if calib is None else calib
 
-    x, y = _FIGURE_AXES[study]
-    pts = published_points()
-    v = df[(df["study"] == study) & (df["quantity"] == y)].merge(
-        pts[["study", "point_id", "nqueues", "qdepth", "iosize"]], on=["study", "point_id"]
-    )
-    v = v[v[x].notna() & v["qdepth"].notna()].copy()
-    v[y] = v["published"]
-    v["kind"] = v["role"].map(point_kind)
-    v["label"] = [f"{pid}: {val:,.4g} {u}" for pid, val, u in zip(v.point_id, v.published, v.unit)]
-    cols = list(dict.fromkeys([x, y, "nqueues", "qdepth", "iosize", "role", "kind", "label", "point_id"]))
-    return v[cols].reset_index(drop=True)
+    def src(*params: str) -> str:
+        c = calib[calib["parameter"].isin(params)]
+        return "; ".join(f"{s}:{i}" for s, i in zip(c["study"], c["point_id"]))
 
-
-def emu_query(p: Params, *, device_initiated: bool = True) -> str:
-    """The emulator's device-model overrides (URI query keys of ``emu://`` and ``gpu-emu://``,
-    nominal, before ``scale``) that make the pm1753 profile use the fitted parameters instead of
-    its copies of published points. The emulator's buckets run a lock-step round in
-    ``lat + qdepth / qiops + qdepth x size / bw`` for one queue, so ``lat``, ``qiops`` and ``bw`` take
-    the round's three costs; with ``device_initiated=False`` ``bw`` is the device bandwidth cap
-    (the CPU-initiated plateau) instead, because the emulator has one ``bw`` for both."""
-    bw = 1 / p.round_byte_s if device_initiated else p.dev_bw
-    return (
-        f"lat={p.round_lat_s * 1e9:.0f}ns&qiops={1 / p.round_cmd_s:.0f}&iops={p.dev_iops:.0f}"
-        f"&bw={bw:.0f}&link={p.link_bw:.0f}"
-    )
+    rows = [
+        ("LAT_NS", (p.lat_s + 512 * p.byte_s) * 1e9, "ns", src("round")),
+        ("QUEUE_IOPS", 1.0 / p.queue_cmd_s, "commands/s", src("round")),
+        ("DEV_IOPS", p.dev_iops, "commands/s", src("dev_iops")),
+        ("DEV_BW", p.dev_bw, "bytes/s", src("dev_bw")),
+        ("P2P_LINK_BW", p.link_bw, "bytes/s", src("link_bw")),
+    ]
+    return pd.DataFrame(rows, columns=["name", "value", "unit", "points"]).assign(model_version=MODEL_VERSION)
 
 
-# ------------------------------------------------------------------------------------ CLI ---
-def write_validation(path: str | Path | None = None) -> Path:
-    """Fit, validate and write the CSV (values to 6 significant digits, errors to 6 decimals: the same bytes every time)."""
-    path = Path(path) if path else reference.data_root() / VALIDATION_PATH
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df = validate()
-    # six decimals of relative error: round-off of the fit (1e-14 at calibration points) must not
-    # change the file from one machine or BLAS to the next; + 0.0 turns -0 into 0
-    df["rel_error"] = df["rel_error"].round(6) + 0.0
-    tmp = path.with_suffix(".tmp")
-    df.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
-    tmp.replace(path)
-    return path
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nvmelab.results.model", description=__doc__.split("\n")[0])
-    ap.add_argument("--out", help="CSV to write (default: data/results/model/validation.csv)")
-    args = ap.parse_args(argv)
-    path = write_validation(args.out)
-    s = summary(pd.read_csv(path))
-    sys.stdout.write(
-        f"{path}: {s['n_held_out']} held-out points over {len(s['studies'])} studies, "
-        f"median |error| {s['median_abs_rel_error']:.1%}, {len(s['over'])} over {EXPLAIN_ABOVE:.0%}\n"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def emu_query(p: Params) -> str:
+    """The ``emu://`` URI overrides (nominal, before ``scale``) equal to the fitted parameters; the
+    pm1753 profile is built from the same numbers, so this is for variants (one parameter changed)."""
+    r = profile_rows(p).set_index("name")["value"]
+    return f"lat={r['LAT_NS']:.0f}ns&qiops={r['QUEUE_IOPS']:.0f}&iops={r['DEV_IOPS']:.0f}&bw={r['DEV_BW']:.0f}"

@@ -90,9 +90,9 @@ class Engine:
 
 #: Engines by name.
 ENGINES = {
-    "cpu": Engine("nvmelab.engines.perf", "run", ENGINE_PARAMS),
+    "cpu": Engine("nvmelab.engines.perf", "run", (*ENGINE_PARAMS, "alldevs")),
     # cuda-run's poll discipline and occupancy margin are run parameters too (src/engine/crun_params.h)
-    "cuda": Engine("nvmelab.engines.perf", "run_cuda", ENGINE_PARAMS + ("poll", "occupancy")),
+    "cuda": Engine("nvmelab.engines.perf", "run_cuda", (*ENGINE_PARAMS, "poll", "occupancy")),
     "blksum": Engine(
         "nvmelab.engines.blksum",
         "study_run",
