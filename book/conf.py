@@ -58,10 +58,7 @@ nvmelab_studies = STUDIES
 nvmelab_results_dir = str(HERE.parent / "data" / "results")
 #: {result} keys that a notebook may leave unglued for now ("notebooks/<stem>::key": why). Each shows a
 #: visible "not available" marker, never a sentence in its place; every other missing result fails the build.
-nvmelab_results_pending = {
-    "notebooks/cpu_initiated::cpu_qd_saturating": "glued None when no depth saturates; the chapter's rework "
-    "(issue 22, one device model) is to glue its verdict instead",
-}
+nvmelab_results_pending: dict[str, str] = {}
 
 # --- sources ---
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}

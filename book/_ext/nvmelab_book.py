@@ -333,7 +333,13 @@ class ResultRole(SphinxRole):
     """``{result}`notebooks/<stem>.ipynb::<key>:<format>```."""
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
-        spec, _, _ignored = self.text.partition("|")
+        spec = self.text
+        if "|" in spec:  # the old fallback-sentence syntax: a missing value now fails the build instead
+            msg = self.inliner.reporter.error(
+                f"result: {self.text!r}: no fallback text ('|...'): a value the notebook does not glue fails the build",
+                line=self.lineno,
+            )
+            return [], [msg]
         if "::" not in spec:
             msg = self.inliner.reporter.error(
                 f"result: expected 'notebooks/<stem>.ipynb::key:format', got {self.text!r}", line=self.lineno

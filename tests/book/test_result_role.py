@@ -85,17 +85,17 @@ def _build(root: Path) -> subprocess.CompletedProcess:
 
 def test_result_pastes_value(tmp_path: Path) -> None:
     root = _project(
-        tmp_path / "p", "A {result}`study.ipynb::present:.0%` B {result}`study.ipynb::present:.1f|old text`"
+        tmp_path / "p", "A {result}`study.ipynb::present:.0%` B {result}`study.ipynb::present:.1f`"
     )
     proc = _build(root)
     assert proc.returncode == 0, proc.stderr
     html = (root / "_build" / "index.html").read_text()
-    assert "50%" in html and "0.5" in html and "old text" not in html
+    assert "50%" in html and "0.5" in html
 
 
 @pytest.mark.parametrize("key", ["nothing", "absent"])
 def test_a_missing_result_fails_the_build(tmp_path: Path, key: str) -> None:
-    root = _project(tmp_path / "p", f"B {{result}}`study.ipynb::{key}:d|FALLBACK`")
+    root = _project(tmp_path / "p", f"B {{result}}`study.ipynb::{key}:d`")
     proc = _build(root)
     assert proc.returncode != 0, f"the build printed a fallback for {key}"
     assert f"glued no value for '{key}'" in proc.stderr, proc.stderr
@@ -107,6 +107,7 @@ def test_a_missing_result_fails_the_build(tmp_path: Path, key: str) -> None:
         "{result}`study.ipynb::presnet:.0%`",  # a key the notebook never names
         "{result}`study.ipynb::present:.0q`",  # a format the value cannot take
         "{result}`missing.ipynb::present:.0%`",  # no such notebook
+        "{result}`study.ipynb::present:.0%|a fallback sentence`",  # the old fallback syntax
     ],
 )
 def test_result_rejects_bad_references(tmp_path: Path, role: str) -> None:

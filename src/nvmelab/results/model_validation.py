@@ -82,7 +82,7 @@ _ROOF = "definition: 16-device roofline = 16 x dev_iops"
 MISSING_MECHANISMS = {
     "GPU: saturating depth per queue count": (
         "two queues of depth 64 hold the same 128 commands per device as one queue of depth 128, which the "
-        "published sweep shows at 41.9 M; the model lets the two queues' rounds overlap freely, so it saturates "
+        "published sweep shows well below the roofline (seed 000, nq=1 at QD 128); the model lets the two queues' rounds overlap freely, so it saturates "
         "one step early: a device-level limit on commands in flight (a latency that grows with the commands a "
         "device holds, whatever the queue split) would reconcile it, and the seed has no rate at nq=2, qd=64 to fit it"
     ),
