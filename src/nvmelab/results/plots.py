@@ -51,7 +51,21 @@ DASH_LEGEND = alt.Legend(
 LOG_SPAN = 10.0
 #: Point shapes and dash patterns given to series in order (series_encodings): with the colours,
 #: no two series look alike.
-SHAPES = ["circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left"]
+SHAPES = [
+    "circle",
+    "square",
+    "diamond",
+    "triangle-up",
+    "cross",
+    "triangle-down",
+    "triangle-right",
+    "triangle-left",
+    "wedge",
+    "arrow",
+    # a five-pointed star and a hexagon (SVG paths in Vega's unit square): more series than Vega's named symbols
+    "M0,-1L0.24,-0.31L0.95,-0.31L0.38,0.12L0.59,0.81L0,0.38L-0.59,0.81L-0.38,0.12L-0.95,-0.31L-0.24,-0.31Z",
+    "M1,0L0.5,0.87L-0.5,0.87L-1,0L-0.5,-0.87L0.5,-0.87Z",
+]
 DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [12, 4], [3, 5], [10, 2, 2, 2, 2, 2], [1, 3]]
 #: Axis titles by column, as in the published figures.
 TITLES = {
