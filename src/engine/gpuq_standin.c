@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "nvme/nvme_gpuq.h"
 #include "nvme/gpuq_ctrl.h"
+#include "nvme/nvme_gpuq.h"
 
 #define STANDIN_NS_PER_S 1000000000ull
 

@@ -84,9 +84,7 @@ def _build(root: Path) -> subprocess.CompletedProcess:
 
 
 def test_result_pastes_value(tmp_path: Path) -> None:
-    root = _project(
-        tmp_path / "p", "A {result}`study.ipynb::present:.0%` B {result}`study.ipynb::present:.1f`"
-    )
+    root = _project(tmp_path / "p", "A {result}`study.ipynb::present:.0%` B {result}`study.ipynb::present:.1f`")
     proc = _build(root)
     assert proc.returncode == 0, proc.stderr
     html = (root / "_build" / "index.html").read_text()

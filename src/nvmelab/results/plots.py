@@ -7,13 +7,11 @@ Key functions (inputs are tables from nvmelab.results.analysis.aggregate):
     tool_comparison(agg, ...)         grouped bars of IOPS per stack and core count
     pcie_saturation(agg, ...)         stacked bars payload + link overhead, line-rate/P2P rules
     cuda_qdepth(agg, ...)             IOPS vs queue depth per nqueues
-    cuda_iosize(agg, ...)             bandwidth vs I/O size per queue depth
-    save(chart, path) / svg(chart)    static export through vl-convert (offline)
+    cuda_iosize(agg, ...)             bandwidth vs I/O size per queue depth; save / svg: vl-convert export
 
-Conventions: every chart says where its data came from in its title (a
-published panel and ours are never mixed in one panel without a legend entry
-naming the source); emulated panels name profile and scale (`source_label`).
-Charts embed their data, so they render offline.
+Conventions: every chart says where its data came from in its title (a published panel and ours are
+never mixed in one panel without a legend entry naming the source); emulated panels name profile and
+scale (`source_label`). Charts embed their data, so they render offline.
 
 Legibility (what the book's browser test, tests/book/browser.py, checks on every page): a
 chart fits the book's text column (``COLUMN_PX``) without being scaled down, so its text
@@ -49,23 +47,11 @@ DASH_LEGEND = alt.Legend(
 )
 #: Values spanning more than this factor get a logarithmic axis (auto_log).
 LOG_SPAN = 10.0
-#: Point shapes and dash patterns given to series in order (series_encodings): with the colours,
-#: no two series look alike.
-SHAPES = [
-    "circle",
-    "square",
-    "diamond",
-    "triangle-up",
-    "cross",
-    "triangle-down",
-    "triangle-right",
-    "triangle-left",
-    "wedge",
-    "arrow",
-    # a five-pointed star and a hexagon (SVG paths in Vega's unit square): more series than Vega's named symbols
-    "M0,-1L0.24,-0.31L0.95,-0.31L0.38,0.12L0.59,0.81L0,0.38L-0.59,0.81L-0.38,0.12L-0.95,-0.31L-0.24,-0.31Z",
-    "M1,0L0.5,0.87L-0.5,0.87L-1,0L-0.5,-0.87L0.5,-0.87Z",
-]
+#: Point shapes and dash patterns given to series in order (series_encodings): with the colours, no two series
+#: look alike (twelve shapes: Vega's named symbols, then a star and a hexagon as SVG paths).
+_STAR = "M0,-1L0.24,-0.31L0.95,-0.31L0.38,0.12L0.59,0.81L0,0.38L-0.59,0.81L-0.38,0.12L-0.95,-0.31L-0.24,-0.31Z"
+SHAPES = ["circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left"]
+SHAPES += ["wedge", "arrow", _STAR, "M1,0L0.5,0.87L-0.5,0.87L-1,0L-0.5,-0.87L0.5,-0.87Z"]
 DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [12, 4], [3, 5], [10, 2, 2, 2, 2, 2], [1, 3]]
 #: Axis titles by column, as in the published figures.
 TITLES = {

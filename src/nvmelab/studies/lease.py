@@ -123,9 +123,9 @@ STEP_FIXED_S[3] = STEP_FIXED_S[2]
 @functools.cache
 def _fitted() -> Any:
     """The fitted device model (model.fit reads and fits the calibration set: once per process)."""
-    from ..results import model
+    from ..results import model, model_validation
 
-    return model.fit()
+    return model.fit(model_validation.published_points())
 
 
 def runs_of(task: Task) -> list[Run]:
