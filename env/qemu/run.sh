@@ -105,7 +105,7 @@ if [ -n "${NVMELAB_QEMU_GUEST_BIN:-}" ]; then   # a prebuilt static guest progra
 else
     log "building the static guest program"
     mkdir -p "$WORK/gen/nvme/emu"
-    cmake -DIN="$ROOT/data/reference/headline.csv" -DOUT="$WORK/gen/nvme/emu/calibration.h" \
+    cmake -DIN="$ROOT/data/results/model/pm1753-profile.csv" -DOUT="$WORK/gen/nvme/emu/calibration.h" \
         -P "$ROOT/src/nvme/emu/calibration.cmake" || die "generating calibration.h failed"
     cc -I"$WORK/gen" -std=c11 -O2 -g0 -static -D_GNU_SOURCE -Wall -Wextra -Werror=implicit-function-declaration \
         -I"$ROOT/src" -o "$BIN.tmp" "${GUEST_SRC[@]}" "${DRIVER_SRC[@]}" -lpthread -lm \
