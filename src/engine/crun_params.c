@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NS_PER_S_D     1e9
+#include "engine/param_table.h"
+
 #define CRUN_POLL_SPIN "spin"
 #define CRUN_POLL_BACK "backoff:"
 #define CRUN_PERMILLE  1000u
@@ -38,43 +39,21 @@ int crun_param_find(const char *name)
 void crun_params_defaults(struct nvme_cuda_run_params *p)
 {
     memset(p, 0, sizeof(*p));
-#define SET_U32(field, def)                    p->field = (uint32_t)(def)
-#define SET_U64(field, def)                    p->field = (uint64_t)(def)
-#define SET_BOOL(field, def)                   p->field = (def) != 0
-#define SET_SECONDS(field, def)                p->field = (uint64_t)((def) * NS_PER_S_D)
-#define SET_PATTERN(field, def)                p->field = (enum nvme_cuda_rw)(def)
-#define SET_POLL(field, def)                   p->field = (uint32_t)(def)
-#define X(name, type, field, lo, hi, def, doc) SET_##type(field, def);
+#define PARAM_SET_POLL(s, field, def)          ((s)->field = (uint32_t)(def))
+#define X(name, type, field, lo, hi, def, doc) PARAM_SET_##type(p, field, def);
     CRUN_PARAMS(X)
 #undef X
-}
-
-static int out_of(const char *name, double v, double lo, double hi, int integral, char *err, size_t errlen)
-{
-    if (v >= lo && v <= hi)
-        return 0;
-    if (integral)
-        snprintf(err, errlen, "%s=%.0f: must be %.0f..%.0f", name, v, lo, hi);
-    else
-        snprintf(err, errlen, "%s=%g: must be %g..%g seconds", name, v, lo, hi);
-    return -EINVAL;
 }
 
 int crun_params_check(const struct nvme_cuda_run_params *p, char *err, size_t errlen)
 {
     int rc = 0;
-#define CHK_U32(name, field, lo, hi)     out_of(#name, (double)p->field, lo, hi, 1, err, errlen)
-#define CHK_U64(name, field, lo, hi)     0 /* the full uint64 range is valid */
-#define CHK_BOOL(name, field, lo, hi)    0
-#define CHK_SECONDS(name, field, lo, hi) out_of(#name, (double)p->field / NS_PER_S_D, lo, hi, 0, err, errlen)
-#define CHK_PATTERN(name, field, lo, hi)                                                                               \
-    ((unsigned)p->field <= NVME_CUDA_RANDWRITE                                                                         \
-         ? 0                                                                                                           \
-         : (snprintf(err, errlen, #name ": unknown pattern %d", (int)p->field), -EINVAL))
-#define CHK_POLL(name, field, lo, hi) out_of(#name " (backoff ns)", (double)p->field, lo, hi, 1, err, errlen)
+    /* each row through the engines' one range check (param_table.h); runtime does not count with rounds */
+#define PARAM_CHK_POLL(s, name, field, lo, hi, patmax, err, errlen)                                                    \
+    param_bound(#name " (backoff ns)", (double)(s)->field, (lo), (hi), PARAM_INTEGRAL, (err), (errlen))
 #define X(name, type, field, lo, hi, def, doc)                                                                         \
     if (!rc && !(CRUN_PT_##type == CRUN_PT_SECONDS && !strcmp(#name, "runtime") && p->rounds))                         \
-        rc = CHK_##type(name, field, (double)(lo), (double)(hi));
+        rc = PARAM_CHK_##type(p, name, field, (double)(lo), (double)(hi), NVME_CUDA_RANDWRITE, err, errlen);
     CRUN_PARAMS(X)
 #undef X
     if (rc)
