@@ -8,7 +8,7 @@ Every number a notebook shows is computed here from records (ours under
 * :func:`aggregate` reduces repetitions to the arithmetic mean and the
   **population** standard deviation (ddof=0), as the published pipeline does; it refuses to
   average records of two emulated targets in one configuration (:func:`check_one_target`;
-  :func:`split_targets` separates them).
+  :func:`split_targets` separates them, :func:`aggregate_per_target` aggregates each).
 * :func:`roofline` is the maximum single-device result times the number of
   devices (the published method), or a given constant.
 * :func:`saturation` is the smallest x whose mean reaches
@@ -181,6 +181,33 @@ def split_targets(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         return {} if df.empty else {"": df}
     norm = df["target"].astype(str).map(_target_sans_ndev)
     return {t: df[norm == t] for t in sorted(norm.unique())}
+
+
+@dataclass(frozen=True)
+class TargetAggregate:
+    """One target's records and their aggregate (aggregate_per_target); `first` labels it
+    (plots.source_label names the profile, its scale and any model overrides)."""
+
+    target: str
+    records: pd.DataFrame
+    agg: pd.DataFrame
+
+    @property
+    def first(self) -> pd.Series:
+        return self.records.iloc[0]
+
+    @property
+    def scale(self) -> float:
+        s = self.records["scale"].dropna() if "scale" in self.records.columns else ()
+        return float(s.iloc[0]) if len(s) else 1.0
+
+
+def aggregate_per_target(
+    df: pd.DataFrame, by: Sequence[str], metrics: Sequence[str] = ("iops", "mibs")
+) -> list[TargetAggregate]:
+    """aggregate() of each target's records (split_targets), in target order: records of two emulated
+    targets (a calibration A/B) get one aggregate each instead of the refusal; empty `df`: []."""
+    return [TargetAggregate(t, d, aggregate(d, by=by, metrics=metrics)) for t, d in split_targets(df).items()]
 
 
 @dataclass(frozen=True)

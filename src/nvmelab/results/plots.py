@@ -69,9 +69,8 @@ TITLES = {
 }
 
 
-#: Chart settings for every figure (an Altair theme, enabled on import): labels are never cut
-#: short (Vega's label limits off), overlapping axis labels are thinned out, charts render as
-#: SVG (so the book's browser test can measure them) without the export menu.
+#: Chart settings for every figure (an Altair theme, enabled on import): labels never cut short (Vega's label limits
+#: off), overlapping axis labels thinned out, SVG (the book's browser test measures it), no export menu.
 THEME = "nvmelab"
 
 
@@ -96,9 +95,10 @@ def source_label(row: pd.Series | dict) -> str:
     src = row.get("source", "nvmelab")
     tgt = str(row.get("target", "") or "")
     if tgt.startswith(("emu://", "gpu-emu://")):
-        prof = row.get("profile")
         scale = row.get("scale")
         sc = f"{float(scale):g}" if scale is not None and scale == scale else "?"
+        keys = [kv for kv in tgt.partition("?")[2].split("&") if kv.split("=")[0] not in ("", "profile", "ndev")]
+        prof = f"{row.get('profile')}" + (f" with {', '.join(keys)}" if keys else "")  # model overrides (an A/B)
         return f"nvmelab, emulated {prof} (scale {sc}) on {row.get('host', 'this host')}"
     if src != "nvmelab":
         return str(src)
