@@ -9,7 +9,8 @@
 #
 # Steps (nvmelab.studies.lease holds the study points and the cost model; `python -m nvmelab.studies.lease
 # plan` prints them):
-#   1  install; every GPU test (each test file with a `gpu` mark); emulator capacity (tests/bench
+#   1  install; the installed extension checked (imports without a GPU driver, holds the CUDA code:
+#      lease.native_check); every GPU test (each test file with a `gpu` mark); emulator capacity (tests/bench
 #      bench_gpu_submit.py, short windows); the calibration A/B (cuda_qdepth, pm1753 as derived vs fitted)
 #   2  cuda_qdepth, preset lease
 #   3  cuda_iosize, preset lease; vram_cache, preset lease (the GPU-memory cache runs)
@@ -35,15 +36,11 @@
 # "env/wheelhouse"]), then STEP=2 and 3 (also carrying build/lease/resume with the last archive when the
 # machine may be fresh).
 #
-# Time budget (estimates; the summaries' parts report the actual seconds per point to check them):
-#   step 1 <= 394 s: install 60 (limit) + GPU tests 150 (limit) + bench 90 (limit) + pack 10
-#                    + A/B 20 points x 4.2 s
-#   step 2 <= 406 s: install + pack 70 + 80 points x 4.2 s
-#   step 3 <= 392 s: install + pack 70 + cuda_iosize 48 x 4.2 s + vram_cache 20 x 6.0 s
-#   plan   <= 1192 s of commands (20 min) + one machine start (1-2 min) <= 24 min
-# A point costs warm-up + window (0.7 s) + 2.5 s for its own process (imports, bring-up, teardown: the
-# rehearsal measured 0.6 s quiet to 2.5 s under load on the shared 2-core host) + 1 s of CUDA context (estimate) + one lock-step round of the fitted model
-# (microseconds); a vram_cache point 3.5 s (the committed standard records) + 2.5 s.
+# Time budget: computed, not written here. `python -m nvmelab.studies.lease plan` prints each step's
+# estimate from the cost model in nvmelab.studies.lease (fixed parts at their time limits below, each study
+# point at its window + the process overhead the rehearsal measured + CUDA context + one lock-step round of
+# the fitted model; one machine start) and fails when a step exceeds 8 minutes or the plan 24;
+# tests/test_lease.py checks the same and that env/README.md's table states these numbers.
 #
 # Environment: PY (the interpreter: python3, the image's, by default), NVMELAB_LEASE_DIR (default
 # build/lease), NVMELAB_LEASE_STUDY_S (caps a step's seconds for study points; the rehearsal: 60, the
@@ -59,6 +56,7 @@ STEP_LIMIT_S=480
 INSTALL_LIMIT_S=60
 GPU_TESTS_LIMIT_S=150
 BENCH_LIMIT_S=90
+NATIVE_CHECK_LIMIT_S=30
 PACK_S=10
 
 usage() { sed -n '3,8p' "$0" >&2; exit 2; }
@@ -98,9 +96,10 @@ image_python() { # a CPython 3.12 here: $PYTHON312, python3.12 on PATH, or pyenv
 }
 
 make_image_venv() { # $LEASE/image-venv: Python 3.12 with ONLY packages of the GPU image (env/gpu-image.txt)
-    local venv=$LEASE/image-venv py312 deps=()
-    [ -x "$venv/bin/python" ] && [ "$venv/.stamp" -nt env/gpu-image.txt ] && \
-        [ "$venv/.stamp" -nt env/wheelhouse/image-deps.txt ] && return 0
+    local venv=$LEASE/image-venv py312 deps=() want
+    # kept while its inputs say the same (the wheelhouse rewrites image-deps.txt each time: contents count)
+    want=$(cat env/gpu-image.txt env/wheelhouse/image-deps.txt env/requirements.lock | sha256sum | cut -d' ' -f1)
+    [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.stamp" 2>/dev/null)" = "$want" ] && return 0
     py312=$(image_python)
     rm -rf "$venv"
     "$py312" -m venv "$venv"
@@ -109,7 +108,7 @@ make_image_venv() { # $LEASE/image-venv: Python 3.12 with ONLY packages of the G
     mapfile -t deps < env/wheelhouse/image-deps.txt
     "$venv/bin/python" -m pip install -q -c env/requirements.lock numpy pandas tqdm pytest pytest-timeout \
         hypothesis pybind11 scikit-build-core cmake ninja numba pyyaml "${deps[@]}"
-    touch "$venv/.stamp"
+    echo "$want" > "$venv/.stamp"
 }
 
 check_only_image_and_wheelhouse() { # every installed distribution: in the image or in the wheelhouse
@@ -141,11 +140,18 @@ build_wheel() { # build_wheel PY: the nvmelab wheel into $LEASE/wheel (CUDA when
 }
 
 step0() {
+    local t
     mkdir -p "$LEASE"
+    t=$(now)
     [ -n "${NVMELAB_LEASE_KEEP_WHEELHOUSE:-}" ] && [ -f env/wheelhouse/image-deps.txt ] || \
         PIP_PY=python3 bash env/wheelhouse.sh
+    echo "== step 0: wheelhouse in $(( $(now) - t )) s"
+    t=$(now)
     make_image_venv
+    echo "== step 0: image venv in $(( $(now) - t )) s"
+    t=$(now)
     build_wheel "$LEASE/image-venv/bin/python"
+    echo "== step 0: wheel in $(( $(now) - t )) s"
     echo "carry to the GPU host: build/lease/wheel env/wheelhouse ($(du -sh env/wheelhouse "$LEASE/wheel" | awk '{print $1}' | xargs))"
 }
 
@@ -189,6 +195,10 @@ run_step() {
     local sa=()
     [ "$STANDIN" = 1 ] && sa=(--standin)
     if [ "$step" = 1 ]; then
+        # the installed extension: it imports (no GPU driver needed), holds the CUDA code, says why no GPU
+        local want=()
+        [ "$STANDIN" = 1 ] && [ "${NVMELAB_LEASE_CUDA:-}" != ON ] || want=(--want-cuda)
+        timed native-check "$NATIVE_CHECK_LIMIT_S" "$PY" -m nvmelab.studies.lease native-check "${want[@]}"
         # every test file with a gpu mark, and numba's CUDA simulator running the numba-cuda kernel
         mapfile -t gpu_tests < <(grep -l "mark.gpu" tests/test_*.py; echo tests/test_cuda_numba_sim.py)
         if [ "$STANDIN" = 1 ]; then
@@ -220,7 +230,12 @@ run_step() {
 rehearse() {
     local out=$1 t0
     t0=$(now)
-    export NVMELAB_LEASE_STANDIN=1 NVMELAB_HOST_ID=rehearsal NVMELAB_LEASE_CUDA=${NVMELAB_LEASE_CUDA:-OFF} \
+    # the carried wheel as a lease builds it: CUDA (sm_90) when nvcc is here (NVMELAB_LEASE_CUDA=OFF: without)
+    local cuda=${NVMELAB_LEASE_CUDA:-auto}
+    [ "$cuda" = auto ] && { command -v nvcc >/dev/null && cuda=ON || cuda=OFF; }
+    [ "$cuda" = ON ] || echo "rehearsal: the wheel is built WITHOUT CUDA (NVMELAB_LEASE_CUDA=$cuda, or no nvcc):" \
+        "the CUDA build a lease carries is not rehearsed"
+    export NVMELAB_LEASE_STANDIN=1 NVMELAB_HOST_ID=rehearsal NVMELAB_LEASE_CUDA=$cuda \
         NVMELAB_LEASE_STUDY_S=${NVMELAB_LEASE_STUDY_S:-60}
     STANDIN=1
     LEASE=$ROOT/build/rehearse
@@ -228,6 +243,7 @@ rehearse() {
     rm -rf "$out" "$LEASE/results" "$LEASE/resume" "$LEASE/site"
     mkdir -p "$out"
     step0
+    echo "rehearsal: step 0 (wheelhouse, image venv, wheel with NVMELAB_CUDA=$cuda) took $(( $(now) - t0 )) s"
     for step in 1 2 3; do
         # each step as on a fresh machine: nothing left from the last but the archive it handed back
         rm -rf "$LEASE/results" "$LEASE/site" "$LEASE/resume"
@@ -239,7 +255,7 @@ rehearse() {
     done
     echo "rehearsal: $(( $(now) - t0 )) s; outputs under $out: $(cd "$out" && find . -type f | sort | xargs)"
     # the outputs as the device tool would hand them back: limits, layout, valid records with their commit
-    NVMELAB_REHEARSAL_OUT=$out PYTHONPATH=$LEASE/site "$LEASE/image-venv/bin/python" -m pytest -q \
+    NVMELAB_REHEARSAL_OUT=$out NVMELAB_REHEARSAL_CUDA=$cuda PYTHONPATH=$LEASE/site "$LEASE/image-venv/bin/python" -m pytest -q \
         -p no:cacheprovider -o addopts= tests/test_lease.py -k rehearsal_outputs
 }
 

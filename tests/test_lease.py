@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import tarfile
 from pathlib import Path
@@ -20,13 +21,57 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_each_step_fits_one_command_and_the_plan_its_budget():
-    total = 0.0
-    for step in lease.STEPS:
-        e = lease.estimate(step)
-        assert e["seconds"] <= lease.STEP_LIMIT_S, e
+    # the plan's cost model is code: a study added to STEPS is costed here and must still fit
+    plan = lease.plan_estimate()
+    assert plan["problems"] == [], plan["problems"]
+    assert [e["step"] for e in plan["steps"]] == sorted(lease.STEPS)
+    for e in plan["steps"]:
+        assert e["seconds"] <= lease.STEP_LIMIT_S <= 8 * 60, e
         assert all(t["points"] > 0 for t in e["tasks"]), e
-        total += e["seconds"]
-    assert total <= lease.PLAN_LIMIT_S
+    assert plan["seconds"] == plan["commands_s"] + lease.MACHINE_START_S
+    assert plan["seconds"] <= lease.PLAN_LIMIT_S <= 24 * 60
+
+
+def test_plan_estimate_names_a_step_over_its_limit(monkeypatch):
+    monkeypatch.setitem(lease.STEP_FIXED_S, 2, lease.STEP_LIMIT_S)  # e.g. a long study added to step 2
+    problems = lease.plan_estimate()["problems"]
+    assert any(p.startswith("step 2: ") for p in problems), problems
+
+
+def test_readme_states_the_plans_computed_estimate():
+    """env/README.md's plan table says what plan_estimate() computes (rounded to the second): a change
+    of the plan or of the cost model that is not written down fails here."""
+    text = (ROOT / "env" / "README.md").read_text()
+    plan = lease.plan_estimate()
+    for e in plan["steps"]:
+        row = re.search(rf"^\| {e['step']} \| GPU host \|.*\| ≤ (\d+) s \|$", text, re.M)
+        assert row, f"no row of step {e['step']} in env/README.md"
+        assert int(row.group(1)) == round(e["seconds"]), (e["step"], row.group(1), e["seconds"])
+    total = re.search(r"the plan's estimate is (\d+) s", text)
+    assert total and int(total.group(1)) == round(plan["seconds"]), (total and total.group(1), plan["seconds"])
+
+
+def test_script_time_limits_are_the_cost_models():
+    """env/gpu-lease.sh enforces the fixed parts' limits that the cost model counts: the same numbers."""
+    sh = dict(re.findall(r"^([A-Z_]+_S)=(\d+)$", (ROOT / "env" / "gpu-lease.sh").read_text(), re.M))
+    assert sh, "no limits found in env/gpu-lease.sh"
+    for name, value in sh.items():
+        assert int(value) == getattr(lease, name), name
+
+
+def test_installed_extension_imports_without_a_gpu_driver_and_holds_its_cuda_code():
+    """The dev build's extension through the lease's check: it imported (no libcuda.so.1 needed: this
+    host has no GPU driver), a CUDA build holds GPU code (.nv_fatbin) and links no driver library."""
+    import nvmelab
+
+    cuda = bool(nvmelab.build_info().get("cuda"))
+    r = lease.native_check(want_cuda=cuda)
+    assert r["problems"] == [], r["problems"]
+    if cuda and "sections" in r["elf"]:
+        assert ".nv_fatbin" in r["elf"]["sections"]
+        assert not any(n.startswith("libcuda.so") for n in r["elf"]["needed"])
+    if r["cuda_status"]["devices"] == 0:
+        assert r["cuda_status"]["reason"]
 
 
 def test_lease_presets_and_the_ab_points_are_in_the_grid():
@@ -93,3 +138,8 @@ def test_rehearsal_outputs(step):
     summary = json.loads((out / f"summary-{step}.json").read_text())
     assert summary["standin"] is True and summary["git_commit"]
     assert all(p.get("rc") == 0 for p in summary["parts"]), summary["parts"]
+    if step == 1:
+        assert any(p["part"] == "native-check" for p in summary["parts"]), summary["parts"]
+    if os.environ.get("NVMELAB_REHEARSAL_CUDA") == "ON":  # the wheel a lease carries: CUDA compiled in
+        assert summary["build"]["cuda"] is True, summary["build"]
+        assert summary["cuda"]["compiled"] is True and summary["cuda"]["devices"] == 0 and summary["cuda"]["reason"]

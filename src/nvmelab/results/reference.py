@@ -72,7 +72,7 @@ def data_root() -> Path:
 
 
 def installed_data() -> bool:
-    """True when data_root() is the copy an installed package ships (no checkout: no data/results)."""
+    """True when data_root() is the copy an installed package ships (no checkout: no records, only its profile)."""
     return data_root().resolve() == (Path(__file__).resolve().parent.parent / "data")
 
 

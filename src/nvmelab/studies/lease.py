@@ -21,6 +21,7 @@ is used (the rest is "not started"; the next call of the same step resumes them)
     python -m nvmelab.studies.lease plan [--standin]        points and estimated seconds of every step
     python -m nvmelab.studies.lease run STEP --results DIR --budget S [--parts F] [--standin]
     python -m nvmelab.studies.lease pack STEP --results DIR --out OUT [--parts F]
+    python -m nvmelab.studies.lease native-check [--want-cuda]   the installed extension (step 1)
 
 ``--standin`` (make rehearse-gpu-host): the cuda engine is replaced by its CPU stand-in
 (engines/gpu_standin.py), which drives the same queue code on the CPU emulator.
@@ -78,7 +79,10 @@ TIER_TIMEOUT_S = 30.0
 INSTALL_LIMIT_S = 60
 GPU_TESTS_LIMIT_S = 150
 BENCH_LIMIT_S = 90
+NATIVE_CHECK_LIMIT_S = 30
 PACK_S = 10
+#: One machine start (the device tool: minutes; the plan counts one, a warm machine serving the rest).
+MACHINE_START_S = 120
 #: (nqueues, qdepth) of the calibration A/B: the two calibration points of the lock-step round
 #: (data/reference/model-calibration.csv: nqueues=1 at qd 128 and 512) and three held-out ones.
 AB_POINTS = ((1, 128), (1, 512), (1, 64), (1, 256), (4, 128))
@@ -116,7 +120,10 @@ STEPS: dict[int, tuple[Task, ...]] = {
     3: (Task("cuda_iosize"), Task("vram_cache")),
 }
 #: Fixed seconds of each step besides its study points (upper bounds: the script's time limits).
-STEP_FIXED_S = {1: INSTALL_LIMIT_S + GPU_TESTS_LIMIT_S + BENCH_LIMIT_S + PACK_S, 2: INSTALL_LIMIT_S + PACK_S}
+STEP_FIXED_S = {
+    1: INSTALL_LIMIT_S + NATIVE_CHECK_LIMIT_S + GPU_TESTS_LIMIT_S + BENCH_LIMIT_S + PACK_S,
+    2: INSTALL_LIMIT_S + PACK_S,
+}
 STEP_FIXED_S[3] = STEP_FIXED_S[2]
 
 
@@ -163,6 +170,36 @@ def estimate(step: int) -> dict[str, Any]:
         )
     total = STEP_FIXED_S[step] + sum(t["seconds"] for t in tasks)
     return {"step": step, "fixed_s": STEP_FIXED_S[step], "tasks": tasks, "seconds": total}
+
+
+def plan_estimate() -> dict[str, Any]:
+    """Every step's estimate, the plan's total (commands plus one machine start) and what breaks the
+    limits (``problems``: a step over STEP_LIMIT_S, the plan over PLAN_LIMIT_S, a task without points).
+    Computed from STEPS, so a study added to the plan is costed here, not by hand (tests/test_lease.py
+    checks the limits and that env/README.md's table says these numbers)."""
+    steps = [estimate(s) for s in sorted(STEPS)]
+    commands = sum(e["seconds"] for e in steps)
+    total = commands + MACHINE_START_S
+    problems = [
+        f"step {e['step']}: {e['seconds']:.0f} s > {STEP_LIMIT_S} s" for e in steps if e["seconds"] > STEP_LIMIT_S
+    ]
+    problems += [
+        f"step {e['step']}: {t['study']} ({t['target']}) has no lease points"
+        for e in steps
+        for t in e["tasks"]
+        if not t["points"]
+    ]
+    if total > PLAN_LIMIT_S:
+        problems.append(
+            f"plan: {total:.0f} s (commands {commands:.0f} s + start {MACHINE_START_S} s) > {PLAN_LIMIT_S} s"
+        )
+    return {
+        "steps": steps,
+        "commands_s": commands,
+        "machine_start_s": MACHINE_START_S,
+        "seconds": total,
+        "problems": problems,
+    }
 
 
 def _append_part(parts: Path | None, part: dict[str, Any]) -> None:
@@ -350,6 +387,48 @@ def check_out(out: Path, step: int) -> list[str]:
     return problems
 
 
+def _elf_facts(path: Path) -> dict[str, Any]:
+    """Sections and DT_NEEDED libraries of a shared object (readelf), or why they were not read."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("readelf"):
+        return {"why": "readelf not found: sections and linked libraries not read"}
+    sec = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True, check=False).stdout
+    dyn = subprocess.run(["readelf", "-d", "-W", str(path)], capture_output=True, text=True, check=False).stdout
+    return {
+        "sections": sorted(set(re.findall(r"\]\s+(\.\S+)", sec))),
+        "needed": re.findall(r"\(NEEDED\).*\[(.+?)\]", dyn),
+    }
+
+
+def native_check(want_cuda: bool) -> dict[str, Any]:
+    """What the installed extension is (the carried wheel's build): it imports (a CUDA build too, on a
+    host without a GPU driver: cudart_static loads libcuda.so.1 with dlopen when CUDA is first used, so
+    the extension must not name it as a DT_NEEDED library), says what it was built with, holds the GPU
+    code when CUDA is on (an .nv_fatbin section, its architectures in build_info) and, without a usable
+    GPU, gives the reason the GPU parts skip with. ``problems`` lists what is wrong (empty: nothing)."""
+    from .. import _native, build_info
+    from ..engines import gpu
+
+    info = build_info()
+    so = Path(_native.__file__)
+    elf = _elf_facts(so)
+    st = gpu.status()
+    problems = []
+    if want_cuda and not info.get("cuda"):
+        problems.append(f"built without CUDA: {info.get('parts', {}).get('cuda', {}).get('detail')}")
+    if want_cuda and "sections" in elf and ".nv_fatbin" not in elf["sections"]:
+        problems.append(f"{so.name} holds no GPU code (no .nv_fatbin section)")
+    if any(n.startswith("libcuda.so") for n in elf.get("needed", ())):
+        problems.append(f"{so.name} links the driver library itself ({elf['needed']}): no import without a GPU driver")
+    if want_cuda and not st.get("compiled"):
+        problems.append(f"cuda_status() says the engine is not compiled in: {st.get('reason')}")
+    if st.get("devices", 0) == 0 and not st.get("reason"):
+        problems.append("no GPU and no reason given (the GPU tests would skip without saying why)")
+    return {"extension": so.name, "build": info, "elf": elf, "cuda_status": st, "problems": problems}
+
+
 def _cuda_status() -> dict[str, Any] | None:
     try:
         from ..engines import gpu
@@ -367,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="action", required=True)
     p = sub.add_parser("plan", help="each step's points and estimated seconds")
     p.add_argument("--standin", action="store_true")
+    p = sub.add_parser("native-check", help="the installed extension: imports, CUDA code, no driver linked")
+    p.add_argument("--want-cuda", action="store_true", help="the wheel was built with CUDA (a lease's always is)")
     for name in ("run", "pack"):
         q = sub.add_parser(name)
         q.add_argument("step", type=int, choices=sorted(STEPS))
@@ -380,16 +461,33 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.action == "plan":
-        total = 0.0
-        for step in STEPS:
-            e = estimate(step)
-            total += e["seconds"]
+        plan = plan_estimate()
+        for e in plan["steps"]:
             tasks = "; ".join(
                 f"{t['study']} {t['target'] or ''} {t['points']} points {t['seconds']:.0f} s" for t in e["tasks"]
             )
-            sys.stdout.write(f"step {step}: {e['seconds']:.0f} s (fixed {e['fixed_s']} s; {tasks})\n")
-        sys.stdout.write(f"plan: {total:.0f} s of {PLAN_LIMIT_S} s; each step at most {STEP_LIMIT_S} s\n")
-        return 0
+            sys.stdout.write(f"step {e['step']}: {e['seconds']:.0f} s (fixed {e['fixed_s']} s; {tasks})\n")
+        sys.stdout.write(
+            f"plan: {plan['seconds']:.0f} s of {PLAN_LIMIT_S} s (commands {plan['commands_s']:.0f} s + one machine "
+            f"start {MACHINE_START_S} s); each step at most {STEP_LIMIT_S} s\n"
+        )
+        for p in plan["problems"]:
+            log.error("over the limits: %s", p)
+        return 1 if plan["problems"] else 0
+    if args.action == "native-check":
+        r = native_check(args.want_cuda)
+        b = r["build"]
+        log.info(
+            "%s: cuda %s (architectures %s), GPU: %s; sections checked: %s",
+            r["extension"],
+            b.get("cuda"),
+            b.get("cuda_architectures") or "-",
+            r["cuda_status"].get("devices") or r["cuda_status"].get("reason"),
+            r["elf"].get("why") or f"{len(r['elf']['sections'])}, linked: {', '.join(r['elf']['needed'])}",
+        )
+        for p in r["problems"]:
+            log.error("native check: %s", p)
+        return 1 if r["problems"] else 0
     os.environ.setdefault("NVMELAB_RESULTS", str(args.results))
     if args.action == "run":
         run_step(args.step, args.results, args.budget, parts=args.parts, standin=args.standin)
