@@ -62,6 +62,9 @@ def test_two_targets_get_one_aggregate_each_labelled_with_profile_and_overrides(
     assert len(set(labels)) == 2 and all("pm1753" in lab for lab in labels)
     assert "lat=14131ns, qiops=3683693" in labels[0] and "with" not in labels[1]
     assert analysis.aggregate_per_target(ours.iloc[0:0], by=["qdepth"]) == []
+    # only model keys are overrides: the namespace's geometry and the device count are not
+    geometry = {"target": "emu://?profile=pm1753&nsze=1024&lbads=12&ndev=4", "profile": "pm1753", "scale": 64.0}
+    assert "with" not in plots.source_label(geometry) and "scale 64" in plots.source_label(geometry)
 
 
 def test_cuda_qdepth_notebook_shows_a_panel_per_target(tmp_path):

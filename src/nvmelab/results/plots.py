@@ -97,7 +97,8 @@ def source_label(row: pd.Series | dict) -> str:
     if tgt.startswith(("emu://", "gpu-emu://")):
         scale = row.get("scale")
         sc = f"{float(scale):g}" if scale is not None and scale == scale else "?"
-        keys = [kv for kv in tgt.partition("?")[2].split("&") if kv.split("=")[0] not in ("", "profile", "ndev")]
+        model = ("lat", "lat_sigma", "iops", "qiops", "bw", "link", "fetch")  # emu/model_keys.c, emu/params.c
+        keys = [kv for kv in tgt.partition("?")[2].split("&") if kv.split("=")[0] in model]
         prof = f"{row.get('profile')}" + (f" with {', '.join(keys)}" if keys else "")  # model overrides (an A/B)
         return f"nvmelab, emulated {prof} (scale {sc}) on {row.get('host', 'this host')}"
     if src != "nvmelab":
@@ -718,8 +719,7 @@ def vram_striping(nc: pd.DataFrame, fractions: Sequence[str]) -> alt.FacetChart:
 
 
 def vram_per_device(rates: pd.DataFrame, fraction: str) -> alt.FacetChart:
-    """Read and write MiB/s of each device at one budget, a row per cache, a column per workload
-    (analysis.vram_device_rates)."""
+    """Read and write MiB/s of each device at one budget, a row per cache, a column per workload (analysis)."""
     long = rates[rates["fraction"] == fraction].melt(
         id_vars=["workload", "fraction", "cache", "dev"],
         value_vars=["read_mibs", "write_mibs"],
