@@ -61,7 +61,9 @@ STEP_LIMIT_S = 480
 PLAN_LIMIT_S = 1440
 #: Seconds an isolated point costs beyond its warm-up and window: interpreter, imports, bring-up,
 #: teardown. make rehearse-gpu-host measured 0.6 s (quiet) to 2.5 s (under load) on the shared 2-core
-#: development host (its summaries' seconds_per_point less 0.7 s of window); a lease will measure it.
+#: development host (its summaries' seconds_per_point less 0.7 s of window), and 2.3 to 4.2 s at a load
+#: average of 8-10 (env/README.md); kept at 2.5 s for the GPU host's idle 16 cores: a lease will measure
+#: it, and a step that runs long leaves points "not started" rather than overrunning.
 POINT_OVERHEAD_S = 2.5
 #: CUDA context creation and gpu-emu's allocations per point on the GPU host (estimate; each
 #: summary's seconds_per_point checks it on the first lease).
