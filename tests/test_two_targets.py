@@ -7,7 +7,6 @@ refuses to average them when asked to."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -67,24 +66,16 @@ def test_two_targets_get_one_aggregate_each_labelled_with_profile_and_overrides(
     assert "with" not in plots.source_label(geometry) and "scale 64" in plots.source_label(geometry)
 
 
-def test_cuda_qdepth_notebook_shows_a_panel_per_target(tmp_path):
+def test_cuda_qdepth_notebook_shows_a_panel_per_target(tmp_path, monkeypatch):
     """The notebook, fed the two-target lease records, runs to the end (it stopped on the mixed-target
     error) and names both targets: one line of records and one figure panel each."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     root = _write_two_target_records(tmp_path / "results")
     nb = nbformat.read(ROOT / "notebooks" / "cuda_qdepth.ipynb", as_version=4)
-    env = {"NVMELAB_RESULTS": str(root), "NVMELAB_PRESET": "lease", "NVMELAB_RUN": "never"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        nbclient.NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    for k, v in {"NVMELAB_RESULTS": str(root), "NVMELAB_PRESET": "lease", "NVMELAB_RUN": "never"}.items():
+        monkeypatch.setenv(k, v)  # the kernel inherits this environment
+    nbclient.NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     text = json.dumps([c.get("outputs", []) for c in nb.cells])
     assert "4 records of our runs (nvmelab, emulated pm1753 with lat=14131ns, qiops=3683693 (scale 1)" in text
     assert "4 records of our runs (nvmelab, emulated pm1753 (scale 1)" in text
