@@ -12,7 +12,8 @@
 #   1  install; every GPU test (each test file with a `gpu` mark); emulator capacity (tests/bench
 #      bench_gpu_submit.py, short windows); the calibration A/B (cuda_qdepth, pm1753 as derived vs fitted)
 #   2  cuda_qdepth, preset lease
-#   3  cuda_iosize, preset lease; vram_cache, preset lease (the GPU-memory cache runs)
+#   3  cuda_iosize, preset lease; vram_cache, preset lease (the GPU-memory cache runs); cuda_pollcost,
+#      preset lease (a co-running compute kernel with and without the I/O, NVML SM activity)
 # Each step writes into OUT exactly three files: lease-N.log, summary-N.json and records-N.tar.gz (every
 # record taken so far, <study>/<host>/<preset>.jsonl inside; bench JSON under bench/), within the device
 # tool's limits (8 files, 16 MiB each, 2 folders deep). A step stops starting study points when its time
@@ -39,11 +40,13 @@
 #   step 1 <= 394 s: install 60 (limit) + GPU tests 150 (limit) + bench 90 (limit) + pack 10
 #                    + A/B 20 points x 4.2 s
 #   step 2 <= 406 s: install + pack 70 + 80 points x 4.2 s
-#   step 3 <= 392 s: install + pack 70 + cuda_iosize 48 x 4.2 s + vram_cache 20 x 6.0 s
-#   plan   <= 1192 s of commands (20 min) + one machine start (1-2 min) <= 24 min
+#   step 3 <= 435 s: install + pack 70 + cuda_iosize 48 x 4.2 s + vram_cache 20 x 6.0 s
+#                    + cuda_pollcost 10 x 4.2 s + its 5 co-runner points' phase alone 5 x 0.33 s
+#   plan   <= 1235 s of commands (21 min) + one machine start (1-2 min) <= 24 min
 # A point costs warm-up + window (0.7 s) + 2.5 s for its own process (imports, bring-up, teardown: the
 # rehearsal measured 0.6 s quiet to 2.5 s under load on the shared 2-core host) + 1 s of CUDA context (estimate) + one lock-step round of the fitted model
-# (microseconds); a vram_cache point 3.5 s (the committed standard records) + 2.5 s.
+# (microseconds); a vram_cache point 3.5 s (the committed standard records) + 2.5 s; a co-runner point
+# adds its phase alone: 0.4 of warm-up + window + 0.05 s of sizing (nvmelab.studies.lease CORUN_*).
 #
 # Environment: PY (the interpreter: python3, the image's, by default), NVMELAB_LEASE_DIR (default
 # build/lease), NVMELAB_LEASE_STUDY_S (caps a step's seconds for study points; the rehearsal: 60, the
