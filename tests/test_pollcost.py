@@ -75,8 +75,9 @@ class FakeNvml:
     NVML_GPM_METRIC_SM_OCCUPANCY = 3
     c_nvmlGpmMetricsGet_t = _Get
 
-    def __init__(self, *, gpm=True, fail_init=False, sm=37.5, occ=12.5, busy=100):
+    def __init__(self, *, gpm=True, fail_init=False, sm=37.5, occ=12.5, busy=100, bytes_only=False):
         self.gpm, self.fail_init, self.sm, self.occ, self.busy = gpm, fail_init, sm, occ, busy
+        self.bytes_only = bytes_only
         self.freed = self.shutdown = 0
         self.by_pci = None
 
@@ -88,6 +89,8 @@ class FakeNvml:
         self.shutdown += 1
 
     def nvmlDeviceGetHandleByPciBusId(self, pci):  # noqa: N802
+        if self.bytes_only and not isinstance(pci, bytes):
+            raise TypeError("bytes or integer address expected instead of str instance")
         self.by_pci = pci
         return "h"
 
@@ -135,6 +138,12 @@ def test_sampler_reads_gpm_sm_activity_inside_the_window_only():
     # a window before the first interval holds no sample, and says so
     early = s.window(t0 - 10**9, t0 - 10**8)
     assert not early["readable"] and "sample interval" in early["reason"]
+
+
+def test_sampler_takes_an_older_pynvml_that_wants_bytes():
+    fake = FakeNvml(bytes_only=True)
+    s, t0, t1 = _sample(fake)
+    assert s.window(t0, t1)["readable"] and fake.by_pci == b"0000:19:00.0"
 
 
 def test_sampler_without_gpm_keeps_utilisation_and_says_why_there_is_no_sm_activity():

@@ -6,8 +6,8 @@ kernel beside the I/O (src/engine/cuda/crun_corun.h): the same launches of an FM
 before any I/O kernel is on the GPU, and again under the I/O load. ``corun_field`` turns the engine's raw
 times into the record's field:
 
-    {"per_sm": 4, "ran": true, "kind": "gpu-fma", "blocks": 528, "threads": 135168, "launches": 140,
-     "flop": ..., "alone_s": ..., "loaded_s": ..., "alone_flops": ..., "loaded_flops": ...,
+    {"per_sm": corun, "ran": true, "kind": "gpu-fma", "blocks": corun x SMs, "threads": ..., "launches": ...,
+     "iters": ..., "flop": ..., "alone_s": ..., "loaded_s": ..., "alone_flops": ..., "loaded_flops": ...,
      "ratio": loaded_flops / alone_flops, "cost": 1 - ratio, "resident": true, "overlap": true,
      "valid": true, "why_invalid": null}
 

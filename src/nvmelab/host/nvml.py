@@ -90,7 +90,10 @@ class SmSampler:
             nv.nvmlInit()
             self._inited = True
             if self.pci:
-                self._handle = nv.nvmlDeviceGetHandleByPciBusId(self.pci)
+                try:
+                    self._handle = nv.nvmlDeviceGetHandleByPciBusId(self.pci)
+                except TypeError:  # older nvidia-ml-py: bytes, not str
+                    self._handle = nv.nvmlDeviceGetHandleByPciBusId(self.pci.encode())
             else:
                 self._handle = nv.nvmlDeviceGetHandleByIndex(self.index)
         except Exception as exc:  # noqa: BLE001 - pynvml.NVMLError and its subclasses; never fatal
