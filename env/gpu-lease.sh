@@ -13,7 +13,8 @@
 #      lease.native_check); every GPU test (each test file with a `gpu` mark); emulator capacity (tests/bench
 #      bench_gpu_submit.py, short windows); the calibration A/B (cuda_qdepth, pm1753 as derived vs fitted)
 #   2  cuda_qdepth, preset lease
-#   3  cuda_iosize, preset lease; vram_cache, preset lease (the GPU-memory cache runs)
+#   3  cuda_iosize, preset lease; vram_cache, preset lease (the GPU-memory cache runs); cuda_pollcost,
+#      preset lease (a co-running compute kernel with and without the I/O, NVML SM activity)
 # Each step writes into OUT exactly three files: lease-N.log, summary-N.json and records-N.tar.gz (every
 # record taken so far, <study>/<host>/<preset>.jsonl inside; bench JSON under bench/), within the device
 # tool's limits (8 files, 16 MiB each, 2 folders deep). A step stops starting study points when its time

@@ -76,7 +76,7 @@ def test_installed_extension_imports_without_a_gpu_driver_and_holds_its_cuda_cod
 
 def test_lease_presets_and_the_ab_points_are_in_the_grid():
     assert "lease" in OPTIONAL_PRESETS
-    for study in ("cuda_qdepth", "cuda_iosize", "vram_cache"):
+    for study in ("cuda_qdepth", "cuda_iosize", "vram_cache", "cuda_pollcost"):
         assert "lease" in load_spec(study).presets
     ab = lease.runs_of(lease.STEPS[1][0])
     assert {(r.params["nqueues"], r.params["qdepth"]) for r in ab} == set(lease.AB_POINTS)
@@ -86,6 +86,23 @@ def test_lease_presets_and_the_ab_points_are_in_the_grid():
     assert not keys_a & {r.key for r in lease.runs_of(lease.STEPS[1][1])}  # the target is in the key
     assert keys_a <= {r.key for r in lease.runs_of(lease.STEPS[2][0])}  # step 2 resumes past A
     assert all(r.params["cache"] == "gpu" for r in lease.runs_of(lease.Task("vram_cache")))
+
+
+def test_pollcost_points_pay_for_their_corunner_and_the_share_is_the_engines():
+    """cuda_pollcost rides in step 3; a point with a co-runner is estimated longer by its phase alone, and
+    the cost model's share is the engine's (CRUN_CORUN_SHARE, via the extension)."""
+    assert any(t.study == "cuda_pollcost" for t in lease.STEPS[3])
+    runs = lease.runs_of(lease.Task("cuda_pollcost"))
+    on = [r for r in runs if r.params.get("corun")]
+    off = [r for r in runs if not r.params.get("corun")]
+    assert on and off and {r.params["qdepth"] for r in on} == {r.params["qdepth"] for r in off}
+    window = float(on[0].params["warmup"]) + float(on[0].params["runtime"])
+    extra = lease.point_seconds(on[0]) - lease.point_seconds(
+        next(r for r in off if r.params["qdepth"] == on[0].params["qdepth"])
+    )
+    assert extra == pytest.approx(lease.CORUN_SHARE * window + lease.CORUN_SIZING_S)
+    nat = pytest.importorskip("nvmelab._native")
+    assert nat.CRUN_CORUN_SHARE == pytest.approx(lease.CORUN_SHARE)
 
 
 def test_tier_point_estimate_covers_the_committed_cache_runs():

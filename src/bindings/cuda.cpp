@@ -241,6 +241,24 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
     d["occupancy_pct"] = r.occupancy_pct;
     d["occupancy_permille"] = r.occupancy_permille;
     d["sq_readback"] = r.sq_readback;
+    d["window_t0_ns"] = r.window_t0_ns; // the window on the steady clock (time.monotonic_ns), for NVML
+    d["window_t1_ns"] = r.window_t1_ns;
+    if (r.corun.valid) { // the co-running compute kernel (corun=): raw times, the ratio is made in Python
+        const nvme_cuda_corun_result &c = r.corun;
+        py::dict co;
+        co["blocks"] = c.blocks;
+        co["threads_per_block"] = c.threads_per_block;
+        co["launches"] = c.launches;
+        co["iters"] = c.iters;
+        co["flop_per_launch"] = c.flop_per_launch;
+        co["alone_s"] = c.alone_s;
+        co["loaded_s"] = c.loaded_s;
+        co["resident"] = c.resident;
+        co["overlap"] = c.overlap;
+        d["corun"] = co;
+    } else {
+        d["corun"] = py::none();
+    }
     if (r.emu.valid) { // the GPU-resident emulator's own counters: was the emulator the bottleneck?
         py::dict e;
         e["fetched"] = r.emu.fetched;
@@ -305,6 +323,7 @@ py::dict cuda_run(py::kwargs kw)
 void bind_cuda(py::module_ &m)
 {
     m.attr("CRUN_PARAMS") = crun_params_list();
+    m.attr("CRUN_CORUN_SHARE") = CRUN_CORUN_SHARE; // the co-runner's work: share of warmup + runtime
     m.def(
         "crun_params_check", [](py::kwargs kw) { (void)crun_from_kwargs(kw, false); },
         "Check cuda-run parameters against the engine table alone (no target, no GPU): ValueError naming one.");

@@ -64,6 +64,8 @@ int crun_params_check(const struct nvme_cuda_run_params *p, char *err, size_t er
         return snprintf(err, errlen, "readback: needs a write pattern and rounds > 0"), -EINVAL;
     if (p->readback && !p->verify)
         return snprintf(err, errlen, "readback: needs verify"), -EINVAL;
+    if (p->corun && p->rounds) /* the co-runner's loaded phase is sized to the timed window */
+        return snprintf(err, errlen, "corun=%u: needs a timed run (rounds=0)", p->corun), -EINVAL;
     return 0;
 }
 

@@ -45,6 +45,11 @@ extern "C" {
 #define CRUN_OCCUPANCY_PCT   95u      /* refuse a run above this share of the resident capacity */
 #define CRUN_POLL_TEXT_LEN   32u
 
+/* the co-running compute kernel (corun=, engine/cuda/crun_corun.h) */
+#define CRUN_CORUN_MAX_PER_SM 32u  /* blocks per SM at most */
+#define CRUN_CORUN_THREADS    256u /* threads per block */
+#define CRUN_CORUN_SHARE      0.4  /* its work: this share of warmup + runtime when run alone */
+
 enum nvme_cuda_rw {
     NVME_CUDA_READ = 0, /* sequential */
     NVME_CUDA_RANDREAD = 1,
@@ -70,7 +75,9 @@ enum nvme_cuda_rw {
     X(poll, POLL, poll_max_ns, 0, CRUN_POLL_MAX_NS, CRUN_POLL_DEFAULT_NS,                                              \
       "completion polls: spin (no sleep) or backoff:MAX_NS (sleep 32 ns doubling up to MAX_NS)")                       \
     X(occupancy, U32, occupancy_pct, 1, 100, CRUN_OCCUPANCY_PCT,                                                       \
-      "refuse a run whose blocks need more than this % of the GPU's resident capacity")
+      "refuse a run whose blocks need more than this % of the GPU's resident capacity")                                \
+    X(corun, U32, corun, 0, CRUN_CORUN_MAX_PER_SM, 0,                                                                  \
+      "co-running compute kernel, blocks per SM (0: none): its FMA rate alone and under the I/O load is recorded")
 
 enum crun_param_type { CRUN_PT_U32, CRUN_PT_U64, CRUN_PT_BOOL, CRUN_PT_SECONDS, CRUN_PT_PATTERN, CRUN_PT_POLL };
 
@@ -94,6 +101,7 @@ struct nvme_cuda_run_params {
     uint32_t gpu;
     uint32_t poll_max_ns;   /* 0 = spin */
     uint32_t occupancy_pct; /* 1..100 */
+    uint32_t corun;         /* co-runner blocks per SM, 0 = none (engine/cuda/crun_corun.h) */
     /* not table rows */
     void *buf; /* optional caller-owned GPU buffer for the I/O (e.g. a cupy array); NULL: the engine
                   allocates. At least nvme_cuda_buf_size() bytes; thread t's data is at
@@ -108,7 +116,7 @@ int crun_param_find(const char *name);
 /* Every table default (target, buf, payload: NULL). */
 void crun_params_defaults(struct nvme_cuda_run_params *p);
 /* Every value within its bounds and the rules between them (iosize a multiple of 512, readback needs a
- * write pattern, rounds and verify): 0, or -EINVAL with "name=value: ..." in err. */
+ * write pattern, rounds and verify, corun needs a timed run): 0, or -EINVAL with "name=value: ..." in err. */
 int crun_params_check(const struct nvme_cuda_run_params *p, char *err, size_t errlen);
 
 /* "randread" -> enum: 0, or -EINVAL. */

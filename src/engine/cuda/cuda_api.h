@@ -92,6 +92,21 @@ struct nvme_cuda_emu_stats {
     bool limited;
 };
 
+/* The co-running compute kernel (corun > 0; engine/cuda/crun_corun.h): the same `launches` launches of an
+ * FMA kernel timed alone (before any I/O kernel is on the GPU) and under the I/O load (launched once every
+ * engine block completed a round). rate = flop / seconds; ratio = loaded rate / alone rate. overlap: the
+ * loaded launches ended before the engine's kernel did, so all of them ran under the I/O load (else the
+ * ratio understates the cost and the record is marked). */
+struct nvme_cuda_corun_result {
+    bool valid;
+    uint32_t blocks, threads_per_block, launches;
+    uint64_t iters;           /* FMA iterations per chain and thread */
+    double flop_per_launch;   /* 2 x chains x iters x threads */
+    double alone_s, loaded_s; /* cudaEvent time of the launches */
+    bool resident;            /* every engine block had completed a round before the loaded launches */
+    bool overlap;
+};
+
 struct nvme_cuda_run_result {
     double window_s;          /* host wall clock of the measured window */
     double kernel_s;          /* cudaEvent time of the whole cuda-run kernel (warm-up included) */
@@ -120,6 +135,9 @@ struct nvme_cuda_run_result {
     uint32_t occupancy_permille;         /* the share of the resident capacity the run's blocks needed */
     bool sq_readback;                    /* SQs in host memory: per-thread system fence + read-back of the
                                             last SQE before each doorbell */
+    uint64_t window_t0_ns, window_t1_ns; /* the measured window on the host's steady clock (CLOCK_MONOTONIC,
+                                            within one host poll), for samplers outside the engine (NVML) */
+    struct nvme_cuda_corun_result corun;
 };
 
 /* Bytes a caller-provided buffer needs for a run of this shape (page-alignment slack included), and the

@@ -17,6 +17,7 @@
 
 #include "engine/crun_params.h"
 #include "engine/cuda/crun.h"
+#include "engine/cuda/crun_corun.h"
 #include "engine/cuda/cuda_api.h"
 #include "nvme/emu/gpu/gpu_emu.h"
 #include "nvme/nvme_cuda.cuh"
@@ -117,6 +118,8 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     crun_params P;
     memset(&P, 0, sizeof(P));
     crun_window win{};
+    crun_corun C{};
+    uint64_t t_drive = 0;
     const uint64_t page = NVME_GPUQ_PAGE_SIZE;
 
     if ((rc = crun_gpu(p, r, err, errlen)) || (rc = crun_target_open(&T, p, err, errlen)))
@@ -131,6 +134,9 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     }
     nblk = T.ndevs * p->nqueues;
     if ((rc = crun_fit(&T, p, nblk, r, err, errlen)))
+        goto out;
+    // the co-runner alone, before any persistent kernel is on the GPU (crun_corun.h)
+    if (p->corun && (rc = crun_corun_alone(&C, p, r->gpu.sms, &r->corun, err, errlen)))
         goto out;
 
     // I/O buffers (before the queues: for gpu-emu every DMA window is registered before a queue is added)
@@ -194,6 +200,9 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         goto out;
     launched = true;
     CRUN_CHECK(cudaEventRecord(e1, s_run), "recording the end event");
+    if (p->corun && (rc = crun_corun_loaded(&C, rounds_host, nblk, P.timeout_ns, &r->corun, err, errlen)))
+        goto out;
+    t_drive = gemu_steady_ns();
     rc = crun_drive(&P, p, nblk, rounds_host, stop_host, stop, e1, &win, err, errlen);
     if (rc) {
         hung = rc == -ETIMEDOUT;
@@ -216,6 +225,14 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         rc = crun_collect(&P, hq.data(), nblk, p, r, queue_rounds, nqueue_rounds, stop && *stop, err, errlen);
         timed_out = rc == -ETIMEDOUT || rc == -EPROTO;
         crun_window_result(&win, p, r);
+        if (!p->rounds) { // the window's edges: crun_drive sleeps warmup_ns, then measures window_s
+            r->window_t0_ns = t_drive + p->warmup_ns;
+            r->window_t1_ns = r->window_t0_ns + (uint64_t)(r->window_s * 1e9);
+        }
+        if (p->corun) {
+            int crc = crun_corun_finish(&C, e0, e1, &r->corun, err, errlen);
+            rc = rc ? rc : crc;
+        }
     }
 
 out:
@@ -235,6 +252,7 @@ out:
             snprintf(err, errlen, "%s", tmp);
         }
     }
+    crun_corun_free(&C, &r->corun);
     if (T.hung) // a kernel is still running: its memory stays, the process's CUDA context takes it back
         return rc ? rc : -ETIMEDOUT;
     if (e1)

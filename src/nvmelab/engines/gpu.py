@@ -137,6 +137,7 @@ def run_cuda(
     lba_count: int = 0,
     poll: str | None = None,
     occupancy: int | None = None,
+    corun: int | None = None,
     stress: bool = False,
     ncpus: int = 1,
     thr_sib: bool = False,
@@ -154,7 +155,10 @@ def run_cuda(
     capacity (default 95). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
     call this; the GPU engine uses one host thread. payload (pci:// and emu://?mode=thread, the
     real-controller path): "host" = pinned host memory mapped into the GPU; "gpu" is refused with the reason
-    (no importer of GPU memory's DMA addresses; book/driver.md). Every table parameter is in src/engine/crun_params.h.
+    (no importer of GPU memory's DMA addresses; book/driver.md). corun: blocks per SM of a co-running
+    compute kernel timed alone and under the I/O load (record field ``corun``, engines/gpu_corun.py); NVML's
+    SM activity over the window is recorded where readable (field ``nvml``, host/nvml.py). Every table
+    parameter is in src/engine/crun_params.h.
     """
     _int("ncpus", ncpus, 1, 1)
     if backend not in (None, BACKEND):
@@ -180,13 +184,21 @@ def run_cuda(
         gpu=gpu,
         poll=poll,
         occupancy=occupancy,
+        corun=corun,
     )
     check_params(target, ndevs, **table)
     from ..host import cpus as _cpus
+    from ..host import nvml as _nvml
 
     host = _cpus.host_state()
     kw = {k: v for k, v in table.items() if v is not None}
-    res = dict(_native().cuda_run(target=target, ndevs=ndevs or 0, payload=payload, **kw))
+    try:  # NVML finds the GPU by its PCI address (CUDA and NVML may number GPUs differently)
+        pci = device_info(gpu)["pci"]
+    except (OSError, RuntimeError, ValueError, AttributeError):
+        pci = None  # no GPU: the engine names the reason below
+    with _nvml.SmSampler(pci=pci, index=gpu) as sampler:
+        res = dict(_native().cuda_run(target=target, ndevs=ndevs or 0, payload=payload, **kw))
+    res["nvml"] = sampler.window(res.get("window_t0_ns"), res.get("window_t1_ns"))
     return make_record(
         res,
         target=target,
@@ -202,6 +214,7 @@ def run_cuda(
         thr_sib=thr_sib,
         host=host,
         verify=verify,
+        corun=corun or 0,
     )
 
 
@@ -221,8 +234,11 @@ def make_record(
     thr_sib: bool,
     host: dict,
     verify: bool,
+    corun: int = 0,
 ) -> dict:
     """Turn the engine's raw result into a validated record."""
+    from .gpu_corun import corun_field
+
     emu = res.get("emulator")
     info = {"backend": BACKEND, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
     rec = engine_record(
@@ -260,6 +276,9 @@ def make_record(
                 "used_pct": None if res.get("occupancy_permille") is None else res["occupancy_permille"] / 10,
             },
             "sq_readback": res.get("sq_readback"),
+            # what polling costs the GPU: the co-runner alone vs under the I/O load, NVML's SM activity
+            "corun": corun_field(res.get("corun"), corun),
+            "nvml": res.get("nvml"),
             # gpu-emu's own counters: fetch lag (sq_wait_*, sq_left_frac), busy fraction per warp (busy_*),
             # lateness, CQ-full holds, and its headroom (1 / busy_max)
             "emulator_counters": dict(emu) if emu else None,

@@ -11,11 +11,15 @@ the gpu-emu:// target becomes the CPU emulator with the same profile, ``emu://?p
 kernel (SQE building, PRPs from a lookup table, completions matched by CID with a deadline). Records
 say tool ``nvmelab-gpuq-cpu`` and ``standin: true``: they prove that the lease's steps produce records,
 never a GPU rate, and are never published (make rehearse-gpu-host writes them outside data/results).
+With ``corun`` > 0 a host-side co-runner (engines/gpu_corun.py CpuCorun) runs beside the polling thread and
+fills the record's ``corun`` field as the GPU engine does (``kind: "cpu-standin"``); ``nvml`` is filled
+by the same sampler (host/nvml.py), which says why nothing is readable on a host without a GPU.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -58,6 +62,7 @@ def run_cuda_standin(
     seed: int | None = None,
     stress: bool = False,
     thr_sib: bool = False,
+    corun: int = 0,
     **_: Any,
 ) -> dict:
     """One stand-in run -> one record (see the module docstring). ValueError for a parameter it refuses."""
@@ -66,10 +71,22 @@ def run_cuda_standin(
     if rw not in ("read", "randread"):
         raise ValueError(f"rw={rw!r}: the CPU stand-in reads only (read, randread)")
     uri, n = standin_target(target, ndevs)
+    from ..host import nvml as _nvml
+    from . import gpu_corun
+
     host = _cpus.host_state()
-    res = dict(
-        _native.gpuq_standin_run(uri, int(nqueues), int(qdepth), int(iosize), float(runtime), float(warmup), seed or 1)
-    )
+    co = gpu_corun.CpuCorun(corun, warmup, runtime, _native.CRUN_CORUN_SHARE) if corun else None
+    with _nvml.SmSampler() as sampler:
+        t0 = time.monotonic()
+        if co:
+            co.start()
+        res = dict(
+            _native.gpuq_standin_run(
+                uri, int(nqueues), int(qdepth), int(iosize), float(runtime), float(warmup), seed or 1
+            )
+        )
+        t1 = time.monotonic()
+    corun_raw = co.finish(t0, t1) if co else None
     win = res["window_s"] or float(runtime)
     iops = res["ios"] / win if win > 0 else 0.0
     q = parse_qs(urlsplit(uri).query)
@@ -99,4 +116,10 @@ def run_cuda_standin(
         provenance=_prov.capture(info, standin_target=uri),
     )
     rec.update(standin=True, standin_rounds=res["rounds"], ndevs_requested=int(ndevs) if ndevs else None)
+    # the window's edges are not reported by the stand-in: the call less its warm-up (never a GPU figure)
+    w0 = int((t0 + float(warmup)) * 1e9)
+    rec.update(
+        corun=gpu_corun.corun_field(corun_raw, corun, gpu_corun.KIND_CPU),
+        nvml=sampler.window(w0, max(w0, int(t1 * 1e9))),
+    )
     return validate(rec)

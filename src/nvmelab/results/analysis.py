@@ -62,8 +62,9 @@ CONFIG_COLUMNS = (
 )
 
 
-#: Nested record fields to_frame keeps as they are (lists of dicts); every other nested field is dropped.
-NESTED_COLUMNS = ("per_device",)
+#: Nested record fields to_frame keeps as they are (lists or dicts: per_device; the co-runner and NVML fields
+#: of cuda-run, results/pollcost.py); every other nested field is dropped.
+NESTED_COLUMNS = ("per_device", "corun", "nvml")
 
 
 def to_frame(records: Iterable[dict[str, Any]], source: str = "nvmelab") -> pd.DataFrame:

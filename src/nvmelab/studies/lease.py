@@ -12,7 +12,8 @@ taken so far (``<study>/<host>/<preset>.jsonl`` inside), and resumes what an ear
             calibration A/B: cuda_qdepth's lease points ``AB_POINTS`` against the pm1753 profile as
             derived in profiles.c (A) and with the fitted model's overrides (B: model.emu_query)
     step 2  cuda_qdepth, preset lease (target A)
-    step 3  cuda_iosize, preset lease; vram_cache, preset lease (its GPU-memory cache runs)
+    step 3  cuda_iosize, preset lease; vram_cache, preset lease (its GPU-memory cache runs);
+            cuda_pollcost, preset lease (a co-running compute kernel with and without the I/O)
 
 Every study point runs in a process of its own under a time limit (isolate.py): a hang or an error
 costs that point only and leaves a failed-point record. A step stops starting points when its time
@@ -29,7 +30,9 @@ is used (the rest is "not started"; the next call of the same step resumes them)
 The time budget (estimate(); written down in env/README.md): a point costs its warm-up and window
 plus ``POINT_OVERHEAD_S`` (a fresh interpreter, imports, engine bring-up and teardown: measured by the
 rehearsal, ``CUDA_INIT_S`` added for the CUDA context on the GPU host) plus one lock-step round of
-the fitted model (model.round_time; microseconds); a tier point takes ``TIER_POINT_S``.
+the fitted model (model.round_time; microseconds); a tier point takes ``TIER_POINT_S``. A point with
+a co-runner (corun > 0) adds its phase alone, ``CORUN_SHARE`` of its warm-up and window (the engine's
+CRUN_CORUN_SHARE), plus ``CORUN_SIZING_S`` for sizing it.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ CUDA_INIT_S = 1.0
 #: One vram_cache point (nqubits 21, the cache runs): the slowest cache run of
 #: data/results/vram_cache/vm/standard.jsonl took 3.34 s on the 2-core host (tests/test_lease.py checks).
 TIER_POINT_S = 3.5
+#: The co-runner's phase alone: this share of warm-up + window (src/engine/crun_params.h CRUN_CORUN_SHARE;
+#: tests/test_lease.py checks the two agree), and its sizing launches (two short ones, an estimate).
+CORUN_SHARE = 0.4
+CORUN_SIZING_S = 0.05
 #: A point's time limit: this many times its warm-up and window, plus POINT_TIMEOUT_BASE_S.
 POINT_TIMEOUT_FACTOR = 4.0
 POINT_TIMEOUT_BASE_S = 20.0
@@ -119,7 +126,7 @@ class Task:
 STEPS: dict[int, tuple[Task, ...]] = {
     1: (Task("cuda_qdepth", AB_TARGET_A, AB_POINTS), Task("cuda_qdepth", "B", AB_POINTS)),
     2: (Task("cuda_qdepth", AB_TARGET_A),),
-    3: (Task("cuda_iosize"), Task("vram_cache")),
+    3: (Task("cuda_iosize"), Task("vram_cache"), Task("cuda_pollcost")),
 }
 #: Fixed seconds of each step besides its study points (upper bounds: the script's time limits).
 STEP_FIXED_S = {
@@ -152,7 +159,9 @@ def point_seconds(run: Run, *, gpu: bool = True) -> float:
 
     p = run.params
     rnd = float(model.round_time(_fitted(), int(p.get("qdepth", 1)), int(p.get("iosize", 512))))
-    return float(p.get("warmup", 0)) + float(p.get("runtime", 0)) + rnd + POINT_OVERHEAD_S + (CUDA_INIT_S if gpu else 0)
+    window = float(p.get("warmup", 0)) + float(p.get("runtime", 0))
+    corun = CORUN_SHARE * window + CORUN_SIZING_S if p.get("corun") else 0.0
+    return window + corun + rnd + POINT_OVERHEAD_S + (CUDA_INIT_S if gpu else 0)
 
 
 def point_timeout(run: Run) -> float:

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""What polling costs the GPU, from cuda-run records (study cuda_pollcost, shown in cuda_qdepth's chapter).
+
+Each record of the study is one queue depth with (``corun.per_sm`` > 0) or without a co-running compute
+kernel (engines/gpu_corun.py builds the field, src/engine/cuda/crun_corun.h measures it). ``table``
+gives, per queue depth: the CUDA threads the I/O keeps polling (qdepth x nqueues x devices, the seeds'
+rule), the co-runner's rate under the I/O load as a share of its rate alone (mean and spread over the
+valid repetitions), and NVML's SM activity of the I/O alone (GPM SM_UTIL over the measured window,
+median of the corun = 0 records where it was readable). Left out, and counted: records whose co-runner
+did not run wholly under the I/O load (``corun.valid`` false), runs the emulator limited, stand-in records.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+COLUMNS = [
+    "qdepth",
+    "io_threads",
+    "corun_runs",
+    "ratio_mean",
+    "ratio_min",
+    "ratio_max",
+    "cost_mean",
+    "alone_runs",
+    "sm_active_p50",
+    "left_out",
+]
+
+
+def _get(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def points(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per record: qdepth, io_threads, per_sm, ratio (None unless valid), sm_active (the window's
+    GPM median, None where unreadable), usable (False: left out, with `why`)."""
+    rows = []
+    for _, r in df.iterrows():
+        co = r.get("corun") if isinstance(r.get("corun"), dict) else {}
+        per_sm = int(co.get("per_sm") or 0)
+        why = None
+        if r.get("standin") is True:
+            why = "stand-in record"
+        elif r.get("emulator_limited") is True:
+            why = "emulator limited"
+        elif per_sm and not co.get("valid"):
+            why = co.get("why_invalid") or "co-runner not valid"
+        sm = _get(r.get("nvml"), "sm_active_pct", "p50") if _get(r.get("nvml"), "readable") else None
+        rows.append(
+            {
+                "qdepth": int(r["qdepth"]),
+                "io_threads": int(r["qdepth"]) * int(r["nqueues"]) * int(r["ndevs"]),
+                "per_sm": per_sm,
+                "ratio": co.get("ratio") if per_sm and why is None else None,
+                "sm_active": sm if not per_sm and why is None else None,
+                "usable": why is None,
+                "why": why,
+            }
+        )
+    return pd.DataFrame(rows, columns=["qdepth", "io_threads", "per_sm", "ratio", "sm_active", "usable", "why"])
+
+
+def table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per queue depth (see the module docstring); empty with COLUMNS when there is no record."""
+    if df is None or df.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    pts = points(df)
+    out = []
+    for qd, g in pts.groupby("qdepth", sort=True):
+        ratios = [float(x) for x in g["ratio"] if x is not None and math.isfinite(float(x))]
+        sms = [float(x) for x in g["sm_active"] if x is not None]
+        out.append(
+            {
+                "qdepth": int(qd),
+                "io_threads": int(g["io_threads"].iloc[0]),
+                "corun_runs": len(ratios),
+                "ratio_mean": sum(ratios) / len(ratios) if ratios else None,
+                "ratio_min": min(ratios) if ratios else None,
+                "ratio_max": max(ratios) if ratios else None,
+                "cost_mean": 1.0 - sum(ratios) / len(ratios) if ratios else None,
+                "alone_runs": int(((g["per_sm"] == 0) & g["usable"]).sum()),
+                "sm_active_p50": float(pd.Series(sms).median()) if sms else None,
+                "left_out": int((~g["usable"]).sum()),
+            }
+        )
+    return pd.DataFrame(out, columns=COLUMNS)
