@@ -120,6 +120,9 @@ struct nvme_cuda_run_result {
     uint32_t occupancy_permille;         /* the share of the resident capacity the run's blocks needed */
     bool sq_readback;                    /* SQs in host memory: per-thread system fence + read-back of the
                                             last SQE before each doorbell */
+    uint64_t submitted, completed;       /* self-check: commands submitted, completions matched (whole kernel) */
+    uint64_t sampled;                    /* commands stamped for the breakdown (whole kernel) */
+    uint32_t nsamples;                   /* of them, phases copied into params.samples */
 };
 
 /* Bytes a caller-provided buffer needs for a run of this shape (page-alignment slack included), and the
