@@ -312,14 +312,7 @@ py::dict cuda_run(py::kwargs kw)
     d["sample_every"] = p.sample_every;
     d["sampled"] = res.sampled;
     d["clock"] = "globaltimer";
-    py::list phases;
-    for (uint32_t ph = 0; ph < NVME_GPUQ_NPHASES; ph++) {
-        std::vector<uint32_t> v(res.nsamples);
-        for (uint32_t k = 0; k < res.nsamples; k++)
-            v[k] = samples[(size_t)k * NVME_GPUQ_NPHASES + ph];
-        phases.append(py::cast(v));
-    }
-    d["phases"] = phases;
+    d["phases"] = phase_lists(samples.data(), res.nsamples, NVME_GPUQ_NPHASES);
     return d;
 }
 #endif

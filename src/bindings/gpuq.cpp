@@ -89,14 +89,7 @@ void bind_gpuq(py::module_ &m)
             d["sampled"] = res.sampled;
             d["round_ns_sum"] = res.round_ns_sum;
             // phases of the sampled commands, one list per phase (ns), in the order of nvme_gpuq.h
-            py::list phases;
-            for (uint32_t ph = 0; ph < NVME_GPUQ_NPHASES; ph++) {
-                std::vector<uint32_t> v(res.nsamples);
-                for (uint32_t k = 0; k < res.nsamples; k++)
-                    v[k] = samples[(size_t)k * NVME_GPUQ_NPHASES + ph];
-                phases.append(py::cast(v));
-            }
-            d["phases"] = phases;
+            d["phases"] = phase_lists(samples.data(), res.nsamples, NVME_GPUQ_NPHASES);
             return d;
         },
         py::arg("uri"), py::arg("nqueues"), py::arg("qdepth"), py::arg("iosize"), py::arg("runtime"),
