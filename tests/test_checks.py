@@ -155,6 +155,9 @@ def test_device_record_with_an_idle_block_fails_its_check():
     assert rec["checks_ok"] is False and checks.failed_checks(rec) == ["kernel_ran"]
     rec = gpu.make_record(_fake_result(submitted=1500, completed=1499, beats=[2, 2], blocks=2), **kw)
     assert checks.failed_checks(rec) == ["completions"]
+    from nvmelab.cli.cuda_run import table
+
+    assert "FAILED: completions (CQEs matched 1499 of 1500" in table(rec)
 
 
 @pytest.mark.gpu

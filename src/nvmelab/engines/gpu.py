@@ -192,6 +192,7 @@ def run_cuda(
     host = _cpus.host_state()
     kw = {k: v for k, v in table.items() if v is not None}
     res = dict(_native().cuda_run(target=target, ndevs=ndevs or 0, payload=payload, **kw))
+    res["readback"] = bool(readback)  # write patterns read their LBAs back: the payload check applies
     if rounds or verify:  # Little's law needs a steady window with no per-command work outside the rounds
         res["littles_law_na"] = (
             "rounds run: the window is the whole kernel" if rounds else "verify: per-command work outside the rounds"
