@@ -69,6 +69,7 @@ struct crun_params {
     // sample_cap of them in samples + block * sample_cap * NVME_GPUQ_NPHASES (GPU memory)
     uint32_t sample_every, sample_cap;
     uint32_t *samples;
+    uint64_t sample_from_ns; // no sample before this long after the block started (the warm-up)
 };
 
 /* cudaFuncGetAttributes on the kernel (forces its module to load under lazy loading, before any

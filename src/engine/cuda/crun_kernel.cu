@@ -63,12 +63,15 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
     uint16_t *st = reinterpret_cast<uint16_t *>(t3 + P.qdepth);
     __shared__ int s_stop;
     __shared__ volatile int s_fail;
-    __shared__ uint64_t s_next_check, s_t0, s_t2;
+    __shared__ uint64_t s_next_check, s_t0, s_t2, s_k0;
+    __shared__ int s_smp; // this round samples (sample_every, and past the warm-up)
 
     const uint32_t b = blockIdx.x, i = threadIdx.x, qd = P.qdepth;
     crun_queue *q = &P.queues[b];
-    if (i == 0)
+    if (i == 0) {
         q->beat = CRUN_BEAT_ENTERED; // heartbeat: this block ran (the host zeroed it)
+        s_k0 = nvme_cuda_now_ns();
+    }
     unsigned long long matched = 0;  // poller lanes: completions matched to their command
     const uint32_t entries = q->entries;
     const uint64_t thread_in_dev = (uint64_t)q->qidx * qd + i, threads_per_dev = (uint64_t)P.nqueues * qd;
@@ -101,14 +104,13 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
         for (uint64_t k = 0;; k++, round++) {
             if (i == 0) {
                 int stop = s_fail || (P.max_rounds && k >= P.max_rounds);
-                if (!stop) { // also in rounds mode: Ctrl-C must end it
-                    uint64_t now = nvme_cuda_now_ns();
-                    if (now >= s_next_check) {
-                        stop = *P.stop;
-                        s_next_check = now + CRUN_STOP_CHECK_NS;
-                    }
+                const uint64_t now = nvme_cuda_now_ns();
+                if (!stop && now >= s_next_check) { // also in rounds mode: Ctrl-C must end it
+                    stop = *P.stop;
+                    s_next_check = now + CRUN_STOP_CHECK_NS;
                 }
                 s_stop = stop;
+                s_smp = P.sample_every && now - s_k0 >= P.sample_from_ns;
             }
             __syncthreads();
             if (s_stop)
@@ -125,7 +127,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                 for (uint64_t x = 0; x < words; x++)
                     w[x] = nvme_gpuq_stamp(q->dev, slba + x / words_per_lba, (uint32_t)(x % words_per_lba));
             }
-            const bool smp = nvme_gpuq_sampled(round * qd + i, P.sample_every);
+            const bool smp = s_smp && nvme_gpuq_sampled(round * qd + i, P.sample_every);
             uint64_t ts[NVME_GPUQ_NSTAMPS];
             if (smp)
                 ts[NVME_GPUQ_T0] = nvme_cuda_now_ns();

@@ -161,6 +161,7 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     if (p->sample_every && p->samples && p->sample_cap) { // the breakdown's store: an equal share per block
         P.sample_every = p->sample_every;
         P.sample_cap = p->sample_cap / nblk ? p->sample_cap / nblk : 1u;
+        P.sample_from_ns = p->rounds ? 0 : p->warmup_ns; // timed runs: the window's commands, not the warm-up's
         samples_host.resize((size_t)nblk * P.sample_cap * NVME_GPUQ_NPHASES);
         CRUN_CHECK(cudaMalloc((void **)&samples_dev, samples_host.size() * sizeof(uint32_t)),
                    "allocating the breakdown's samples");
