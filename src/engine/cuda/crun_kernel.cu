@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
         q->beat = CRUN_BEAT_ENTERED; // heartbeat: this block ran (the host zeroed it)
         s_k0 = nvme_cuda_now_ns();
     }
-    unsigned long long matched = 0;  // poller lanes: completions matched to their command
+    unsigned long long matched = 0; // poller lanes: completions matched to their command
     const uint32_t entries = q->entries;
     const uint64_t thread_in_dev = (uint64_t)q->qidx * qd + i, threads_per_dev = (uint64_t)P.nqueues * qd;
     const uint64_t off = ((uint64_t)b * qd + i) * P.stride;
