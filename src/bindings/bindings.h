@@ -4,6 +4,8 @@
 #pragma once
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <pybind11/pybind11.h>
 #include <string>
@@ -61,6 +63,20 @@ template <class Job, class Cancel> int run_interruptible(Job &&job, Cancel &&can
     if (interrupted)
         throw pybind11::error_already_set(); // KeyboardInterrupt (or what the handler raised)
     return rc;
+}
+
+/* The per-I/O breakdown's samples (n rows of nphases phase values, row-major, as the engines store them)
+ * as one list of ints per phase, the shape nvmelab.results.checks.breakdown takes. */
+inline pybind11::list phase_lists(const uint32_t *samples, uint32_t n, uint32_t nphases)
+{
+    pybind11::list out;
+    for (uint32_t ph = 0; ph < nphases; ph++) {
+        pybind11::list col;
+        for (uint32_t k = 0; k < n; k++)
+            col.append(samples[(size_t)k * nphases + ph]);
+        out.append(col);
+    }
+    return out;
 }
 
 /* The text of a target URI argument: a str of valid UTF-8 without NUL, else one ValueError/TypeError

@@ -307,6 +307,11 @@ py::dict cuda_run(py::kwargs kw)
     p.payload = a.payload.c_str();
     nvme_cuda_run_result res;
     std::vector<uint64_t> qr((size_t)(p.ndevs ? p.ndevs : CRUN_MAX_NDEVS) * p.nqueues, 0);
+    std::vector<uint64_t> beats(qr.size(), 0);
+    std::vector<uint32_t> samples(p.sample_every ? (size_t)CRUN_SAMPLE_CAP * NVME_GPUQ_NPHASES : 0u);
+    p.beats = beats.data();
+    p.samples = samples.empty() ? nullptr : samples.data();
+    p.sample_cap = samples.empty() ? 0u : CRUN_SAMPLE_CAP;
     char err[CUDA_ERR_LEN] = {0};
     volatile int stop = 0;
     int rc = run_interruptible([&] { return nvme_cuda_run(&p, &res, qr.data(), qr.size(), &stop, err, sizeof(err)); },
@@ -314,7 +319,19 @@ py::dict cuda_run(py::kwargs kw)
     if (rc)
         cuda_raise(rc, err[0] ? err : std::string(std::strerror(-rc)));
     qr.resize(res.ndevs * (size_t)p.nqueues);
-    return result_dict(res, qr);
+    beats.resize(qr.size());
+    py::dict d = result_dict(res, qr);
+    // self-checks and breakdown (nvmelab.results.checks): counts, one heartbeat per block, the sampled phases
+    d["submitted"] = res.submitted;
+    d["completed"] = res.completed;
+    d["beats"] = beats;
+    d["blocks"] = qr.size();
+    d["in_flight"] = (uint64_t)qr.size() * p.qdepth; // every block's round is in flight at once
+    d["sample_every"] = p.sample_every;
+    d["sampled"] = res.sampled;
+    d["clock"] = "globaltimer";
+    d["phases"] = phase_lists(samples.data(), res.nsamples, NVME_GPUQ_NPHASES);
+    return d;
 }
 #endif
 

@@ -5,11 +5,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <pybind11/stl.h>
 #include <string>
+#include <vector>
 
 #include "bindings.h"
 #include "engine/gpuq_standin.h"
 #include "errors.h"
+#include "nvme/nvme_gpuq.h"
 
 namespace py = pybind11;
 
@@ -20,7 +23,7 @@ void bind_gpuq(py::module_ &m)
     m.def(
         "gpuq_standin_run",
         [](const std::string &uri, uint32_t nqueues, uint32_t qdepth, uint32_t iosize, double runtime, double warmup,
-           uint64_t seed) {
+           uint64_t seed, uint32_t sample_every, double timeout, uint32_t idle_pair) {
             char err[NVME_ERRLEN] = {0};
             struct nvme_target *t = nullptr;
             int rc;
@@ -43,8 +46,19 @@ void bind_gpuq(py::module_ &m)
             cfg.warmup_s = warmup;
             cfg.seed = seed;
             cfg.stop = &stop;
-            gpuq_standin_result res{};
+            cfg.timeout_ns = timeout > 0 ? (uint64_t)(timeout * 1e9) : 0;
+            cfg.idle_pair = idle_pair;
             const unsigned ndevs = nvme_target_nctrl(t);
+            std::vector<uint64_t> beats((size_t)ndevs * nqueues, 0);
+            std::vector<uint32_t> samples;
+            if (sample_every) {
+                samples.assign((size_t)GPUQ_STANDIN_SAMPLE_CAP * NVME_GPUQ_NPHASES, 0);
+                cfg.sample_every = sample_every;
+                cfg.sample_cap = GPUQ_STANDIN_SAMPLE_CAP;
+                cfg.samples = samples.data();
+            }
+            cfg.beats = beats.data();
+            gpuq_standin_result res{};
             try {
                 rc = run_interruptible([&] { return gpuq_standin_run(t, &cfg, &res, err, sizeof err); },
                                        [&] { stop = 1; });
@@ -68,13 +82,25 @@ void bind_gpuq(py::module_ &m)
             d["first_status"] = res.first_status;
             d["window_s"] = res.window_s;
             d["ndevs"] = ndevs;
+            d["submitted"] = res.submitted;
+            d["completed"] = res.completed;
+            d["beats"] = py::list(py::cast(std::vector<uint64_t>(beats.begin(), beats.begin() + res.npairs)));
+            d["sample_every"] = sample_every;
+            d["sampled"] = res.sampled;
+            d["round_ns_sum"] = res.round_ns_sum;
+            // phases of the sampled commands, one list per phase (ns), in the order of nvme_gpuq.h
+            d["phases"] = phase_lists(samples.data(), res.nsamples, NVME_GPUQ_NPHASES);
             return d;
         },
         py::arg("uri"), py::arg("nqueues"), py::arg("qdepth"), py::arg("iosize"), py::arg("runtime"),
-        py::arg("warmup") = 0.0, py::arg("seed") = 1,
+        py::arg("warmup") = 0.0, py::arg("seed") = 1, py::arg("sample_every") = 0, py::arg("timeout") = 0.0,
+        py::arg("idle_pair") = 0,
         "The CPU stand-in of cuda-run (engine/gpuq_standin.h): lock-step rounds of qdepth reads on nqueues queue "
         "pairs of every controller of `uri`, one CPU thread, for warmup + runtime seconds; a dict of ios, rounds, "
-        "errors, first_status, window_s, ndevs. Not a GPU measurement.");
+        "errors, first_status, window_s, ndevs, the self-checks' counts (submitted, completed, beats: rounds per "
+        "pair) and, with sample_every, the sampled commands' phases (phases: submit, doorbell, device, poll, "
+        "release lists in ns). timeout: per-completion deadline in s (0: the default). idle_pair: fault "
+        "injection for tests, pair idle_pair - 1 never runs. Not a GPU measurement.");
 }
 
 } // namespace nvmelab

@@ -49,6 +49,10 @@ extern "C" {
 #define CRUN_CORUN_MAX_PER_SM 32u  /* blocks per SM at most */
 #define CRUN_CORUN_THREADS    256u /* threads per block */
 #define CRUN_CORUN_SHARE      0.4  /* its work: this share of warmup + runtime when run alone */
+/* the per-I/O time breakdown (issue 24) */
+#define CRUN_MAX_SAMPLE_EVERY     (1u << 24) /* one command in at most 16 Mi */
+#define CRUN_SAMPLE_EVERY_DEFAULT 0u         /* off until its cost on a GPU is measured (make bench) */
+#define CRUN_SAMPLE_CAP           (1u << 16) /* sampled commands kept, all blocks together */
 
 enum nvme_cuda_rw {
     NVME_CUDA_READ = 0, /* sequential */
@@ -77,7 +81,9 @@ enum nvme_cuda_rw {
     X(occupancy, U32, occupancy_pct, 1, 100, CRUN_OCCUPANCY_PCT,                                                       \
       "refuse a run whose blocks need more than this % of the GPU's resident capacity")                                \
     X(corun, U32, corun, 0, CRUN_CORUN_MAX_PER_SM, 0,                                                                  \
-      "co-running compute kernel, blocks per SM (0: none): its FMA rate alone and under the I/O load is recorded")
+      "co-running compute kernel, blocks per SM (0: none): its FMA rate alone and under the I/O load is recorded")      \
+    X(sample_every, U32, sample_every, 0, CRUN_MAX_SAMPLE_EVERY, CRUN_SAMPLE_EVERY_DEFAULT,                            \
+      "per-I/O time breakdown: %globaltimer stamps on one command in N (0: off)")
 
 enum crun_param_type { CRUN_PT_U32, CRUN_PT_U64, CRUN_PT_BOOL, CRUN_PT_SECONDS, CRUN_PT_PATTERN, CRUN_PT_POLL };
 
@@ -102,6 +108,7 @@ struct nvme_cuda_run_params {
     uint32_t poll_max_ns;   /* 0 = spin */
     uint32_t occupancy_pct; /* 1..100 */
     uint32_t corun;         /* co-runner blocks per SM, 0 = none (engine/cuda/crun_corun.h) */
+    uint32_t sample_every;  /* 0 = no breakdown */
     /* not table rows */
     void *buf; /* optional caller-owned GPU buffer for the I/O (e.g. a cupy array); NULL: the engine
                   allocates. At least nvme_cuda_buf_size() bytes; thread t's data is at
@@ -109,6 +116,12 @@ struct nvme_cuda_run_params {
     size_t buf_len;
     const char *payload; /* pci:// and emu://: "host" (default, pinned host memory mapped into the GPU)
                             or "gpu" (refused: no importer of GPU memory's DMA addresses) */
+    /* self-checks and breakdown (optional, caller-owned host memory): beats[b] the heartbeat of block b
+     * (entries as queue_rounds; 0 = it never ran), samples the phases (NVME_GPUQ_NPHASES per sampled
+     * command, nvme_gpuq.h) of up to sample_cap sampled commands */
+    uint64_t *beats;
+    uint32_t *samples;
+    uint32_t sample_cap;
 };
 
 const struct crun_param_info *crun_param_info(size_t i);

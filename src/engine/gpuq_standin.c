@@ -27,6 +27,7 @@ struct standin_state {
     uint64_t *slba, *prp1, *prp2;
     uint16_t *st;
     unsigned npairs;
+    struct nvme_gpuq_stamps stamps; /* shared by every pair: one round runs at a time */
 };
 
 static void standin_free(struct standin_state *s, int timed_out_pair)
@@ -42,6 +43,8 @@ static void standin_free(struct standin_state *s, int timed_out_pair)
     free(s->prp1);
     free(s->prp2);
     free(s->st);
+    free(s->stamps.t);
+    free(s->stamps.sampled);
 }
 
 static int standin_check(struct nvme_target *t, const struct gpuq_standin_cfg *c, char *err, size_t errlen)
@@ -54,6 +57,8 @@ static int standin_check(struct nvme_target *t, const struct gpuq_standin_cfg *c
         return snprintf(err, errlen, "qdepth x iosize = %llu bytes: the stand-in's buffer holds 1..%llu",
                         (unsigned long long)c->qdepth * c->iosize, (unsigned long long)GPUQ_STANDIN_MAX_BUF_BYTES),
                -EINVAL;
+    if (c->sample_every && (!c->samples || !c->sample_cap))
+        return snprintf(err, errlen, "sample_every=%u: needs a sample store", c->sample_every), -EINVAL;
     if (!(c->runtime_s > 0) || !(c->warmup_s >= 0))
         return snprintf(err, errlen, "runtime must be > 0 s and warmup >= 0 s"), -EINVAL;
     for (unsigned ci = 0; ci < nvme_target_nctrl(t); ci++) {
@@ -89,7 +94,11 @@ static int standin_setup(struct nvme_target *t, const struct gpuq_standin_cfg *c
     s->prp1 = calloc(c->qdepth, sizeof(uint64_t));
     s->prp2 = calloc(c->qdepth, sizeof(uint64_t));
     s->st = calloc(c->qdepth, sizeof(uint16_t));
-    if (!s->pairs || !s->buf_lut || !s->list_lut || !s->slba || !s->prp1 || !s->prp2 || !s->st)
+    s->stamps.every = c->sample_every;
+    s->stamps.t = calloc(c->qdepth, sizeof(*s->stamps.t));
+    s->stamps.sampled = calloc(c->qdepth, 1);
+    if (!s->pairs || !s->buf_lut || !s->list_lut || !s->slba || !s->prp1 || !s->prp2 || !s->st || !s->stamps.t ||
+        !s->stamps.sampled)
         return snprintf(err, errlen, "out of memory"), -ENOMEM;
     int rc = nvme_dma_alloc(t, buf_pages * page, &s->buf);
     if (!rc)
@@ -115,8 +124,25 @@ static int standin_setup(struct nvme_target *t, const struct gpuq_standin_cfg *c
                                        errlen);
             if (rc)
                 return rc;
+            s->pairs[ci * c->nqueues + q]->stamps = &s->stamps;
         }
     return 0;
+}
+
+/* The phases of the round's sampled commands into the store (as long as it has room). */
+static void standin_keep_samples(const struct gpuq_standin_cfg *c, const struct nvme_gpuq_stamps *ts,
+                                 struct gpuq_standin_result *res)
+{
+    for (uint32_t k = 0; k < c->qdepth; k++) {
+        if (!ts->sampled[k])
+            continue;
+        res->sampled++;
+        if (res->nsamples >= c->sample_cap)
+            continue;
+        uint32_t *row = c->samples + (size_t)res->nsamples++ * NVME_GPUQ_NPHASES;
+        for (uint32_t ph = 0; ph < NVME_GPUQ_NPHASES; ph++)
+            row[ph] = nvme_gpuq_phase_ns(ts->t[k], ph);
+    }
 }
 
 int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, struct gpuq_standin_result *res,
@@ -139,6 +165,8 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
     const uint64_t end = w0 + (uint64_t)(c->runtime_s * (double)STANDIN_NS_PER_S);
     uint64_t win_start = 0;
     int failed_pair = -1;
+    const uint64_t timeout_ns = c->timeout_ns ? c->timeout_ns : GPUQ_STANDIN_TIMEOUT_NS;
+    res->npairs = s.npairs;
     while (!rc && !(c->stop && *c->stop)) {
         const uint64_t now = standin_now_ns();
         if (now >= end)
@@ -148,27 +176,38 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
             win_start = now;
         for (unsigned i = 0; i < s.npairs && !rc; i++) {
             struct nvme_gpuq_pair *p = s.pairs[i];
+            if (c->idle_pair == i + 1u)
+                continue;                         /* fault injection: this "block" never runs */
+            const uint64_t r0 = standin_now_ns(); /* the pair's turn, host work included (Little's law) */
             struct nvme_ns *ns = nvme_ctrl_ns_at(p->ctrl, 0);
             const uint32_t nlb = c->iosize / nvme_ns_lba_size(ns);
             const uint64_t nslots = nvme_ns_nsze(ns) / nlb;
             for (uint32_t k = 0; k < c->qdepth; k++)
                 s.slba[k] = nvme_gpuq_slba(1, &lcg, k, k, c->qdepth, nslots, 0, nlb);
+            const uint64_t matched0 = p->completed;
             rc = nvme_gpuq_cpu_round(p, NVME_CMD_READ, nvme_ns_id(ns), s.slba, nlb, s.prp1, s.prp2, c->qdepth,
-                                     GPUQ_STANDIN_TIMEOUT_NS, s.st, err, errlen);
+                                     timeout_ns, s.st, err, errlen);
             if (rc) {
                 failed_pair = (int)i;
                 break;
             }
+            if (c->beats)
+                c->beats[i]++;
             if (!counting)
                 continue;
             res->rounds++;
             res->ios += c->qdepth;
+            res->submitted += c->qdepth;
+            res->completed += p->completed - matched0;
+            if (s.stamps.every)
+                standin_keep_samples(c, &s.stamps, res);
             for (uint32_t k = 0; k < c->qdepth; k++)
                 if (s.st[k]) {
                     if (!res->errors)
                         res->first_status = s.st[k];
                     res->errors++;
                 }
+            res->round_ns_sum += standin_now_ns() - r0;
         }
     }
     const uint64_t stop_ns = standin_now_ns();

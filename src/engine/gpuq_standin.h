@@ -6,7 +6,9 @@
  * target, random LBAs, for a fixed time. It lets the GPU lease plan be rehearsed where there is no GPU
  * (make rehearse-gpu-host): same study points, same records, same isolation; NOT a measurement of a GPU.
  *
- * Key function: gpuq_standin_run() — warm-up, then `runtime_s` of rounds; fills the result.
+ * Key function: gpuq_standin_run() — warm-up, then `runtime_s` of rounds; fills the result: counts for
+ * the self-checks (commands submitted and completions matched, a heartbeat per pair: rounds done from the
+ * start, warm-up included) and, with sample_every, the phases of the per-I/O time breakdown (nvme_gpuq.h).
  *
  * Caveats: one thread drives every queue in turn and a round ends before the next one starts, so the
  * rate is this CPU's, never the device model's. Reads only (writes are refused: the stand-in has no use
@@ -31,6 +33,7 @@ extern "C" {
 #define GPUQ_STANDIN_MAX_QDEPTH    1024u                  /* commands per round (as cuda-run) */
 #define GPUQ_STANDIN_MAX_BUF_BYTES (64ull << 20)          /* qdepth x iosize */
 #define GPUQ_STANDIN_TIMEOUT_NS    (2ull * 1000000000ull) /* deadline of every completion */
+#define GPUQ_STANDIN_SAMPLE_CAP    (1u << 16)             /* sampled commands kept for the breakdown */
 
 struct gpuq_standin_cfg {
     uint32_t nqueues;         /* pairs per controller, 1..GPUQ_STANDIN_MAX_QUEUES */
@@ -40,6 +43,15 @@ struct gpuq_standin_cfg {
     double warmup_s;          /* rounds before the window, not counted */
     uint64_t seed;            /* LBA generator */
     const volatile int *stop; /* optional: set non-zero to end early (Ctrl-C) */
+    uint64_t timeout_ns;      /* deadline of every completion; 0 = GPUQ_STANDIN_TIMEOUT_NS */
+    /* the per-I/O time breakdown: stamp one command in sample_every (0: off); the phases of up to
+     * sample_cap sampled commands of the window go to samples (NVME_GPUQ_NPHASES per command) */
+    uint32_t sample_every;
+    uint32_t sample_cap;
+    uint32_t *samples;
+    uint64_t *beats; /* optional, one per pair (nctrl x nqueues, row-major): the pair's heartbeat */
+    /* fault injection (the "kernel that never ran" test): pair idle_pair - 1 is never driven; 0 = none */
+    uint32_t idle_pair;
 };
 
 struct gpuq_standin_result {
@@ -48,6 +60,13 @@ struct gpuq_standin_result {
     uint64_t errors;       /* commands with a non-zero NVMe status in the window */
     uint16_t first_status; /* the first such status (SCT/SC without phase), 0 when none */
     double window_s;       /* length of the window */
+    uint64_t submitted;    /* commands submitted in the window (self-check: == completed) */
+    uint64_t completed;    /* CQEs matched to their command in the window, counted where they are matched */
+    uint32_t npairs;       /* queue pairs driven (entries of cfg->beats) */
+    uint32_t nsamples;     /* sampled commands whose phases are in cfg->samples */
+    uint64_t sampled;      /* sampled commands in the window (nsamples <= sampled: the store is capped) */
+    uint64_t round_ns_sum; /* time of the pairs' turns in the window, each a round and its host work (Little's
+                              law: qdepth commands in flight during a turn) */
 };
 
 int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *cfg, struct gpuq_standin_result *res,

@@ -211,9 +211,19 @@ int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, co
     }
     const struct nvme_bar *bar = nvme_ctrl_bar(p->ctrl);
     const uint32_t n = p->entries;
-    for (uint32_t i = 0; i < qdepth; i++) /* "thread" i owns SQ slot tail + i */
+    struct nvme_gpuq_stamps *ts = p->stamps && p->stamps->every ? p->stamps : NULL;
+    int any = 0;
+    for (uint32_t i = 0; i < qdepth; i++) { /* "thread" i owns SQ slot tail + i */
+        const int smp = ts && nvme_gpuq_sampled(ts->cmds + i, ts->every);
+        if (ts)
+            ts->sampled[i] = (uint8_t)smp;
+        if (smp)
+            ts->t[i][NVME_GPUQ_T0] = gpuq_now_ns();
         nvme_gpuq_sqe_rw(&p->sq[nvme_gpuq_cq_slot(p->sq_pos + i, n)], opc, nvme_gpuq_cid_make(p->round, i), nsid,
                          slba[i], nlb, prp1[i], prp2[i]);
+        if (smp)
+            ts->t[i][NVME_GPUQ_T1] = gpuq_now_ns(), any = 1;
+    }
     p->sq_pos += qdepth;
     nvme_wmb(); /* SQEs before the doorbell */
     /* the GPU's rule for SQs in host memory: read the round's last SQE back before the doorbell */
@@ -224,6 +234,7 @@ int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, co
         return -EIO;
     }
     nvme_mmio_write32(bar, p->sq_db_off, nvme_gpuq_db(p->sq_pos - (p->db_short < qdepth ? p->db_short : 0u), n));
+    const uint64_t t2 = any ? gpuq_now_ns() : 0;
 
     /* the poller warp, played lane by lane: step k looks at positions k*32 .. k*32+31 of the round, each lane
      * waiting for its own (nvme_gpuq_poller_idx), so the CQ is read in the GPU's order */
@@ -237,8 +248,14 @@ int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, co
             const volatile struct nvme_cqe *c = &p->cq[nvme_gpuq_cq_slot(pos, n)];
             const uint64_t deadline = nvme_gpuq_deadline(gpuq_now_ns(), timeout_ns);
             int r;
-            while ((r = nvme_gpuq_poll_step(c->status, pos, n, gpuq_now_ns(), deadline)) == NVME_GPUQ_POLL_EMPTY)
+            uint64_t tp, t_empty = 0; /* start of this poll, of the last one that saw nothing */
+            for (;;) {
+                tp = gpuq_now_ns();
+                if ((r = nvme_gpuq_poll_step(c->status, pos, n, tp, deadline)) != NVME_GPUQ_POLL_EMPTY)
+                    break;
+                t_empty = tp;
                 nvme_mmio_idle(bar, p->qid);
+            }
             if (r == NVME_GPUQ_POLL_EXPIRED) {
                 snprintf(err, errlen, "qid %u: completion %u of %u (round %u) did not arrive within %.3f s", p->qid,
                          i + 1u, qdepth, p->round, (double)timeout_ns / GPUQ_NS_PER_S);
@@ -253,9 +270,23 @@ int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, co
                 return -EPROTO;
             }
             st[idx] = (uint16_t)(c->status & ~NVME_CQE_P);
+            p->completed++;
+            if (any && ts->sampled[idx]) {
+                ts->t[idx][NVME_GPUQ_T3P] = t_empty > t2 ? t_empty : t2;
+                ts->t[idx][NVME_GPUQ_T3] = tp;
+            }
         }
     p->cq_pos += qdepth;
     p->round++;
     nvme_mmio_write32(bar, p->cq_db_off, nvme_gpuq_db(p->cq_pos, n));
+    if (ts) {
+        const uint64_t t4 = any ? gpuq_now_ns() : 0;
+        for (uint32_t i = 0; any && i < qdepth; i++)
+            if (ts->sampled[i]) {
+                ts->t[i][NVME_GPUQ_T2] = t2;
+                ts->t[i][NVME_GPUQ_T4] = t4;
+            }
+        ts->cmds += qdepth;
+    }
     return 0;
 }

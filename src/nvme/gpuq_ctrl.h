@@ -14,7 +14,8 @@
  *   nvme_gpuq_lut()           DMA address of every NVMe page of a DMA object (the PRP lookup table)
  *   nvme_gpuq_cpu_round()     one lock-step round on the CPU: qdepth SQEs, the read-back of the last SQE,
  *                             one doorbell, CQEs read in the poller warp's order (nvme_gpuq_poller_idx)
- *                             and matched by CID with a deadline per completion (the GPU kernel's stand-in)
+ *                             and matched by CID with a deadline per completion (the GPU kernel's stand-in);
+ *                             with p->stamps, the per-I/O time stamps of a sample of its commands
  *
  * Works on every target the driver opens (emu://, pci:// on vfio-pci or uio_pci_generic). The rings are
  * ordinary DMA memory of the target, so a CUDA caller can cudaHostRegister them (mapped) and hand the
@@ -36,12 +37,23 @@
 #include <stdint.h>
 
 #include "nvme/nvme.h"
+#include "nvme/nvme_gpuq.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define NVME_GPUQ_CTRL_ADMIN_TIMEOUT_MS 5000u /* Create/Delete queue commands */
+
+/* Per-command time stamps of nvme_gpuq_cpu_round (nvme_gpuq.h, "the per-I/O time breakdown"),
+ * CLOCK_MONOTONIC ns. A round stamps command i when nvme_gpuq_sampled(cmds + i, every) and sets sampled[i];
+ * it advances cmds by qdepth. t and sampled hold one row per command of a round (qdepth rows). */
+struct nvme_gpuq_stamps {
+    uint32_t every; /* one command in `every` (0: none) */
+    uint64_t cmds;  /* commands of the pair before this round */
+    uint64_t (*t)[NVME_GPUQ_NSTAMPS];
+    uint8_t *sampled;
+};
 
 struct nvme_gpuq_pair {
     struct nvme_ctrl *ctrl;
@@ -62,6 +74,10 @@ struct nvme_gpuq_pair {
     /* fault injection (tests, any controller): ring the SQ doorbell this many entries short of the round,
      * so the last commands are never fetched and their completions time out (a "dropped completion") */
     uint32_t db_short;
+    /* the stand-in's self-checks and time breakdown (issue 24): CQEs matched to their command, and optional
+     * per-command stamps (NULL: none) */
+    uint64_t completed;
+    struct nvme_gpuq_stamps *stamps;
 };
 
 /* Create one pair with `entries` slots (2..min(MQES+1, 65536)). err names the failing step. */

@@ -91,6 +91,8 @@ static __device__ __forceinline__ uint32_t nvme_cuda_cqe_w3(const struct nvme_cq
 
 struct nvme_cuda_cqe_seen {
     uint16_t cid, status, sqhd, sqid;
+    uint64_t t_seen; // %globaltimer of the look that saw the CQE (the breakdown's T3)
+    uint64_t t_miss; // of the last look that did not (T3P), 0 when the first look saw it
 };
 
 /* Wait until the CQE for queue position `pos` is new, or the deadline passes, or *abort becomes non-zero
@@ -102,20 +104,25 @@ static __device__ int nvme_cuda_cqe_wait(const struct nvme_cqe *cq, uint32_t ent
 {
     const uint32_t slot = nvme_gpuq_cq_slot(pos, entries);
     const uint64_t deadline = nvme_gpuq_deadline(nvme_cuda_now_ns(), timeout_ns);
+    uint64_t t_miss = 0;
     for (uint32_t n_empty = 0;; n_empty++) {
         uint32_t w3 = nvme_cuda_cqe_w3(cq, slot, scope);
         uint16_t status = (uint16_t)(w3 >> NVME_CUDA_STATUS_SHIFT);
-        int r = nvme_gpuq_poll_step(status, pos, entries, nvme_cuda_now_ns(), deadline);
+        const uint64_t now = nvme_cuda_now_ns();
+        int r = nvme_gpuq_poll_step(status, pos, entries, now, deadline);
         if (r == NVME_GPUQ_POLL_NEW) {
             const volatile struct nvme_cqe *c = cq + slot; // ordered after the acquire above
             out->cid = (uint16_t)(w3 >> NVME_CUDA_CID_SHIFT);
             out->status = status;
             out->sqhd = c->sqhd;
             out->sqid = c->sqid;
+            out->t_seen = now;
+            out->t_miss = t_miss;
             return NVME_GPUQ_OK;
         }
         if (r == NVME_GPUQ_POLL_EXPIRED || *abort)
             return NVME_GPUQ_TIMEOUT;
+        t_miss = now;
         const uint32_t ns = nvme_gpuq_backoff_ns(n_empty, poll_max_ns); // 0: spin
         if (ns)
             __nanosleep(ns);

@@ -10,7 +10,8 @@
  * nvme_gpuq_lcg_next(), nvme_gpuq_slba(), nvme_gpuq_stamp(), nvme_gpuq_poll_step() (one look at a CQE with
  * the deadline), nvme_gpuq_backoff_ns() (the poll discipline), nvme_gpuq_poller_idx()/_count() (the poller
  * warp's CQ positions), nvme_gpuq_last_sqe_pos()/nvme_gpuq_sqe_readback_ok() (SQs in host memory),
- * nvme_gpuq_idle_queue() (the progress check).
+ * nvme_gpuq_idle_queue() (the progress check), nvme_gpuq_sampled()/nvme_gpuq_phase_ns() (the per-I/O time
+ * breakdown).
  *
  * The lock-step round (nvme_cuda.cuh) built on these: one CUDA block per queue; thread i owns SQ slot
  * tail+i and CID (gen, i); thread 0 fences (with SQs in host memory: every thread fences at system scope
@@ -261,6 +262,42 @@ static inline NVME_HD int nvme_gpuq_idle_queue(const uint64_t *rounds, uint32_t 
         if (!rounds[i])
             return (int)i;
     return -1;
+}
+
+/* ---- the per-I/O time breakdown (issue 24; record field `breakdown`) ----
+ * A sampled command carries six stamps (ns of one clock: %globaltimer on the GPU, CLOCK_MONOTONIC on the
+ * CPU): T0 the thread starts to submit, T1 its SQE is stored, T2 the doorbell that covers it is written,
+ * T3P the start of the last poll that did not see its CQE (T2 when the first poll saw it), T3 the poll
+ * that saw it, T4 the thread is released (status delivered, CQ head doorbell written). The five phases are
+ * their differences: submit T1-T0, doorbell T2-T1, device T3P-T2, poll T3-T3P, release T4-T3.
+ * One command in `every` is sampled, by its running command number (0: none). */
+enum nvme_gpuq_stamp_idx {
+    NVME_GPUQ_T0,
+    NVME_GPUQ_T1,
+    NVME_GPUQ_T2,
+    NVME_GPUQ_T3P,
+    NVME_GPUQ_T3,
+    NVME_GPUQ_T4,
+    NVME_GPUQ_NSTAMPS
+};
+enum nvme_gpuq_phase {
+    NVME_GPUQ_PH_SUBMIT,
+    NVME_GPUQ_PH_DOORBELL,
+    NVME_GPUQ_PH_DEVICE,
+    NVME_GPUQ_PH_POLL,
+    NVME_GPUQ_PH_RELEASE,
+    NVME_GPUQ_NPHASES
+};
+static inline NVME_HD int nvme_gpuq_sampled(uint64_t cmd, uint32_t every)
+{
+    return every && cmd % every == 0u;
+}
+/* Phase `ph` of one command's stamps, in ns (0 where a later stamp is not after an earlier one, which a
+ * clock of coarse resolution can give: never a wrapped huge value). */
+static inline NVME_HD uint32_t nvme_gpuq_phase_ns(const uint64_t *t, uint32_t ph)
+{
+    const uint64_t a = t[ph], b = t[ph + 1u];
+    return b > a ? (b - a > 0xffffffffull ? 0xffffffffu : (uint32_t)(b - a)) : 0u;
 }
 
 /* ---- access patterns ---- */

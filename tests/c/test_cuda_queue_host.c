@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/crun_params.h"
+#include "engine/gpuq_standin.h"
 #include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu.h"
 #include "nvme/emu/gpu/gemu_plan.h"
@@ -308,6 +309,47 @@ static void test_standin_on_controller(void)
     nvme_target_close(t);
 }
 
+/* The stand-in engine's self-check counts and breakdown (issue 24), and the anchors' failures through it: a
+ * "block" (queue pair) that never runs leaves its heartbeat at zero; a dropped completion ends in the
+ * watchdog's -ETIMEDOUT naming it, with no result counted. */
+static void test_standin_engine_checks(void)
+{
+    enum { NQ = 2, SCAP = 4096 };
+    static uint32_t samples[SCAP * NVME_GPUQ_NPHASES];
+    uint64_t beats[NQ];
+    char err[256] = "";
+    struct nvme_target *t = t_open("emu://?ndev=1&nsze=8MiB");
+    struct gpuq_standin_cfg c = {.nqueues = NQ, .qdepth = 8, .iosize = 4096, .runtime_s = 0.05, .seed = 1};
+    c.sample_every = 2;
+    c.sample_cap = SCAP;
+    c.samples = samples;
+    c.beats = beats;
+    struct gpuq_standin_result r;
+    memset(beats, 0, sizeof(beats));
+    T_EQ(gpuq_standin_run(t, &c, &r, err, sizeof(err)), 0);
+    T_CHECK(r.submitted > 0 && r.completed == r.submitted && r.ios == r.submitted);
+    T_CHECK(beats[0] > 0 && beats[1] > 0 && r.npairs == NQ);
+    T_CHECK(r.sampled == r.submitted / 2 && r.nsamples == (r.sampled < SCAP ? r.sampled : SCAP));
+    uint64_t after_doorbell = 0;
+    for (uint32_t k = 0; k < r.nsamples; k++)
+        after_doorbell +=
+            samples[k * NVME_GPUQ_NPHASES + NVME_GPUQ_PH_DEVICE] + samples[k * NVME_GPUQ_NPHASES + NVME_GPUQ_PH_POLL];
+    T_CHECK(after_doorbell > 0);
+    /* a block that never ran */
+    memset(beats, 0, sizeof(beats));
+    c.idle_pair = 1;
+    T_EQ(gpuq_standin_run(t, &c, &r, err, sizeof(err)), 0);
+    T_CHECK(beats[0] == 0 && beats[1] > 0);
+    c.idle_pair = 0;
+    /* a lost completion: the controller drops the 3rd command fetched on any I/O queue */
+    struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_DROP, .qid = NVME_EMU_FAULT_ANY_QUEUE, .nth = 3, .count = 1};
+    T_EQ(nvme_emu_inject(nvme_target_backend(t), 0, &f), 0);
+    c.timeout_ns = 50000000ull;
+    T_EQ(gpuq_standin_run(t, &c, &r, err, sizeof(err)), -ETIMEDOUT);
+    T_CHECK(strstr(err, "did not arrive within") != NULL);
+    nvme_target_close(t);
+}
+
 /* ---- a controller model: fetches a round, completes it in a shuffled order ---- */
 struct model {
     struct nvme_sqe sq[ENTRIES];
@@ -454,6 +496,7 @@ int main(void)
     RUN_CASE(test_occupancy_rule);
     RUN_CASE(test_iommu_rule);
     RUN_CASE(test_standin_on_controller);
+    RUN_CASE(test_standin_engine_checks);
     RUN_CASE(test_rounds);
     RUN_CASE(test_deadline);
     RUN_CASE(test_patterns);

@@ -7,8 +7,8 @@
  *
  * Key functions: crun_preload() (loads the kernel's module now and reports its occupancy), crun_launch(),
  * crun_collect() (fills nvme_cuda_run_result, checks that every queue made progress, and names the first
- * failed queue), crun_launch_blocking_refused(), crun_target_open/_grid/_payload/_queues/_start/_stop/
- * _result/_close().
+ * failed queue), crun_samples() (self-check counts, heartbeats, the breakdown's samples),
+ * crun_launch_blocking_refused(), crun_target_open/_grid/_payload/_queues/_start/_stop/_result/_close().
  *
  * Caveats: C++/CUDA only; internal to libnvmelab-cuda. Pointers in the structs are device pointers (GPU
  * memory, or host memory mapped into the GPU, or a BAR registered with cudaHostRegisterIoMemory).
@@ -23,7 +23,10 @@
 #include "engine/cuda/cuda_api.h"
 #include "nvme/spec.h"
 
-#define CRUN_SHARED_PER_CMD (sizeof(uint16_t) + sizeof(uint32_t)) // status + seen flag per command
+// status + seen flag per command, and the poller's two breakdown stamps (ns after the round's start)
+#define CRUN_SHARED_PER_CMD (sizeof(uint16_t) + sizeof(uint32_t) + 2u * sizeof(uint32_t))
+#define CRUN_BEAT_ENTERED   1ull          // crun_queue.beat: the block started
+#define CRUN_BEAT_LEFT      2ull          // and it reached its end
 #define CRUN_STOP_GRACE_NS  5000000000ull // after the stop flag, the kernel ends within timeout + this
 
 struct crun_queue {
@@ -42,6 +45,9 @@ struct crun_queue {
     uint64_t err_lba;
     unsigned long long errors, verify_errors;
     unsigned long long round_ns_sum, round_ns_max, rounds;
+    // self-checks (issue 24): commands submitted (thread 0, per doorbell) and completions matched (poller
+    // lanes), the heartbeat (CRUN_BEAT_*, written by the block itself), sampled commands of the breakdown
+    unsigned long long submitted, completed, beat, sampled;
 };
 
 struct crun_params {
@@ -59,6 +65,11 @@ struct crun_params {
     int scope;            // enum nvme_cuda_scope: who writes the CQs (acquire scope)
     int sq_host;          // SQs in host memory: per-thread system fence, read-back of the last SQE before the doorbell
     uint32_t poll_max_ns; // the poll discipline: 0 = spin, else the largest backoff sleep
+    // the per-I/O time breakdown: one command in sample_every (0: off); each block keeps the phases of up to
+    // sample_cap of them in samples + block * sample_cap * NVME_GPUQ_NPHASES (GPU memory)
+    uint32_t sample_every, sample_cap;
+    uint32_t *samples;
+    uint64_t sample_from_ns; // no sample before this long after the block started (the warm-up)
 };
 
 /* cudaFuncGetAttributes on the kernel (forces its module to load under lazy loading, before any
@@ -74,6 +85,12 @@ int crun_launch_blocking_refused(char *err, size_t errlen);
 int crun_collect(const struct crun_params *P, struct crun_queue *hq, uint32_t nblk,
                  const struct nvme_cuda_run_params *p, struct nvme_cuda_run_result *r, uint64_t *queue_rounds,
                  size_t nqueue_rounds, bool stopped_by_user, char *err, size_t errlen);
+
+/* After the kernel ended: the self-checks' counts (submitted, completed, sampled) into r, the heartbeats into
+ * p->beats (when given), and the phases of the sampled commands (samples: the blocks' stores, as the kernel
+ * left them) into p->samples, at most p->sample_cap. */
+void crun_samples(const struct crun_params *P, const struct crun_queue *hq, uint32_t nblk, const uint32_t *samples,
+                  const struct nvme_cuda_run_params *p, struct nvme_cuda_run_result *r);
 
 /* The measured window (timed runs): round counts at its edges and its length. */
 struct crun_window {

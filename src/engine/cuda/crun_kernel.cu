@@ -9,6 +9,10 @@
 // the round's CQEs, 32 neighbouring slots at a time, and hands each to the command whose CID it names;
 // thread 0 rings the CQ head doorbell and counts the round. Verified reads poison their buffer first. The acquire scope
 // of the CQE polls is the writer's (P.scope, see nvme_cuda.cuh).
+// Self-checks (issue 24): each block writes its heartbeat at entry and exit, thread 0 counts the commands it
+// rang, the poller lanes the completions they matched. Breakdown: one command in P.sample_every carries the
+// six %globaltimer stamps of nvme_gpuq.h (T0/T1 its own thread, T2 thread 0 after the doorbell, T3P/T3 the
+// poller lane that matched it, T4 its thread at release) and stores its five phases (crun_sample).
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -35,17 +39,40 @@ static __device__ void crun_fail(crun_queue *q, uint32_t state, uint16_t status,
     }
 }
 
+// The phases of one sampled command into its block's store (first P.sample_cap of the block kept).
+static __device__ void crun_sample(const crun_params &P, crun_queue *q, uint32_t b, const uint64_t *t)
+{
+    const unsigned long long k = atomicAdd(&q->sampled, 1ull);
+    if (k >= P.sample_cap)
+        return;
+    uint32_t *row = P.samples + ((uint64_t)b * P.sample_cap + k) * NVME_GPUQ_NPHASES;
+    for (uint32_t ph = 0; ph < NVME_GPUQ_NPHASES; ph++)
+        row[ph] = nvme_gpuq_phase_ns(t, ph);
+}
+
+static __device__ __forceinline__ uint32_t crun_since(uint64_t t, uint64_t base)
+{
+    return t > base ? (t - base > 0xffffffffull ? 0xffffffffu : (uint32_t)(t - base)) : 0u;
+}
+
 __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params P)
 {
     extern __shared__ uint8_t smem[];
     uint32_t *seen = reinterpret_cast<uint32_t *>(smem);
-    uint16_t *st = reinterpret_cast<uint16_t *>(smem + P.qdepth * sizeof(uint32_t));
+    uint32_t *t3p = seen + P.qdepth, *t3 = t3p + P.qdepth; // breakdown: ns after s_t0, set by the poller
+    uint16_t *st = reinterpret_cast<uint16_t *>(t3 + P.qdepth);
     __shared__ int s_stop;
     __shared__ volatile int s_fail;
-    __shared__ uint64_t s_next_check, s_t0;
+    __shared__ uint64_t s_next_check, s_t0, s_t2, s_k0;
+    __shared__ int s_smp; // this round samples (sample_every, and past the warm-up)
 
     const uint32_t b = blockIdx.x, i = threadIdx.x, qd = P.qdepth;
     crun_queue *q = &P.queues[b];
+    if (i == 0) {
+        q->beat = CRUN_BEAT_ENTERED; // heartbeat: this block ran (the host zeroed it)
+        s_k0 = nvme_cuda_now_ns();
+    }
+    unsigned long long matched = 0; // poller lanes: completions matched to their command
     const uint32_t entries = q->entries;
     const uint64_t thread_in_dev = (uint64_t)q->qidx * qd + i, threads_per_dev = (uint64_t)P.nqueues * qd;
     const uint64_t off = ((uint64_t)b * qd + i) * P.stride;
@@ -77,14 +104,13 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
         for (uint64_t k = 0;; k++, round++) {
             if (i == 0) {
                 int stop = s_fail || (P.max_rounds && k >= P.max_rounds);
-                if (!stop) { // also in rounds mode: Ctrl-C must end it
-                    uint64_t now = nvme_cuda_now_ns();
-                    if (now >= s_next_check) {
-                        stop = *P.stop;
-                        s_next_check = now + CRUN_STOP_CHECK_NS;
-                    }
+                const uint64_t now = nvme_cuda_now_ns();
+                if (!stop && now >= s_next_check) { // also in rounds mode: Ctrl-C must end it
+                    stop = *P.stop;
+                    s_next_check = now + CRUN_STOP_CHECK_NS;
                 }
                 s_stop = stop;
+                s_smp = P.sample_every && now - s_k0 >= P.sample_from_ns;
             }
             __syncthreads();
             if (s_stop)
@@ -101,9 +127,15 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                 for (uint64_t x = 0; x < words; x++)
                     w[x] = nvme_gpuq_stamp(q->dev, slba + x / words_per_lba, (uint32_t)(x % words_per_lba));
             }
+            const bool smp = s_smp && nvme_gpuq_sampled(round * qd + i, P.sample_every);
+            uint64_t ts[NVME_GPUQ_NSTAMPS];
+            if (smp)
+                ts[NVME_GPUQ_T0] = nvme_cuda_now_ns();
             alignas(16) nvme_sqe s; // stored as four 16-byte vectors
             nvme_gpuq_sqe_rw(&s, opc, nvme_gpuq_cid_make((uint32_t)round, i), 1u, slba, P.nlb, prp1, prp2);
             nvme_cuda_sqe_store(q->sq + nvme_gpuq_cq_slot(sq_pos + i, entries), &s);
+            if (smp)
+                ts[NVME_GPUQ_T1] = nvme_cuda_now_ns();
             seen[i] = 0;
             if (i == 0)
                 s_t0 = nvme_cuda_now_ns();
@@ -113,6 +145,10 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                 if (atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_SQ_READBACK) == NVME_GPUQ_OK)
                     crun_fail(q, NVME_GPUQ_SQ_READBACK, 0, slba);
                 s_fail = 1;
+            } else if (i == 0) {
+                q->submitted += qd;
+                if (P.sample_every)
+                    s_t2 = nvme_cuda_now_ns();
             }
 
             // completions: one poller warp (threads 0..31) watches the round's CQ slots, lane l the positions
@@ -140,6 +176,11 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                         break;
                     }
                     st[idx] = (uint16_t)(c.status & ~NVME_CQE_P);
+                    matched++;
+                    if (P.sample_every) {
+                        t3p[idx] = crun_since(c.t_miss, s_t0);
+                        t3[idx] = crun_since(c.t_seen, s_t0);
+                    }
                 }
             }
             __syncthreads();
@@ -156,6 +197,15 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                 P.rounds[b] = round + 1u;
             }
             const uint16_t my = st[i];
+            if (smp) { // released: the breakdown's last stamp
+                ts[NVME_GPUQ_T4] = nvme_cuda_now_ns();
+                ts[NVME_GPUQ_T2] = s_t2;
+                ts[NVME_GPUQ_T3] = s_t0 + t3[i];
+                ts[NVME_GPUQ_T3P] = t3p[i] ? s_t0 + t3p[i] : 0;
+                if (ts[NVME_GPUQ_T3P] < ts[NVME_GPUQ_T2]) // the first look saw it
+                    ts[NVME_GPUQ_T3P] = ts[NVME_GPUQ_T2];
+                crun_sample(P, q, b, ts);
+            }
             if (my) {
                 atomicAdd(&q->errors, 1ull);
                 crun_fail(q, NVME_GPUQ_NVME_ERROR, my, slba);
@@ -172,8 +222,13 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
             }
         }
     }
-    if (i == 0)
+    if (matched)
+        atomicAdd(&q->completed, matched);
+    __syncthreads(); // every lane's count is in before the block says it left
+    if (i == 0) {
         q->rounds = round;
+        q->beat = CRUN_BEAT_LEFT;
+    }
 }
 
 int crun_preload(uint32_t qdepth, int *blocks_per_sm, char *err, size_t errlen)
@@ -295,6 +350,24 @@ int crun_collect(const crun_params *P, crun_queue *hq, uint32_t nblk, const nvme
         return -EAGAIN;
     }
     return 0;
+}
+
+void crun_samples(const crun_params *P, const crun_queue *hq, uint32_t nblk, const uint32_t *samples,
+                  const nvme_cuda_run_params *p, nvme_cuda_run_result *r)
+{
+    for (uint32_t b = 0; b < nblk; b++) {
+        r->submitted += hq[b].submitted;
+        r->completed += hq[b].completed;
+        r->sampled += hq[b].sampled;
+        if (p->beats)
+            p->beats[b] = hq[b].beat;
+        if (!samples || !P->sample_every)
+            continue;
+        const uint64_t kept = hq[b].sampled < P->sample_cap ? hq[b].sampled : P->sample_cap;
+        for (uint64_t k = 0; k < kept && r->nsamples < p->sample_cap; k++, r->nsamples++)
+            memcpy(p->samples + (size_t)r->nsamples * NVME_GPUQ_NPHASES,
+                   samples + ((size_t)b * P->sample_cap + k) * NVME_GPUQ_NPHASES, NVME_GPUQ_NPHASES * sizeof(uint32_t));
+    }
 }
 
 static void crun_sleep_until(std::chrono::steady_clock::time_point t, volatile int *stop, cudaEvent_t done)

@@ -138,6 +138,9 @@ struct nvme_cuda_run_result {
     uint64_t window_t0_ns, window_t1_ns; /* the measured window on the host's steady clock (CLOCK_MONOTONIC,
                                             within one host poll), for samplers outside the engine (NVML) */
     struct nvme_cuda_corun_result corun;
+    uint64_t submitted, completed;       /* self-check: commands submitted, completions matched (whole kernel) */
+    uint64_t sampled;                    /* commands stamped for the breakdown (whole kernel) */
+    uint32_t nsamples;                   /* of them, phases copied into params.samples */
 };
 
 /* Bytes a caller-provided buffer needs for a run of this shape (page-alignment slack included), and the

@@ -107,6 +107,8 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     cudaEvent_t e0 = NULL, e1 = NULL;
     uint64_t *lut = NULL;
     crun_queue *dq = NULL;
+    uint32_t *samples_dev = NULL;
+    std::vector<uint32_t> samples_host;
     unsigned long long *rounds_host = NULL, *rounds_dev = NULL;
     int *stop_host = NULL, *stop_dev = NULL;
     std::vector<crun_queue> hq;
@@ -162,6 +164,15 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     CRUN_CHECK(cudaHostAlloc((void **)&stop_host, sizeof(int), cudaHostAllocMapped), "allocating the stop flag");
     *stop_host = 0;
     CRUN_CHECK(cudaHostGetDevicePointer((void **)&stop_dev, stop_host, 0), "mapping the stop flag");
+    if (p->sample_every && p->samples && p->sample_cap) { // the breakdown's store: an equal share per block
+        P.sample_every = p->sample_every;
+        P.sample_cap = p->sample_cap / nblk ? p->sample_cap / nblk : 1u;
+        P.sample_from_ns = p->rounds ? 0 : p->warmup_ns; // timed runs: the window's commands, not the warm-up's
+        samples_host.resize((size_t)nblk * P.sample_cap * NVME_GPUQ_NPHASES);
+        CRUN_CHECK(cudaMalloc((void **)&samples_dev, samples_host.size() * sizeof(uint32_t)),
+                   "allocating the breakdown's samples");
+        P.samples = samples_dev;
+    }
     CRUN_CHECK(cudaStreamCreateWithFlags(&s_run, cudaStreamNonBlocking), "creating the engine stream");
     CRUN_CHECK(cudaEventCreate(&e0), "creating events");
     CRUN_CHECK(cudaEventCreate(&e1), "creating events");
@@ -222,6 +233,11 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
                    "reading queue results");
         if ((rc = crun_target_result(&T, p, r, err, errlen)))
             goto out;
+        if (samples_dev)
+            CRUN_CHECK(cudaMemcpy(samples_host.data(), samples_dev, samples_host.size() * sizeof(uint32_t),
+                                  cudaMemcpyDeviceToHost),
+                       "reading the breakdown's samples");
+        crun_samples(&P, hq.data(), nblk, samples_host.data(), p, r);
         rc = crun_collect(&P, hq.data(), nblk, p, r, queue_rounds, nqueue_rounds, stop && *stop, err, errlen);
         timed_out = rc == -ETIMEDOUT || rc == -EPROTO;
         crun_window_result(&win, p, r);
@@ -265,6 +281,8 @@ out:
         cudaFreeHost(stop_host);
     if (rounds_host)
         cudaFreeHost(rounds_host);
+    if (samples_dev)
+        cudaFree(samples_dev);
     if (dq)
         cudaFree(dq);
     if (lut)

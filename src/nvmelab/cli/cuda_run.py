@@ -114,6 +114,20 @@ def table(rec: dict) -> str:
         )
     if "verify_errors" in rec:
         rows.append(("verify errors", str(rec["verify_errors"])))
+    if "checks" in rec:  # nvmelab.results.checks: a failed one keeps the record out of the figures
+        bad = [f"{k} ({c['detail']})" for k, c in rec["checks"].items() if c.get("ok") is False]
+        rows.append(("self-checks", "all passed" if not bad else "FAILED: " + "; ".join(bad)))
+    bd = rec.get("breakdown") or {}
+    if bd.get("samples"):
+        rows.append(
+            (
+                f"breakdown p50 (1 in {bd['sample_every']})",
+                ", ".join(
+                    f"{p} {bd[p + '_ns']['p50'] / 1000:.2f} us"
+                    for p in ("submit", "doorbell", "device", "poll", "release")
+                ),
+            )
+        )
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 

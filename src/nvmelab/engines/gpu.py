@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..host import provenance as _prov
+from ..results import checks as _checks
 from ..results.records import engine_record, measured_fields, validate
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ def run_cuda(
     poll: str | None = None,
     occupancy: int | None = None,
     corun: int | None = None,
+    sample_every: int | None = None,
     stress: bool = False,
     ncpus: int = 1,
     thr_sib: bool = False,
@@ -152,7 +154,9 @@ def run_cuda(
     verify): after the write rounds every thread reads its LBAs back and checks the stamps. timeout: per-completion deadline in
     seconds; a lost completion raises TimeoutError naming device and queue. poll: "spin" or "backoff:MAX_NS"
     (the table's default when None); occupancy: refuse a run needing more than this % of the GPU's resident
-    capacity (default 95). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
+    capacity (default 95). sample_every: the per-I/O time breakdown, %globaltimer stamps on one command in N
+    (0: off; the table's default when None), in the record's ``breakdown``; every record also carries its
+    self-checks (``checks``, ``checks_ok``: nvmelab.results.checks). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
     call this; the GPU engine uses one host thread. payload (pci:// and emu://?mode=thread, the
     real-controller path): "host" = pinned host memory mapped into the GPU; "gpu" is refused with the reason
     (no importer of GPU memory's DMA addresses; book/driver.md). corun: blocks per SM of a co-running
@@ -185,6 +189,7 @@ def run_cuda(
         poll=poll,
         occupancy=occupancy,
         corun=corun,
+        sample_every=sample_every,
     )
     check_params(target, ndevs, **table)
     from ..host import cpus as _cpus
@@ -199,6 +204,11 @@ def run_cuda(
     with _nvml.SmSampler(pci=pci, index=gpu) as sampler:
         res = dict(_native().cuda_run(target=target, ndevs=ndevs or 0, payload=payload, **kw))
     res["nvml"] = sampler.window(res.get("window_t0_ns"), res.get("window_t1_ns"))
+    res["readback"] = bool(readback)  # write patterns read their LBAs back: the payload check applies
+    if rounds or verify:  # Little's law needs a steady window with no per-command work outside the rounds
+        res["littles_law_na"] = (
+            "rounds run: the window is the whole kernel" if rounds else "verify: per-command work outside the rounds"
+        )
     return make_record(
         res,
         target=target,
@@ -235,18 +245,25 @@ def make_record(
     host: dict,
     verify: bool,
     corun: int = 0,
+    tool: str = TOOL,
+    provenance: dict | None = None,
 ) -> dict:
-    """Turn the engine's raw result into a validated record."""
+    """Turn a device-initiated engine's raw result into a validated record: the one place that builds
+    them, for the cuda-run engine and its CPU stand-in (engines/gpu_standin.py, which passes its tool and
+    provenance and leaves the GPU-only fields None). The self-checks and the breakdown come from
+    nvmelab.results.checks (`device_checks`)."""
     from .gpu_corun import corun_field
 
     emu = res.get("emulator")
-    info = {"backend": BACKEND, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
+    info = {"backend": tool, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
+    if provenance is None:
+        provenance = _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"])
     rec = engine_record(
         **measured_fields(res),
         study=study,
-        tool=TOOL,
+        tool=tool,
         target=target,
-        backend=BACKEND,
+        backend=tool,
         rw=rw,
         iosize=iosize,
         qdepth=qdepth,
@@ -265,8 +282,8 @@ def make_record(
             "lat_ns": None,  # lock-step rounds: the round time below, not per-command latency
             "ios_total": res["ios_total"],
             "cuda_threads": res["threads"],
-            "kernel_s": round(res["kernel_s"], 6),
-            "round_ns": {"mean": round(res["round_ns_mean"], 1), "max": res["round_ns_max"]},
+            "kernel_s": None if res.get("kernel_s") is None else round(res["kernel_s"], 6),
+            "round_ns": {"mean": round(res["round_ns_mean"], 1), "max": res.get("round_ns_max")},
             "queue_rounds": list(res["queue_rounds"]),
             "payload": res.get("payload") or None,
             # run parameters that shape the measurement (engine table, src/engine/crun_params.h)
@@ -286,11 +303,12 @@ def make_record(
             # True: the emulator, not the device model, set the rate (busiest warp >= 90 % busy, or completions
             # late by > 10 % of the model's latency); the chapters leave such runs out of their figures
             "emulator_limited": bool(emu.get("limited")) if emu else None,
-            "provenance": _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"]),
+            "provenance": provenance,
         }
     )
     if verify:
         rec["verify_errors"] = res["verify_errors"]
+    _checks.device_checks(rec, res, verify=verify, rw=rw)
     if res["errors"]:
         log.warning("%d commands failed; first: %s", res["errors"], res["first_error"])
     return validate(rec)

@@ -25,7 +25,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..host import cpus as _cpus
 from ..host import provenance as _prov
-from ..results.records import engine_record, validate
+from ..results.records import validate
+from . import gpu as _gpu
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,12 @@ def run_cuda_standin(
     stress: bool = False,
     thr_sib: bool = False,
     corun: int = 0,
-    **_: Any,
+    **kw: Any,
 ) -> dict:
-    """One stand-in run -> one record (see the module docstring). ValueError for a parameter it refuses."""
+    """One stand-in run -> one record (see the module docstring). ValueError for a parameter it refuses.
+    sample_every: stamp one command in N for the record's breakdown (0: off). timeout: per-completion
+    deadline in s (a lost completion raises TimeoutError). idle_pair: fault injection for tests (pair
+    idle_pair - 1 never runs; its record fails the kernel_ran check). Other run_cuda keywords are ignored."""
     from .. import _native
 
     if rw not in ("read", "randread"):
@@ -80,42 +84,34 @@ def run_cuda_standin(
         t0 = time.monotonic()
         if co:
             co.start()
-        res = dict(
+        raw = dict(
             _native.gpuq_standin_run(
-                uri, int(nqueues), int(qdepth), int(iosize), float(runtime), float(warmup), seed or 1
+                uri, int(nqueues), int(qdepth), int(iosize), float(runtime), float(warmup), seed or 1, **_knobs(kw)
             )
         )
         t1 = time.monotonic()
     corun_raw = co.finish(t0, t1) if co else None
-    win = res["window_s"] or float(runtime)
-    iops = res["ios"] / win if win > 0 else 0.0
     q = parse_qs(urlsplit(uri).query)
     info = {"backend": TOOL, "profile": (q.get("profile") or ["nominal"])[0], "scale": 1.0, "devices": n}
-    rec = engine_record(
-        study=study,
-        tool=TOOL,
+    rec = _gpu.make_record(
+        standin_result(raw, iosize=int(iosize), qdepth=int(qdepth), profile=info["profile"]),
         target=target,
-        backend=TOOL,
         rw=rw,
         iosize=int(iosize),
         qdepth=int(qdepth),
-        runtime_s=round(win, 6),
-        iops=round(iops, 2),
-        mibs=round(iops * int(iosize) / (1 << 20), 2),
         nqueues=int(nqueues),
-        ndevs=n,
-        ios=res["ios"],
-        errors=res["errors"],
-        first_error=res["first_status"] or None,
-        host=host,
-        thr_sib=thr_sib,
-        stress=stress,
+        study=study,
         repetition=repetition,
-        warmup=warmup,
         seed=seed,
+        warmup=warmup,
+        stress=stress,
+        thr_sib=thr_sib,
+        host=host,
+        verify=False,
+        tool=TOOL,
         provenance=_prov.capture(info, standin_target=uri),
     )
-    rec.update(standin=True, standin_rounds=res["rounds"], ndevs_requested=int(ndevs) if ndevs else None)
+    rec.update(standin=True, standin_rounds=raw["rounds"], ndevs_requested=int(ndevs) if ndevs else None)
     # the window's edges are not reported by the stand-in: the call less its warm-up (never a GPU figure)
     w0 = int((t0 + float(warmup)) * 1e9)
     rec.update(
@@ -123,3 +119,46 @@ def run_cuda_standin(
         nvml=sampler.window(w0, max(w0, int(t1 * 1e9))),
     )
     return validate(rec)
+
+
+def _knobs(kw: dict[str, Any]) -> dict[str, Any]:
+    """The stand-in's own keywords among run_cuda's (the rest are the GPU's and ignored)."""
+    out = {}
+    for k in ("sample_every", "timeout", "idle_pair"):
+        if kw.get(k) is not None:
+            out[k] = kw[k]
+    return out
+
+
+def standin_result(raw: dict, *, iosize: int, qdepth: int, profile: str) -> dict:
+    """The stand-in's raw result in the shape of the cuda-run engine's (gpu.make_record reads it); the
+    GPU-only fields are None. One CPU thread drives the pairs in turn: qdepth commands in flight."""
+    win = raw["window_s"]
+    iops = raw["ios"] / win if win > 0 else 0.0
+    rounds = raw["rounds"]
+    return {
+        "window_s": win,
+        "iops": iops,
+        "bytes_per_s": iops * iosize,
+        "ios": raw["ios"],
+        "errors": raw["errors"],
+        "first_error": raw["first_status"] or None,
+        "ndevs": raw["ndevs"],
+        "profile": profile,
+        "scale": 1.0,
+        "ios_total": raw["ios"],
+        "threads": None,
+        "kernel_s": None,
+        "round_ns_mean": raw["round_ns_sum"] / rounds if rounds else 0.0,
+        "round_ns_max": None,
+        "queue_rounds": raw["beats"],
+        "submitted": raw["submitted"],
+        "completed": raw["completed"],
+        "beats": raw["beats"],
+        "blocks": len(raw["beats"]) if raw.get("beats") is not None else None,
+        "in_flight": qdepth,
+        "sample_every": raw["sample_every"],
+        "clock": "clock_gettime",
+        "phases": raw["phases"],
+        "sq_readback": True,
+    }

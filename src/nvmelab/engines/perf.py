@@ -28,6 +28,7 @@ from typing import Any
 
 from ..host import cpus as _cpus
 from ..host import provenance as _prov
+from ..results import checks as _checks
 from ..results.records import engine_record, measured_fields, validate
 
 log = logging.getLogger(__name__)
@@ -437,6 +438,7 @@ def make_record(
             )
     if res["errors"]:
         log.warning("%d commands failed; first: %s", res["errors"], res["first_error"])
+    _checks.perf_checks(rec, res, verify=verify, rw=rw)
     return validate(rec)
 
 

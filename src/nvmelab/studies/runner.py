@@ -406,8 +406,11 @@ def _sweep(
 
 def load_results(study: str, preset: str | None = None, root: str | Path | None = None) -> pd.DataFrame:
     """Our records of `study` (all hosts; one preset or all) as a DataFrame (analysis.to_frame).
-    Failed-point records (isolate.py: a run that hung, crashed or raised) are left out."""
+    Left out (results.checks.excluded), and counted in the log: failed-point records (isolate.py: a run
+    that hung, crashed or raised), records whose self-checks failed (checks_ok false: kept in the file,
+    marked) and runs the emulator limited (emulator_limited true)."""
     from ..results.analysis import to_frame
+    from ..results.checks import excluded
 
     root = Path(root) if root is not None else default_results_root(preset or "standard")
     base = root / study
@@ -415,16 +418,17 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
         return to_frame([])
     pattern = f"*/{preset}.jsonl" if preset else "*/*.jsonl"
     files = sorted(p for p in base.glob(pattern) if not p.name.startswith(".tmp-"))
-    recs, failed = [], 0
+    recs, left_out = [], {}
     for f in files:
         for rec in _records.unique_records(_records.iter_records(f, check=True), str(f)):
-            if rec.get("failed"):
-                failed += 1
+            why = excluded(rec)
+            if why:
+                left_out[why] = left_out.get(why, 0) + 1
                 continue
             rec["results_host"] = f.parent.name  # the folder it is filed under
             recs.append(rec)
-    if failed:
-        log.info("%s: %d failed-point records left out (runs that hung, crashed or raised)", study, failed)
+    for why, n in left_out.items():
+        log.info("%s: %d records left out of the figures (%s)", study, n, why)
     return to_frame(recs)
 
 
