@@ -30,7 +30,7 @@ PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 help:
 	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
 	@echo "     test-browser | test-nbd | test-gpu | wheelhouse | records [STUDY=all RECORDS_PRESET=standard RECORDS_ARGS=--replace] | clean"
-	@echo "     gpu-lease STEP=0|1|2|3 [OUT=DIR] | rehearse-gpu-host [OUT=DIR]"
+	@echo "     gpu-lease STEP=0|1|2|3|4 [OUT=DIR] | rehearse-gpu-host [OUT=DIR]"
 
 # --- system prerequisites (env/prereqs.sh): checked first, in well under a second ---
 check-env:
@@ -153,11 +153,11 @@ wheelhouse: env
 	bash env/wheelhouse.sh
 
 # --- the GPU lease plan (env/gpu-lease.sh; README "On a GPU host") ---
-# STEP=0 here: the wheelhouse and the cp312 wheel to carry; STEP=1..3 on the GPU host, one device
+# STEP=0 here: the wheelhouse and the cp312 wheel to carry; STEP=1..4 on the GPU host, one device
 # command each, everything it produced in OUT (a log, a summary JSON, one archive of records).
 # Neither needs `env`: the GPU host has no .venv and no package index.
 gpu-lease:
-	@case "$(STEP)" in 0|1|2|3) ;; *) echo "usage: make gpu-lease STEP=0|1|2|3 [OUT=DIR] (see env/gpu-lease.sh)"; exit 2;; esac
+	@case "$(STEP)" in 0|1|2|3|4) ;; *) echo "usage: make gpu-lease STEP=0|1|2|3|4 [OUT=DIR] (see env/gpu-lease.sh)"; exit 2;; esac
 	bash env/gpu-lease.sh $(STEP) $(OUT)
 
 # The lease plan's steps on a simulated GPU host here (Python 3.12 with the image's packages and the

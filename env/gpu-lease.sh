@@ -4,8 +4,8 @@
 # each, and its rehearsal here on a simulated GPU host.
 #
 #   make gpu-lease STEP=0                here, before a lease: the wheelhouse and the cp312 wheel to carry
-#   make gpu-lease STEP=N OUT=DIR        on the GPU host, N = 1, 2, 3 in order (one device command each)
-#   make rehearse-gpu-host [OUT=DIR]     here: steps 0-3 on a simulated GPU host, GPU parts on the CPU stand-in
+#   make gpu-lease STEP=N OUT=DIR        on the GPU host, N = 1, 2, 3, 4 in order (one device command each)
+#   make rehearse-gpu-host [OUT=DIR]     here: steps 0-4 on a simulated GPU host, GPU parts on the CPU stand-in
 #
 # Steps (nvmelab.studies.lease holds the study points and the cost model; `python -m nvmelab.studies.lease
 # plan` prints them):
@@ -40,7 +40,8 @@
 #                    + A/B 20 points x 4.2 s
 #   step 2 <= 406 s: install + pack 70 + 80 points x 4.2 s
 #   step 3 <= 392 s: install + pack 70 + cuda_iosize 48 x 4.2 s + vram_cache 20 x 6.0 s
-#   plan   <= 1192 s of commands (20 min) + one machine start (1-2 min) <= 24 min
+#   step 4 <= 210 s: install + pack 70 + cuda_match 36 x 3.9 s
+#   plan   <= 1402 s of commands (23.4 min) + one machine start (1-2 min) <= 26 min
 # A point costs warm-up + window (0.7 s) + 2.5 s for its own process (imports, bring-up, teardown: the
 # rehearsal measured 0.6 s quiet to 2.5 s under load on the shared 2-core host) + 1 s of CUDA context (estimate) + one lock-step round of the fitted model
 # (microseconds); a vram_cache point 3.5 s (the committed standard records) + 2.5 s.
@@ -149,7 +150,7 @@ step0() {
     echo "carry to the GPU host: build/lease/wheel env/wheelhouse ($(du -sh env/wheelhouse "$LEASE/wheel" | awk '{print $1}' | xargs))"
 }
 
-# --- steps 1-3: on the GPU host (or the simulated one) --------------------------------------------------
+# --- steps 1-4: on the GPU host (or the simulated one) --------------------------------------------------
 install() {
     rm -rf "$SITE"
     mkdir -p "$SITE"
@@ -216,7 +217,7 @@ run_step() {
     echo "== step $step done in $(elapsed) s (limit $STEP_LIMIT_S s); outputs: $(ls "$out" | xargs)"
 }
 
-# --- the rehearsal: steps 0-3 on a simulated GPU host ---------------------------------------------------
+# --- the rehearsal: steps 0-4 on a simulated GPU host ---------------------------------------------------
 rehearse() {
     local out=$1 t0
     t0=$(now)
@@ -228,7 +229,7 @@ rehearse() {
     rm -rf "$out" "$LEASE/results" "$LEASE/resume" "$LEASE/site"
     mkdir -p "$out"
     step0
-    for step in 1 2 3; do
+    for step in 1 2 3 4; do
         # each step as on a fresh machine: nothing left from the last but the archive it handed back
         rm -rf "$LEASE/results" "$LEASE/site" "$LEASE/resume"
         if [ "$step" -gt 1 ]; then
@@ -246,7 +247,7 @@ rehearse() {
 what=${1:-}
 case "$what" in
     0) step0 ;;
-    1|2|3) [ -n "${2:-}" ] || { echo "gpu-lease: step $what needs OUT (make gpu-lease STEP=$what OUT=DIR)" >&2; exit 2; }
+    1|2|3|4) [ -n "${2:-}" ] || { echo "gpu-lease: step $what needs OUT (make gpu-lease STEP=$what OUT=DIR)" >&2; exit 2; }
            PY=${PY:-python3}
            run_step "$what" "$2" ;;
     rehearse) rehearse "${2:-$ROOT/build/rehearse/out}" ;;

@@ -44,6 +44,7 @@ void crun_params_defaults(struct nvme_cuda_run_params *p)
 #define SET_SECONDS(field, def)                p->field = (uint64_t)((def) * NS_PER_S_D)
 #define SET_PATTERN(field, def)                p->field = (enum nvme_cuda_rw)(def)
 #define SET_POLL(field, def)                   p->field = (uint32_t)(def)
+#define SET_MATCH(field, def)                  p->field = (uint32_t)(def)
 #define X(name, type, field, lo, hi, def, doc) SET_##type(field, def);
     CRUN_PARAMS(X)
 #undef X
@@ -72,6 +73,10 @@ int crun_params_check(const struct nvme_cuda_run_params *p, char *err, size_t er
          ? 0                                                                                                           \
          : (snprintf(err, errlen, #name ": unknown pattern %d", (int)p->field), -EINVAL))
 #define CHK_POLL(name, field, lo, hi) out_of(#name " (backoff ns)", (double)p->field, lo, hi, 1, err, errlen)
+#define CHK_MATCH(name, field, lo, hi)                                                                                 \
+    (p->field < NVME_GPUQ_MATCH_MODES                                                                                  \
+         ? 0                                                                                                           \
+         : (snprintf(err, errlen, #name "=%u: not a mode (cid, positional, scan)", (unsigned)p->field), -EINVAL))
 #define X(name, type, field, lo, hi, def, doc)                                                                         \
     if (!rc && !(CRUN_PT_##type == CRUN_PT_SECONDS && !strcmp(#name, "runtime") && p->rounds))                         \
         rc = CHK_##type(name, field, (double)(lo), (double)(hi));

@@ -12,6 +12,7 @@
  * X(name, type, field, lo, hi, def, doc)
  *   type   U32 | U64 | BOOL | SECONDS (given in seconds, stored as ns) | PATTERN (nvme_cuda_rw_parse names)
  *          | POLL ("spin" or "backoff:MAX_NS", stored as the largest backoff in ns, 0 = spin)
+ *          | MATCH ("cid", "positional" or "scan": enum nvme_gpuq_match_mode, nvme/nvme_gpuq_match.h)
  *
  * Key functions: crun_params_defaults(), crun_params_check(), crun_param_info(i) / CRUN_NPARAMS,
  * nvme_cuda_rw_parse()/nvme_cuda_rw_name(), crun_poll_parse()/crun_poll_format(), crun_occupancy_ok().
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 #include "nvme/nvme_gpuq.h"
+#include "nvme/nvme_gpuq_match.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,9 +72,20 @@ enum nvme_cuda_rw {
     X(poll, POLL, poll_max_ns, 0, CRUN_POLL_MAX_NS, CRUN_POLL_DEFAULT_NS,                                              \
       "completion polls: spin (no sleep) or backoff:MAX_NS (sleep 32 ns doubling up to MAX_NS)")                       \
     X(occupancy, U32, occupancy_pct, 1, 100, CRUN_OCCUPANCY_PCT,                                                       \
-      "refuse a run whose blocks need more than this % of the GPU's resident capacity")
+      "refuse a run whose blocks need more than this % of the GPU's resident capacity")                                \
+    X(match, MATCH, match, 0, NVME_GPUQ_MATCH_MODES - 1u, NVME_GPUQ_MATCH_CID,                                         \
+      "completion matching: cid (by CID and generation), positional (by slot, as cuda-run), scan (per thread, as "     \
+      "BaM)")
 
-enum crun_param_type { CRUN_PT_U32, CRUN_PT_U64, CRUN_PT_BOOL, CRUN_PT_SECONDS, CRUN_PT_PATTERN, CRUN_PT_POLL };
+enum crun_param_type {
+    CRUN_PT_U32,
+    CRUN_PT_U64,
+    CRUN_PT_BOOL,
+    CRUN_PT_SECONDS,
+    CRUN_PT_PATTERN,
+    CRUN_PT_POLL,
+    CRUN_PT_MATCH
+};
 
 struct crun_param_info {
     const char *name;
@@ -94,6 +107,7 @@ struct nvme_cuda_run_params {
     uint32_t gpu;
     uint32_t poll_max_ns;   /* 0 = spin */
     uint32_t occupancy_pct; /* 1..100 */
+    uint32_t match;         /* enum nvme_gpuq_match_mode */
     /* not table rows */
     void *buf; /* optional caller-owned GPU buffer for the I/O (e.g. a cupy array); NULL: the engine
                   allocates. At least nvme_cuda_buf_size() bytes; thread t's data is at

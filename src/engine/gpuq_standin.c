@@ -10,6 +10,7 @@
 
 #include "nvme/gpuq_ctrl.h"
 #include "nvme/nvme_gpuq.h"
+#include "nvme/nvme_gpuq_match.h"
 
 #define STANDIN_NS_PER_S 1000000000ull
 
@@ -54,6 +55,8 @@ static int standin_check(struct nvme_target *t, const struct gpuq_standin_cfg *c
         return snprintf(err, errlen, "qdepth x iosize = %llu bytes: the stand-in's buffer holds 1..%llu",
                         (unsigned long long)c->qdepth * c->iosize, (unsigned long long)GPUQ_STANDIN_MAX_BUF_BYTES),
                -EINVAL;
+    if (c->match < 0 || c->match >= (int)NVME_GPUQ_MATCH_MODES)
+        return snprintf(err, errlen, "match=%d: not a matching mode (cid, positional, scan)", c->match), -EINVAL;
     if (!(c->runtime_s > 0) || !(c->warmup_s >= 0))
         return snprintf(err, errlen, "runtime must be > 0 s and warmup >= 0 s"), -EINVAL;
     for (unsigned ci = 0; ci < nvme_target_nctrl(t); ci++) {
@@ -135,13 +138,16 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
     }
     uint64_t lcg = c->seed ? c->seed : 1u;
     const uint64_t t0 = standin_now_ns();
-    const uint64_t w0 = t0 + (uint64_t)(c->warmup_s * (double)STANDIN_NS_PER_S);
+    const uint64_t w0 = c->rounds ? t0 : t0 + (uint64_t)(c->warmup_s * (double)STANDIN_NS_PER_S);
     const uint64_t end = w0 + (uint64_t)(c->runtime_s * (double)STANDIN_NS_PER_S);
-    uint64_t win_start = 0;
+    const uint64_t timeout_ns = c->timeout_ns ? c->timeout_ns : GPUQ_STANDIN_TIMEOUT_NS;
+    const struct nvme_gpuq_round_opt opt = {
+        .match = c->match, .unordered = c->unordered, .no_fence = c->no_fence, .no_readback = c->no_readback};
+    uint64_t win_start = 0, done = 0;
     int failed_pair = -1;
-    while (!rc && !(c->stop && *c->stop)) {
+    while (!rc && !(c->stop && *c->stop) && (!c->rounds || done < c->rounds)) {
         const uint64_t now = standin_now_ns();
-        if (now >= end)
+        if (!c->rounds && now >= end)
             break;
         const int counting = now >= w0;
         if (counting && !win_start)
@@ -153,8 +159,9 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
             const uint64_t nslots = nvme_ns_nsze(ns) / nlb;
             for (uint32_t k = 0; k < c->qdepth; k++)
                 s.slba[k] = nvme_gpuq_slba(1, &lcg, k, k, c->qdepth, nslots, 0, nlb);
-            rc = nvme_gpuq_cpu_round(p, NVME_CMD_READ, nvme_ns_id(ns), s.slba, nlb, s.prp1, s.prp2, c->qdepth,
-                                     GPUQ_STANDIN_TIMEOUT_NS, s.st, err, errlen);
+            struct nvme_gpuq_match_ctr ctr = {0};
+            rc = nvme_gpuq_cpu_round_opt(p, NVME_CMD_READ, nvme_ns_id(ns), s.slba, nlb, s.prp1, s.prp2, c->qdepth,
+                                         timeout_ns, &opt, &ctr, s.st, err, errlen);
             if (rc) {
                 failed_pair = (int)i;
                 break;
@@ -163,13 +170,22 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
                 continue;
             res->rounds++;
             res->ios += c->qdepth;
-            for (uint32_t k = 0; k < c->qdepth; k++)
+            res->looks += ctr.looks;
+            res->cq_bytes += ctr.cq_bytes;
+            res->stale += ctr.stale;
+            res->foreign += ctr.foreign;
+            for (uint32_t k = 0; k < c->qdepth; k++) {
+                const uint16_t want = nvme_cr_lba_err(&c->inj, s.slba[k], nlb);
+                res->expected_errors += want != 0;
+                res->misattributed += s.st[k] != want;
                 if (s.st[k]) {
                     if (!res->errors)
                         res->first_status = s.st[k];
                     res->errors++;
                 }
+            }
         }
+        done++;
     }
     const uint64_t stop_ns = standin_now_ns();
     res->window_s = win_start ? (double)(stop_ns - win_start) / (double)STANDIN_NS_PER_S : 0.0;

@@ -6,7 +6,14 @@
  * target, random LBAs, for a fixed time. It lets the GPU lease plan be rehearsed where there is no GPU
  * (make rehearse-gpu-host): same study points, same records, same isolation; NOT a measurement of a GPU.
  *
- * Key function: gpuq_standin_run() — warm-up, then `runtime_s` of rounds; fills the result.
+ * Key function: gpuq_standin_run() — warm-up, then `runtime_s` of rounds (or exactly `rounds` rounds per
+ * queue pair); fills the result.
+ *
+ * Matching (the cuda_match study): `match` picks how completions reach commands (nvme/nvme_gpuq_match.h);
+ * the result sums the match counters and counts `misattributed` commands: those whose delivered status is
+ * not the one the target's per-LBA error rule (cfg.inj, the URI's err_every/err_status, cmd_rules.h
+ * nvme_cr_lba_err) gives their LBAs. `unordered`, `no_fence`, `no_readback` are the missing-fence model of
+ * nvme_gpuq_cpu_round_opt (gpuq_ctrl.h).
  *
  * Caveats: one thread drives every queue in turn and a round ends before the next one starts, so the
  * rate is this CPU's, never the device model's. Reads only (writes are refused: the stand-in has no use
@@ -21,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/nvme.h"
 
 #ifdef __cplusplus
@@ -40,6 +48,12 @@ struct gpuq_standin_cfg {
     double warmup_s;          /* rounds before the window, not counted */
     uint64_t seed;            /* LBA generator */
     const volatile int *stop; /* optional: set non-zero to end early (Ctrl-C) */
+    uint64_t rounds;          /* 0: timed; else exactly this many rounds per pair (warm-up ignored) */
+    uint64_t timeout_ns;      /* deadline of every completion; 0: GPUQ_STANDIN_TIMEOUT_NS */
+    int match;                /* enum nvme_gpuq_match_mode */
+    uint32_t unordered;       /* the missing-fence model (gpuq_ctrl.h nvme_gpuq_round_opt) */
+    int no_fence, no_readback;
+    struct nvme_cr_inj inj; /* the target's per-LBA error rule: each command's expected status */
 };
 
 struct gpuq_standin_result {
@@ -48,6 +62,10 @@ struct gpuq_standin_result {
     uint64_t errors;       /* commands with a non-zero NVMe status in the window */
     uint16_t first_status; /* the first such status (SCT/SC without phase), 0 when none */
     double window_s;       /* length of the window */
+    /* matching (counted in the window, summed over pairs; nvme_gpuq_match_ctr) */
+    uint64_t looks, cq_bytes, stale, foreign;
+    uint64_t misattributed;   /* commands given a status other than their expected one */
+    uint64_t expected_errors; /* commands whose LBAs the error rule fails */
 };
 
 int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *cfg, struct gpuq_standin_result *res,

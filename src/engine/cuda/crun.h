@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "engine/cuda/cuda_api.h"
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/spec.h"
 
 #define CRUN_SHARED_PER_CMD (sizeof(uint16_t) + sizeof(uint32_t)) // status + seen flag per command
@@ -42,6 +43,8 @@ struct crun_queue {
     uint64_t err_lba;
     unsigned long long errors, verify_errors;
     unsigned long long round_ns_sum, round_ns_max, rounds;
+    unsigned long long looks, cq_bytes, stale, foreign; // match counters (nvme_gpuq_match.h), summed per queue
+    unsigned long long misattributed;                   // commands given a status other than their expected one
 };
 
 struct crun_params {
@@ -59,6 +62,8 @@ struct crun_params {
     int scope;            // enum nvme_cuda_scope: who writes the CQs (acquire scope)
     int sq_host;          // SQs in host memory: per-thread system fence, read-back of the last SQE before the doorbell
     uint32_t poll_max_ns; // the poll discipline: 0 = spin, else the largest backoff sleep
+    uint32_t match;       // enum nvme_gpuq_match_mode
+    struct nvme_cr_inj inj; // the target's per-LBA error rule (err_every/err_status): expected statuses
 };
 
 /* cudaFuncGetAttributes on the kernel (forces its module to load under lazy loading, before any

@@ -120,6 +120,9 @@ struct nvme_cuda_run_result {
     uint32_t occupancy_permille;         /* the share of the resident capacity the run's blocks needed */
     bool sq_readback;                    /* SQs in host memory: per-thread system fence + read-back of the
                                             last SQE before each doorbell */
+    /* completion matching (the run's `match`, nvme/nvme_gpuq_match.h), summed over queues and threads */
+    uint64_t match_looks, match_cq_bytes, match_stale, match_foreign;
+    uint64_t misattributed; /* commands given a status other than the target's per-LBA rule predicts */
 };
 
 /* Bytes a caller-provided buffer needs for a run of this shape (page-alignment slack included), and the

@@ -137,6 +137,7 @@ def run_cuda(
     lba_count: int = 0,
     poll: str | None = None,
     occupancy: int | None = None,
+    match: str | None = None,
     stress: bool = False,
     ncpus: int = 1,
     thr_sib: bool = False,
@@ -151,7 +152,9 @@ def run_cuda(
     verify): after the write rounds every thread reads its LBAs back and checks the stamps. timeout: per-completion deadline in
     seconds; a lost completion raises TimeoutError naming device and queue. poll: "spin" or "backoff:MAX_NS"
     (the table's default when None); occupancy: refuse a run needing more than this % of the GPU's resident
-    capacity (default 95). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
+    capacity (default 95); match: "cid" (default), "positional" or "scan", how completions reach their
+    commands (src/nvme/nvme_gpuq_match.h; the record's ``match`` block holds its counters).
+    ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
     call this; the GPU engine uses one host thread. payload (pci:// and emu://?mode=thread, the
     real-controller path): "host" = pinned host memory mapped into the GPU; "gpu" is refused with the reason
     (no importer of GPU memory's DMA addresses; book/driver.md). Every table parameter is in src/engine/crun_params.h.
@@ -180,6 +183,7 @@ def run_cuda(
         gpu=gpu,
         poll=poll,
         occupancy=occupancy,
+        match=match,
     )
     check_params(target, ndevs, **table)
     from ..host import cpus as _cpus
@@ -202,7 +206,27 @@ def run_cuda(
         thr_sib=thr_sib,
         host=host,
         verify=verify,
+        match=match or "cid",
     )
+
+
+def match_block(
+    mode: str, *, completions: int, looks: int, cq_bytes: int, stale: int, foreign: int, misattributed: int
+) -> dict:
+    """The record's ``match`` block (GPU engine and CPU stand-in alike): the matching mode and its counters
+    (src/nvme/nvme_gpuq_match.h) over ``completions`` commands: CQ looks and CQ bytes per completion, old-phase
+    CQEs carrying a wanted CID (``stale``), CQEs met that belonged to another command (``foreign``), and
+    commands handed a status the target's per-LBA error rule did not give them (``misattributed``)."""
+    per = (lambda v: round(v / completions, 4)) if completions else (lambda v: None)
+    return {
+        "mode": mode,
+        "completions": int(completions),
+        "looks_per_completion": per(looks),
+        "cq_bytes_per_completion": per(cq_bytes),
+        "stale": int(stale),
+        "foreign": int(foreign),
+        "misattributed": int(misattributed),
+    }
 
 
 def make_record(
@@ -221,8 +245,9 @@ def make_record(
     thr_sib: bool,
     host: dict,
     verify: bool,
+    match: str = "cid",
 ) -> dict:
-    """Turn the engine's raw result into a validated record."""
+    """Turn the engine's raw result into a validated record (``match``: the run's matching mode)."""
     emu = res.get("emulator")
     info = {"backend": BACKEND, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
     rec = engine_record(
@@ -260,6 +285,15 @@ def make_record(
                 "used_pct": None if res.get("occupancy_permille") is None else res["occupancy_permille"] / 10,
             },
             "sq_readback": res.get("sq_readback"),
+            "match": match_block(
+                match,
+                completions=res["ios_total"],
+                looks=res.get("match_looks", 0),
+                cq_bytes=res.get("match_cq_bytes", 0),
+                stale=res.get("match_stale", 0),
+                foreign=res.get("match_foreign", 0),
+                misattributed=res.get("misattributed", 0),
+            ),
             # gpu-emu's own counters: fetch lag (sq_wait_*, sq_left_frac), busy fraction per warp (busy_*),
             # lateness, CQ-full holds, and its headroom (1 / busy_max)
             "emulator_counters": dict(emu) if emu else None,

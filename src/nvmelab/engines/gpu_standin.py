@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 from ..host import cpus as _cpus
 from ..host import provenance as _prov
 from ..results.records import engine_record, validate
+from .gpu import match_block
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,21 @@ def run_cuda_standin(
     seed: int | None = None,
     stress: bool = False,
     thr_sib: bool = False,
+    match: str = "cid",
+    rounds: int = 0,
+    timeout: float = 0.0,
+    unordered: int = 0,
+    fence: bool = True,
+    sq_readback: bool = True,
     **_: Any,
 ) -> dict:
-    """One stand-in run -> one record (see the module docstring). ValueError for a parameter it refuses."""
+    """One stand-in run -> one record (see the module docstring). ValueError for a parameter it refuses.
+
+    match: "cid" | "positional" | "scan" (src/nvme/nvme_gpuq_match.h); rounds > 0: exactly that many rounds
+    per queue pair instead of the timed window; timeout: seconds per completion (0: the stand-in's 2 s).
+    unordered, fence, sq_readback: the missing-fence model (src/nvme/gpuq_ctrl.h nvme_gpuq_round_opt): the last
+    ``unordered`` SQE stores of a round land after the doorbell unless the fence orders them; the read-back
+    of the last SQE refuses to ring for SQEs that have not landed (OSError EIO)."""
     from .. import _native
 
     if rw not in ("read", "randread"):
@@ -68,7 +81,21 @@ def run_cuda_standin(
     uri, n = standin_target(target, ndevs)
     host = _cpus.host_state()
     res = dict(
-        _native.gpuq_standin_run(uri, int(nqueues), int(qdepth), int(iosize), float(runtime), float(warmup), seed or 1)
+        _native.gpuq_standin_run(
+            uri,
+            int(nqueues),
+            int(qdepth),
+            int(iosize),
+            float(runtime),
+            float(warmup),
+            seed or 1,
+            match=str(match),
+            rounds=int(rounds),
+            timeout=float(timeout),
+            unordered=int(unordered),
+            fence=bool(fence),
+            readback=bool(sq_readback),
+        )
     )
     win = res["window_s"] or float(runtime)
     iops = res["ios"] / win if win > 0 else 0.0
@@ -99,4 +126,51 @@ def run_cuda_standin(
         provenance=_prov.capture(info, standin_target=uri),
     )
     rec.update(standin=True, standin_rounds=res["rounds"], ndevs_requested=int(ndevs) if ndevs else None)
+    rec["match"] = match_block(
+        res["match"],
+        completions=res["ios"],
+        looks=res["looks"],
+        cq_bytes=res["cq_bytes"],
+        stale=res["stale"],
+        foreign=res["foreign"],
+        misattributed=res["misattributed"],
+    )
+    rec["match"]["expected_errors"] = res["expected_errors"]
     return validate(rec)
+
+
+def match_grid(
+    modes: tuple[str, ...] = ("cid", "positional", "scan"),
+    qdepths: tuple[int, ...] = (8, 32, 128),
+    windows: tuple[int, ...] = (0, 8),
+    *,
+    profile: str = "null",
+    err_every: int = 64,
+    rounds: int = 100,
+    nqueues: int = 1,
+    seed: int = 1,
+) -> list[dict]:
+    """The cuda_match grid on the CPU stand-in: every mode x depth x completion order (``ooo_win`` of each
+    window; 0 = in order) for ``rounds`` rounds on one emulated device with ``err_every``. Its records hold
+    counters of the queue code (looks, CQ bytes, misattributed statuses), never a GPU's rates."""
+    out = []
+    for w in windows:
+        target = f"gpu-emu://?profile={profile}&ndev=1&err_every={int(err_every)}" + (
+            f"&ooo_win={int(w)}" if w > 1 else ""
+        )
+        for qd in qdepths:
+            for mode in modes:
+                out.append(
+                    run_cuda_standin(
+                        target=target,
+                        qdepth=int(qd),
+                        nqueues=int(nqueues),
+                        runtime=1.0,
+                        warmup=0.0,
+                        rounds=int(rounds),
+                        seed=seed,
+                        match=mode,
+                        study="cuda_match",
+                    )
+                )
+    return out

@@ -13,6 +13,7 @@ taken so far (``<study>/<host>/<preset>.jsonl`` inside), and resumes what an ear
             derived in profiles.c (A) and with the fitted model's overrides (B: model.emu_query)
     step 2  cuda_qdepth, preset lease (target A)
     step 3  cuda_iosize, preset lease; vram_cache, preset lease (its GPU-memory cache runs)
+    step 4  cuda_match, preset lease (the three completion-matching modes, in and out of order)
 
 Every study point runs in a process of its own under a time limit (isolate.py): a hang or an error
 costs that point only and leaves a failed-point record. A step stops starting points when its time
@@ -114,10 +115,11 @@ STEPS: dict[int, tuple[Task, ...]] = {
     1: (Task("cuda_qdepth", AB_TARGET_A, AB_POINTS), Task("cuda_qdepth", "B", AB_POINTS)),
     2: (Task("cuda_qdepth", AB_TARGET_A),),
     3: (Task("cuda_iosize"), Task("vram_cache")),
+    4: (Task("cuda_match"),),
 }
 #: Fixed seconds of each step besides its study points (upper bounds: the script's time limits).
 STEP_FIXED_S = {1: INSTALL_LIMIT_S + GPU_TESTS_LIMIT_S + BENCH_LIMIT_S + PACK_S, 2: INSTALL_LIMIT_S + PACK_S}
-STEP_FIXED_S[3] = STEP_FIXED_S[2]
+STEP_FIXED_S[3] = STEP_FIXED_S[4] = STEP_FIXED_S[2]
 
 
 @functools.cache

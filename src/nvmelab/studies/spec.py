@@ -91,8 +91,9 @@ class Engine:
 #: Engines by name.
 ENGINES = {
     "cpu": Engine("nvmelab.engines.perf", "run", (*ENGINE_PARAMS, "alldevs")),
-    # cuda-run's poll discipline and occupancy margin are run parameters too (src/engine/crun_params.h)
-    "cuda": Engine("nvmelab.engines.perf", "run_cuda", (*ENGINE_PARAMS, "poll", "occupancy")),
+    # cuda-run's poll discipline, occupancy margin and completion matching are run parameters too
+    # (src/engine/crun_params.h)
+    "cuda": Engine("nvmelab.engines.perf", "run_cuda", (*ENGINE_PARAMS, "poll", "occupancy", "match")),
     "blksum": Engine(
         "nvmelab.engines.blksum",
         "study_run",
