@@ -81,3 +81,16 @@ def test_match_is_a_cuda_run_parameter():
     gpu.check_params("gpu-emu://?profile=null", match="scan")
     with pytest.raises(ValueError, match="match"):
         gpu.check_params("gpu-emu://?profile=null", match="bam")
+
+
+def test_the_study_analysis_reads_match_blocks_from_records_and_frames():
+    from nvmelab.results import analysis, matching
+
+    recs = gpu_standin.match_grid(qdepths=(8,), windows=(0, 8), rounds=30, err_every=4)
+    for rows in (recs, analysis.to_frame(recs)):  # records as dicts, and as the loader's frame
+        tab = matching.summary(matching.frame(rows))
+        assert len(tab) == 2 * len(matching.MODES)
+        bad = tab.set_index(["order", "mode"]).misattributed_per_k
+        assert bad[("in order", "positional")] == 0 and bad[("out of order (window 8)", "positional")] > 0
+        assert bad[("out of order (window 8)", "cid")] == 0 and bad[("out of order (window 8)", "scan")] == 0
+    assert matching.chart(tab, "t").to_dict()["vconcat"]

@@ -63,7 +63,7 @@ CONFIG_COLUMNS = (
 
 
 #: Nested record fields to_frame keeps as they are (lists of dicts); every other nested field is dropped.
-NESTED_COLUMNS = ("per_device",)
+NESTED_COLUMNS = ("per_device", "match")  # match: the cuda_match counters (results/matching.py)
 
 
 def to_frame(records: Iterable[dict[str, Any]], source: str = "nvmelab") -> pd.DataFrame:

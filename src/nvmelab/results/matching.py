@@ -31,12 +31,15 @@ def order_of(target: str) -> str:
     return f"out of order (window {win})" if win > 1 else "in order"
 
 
-def frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per record that carries a ``match`` block; records without one are left out."""
+def frame(records: Iterable[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """One row per record (dicts, or analysis.to_frame's rows, which keep the block) that carries a ``match``
+    block; failed points and records without the block are left out."""
+    if isinstance(records, pd.DataFrame):
+        records = records.to_dict("records")
     rows = []
     for r in records:
         m = r.get("match")
-        if not isinstance(m, dict) or r.get("failed"):
+        if not isinstance(m, dict) or (isinstance(r.get("failed"), dict) and r.get("failed")):
             continue
         rows.append(
             {
