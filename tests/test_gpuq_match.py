@@ -94,3 +94,27 @@ def test_the_study_analysis_reads_match_blocks_from_records_and_frames():
         assert bad[("in order", "positional")] == 0 and bad[("out of order (window 8)", "positional")] > 0
         assert bad[("out of order (window 8)", "cid")] == 0 and bad[("out of order (window 8)", "scan")] == 0
     assert matching.chart(tab, "t").to_dict()["vconcat"]
+
+
+# ------------------------------------------------------------------------------------------ GPU (lease)
+GPU_EMU = "gpu-emu://?ndev=1&profile=null&err_every=4"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["cid", "positional", "scan"])
+def test_gpu_kernel_every_mode_correct_in_order(mode):
+    rec = gpu.run_cuda(target=GPU_EMU, qdepth=64, nqueues=2, rounds=50, match=mode)
+    m = rec["match"]
+    assert m["mode"] == mode and m["completions"] == 50 * 2 * 64
+    assert rec["errors"] > 0 and m["misattributed"] == 0
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_out_of_order_positional_misattributes_and_scan_reads_more():
+    got = {
+        mode: gpu.run_cuda(target=GPU_EMU + "&ooo_win=8", qdepth=64, rounds=50, match=mode)["match"]
+        for mode in ("cid", "positional", "scan")
+    }
+    assert got["positional"]["misattributed"] > 0
+    assert got["cid"]["misattributed"] == 0 and got["scan"]["misattributed"] == 0
+    assert got["scan"]["cq_bytes_per_completion"] > 2 * got["cid"]["cq_bytes_per_completion"]
