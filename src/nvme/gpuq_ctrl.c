@@ -212,10 +212,10 @@ static int gpuq_round_timeout(const struct nvme_gpuq_pair *p, uint32_t i, uint32
     return -ETIMEDOUT;
 }
 
-static int gpuq_round_bad(const struct nvme_gpuq_pair *p, int r, uint32_t k, char *err, size_t errlen)
+static int gpuq_round_bad(const struct nvme_gpuq_pair *p, int r, uint32_t k, uint16_t cid, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "qid %u: a completion (round position %u) named %s in round %u", p->qid, k,
-             r == -NVME_GPUQ_BAD_SQID ? "another SQ" : "a command that is not outstanding", p->round);
+    snprintf(err, errlen, "qid %u: a completion (round position %u) named %s (CID 0x%04x) in round %u", p->qid, k,
+             r == -NVME_GPUQ_BAD_SQID ? "another SQ" : "a command that is not outstanding", cid, p->round);
     return -EPROTO;
 }
 
@@ -272,7 +272,7 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
         for (uint32_t k = 0; k < qdepth; k++) {
             const uint64_t deadline = nvme_gpuq_deadline(gpuq_now_ns(), timeout_ns);
             uint32_t idx;
-            uint16_t s;
+            uint16_t s = 0;
             int r;
             while ((r = nvme_gpuq_match_scan(p->cq, n, p->cq_pos, k, p->qid, p->round, qdepth, NVME_GPUQ_SCOPE_SYSTEM,
                                              seen, &idx, &s, ctr)) == NVME_GPUQ_POLL_EMPTY) {
@@ -281,7 +281,7 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
                 nvme_mmio_idle(bar, p->qid);
             }
             if (r < 0)
-                return gpuq_round_bad(p, r, k, err, errlen);
+                return gpuq_round_bad(p, r, k, s, err, errlen);
             st[idx] = s;
         }
     } else {
@@ -293,7 +293,7 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
                 const uint32_t i = nvme_gpuq_poller_idx(lane, k);
                 const uint64_t deadline = nvme_gpuq_deadline(gpuq_now_ns(), timeout_ns);
                 uint32_t idx;
-                uint16_t s;
+                uint16_t s = 0;
                 int r;
                 while ((r = nvme_gpuq_match_look(o->match, p->cq, n, p->cq_pos, i, p->qid, p->round, qdepth,
                                                  NVME_GPUQ_SCOPE_SYSTEM, seen, &idx, &s, ctr)) ==
@@ -303,7 +303,7 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
                     nvme_mmio_idle(bar, p->qid);
                 }
                 if (r < 0)
-                    return gpuq_round_bad(p, r, i, err, errlen);
+                    return gpuq_round_bad(p, r, i, s, err, errlen);
                 st[idx] = s;
             }
     }

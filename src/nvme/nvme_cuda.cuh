@@ -74,7 +74,7 @@ enum nvme_cuda_scope { NVME_CUDA_SCOPE_GPU = NVME_GPUQ_SCOPE_GPU, NVME_CUDA_SCOP
 /* Wait, by the run's matching mode (nvme_gpuq_match.h), until waiter k (round position for cid and
  * positional, the command for scan) gets a completion, the deadline passes, or *abort becomes non-zero
  * (another thread of the queue already failed). Returns NVME_GPUQ_OK with *idx and *status (no phase),
- * NVME_GPUQ_TIMEOUT, or -NVME_GPUQ_BAD_CID / -NVME_GPUQ_BAD_SQID; ctr counts the looks. */
+ * NVME_GPUQ_TIMEOUT, or -NVME_GPUQ_BAD_CID / -NVME_GPUQ_BAD_SQID (*status: the CID refused); ctr counts the looks. */
 static __device__ int nvme_cuda_match_wait(int mode, const struct nvme_cqe *cq, uint32_t entries, uint64_t pos0,
                                            uint32_t k, uint16_t sqid, uint32_t round, uint32_t qdepth, int scope,
                                            uint64_t timeout_ns, uint32_t poll_max_ns, const volatile int *abort,

@@ -19,9 +19,9 @@
  *
  * A look returns NVME_GPUQ_POLL_EMPTY (nothing for this waiter yet: the caller checks its deadline with
  * nvme_gpuq_expired and backs off), NVME_GPUQ_POLL_NEW (*idx is the command and *status its status without
- * the phase tag), or -NVME_GPUQ_BAD_CID / -NVME_GPUQ_BAD_SQID. Every look adds to the counters: `looks`,
- * `cq_bytes` (4 bytes per CQE word 3 loaded, +4 for the SQID word of a new CQE the mode checks), `stale`
- * (a CQE of the previous pass carrying the CID the waiter wants: the ring wrapped, its phase says old) and
+ * the phase tag), or -NVME_GPUQ_BAD_CID / -NVME_GPUQ_BAD_SQID (*status then holds the CID refused). Every look adds to
+ * the counters: `looks`, `cq_bytes` (4 bytes per CQE word 3 loaded, +4 for the SQID word of a new CQE the mode checks),
+ * `stale` (a CQE of the previous pass carrying the CID the waiter wants: the ring wrapped, its phase says old) and
  * `foreign` (a new CQE for another command than the one the position or the scanner expects: cid hands it
  * on by its CID, positional gives it to the wrong command, scan skips it and reads on).
  *
@@ -121,6 +121,7 @@ static inline NVME_HD int nvme_gpuq_match_cid(const struct nvme_cqe *cq, uint32_
     }
     ctr->cq_bytes += NVME_GPUQ_CQE_W2_BYTES;
     ctr->foreign += nvme_gpuq_w3_cid(w3) != nvme_gpuq_cid_make(round, k); /* out of order: handled */
+    *status = nvme_gpuq_w3_cid(w3);                                       /* on a refusal: the CID refused */
     int r = nvme_gpuq_cid_check(nvme_gpuq_w3_cid(w3), nvme_gpuq_cqe_sqid_load(cq, slot), want_sqid, round, qdepth);
     if (r < 0)
         return r;
@@ -174,6 +175,7 @@ static inline NVME_HD int nvme_gpuq_match_scan(const struct nvme_cqe *cq, uint32
             continue;
         }
         ctr->cq_bytes += NVME_GPUQ_CQE_W2_BYTES;
+        *status = want; /* on a refusal: the CID refused */
         if (nvme_gpuq_cqe_sqid_load(cq, slot) != want_sqid)
             return -NVME_GPUQ_BAD_SQID;
         if (nvme_gpuq_claim(seen, k))

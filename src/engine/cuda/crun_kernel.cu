@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                     }
                     if (rc < 0) {
                         if (atomicCAS(&q->state, NVME_GPUQ_OK, -rc) == NVME_GPUQ_OK)
-                            crun_fail(q, (uint32_t)-rc, 0, 0);
+                            crun_fail(q, (uint32_t)-rc, cst, 0); // cst: the CID refused
                         s_fail = 1;
                         break;
                     }
