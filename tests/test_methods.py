@@ -24,7 +24,9 @@ ROWS = list(csv.DictReader(open(ROOT / "data" / "reference" / "methods.csv", new
 
 def test_every_study_has_its_method_in_all_four_aspects() -> None:
     for study in list_specs():
-        if study == "cpu_submit":  # our own CPU-side sweep: no published experiment behind it
+        # our own sweeps with no published experiment behind them: cpu_submit (CPU side), cuda_match (issue 24:
+        # no measured comparison of the matching modes has been published)
+        if study in ("cpu_submit", "cuda_match"):
             continue
         aspects = {r["aspect"] for r in ROWS if r["study"] == study}
         assert aspects == set(publication.METHOD_ASPECTS), f"{study}: method rows cover {sorted(aspects)}"
