@@ -76,7 +76,7 @@ def test_installed_extension_imports_without_a_gpu_driver_and_holds_its_cuda_cod
 
 def test_lease_presets_and_the_ab_points_are_in_the_grid():
     assert "lease" in OPTIONAL_PRESETS
-    for study in ("cuda_qdepth", "cuda_iosize", "vram_cache", "cuda_pollcost"):
+    for study in ("cuda_qdepth", "cuda_iosize", "vram_cache", "cuda_pollcost", "cuda_match"):
         assert "lease" in load_spec(study).presets
     ab = lease.runs_of(lease.STEPS[1][0])
     assert {(r.params["nqueues"], r.params["qdepth"]) for r in ab} == set(lease.AB_POINTS)

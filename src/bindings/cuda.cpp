@@ -100,6 +100,14 @@ CrunArgs crun_from_kwargs(const py::kwargs &kw, bool need_target)
             throw py::value_error(k + "='" + n_ + "': must be spin or backoff:MAX_NS (1.." +                           \
                                   std::to_string(CRUN_POLL_MAX_NS) + ")");                                             \
     } while (0)
+#define CPARSE_MATCH(field)                                                                                            \
+    do {                                                                                                               \
+        std::string n_ = v.cast<std::string>();                                                                        \
+        const int m_ = nvme_gpuq_match_parse(n_.c_str());                                                              \
+        if (m_ < 0)                                                                                                    \
+            throw py::value_error(k + "='" + n_ + "': must be cid, positional or scan");                               \
+        a.p.field = static_cast<uint32_t>(m_);                                                                         \
+    } while (0)
 #define X(name, type, field, lo, hi, def, doc)                                                                         \
     if (k == #name)                                                                                                    \
         CPARSE_##type(field);
@@ -158,6 +166,10 @@ py::list crun_params_list()
             d["default"] = std::string(buf);
             break;
         }
+        case CRUN_PT_MATCH:
+            d["type"] = "match";
+            d["default"] = std::string(nvme_gpuq_match_name(static_cast<int>(p->def)));
+            break;
         }
         out.append(d);
     }
@@ -222,6 +234,11 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
     d["bytes_per_s"] = r.bytes_per_s;
     d["errors"] = r.errors;
     d["verify_errors"] = r.verify_errors;
+    d["match_looks"] = r.match_looks;
+    d["match_cq_bytes"] = r.match_cq_bytes;
+    d["match_stale"] = r.match_stale;
+    d["match_foreign"] = r.match_foreign;
+    d["misattributed"] = r.misattributed;
     d["round_ns_mean"] = r.round_ns_mean;
     d["round_ns_max"] = r.round_ns_max;
     d["threads"] = r.threads;

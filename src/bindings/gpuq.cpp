@@ -13,6 +13,9 @@
 #include "engine/gpuq_standin.h"
 #include "errors.h"
 #include "nvme/nvme_gpuq.h"
+#include "nvme/emu/model_keys.h"
+#include "nvme/nvme_gpuq_match.h"
+#include "nvme/uri.h"
 
 namespace py = pybind11;
 
@@ -23,8 +26,25 @@ void bind_gpuq(py::module_ &m)
     m.def(
         "gpuq_standin_run",
         [](const std::string &uri, uint32_t nqueues, uint32_t qdepth, uint32_t iosize, double runtime, double warmup,
-           uint64_t seed, uint32_t sample_every, double timeout, uint32_t idle_pair) {
+           uint64_t seed, uint32_t sample_every, double timeout, uint32_t idle_pair, const std::string &match,
+           uint64_t rounds, uint32_t unordered, bool fence, bool readback) {
             char err[NVME_ERRLEN] = {0};
+            const int mode = nvme_gpuq_match_parse(match.c_str());
+            if (mode < 0)
+                throw py::value_error("match='" + match + "': one of cid, positional, scan");
+            if (!(timeout >= 0) || timeout > 3600.0)
+                throw py::value_error("timeout=" + std::to_string(timeout) + ": seconds in 0..3600 (0: the default)");
+            // the per-LBA error rule of the target (err_every/err_status), parsed by the emulators' parser
+            nvme_cr_inj inj{};
+            {
+                nvme_uri *u = nullptr;
+                if (nvme_uri_parse(uri.c_str(), &u, err, sizeof err) < 0)
+                    throw py::value_error("uri '" + uri + "': " + err);
+                int irc = nvme_emu_inj_from_uri("", u, &inj, err, sizeof err);
+                nvme_uri_free(u);
+                if (irc < 0)
+                    throw py::value_error("uri '" + uri + "': " + err);
+            }
             struct nvme_target *t = nullptr;
             int rc;
             {
@@ -48,6 +68,12 @@ void bind_gpuq(py::module_ &m)
             cfg.stop = &stop;
             cfg.timeout_ns = timeout > 0 ? (uint64_t)(timeout * 1e9) : 0;
             cfg.idle_pair = idle_pair;
+            cfg.match = mode;
+            cfg.rounds = rounds;
+            cfg.unordered = unordered;
+            cfg.no_fence = !fence;
+            cfg.no_readback = !readback;
+            cfg.inj = inj;
             const unsigned ndevs = nvme_target_nctrl(t);
             std::vector<uint64_t> beats((size_t)ndevs * nqueues, 0);
             std::vector<uint32_t> samples;
@@ -90,17 +116,27 @@ void bind_gpuq(py::module_ &m)
             d["round_ns_sum"] = res.round_ns_sum;
             // phases of the sampled commands, one list per phase (ns), in the order of nvme_gpuq.h
             d["phases"] = phase_lists(samples.data(), res.nsamples, NVME_GPUQ_NPHASES);
+            d["match"] = nvme_gpuq_match_name(mode);
+            d["looks"] = res.looks;
+            d["cq_bytes"] = res.cq_bytes;
+            d["stale"] = res.stale;
+            d["foreign"] = res.foreign;
+            d["misattributed"] = res.misattributed;
+            d["expected_errors"] = res.expected_errors;
             return d;
         },
         py::arg("uri"), py::arg("nqueues"), py::arg("qdepth"), py::arg("iosize"), py::arg("runtime"),
         py::arg("warmup") = 0.0, py::arg("seed") = 1, py::arg("sample_every") = 0, py::arg("timeout") = 0.0,
-        py::arg("idle_pair") = 0,
+        py::arg("idle_pair") = 0, py::arg("match") = "cid", py::arg("rounds") = 0, py::arg("unordered") = 0,
+        py::arg("fence") = true, py::arg("readback") = true,
         "The CPU stand-in of cuda-run (engine/gpuq_standin.h): lock-step rounds of qdepth reads on nqueues queue "
         "pairs of every controller of `uri`, one CPU thread, for warmup + runtime seconds; a dict of ios, rounds, "
         "errors, first_status, window_s, ndevs, the self-checks' counts (submitted, completed, beats: rounds per "
-        "pair) and, with sample_every, the sampled commands' phases (phases: submit, doorbell, device, poll, "
-        "release lists in ns). timeout: per-completion deadline in s (0: the default). idle_pair: fault "
-        "injection for tests, pair idle_pair - 1 never runs. Not a GPU measurement.");
+        "pair), with sample_every the sampled commands' phases (phases: submit, doorbell, device, poll, release "
+        "lists in ns), and the match counters (looks, cq_bytes, stale, foreign, misattributed, expected_errors). "
+        "timeout: per-completion deadline in s (0: the default). idle_pair: fault injection for tests, pair "
+        "idle_pair - 1 never runs. match: cid | positional | scan; rounds > 0: exactly that many rounds per pair; "
+        "unordered, fence, readback: the missing-fence model (nvme/gpuq_ctrl.h). Not a GPU measurement.");
 }
 
 } // namespace nvmelab

@@ -40,6 +40,7 @@ void crun_params_defaults(struct nvme_cuda_run_params *p)
 {
     memset(p, 0, sizeof(*p));
 #define PARAM_SET_POLL(s, field, def)          ((s)->field = (uint32_t)(def))
+#define PARAM_SET_MATCH(s, field, def)         ((s)->field = (uint32_t)(def))
 #define X(name, type, field, lo, hi, def, doc) PARAM_SET_##type(p, field, def);
     CRUN_PARAMS(X)
 #undef X
@@ -51,6 +52,10 @@ int crun_params_check(const struct nvme_cuda_run_params *p, char *err, size_t er
     /* each row through the engines' one range check (param_table.h); runtime does not count with rounds */
 #define PARAM_CHK_POLL(s, name, field, lo, hi, patmax, err, errlen)                                                    \
     param_bound(#name " (backoff ns)", (double)(s)->field, (lo), (hi), PARAM_INTEGRAL, (err), (errlen))
+#define PARAM_CHK_MATCH(s, name, field, lo, hi, patmax, err, errlen)                                                   \
+    ((s)->field < NVME_GPUQ_MATCH_MODES                                                                                \
+         ? 0                                                                                                           \
+         : (snprintf(err, errlen, #name "=%u: not a mode (cid, positional, scan)", (unsigned)(s)->field), -EINVAL))
 #define X(name, type, field, lo, hi, def, doc)                                                                         \
     if (!rc && !(CRUN_PT_##type == CRUN_PT_SECONDS && !strcmp(#name, "runtime") && p->rounds))                         \
         rc = PARAM_CHK_##type(p, name, field, (double)(lo), (double)(hi), NVME_CUDA_RANDWRITE, err, errlen);

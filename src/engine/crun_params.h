@@ -12,6 +12,7 @@
  * X(name, type, field, lo, hi, def, doc)
  *   type   U32 | U64 | BOOL | SECONDS (given in seconds, stored as ns) | PATTERN (nvme_cuda_rw_parse names)
  *          | POLL ("spin" or "backoff:MAX_NS", stored as the largest backoff in ns, 0 = spin)
+ *          | MATCH ("cid", "positional" or "scan": enum nvme_gpuq_match_mode, nvme/nvme_gpuq_match.h)
  *
  * Key functions: crun_params_defaults(), crun_params_check(), crun_param_info(i) / CRUN_NPARAMS,
  * nvme_cuda_rw_parse()/nvme_cuda_rw_name(), crun_poll_parse()/crun_poll_format(), crun_occupancy_ok().
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 #include "nvme/nvme_gpuq.h"
+#include "nvme/nvme_gpuq_match.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,9 +85,20 @@ enum nvme_cuda_rw {
     X(corun, U32, corun, 0, CRUN_CORUN_MAX_PER_SM, 0,                                                                  \
       "co-running compute kernel, blocks per SM (0: none): its FMA rate alone and under the I/O load is recorded")      \
     X(sample_every, U32, sample_every, 0, CRUN_MAX_SAMPLE_EVERY, CRUN_SAMPLE_EVERY_DEFAULT,                            \
-      "per-I/O time breakdown: %globaltimer stamps on one command in N (0: off)")
+      "per-I/O time breakdown: %globaltimer stamps on one command in N (0: off)")                                  \
+    X(match, MATCH, match, 0, NVME_GPUQ_MATCH_MODES - 1u, NVME_GPUQ_MATCH_CID,                                         \
+      "completion matching: cid (by CID and generation), positional (by slot, as cuda-run), scan (per thread, as "     \
+      "BaM)")
 
-enum crun_param_type { CRUN_PT_U32, CRUN_PT_U64, CRUN_PT_BOOL, CRUN_PT_SECONDS, CRUN_PT_PATTERN, CRUN_PT_POLL };
+enum crun_param_type {
+    CRUN_PT_U32,
+    CRUN_PT_U64,
+    CRUN_PT_BOOL,
+    CRUN_PT_SECONDS,
+    CRUN_PT_PATTERN,
+    CRUN_PT_POLL,
+    CRUN_PT_MATCH
+};
 
 struct crun_param_info {
     const char *name;
@@ -109,6 +122,7 @@ struct nvme_cuda_run_params {
     uint32_t occupancy_pct; /* 1..100 */
     uint32_t corun;         /* co-runner blocks per SM, 0 = none (engine/cuda/crun_corun.h) */
     uint32_t sample_every;  /* 0 = no breakdown */
+    uint32_t match;         /* enum nvme_gpuq_match_mode */
     /* not table rows */
     void *buf; /* optional caller-owned GPU buffer for the I/O (e.g. a cupy array); NULL: the engine
                   allocates. At least nvme_cuda_buf_size() bytes; thread t's data is at

@@ -10,6 +10,7 @@
 
 #include "nvme/gpuq_ctrl.h"
 #include "nvme/nvme_gpuq.h"
+#include "nvme/nvme_gpuq_match.h"
 
 #define STANDIN_NS_PER_S 1000000000ull
 
@@ -59,6 +60,8 @@ static int standin_check(struct nvme_target *t, const struct gpuq_standin_cfg *c
                -EINVAL;
     if (c->sample_every && (!c->samples || !c->sample_cap))
         return snprintf(err, errlen, "sample_every=%u: needs a sample store", c->sample_every), -EINVAL;
+    if (c->match < 0 || c->match >= (int)NVME_GPUQ_MATCH_MODES)
+        return snprintf(err, errlen, "match=%d: not a matching mode (cid, positional, scan)", c->match), -EINVAL;
     if (!(c->runtime_s > 0) || !(c->warmup_s >= 0))
         return snprintf(err, errlen, "runtime must be > 0 s and warmup >= 0 s"), -EINVAL;
     for (unsigned ci = 0; ci < nvme_target_nctrl(t); ci++) {
@@ -161,15 +164,17 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
     }
     uint64_t lcg = c->seed ? c->seed : 1u;
     const uint64_t t0 = standin_now_ns();
-    const uint64_t w0 = t0 + (uint64_t)(c->warmup_s * (double)STANDIN_NS_PER_S);
+    const uint64_t w0 = c->rounds ? t0 : t0 + (uint64_t)(c->warmup_s * (double)STANDIN_NS_PER_S);
     const uint64_t end = w0 + (uint64_t)(c->runtime_s * (double)STANDIN_NS_PER_S);
-    uint64_t win_start = 0;
-    int failed_pair = -1;
     const uint64_t timeout_ns = c->timeout_ns ? c->timeout_ns : GPUQ_STANDIN_TIMEOUT_NS;
+    const struct nvme_gpuq_round_opt opt = {
+        .match = c->match, .unordered = c->unordered, .no_fence = c->no_fence, .no_readback = c->no_readback};
+    uint64_t win_start = 0, done = 0;
+    int failed_pair = -1;
     res->npairs = s.npairs;
-    while (!rc && !(c->stop && *c->stop)) {
+    while (!rc && !(c->stop && *c->stop) && (!c->rounds || done < c->rounds)) {
         const uint64_t now = standin_now_ns();
-        if (now >= end)
+        if (!c->rounds && now >= end)
             break;
         const int counting = now >= w0;
         if (counting && !win_start)
@@ -185,8 +190,9 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
             for (uint32_t k = 0; k < c->qdepth; k++)
                 s.slba[k] = nvme_gpuq_slba(1, &lcg, k, k, c->qdepth, nslots, 0, nlb);
             const uint64_t matched0 = p->completed;
-            rc = nvme_gpuq_cpu_round(p, NVME_CMD_READ, nvme_ns_id(ns), s.slba, nlb, s.prp1, s.prp2, c->qdepth,
-                                     timeout_ns, s.st, err, errlen);
+            struct nvme_gpuq_match_ctr ctr = {0};
+            rc = nvme_gpuq_cpu_round_opt(p, NVME_CMD_READ, nvme_ns_id(ns), s.slba, nlb, s.prp1, s.prp2, c->qdepth,
+                                         timeout_ns, &opt, &ctr, s.st, err, errlen);
             if (rc) {
                 failed_pair = (int)i;
                 break;
@@ -201,14 +207,23 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
             res->completed += p->completed - matched0;
             if (s.stamps.every)
                 standin_keep_samples(c, &s.stamps, res);
-            for (uint32_t k = 0; k < c->qdepth; k++)
+            res->looks += ctr.looks;
+            res->cq_bytes += ctr.cq_bytes;
+            res->stale += ctr.stale;
+            res->foreign += ctr.foreign;
+            for (uint32_t k = 0; k < c->qdepth; k++) {
+                const uint16_t want = nvme_cr_lba_err(&c->inj, s.slba[k], nlb);
+                res->expected_errors += want != 0;
+                res->misattributed += s.st[k] != want;
                 if (s.st[k]) {
                     if (!res->errors)
                         res->first_status = s.st[k];
                     res->errors++;
                 }
+            }
             res->round_ns_sum += standin_now_ns() - r0;
         }
+        done++;
     }
     const uint64_t stop_ns = standin_now_ns();
     res->window_s = win_start ? (double)(stop_ns - win_start) / (double)STANDIN_NS_PER_S : 0.0;

@@ -9,6 +9,13 @@
  * Key function: gpuq_standin_run() — warm-up, then `runtime_s` of rounds; fills the result: counts for
  * the self-checks (commands submitted and completions matched, a heartbeat per pair: rounds done from the
  * start, warm-up included) and, with sample_every, the phases of the per-I/O time breakdown (nvme_gpuq.h).
+ * With `rounds`, exactly that many rounds per queue pair instead of a timed window.
+ *
+ * Matching (the cuda_match study): `match` picks how completions reach commands (nvme/nvme_gpuq_match.h);
+ * the result sums the match counters and counts `misattributed` commands: those whose delivered status is
+ * not the one the target's per-LBA error rule (cfg.inj, the URI's err_every/err_status, cmd_rules.h
+ * nvme_cr_lba_err) gives their LBAs. `unordered`, `no_fence`, `no_readback` are the missing-fence model of
+ * nvme_gpuq_cpu_round_opt (gpuq_ctrl.h).
  *
  * Caveats: one thread drives every queue in turn and a round ends before the next one starts, so the
  * rate is this CPU's, never the device model's. Reads only (writes are refused: the stand-in has no use
@@ -23,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/nvme.h"
 
 #ifdef __cplusplus
@@ -52,6 +60,11 @@ struct gpuq_standin_cfg {
     uint64_t *beats; /* optional, one per pair (nctrl x nqueues, row-major): the pair's heartbeat */
     /* fault injection (the "kernel that never ran" test): pair idle_pair - 1 is never driven; 0 = none */
     uint32_t idle_pair;
+    uint64_t rounds;          /* 0: timed; else exactly this many rounds per pair (warm-up ignored) */
+    int match;                /* enum nvme_gpuq_match_mode */
+    uint32_t unordered;       /* the missing-fence model (gpuq_ctrl.h nvme_gpuq_round_opt) */
+    int no_fence, no_readback;
+    struct nvme_cr_inj inj; /* the target's per-LBA error rule: each command's expected status */
 };
 
 struct gpuq_standin_result {
@@ -67,6 +80,10 @@ struct gpuq_standin_result {
     uint64_t sampled;      /* sampled commands in the window (nsamples <= sampled: the store is capped) */
     uint64_t round_ns_sum; /* time of the pairs' turns in the window, each a round and its host work (Little's
                               law: qdepth commands in flight during a turn) */
+    /* matching (counted in the window, summed over pairs; nvme_gpuq_match_ctr) */
+    uint64_t looks, cq_bytes, stale, foreign;
+    uint64_t misattributed;   /* commands given a status other than their expected one */
+    uint64_t expected_errors; /* commands whose LBAs the error rule fails */
 };
 
 int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *cfg, struct gpuq_standin_result *res,

@@ -200,82 +200,147 @@ int nvme_gpuq_lut(const struct nvme_dma *d, uint64_t *lut, size_t npages)
     return 0;
 }
 
-int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, const uint64_t *slba, uint32_t nlb,
-                        const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns, uint16_t *st,
-                        char *err, size_t errlen)
+/* The missing-fence model: the last o->unordered SQEs of the round are built here and stored after the
+ * doorbell, unless the fence orders them before the read-back. */
+#define GPUQ_UNORDERED_MAX 64u
+
+static int gpuq_round_timeout(const struct nvme_gpuq_pair *p, uint32_t i, uint32_t qdepth, uint64_t timeout_ns,
+                              char *err, size_t errlen)
+{
+    snprintf(err, errlen, "qid %u: completion %u of %u (round %u) did not arrive within %.3f s", p->qid, i + 1u, qdepth,
+             p->round, (double)timeout_ns / GPUQ_NS_PER_S);
+    return -ETIMEDOUT;
+}
+
+static int gpuq_round_bad(const struct nvme_gpuq_pair *p, int r, uint32_t k, uint16_t cid, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "qid %u: a completion (round position %u) named %s (CID 0x%04x) in round %u", p->qid, k,
+             r == -NVME_GPUQ_BAD_SQID ? "another SQ" : "a command that is not outstanding", cid, p->round);
+    return -EPROTO;
+}
+
+/* A completion matched: count it, and stamp T3P/T3 of a sampled command (T3P is T2 when the first look saw it). */
+static inline void gpuq_stamp_seen(struct nvme_gpuq_pair *p, struct nvme_gpuq_stamps *ts, int any, uint32_t idx,
+                                   uint64_t t2, uint64_t t_empty, uint64_t tp)
+{
+    p->completed++;
+    if (any && ts->sampled[idx]) {
+        ts->t[idx][NVME_GPUQ_T3P] = t_empty > t2 ? t_empty : t2;
+        ts->t[idx][NVME_GPUQ_T3] = tp;
+    }
+}
+
+int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, const uint64_t *slba, uint32_t nlb,
+                            const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns,
+                            const struct nvme_gpuq_round_opt *o, struct nvme_gpuq_match_ctr *ctr, uint16_t *st,
+                            char *err, size_t errlen)
 {
     if (!qdepth || qdepth >= p->entries || qdepth > NVME_GPUQ_MAX_QDEPTH || !timeout_ns) {
         snprintf(err, errlen, "qdepth=%u: must be in 1..%u for a ring of %u entries", qdepth,
                  p->entries - 1u < NVME_GPUQ_MAX_QDEPTH ? p->entries - 1u : NVME_GPUQ_MAX_QDEPTH, p->entries);
         return -EINVAL;
     }
+    if (o->match < 0 || o->match >= (int)NVME_GPUQ_MATCH_MODES || o->unordered > GPUQ_UNORDERED_MAX) {
+        snprintf(err, errlen, "match=%d unordered=%u: a mode 0..%u and at most %u late SQE stores", o->match,
+                 o->unordered, NVME_GPUQ_MATCH_MODES - 1u, GPUQ_UNORDERED_MAX);
+        return -EINVAL;
+    }
+    struct nvme_gpuq_match_ctr local = {0};
+    if (!ctr)
+        ctr = &local;
     const struct nvme_bar *bar = nvme_ctrl_bar(p->ctrl);
     const uint32_t n = p->entries;
     struct nvme_gpuq_stamps *ts = p->stamps && p->stamps->every ? p->stamps : NULL;
     int any = 0;
+    const uint32_t late = o->unordered < qdepth ? o->unordered : qdepth;
+    struct nvme_sqe pend[GPUQ_UNORDERED_MAX];
     for (uint32_t i = 0; i < qdepth; i++) { /* "thread" i owns SQ slot tail + i */
         const int smp = ts && nvme_gpuq_sampled(ts->cmds + i, ts->every);
         if (ts)
             ts->sampled[i] = (uint8_t)smp;
         if (smp)
             ts->t[i][NVME_GPUQ_T0] = gpuq_now_ns();
-        nvme_gpuq_sqe_rw(&p->sq[nvme_gpuq_cq_slot(p->sq_pos + i, n)], opc, nvme_gpuq_cid_make(p->round, i), nsid,
-                         slba[i], nlb, prp1[i], prp2[i]);
+        const bool held = i >= qdepth - late;
+        nvme_gpuq_sqe_rw(held ? &pend[i - (qdepth - late)] : &p->sq[nvme_gpuq_cq_slot(p->sq_pos + i, n)], opc,
+                         nvme_gpuq_cid_make(p->round, i), nsid, slba[i], nlb, prp1[i], prp2[i]);
         if (smp)
             ts->t[i][NVME_GPUQ_T1] = gpuq_now_ns(), any = 1;
     }
+    if (!o->no_fence) /* the fence: every store of the round lands before anything that follows it */
+        for (uint32_t j = 0; j < late; j++)
+            p->sq[nvme_gpuq_cq_slot(p->sq_pos + qdepth - late + j, n)] = pend[j];
+    const uint64_t sq_pos0 = p->sq_pos;
     p->sq_pos += qdepth;
     nvme_wmb(); /* SQEs before the doorbell */
     /* the GPU's rule for SQs in host memory: read the round's last SQE back before the doorbell */
     const volatile struct nvme_sqe *last = &p->sq[nvme_gpuq_cq_slot(nvme_gpuq_last_sqe_pos(p->sq_pos), n)];
-    if (!nvme_gpuq_sqe_readback_ok(last->cid, p->round, qdepth)) {
+    if (!o->no_readback && !nvme_gpuq_sqe_readback_ok(last->cid, p->round, qdepth)) {
+        p->sq_pos = sq_pos0; /* nothing was rung: the slots are free again */
         snprintf(err, errlen, "qid %u: the last SQE read back did not hold CID 0x%04x (round %u)", p->qid,
                  nvme_gpuq_cid_make(p->round, qdepth - 1u), p->round);
         return -EIO;
     }
     nvme_mmio_write32(bar, p->sq_db_off, nvme_gpuq_db(p->sq_pos - (p->db_short < qdepth ? p->db_short : 0u), n));
     const uint64_t t2 = any ? gpuq_now_ns() : 0;
+    if (o->no_fence) /* the stores that were not ordered land now, after the controller may have fetched */
+        for (uint32_t j = 0; j < late; j++)
+            p->sq[nvme_gpuq_cq_slot(sq_pos0 + qdepth - late + j, n)] = pend[j];
 
-    /* the poller warp, played lane by lane: step k looks at positions k*32 .. k*32+31 of the round, each lane
-     * waiting for its own (nvme_gpuq_poller_idx), so the CQ is read in the GPU's order */
-    uint8_t seen[NVME_GPUQ_MAX_QDEPTH];
-    memset(seen, 0, qdepth);
-    const uint32_t steps = nvme_gpuq_poller_count(0, qdepth);
-    for (uint32_t k = 0; k < steps; k++)
-        for (uint32_t lane = 0; lane < NVME_GPUQ_POLLER_LANES && k < nvme_gpuq_poller_count(lane, qdepth); lane++) {
-            const uint32_t i = nvme_gpuq_poller_idx(lane, k);
-            const uint64_t pos = p->cq_pos + i;
-            const volatile struct nvme_cqe *c = &p->cq[nvme_gpuq_cq_slot(pos, n)];
+    uint32_t seen[NVME_GPUQ_MAX_QDEPTH];
+    memset(seen, 0, qdepth * sizeof(seen[0]));
+    if (o->match == NVME_GPUQ_MATCH_SCAN) {
+        /* BaM: every command scans the round's positions for its own CID; played command by command */
+        for (uint32_t k = 0; k < qdepth; k++) {
             const uint64_t deadline = nvme_gpuq_deadline(gpuq_now_ns(), timeout_ns);
+            uint32_t idx;
+            uint16_t s = 0;
             int r;
-            uint64_t tp, t_empty = 0; /* start of this poll, of the last one that saw nothing */
+            uint64_t tp, t_empty = 0; /* start of this look, of the last one that saw nothing */
             for (;;) {
                 tp = gpuq_now_ns();
-                if ((r = nvme_gpuq_poll_step(c->status, pos, n, tp, deadline)) != NVME_GPUQ_POLL_EMPTY)
+                r = nvme_gpuq_match_scan(p->cq, n, p->cq_pos, k, p->qid, p->round, qdepth, NVME_GPUQ_SCOPE_SYSTEM,
+                                         seen, &idx, &s, ctr);
+                if (r != NVME_GPUQ_POLL_EMPTY)
                     break;
+                if (nvme_gpuq_expired(tp, deadline))
+                    return gpuq_round_timeout(p, k, qdepth, timeout_ns, err, errlen);
                 t_empty = tp;
                 nvme_mmio_idle(bar, p->qid);
             }
-            if (r == NVME_GPUQ_POLL_EXPIRED) {
-                snprintf(err, errlen, "qid %u: completion %u of %u (round %u) did not arrive within %.3f s", p->qid,
-                         i + 1u, qdepth, p->round, (double)timeout_ns / GPUQ_NS_PER_S);
-                return -ETIMEDOUT;
-            }
-            nvme_dma_rmb(); /* the phase before the rest of the CQE */
-            int idx = nvme_gpuq_cqe_match(c->cid, c->sqid, p->qid, p->round, qdepth, seen);
-            if (idx < 0) {
-                snprintf(err, errlen, "qid %u: a completion named %s (CID 0x%04x, SQID %u) in round %u", p->qid,
-                         idx == -NVME_GPUQ_BAD_SQID ? "another SQ" : "a command that is not outstanding", c->cid,
-                         c->sqid, p->round);
-                return -EPROTO;
-            }
-            st[idx] = (uint16_t)(c->status & ~NVME_CQE_P);
-            p->completed++;
-            if (any && ts->sampled[idx]) {
-                ts->t[idx][NVME_GPUQ_T3P] = t_empty > t2 ? t_empty : t2;
-                ts->t[idx][NVME_GPUQ_T3] = tp;
-            }
+            if (r < 0)
+                return gpuq_round_bad(p, r, k, s, err, errlen);
+            st[idx] = s;
+            gpuq_stamp_seen(p, ts, any, idx, t2, t_empty, tp);
         }
+    } else {
+        /* the poller warp, played lane by lane: step k looks at positions k*32 .. k*32+31 of the round, each
+         * lane waiting for its own (nvme_gpuq_poller_idx), so the CQ is read in the GPU's order */
+        const uint32_t steps = nvme_gpuq_poller_count(0, qdepth);
+        for (uint32_t k = 0; k < steps; k++)
+            for (uint32_t lane = 0; lane < NVME_GPUQ_POLLER_LANES && k < nvme_gpuq_poller_count(lane, qdepth); lane++) {
+                const uint32_t i = nvme_gpuq_poller_idx(lane, k);
+                const uint64_t deadline = nvme_gpuq_deadline(gpuq_now_ns(), timeout_ns);
+                uint32_t idx;
+                uint16_t s = 0;
+                int r;
+                uint64_t tp, t_empty = 0;
+                for (;;) {
+                    tp = gpuq_now_ns();
+                    r = nvme_gpuq_match_look(o->match, p->cq, n, p->cq_pos, i, p->qid, p->round, qdepth,
+                                             NVME_GPUQ_SCOPE_SYSTEM, seen, &idx, &s, ctr);
+                    if (r != NVME_GPUQ_POLL_EMPTY)
+                        break;
+                    if (nvme_gpuq_expired(tp, deadline))
+                        return gpuq_round_timeout(p, i, qdepth, timeout_ns, err, errlen);
+                    t_empty = tp;
+                    nvme_mmio_idle(bar, p->qid);
+                }
+                if (r < 0)
+                    return gpuq_round_bad(p, r, i, s, err, errlen);
+                st[idx] = s;
+                gpuq_stamp_seen(p, ts, any, idx, t2, t_empty, tp);
+            }
+    }
     p->cq_pos += qdepth;
     p->round++;
     nvme_mmio_write32(bar, p->cq_db_off, nvme_gpuq_db(p->cq_pos, n));
@@ -289,4 +354,12 @@ int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, co
         ts->cmds += qdepth;
     }
     return 0;
+}
+
+int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, const uint64_t *slba, uint32_t nlb,
+                        const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns, uint16_t *st,
+                        char *err, size_t errlen)
+{
+    const struct nvme_gpuq_round_opt o = {.match = NVME_GPUQ_MATCH_CID};
+    return nvme_gpuq_cpu_round_opt(p, opc, nsid, slba, nlb, prp1, prp2, qdepth, timeout_ns, &o, NULL, st, err, errlen);
 }

@@ -16,6 +16,8 @@
  *                             one doorbell, CQEs read in the poller warp's order (nvme_gpuq_poller_idx)
  *                             and matched by CID with a deadline per completion (the GPU kernel's stand-in);
  *                             with p->stamps, the per-I/O time stamps of a sample of its commands
+ *   nvme_gpuq_cpu_round_opt() the same with a matching mode (cid, positional, scan) and the missing-fence
+ *                             model (SQE stores that land after the doorbell) for the cuda_match study
  *
  * Works on every target the driver opens (emu://, pci:// on vfio-pci or uio_pci_generic). The rings are
  * ordinary DMA memory of the target, so a CUDA caller can cudaHostRegister them (mapped) and hand the
@@ -38,6 +40,7 @@
 
 #include "nvme/nvme.h"
 #include "nvme/nvme_gpuq.h"
+#include "nvme/nvme_gpuq_match.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -102,6 +105,23 @@ int nvme_gpuq_lut(const struct nvme_dma *d, uint64_t *lut, size_t npages);
 int nvme_gpuq_cpu_round(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, const uint64_t *slba, uint32_t nlb,
                         const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns, uint16_t *st,
                         char *err, size_t errlen);
+
+/* The stand-in's study knobs of a round (nvme_gpuq_cpu_round_opt); zeroed = nvme_gpuq_cpu_round's behaviour. */
+struct nvme_gpuq_round_opt {
+    int match;          /* enum nvme_gpuq_match_mode (nvme/nvme_gpuq_match.h) */
+    uint32_t unordered; /* the missing-fence model: the last `unordered` SQE stores of the round land in the
+                           ring only after the doorbell, unless `no_fence` is 0 (the fence orders them first) */
+    bool no_fence;      /* study subject: skip the fence that orders the SQE stores before the read-back */
+    bool no_readback;   /* study subject: skip the read-back of the last SQE before the doorbell */
+};
+
+/* nvme_gpuq_cpu_round with the completions handed out by o->match and the SQE stores ordered (or not) as
+ * o says; ctr (may be NULL) accumulates the match counters (looks, CQ bytes, stale, foreign). With
+ * positional matching st[i] is the status of whatever CQE landed at round position i. */
+int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid, const uint64_t *slba, uint32_t nlb,
+                            const uint64_t *prp1, const uint64_t *prp2, uint32_t qdepth, uint64_t timeout_ns,
+                            const struct nvme_gpuq_round_opt *o, struct nvme_gpuq_match_ctr *ctr, uint16_t *st,
+                            char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

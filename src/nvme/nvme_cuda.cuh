@@ -7,7 +7,8 @@
  *   nvme_cuda_now_ns()        %globaltimer (ns); every poll deadline is measured on it
  *   nvme_cuda_db_write()      one doorbell store (mapped MMIO BAR0 word or a device-memory word)
  *   nvme_cuda_sqe_store()     write a built SQE into an SQ slot (four 16-byte stores)
- *   nvme_cuda_cqe_wait()      wait for the CQE of position pos: phase, then CID/SQID; deadline -> TIMEOUT
+ *   nvme_cuda_match_wait()    wait for a completion by the run's matching mode (cid, positional, scan:
+ *                             nvme_gpuq_match.h), with the deadline and the poll discipline -> TIMEOUT
  *   nvme_cuda_sq_publish()    the block's submission half: per-thread system fence (SQs in host memory),
  *                             __syncthreads, read-back of the last SQE (host SQs), fence, SQ doorbell
  *
@@ -26,7 +27,8 @@
  *     coherence traffic), so gpu-emu keeps it.
  * Everything the thread loads after the acquire (SQHD/SQID, then the payload, through volatile loads that
  * bypass L1) sees what the writer wrote before the CQE. Completions are matched to commands by CID
- * (nvme_gpuq_cqe_match), never by the slot they land in. An empty look backs off with __nanosleep
+ * (match=cid, the default), never by the slot they land in; match=positional and match=scan are the
+other designs' rules, kept as study subjects (the cuda_match study). An empty look backs off with __nanosleep
  * (nvme_gpuq_backoff_ns, up to the run's `poll` parameter, or not at all with poll=spin) and the deadline
  * is checked after every look.
  *
@@ -39,11 +41,9 @@
 #include <stdint.h>
 
 #include "nvme/nvme_gpuq.h"
+#include "nvme/nvme_gpuq_match.h"
 
-#define NVME_CUDA_CQE_W3_OFF   12u /* byte offset of the CID + status word in a CQE */
-#define NVME_CUDA_CID_SHIFT    0u  /* in that little-endian word: CID is the low half */
-#define NVME_CUDA_STATUS_SHIFT 16u /* status (with phase) the high half */
-#define NVME_CUDA_SQE_VEC      4u  /* 16-byte vectors per SQE */
+#define NVME_CUDA_SQE_VEC 4u /* 16-byte vectors per SQE */
 
 static __device__ __forceinline__ uint64_t nvme_cuda_now_ns(void)
 {
@@ -68,61 +68,37 @@ static __device__ __forceinline__ void nvme_cuda_sqe_store(struct nvme_sqe *slot
         dst[v] = src[v];
 }
 
-/* Who writes the CQs a kernel polls: the scope of its acquire loads. */
-enum nvme_cuda_scope { NVME_CUDA_SCOPE_GPU = 0, NVME_CUDA_SCOPE_SYSTEM = 1 };
+/* Who writes the CQs a kernel polls: the scope of its acquire loads (nvme_gpuq_cqe_w3_load). */
+enum nvme_cuda_scope { NVME_CUDA_SCOPE_GPU = NVME_GPUQ_SCOPE_GPU, NVME_CUDA_SCOPE_SYSTEM = NVME_GPUQ_SCOPE_SYSTEM };
 
-static __device__ __forceinline__ uint32_t nvme_cuda_ld_acquire(const uint32_t *p, int scope)
+/* Wait, by the run's matching mode (nvme_gpuq_match.h), until waiter k (round position for cid and
+ * positional, the command for scan) gets a completion, the deadline passes, or *abort becomes non-zero
+ * (another thread of the queue already failed). Returns NVME_GPUQ_OK with *idx and *status (no phase),
+ * NVME_GPUQ_TIMEOUT, or -NVME_GPUQ_BAD_CID / -NVME_GPUQ_BAD_SQID (*status: the CID refused); ctr counts the looks.
+ * For the breakdown: *t_seen is the %globaltimer at the start of the look that saw the completion (T3),
+ * *t_miss that of the last look that did not (T3P), 0 when the first look saw it. */
+static __device__ int nvme_cuda_match_wait(int mode, const struct nvme_cqe *cq, uint32_t entries, uint64_t pos0,
+                                           uint32_t k, uint16_t sqid, uint32_t round, uint32_t qdepth, int scope,
+                                           uint64_t timeout_ns, uint32_t poll_max_ns, const volatile int *abort,
+                                           uint32_t *seen, uint32_t *idx, uint16_t *status,
+                                           struct nvme_gpuq_match_ctr *ctr, uint64_t *t_seen, uint64_t *t_miss)
 {
-    uint32_t v;
-    if (scope == NVME_CUDA_SCOPE_SYSTEM)
-        asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    else
-        asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-/* The last word of CQE `slot` (CID low half, status with phase high half), an acquire at `scope`. */
-static __device__ __forceinline__ uint32_t nvme_cuda_cqe_w3(const struct nvme_cqe *cq, uint32_t slot, int scope)
-{
-    const uint32_t *w =
-        reinterpret_cast<const uint32_t *>(reinterpret_cast<const uint8_t *>(cq + slot) + NVME_CUDA_CQE_W3_OFF);
-    return nvme_cuda_ld_acquire(w, scope);
-}
-
-struct nvme_cuda_cqe_seen {
-    uint16_t cid, status, sqhd, sqid;
-    uint64_t t_seen; // %globaltimer of the look that saw the CQE (the breakdown's T3)
-    uint64_t t_miss; // of the last look that did not (T3P), 0 when the first look saw it
-};
-
-/* Wait until the CQE for queue position `pos` is new, or the deadline passes, or *abort becomes non-zero
- * (another thread of the queue already failed). Returns NVME_GPUQ_OK with *out filled, or
- * NVME_GPUQ_TIMEOUT. */
-static __device__ int nvme_cuda_cqe_wait(const struct nvme_cqe *cq, uint32_t entries, uint64_t pos, uint64_t timeout_ns,
-                                         int scope, uint32_t poll_max_ns, const volatile int *abort,
-                                         struct nvme_cuda_cqe_seen *out)
-{
-    const uint32_t slot = nvme_gpuq_cq_slot(pos, entries);
     const uint64_t deadline = nvme_gpuq_deadline(nvme_cuda_now_ns(), timeout_ns);
-    uint64_t t_miss = 0;
+    uint64_t miss = 0;
     for (uint32_t n_empty = 0;; n_empty++) {
-        uint32_t w3 = nvme_cuda_cqe_w3(cq, slot, scope);
-        uint16_t status = (uint16_t)(w3 >> NVME_CUDA_STATUS_SHIFT);
-        const uint64_t now = nvme_cuda_now_ns();
-        int r = nvme_gpuq_poll_step(status, pos, entries, now, deadline);
+        const uint64_t now = nvme_cuda_now_ns(); // the start of this look
+        const int r =
+            nvme_gpuq_match_look(mode, cq, entries, pos0, k, sqid, round, qdepth, scope, seen, idx, status, ctr);
         if (r == NVME_GPUQ_POLL_NEW) {
-            const volatile struct nvme_cqe *c = cq + slot; // ordered after the acquire above
-            out->cid = (uint16_t)(w3 >> NVME_CUDA_CID_SHIFT);
-            out->status = status;
-            out->sqhd = c->sqhd;
-            out->sqid = c->sqid;
-            out->t_seen = now;
-            out->t_miss = t_miss;
+            *t_seen = now;
+            *t_miss = miss;
             return NVME_GPUQ_OK;
         }
-        if (r == NVME_GPUQ_POLL_EXPIRED || *abort)
+        if (r < 0)
+            return r;
+        if (nvme_gpuq_expired(nvme_cuda_now_ns(), deadline) || *abort)
             return NVME_GPUQ_TIMEOUT;
-        t_miss = now;
+        miss = now;
         const uint32_t ns = nvme_gpuq_backoff_ns(n_empty, poll_max_ns); // 0: spin
         if (ns)
             __nanosleep(ns);

@@ -8,7 +8,7 @@
  * Key items: NVME_REG_* offsets; nvme_cap_*() / nvme_cc_*() / nvme_csts_*() / nvme_aqa_*() field
  * accessors; nvme_db_sq_off()/nvme_db_cq_off(); struct nvme_sqe (64 B), struct nvme_cqe (16 B) and the
  * nvme_cqe_*() status accessors; struct nvme_id_ctrl / struct nvme_id_ns (4096 B each);
- * nvme_status_name(sct, sc) (status.c).
+ * nvme_status_name(sct, sc) and its inverse nvme_status_parse() (status.c).
  *
  * Caveats: layouts are little-endian, as on every host this project targets (x86-64, aarch64); a static
  * assert refuses a big-endian build. Only the fields the project uses are named; the rest is reserved
@@ -718,6 +718,9 @@ enum nvme_sc_path {
 const char *nvme_status_name(uint8_t sct, uint8_t sc);
 /* The spec's name of a status code type ("Generic Command Status"). */
 const char *nvme_sct_name(uint8_t sct);
+/* The inverse: a non-success spec name, without case, '_' or '-' for a space ("unrecovered_read_error")
+ * -> 0 with sct/sc, or -EINVAL. */
+int nvme_status_parse(const char *name, uint8_t *sct, uint8_t *sc);
 /* Name of an opcode for messages ("Read", "Create I/O Completion Queue"); admin selects the table. */
 const char *nvme_opc_name(bool admin, uint8_t opc);
 

@@ -146,6 +146,42 @@ const char *nvme_status_name(uint8_t sct, uint8_t sc)
     return name ? name : "Unknown Status";
 }
 
+/* A spec name matched without case, with '_' or '-' standing for a space ("unrecovered_read_error"). */
+static bool name_eq(const char *spec, const char *s)
+{
+    for (; *spec && *s; spec++, s++) {
+        char a = *spec >= 'A' && *spec <= 'Z' ? (char)(*spec - 'A' + 'a') : *spec;
+        char b = *s >= 'A' && *s <= 'Z' ? (char)(*s - 'A' + 'a') : *s;
+        if (b == '_' || b == '-')
+            b = ' ';
+        if (a != b)
+            return false;
+    }
+    return !*spec && !*s;
+}
+
+int nvme_status_parse(const char *name, uint8_t *sct, uint8_t *sc)
+{
+    static const struct {
+        uint8_t sct;
+        const struct code_name *t;
+        size_t n;
+    } tables[] = {
+        {NVME_SCT_GENERIC, generic_names, NELEM(generic_names)},
+        {NVME_SCT_CMD_SPECIFIC, cmd_specific_names, NELEM(cmd_specific_names)},
+        {NVME_SCT_MEDIA, media_names, NELEM(media_names)},
+        {NVME_SCT_PATH, path_names, NELEM(path_names)},
+    };
+    for (size_t k = 0; name && k < NELEM(tables); k++)
+        for (size_t i = 0; i < tables[k].n; i++)
+            if (tables[k].t[i].code != NVME_SC_SUCCESS && name_eq(tables[k].t[i].name, name)) {
+                *sct = tables[k].sct;
+                *sc = tables[k].t[i].code;
+                return 0;
+            }
+    return -EINVAL;
+}
+
 const char *nvme_sct_name(uint8_t sct)
 {
     switch (sct) {

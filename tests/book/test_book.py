@@ -50,6 +50,7 @@ REQUIRED_LABELS = (
     "sec-experiments-cuda-qdepth",
     "sec-experiments-blksum-qdepth",
     "sec-experiments-vram-cache",
+    "sec-experiments-cuda-match",
 )
 #: Study pages the browser check opens (label -> notebook stem): every study of the book.
 sys.path.insert(0, str(BOOK))

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "engine/cuda/cuda_api.h"
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/spec.h"
 
 // status + seen flag per command, and the poller's two breakdown stamps (ns after the round's start)
@@ -48,6 +49,8 @@ struct crun_queue {
     // self-checks (issue 24): commands submitted (thread 0, per doorbell) and completions matched (poller
     // lanes), the heartbeat (CRUN_BEAT_*, written by the block itself), sampled commands of the breakdown
     unsigned long long submitted, completed, beat, sampled;
+    unsigned long long looks, cq_bytes, stale, foreign; // match counters (nvme_gpuq_match.h), summed per queue
+    unsigned long long misattributed;                   // commands given a status other than their expected one
 };
 
 struct crun_params {
@@ -70,6 +73,8 @@ struct crun_params {
     uint32_t sample_every, sample_cap;
     uint32_t *samples;
     uint64_t sample_from_ns; // no sample before this long after the block started (the warm-up)
+    uint32_t match;       // enum nvme_gpuq_match_mode
+    struct nvme_cr_inj inj; // the target's per-LBA error rule (err_every/err_status): expected statuses
 };
 
 /* cudaFuncGetAttributes on the kernel (forces its module to load under lazy loading, before any

@@ -7,12 +7,13 @@
 // fences (SQs in host memory: every thread fences at system scope and thread 0 reads the last SQE back)
 // and rings the SQ doorbell; one poller warp waits (with a deadline and the run's poll discipline) for
 // the round's CQEs, 32 neighbouring slots at a time, and hands each to the command whose CID it names;
-// thread 0 rings the CQ head doorbell and counts the round. Verified reads poison their buffer first. The acquire scope
-// of the CQE polls is the writer's (P.scope, see nvme_cuda.cuh).
+// thread 0 rings the CQ head doorbell and counts the round. How completions reach commands is the run's
+// `match` mode (cid by default; positional and scan as the other designs do it, nvme_gpuq_match.h). Verified reads
+// poison their buffer first. The acquire scope of the CQE polls is the writer's (P.scope, see nvme_cuda.cuh).
 // Self-checks (issue 24): each block writes its heartbeat at entry and exit, thread 0 counts the commands it
 // rang, the poller lanes the completions they matched. Breakdown: one command in P.sample_every carries the
 // six %globaltimer stamps of nvme_gpuq.h (T0/T1 its own thread, T2 thread 0 after the doorbell, T3P/T3 the
-// poller lane that matched it, T4 its thread at release) and stores its five phases (crun_sample).
+// look that matched it, T4 its thread at release) and stores its five phases (crun_sample).
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -23,9 +24,11 @@
 #include <vector>
 
 #include "engine/cuda/crun.h"
+#include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/gpu/gpu_emu.h"
 #include "nvme/nvme_cuda.cuh"
 #include "nvme/nvme_gpuq.h"
+#include "nvme/nvme_gpuq_match.h"
 
 #define CRUN_STOP_CHECK_NS 100000ull // thread 0 reads the mapped stop flag at most every 100 us
 #define CRUN_HOST_POLL     std::chrono::milliseconds(1)
@@ -96,6 +99,8 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
     const uint64_t words = P.iosize / NVME_GPUQ_STAMP_WORD, words_per_lba = P.lba_size / NVME_GPUQ_STAMP_WORD;
     const int npass = P.write && P.readback ? 2 : 1;
     uint64_t sq_pos = 0, cq_pos = 0, round = 0; // round: running count over both passes (CID generation)
+    nvme_gpuq_match_ctr mctr = {0, 0, 0, 0};    // this thread's looks at the CQ (summed into the queue at the end)
+    unsigned long long misattributed = 0;       // commands of this thread given a status not theirs
     for (int pass = 0; pass < npass; pass++) {
         __syncthreads(); // every thread has read s_stop of the previous pass
         const bool wr = P.write && pass == 0;
@@ -151,35 +156,39 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                     s_t2 = nvme_cuda_now_ns();
             }
 
-            // completions: one poller warp (threads 0..31) watches the round's CQ slots, lane l the positions
-            // l, l + 32, ... (neighbouring lanes load neighbouring CQEs: one coalesced request), and hands
-            // each CQE to the command its CID names; the other warps wait at the barrier, off the bus
-            if (i < NVME_GPUQ_POLLER_LANES) {
-                const uint32_t nk = nvme_gpuq_poller_count(i, qd);
+            // completions, by the run's matching mode (nvme_gpuq_match.h): cid and positional: one poller warp
+            // (threads 0..31) watches the round's CQ slots, lane l the positions l, l + 32, ... (neighbouring
+            // lanes load neighbouring CQEs: one coalesced request); cid hands each CQE to the command its CID
+            // names, positional to the command of its slot; the other warps wait at the barrier, off the bus.
+            // scan: every thread scans the round's slots for its own CID (as BaM)
+            const bool scan = P.match == NVME_GPUQ_MATCH_SCAN;
+            if (scan || i < NVME_GPUQ_POLLER_LANES) {
+                const uint32_t nk = scan ? 1u : nvme_gpuq_poller_count(i, qd);
                 for (uint32_t k = 0; k < nk && !s_fail; k++) {
-                    nvme_cuda_cqe_seen c;
-                    int rc = nvme_cuda_cqe_wait(q->cq, entries, cq_pos + nvme_gpuq_poller_idx(i, k), P.timeout_ns,
-                                                P.scope, P.poll_max_ns, &s_fail, &c);
-                    if (rc != NVME_GPUQ_OK) {
+                    uint32_t idx = 0;
+                    uint16_t cst = 0;
+                    uint64_t t_seen = 0, t_miss = 0;
+                    int rc = nvme_cuda_match_wait((int)P.match, q->cq, entries, cq_pos,
+                                                  scan ? i : nvme_gpuq_poller_idx(i, k), q->qid, (uint32_t)round, qd,
+                                                  P.scope, P.timeout_ns, P.poll_max_ns, &s_fail, seen, &idx, &cst,
+                                                  &mctr, &t_seen, &t_miss);
+                    if (rc == NVME_GPUQ_TIMEOUT) {
                         if (!s_fail && atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_TIMEOUT) == NVME_GPUQ_OK)
                             crun_fail(q, NVME_GPUQ_TIMEOUT, 0, 0);
                         s_fail = 1;
                         break;
                     }
-                    int idx = nvme_gpuq_cid_check(c.cid, c.sqid, q->qid, (uint32_t)round, qd);
-                    if (idx >= 0 && atomicExch(&seen[idx], 1u) != 0)
-                        idx = -NVME_GPUQ_BAD_CID; // a second completion for one command
-                    if (idx < 0) {
-                        if (atomicCAS(&q->state, NVME_GPUQ_OK, -idx) == NVME_GPUQ_OK)
-                            crun_fail(q, (uint32_t)-idx, c.cid, 0);
+                    if (rc < 0) {
+                        if (atomicCAS(&q->state, NVME_GPUQ_OK, -rc) == NVME_GPUQ_OK)
+                            crun_fail(q, (uint32_t)-rc, cst, 0); // cst: the CID refused
                         s_fail = 1;
                         break;
                     }
-                    st[idx] = (uint16_t)(c.status & ~NVME_CQE_P);
+                    st[idx] = cst;
                     matched++;
                     if (P.sample_every) {
-                        t3p[idx] = crun_since(c.t_miss, s_t0);
-                        t3[idx] = crun_since(c.t_seen, s_t0);
+                        t3p[idx] = crun_since(t_miss, s_t0);
+                        t3[idx] = crun_since(t_seen, s_t0);
                     }
                 }
             }
@@ -206,6 +215,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                     ts[NVME_GPUQ_T3P] = ts[NVME_GPUQ_T2];
                 crun_sample(P, q, b, ts);
             }
+            misattributed += my != nvme_cr_lba_err(&P.inj, slba, P.nlb); // the target's per-LBA error rule
             if (my) {
                 atomicAdd(&q->errors, 1ull);
                 crun_fail(q, NVME_GPUQ_NVME_ERROR, my, slba);
@@ -224,6 +234,14 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
     }
     if (matched)
         atomicAdd(&q->completed, matched);
+    if (mctr.looks) {
+        atomicAdd(&q->looks, (unsigned long long)mctr.looks);
+        atomicAdd(&q->cq_bytes, (unsigned long long)mctr.cq_bytes);
+        atomicAdd(&q->stale, (unsigned long long)mctr.stale);
+        atomicAdd(&q->foreign, (unsigned long long)mctr.foreign);
+    }
+    if (misattributed)
+        atomicAdd(&q->misattributed, misattributed);
     __syncthreads(); // every lane's count is in before the block says it left
     if (i == 0) {
         q->rounds = round;
@@ -284,6 +302,11 @@ int crun_collect(const crun_params *P, crun_queue *hq, uint32_t nblk, const nvme
             r->round_ns_max = q.round_ns_max;
         r->errors += q.errors;
         r->verify_errors += q.verify_errors;
+        r->match_looks += q.looks;
+        r->match_cq_bytes += q.cq_bytes;
+        r->match_stale += q.stale;
+        r->match_foreign += q.foreign;
+        r->misattributed += q.misattributed;
         if (b < nqueue_rounds && queue_rounds)
             queue_rounds[b] = q.rounds;
         if (q.err_valid && (!r->first_error.valid || (q.state && !r->first_error.state))) {

@@ -141,6 +141,9 @@ struct nvme_cuda_run_result {
     uint64_t submitted, completed;       /* self-check: commands submitted, completions matched (whole kernel) */
     uint64_t sampled;                    /* commands stamped for the breakdown (whole kernel) */
     uint32_t nsamples;                   /* of them, phases copied into params.samples */
+    /* completion matching (the run's `match`, nvme/nvme_gpuq_match.h), summed over queues and threads */
+    uint64_t match_looks, match_cq_bytes, match_stale, match_foreign;
+    uint64_t misattributed; /* commands given a status other than the target's per-LBA rule predicts */
 };
 
 /* Bytes a caller-provided buffer needs for a run of this shape (page-alignment slack included), and the

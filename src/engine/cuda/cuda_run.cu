@@ -20,8 +20,10 @@
 #include "engine/cuda/crun_corun.h"
 #include "engine/cuda/cuda_api.h"
 #include "nvme/emu/gpu/gpu_emu.h"
+#include "nvme/emu/model_keys.h"
 #include "nvme/nvme_cuda.cuh"
 #include "nvme/nvme_gpuq.h"
+#include "nvme/uri.h"
 
 static_assert(CRUN_MAX_NDEVS == GEMU_MAX_DEVS, "the table's ndevs bound is the emulator's device count");
 static_assert(CRUN_MAX_NQUEUES == GEMU_MAX_QUEUES_DEV, "the table's nqueues bound is the emulator's queue count");
@@ -36,6 +38,20 @@ static_assert(CRUN_MAX_NQUEUES == GEMU_MAX_QUEUES_DEV, "the table's nqueues boun
     } while (0)
 
 // The GPU: present, the ordinal valid, selected, described.
+// The target's per-LBA error rule (err_every/err_status, parsed by the emulators' one parser, model_keys.h):
+// what each command's status should be, so the kernel can count statuses handed to the wrong command.
+// Targets without those keys (pci://) expect success everywhere.
+static int crun_expected_inj(const char *target, nvme_cr_inj *inj, char *err, size_t errlen)
+{
+    nvme_emu_inj_defaults(inj);
+    nvme_uri *u = nullptr;
+    if (!target || nvme_uri_parse(target, &u, err, errlen) < 0)
+        return 0; // the target itself was checked (and opened) before: nothing to expect
+    int rc = nvme_emu_inj_from_uri("", u, inj, err, errlen);
+    nvme_uri_free(u);
+    return rc;
+}
+
 static int crun_gpu(const nvme_cuda_run_params *p, nvme_cuda_run_result *r, char *err, size_t errlen)
 {
     char why[NVME_CUDA_DESC_LEN];
@@ -202,6 +218,9 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     P.scope = T.scope;
     P.sq_host = T.sq_host;
     P.poll_max_ns = p->poll_max_ns;
+    P.match = p->match;
+    if ((rc = crun_expected_inj(p->target, &P.inj, err, errlen))) // err_every/err_status of the target URI
+        goto out;
 
     // launch: the emulator first (gpu-emu), so its blocks are resident before the engine's
     if ((rc = crun_target_start(&T, err, errlen)))

@@ -21,6 +21,12 @@
  *   nvme_cr_prp_list_room() entries from a list pointer to the end of its page
  *   nvme_cr_addr()         a null address, or one outside the DMA windows: Data Transfer Error
  *   nvme_cr_in_windows()   the IOMMU rule: [addr, addr+len) inside one registered window; no window -> no DMA
+ *   nvme_cr_lba_err()      per-LBA error injection (URI keys err_every/err_status): a Read/Write whose range
+ *                          holds a multiple of `every` completes with the chosen status (DNR clear). The
+ *                          checker of the cuda_match study calls it too, to know each command's expected status
+ *   nvme_cr_ooo_key()      out-of-order completion (URI key ooo_win=W), CPU emulator: the order key of the n-th
+ *                          completion of a queue, shuffled at random within windows of W completions
+ *   nvme_cr_ooo_src()      the same on the GPU emulator: a warp batch reversed within windows of W entries
  *
  * Statuses are SCT/SC shifted into CQE DW3 bits 31:17 without the phase tag (NVME_CR_ST), with DNR
  * set for every refusal here: retrying the same command cannot succeed.
@@ -112,6 +118,39 @@ static inline NVME_HD bool nvme_cr_in_windows(const struct nvme_cr_win *w, uint3
         if (addr >= w[i].lo && addr + len <= w[i].hi)
             return true;
     return false;
+}
+
+/* Per-LBA error injection: every LBA that is a multiple of `every` (0 = off) fails with `status` (CQE DW3
+ * bits 31:17, no phase). Parsed from the URI once (model_keys.c nvme_emu_inj_parse). */
+struct nvme_cr_inj {
+    uint64_t every;   /* 0 = no error injection */
+    uint16_t status;  /* NVME_CR_ST(sct, sc) */
+    uint32_t ooo_win; /* completions shuffled within windows of this many (0/1 = in order) */
+};
+
+static inline NVME_HD uint16_t nvme_cr_lba_err(const struct nvme_cr_inj *j, uint64_t slba, uint64_t nlb)
+{
+    if (!j->every || !nlb)
+        return NVME_CR_OK;
+    const uint64_t first = (slba + j->every - 1u) / j->every * j->every; /* first multiple >= slba */
+    return first - slba < nlb ? j->status : NVME_CR_OK;
+}
+
+/* Order key of the n-th completion of a queue: windows of `win` completions stay in order among themselves,
+ * inside a window the order follows `rnd` (any per-completion random number). win <= 1: n itself. */
+static inline NVME_HD uint64_t nvme_cr_ooo_key(uint64_t n, uint32_t win, uint32_t rnd)
+{
+    return win > 1u ? ((n / win) << 32) | rnd : n;
+}
+
+/* The GPU emulator's form of the same rule: it posts a warp batch of k due completions at once, lane l
+ * writing the completion of batch entry src; within each window of `win` entries the order is reversed. */
+static inline NVME_HD uint32_t nvme_cr_ooo_src(uint32_t lane, uint32_t k, uint32_t win)
+{
+    if (win < 2u || lane >= k)
+        return lane;
+    const uint32_t base = lane / win * win, len = k - base < win ? k - base : win;
+    return base + len - 1u - (lane - base);
 }
 
 #endif /* NVME_EMU_CMD_RULES_H */

@@ -378,9 +378,13 @@ int nvme_emu_target_open_kv(const struct nvme_emu_kv *kv, size_t nkv, struct nvm
             return r;
         }
     }
-    snprintf(set->desc, sizeof(set->desc), "profile=%s scale=%g mode=%s ndev=%u data=%s%s", set->cfg.profile->name,
+    char inj[96] = ""; /* the fault model (err_every, ooo_win), when set */
+    if (set->cfg.inj.every || set->cfg.inj.ooo_win > 1u)
+        snprintf(inj, sizeof(inj), " ooo_win=%u err_every=%llu err_status=0x%x", set->cfg.inj.ooo_win,
+                 (unsigned long long)set->cfg.inj.every, (unsigned)set->cfg.inj.status);
+    snprintf(set->desc, sizeof(set->desc), "profile=%s scale=%g mode=%s ndev=%u data=%s%s%s", set->cfg.profile->name,
              set->cfg.scale, set->cfg.mode == EMU_MODE_THREAD ? "thread" : "inline", set->cfg.ndev,
-             set->cfg.data ? "copy" : "none", set->cfg.ooo ? " ooo=1" : "");
+             set->cfg.data ? "copy" : "none", set->cfg.ooo ? " ooo=1" : "", inj);
     *out = set;
     return 0;
 }

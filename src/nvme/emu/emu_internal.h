@@ -120,7 +120,8 @@ struct emu_cfg {
     enum emu_mode mode;
     uint64_t seed;
     bool ooo;
-    bool data; /* false: data=none, no data movement */
+    struct nvme_cr_inj inj; /* err_every, err_status, ooo_win (cmd_rules.h) */
+    bool data;              /* false: data=none, no data movement */
     struct emu_model_cfg model;
 };
 

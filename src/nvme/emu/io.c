@@ -3,7 +3,7 @@
  * io.c — the command path of the emulated controller: fetch SQEs, execute NVM
  * commands, walk PRPs, hold and post completions.
  *
- * Fast path (profile without timing, no faults armed, no ooo, nothing held,
+ * Fast path (profile without timing, no faults armed, no ooo/ooo_win/err_every, nothing held,
  * CQ not shared): each fetched command executes and its CQE is written at
  * once — no clock read, no allocation, no lock, no CID bookkeeping (a command
  * that completes before the next is fetched cannot conflict).  Everything else
@@ -81,6 +81,8 @@ static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t
             return st;
         uint64_t len = nlb << ns->lba_shift;
         if ((st = nvme_cr_mdts(len, c->cfg.mdts)))
+            return st;
+        if ((st = nvme_cr_lba_err(&c->set->cfg.inj, slba, nlb))) /* err_every: per-LBA injected error */
             return st;
         struct xfer x = {ns, slba << ns->lba_shift, NULL};
         emu_seg_fn fn = !data ? NULL : cmd->opc == NVME_CMD_READ ? seg_read : seg_write;
@@ -240,6 +242,17 @@ static inline uint64_t rng_next(uint64_t *s)
     return *s = x;
 }
 
+/* the order key of a completion among those due together: fetch order; random with ooo=1; shuffled within
+ * windows of ooo_win (cmd_rules.h nvme_cr_ooo_key) */
+static inline uint64_t fetch_key(const struct emu_cfg *cfg, struct emu_sq *sq)
+{
+    if (cfg->ooo)
+        return rng_next(&sq->rng);
+    if (cfg->inj.ooo_win > 1u)
+        return nvme_cr_ooo_key(sq->seq++, cfg->inj.ooo_win, (uint32_t)rng_next(&sq->rng));
+    return sq->seq++;
+}
+
 /* one command through the general path: faults, CID conflicts, model, heap */
 static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint64_t *now, uint64_t *rd,
                        uint64_t *wr, uint64_t *rdb, uint64_t *wrb)
@@ -257,7 +270,7 @@ static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_
     if (sq->cid_bits[cid >> 6] & bit) {
         /* Command ID Conflict: completes at once, the outstanding command keeps its CID */
         p.status = EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_CID_CONFLICT);
-        p.key = cfg->ooo ? rng_next(&sq->rng) : sq->seq++;
+        p.key = fetch_key(cfg, sq);
         emu_heap_push(sq, &p);
         return;
     }
@@ -296,7 +309,7 @@ static void fetch_slow(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_
     p.due = due;
     p.status = status;
     p.dw0 = dw0;
-    p.key = cfg->ooo ? rng_next(&sq->rng) : sq->seq++;
+    p.key = fetch_key(cfg, sq);
     emu_heap_push(sq, &p);
 }
 
@@ -318,8 +331,8 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
     uint64_t now = 0, rd = 0, wr = 0, rdb = 0, wrb = 0, fetched = 0;
     const struct nvme_sqe *ring = (const struct nvme_sqe *)(uintptr_t)sq->ring;
 
-    if (avail && sq->id && !sq->nheap && !cfg->model.timed && !cfg->ooo && cq->nsq == 1 &&
-        !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
+    if (avail && sq->id && !sq->nheap && !cfg->model.timed && !cfg->ooo && !cfg->inj.every && cfg->inj.ooo_win < 2u &&
+        cq->nsq == 1 && !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
         /* fast path: execute and post in order */
         uint64_t posted = 0, errors = 0;
         const struct rw_batch b = {

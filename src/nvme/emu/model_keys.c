@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvme/spec.h"
 #include "nvme/uri.h"
 
 #define MODEL_VAL_MAX 64u /* longest value accepted (a size with its unit and "/s") */
@@ -107,4 +108,61 @@ int nvme_emu_model_key_parse(const char *prefix, const char *key, const char *va
         snprintf(err, errlen, "%sparameter '%s': bad %s '%s' (%s)", prefix ? prefix : "", key ? key : "", what,
                  val ? val : "", k ? k->hint : "not a device-model key");
     return -EINVAL;
+}
+
+void nvme_emu_inj_defaults(struct nvme_cr_inj *j)
+{
+    j->every = 0;
+    j->status = NVME_CR_ST(NVME_SCT_MEDIA, NVME_SC_UNRECOVERED_READ);
+    j->ooo_win = 0;
+}
+
+int nvme_emu_inj_parse(const char *prefix, const char *key, const char *val, struct nvme_cr_inj *j, char *err,
+                       size_t errlen)
+{
+    const char *pre = prefix ? prefix : "";
+    uint64_t v;
+    if (!key)
+        return 0;
+    if (!strcmp(key, "err_every") || !strcmp(key, "ooo_win")) {
+        const bool win = key[0] == 'o';
+        if (!val || nvme_parse_u64(val, &v) || (win && v > NVME_EMU_INJ_WIN_MAX)) {
+            if (err && errlen)
+                snprintf(err, errlen, "%sparameter '%s': bad value '%s' (%s)", pre, key, val ? val : "",
+                         win ? "completions per shuffled window, 0..65536 (0 or 1: in order)"
+                             : "an LBA count: every LBA that is a multiple of it fails; 0 = off");
+            return -EINVAL;
+        }
+        if (win)
+            j->ooo_win = (uint32_t)v;
+        else
+            j->every = v;
+        return 1;
+    }
+    if (!strcmp(key, "err_status")) {
+        uint8_t sct, sc;
+        if (!val || nvme_status_parse(val, &sct, &sc)) {
+            if (err && errlen)
+                snprintf(err, errlen,
+                         "%sparameter 'err_status': '%s' is not an NVMe status name (e.g. unrecovered_read_error, "
+                         "lba_out_of_range, internal_error)",
+                         pre, val ? val : "");
+            return -EINVAL;
+        }
+        j->status = NVME_CR_ST(sct, sc);
+        return 1;
+    }
+    return 0;
+}
+
+int nvme_emu_inj_from_uri(const char *prefix, const struct nvme_uri *u, struct nvme_cr_inj *j, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"err_every", "err_status", "ooo_win"};
+    nvme_emu_inj_defaults(j);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const char *v = nvme_uri_get(u, keys[i]);
+        if (v && nvme_emu_inj_parse(prefix, keys[i], v, j, err, errlen) < 0)
+            return -EINVAL;
+    }
+    return 0;
 }

@@ -7,6 +7,10 @@
  *   nvme_emu_model_key_find()   the key's row (unit, bounds, hint), or NULL for a key that is not a model key
  *   nvme_emu_model_key_parse()  one value -> a nominal number (ns, commands/s, bytes/s, or the lognormal
  *                               shape); -EINVAL with one message naming key and value otherwise
+ *   nvme_emu_inj_parse()        the fault-model keys both emulators take: err_every=M (every LBA that is a
+ *                               multiple of M fails), err_status=NAME (its status, a spec name such as
+ *                               unrecovered_read_error; default Unrecovered Read Error), ooo_win=W
+ *                               (completions shuffled within windows of W); rules in cmd_rules.h
  *
  * Grammar: time = a number with ns|us|ms|s (bare: ns), at most 1000 s; rate = commands/s >= 0 (0 = no cap);
  * bytes/s = a size (KiB/MiB/GiB, KB/MB/GB; "45.2GB" is not a size: write 45200MB) with an optional "/s";
@@ -18,6 +22,8 @@
 #define NVME_EMU_MODEL_KEYS_H
 
 #include <stddef.h>
+
+#include "nvme/emu/cmd_rules.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +49,18 @@ const struct nvme_emu_model_key *nvme_emu_model_key_find(const char *name);
 /* 0 and *out, or -EINVAL with "<prefix>parameter '<key>': bad ... '<val>' (<hint>)" in err. */
 int nvme_emu_model_key_parse(const char *prefix, const char *key, const char *val, double *out, char *err,
                              size_t errlen);
+
+#define NVME_EMU_INJ_WIN_MAX 65536u /* ooo_win at most one ring */
+
+/* 1 when `key` is one of the injection keys (then *j updated, or -EINVAL with a message), 0 when it is not. */
+int nvme_emu_inj_parse(const char *prefix, const char *key, const char *val, struct nvme_cr_inj *j, char *err,
+                       size_t errlen);
+struct nvme_uri;
+/* The three keys read from a parsed URI (defaults first): 0, or -EINVAL with the message. */
+int nvme_emu_inj_from_uri(const char *prefix, const struct nvme_uri *u, struct nvme_cr_inj *j, char *err,
+                          size_t errlen);
+/* The defaults: no errors, status Unrecovered Read Error, in order. */
+void nvme_emu_inj_defaults(struct nvme_cr_inj *j);
 
 #ifdef __cplusplus
 }

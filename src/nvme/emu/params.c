@@ -70,8 +70,34 @@ static int check_ram_budget(const struct emu_cfg *cfg, char *err, size_t errlen)
 }
 
 static const char *const emu_keys[] = {
-    "ndev", "nns",  "nsze", "ncap", "lbads", "mdts",      "mqes", "nioq", "dstrd", "backing", "profile", "scale",
-    "mode", "seed", "ooo",  "data", "lat",   "lat_sigma", "iops", "bw",   "qiops", "fetch",   "link",    NULL,
+    "ndev",
+    "nns",
+    "nsze",
+    "ncap",
+    "lbads",
+    "mdts",
+    "mqes",
+    "nioq",
+    "dstrd",
+    "backing",
+    "profile",
+    "scale",
+    "mode",
+    "seed",
+    "ooo",
+    "data",
+    "lat",
+    "lat_sigma",
+    "iops",
+    "bw",
+    "qiops",
+    "fetch",
+    "link",
+    /* fault model, parsed by model_keys.c (shared with gpu-emu://) */
+    "err_every",
+    "err_status",
+    "ooo_win",
+    NULL,
 };
 
 static const char *find(const struct nvme_emu_kv *kv, size_t n, const char *key)
@@ -125,10 +151,12 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         for (const char *const *k = emu_keys; *k; k++)
             known |= strcmp(*k, kv[i].key) == 0;
         if (!known)
-            return nvme_errf(err, errlen, -EINVAL,
-                             "emu: unknown parameter '%s' (known: ndev nns nsze ncap lbads mdts mqes nioq dstrd "
-                             "backing profile scale mode seed ooo data lat lat_sigma iops bw qiops fetch link)",
-                             kv[i].key);
+            return nvme_errf(
+                err, errlen, -EINVAL,
+                "emu: unknown parameter '%s' (known: ndev nns nsze ncap lbads mdts mqes nioq dstrd "
+                "backing profile scale mode seed ooo data lat lat_sigma iops bw qiops fetch link err_every "
+                "err_status ooo_win)",
+                kv[i].key);
         for (size_t j = 0; j < i; j++)
             if (strcmp(kv[j].key, kv[i].key) == 0)
                 return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s' given twice", kv[i].key);
@@ -306,6 +334,10 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
                 nvme_emu_model_key_parse("emu: ", model_keys[i], v, model_out[i], err, errlen))
                 return -EINVAL;
     }
+    nvme_emu_inj_defaults(&cfg->inj);
+    for (size_t i = 0; i < nkv; i++)
+        if (nvme_emu_inj_parse("emu: ", kv[i].key, kv[i].val ? kv[i].val : "1", &cfg->inj, err, errlen) < 0)
+            return -EINVAL;
     if ((v = find(kv, nkv, "fetch"))) {
         if (nvme_parse_u64(v, &u) || u > EMU_MAX_MQES)
             return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'fetch': bad value '%s' (0 = unlimited, ..%u)", v,

@@ -47,6 +47,8 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
         }
         if prm["type"] == "pattern":
             kw["choices"] = list(gpu.PATTERNS)
+        elif prm["type"] == "match":
+            kw["choices"] = ["cid", "positional", "scan"]
         elif prm["type"] == "poll":
             kw["type"] = str
         else:

@@ -140,6 +140,7 @@ def run_cuda(
     occupancy: int | None = None,
     corun: int | None = None,
     sample_every: int | None = None,
+    match: str | None = None,
     stress: bool = False,
     ncpus: int = 1,
     thr_sib: bool = False,
@@ -156,7 +157,9 @@ def run_cuda(
     (the table's default when None); occupancy: refuse a run needing more than this % of the GPU's resident
     capacity (default 95). sample_every: the per-I/O time breakdown, %globaltimer stamps on one command in N
     (0: off; the table's default when None), in the record's ``breakdown``; every record also carries its
-    self-checks (``checks``, ``checks_ok``: nvmelab.results.checks). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
+    self-checks (``checks``, ``checks_ok``: nvmelab.results.checks); match: "cid" (default), "positional" or
+    "scan", how completions reach their commands (src/nvme/nvme_gpuq_match.h; the record's ``match`` block
+    holds its counters). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
     call this; the GPU engine uses one host thread. payload (pci:// and emu://?mode=thread, the
     real-controller path): "host" = pinned host memory mapped into the GPU; "gpu" is refused with the reason
     (no importer of GPU memory's DMA addresses; book/driver.md). corun: blocks per SM of a co-running
@@ -190,6 +193,7 @@ def run_cuda(
         occupancy=occupancy,
         corun=corun,
         sample_every=sample_every,
+        match=match,
     )
     check_params(target, ndevs, **table)
     from ..host import cpus as _cpus
@@ -225,7 +229,27 @@ def run_cuda(
         host=host,
         verify=verify,
         corun=corun or 0,
+        match=match or "cid",
     )
+
+
+def match_block(
+    mode: str, *, completions: int, looks: int, cq_bytes: int, stale: int, foreign: int, misattributed: int
+) -> dict:
+    """The record's ``match`` block (GPU engine and CPU stand-in alike): the matching mode and its counters
+    (src/nvme/nvme_gpuq_match.h) over ``completions`` commands: CQ looks and CQ bytes per completion, old-phase
+    CQEs carrying a wanted CID (``stale``), CQEs met that belonged to another command (``foreign``), and
+    commands handed a status the target's per-LBA error rule did not give them (``misattributed``)."""
+    per = (lambda v: round(v / completions, 4)) if completions else (lambda v: None)
+    return {
+        "mode": mode,
+        "completions": int(completions),
+        "looks_per_completion": per(looks),
+        "cq_bytes_per_completion": per(cq_bytes),
+        "stale": int(stale),
+        "foreign": int(foreign),
+        "misattributed": int(misattributed),
+    }
 
 
 def make_record(
@@ -245,12 +269,13 @@ def make_record(
     host: dict,
     verify: bool,
     corun: int = 0,
+    match: str = "cid",
     tool: str = TOOL,
     provenance: dict | None = None,
 ) -> dict:
     """Turn a device-initiated engine's raw result into a validated record: the one place that builds
     them, for the cuda-run engine and its CPU stand-in (engines/gpu_standin.py, which passes its tool and
-    provenance and leaves the GPU-only fields None). The self-checks and the breakdown come from
+    provenance and leaves the GPU-only fields None; ``match``: the run's matching mode). The self-checks and the breakdown come from
     nvmelab.results.checks (`device_checks`)."""
     from .gpu_corun import corun_field
 
@@ -296,6 +321,15 @@ def make_record(
             # what polling costs the GPU: the co-runner alone vs under the I/O load, NVML's SM activity
             "corun": corun_field(res.get("corun"), corun),
             "nvml": res.get("nvml"),
+            "match": match_block(
+                match,
+                completions=res["ios_total"],
+                looks=res.get("match_looks", 0),
+                cq_bytes=res.get("match_cq_bytes", 0),
+                stale=res.get("match_stale", 0),
+                foreign=res.get("match_foreign", 0),
+                misattributed=res.get("misattributed", 0),
+            ),
             # gpu-emu's own counters: fetch lag (sq_wait_*, sq_left_frac), busy fraction per warp (busy_*),
             # lateness, CQ-full holds, and its headroom (1 / busy_max)
             "emulator_counters": dict(emu) if emu else None,

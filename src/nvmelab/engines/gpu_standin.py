@@ -27,6 +27,7 @@ from ..host import cpus as _cpus
 from ..host import provenance as _prov
 from ..results.records import validate
 from . import gpu as _gpu
+from .gpu import match_block
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +65,24 @@ def run_cuda_standin(
     stress: bool = False,
     thr_sib: bool = False,
     corun: int = 0,
+    match: str = "cid",
+    rounds: int = 0,
+    timeout: float = 0.0,
+    unordered: int = 0,
+    fence: bool = True,
+    sq_readback: bool = True,
     **kw: Any,
 ) -> dict:
     """One stand-in run -> one record (see the module docstring). ValueError for a parameter it refuses.
+
     sample_every: stamp one command in N for the record's breakdown (0: off). timeout: per-completion
-    deadline in s (a lost completion raises TimeoutError). idle_pair: fault injection for tests (pair
-    idle_pair - 1 never runs; its record fails the kernel_ran check). Other run_cuda keywords are ignored."""
+    deadline in s (0: the stand-in's 2 s; a lost completion raises TimeoutError). idle_pair: fault injection
+    for tests (pair idle_pair - 1 never runs; its record fails the kernel_ran check). match: "cid" |
+    "positional" | "scan" (src/nvme/nvme_gpuq_match.h); rounds > 0: exactly that many rounds per queue pair
+    instead of the timed window. unordered, fence, sq_readback: the missing-fence model (src/nvme/gpuq_ctrl.h
+    nvme_gpuq_round_opt): the last ``unordered`` SQE stores of a round land after the doorbell unless the
+    fence orders them; the read-back of the last SQE refuses to ring for SQEs that have not landed (OSError
+    EIO). Other run_cuda keywords are ignored."""
     from .. import _native
 
     if rw not in ("read", "randread"):
@@ -86,11 +99,25 @@ def run_cuda_standin(
             co.start()
         raw = dict(
             _native.gpuq_standin_run(
-                uri, int(nqueues), int(qdepth), int(iosize), float(runtime), float(warmup), seed or 1, **_knobs(kw)
+                uri,
+                int(nqueues),
+                int(qdepth),
+                int(iosize),
+                float(runtime),
+                float(warmup),
+                seed or 1,
+                match=str(match),
+                rounds=int(rounds),
+                timeout=float(timeout),
+                unordered=int(unordered),
+                fence=bool(fence),
+                readback=bool(sq_readback),
+                **_knobs(kw),
             )
         )
         t1 = time.monotonic()
     corun_raw = co.finish(t0, t1) if co else None
+    raw["sq_readback"] = bool(sq_readback)
     q = parse_qs(urlsplit(uri).query)
     info = {"backend": TOOL, "profile": (q.get("profile") or ["nominal"])[0], "scale": 1.0, "devices": n}
     rec = _gpu.make_record(
@@ -118,13 +145,23 @@ def run_cuda_standin(
         corun=gpu_corun.corun_field(corun_raw, corun, gpu_corun.KIND_CPU),
         nvml=sampler.window(w0, max(w0, int(t1 * 1e9))),
     )
+    rec["match"] = match_block(
+        raw["match"],
+        completions=raw["ios"],
+        looks=raw["looks"],
+        cq_bytes=raw["cq_bytes"],
+        stale=raw["stale"],
+        foreign=raw["foreign"],
+        misattributed=raw["misattributed"],
+    )
+    rec["match"]["expected_errors"] = raw["expected_errors"]
     return validate(rec)
 
 
 def _knobs(kw: dict[str, Any]) -> dict[str, Any]:
     """The stand-in's own keywords among run_cuda's (the rest are the GPU's and ignored)."""
     out = {}
-    for k in ("sample_every", "timeout", "idle_pair"):
+    for k in ("sample_every", "idle_pair"):
         if kw.get(k) is not None:
             out[k] = kw[k]
     return out
@@ -160,5 +197,42 @@ def standin_result(raw: dict, *, iosize: int, qdepth: int, profile: str) -> dict
         "sample_every": raw["sample_every"],
         "clock": "clock_gettime",
         "phases": raw["phases"],
-        "sq_readback": True,
+        "sq_readback": raw.get("sq_readback", True),
     }
+
+
+def match_grid(
+    modes: tuple[str, ...] = ("cid", "positional", "scan"),
+    qdepths: tuple[int, ...] = (8, 32, 128),
+    windows: tuple[int, ...] = (0, 8),
+    *,
+    profile: str = "null",
+    err_every: int = 64,
+    rounds: int = 100,
+    nqueues: int = 1,
+    seed: int = 1,
+) -> list[dict]:
+    """The cuda_match grid on the CPU stand-in: every mode x depth x completion order (``ooo_win`` of each
+    window; 0 = in order) for ``rounds`` rounds on one emulated device with ``err_every``. Its records hold
+    counters of the queue code (looks, CQ bytes, misattributed statuses), never a GPU's rates."""
+    out = []
+    for w in windows:
+        target = f"gpu-emu://?profile={profile}&ndev=1&err_every={int(err_every)}" + (
+            f"&ooo_win={int(w)}" if w > 1 else ""
+        )
+        for qd in qdepths:
+            for mode in modes:
+                out.append(
+                    run_cuda_standin(
+                        target=target,
+                        qdepth=int(qd),
+                        nqueues=int(nqueues),
+                        runtime=1.0,
+                        warmup=0.0,
+                        rounds=int(rounds),
+                        seed=seed,
+                        match=mode,
+                        study="cuda_match",
+                    )
+                )
+    return out

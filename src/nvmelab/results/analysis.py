@@ -63,8 +63,9 @@ CONFIG_COLUMNS = (
 
 
 #: Nested record fields to_frame keeps as they are (lists or dicts: per_device; the co-runner and NVML fields
-#: of cuda-run, results/pollcost.py); every other nested field is dropped.
-NESTED_COLUMNS = ("per_device", "corun", "nvml")
+#: of cuda-run, results/pollcost.py; the cuda_match counters, results/matching.py); every other nested field
+#: is dropped.
+NESTED_COLUMNS = ("per_device", "corun", "nvml", "match")
 
 
 def to_frame(records: Iterable[dict[str, Any]], source: str = "nvmelab") -> pd.DataFrame:

@@ -11,7 +11,8 @@ taken so far (``<study>/<host>/<preset>.jsonl`` inside), and resumes what an ear
     step 1  install; every GPU test; emulator capacity (tests/bench/bench_gpu_submit.py); the
             calibration A/B: cuda_qdepth's lease points ``AB_POINTS`` against the pm1753 profile as
             derived in profiles.c (A) and with the fitted model's overrides (B: model.emu_query)
-    step 2  cuda_qdepth, preset lease (target A)
+    step 2  cuda_qdepth, preset lease (target A); cuda_match, preset lease (the three completion-matching
+            modes, in and out of order)
     step 3  cuda_iosize, preset lease; vram_cache, preset lease (its GPU-memory cache runs);
             cuda_pollcost, preset lease (a co-running compute kernel with and without the I/O)
 

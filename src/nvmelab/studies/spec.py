@@ -91,8 +91,9 @@ class Engine:
 #: Engines by name.
 ENGINES = {
     "cpu": Engine("nvmelab.engines.perf", "run", (*ENGINE_PARAMS, "alldevs")),
-    # cuda-run's poll discipline, occupancy margin and co-runner are run parameters too (src/engine/crun_params.h)
-    "cuda": Engine("nvmelab.engines.perf", "run_cuda", (*ENGINE_PARAMS, "poll", "occupancy", "corun")),
+    # cuda-run's poll discipline, occupancy margin, co-runner and completion matching are run parameters too
+    # (src/engine/crun_params.h)
+    "cuda": Engine("nvmelab.engines.perf", "run_cuda", (*ENGINE_PARAMS, "poll", "occupancy", "corun", "match")),
     "blksum": Engine(
         "nvmelab.engines.blksum",
         "study_run",

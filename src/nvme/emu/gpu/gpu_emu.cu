@@ -205,6 +205,11 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
             for (unsigned v = 0; v < NVME_CUDA_SQE_VEC; v++)
                 dst[v] = __ldcv(src + v);
             status = gemu_check(g, d, c, &len, &off, &list_ents);
+            if (!status && g->inj.every && (c.opc == NVME_CMD_READ || c.opc == NVME_CMD_WRITE)) {
+                uint64_t slba, nlb; // err_every: per-LBA injected error (cmd_rules.h, as the CPU emulator)
+                nvme_cr_rw(c.cdw10, c.cdw11, c.cdw12, &slba, &nlb);
+                status = nvme_cr_lba_err(&g->inj, slba, nlb);
+            }
             drop = g->drop_nth && q->fetched + lane + 1u == g->drop_nth;
         } else {
             memset(&c, 0, sizeof(c));
@@ -320,7 +325,7 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
         if (!k)
             return fetched;
     }
-    uint32_t src = g->ooo ? k - 1u - (lane < k ? lane : 0u) : lane;
+    uint32_t src = g->ooo ? k - 1u - (lane < k ? lane : 0u) : nvme_cr_ooo_src(lane, k, g->inj.ooo_win);
     uint32_t cid = __shfl_sync(GEMU_FULL_MASK, (uint32_t)p.cid, src);
     uint32_t st = __shfl_sync(GEMU_FULL_MASK, (uint32_t)p.status, src);
     const uint64_t sqhd = q->sq_head % entries;

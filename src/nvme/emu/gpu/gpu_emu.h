@@ -25,7 +25,9 @@
  * Namespaces start zeroed, or with fill=stamp holding nvme_gpuq_stamp(dev, lba, word) everywhere (so reads
  * can be verified and checksummed without a write pass).
  * Fault injection for tests: `drop=N` never completes the N-th command of every queue; `ooo=1` posts every
- * batch of due completions in reverse order.
+ * batch of due completions in reverse order; `ooo_win=W` reverses them within windows of W; `err_every=M`
+ * fails every Read/Write that touches an LBA that is a multiple of M with `err_status` (a spec name; the
+ * same keys and rules as emu://, model_keys.h and cmd_rules.h).
  * Errors: negative errno; URI problems also fill err with one line naming key and value.
  * Caveats: included from the .cu files here and of engine/cuda/ (plain C structs); the structs are shared by host
  * and kernel code, so they hold plain pointers into GPU (or mapped host) memory.
@@ -139,6 +141,7 @@ struct gemu_shared {
     uint64_t mdts_bytes;          /* largest transfer */
     uint32_t drop_nth;            /* 0 = off */
     int ooo;
+    struct nvme_cr_inj inj;   /* err_every, err_status, ooo_win (cmd_rules.h, parsed by model_keys.c) */
     int data;                 /* copy payloads */
     volatile int *stop;       /* mapped host memory */
     unsigned long long epoch; /* globaltimer at first use (set by the first warp) */

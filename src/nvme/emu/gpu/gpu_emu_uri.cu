@@ -15,8 +15,9 @@
 
 #define GEMU_NS_PER_S 1e9
 
-static const char *const gemu_keys[] = {"ndev", "profile", "scale", "blocks", "warps", "ns", "lba",   "data", "ooo",
-                                        "drop", "mdts",    "fill",  "lat",    "iops",  "bw", "qiops", "link", NULL};
+static const char *const gemu_keys[] = {"ndev", "profile", "scale", "blocks",    "warps",      "ns",      "lba",
+                                        "data", "ooo",     "drop",  "mdts",      "fill",       "lat",     "iops",
+                                        "bw",   "qiops",   "link",  "err_every", "err_status", "ooo_win", NULL};
 
 static uint64_t gemu_gap_fp(double rate) // fixed-point ns between commands at `rate` per second
 {
@@ -128,6 +129,8 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
     if ((rc = nvme_uri_get_bool(u, "ooo", false, &b, err, errlen)))
         return rc;
     e->ooo = b;
+    if ((rc = nvme_emu_inj_from_uri("", u, &e->h.inj, err, errlen))) // err_every, err_status, ooo_win
+        return rc;
     if ((rc = nvme_uri_get_u64(u, "drop", 0, &v, err, errlen)))
         return rc;
     if (v > UINT32_MAX) {
@@ -190,8 +193,9 @@ int gemu_describe(const gemu *e, char *buf, size_t len)
 {
     return snprintf(buf, len,
                     "profile=%s scale=%g ndev=%u blocks=%u warps=%u ns=%uMiB lba=%u data=%s fill=%s ooo=%d drop=%u "
-                    "lat=%gns iops=%g bw=%g qiops=%g link=%g",
+                    "lat=%gns iops=%g bw=%g qiops=%g link=%g ooo_win=%u err_every=%llu err_status=0x%x",
                     e->profile, e->scale, e->ndev, e->blocks, e->warps, e->ns_mib, e->lba_size,
                     e->data ? "ram" : "none", e->fill_stamp ? "stamp" : "zero", e->ooo, e->drop_nth, e->lat_ns, e->iops,
-                    e->bw, e->qiops, e->link);
+                    e->bw, e->qiops, e->link, e->h.inj.ooo_win, (unsigned long long)e->h.inj.every,
+                    (unsigned)e->h.inj.status);
 }
