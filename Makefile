@@ -28,7 +28,7 @@ PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 	    check-env check-build check-sanitize check-qemu check-browser check-bench check-records check-gpu
 
 help:
-	@echo "make book | test | env | build | lab | bench | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
+	@echo "make book | test | env | build | lab | bench [BENCH=blksum] | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
 	@echo "     test-browser | test-nbd | test-gpu | wheelhouse | records [STUDY=all RECORDS_PRESET=standard RECORDS_ARGS=--replace] | clean"
 	@echo "     gpu-lease STEP=0|1|2|3 [OUT=DIR] | rehearse-gpu-host [OUT=DIR]"
 
@@ -114,8 +114,10 @@ test-gpu: check-gpu build
 	ctest --test-dir $(BUILD) -R test_cuda_queue_host --output-on-failure
 
 # --- benchmarks: results under data/results/bench/ ---
+# BENCH=NAME ...: only those benchmarks (tests/bench/bench_NAME.py), e.g. BENCH=blksum
+BENCH ?=
 bench: check-bench build
-	$(PY) -m tests.bench
+	$(PY) -m tests.bench $(if $(BENCH),--only $(BENCH))
 
 bench-gpu: check-gpu build
 	$(PY) -m tests.bench --gpu

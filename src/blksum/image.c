@@ -105,6 +105,8 @@ int blksum_source_open_image(struct blksum_source *src, const char *name, enum b
     return 0;
 }
 
+/* ---------------------------------------------------------------- stand-ins without libnbd */
+
 #ifndef NVMELAB_HAVE_NBD
 #ifdef NVMELAB_NBD_WHY
 #define NO_NBD_WHY NVMELAB_NBD_WHY /* the configure step's reason (src/blksum/CMakeLists.txt) */

@@ -5,8 +5,15 @@
  * flagged ZERO are never read), and qemu-nbd started by blksum itself with systemd socket activation
  * on a unix socket in a private temporary directory. The socket and the directory are removed as
  * soon as the connection stands (nothing is left behind even if blksum is killed); qemu-nbd runs
- * without --persistent, so it ends when the connection closes, and gets SIGTERM if blksum dies first
- * (PR_SET_PDEATHSIG).
+ * without --persistent and read-only, gets SIGKILL once the connection is closed (nothing of a
+ * read-only export is left to flush, and waiting for it to notice the close costs wall time), and
+ * SIGTERM if blksum dies first (PR_SET_PDEATHSIG).
+ *
+ * Costs cut from the NBD path (measured: the blksum chapter's methods section): libnbd's zeroing of
+ * every read buffer before the read (nbd_set_pread_initialize off, as the original does), and the wait
+ * for qemu-nbd to end by itself. qemu-nbd runs with aio=threads, its default and the original's with
+ * -c; NVMELAB_BLKSUM_QEMU_AIO=io_uring uses less of the server's CPU (a third less here), but qemu 7.2
+ * hangs on a read past the end of a truncated image with it, so it is not the default.
  *
  * libnbd is loaded with dlopen() when an NBD source is first opened, not linked: it pulls in GnuTLS,
  * libxml2 and ICU (about 4 MiB of resident memory), which a checksum of a plain file must not pay
@@ -27,17 +34,15 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "blksum/blksum_internal.h"
 #include "blksum/image.h"
 
 #define NBD_MAX_QDEPTH        BLKSUM_MAX_QUEUE_DEPTH
 #define NBD_EXTENTS_QUERY     (1ull << 30) /* bytes of map asked for at once, as the original */
 #define NBD_SOCKET_FD         3            /* systemd socket activation: the first passed descriptor */
-#define NBD_SERVER_EXIT_MS    2000         /* qemu-nbd's time to end after the connection closed */
-#define NBD_WAIT_STEP_NS      10000000L
-#define NBD_DEFAULT_MAX_BYTES (32u << 20) /* NBD's customary largest request when the server names none */
+#define NBD_DEFAULT_MAX_BYTES (32u << 20)  /* NBD's customary largest request when the server names none */
 #define NBD_PID_DIGITS        20
 
 /* ---------------------------------------------------------------- libnbd, loaded at first use */
@@ -48,11 +53,14 @@
     X(nbd_create) X(nbd_close) X(nbd_get_errno) X(nbd_get_error) X(nbd_add_meta_context)                   \
     X(nbd_connect_uri) X(nbd_connect_unix) X(nbd_get_size) X(nbd_get_block_size) X(nbd_can_meta_context)    \
     X(nbd_block_status) X(nbd_aio_pread) X(nbd_poll) X(nbd_shutdown)
+/* Newer than the oldest libnbd blksum runs with: used when present. */
+#define NBD_OPTIONAL_FUNCS(X) X(nbd_set_pread_initialize) /* libnbd 1.10 */
 /* clang-format on */
 
 static struct {
 #define NBD_MEMBER(f) __typeof__(&f) f;
     NBD_FUNCS(NBD_MEMBER)
+    NBD_OPTIONAL_FUNCS(NBD_MEMBER)
 #undef NBD_MEMBER
 } nbd_lib;
 static pthread_once_t nbd_lib_once = PTHREAD_ONCE_INIT;
@@ -72,6 +80,9 @@ static void nbd_lib_load(void)
     }
     NBD_FUNCS(NBD_RESOLVE)
 #undef NBD_RESOLVE
+#define NBD_RESOLVE_OPTIONAL(f) *(void **)&nbd_lib.f = dlsym(h, #f);
+    NBD_OPTIONAL_FUNCS(NBD_RESOLVE_OPTIONAL)
+#undef NBD_RESOLVE_OPTIONAL
     /* the handle stays loaded for the life of the process */
 }
 
@@ -126,16 +137,9 @@ struct nslot {
 };
 
 struct nchan {
-    struct perf_chan base;
-    struct nbd_src *n;
-    uint32_t qdepth, iosize;
-    unsigned char *bufs;
-    struct nslot *slots;
-    struct {
-        uint32_t slot;
-        int status;
-    } *cpl;
-    uint32_t head, count, inflight;
+    struct blksum_ichan ic; /* first: buffers and completions (image.c) */
+    struct nslot *slots;    /* each slot's completion-callback context */
+    uint32_t inflight;
 };
 
 static int nbd_errno(void)
@@ -211,11 +215,8 @@ static int nbd_map(void *ctx, uint64_t off, uint64_t *end, bool *zero)
 static int read_done(void *user, int *error)
 {
     struct nslot *s = user;
-    struct nchan *c = s->c;
-    c->cpl[(c->head + c->count) % c->qdepth].slot = s->slot;
-    c->cpl[(c->head + c->count) % c->qdepth].status = *error ? -*error : 0;
-    c->count++;
-    c->inflight--;
+    blksum_ichan_complete(&s->c->ic, s->slot, *error ? -*error : 0);
+    s->c->inflight--;
     return 1; /* retire the command */
 }
 
@@ -223,62 +224,46 @@ static int nchan_open(void *ctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
                       size_t errlen)
 {
     struct nbd_src *n = ctx;
-    struct nchan *c = calloc(1, sizeof(*c));
-    if (dev != 0 || qdepth == 0 || qdepth > NBD_MAX_QDEPTH || iosize == 0 || iosize > n->max_bytes) {
-        free(c);
-        snprintf(err, errlen, "nbd: bad channel (qdepth %u, read size %u; the server takes at most %u bytes)", qdepth,
-                 iosize, n->max_bytes);
-        return -EINVAL;
-    }
-    if (!c || posix_memalign((void **)&c->bufs, BLKSUM_BLOCK_SIZE, (size_t)qdepth * iosize) ||
-        !(c->cpl = calloc(qdepth, sizeof(*c->cpl))) || !(c->slots = calloc(qdepth, sizeof(*c->slots)))) {
-        if (c) {
-            free(c->bufs);
-            free(c->cpl);
-        }
-        free(c);
-        snprintf(err, errlen, "nbd: out of memory for %u buffers of %u bytes", qdepth, iosize);
+    struct blksum_ichan *ic;
+    int rc = blksum_ichan_new(sizeof(struct nchan), n, dev, qdepth, iosize, n->max_bytes, "nbd", &ic, err, errlen);
+    if (rc < 0)
+        return rc;
+    struct nchan *c = (struct nchan *)ic;
+    if (!(c->slots = calloc(qdepth, sizeof(*c->slots)))) {
+        blksum_ichan_free(ic);
+        snprintf(err, errlen, "nbd: out of memory for %u slots", qdepth);
         return -ENOMEM;
     }
-    c->n = n;
-    c->qdepth = qdepth;
-    c->iosize = iosize;
     for (uint32_t i = 0; i < qdepth; i++)
         c->slots[i] = (struct nslot){c, i};
-    *out = &c->base;
+    *out = &ic->base;
     return 0;
 }
 
 static void nchan_close(struct perf_chan *ch)
 {
     struct nchan *c = (struct nchan *)ch;
+    struct nbd_src *n = c->ic.reader;
     /* the engine drains its reads first; anything left would complete into freed memory */
-    while (c->inflight && nbd_poll(c->n->h, -1) >= 0)
+    while (c->inflight && nbd_poll(n->h, -1) >= 0)
         ;
-    free(c->bufs);
-    free(c->cpl);
     free(c->slots);
-    free(c);
-}
-
-static void *nchan_buf(struct perf_chan *ch, uint32_t slot)
-{
-    struct nchan *c = (struct nchan *)ch;
-    return c->bufs + (size_t)slot * c->iosize;
+    blksum_ichan_free(&c->ic);
 }
 
 static int nchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
 {
     struct nchan *c = (struct nchan *)ch;
+    struct nbd_src *n = c->ic.reader;
     if (write)
         return -EROFS;
-    if (c->inflight + c->count >= c->qdepth)
+    if (c->inflight + c->ic.count >= c->ic.qdepth)
         return -EBUSY;
-    if (nlb > c->iosize || slba > c->n->size || nlb > c->n->size - slba)
+    if (nlb > c->ic.iosize || slba > n->size || nlb > n->size - slba)
         return -EINVAL;
     nbd_completion_callback cb = {.callback = read_done, .user_data = &c->slots[slot]};
     c->inflight++;
-    if (nbd_aio_pread(c->n->h, nchan_buf(ch, slot), nlb, slba, cb, 0) < 0) {
+    if (nbd_aio_pread(n->h, blksum_ichan_buf(ch, slot), nlb, slba, cb, 0) < 0) {
         c->inflight--;
         return nbd_errno();
     }
@@ -289,8 +274,9 @@ static int nchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t
 static int nchan_kick(struct perf_chan *ch, uint32_t wait_min)
 {
     struct nchan *c = (struct nchan *)ch;
-    while (wait_min && !c->count && c->inflight)
-        if (nbd_poll(c->n->h, -1) < 0)
+    struct nbd_src *n = c->ic.reader;
+    while (wait_min && !c->ic.count && c->inflight)
+        if (nbd_poll(n->h, -1) < 0)
             return nbd_errno();
     return 0;
 }
@@ -298,30 +284,16 @@ static int nchan_kick(struct perf_chan *ch, uint32_t wait_min)
 static int nchan_reap(struct perf_chan *ch, uint32_t max)
 {
     struct nchan *c = (struct nchan *)ch;
-    int n = 0;
-    if (!c->count && c->inflight && nbd_poll(c->n->h, 0) < 0)
+    struct nbd_src *n = c->ic.reader;
+    if (!c->ic.count && c->inflight && nbd_poll(n->h, 0) < 0)
         return nbd_errno();
-    while (c->count && (uint32_t)n < max) {
-        uint32_t slot = c->cpl[c->head].slot;
-        int st = c->cpl[c->head].status;
-        c->head = (c->head + 1) % c->qdepth;
-        c->count--;
-        n++;
-        ch->done(ch, slot, st);
-    }
-    return n;
+    return blksum_ichan_reap(ch, max);
 }
 
-/* After the connection closed: qemu-nbd ends by itself; SIGKILL it if it does not in time. */
-static void reap_server(pid_t pid)
+/* After the connection closed: a read-only qemu-nbd has nothing to flush, so it is killed at once
+ * rather than waited for (it would notice the close a scheduler round later). */
+static void stop_server(pid_t pid)
 {
-    struct timespec step = {0, NBD_WAIT_STEP_NS};
-    for (long waited = 0; waited < NBD_SERVER_EXIT_MS * 1000000L; waited += NBD_WAIT_STEP_NS) {
-        pid_t r = waitpid(pid, NULL, WNOHANG);
-        if (r == pid || (r < 0 && errno != EINTR))
-            return;
-        nanosleep(&step, NULL);
-    }
     kill(pid, SIGKILL);
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
@@ -337,27 +309,24 @@ static void nbd_destroy(void *ctx)
         nbd_close(n->h);
     }
     if (n->server > 0)
-        reap_server(n->server);
+        stop_server(n->server);
     free(n->ext);
     free(n);
-}
-
-static int nbd_write_sync(void *ctx, uint32_t dev, uint64_t slba, const void *buf, size_t len)
-{
-    (void)ctx, (void)dev, (void)slba, (void)buf, (void)len;
-    return -EROFS;
 }
 
 static const struct perf_backend_ops nbd_ops = {
     .chan_open = nchan_open,
     .chan_close = nchan_close,
-    .chan_buf = nchan_buf,
+    .chan_buf = blksum_ichan_buf,
     .submit = nchan_submit,
     .kick = nchan_kick,
     .reap = nchan_reap,
     .destroy = nbd_destroy,
-    .write_sync = nbd_write_sync,
+    .write_sync = blksum_image_write_sync,
 };
+
+static const struct blksum_image_reader nbd_reader = {
+    .ops = &nbd_ops, .kind = "nbd", .max_qdepth = NBD_MAX_QDEPTH, .flags = PERF_TGT_BLOCKING, .map = nbd_map};
 
 /* ---------------------------------------------------------------- connecting */
 
@@ -371,12 +340,10 @@ bool blksum_have_nbd(const char **why)
 /* The connected handle h becomes src's target. */
 static int finish_open(struct blksum_source *src, struct nbd_src *n, const char *name, char *err, size_t errlen)
 {
-    struct perf_target *t = calloc(1, sizeof(*t));
     int64_t size = nbd_get_size(n->h);
-    if (!t || size < 0) {
-        int rc = t ? nbd_errno() : -ENOMEM;
-        snprintf(err, errlen, "%s: %s", name, t ? nbd_get_error() : "out of memory");
-        free(t);
+    if (size < 0) {
+        int rc = nbd_errno();
+        snprintf(err, errlen, "%s: %s", name, nbd_get_error());
         nbd_destroy(n);
         return rc;
     }
@@ -384,22 +351,12 @@ static int finish_open(struct blksum_source *src, struct nbd_src *n, const char 
     n->size = (uint64_t)size;
     n->max_bytes = maxb > 0 && maxb < BLKSUM_MAX_READ_SIZE ? (uint32_t)maxb : NBD_DEFAULT_MAX_BYTES;
     n->have_map = nbd_can_meta_context(n->h, LIBNBD_CONTEXT_BASE_ALLOCATION) > 0;
-    t->ops = &nbd_ops;
-    t->ctx = n;
-    t->ndevs = 1;
-    t->flags = PERF_TGT_BLOCKING;
-    snprintf(t->backend, sizeof(t->backend), "nbd");
-    t->dev[0] = (struct perf_dev_info){
-        .lba_size = 1, .nlbas = n->size, .max_qdepth = NBD_MAX_QDEPTH, .max_io_bytes = n->max_bytes};
-    src->target = t;
-    src->dev = 0;
-    src->kind = "nbd";
-    src->seekable = true;
-    src->sparse = true;
-    src->size = n->size;
-    src->map = nbd_map;
-    src->map_ctx = n;
-    return 0;
+    int rc = blksum_image_attach(src, &nbd_reader, n, n->size, n->max_bytes);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        nbd_destroy(n);
+    }
+    return rc;
 }
 
 static struct nbd_src *new_handle(char *err, size_t errlen)
@@ -407,6 +364,9 @@ static struct nbd_src *new_handle(char *err, size_t errlen)
     struct nbd_src *n = calloc(1, sizeof(*n));
     if (n)
         n->h = nbd_create();
+    /* the buffers are read into whole (a short read is an error): no need to zero them first */
+    if (n && n->h && nbd_lib.nbd_set_pread_initialize)
+        nbd_lib.nbd_set_pread_initialize(n->h, false);
     if (!n || !n->h || nbd_add_meta_context(n->h, LIBNBD_CONTEXT_BASE_ALLOCATION) < 0) {
         snprintf(err, errlen, "nbd: %s", n && n->h ? nbd_get_error() : "cannot create a libnbd handle");
         if (n && n->h)
@@ -471,18 +431,14 @@ static void exec_server(int sock, const char *prog, char *const argv[], char **e
 
 extern char **environ;
 
-int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
+/* qemu-nbd (prog) serving path with the given aio mode, connected to n->h. */
+static int serve_once(struct nbd_src *n, const char *prog, const char *path, const char *format, const char *aio,
+                      char *err, size_t errlen)
 {
-    char prog[4096], dir[] = "/tmp/nvmelab-blksum-XXXXXX", fmtarg[64];
+    char dir[] = "/tmp/nvmelab-blksum-XXXXXX", fmtarg[64], aioarg[32];
     char pidvar[sizeof("LISTEN_PID=") + NBD_PID_DIGITS] = "LISTEN_PID=";
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    int rc = nbd_lib_ready(path, err, errlen), sock = -1;
-    if (rc < 0)
-        return rc;
-    if (find_program("qemu-nbd", prog, sizeof(prog)) < 0) {
-        snprintf(err, errlen, "%s: qemu-nbd not found on PATH (install qemu-utils), needed to serve the image", path);
-        return -ENOENT;
-    }
+    int rc = 0, sock = -1;
     if (!mkdtemp(dir)) {
         rc = -errno;
         snprintf(err, errlen, "nbd: cannot create a private directory under /tmp: %s", strerror(-rc));
@@ -493,9 +449,9 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
     while (environ[nenv])
         nenv++;
     char **envp = calloc(nenv + 3, sizeof(*envp));
-    struct nbd_src *n = envp ? new_handle(err, errlen) : NULL;
-    if (!n) {
+    if (!envp) {
         rc = -ENOMEM;
+        snprintf(err, errlen, "nbd: out of memory");
         goto out;
     }
     size_t k = 0;
@@ -505,7 +461,9 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
         if (strncmp(environ[i], "LISTEN_PID=", 11) && strncmp(environ[i], "LISTEN_FDS=", 11))
             envp[k++] = environ[i];
     snprintf(fmtarg, sizeof(fmtarg), "--format=%s", format);
-    char *const argv[] = {"qemu-nbd", "--read-only", "--shared=1", "--cache=writeback", fmtarg, (char *)path, NULL};
+    snprintf(aioarg, sizeof(aioarg), "--aio=%s", aio);
+    char *const argv[] = {"qemu-nbd", "--read-only", "--shared=1", "--cache=writeback",
+                          aioarg,     fmtarg,        (char *)path, NULL};
     sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (sock < 0 || bind(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(sock, 1) < 0) {
         rc = -errno;
@@ -538,7 +496,6 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
         } else {
             snprintf(err, errlen, "%s: connecting to qemu-nbd failed", path);
         }
-        goto out;
     }
 out:
     if (sock >= 0)
@@ -546,6 +503,26 @@ out:
     unlink(addr.sun_path);
     rmdir(dir);
     free(envp);
+    return rc;
+}
+
+int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
+{
+    char prog[4096];
+    int rc = nbd_lib_ready(path, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (find_program("qemu-nbd", prog, sizeof(prog)) < 0) {
+        snprintf(err, errlen, "%s: qemu-nbd not found on PATH (install qemu-utils), needed to serve the image", path);
+        return -ENOENT;
+    }
+    /* aio=threads, qemu-nbd's default: qemu 7.2's io_uring path hangs on a read past the end of a
+     * truncated image (a corrupt qcow2), so io_uring is the user's choice only */
+    const char *aio = getenv("NVMELAB_BLKSUM_QEMU_AIO");
+    struct nbd_src *n = new_handle(err, errlen);
+    if (!n)
+        return -ENOMEM;
+    rc = serve_once(n, prog, path, format, aio && *aio ? aio : "threads", err, errlen);
     if (rc < 0) {
         nbd_destroy(n);
         return rc;

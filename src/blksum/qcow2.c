@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blksum/blksum_internal.h"
 #include "blksum/image.h"
 
 /* Header fields (byte offsets) */
@@ -58,18 +59,6 @@ struct qcow2 {
     unsigned cluster_bits;
     uint64_t cluster_size, nclusters;
     uint64_t *cl; /* nclusters entries */
-};
-
-struct qchan {
-    struct perf_chan base;
-    struct qcow2 *q;
-    uint32_t qdepth, iosize;
-    unsigned char *bufs;
-    struct {
-        uint32_t slot;
-        int status;
-    } *cpl;
-    uint32_t head, count;
 };
 
 static uint64_t be64(const unsigned char *p)
@@ -304,56 +293,31 @@ static int qcow2_read(struct qcow2 *q, unsigned char *buf, uint64_t off, uint64_
 static int qchan_open(void *ctx, uint32_t dev, uint32_t qdepth, uint32_t iosize, struct perf_chan **out, char *err,
                       size_t errlen)
 {
-    struct qchan *c = calloc(1, sizeof(*c));
-    if (dev != 0 || qdepth == 0 || qdepth > QCOW2_MAX_QDEPTH || iosize == 0) {
-        free(c);
-        snprintf(err, errlen, "qcow2: bad channel (dev %u, qdepth %u, iosize %u)", dev, qdepth, iosize);
-        return -EINVAL;
-    }
-    if (!c || posix_memalign((void **)&c->bufs, BLKSUM_BLOCK_SIZE, (size_t)qdepth * iosize) ||
-        !(c->cpl = calloc(qdepth, sizeof(*c->cpl)))) {
-        if (c)
-            free(c->bufs);
-        free(c);
-        snprintf(err, errlen, "qcow2: out of memory for %u buffers of %u bytes", qdepth, iosize);
-        return -ENOMEM;
-    }
-    c->q = ctx;
-    c->qdepth = qdepth;
-    c->iosize = iosize;
-    *out = &c->base;
-    return 0;
+    struct blksum_ichan *c;
+    int rc = blksum_ichan_new(sizeof(*c), ctx, dev, qdepth, iosize, BLKSUM_MAX_READ_SIZE, "qcow2", &c, err, errlen);
+    if (rc == 0)
+        *out = &c->base;
+    return rc;
 }
 
 static void qchan_close(struct perf_chan *ch)
 {
-    struct qchan *c = (struct qchan *)ch;
-    free(c->bufs);
-    free(c->cpl);
-    free(c);
+    blksum_ichan_free((struct blksum_ichan *)ch);
 }
 
-static void *qchan_buf(struct perf_chan *ch, uint32_t slot)
-{
-    struct qchan *c = (struct qchan *)ch;
-    return c->bufs + (size_t)slot * c->iosize;
-}
-
+/* A psync-kind backend: the read happens here, its completion is reaped at once. */
 static int qchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb)
 {
-    struct qchan *c = (struct qchan *)ch;
+    struct blksum_ichan *c = (struct blksum_ichan *)ch;
+    struct qcow2 *q = c->reader;
     if (write)
         return -EROFS;
     if (c->count == c->qdepth)
         return -EBUSY;
-    int st = 0;
-    if (nlb > c->iosize || slba > c->q->size || nlb > c->q->size - slba)
-        st = -EINVAL;
-    else
-        st = qcow2_read(c->q, qchan_buf(ch, slot), slba, nlb);
-    c->cpl[(c->head + c->count) % c->qdepth].slot = slot;
-    c->cpl[(c->head + c->count) % c->qdepth].status = st;
-    c->count++;
+    int st = -EINVAL;
+    if (nlb <= c->iosize && slba <= q->size && nlb <= q->size - slba)
+        st = qcow2_read(q, blksum_ichan_buf(ch, slot), slba, nlb);
+    blksum_ichan_complete(c, slot, st);
     return 0;
 }
 
@@ -364,21 +328,6 @@ static int qchan_kick(struct perf_chan *ch, uint32_t wait_min)
     return 0;
 }
 
-static int qchan_reap(struct perf_chan *ch, uint32_t max)
-{
-    struct qchan *c = (struct qchan *)ch;
-    int n = 0;
-    while (c->count && (uint32_t)n < max) {
-        uint32_t slot = c->cpl[c->head].slot;
-        int st = c->cpl[c->head].status;
-        c->head = (c->head + 1) % c->qdepth;
-        c->count--;
-        n++;
-        ch->done(ch, slot, st);
-    }
-    return n;
-}
-
 static void qcow2_destroy(void *ctx)
 {
     struct qcow2 *q = ctx;
@@ -387,31 +336,30 @@ static void qcow2_destroy(void *ctx)
     free(q);
 }
 
-static int qcow2_write_sync(void *ctx, uint32_t dev, uint64_t slba, const void *buf, size_t len)
-{
-    (void)ctx, (void)dev, (void)slba, (void)buf, (void)len;
-    return -EROFS;
-}
-
 static const struct perf_backend_ops qcow2_ops = {
     .chan_open = qchan_open,
     .chan_close = qchan_close,
-    .chan_buf = qchan_buf,
+    .chan_buf = blksum_ichan_buf,
     .submit = qchan_submit,
     .kick = qchan_kick,
-    .reap = qchan_reap,
+    .reap = blksum_ichan_reap,
     .destroy = qcow2_destroy,
-    .write_sync = qcow2_write_sync,
+    .write_sync = blksum_image_write_sync,
 };
+
+static const struct blksum_image_reader qcow2_reader = {.ops = &qcow2_ops,
+                                                        .kind = "qcow2",
+                                                        .max_qdepth = QCOW2_MAX_QDEPTH,
+                                                        .flags = PERF_TGT_BLOCKING | PERF_TGT_SYNC,
+                                                        .map = qcow2_map};
 
 int blksum_qcow2_open(struct blksum_source *src, int fd, const char *name, char *err, size_t errlen)
 {
     unsigned char h[QH_V3_MIN_LENGTH] = {0};
     struct stat st;
     struct qcow2 *q = calloc(1, sizeof(*q));
-    struct perf_target *t = calloc(1, sizeof(*t));
     int rc = 0;
-    if (!q || !t) {
+    if (!q) {
         snprintf(err, errlen, "%s: out of memory", name);
         rc = -ENOMEM;
         goto fail;
@@ -434,24 +382,11 @@ int blksum_qcow2_open(struct blksum_source *src, int fd, const char *name, char 
         rc = load_tables(q, h, name, err, errlen);
     if (rc < 0)
         goto fail;
-    t->ops = &qcow2_ops;
-    t->ctx = q;
-    t->ndevs = 1;
-    t->flags = PERF_TGT_BLOCKING | PERF_TGT_SYNC;
-    snprintf(t->backend, sizeof(t->backend), "qcow2");
-    t->dev[0] = (struct perf_dev_info){
-        .lba_size = 1, .nlbas = q->size, .max_qdepth = QCOW2_MAX_QDEPTH, .max_io_bytes = BLKSUM_MAX_READ_SIZE};
-    src->target = t;
-    src->dev = 0;
-    src->kind = "qcow2";
-    src->seekable = true;
-    src->sparse = true;
-    src->size = q->size;
-    src->map = qcow2_map;
-    src->map_ctx = q;
-    return 0;
+    rc = blksum_image_attach(src, &qcow2_reader, q, q->size, BLKSUM_MAX_READ_SIZE);
+    if (rc == 0)
+        return 0;
+    snprintf(err, errlen, "%s: out of memory", name);
 fail:
     qcow2_destroy(q);
-    free(t);
     return rc;
 }

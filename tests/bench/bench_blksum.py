@@ -2,15 +2,24 @@
 """Benchmark: nvmelab-blksum side by side with the original blkhash `blksum`, every seed configuration.
 
 Configurations (seed 002's): dense and sparse images x null and sha256 x threads 1 and 2 x queue depths
-(NVMELAB_BENCH_BLKSUM_QDS, default 1,4,16,32) x file and NBD modes, plus each tool's defaults (no -t, no
---queue-depth). In file mode nvmelab reads the raw file, the original its pread build (or its NBD build
-when only that one exists, said in the result); in NBD mode each tool serves the image with a qemu-nbd it
-starts itself (`nvmelab-blksum --mode nbd`, the original's NBD build). Both are timed as whole processes
-(start included), in interleaved rounds (A B, then B A), the image in the page cache; digests must agree.
-Per configuration: every round's wall time, the medians, the ratio ours/original, and whether the goal
-is met (<= 1.0 everywhere, <= 0.67 at the defaults) or by how much it is missed. Also start-up (a 64 KiB
-file, median of 15 interleaved runs) and peak memory (/usr/bin/time's maximum resident set size) at the
-same threads and queue depth.
+(NVMELAB_BENCH_BLKSUM_QDS, default the seed's 1,2,4,8,16,32) x file and NBD modes, plus each tool's
+defaults (no -t, no --queue-depth). Every command line carries -c, as the seed's do: the original then
+reads through the page cache in NBD mode too (without it, its qemu-nbd reads with O_DIRECT and the
+comparison measures the disk; nvmelab-blksum always reads through the page cache and accepts -c). In file
+mode nvmelab reads the raw file, the original its pread build (or its NBD build when only that one
+exists, said in the result); in NBD mode each tool serves the image with a qemu-nbd it starts itself
+(`nvmelab-blksum --mode nbd`, the original's NBD build). Both are timed as whole processes (start
+included), in interleaved rounds (A B, then B A), the image in the page cache; digests must agree.
+Per configuration: every round's wall time, CPU time (user + system, the qemu-nbd a run starts
+included) and voluntary context switches, the medians, the ratio ours/original of the wall-time
+medians (and of the CPU medians), and whether the goal is met (<= 1.0 everywhere, <= 0.67 at the
+defaults) or by how much it is missed. Also start-up (a 64 KiB file, median of 15 interleaved runs) and
+peak memory (/usr/bin/time's maximum resident set size) at the same threads and queue depth.
+
+The host: the rest of the host's CPU use (all CPU time less this benchmark's own children) is measured
+over the whole run and written to the result ("host"); above the study runner's quiet limit the result
+says that its wall-time ratios are no verdict on the goals ("quiet": false). Make it on a quiet host:
+`make bench BENCH=blksum`.
 
 The original: BLKSUM_ORIGINAL (an NBD build, or any blksum) and BLKSUM_ORIGINAL_PREAD (a -Dnbd=disabled
 build), else build/original/{nbd,pread}/bin/blksum, else built there from BLKHASH_SRC (a blkhash source
@@ -25,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,12 +49,13 @@ ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 DEFAULT_MIB = 256
 DEFAULT_ROUNDS = 3
-DEFAULT_QDS = (1, 4, 16, 32)
+DEFAULT_QDS = (1, 2, 4, 8, 16, 32)
 THREADS = (1, 2)
 DIGESTS = ("null", "sha256")
 GOAL_ALL = 1.0
 GOAL_DEFAULTS = 0.67
 STARTUP_RUNS = 15
+HOST_WATCH_S = 2.0  # seconds the host is watched before the benchmark starts
 HOW_TO = (
     "set BLKSUM_ORIGINAL=/path/to/blksum (and BLKSUM_ORIGINAL_PREAD for a -Dnbd=disabled build), or "
     "BLKHASH_SRC=/path/to/blkhash (git clone https://gitlab.com/nirs/blkhash) to build both into build/original"
@@ -73,15 +84,21 @@ def find_originals() -> dict[str, Any]:
     return {"nbd": nbd, "pread": pread, "how": how if (nbd or pread) else "absent: " + HOW_TO}
 
 
-def _run(argv: list[str]) -> tuple[float, str]:
-    """Wall seconds and stdout of one run."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = p.communicate()
-    dt = time.perf_counter() - t0
+def _run(argv: list[str]) -> tuple[float, str, float, int]:
+    """Wall seconds, stdout, CPU seconds (user + system of the process and the children it reaped, e.g.
+    its qemu-nbd) and voluntary context switches of one run."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, msg = out.read().decode().strip(), err.read().decode(errors="replace").strip()
     if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({p.returncode}): {err.decode(errors='replace').strip()[:300]}")
-    return dt, out.decode().strip()
+        raise RuntimeError(f"{' '.join(argv)} failed ({p.returncode}): {msg[:300]}")
+    return dt, text, ru.ru_utime + ru.ru_stime, ru.ru_nvcsw
 
 
 def _peak_rss_kib(argv: list[str]) -> int | None:
@@ -97,7 +114,7 @@ def _peak_rss_kib(argv: list[str]) -> int | None:
 
 
 def _args(digest: str, threads: int | None, qd: int | None) -> list[str]:
-    a = ["-d", digest]
+    a = ["-c", "-d", digest]
     if threads is not None:
         a += ["-t", str(threads)]
     if qd is not None:
@@ -112,6 +129,7 @@ def _judge(ratio: float, defaults: bool) -> dict[str, Any]:
 
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
     from nvmelab.engines import blksum
+    from nvmelab.host import cpus
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -136,6 +154,8 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         "configs": [],
         "notes": [],
     }
+    before_pct = cpus.host_busy(HOST_WATCH_S)
+    host0, own0, t0 = cpus.host_cpu_times(), _children_cpu_s(), time.monotonic()
     if not (orig["nbd"] or orig["pread"]):
         result["notes"].append("the original blksum is not available: only nvmelab is measured; " + HOW_TO)
     if not nbd_ok:
@@ -164,7 +184,15 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
                             dict(mode=mode, image=image, digest=digest, threads=t, queue_depth=q, their=their)
                         )
         for c in configs:
-            c["ours_s"], c["original_s"] = [], []
+            for who in ("ours", "original"):
+                c[f"{who}_s"], c[f"{who}_cpu_s"], c[f"{who}_csw"] = [], [], []
+        log.info(
+            "bench blksum: %d configurations x %d rounds, images of %d MiB (%s)",
+            len(configs),
+            rounds,
+            size // MIB,
+            "ours and the original" if file_orig or orig["nbd"] else "ours only",
+        )
         for r in range(rounds):
             for c in configs:
                 a = _args(c["digest"], c["threads"], c["queue_depth"])
@@ -176,17 +204,24 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
                     pair.reverse()
                 outs = {}
                 for who, argv in pair:
-                    dt, out = _run(argv)
+                    dt, out, cpu, csw = _run(argv)
                     c[f"{who}_s"].append(dt)
+                    c[f"{who}_cpu_s"].append(cpu)
+                    c[f"{who}_csw"].append(csw)
                     outs[who] = out.split()[0] if out.split()[1:] else ""
                 if len(set(outs.values())) != 1:
                     raise RuntimeError(f"digests differ in {c['mode']} {c['image']} {c['digest']}: {outs}")
             log.info("bench blksum: round %d/%d done", r + 1, rounds)
         for c in configs:
-            c["ours_median_s"] = statistics.median(c["ours_s"])
+            for who in ("ours", "original"):
+                if c[f"{who}_s"]:
+                    c[f"{who}_median_s"] = statistics.median(c[f"{who}_s"])
+                    c[f"{who}_cpu_median_s"] = statistics.median(c[f"{who}_cpu_s"])
+                    c[f"{who}_csw_median"] = statistics.median(c[f"{who}_csw"])
             if c["original_s"]:
-                c["original_median_s"] = statistics.median(c["original_s"])
                 c["ratio"] = c["ours_median_s"] / c["original_median_s"]
+                c["cpu_ratio"] = c["ours_cpu_median_s"] / c["original_cpu_median_s"]
+                c["paired_ratios"] = [a / b for a, b in zip(c["ours_s"], c["original_s"])]
                 c.update(_judge(c["ratio"], c["threads"] is None))
             c["defaults"] = c["threads"] is None
             c["original"] = c.pop("their")
@@ -195,18 +230,73 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         from .blksum_profile import profile
 
         # where the CPU time goes (perf), also kept on its own for the chapter's methods section
-        result["profile"] = profile(ours, imgs["dense"], nbd_ok, imgs["sparse"])
-        (outdir / "blksum_profile.json").write_text(json.dumps(result["profile"], indent=2) + "\n")
+        result["profile"] = profile(ours, imgs["dense"], nbd_ok, imgs["sparse"], orig["nbd"])
+    result["host"] = _host_report(before_pct, host0, own0, t0)
+    result["quiet"] = result["host"]["quiet"]
+    # the profile on its own, for the chapter's methods section, with the host it was measured on
+    profile_json = {**result["profile"], "host_load": result["host"]}
+    (outdir / "blksum_profile.json").write_text(json.dumps(profile_json, indent=2) + "\n")
+    if not result["quiet"]:
+        result["notes"].append(
+            "MEASURED ON A BUSY HOST (see host): the wall-time ratios and their met/missed are no verdict on "
+            "the goals; CPU times and context switches are less affected. Run `make bench BENCH=blksum` on a "
+            "quiet host."
+        )
     judged = [c for c in result["configs"] if "ratio" in c]
     result["summary"] = {
         "configs": len(result["configs"]),
         "judged": len(judged),
         "met": sum(c["met"] for c in judged),
         "worst": max(judged, key=lambda c: c["ratio"] / c["goal"], default=None),
+        "by_mode": {
+            m: {
+                "judged": len(js),
+                "met": sum(c["met"] for c in js),
+                "ratio_min": min(c["ratio"] for c in js),
+                "ratio_max": max(c["ratio"] for c in js),
+                "missed": [_label(c) + f": {c['ratio']:.2f}x, goal {c['goal']}" for c in js if not c["met"]],
+            }
+            for m in ("file", "nbd")
+            if (js := [c for c in judged if c["mode"] == m])
+        },
     }
     (outdir / "blksum.json").write_text(json.dumps(result, indent=2, default=str))
     log.info("bench blksum: %d of %d judged configurations meet the goal", result["summary"]["met"], len(judged))
     return result
+
+
+def _label(c: dict[str, Any]) -> str:
+    if c["threads"] is None:
+        return f"{c['mode']} {c['image']} {c['digest']} defaults"
+    return f"{c['mode']} {c['image']} {c['digest']} -t {c['threads']} --queue-depth {c['queue_depth']}"
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _host_report(before_pct: float | None, host0: Any, own0: float, t0: float) -> dict[str, Any]:
+    """What the rest of the host used while the benchmark ran: the whole host's CPU use less this
+    benchmark's own (its reaped children: the tools, their qemu-nbd, perf), in percent of one CPU; quiet
+    when at most the study runner's limit, both before (a short watch) and during."""
+    from nvmelab.host import cpus
+    from nvmelab.studies.runner import QUIET_MAX_PERCENT
+
+    wall = time.monotonic() - t0
+    whole = cpus.host_usage(host0, cpus.host_cpu_times())
+    own = 100.0 * (_children_cpu_s() - own0) / wall if wall > 0 else None
+    rest = None if whole is None or own is None else round(max(whole - own, 0.0), 1)
+    quiet = all(v is None or v <= QUIET_MAX_PERCENT for v in (before_pct, rest))
+    return {
+        "before_pct": before_pct,
+        "rest_pct": rest,
+        "whole_pct": whole,
+        "own_pct": None if own is None else round(own, 1),
+        "limit_pct": QUIET_MAX_PERCENT,
+        "quiet": quiet,
+        "loadavg": os.getloadavg(),
+    }
 
 
 def _startup(ours: str, theirs: str | None, small: Path) -> dict[str, Any]:
@@ -214,7 +304,7 @@ def _startup(ours: str, theirs: str | None, small: Path) -> dict[str, Any]:
     for i in range(STARTUP_RUNS):
         pair = [("ours", ours)] + ([("original", theirs)] if theirs else [])
         for who, exe in pair if i % 2 == 0 else reversed(pair):
-            out[f"{who}_s"].append(_run([exe, str(small)])[0])
+            out[f"{who}_s"].append(_run([exe, "-c", str(small)])[0])
     out["ours_median_s"] = statistics.median(out["ours_s"])
     if theirs:
         out["original_median_s"] = statistics.median(out["original_s"])

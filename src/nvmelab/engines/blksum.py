@@ -746,3 +746,34 @@ def load_profile(path: str | os.PathLike):
                 }
             )
     return pd.DataFrame(rows)
+
+
+#: The tools of the profile's side-by-side NBD runs, in the order the chapter shows them.
+NBD_PROFILE_TOOLS = {"ours_before": "nvmelab, before", "ours": "nvmelab, now", "original": "original"}
+
+
+def load_nbd_paths(path: str | os.PathLike):
+    """The profile's side-by-side NBD runs (nvmelab before and after the NBD path was optimised, and the
+    original), one row per tool and configuration: medians of wall and CPU seconds (the tool and its
+    qemu-nbd) and voluntary context switches, the client's share of the CPU samples, and the share of each
+    part of the work (empty when the profile has none); then the profile's host load (the rest of the
+    host's CPU use while it was measured, with the quiet verdict) and its "before" build (revision, how
+    it was built), each None where not recorded."""
+    import json
+
+    import pandas as pd
+
+    prof = json.loads(Path(path).read_text())
+    rows = []
+    for r in prof.get("nbd_paths", []):
+        row = {
+            "tool": NBD_PROFILE_TOOLS.get(r["tool"], r["tool"]),
+            "config": f"{r['digest']} -t {r['threads']} Q{r['queue_depth']}",
+            "wall_s": r["wall_s_median"],
+            "cpu_s": r["cpu_s_median"],
+            "csw": r["csw_median"],
+            "client_pct": r["client_pct"],
+        }
+        row.update({f"pct:{k}": float(v) for k, v in r["shares_pct"].items()})
+        rows.append(row)
+    return pd.DataFrame(rows), prof.get("host_load"), prof.get("before")
