@@ -30,6 +30,15 @@
  * latency sampling entirely. On targets with PERF_TGT_FREEL (the NVMe driver) the
  * engine submits whole batches (submit_many) and accounts for completions per reap.
  *
+ * Per-I/O time breakdown (issue 24; perf_result.bd): every latency-sampled command also carries the stamps
+ * t0 (queued: the latency's start), t1 (the backend's submit returned: SQE written / io_uring SQE filled),
+ * t2 (the kick that made it visible returned: doorbell / io_uring_enter), t3p (start of the last reap of
+ * its channel that did not see it; t2 when the first one did), t3 (start of the reap that saw it) and t4
+ * (its completion delivered: the latency's end), all CLOCK_MONOTONIC; per phase (submit t1-t0, doorbell
+ * t2-t1, device t3p-t2, poll t3-t3p, release t4-t3) one histogram. Stamps shared by a batch take one clock
+ * read per batch (t1, t2) or per reap (t3). On an inline emulator (emu://, mode=inline) the device runs
+ * inside the doorbell write, so its time lands in "doorbell", not in "device".
+ *
  * Verify: every LBA written carries a 16-byte stamp (struct perf_stamp) at its
  * start; reads check it. A read of an LBA never written fails the check, so fill
  * the range first (perf_fill) before a verified read run.
@@ -62,6 +71,16 @@ extern "C" {
 #define PERF_PERCENT          100u        /* rwmix is a percentage of reads */
 #define PERF_LAT_SAMPLE_EVERY 16u         /* latency: at most one command in this many is timed, on average */
 #define PERF_LAT_SAMPLE_QD    8u          /* ... and one in qdepth / this many, so shallow queues time every one */
+
+/* The phases of the per-I/O breakdown (see above), in the order of perf_result.bd. */
+enum perf_bd_phase {
+    PERF_BD_SUBMIT = 0, /* t1 - t0 */
+    PERF_BD_DOORBELL,   /* t2 - t1 */
+    PERF_BD_DEVICE,     /* t3p - t2 */
+    PERF_BD_POLL,       /* t3 - t3p */
+    PERF_BD_RELEASE,    /* t4 - t3 */
+    PERF_BD_NPHASES,
+};
 
 enum perf_pattern {
     PERF_PAT_READ = 0,
@@ -132,6 +151,7 @@ struct perf_result {
     int first_err;             /* first command error: <0 errno, >0 NVMe status, 0 none */
     int interrupted;           /* the stop flag ended the run */
     uint32_t lat_sample_every; /* latency: one command in this many was timed, on average (0: not sampled) */
+    struct stats_hist bd[PERF_BD_NPHASES]; /* per-I/O breakdown of the timed commands, ns per phase */
 };
 
 /* Latency sampling period at a queue depth (see above). */
