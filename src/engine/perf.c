@@ -82,7 +82,8 @@ static __attribute__((noinline)) void eng_done_slow(struct eng_chan *c, struct w
                 w->now_valid = 1;
             }
             stats_hist_add(w->hist, w->now_cache - s->t_sub);
-            perf_bd_record(w, c, s, w->now_cache);
+            if (s->t2) /* stamped for the breakdown */
+                perf_bd_record(w, c, s, w->now_cache);
         }
         s->t_sub = 0;
         c->lat_pending--;
@@ -161,7 +162,7 @@ static int refill(struct worker *w, struct eng_chan *c)
             c->lat_left = lat_gap(&w->rng, perf_lat_sample_every(c->qdepth));
             s->t_sub = now_ns();
             c->lat_pending++;
-            bd_queued(c, slot);
+            bd_timed(c, slot);
         }
         if (write && e->cfg.verify)
             stamp_write(e, ops->chan_buf(c->ch, slot), c->dev, s->slba, s->nlb, r->lba_size);
@@ -253,6 +254,7 @@ static int worker_setup(struct worker *w)
         c->verify = w->e->cfg.verify;
         c->slow_done = c->verify || w->lat;
         c->lat_left = 1; /* the first command is sampled, then one in perf_lat_sample_every(qdepth) on average */
+        c->bd_left = 1;  /* and stamped for the breakdown, then every perf_bd_of_timed(qdepth)-th timed one */
         /* the batch path: a backend that takes batches, one direction per run (a mix goes command by command) */
         c->fast = (e->t->flags & PERF_TGT_FREEL) && e->t->ops->submit_many && c->ch->cookie && !c->verify && !e->fill &&
                   e->cfg.pattern != PERF_PAT_RANDRW;
@@ -605,6 +607,7 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         res->window_s = wsum / nthr;
         res->proc_cpu_s = e->w[0].proc_stop - e->w[0].proc_start;
         res->lat_sample_every = cfg->lat && !fill ? perf_lat_sample_every(cfg->qdepth) : 0;
+        res->bd_sample_every = res->lat_sample_every * perf_bd_of_timed(cfg->qdepth);
         if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
             res->interrupted = 1;
             rc = -EINTR;

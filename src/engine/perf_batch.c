@@ -13,7 +13,7 @@
  * negative. A command stamped only in part (t1 or t2 missing) counts in the latency, not in the breakdown. */
 void perf_bd_record(struct worker *w, const struct eng_chan *c, const struct eng_slot *s, uint64_t t4)
 {
-    if (!s->t1 || !s->t2)
+    if (!s->t2 || !s->t1)
         return;
     const uint64_t t3 = c->t_poll, t3p = c->t_poll_prev > s->t2 ? c->t_poll_prev : s->t2;
     stats_hist_add_bucket(&w->bd[PERF_BD_SUBMIT], s->t1 - s->t_sub);
@@ -50,7 +50,8 @@ static void eng_done_sampled(struct eng_chan *c, struct worker *w, uint32_t slot
             w->now_valid = 1;
         }
         stats_hist_add(w->hist, w->now_cache - s->t_sub);
-        perf_bd_record(w, c, s, w->now_cache);
+        if (s->t2) /* stamped for the breakdown */
+            perf_bd_record(w, c, s, w->now_cache);
     }
     s->t_sub = 0;
     c->lat_pending--;
@@ -127,7 +128,7 @@ static __attribute__((noinline)) void mark_timed(struct eng_chan *c, uint64_t *r
         c->subs[k].arg = cookie[slot + qdepth];
         c->slots[slot].t_sub = t_batch;
         c->lat_pending++;
-        bd_queued(c, slot);
+        bd_timed(c, slot);
     }
     c->lat_left = k - n + 1u;
 }

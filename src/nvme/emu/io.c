@@ -142,6 +142,8 @@ struct rw_batch {
     bool data;
     const struct nvme_emu_set *set; /* the DMA windows (the emulator's IOMMU) */
     uintptr_t win_lo, win_hi;       /* the queue's last window hit (sq->win_lo/hi, written back) */
+    uint64_t nsid_last;             /* the last valid NSID seen (UINT64_MAX: none yet) and its namespace */
+    struct emu_ns *ns_last;
 };
 
 /* Not in the remembered window: look it up in the DMA map and remember it. */
@@ -177,9 +179,13 @@ static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const str
     if (EMU_UNLIKELY(st))
         return st;
     const uint32_t nsid = cmd->nsid;
-    if (EMU_UNLIKELY(nsid - 1u >= b->nns))
-        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
-    struct emu_ns *ns = &b->ns[nsid - 1u];
+    struct emu_ns *ns = b->ns_last; /* the namespace of the previous command, most often this one's */
+    if (EMU_UNLIKELY(nsid != b->nsid_last)) {
+        if (EMU_UNLIKELY(nsid - 1u >= b->nns))
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        ns = b->ns_last = &b->ns[nsid - 1u];
+        b->nsid_last = nsid;
+    }
     nvme_cr_rw(cmd->cdw10, cmd->cdw11, cmd->cdw12, &slba, &nlb);
     if (EMU_UNLIKELY((st = range_ok(ns, slba, nlb))))
         return st;
@@ -340,7 +346,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
     if (avail && sq->id && !sq->nheap && !cfg->model.timed && !cfg->ooo && cq->nsq == 1 &&
         !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
         /* fast path: execute and post in order */
-        uint64_t posted = 0, errors = 0;
+        uint64_t posted = 0, other_ok = 0; /* errors = posted - successes (rd + wr + other_ok, less a held one) */
         struct rw_batch b = {
             .ns = c->ns,
             .nns = c->cfg.nns,
@@ -350,6 +356,8 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             .set = c->set,
             .win_lo = sq->win_lo,
             .win_hi = sq->win_hi,
+            .nsid_last = UINT64_MAX, /* no NSID equals it */
+            .ns_last = NULL,
         };
         /* the CQ in locals (one SQ feeds it, nothing else posts meanwhile), written back below: the free
          * entries (one always stays empty) counted once, the SQ id and phase tag kept in the high CQE word */
@@ -380,6 +388,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             } else {
                 struct nvme_sqe copy = *cmd;
                 st = io_exec(c, &copy, &bytes);
+                other_ok += st == 0;
             }
             /* emu_cq_post on the local CQ state */
             if (EMU_LIKELY(croom)) {
@@ -393,13 +402,13 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
                     ctail = 0;
                     hi_base ^= (uint64_t)NVME_CQE_P << 48;
                 }
-                errors += st != 0;
             } else {
                 /* CQ full: hold this one, the rest of the batch takes the general path */
                 sq->cid_bits[cid >> 6] |= 1ull << (cid & 63);
                 struct emu_pend p = {.due = 0, .key = sq->seq++, .cid = cid, .status = st};
                 emu_heap_push(sq, &p);
                 held = 1;
+                other_ok -= st == 0; /* counted as a success above, not posted */
                 break;
             }
         }
@@ -410,7 +419,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
         cq->tail = ctail;
         cq->phase = (uint16_t)((hi_base >> 48) & NVME_CQE_P);
         emu_st_add(&sq->st->completed, posted);
-        emu_st_add(&sq->st->errors, errors);
+        emu_st_add(&sq->st->errors, posted - (rd + wr + other_ok));
         sq->head = head;
     }
     while (avail && sq->nheap < sq->size) {
