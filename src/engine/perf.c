@@ -389,7 +389,8 @@ static void *worker_main(void *arg)
                 rc = ops->kick(c->ch, 0);
                 bd_stamp_kicked(c);
             }
-            if (!rc)
+            /* the batch path kicks after every submit_many (and its targets never block): nothing left here */
+            if (!rc && !c->fast)
                 rc = ops->kick(c->ch, blocking && c->outstanding ? 1u : 0u);
             if (rc) {
                 snprintf(w->err, sizeof(w->err), "device %u: kick failed: %s", c->dev, strerror(-rc));
