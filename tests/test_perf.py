@@ -238,3 +238,15 @@ def test_provenance_fields():
     assert p["kernel"] and p["host"] and p["utc"].endswith("Z")
     assert "python" in p["packages"] and "nvmelab" in p["packages"]
     assert p["cpu_layout"]["logical"] >= 1
+
+
+@pytest.mark.parametrize("backend,qd", BACKENDS)
+def test_breakdown_on_the_kernel_paths(uri, backend, qd):
+    """Issue 24's per-I/O breakdown on psync and io_uring (submit = pread done / SQE filled, doorbell =
+    io_uring_enter): every timed command's phases, p50 <= p99."""
+    rec = perf.run(uri, rw="randread", iosize=4096, qdepth=qd, backend=backend, **SHORT)
+    bd = rec["breakdown"]
+    assert bd["sample_every"] == 32 and bd["samples"] == pytest.approx(rec["lat_ns"]["count"] / 32, abs=2)
+    assert bd["samples"] > 0
+    for p in ("submit_ns", "doorbell_ns", "device_ns", "poll_ns", "release_ns"):
+        assert 0 <= bd[p]["p50"] <= bd[p]["p99"], p

@@ -128,3 +128,35 @@ def test_ctrl_c_on_emu_drains_the_queues_and_returns_nothing(sigint):
         timer.cancel()
     assert time.monotonic() - t0 < 10
     assert perf.run(NULL, rw="randread", iosize=512, qdepth=8, **SHORT)["iops"] > 0
+
+
+@pytest.mark.parametrize("qd, every", [(1, 1), (32, 4), (256, 16)])
+def test_records_carry_the_latency_sampling_period(qd, every):
+    """lat_ns says one command in how many was timed (perf.h's period for the queue depth) and how many were."""
+    rec = perf.run(NULL, rw="randread", iosize=512, qdepth=qd, **SHORT)
+    assert rec["lat_ns"]["sample_every"] == every
+    # the first command of a channel is timed, then one in `every` on average: within a generous band
+    assert 0 < rec["lat_ns"]["count"] <= rec["ios"] + qd
+    assert rec["lat_ns"]["count"] == pytest.approx(rec["ios"] / every, rel=0.5)
+
+
+PHASES = ("submit_ns", "doorbell_ns", "device_ns", "poll_ns", "release_ns")
+
+
+def test_breakdown_on_the_timed_commands_and_off_without_latency():
+    """Issue 24's per-I/O breakdown on the CPU path: the timed commands' phases, each p50 <= p99, on a
+    profile with a device latency (pm1753 scaled): the device phase then holds most of the latency."""
+    rec = perf.run("emu://?profile=pm1753&scale=4", rw="randread", iosize=4096, qdepth=8, **SHORT)
+    bd = rec["breakdown"]
+    # every command timed at QD 8, every 32nd of them stamped (perf.h PERF_BD_SAMPLE_EVERY)
+    assert bd["clock"] == "clock_gettime" and rec["lat_ns"]["sample_every"] == 1 and bd["sample_every"] == 32
+    assert bd["samples"] == pytest.approx(rec["lat_ns"]["count"] / 32, abs=2) and bd["samples"] > 0
+    for p in PHASES:
+        assert 0 <= bd[p]["p50"] <= bd[p]["p99"], p
+    # the model's latency is spent between the doorbell and the poll that saw the completion
+    assert bd["device_ns"]["p50"] + bd["poll_ns"]["p50"] >= 0.5 * rec["lat_ns"]["p50"]
+    assert bd["device_ns"]["p50"] > max(bd["submit_ns"]["p50"], bd["release_ns"]["p50"])
+    off = perf.run(NULL, rw="randread", iosize=512, qdepth=8, lat=False, **SHORT)
+    assert off["lat_ns"] is None
+    assert off["breakdown"]["sample_every"] == 0 and off["breakdown"]["samples"] == 0
+    assert all(off["breakdown"][p] is None for p in PHASES)

@@ -50,6 +50,30 @@ struct Cfg {
     }
 };
 
+// The per-I/O breakdown in the record layout of issue 24 (perf.h): the phases' p50/p99 in ns, null where
+// nothing was stamped (sample_every 0: latency sampling off).
+py::dict breakdown_dict(const perf_result &r)
+{
+    static const char *const names[PERF_BD_NPHASES] = {"submit_ns", "doorbell_ns", "device_ns", "poll_ns",
+                                                       "release_ns"};
+    py::dict b;
+    const uint64_t n = r.bd[PERF_BD_SUBMIT].count;
+    b["sample_every"] = r.bd_sample_every;
+    b["samples"] = r.bd_sample_every ? n : 0;
+    b["clock"] = "clock_gettime";
+    for (uint32_t p = 0; p < PERF_BD_NPHASES; p++) {
+        if (!r.bd_sample_every || !n) {
+            b[names[p]] = py::none();
+            continue;
+        }
+        py::dict q;
+        q["p50"] = stats_hist_percentile(&r.bd[p], 50.0);
+        q["p99"] = stats_hist_percentile(&r.bd[p], 99.0);
+        b[names[p]] = q;
+    }
+    return b;
+}
+
 py::dict result_dict(const perf_result &r, const perf_config &c)
 {
     py::dict d;
@@ -106,6 +130,7 @@ py::dict result_dict(const perf_result &r, const perf_config &c)
     } else {
         d["lat"] = py::none();
     }
+    d["breakdown"] = breakdown_dict(r);
     d["verify_errors"] = r.verify_errors;
     if (r.verify_errors) {
         py::dict b;

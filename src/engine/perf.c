@@ -82,6 +82,8 @@ static __attribute__((noinline)) void eng_done_slow(struct eng_chan *c, struct w
                 w->now_valid = 1;
             }
             stats_hist_add(w->hist, w->now_cache - s->t_sub);
+            if (s->t2) /* stamped for the breakdown */
+                perf_bd_record(w, c, s, w->now_cache);
         }
         s->t_sub = 0;
         c->lat_pending--;
@@ -160,6 +162,7 @@ static int refill(struct worker *w, struct eng_chan *c)
             c->lat_left = lat_gap(&w->rng, perf_lat_sample_every(c->qdepth));
             s->t_sub = now_ns();
             c->lat_pending++;
+            bd_timed(c, slot);
         }
         if (write && e->cfg.verify)
             stamp_write(e, ops->chan_buf(c->ch, slot), c->dev, s->slba, s->nlb, r->lba_size);
@@ -177,10 +180,13 @@ static int refill(struct worker *w, struct eng_chan *c)
             return rc;
         }
         c->outstanding++;
+        if (s->t_sub)
+            bd_stamp_submitted(c);
         if (++queued == batch) {
             rc = ops->kick(c->ch, 0);
             if (rc)
                 return rc;
+            bd_stamp_kicked(c);
             queued = 0;
         }
     }
@@ -228,7 +234,8 @@ static int worker_setup(struct worker *w)
         struct eng_chan *c = &w->chans[i];
         c->slots = calloc(c->qdepth, sizeof(*c->slots));
         c->freel = calloc(c->qdepth, sizeof(*c->freel));
-        if (!c->slots || !c->freel) {
+        c->await = calloc((size_t)c->qdepth + 1u, sizeof(*c->await)); /* + a command whose submit failed */
+        if (!c->slots || !c->freel || !c->await) {
             snprintf(w->err, sizeof(w->err), "out of memory for %u slots", c->qdepth);
             return -ENOMEM;
         }
@@ -247,6 +254,7 @@ static int worker_setup(struct worker *w)
         c->verify = w->e->cfg.verify;
         c->slow_done = c->verify || w->lat;
         c->lat_left = 1; /* the first command is sampled, then one in perf_lat_sample_every(qdepth) on average */
+        c->bd_left = 1;  /* and stamped for the breakdown, then every perf_bd_of_timed(qdepth)-th timed one */
         /* the batch path: a backend that takes batches, one direction per run (a mix goes command by command) */
         c->fast = (e->t->flags & PERF_TGT_FREEL) && e->t->ops->submit_many && c->ch->cookie && !c->verify && !e->fill &&
                   e->cfg.pattern != PERF_PAT_RANDRW;
@@ -275,6 +283,8 @@ static void worker_teardown(struct worker *w)
         c->ch = NULL;
         free(c->slots);
         free(c->freel);
+        free(c->await);
+        c->await = NULL;
         free(c->subs);
         free(c->bufp);
         c->bufp = NULL;
@@ -289,6 +299,8 @@ static void begin_window(struct worker *w, uint64_t now)
     w->ios = w->reads = w->writes = w->bytes = 0;
     memset(w->dev_ios, 0, sizeof(w->dev_ios));
     stats_hist_reset(w->hist);
+    for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+        stats_hist_reset(&w->bd[p]);
     w->polls = w->empty_polls = 0;
     w->cpu_start = thread_cpu_s();
     if (w->idx == 0)
@@ -351,7 +363,10 @@ static void *worker_main(void *arg)
             struct eng_chan *c = &w->chans[i];
             w->now_valid = 0;
             const uint32_t nf0 = c->nfree;
+            if (c->lat_pending) /* breakdown: t3 of what this reap sees (the loop's clock read for the first) */
+                c->t_poll = i == 0 ? now : now_ns();
             int n = ops->reap(c->ch, c->qdepth);
+            c->t_poll_prev = c->t_poll;
             if (c->fast && n > 0)
                 perf_batch_reap(w, c, nf0);
             if (n < 0) {
@@ -369,7 +384,14 @@ static void *worker_main(void *arg)
                     goto drain_fail;
                 }
             }
-            int rc = ops->kick(c->ch, blocking && c->outstanding ? 1u : 0u);
+            int rc = 0;
+            if (c->nawait) { /* timed commands not yet visible: their doorbell (t2), before any wait */
+                rc = ops->kick(c->ch, 0);
+                bd_stamp_kicked(c);
+            }
+            /* the batch path kicks after every submit_many (and its targets never block): nothing left here */
+            if (!rc && !c->fast)
+                rc = ops->kick(c->ch, blocking && c->outstanding ? 1u : 0u);
             if (rc) {
                 snprintf(w->err, sizeof(w->err), "device %u: kick failed: %s", c->dev, strerror(-rc));
                 w->rc = rc;
@@ -468,6 +490,7 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         w->lat = cfg->lat && !fill;
         w->rng = (cfg->seed ^ 0x9E3779B97F4A7C15ull * (i + 1)) | 1u;
         w->hist = malloc(sizeof(*w->hist));
+        w->bd = calloc(PERF_BD_NPHASES, sizeof(*w->bd));
         uint32_t ndev_w = 0;
         uint32_t devs[PERF_MAX_DEVS];
         if (cfg->alldevs) {
@@ -481,11 +504,13 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         }
         w->nchans = ndev_w * cfg->nqueues;
         w->chans = calloc(w->nchans, sizeof(*w->chans));
-        if (!w->hist || !w->chans) {
+        if (!w->hist || !w->bd || !w->chans) {
             rc = -ENOMEM;
             break;
         }
         stats_hist_reset(w->hist);
+        for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+            stats_hist_reset(&w->bd[p]);
         for (uint32_t j = 0; j < w->nchans; j++) {
             struct eng_chan *c = &w->chans[j];
             c->w = w;
@@ -532,6 +557,8 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
     if (!rc) {
         memset(res, 0, sizeof(*res));
         stats_hist_reset(&res->lat);
+        for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+            stats_hist_reset(&res->bd[p]);
         res->ndevs = e->ndevs;
         res->nthreads = nthr;
         double wsum = 0;
@@ -570,13 +597,18 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
             wsum += tr->window_s;
             res->cpu_s += tr->cpu_s;
             stats_hist_merge(&res->lat, w->hist);
+            for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+                stats_hist_merge(&res->bd[p], &w->bd[p]);
         }
+        for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+            stats_hist_settle(&res->bd[p]); /* recorded with stats_hist_add_bucket */
         res->reads = res->ios - res->writes;
         res->bytes = res->ios * cfg->iosize;
         res->bytes_per_s = res->iops * cfg->iosize;
         res->window_s = wsum / nthr;
         res->proc_cpu_s = e->w[0].proc_stop - e->w[0].proc_start;
         res->lat_sample_every = cfg->lat && !fill ? perf_lat_sample_every(cfg->qdepth) : 0;
+        res->bd_sample_every = res->lat_sample_every * perf_bd_of_timed(cfg->qdepth);
         if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
             res->interrupted = 1;
             rc = -EINTR;
@@ -587,6 +619,7 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
     }
     for (uint32_t i = 0; i < nthr; i++) {
         free(e->w[i].hist);
+        free(e->w[i].bd);
         free(e->w[i].chans);
     }
     free(e->w);

@@ -26,9 +26,19 @@
  * independent of latency and of the queue's period. perf_result.lat_sample_every
  * says N.
  * Latency of a sampled command = (first clock read in the reap pass that saw its
- * completion) - (clock read when it was queued). Set perf_config.lat = 0 to skip
+ * completion) - (clock read when it was queued; on the batch path, before the batch
+ * holding it was drawn). Set perf_config.lat = 0 to skip
  * latency sampling entirely. On targets with PERF_TGT_FREEL (the NVMe driver) the
  * engine submits whole batches (submit_many) and accounts for completions per reap.
+ *
+ * Per-I/O time breakdown (issue 24; perf_result.bd): every perf_bd_of_timed(qdepth)-th latency-sampled
+ * command (about one in PERF_BD_SAMPLE_EVERY) also carries the stamps t0 (queued: the latency's start), t1 (the
+ * backend's submit returned: SQE written / io_uring SQE filled), t2 (the kick that made it visible returned: doorbell /
+ * io_uring_enter), t3p (start of the last reap of its channel that did not see it; t2 when the first one did), t3
+ * (start of the reap that saw it) and t4 (its completion delivered: the latency's end), all CLOCK_MONOTONIC; per phase
+ * (submit t1-t0, doorbell t2-t1, device t3p-t2, poll t3-t3p, release t4-t3) one histogram. Stamps shared by a batch
+ * take one clock read per batch (t1, t2) or per reap (t3). On an inline emulator (emu://, mode=inline) the device runs
+ * inside the doorbell write, so its time lands in "doorbell", not in "device".
  *
  * Verify: every LBA written carries a 16-byte stamp (struct perf_stamp) at its
  * start; reads check it. A read of an LBA never written fails the check, so fill
@@ -62,6 +72,17 @@ extern "C" {
 #define PERF_PERCENT          100u        /* rwmix is a percentage of reads */
 #define PERF_LAT_SAMPLE_EVERY 16u         /* latency: at most one command in this many is timed, on average */
 #define PERF_LAT_SAMPLE_QD    8u          /* ... and one in qdepth / this many, so shallow queues time every one */
+#define PERF_BD_SAMPLE_EVERY  32u         /* breakdown: about one command in this many (a share of the timed ones) */
+
+/* The phases of the per-I/O breakdown (see above), in the order of perf_result.bd. */
+enum perf_bd_phase {
+    PERF_BD_SUBMIT = 0, /* t1 - t0 */
+    PERF_BD_DOORBELL,   /* t2 - t1 */
+    PERF_BD_DEVICE,     /* t3p - t2 */
+    PERF_BD_POLL,       /* t3 - t3p */
+    PERF_BD_RELEASE,    /* t4 - t3 */
+    PERF_BD_NPHASES,
+};
 
 enum perf_pattern {
     PERF_PAT_READ = 0,
@@ -132,6 +153,8 @@ struct perf_result {
     int first_err;             /* first command error: <0 errno, >0 NVMe status, 0 none */
     int interrupted;           /* the stop flag ended the run */
     uint32_t lat_sample_every; /* latency: one command in this many was timed, on average (0: not sampled) */
+    uint32_t bd_sample_every;  /* breakdown: one command in this many was stamped, on average (0: off) */
+    struct stats_hist bd[PERF_BD_NPHASES]; /* per-I/O breakdown of the stamped commands, ns per phase */
 };
 
 /* Latency sampling period at a queue depth (see above). */
@@ -139,6 +162,14 @@ static inline uint32_t perf_lat_sample_every(uint32_t qdepth)
 {
     uint32_t n = qdepth / PERF_LAT_SAMPLE_QD;
     return n < 1u ? 1u : n > PERF_LAT_SAMPLE_EVERY ? PERF_LAT_SAMPLE_EVERY : n;
+}
+
+/* Breakdown: every this many-th timed command is stamped (so one command in perf_lat_sample_every(qdepth)
+ * times this many, about PERF_BD_SAMPLE_EVERY). */
+static inline uint32_t perf_bd_of_timed(uint32_t qdepth)
+{
+    uint32_t n = PERF_BD_SAMPLE_EVERY / perf_lat_sample_every(qdepth);
+    return n < 1u ? 1u : n;
 }
 
 const char *perf_pattern_name(enum perf_pattern p);

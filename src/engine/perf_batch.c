@@ -7,6 +7,22 @@
 
 #include "engine/perf_internal.h"
 
+/* Phases of a timed command (perf.h): t3 is the start of the reap that saw it (c->t_poll), t3p the start of
+ * the reap before it, or t2 when that one started before the command was made visible. The stamps are
+ * read in program order from one monotonic clock (t0 <= t1 <= t2 <= t3p <= t3 <= t4), so no phase is
+ * negative. A command stamped only in part (t1 or t2 missing) counts in the latency, not in the breakdown. */
+void perf_bd_record(struct worker *w, const struct eng_chan *c, const struct eng_slot *s, uint64_t t4)
+{
+    if (!s->t2 || !s->t1)
+        return;
+    const uint64_t t3 = c->t_poll, t3p = c->t_poll_prev > s->t2 ? c->t_poll_prev : s->t2;
+    stats_hist_add_bucket(&w->bd[PERF_BD_SUBMIT], s->t1 - s->t_sub);
+    stats_hist_add_bucket(&w->bd[PERF_BD_DOORBELL], s->t2 - s->t1);
+    stats_hist_add_bucket(&w->bd[PERF_BD_DEVICE], t3p - s->t2);
+    stats_hist_add_bucket(&w->bd[PERF_BD_POLL], t3 - t3p);
+    stats_hist_add_bucket(&w->bd[PERF_BD_RELEASE], t4 - t3);
+}
+
 /* The fast path's failed command (PERF_TGT_FREEL): counted here, its slot freed; perf_batch_reap does the rest. */
 static void eng_done_err(struct eng_chan *c, struct worker *w, uint32_t slot, int status)
 {
@@ -34,6 +50,8 @@ static void eng_done_sampled(struct eng_chan *c, struct worker *w, uint32_t slot
             w->now_valid = 1;
         }
         stats_hist_add(w->hist, w->now_cache - s->t_sub);
+        if (s->t2) /* stamped for the breakdown */
+            perf_bd_record(w, c, s, w->now_cache);
     }
     s->t_sub = 0;
     c->lat_pending--;
@@ -65,43 +83,75 @@ void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_t nf0)
 
 /* Queue new commands into the free slots of one channel: the fast path (PERF_TGT_FREEL, submit_many, no
  * verify, no fill) hands the backend whole batches. */
-/* Draw n commands into c->subs, taking their slots off the free list. pat and lat are constants in each
- * inlined copy, so the loop carries no pattern switch. */
+/* What drawing a batch reads, in locals (stores into the batch cannot alias them). */
+struct draw {
+    uint32_t *freel;
+    perf_sub *sub;
+    void *const *bufp;
+    void *const *cookie;
+    uint64_t nblocks, lba0, align;
+};
+
+/* One command into sub[k]: its position, its slot off the free list, the cookie of slot + timed (0 here;
+ * mark_timed gives a timed command the cookie of qdepth + slot). Returns the slot. */
+static inline __attribute__((always_inline)) uint32_t draw_one(struct eng_chan *c, const struct draw *d,
+                                                               const enum perf_pattern pat, uint64_t *rng,
+                                                               uint32_t *nfree, uint32_t k, uint32_t timed)
+{
+    uint64_t pos;
+    if (pat == PERF_PAT_READ || pat == PERF_PAT_WRITE) {
+        pos = c->seq_next++;
+        if (c->seq_next >= d->nblocks)
+            c->seq_next = 0;
+    } else {
+        pos = rng_below(rng, d->nblocks);
+    }
+    const uint32_t slot = d->freel[--*nfree];
+    d->sub[k].slba = d->lba0 + pos * d->align;
+    d->sub[k].buf = d->bufp[slot];
+    d->sub[k].arg = d->cookie[slot + timed];
+    return slot;
+}
+
+/* The timed commands of a batch just drawn (lat_left counts down to the next one: 1 = the first of the
+ * batch): their cookies become the ones whose completion comes through done(), which takes the latency
+ * and the breakdown; t0 is t_batch, read before the batch was drawn. A slot drawn as sub[k] is
+ * freel[nfree0 - 1 - k] (popping leaves the entries in place). */
+static __attribute__((noinline)) void mark_timed(struct eng_chan *c, uint64_t *rng, uint32_t nfree0, uint32_t n,
+                                                 uint64_t t_batch)
+{
+    const uint32_t qdepth = c->qdepth, every = perf_lat_sample_every(qdepth);
+    void *const *const cookie = c->ch->cookie;
+    uint32_t k = c->lat_left - 1u;
+    for (; k < n; k += lat_gap(rng, every)) {
+        const uint32_t slot = c->freel[nfree0 - 1u - k];
+        c->subs[k].arg = cookie[slot + qdepth];
+        c->slots[slot].t_sub = t_batch;
+        c->lat_pending++;
+        bd_timed(c, slot);
+    }
+    c->lat_left = k - n + 1u;
+}
+
+/* Draw n commands into c->subs, taking their slots off the free list. pat is a constant in each inlined
+ * copy, so the loop carries no pattern switch and no latency test: the batch's timed commands (if any: with
+ * lat, lat_left <= n) are marked after it is drawn (mark_timed). */
 static inline __attribute__((always_inline)) void draw_subs(struct worker *w, struct eng_chan *c, const struct range *r,
                                                             const enum perf_pattern pat, const int lat, uint32_t n)
 {
-    const uint64_t nblocks = r->nblocks, lba0 = r->lba0, align = r->align_lbas;
-    uint32_t *const freel = c->freel;
-    struct eng_slot *const slots = c->slots;
-    perf_sub *const sub = c->subs;
-    void *const *const bufp = c->bufp;
-    void *const *const cookie = c->ch->cookie;
-    const uint32_t qdepth = c->qdepth, every = perf_lat_sample_every(qdepth);
+    const struct draw d = {c->freel, c->subs, c->bufp, c->ch->cookie, r->nblocks, r->lba0, r->align_lbas};
+    const uint32_t nfree0 = c->nfree;
+    const int timed = lat && c->lat_left <= n;
+    const uint64_t t_batch = timed ? now_ns() : 0;
     uint64_t rng = w->rng;
-    uint32_t nfree = c->nfree, lat_left = c->lat_left;
-    for (uint32_t k = 0; k < n; k++) {
-        uint64_t pos;
-        if (pat == PERF_PAT_READ || pat == PERF_PAT_WRITE) {
-            pos = c->seq_next++;
-            if (c->seq_next >= nblocks)
-                c->seq_next = 0;
-        } else {
-            pos = rng_below(&rng, nblocks);
-        }
-        const uint32_t slot = freel[--nfree];
-        uint32_t ci = slot;
-        if (lat && __builtin_expect(--lat_left == 0, 0)) {
-            lat_left = lat_gap(&rng, every);
-            slots[slot].t_sub = now_ns();
-            c->lat_pending++;
-            ci += qdepth; /* its completion comes through done(), which takes the latency */
-        }
-        sub[k].slba = lba0 + pos * align;
-        sub[k].buf = bufp[slot];
-        sub[k].arg = cookie[ci];
-    }
+    uint32_t nfree = nfree0;
+    for (uint32_t k = 0; k < n; k++)
+        (void)draw_one(c, &d, pat, &rng, &nfree, k, 0);
     c->nfree = nfree;
-    c->lat_left = lat_left;
+    if (timed)
+        mark_timed(c, &rng, nfree0, n, t_batch);
+    else if (lat)
+        c->lat_left -= n;
     w->rng = rng;
 }
 
@@ -161,9 +211,11 @@ int perf_batch_refill(struct worker *w, struct eng_chan *c)
         c->outstanding += (uint32_t)q;
         if ((uint32_t)q < n) /* not queued (queue full): back to the free list, untimed */
             unqueue(c, (uint32_t)q, n);
+        bd_stamp_submitted(c);
         int rc = ops->kick(c->ch, 0);
         if (rc)
             return rc;
+        bd_stamp_kicked(c);
         if ((uint32_t)q < n)
             break;
     }

@@ -33,7 +33,9 @@ struct range {
 };
 
 struct eng_slot {
-    uint64_t t_sub;
+    uint64_t t_sub; /* a timed command: when it was queued (breakdown t0); 0 = not timed */
+    uint64_t t1;    /* breakdown: the backend's submit returned (0: not yet) */
+    uint64_t t2;    /* breakdown: the kick that covered it returned (0: not yet) */
     uint64_t slba;
     uint32_t nlb;
     uint32_t write;
@@ -59,6 +61,10 @@ struct eng_chan {
     uint32_t nerr;                         /* fast: completions of this reap that went through eng_done */
     uint32_t lat_left;                     /* commands until the next latency sample */
     uint32_t lat_pending;                  /* sampled commands in flight */
+    uint32_t bd_left;                      /* timed commands until the next one the breakdown stamps */
+    uint32_t *await;                       /* breakdown: timed slots queued since the last kick */
+    uint32_t nawait, nawait1;              /* entries in await; of them stamped t1 */
+    uint64_t t_poll, t_poll_prev;          /* breakdown: start of this reap, of the previous one (t3, t3p) */
     perf_sub *subs;                        /* fast: one submit_many batch */
     void **bufp;                           /* fast: chan_buf of every slot */
 };
@@ -81,6 +87,7 @@ struct worker {
     uint64_t ios, reads, writes, bytes;
     uint64_t dev_ios[PERF_MAX_DEVS];
     struct stats_hist *hist;
+    struct stats_hist *bd; /* PERF_BD_NPHASES histograms of the breakdown */
     /* counted always */
     uint64_t errors, verify_errors, first_bad_lba;
     uint32_t first_bad_dev;
@@ -140,6 +147,51 @@ static inline uint32_t lat_gap(uint64_t *rng, uint32_t every)
 {
     return 1u + (uint32_t)rng_below(rng, 2u * every - 1u);
 }
+
+/* Breakdown stamps (see perf.h). A timed command joins await when it is drawn (t0 = t_sub); after the
+ * backend's submit returns every await entry still timed gets t1, after a kick t2 (one clock read each,
+ * shared by the batch), and await empties. */
+static inline void bd_queued(struct eng_chan *c, uint32_t slot)
+{
+    c->slots[slot].t1 = c->slots[slot].t2 = 0;
+    c->await[c->nawait++] = slot;
+}
+
+/* A command just timed: every perf_bd_of_timed-th joins the breakdown; t2 == 0 marks the others (a slot may
+ * keep stamps from an earlier use). */
+static inline void bd_timed(struct eng_chan *c, uint32_t slot)
+{
+    if (--c->bd_left == 0) {
+        c->bd_left = perf_bd_of_timed(c->qdepth);
+        bd_queued(c, slot);
+    } else {
+        c->slots[slot].t2 = 0;
+    }
+}
+
+static inline void bd_stamp_submitted(struct eng_chan *c)
+{
+    if (__builtin_expect(c->nawait == c->nawait1, 1))
+        return;
+    const uint64_t t = now_ns();
+    for (uint32_t i = c->nawait1; i < c->nawait; i++)
+        c->slots[c->await[i]].t1 = t;
+    c->nawait1 = c->nawait;
+}
+
+static inline void bd_stamp_kicked(struct eng_chan *c)
+{
+    if (__builtin_expect(c->nawait == 0, 1))
+        return;
+    const uint64_t t = now_ns();
+    for (uint32_t i = 0; i < c->nawait; i++)
+        c->slots[c->await[i]].t2 = t;
+    c->nawait = c->nawait1 = 0;
+}
+
+/* A timed command completed at t4 (w->now_cache): its phases into the breakdown (perf_batch.c, for both
+ * paths). */
+void perf_bd_record(struct worker *w, const struct eng_chan *c, const struct eng_slot *s, uint64_t t4);
 
 /* The batch path (perf_batch.c). */
 /* Queue commands into every free slot of c, a batch at a time. 0 or < 0. */

@@ -36,7 +36,11 @@ struct slot_arg {
     uint32_t parts_left; /* split slots: commands still outstanding */
     int status;          /* split slots: first failure */
     uint32_t notify;     /* submit_many: the completion goes through done() even on success */
+    uint32_t pad[2];     /* to SLOT_ARG_SIZE: reap turns a collected argument into its index with a shift */
 };
+#define SLOT_ARG_SHIFT 5u
+#define SLOT_ARG_SIZE  (1u << SLOT_ARG_SHIFT)
+_Static_assert(sizeof(struct slot_arg) == SLOT_ARG_SIZE, "slot_arg is SLOT_ARG_SIZE bytes");
 
 struct nvme_pchan {
     struct perf_chan pub;
@@ -266,14 +270,19 @@ static int pchan_reap(struct perf_chan *ch, uint32_t max)
     int n = nvme_qpair_poll_collect(c->qp, max, pchan_cb_freel, c->collected, &k);
     uint32_t *const freel = ch->freel;
     uint32_t nfree = *ch->nfree;
-    for (uint32_t i = 0; i < k; i++) {
-        const struct slot_arg *a = c->collected[i];
-        if (__builtin_expect(a->notify, 0)) {
+    /* an argument's index in args is its slot, or qdepth + its slot for a timed command (notify): computed
+     * from the pointer, so the completion's argument itself is never read */
+    const uintptr_t args = (uintptr_t)c->args;
+    const uint32_t qdepth = c->qdepth;
+    void *const *p = c->collected, *const *const end = p + k;
+    for (; p < end; p++) {
+        const uint32_t idx = (uint32_t)(((uintptr_t)*p - args) >> SLOT_ARG_SHIFT);
+        if (__builtin_expect(idx >= qdepth, 0)) {
             *ch->nfree = nfree;
-            ch->done(ch, a->slot, 0);
+            ch->done(ch, idx - qdepth, 0);
             nfree = *ch->nfree;
         } else {
-            freel[nfree++] = a->slot;
+            freel[nfree++] = idx;
         }
     }
     *ch->nfree = nfree;

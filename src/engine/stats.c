@@ -22,6 +22,21 @@ void stats_hist_merge(struct stats_hist *dst, const struct stats_hist *src)
         dst->min_ns = src->min_ns;
 }
 
+void stats_hist_settle(struct stats_hist *h)
+{
+    h->count = 0;
+    h->min_ns = UINT64_MAX;
+    h->max_ns = 0;
+    for (uint32_t i = 0; i < STATS_NBUCKETS; i++) {
+        if (!h->bucket[i])
+            continue;
+        if (!h->count)
+            h->min_ns = stats_bucket_low(i);
+        h->count += h->bucket[i];
+        h->max_ns = stats_bucket_high(i);
+    }
+}
+
 uint64_t stats_bucket_low(uint32_t i)
 {
     if (i < STATS_SUB_COUNT)

@@ -12,7 +12,8 @@
  * above 2^STATS_MAX_EXP ns (about 18 minutes) are clamped into the last bucket;
  * the exact maximum is kept separately.
  *
- * Key functions: stats_hist_add(), stats_hist_merge(), stats_hist_percentile().
+ * Key functions: stats_hist_add(), stats_hist_add_bucket() + stats_hist_settle() (percentiles only),
+ * stats_hist_merge(), stats_hist_percentile().
  * Caveats: a histogram belongs to one thread while recording; merge after join.
  */
 #ifndef NVMELAB_ENGINE_STATS_H
@@ -63,7 +64,17 @@ static inline void stats_hist_add(struct stats_hist *h, uint64_t v)
         h->min_ns = v;
 }
 
+/* Record one sample in its bucket only (count, sum, min and max untouched: stats_hist_settle derives count
+ * and bounds them later); for histograms read only through percentiles, half the instructions of _add. */
+static inline void stats_hist_add_bucket(struct stats_hist *h, uint64_t v)
+{
+    h->bucket[stats_bucket_of(v)]++;
+}
+
 void stats_hist_reset(struct stats_hist *h);
+/* After stats_hist_add_bucket: count = the buckets' total, min/max = the edges of the first and last
+ * non-empty bucket (sum_ns stays 0: no mean). */
+void stats_hist_settle(struct stats_hist *h);
 /* dst += src */
 void stats_hist_merge(struct stats_hist *dst, const struct stats_hist *src);
 /* Lowest value of bucket i and the highest value it holds. */

@@ -4,6 +4,7 @@
  * Usage: engine_loop URI QDEPTH RUNTIME_MS LAT
  * Runs the closed-loop engine the way `nvmelab perf run` does (512-byte randread, one thread, every
  * device of the target, latency sampling LAT=0/1, no warm-up) and prints "ios=N ... iops=X ...". bench_instructions.py
+ * and the breakdown's sample count and phase medians (bd_*); bench_instructions.py
  * runs it under callgrind twice with different runtimes and divides the difference in instructions
  * (by the engine, the driver and the emulator: see callgrind_engine_split in _native_bench.py) by the
  * difference in I/Os, so the setup and teardown of the run cancel out. */
@@ -44,8 +45,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "perf_run: %s\n", err);
         return 1;
     }
-    printf("ios=%llu lat_samples=%llu iops=%.0f cpu_s=%.6f window_s=%.6f\n", (unsigned long long)res->ios,
+    printf("ios=%llu lat_samples=%llu iops=%.0f cpu_s=%.6f window_s=%.6f", (unsigned long long)res->ios,
            (unsigned long long)res->lat.count, res->iops, res->cpu_s, res->window_s);
+    static const char *const phase[PERF_BD_NPHASES] = {"submit", "doorbell", "device", "poll", "release"};
+    printf(" bd_samples=%llu", (unsigned long long)res->bd[PERF_BD_SUBMIT].count);
+    for (int p = 0; p < PERF_BD_NPHASES; p++) /* the per-I/O breakdown's medians (perf.h) */
+        printf(" bd_%s_p50=%llu", phase[p], (unsigned long long)stats_hist_percentile(&res->bd[p], 50.0));
+    printf("\n");
     free(res);
     perf_target_close(t);
     return 0;

@@ -227,6 +227,9 @@ struct emu_sq {
     uint64_t rng;
     uint32_t aers;     /* admin SQ: outstanding async event requests */
     uint64_t ring_gen; /* dma_gen at which the rings were last found inside windows */
+    /* the DMA window the last fast-path PRP1 fell in, [win_lo, win_hi) (empty: none); valid while ring_gen
+     * is current: emu_sq_rings_ok empties it when the windows change (io.c prp1_direct) */
+    uintptr_t win_lo, win_hi;
 };
 
 struct emu_fault {
@@ -314,6 +317,9 @@ static inline bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uin
         return true;
     return emu_dma_ok_slow(m, addr, end);
 }
+
+/* The window holding [addr, addr+len) into *out; false when none does. Only inside a read-side section. */
+bool emu_dma_window(const struct nvme_emu_set *set, uint64_t addr, uint64_t len, struct emu_dma_win *out);
 
 /* Rings of sq (and of its CQ) still inside windows after a map change; false: the controller is
  * put in fatal status (a real device whose queue fetch faults in the IOMMU). */

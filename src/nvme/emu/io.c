@@ -129,10 +129,13 @@ static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t
     }
 }
 
-/* PRP1 alone covers the transfer and lies inside a registered DMA window (emu_dma_ok: the last window hit
- * is tried first, O(1) in the common case): the fast path then checks PRP1 itself and moves the data
- * without the PRP walk. The one place that decides when the walk (emu_prp_walk, with its DMA checks) may be
- * skipped; anything else, an address outside every window included, takes the walk and its statuses. */
+/* PRP1 alone covers the transfer and lies inside a registered DMA window: the fast path then checks PRP1
+ * itself and moves the data without the PRP walk. The window is the queue's last one hit (sq->win_lo/hi,
+ * three compares), else looked up (emu_dma_window) and remembered; the queue forgets it whenever the
+ * windows change (emu_sq_rings_ok, at the first service after a map or unmap), and within one read-side
+ * section a window found in it stays valid (prp.c). The one place that decides when the walk
+ * (emu_prp_walk, with its DMA checks) may be skipped; anything else, an address outside every window
+ * included, takes the walk and its statuses. */
 struct rw_batch {
     struct emu_ns *ns; /* the controller's namespaces */
     uint32_t nns;
@@ -140,19 +143,37 @@ struct rw_batch {
     uint64_t mdts_max; /* mdts, or UINT64_MAX for no limit: one compare per command */
     bool data;
     const struct nvme_emu_set *set; /* the DMA windows (the emulator's IOMMU) */
+    uintptr_t win_lo, win_hi;       /* the queue's last window hit (sq->win_lo/hi, written back) */
+    uint64_t nsid_last;             /* the last valid NSID seen (UINT64_MAX: none yet) and its namespace */
+    struct emu_ns *ns_last;
 };
 
-/* len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE), i.e. the transfer ends in PRP1's page */
-static inline bool prp1_direct(const struct rw_batch *b, uint64_t prp1, uint64_t len)
+/* Not in the remembered window: look it up in the DMA map and remember it. */
+static __attribute__((noinline)) bool prp1_window(struct rw_batch *b, uint64_t prp1, uint64_t len)
 {
-    return (prp1 & (EMU_PAGE_SIZE - 1u)) + len <= EMU_PAGE_SIZE && emu_dma_ok(b->set, prp1, len);
+    struct emu_dma_win w;
+    if (!emu_dma_window(b->set, prp1, len, &w))
+        return false;
+    b->win_lo = w.lo;
+    b->win_hi = w.hi;
+    return true;
+}
+
+/* len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE), i.e. the transfer ends in PRP1's page, and the page's
+ * bytes [prp1, prp1 + len) lie in one DMA window (prp1 < win_hi rules out a wrap of prp1 + len) */
+static inline bool prp1_direct(struct rw_batch *b, uint64_t prp1, uint64_t len)
+{
+    if ((prp1 & (EMU_PAGE_SIZE - 1u)) + len > EMU_PAGE_SIZE)
+        return false;
+    if (EMU_LIKELY(prp1 >= b->win_lo && prp1 < b->win_hi && prp1 + len <= b->win_hi))
+        return true;
+    return prp1_window(b, prp1, len);
 }
 
 /* Read/Write on the fast path: every check io_exec makes (cmd_rules.h); for the common transfer that fits
  * in PRP1's page (prp1_direct) no PRP walk, and with data the namespace is read or written in place
  * (seg_read/seg_write's work without their indirection). */
-static inline uint16_t rw_fast(struct emu_ctrl *c, const struct rw_batch *b, const struct nvme_sqe *cmd,
-                               uint64_t *bytes)
+static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const struct nvme_sqe *cmd, uint64_t *bytes)
 {
     const bool data = b->data;
     uint64_t slba, nlb;
@@ -160,9 +181,13 @@ static inline uint16_t rw_fast(struct emu_ctrl *c, const struct rw_batch *b, con
     if (EMU_UNLIKELY(st))
         return st;
     const uint32_t nsid = cmd->nsid;
-    if (EMU_UNLIKELY(nsid - 1u >= b->nns))
-        return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
-    struct emu_ns *ns = &b->ns[nsid - 1u];
+    struct emu_ns *ns = b->ns_last; /* the namespace of the previous command, most often this one's */
+    if (EMU_UNLIKELY(nsid != b->nsid_last)) {
+        if (EMU_UNLIKELY(nsid - 1u >= b->nns))
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        ns = b->ns_last = &b->ns[nsid - 1u];
+        b->nsid_last = nsid;
+    }
     nvme_cr_rw(cmd->cdw10, cmd->cdw11, cmd->cdw12, &slba, &nlb);
     if (EMU_UNLIKELY((st = range_ok(ns, slba, nlb))))
         return st;
@@ -334,14 +359,18 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
     if (avail && sq->id && !sq->nheap && !cfg->model.timed && !cfg->ooo && !cfg->inj.every && cfg->inj.ooo_win < 2u &&
         cq->nsq == 1 && !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
         /* fast path: execute and post in order */
-        uint64_t posted = 0, errors = 0;
-        const struct rw_batch b = {
+        uint64_t posted = 0, other_ok = 0; /* errors = posted - successes (rd + wr + other_ok, less a held one) */
+        struct rw_batch b = {
             .ns = c->ns,
             .nns = c->cfg.nns,
             .mdts = c->cfg.mdts,
             .mdts_max = c->cfg.mdts ? c->cfg.mdts : UINT64_MAX,
             .data = cfg->data,
             .set = c->set,
+            .win_lo = sq->win_lo,
+            .win_hi = sq->win_hi,
+            .nsid_last = UINT64_MAX, /* no NSID equals it */
+            .ns_last = NULL,
         };
         /* the CQ in locals (one SQ feeds it, nothing else posts meanwhile), written back below: the free
          * entries (one always stays empty) counted once, the SQ id and phase tag kept in the high CQE word */
@@ -372,6 +401,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             } else {
                 struct nvme_sqe copy = *cmd;
                 st = io_exec(c, &copy, &bytes);
+                other_ok += st == 0;
             }
             /* emu_cq_post on the local CQ state */
             if (EMU_LIKELY(croom)) {
@@ -385,22 +415,24 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
                     ctail = 0;
                     hi_base ^= (uint64_t)NVME_CQE_P << 48;
                 }
-                errors += st != 0;
             } else {
                 /* CQ full: hold this one, the rest of the batch takes the general path */
                 sq->cid_bits[cid >> 6] |= 1ull << (cid & 63);
                 struct emu_pend p = {.due = 0, .key = sq->seq++, .cid = cid, .status = st};
                 emu_heap_push(sq, &p);
                 held = 1;
+                other_ok -= st == 0; /* counted as a success above, not posted */
                 break;
             }
         }
         fetched += avail0 - avail; /* the held one included */
         posted = avail0 - avail - held;
+        sq->win_lo = b.win_lo;
+        sq->win_hi = b.win_hi;
         cq->tail = ctail;
         cq->phase = (uint16_t)((hi_base >> 48) & NVME_CQE_P);
         emu_st_add(&sq->st->completed, posted);
-        emu_st_add(&sq->st->errors, errors);
+        emu_st_add(&sq->st->errors, posted - (rd + wr + other_ok));
         sq->head = head;
     }
     while (avail && sq->nheap < sq->size) {

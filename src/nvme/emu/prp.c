@@ -21,7 +21,8 @@
 
 #define EMU_DMA_SPINS 64u /* busy polls of a draining counter before yielding the CPU */
 
-bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end)
+/* Index + 1 of the window holding [addr, end), 0 when none does. */
+static unsigned dma_find(const struct emu_dma_map *m, uint64_t addr, uint64_t end)
 {
     /* the last window whose lo <= addr is the only candidate (windows are disjoint) */
     unsigned lo = 0, hi = m->n;
@@ -33,8 +34,29 @@ bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end)
             hi = mid;
     }
     if (!lo || end > m->w[lo - 1].hi)
+        return 0;
+    return lo;
+}
+
+bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end)
+{
+    unsigned i = dma_find(m, addr, end);
+    if (!i)
         return false;
-    atomic_store_explicit(&((struct emu_dma_map *)m)->hint, lo - 1, memory_order_relaxed);
+    atomic_store_explicit(&((struct emu_dma_map *)m)->hint, i - 1, memory_order_relaxed);
+    return true;
+}
+
+bool emu_dma_window(const struct nvme_emu_set *set, uint64_t addr, uint64_t len, struct emu_dma_win *out)
+{
+    const struct emu_dma_map *m = atomic_load_explicit(&((struct nvme_emu_set *)set)->dma_map, memory_order_seq_cst);
+    uint64_t end = addr + (len ? len : 1);
+    if (!m || end < addr)
+        return false;
+    unsigned i = dma_find(m, addr, end);
+    if (!i)
+        return false;
+    *out = m->w[i - 1];
     return true;
 }
 
@@ -157,6 +179,7 @@ bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq)
         return false;
     }
     sq->ring_gen = gen;
+    sq->win_lo = sq->win_hi = 0; /* the window the fast path remembered may be gone */
     return true;
 }
 

@@ -363,6 +363,15 @@ def io_stack_cpu_usage(res: dict, backend: str) -> float | None:
     return _percent(res.get("proc_cpu_s"), _thread0_window(res))
 
 
+def lat_record(lat: dict | None) -> dict | None:
+    """A record's ``lat_ns``: the percentiles of the sampled latencies, how many commands were timed
+    (``count``) and one command in how many on average (``sample_every``, perf.h's sampling period)."""
+    if lat is None:
+        return None
+    keys = ("p50", "p90", "p99", "p999", "max", "min", "mean", "count", "sample_every")
+    return {k: lat[k] for k in keys}
+
+
 def make_record(
     res: dict,
     info: dict,
@@ -411,7 +420,8 @@ def make_record(
     )
     rec.update(
         {
-            "lat_ns": None if lat is None else {k: lat[k] for k in ("p50", "p90", "p99", "p999", "max", "min", "mean")},
+            "lat_ns": lat_record(lat),
+            "breakdown": res["breakdown"],
             "cpu_usage": io_stack_cpu_usage(res, info["backend"]),
             "engine_cpu_usage": _percent(res["cpu_s"], window),
             "process_cpu_usage": _percent(res.get("proc_cpu_s"), _thread0_window(res)),
