@@ -12,8 +12,8 @@
 #include "bindings.h"
 #include "engine/gpuq_standin.h"
 #include "errors.h"
-#include "nvme/nvme_gpuq.h"
 #include "nvme/emu/model_keys.h"
+#include "nvme/nvme_gpuq.h"
 #include "nvme/nvme_gpuq_match.h"
 #include "nvme/uri.h"
 

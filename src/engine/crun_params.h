@@ -83,9 +83,9 @@ enum nvme_cuda_rw {
     X(occupancy, U32, occupancy_pct, 1, 100, CRUN_OCCUPANCY_PCT,                                                       \
       "refuse a run whose blocks need more than this % of the GPU's resident capacity")                                \
     X(corun, U32, corun, 0, CRUN_CORUN_MAX_PER_SM, 0,                                                                  \
-      "co-running compute kernel, blocks per SM (0: none): its FMA rate alone and under the I/O load is recorded")      \
+      "co-running compute kernel, blocks per SM (0: none): its FMA rate alone and under the I/O load is recorded")     \
     X(sample_every, U32, sample_every, 0, CRUN_MAX_SAMPLE_EVERY, CRUN_SAMPLE_EVERY_DEFAULT,                            \
-      "per-I/O time breakdown: %globaltimer stamps on one command in N (0: off)")                                  \
+      "per-I/O time breakdown: %globaltimer stamps on one command in N (0: off)")                                      \
     X(match, MATCH, match, 0, NVME_GPUQ_MATCH_MODES - 1u, NVME_GPUQ_MATCH_CID,                                         \
       "completion matching: cid (by CID and generation), positional (by slot, as cuda-run), scan (per thread, as "     \
       "BaM)")

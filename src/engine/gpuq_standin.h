@@ -60,9 +60,9 @@ struct gpuq_standin_cfg {
     uint64_t *beats; /* optional, one per pair (nctrl x nqueues, row-major): the pair's heartbeat */
     /* fault injection (the "kernel that never ran" test): pair idle_pair - 1 is never driven; 0 = none */
     uint32_t idle_pair;
-    uint64_t rounds;          /* 0: timed; else exactly this many rounds per pair (warm-up ignored) */
-    int match;                /* enum nvme_gpuq_match_mode */
-    uint32_t unordered;       /* the missing-fence model (gpuq_ctrl.h nvme_gpuq_round_opt) */
+    uint64_t rounds;    /* 0: timed; else exactly this many rounds per pair (warm-up ignored) */
+    int match;          /* enum nvme_gpuq_match_mode */
+    uint32_t unordered; /* the missing-fence model (gpuq_ctrl.h nvme_gpuq_round_opt) */
     int no_fence, no_readback;
     struct nvme_cr_inj inj; /* the target's per-LBA error rule: each command's expected status */
 };

@@ -298,8 +298,8 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
             uint64_t tp, t_empty = 0; /* start of this look, of the last one that saw nothing */
             for (;;) {
                 tp = gpuq_now_ns();
-                r = nvme_gpuq_match_scan(p->cq, n, p->cq_pos, k, p->qid, p->round, qdepth, NVME_GPUQ_SCOPE_SYSTEM,
-                                         seen, &idx, &s, ctr);
+                r = nvme_gpuq_match_scan(p->cq, n, p->cq_pos, k, p->qid, p->round, qdepth, NVME_GPUQ_SCOPE_SYSTEM, seen,
+                                         &idx, &s, ctr);
                 if (r != NVME_GPUQ_POLL_EMPTY)
                     break;
                 if (nvme_gpuq_expired(tp, deadline))

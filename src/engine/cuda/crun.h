@@ -73,8 +73,8 @@ struct crun_params {
     uint32_t sample_every, sample_cap;
     uint32_t *samples;
     uint64_t sample_from_ns; // no sample before this long after the block started (the warm-up)
-    uint32_t match;       // enum nvme_gpuq_match_mode
-    struct nvme_cr_inj inj; // the target's per-LBA error rule (err_every/err_status): expected statuses
+    uint32_t match;          // enum nvme_gpuq_match_mode
+    struct nvme_cr_inj inj;  // the target's per-LBA error rule (err_every/err_status): expected statuses
 };
 
 /* cudaFuncGetAttributes on the kernel (forces its module to load under lazy loading, before any

@@ -138,9 +138,9 @@ struct nvme_cuda_run_result {
     uint64_t window_t0_ns, window_t1_ns; /* the measured window on the host's steady clock (CLOCK_MONOTONIC,
                                             within one host poll), for samplers outside the engine (NVML) */
     struct nvme_cuda_corun_result corun;
-    uint64_t submitted, completed;       /* self-check: commands submitted, completions matched (whole kernel) */
-    uint64_t sampled;                    /* commands stamped for the breakdown (whole kernel) */
-    uint32_t nsamples;                   /* of them, phases copied into params.samples */
+    uint64_t submitted, completed; /* self-check: commands submitted, completions matched (whole kernel) */
+    uint64_t sampled;              /* commands stamped for the breakdown (whole kernel) */
+    uint32_t nsamples;             /* of them, phases copied into params.samples */
     /* completion matching (the run's `match`, nvme/nvme_gpuq_match.h), summed over queues and threads */
     uint64_t match_looks, match_cq_bytes, match_stale, match_foreign;
     uint64_t misattributed; /* commands given a status other than the target's per-LBA rule predicts */
