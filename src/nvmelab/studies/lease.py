@@ -94,8 +94,9 @@ PACK_S = 10
 #: One machine start (the device tool: minutes; the plan counts one, a warm machine serving the rest).
 MACHINE_START_S = 120
 #: (nqueues, qdepth) of the calibration A/B: the two calibration points of the lock-step round
-#: (data/reference/model-calibration.csv: nqueues=1 at qd 128 and 512) and three held-out ones.
-AB_POINTS = ((1, 128), (1, 512), (1, 64), (1, 256), (4, 128))
+#: (data/reference/model-calibration.csv: nqueues=1 at qd 128 and 512) and eight held-out ones, one repetition each
+#: (cuda_qdepth's lease preset).
+AB_POINTS = ((1, 128), (1, 512), (1, 64), (1, 256), (4, 128), (2, 128), (8, 128), (16, 128), (1, 32), (4, 512))
 #: Target A of the A/B: the profile as profiles.c derives it (cuda_qdepth's default target).
 AB_TARGET_A = "gpu-emu://?profile=pm1753"
 
@@ -126,7 +127,7 @@ class Task:
 #: The study tasks of each step (step 1 also runs the tests and the benchmark: env/gpu-lease.sh).
 STEPS: dict[int, tuple[Task, ...]] = {
     1: (Task("cuda_qdepth", AB_TARGET_A, AB_POINTS), Task("cuda_qdepth", "B", AB_POINTS)),
-    2: (Task("cuda_qdepth", AB_TARGET_A),),
+    2: (Task("cuda_qdepth", AB_TARGET_A), Task("cuda_match")),
     3: (Task("cuda_iosize"), Task("vram_cache"), Task("cuda_pollcost")),
 }
 #: Fixed seconds of each step besides its study points (upper bounds: the script's time limits).
