@@ -179,6 +179,7 @@ def test_one_factor_change_and_comparison_with_seed_004():
         [
             {"host": "h", "variable": "governor", "found": None, "settable": False, "why": "no cpufreq in sysfs"},
             {"host": "h", "variable": "thr_sib", "found": 1, "settable": False, "why": "no siblings to use"},
+            {"host": "h", "variable": "fixed_freq", "found": None, "settable": False, "why": "no userspace governor"},
         ]
     )
     sweeps = {"stress": df[(df.qdepth == 128) & (df.ncpus == 1)], "governor": df.iloc[0:0]}
@@ -194,7 +195,14 @@ def test_one_factor_change_and_comparison_with_seed_004():
     assert math.isclose(gov.published, hv[("powersave", "C")] / ad["C"] - 1)
     assert math.isnan(gov["io_uring"]) and gov.note == "no cpufreq in sysfs"
     assert t.loc["stress on, siblings used (B vs A)"].note == "no siblings to use"
-    assert "no fixed-frequency" in t.loc["SMT off, userspace governor at a fixed clock (C)"].note
+    # the fixed clock is a host variable like the others: the host's reason, not a gap of the sweep
+    assert t.loc["SMT off, userspace governor at a fixed clock (C)"].note == "no userspace governor"
+    no_why = cpu_submit.host_variable_comparison(
+        sweeps, reference.seed004_parameterisations(), reference.seed004_host_variables(), control.iloc[:2]
+    ).set_index("change")
+    assert (
+        no_why.loc["SMT off, userspace governor at a fixed clock (C)"].note == "no runs of this change in the records"
+    )
 
 
 def test_cpu_samples_host_control_and_sweep_rows():

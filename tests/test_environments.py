@@ -77,6 +77,23 @@ def test_unknown_fields_are_not_guessed():
     assert environments.package_versions(h) == environments.UNKNOWN
 
 
+def test_records_that_predate_a_field_are_named_not_hidden():
+    layout = {"logical": 2, "threads_per_core": 1}
+    new = record("h", memory_bytes=2**33, virtualisation="kvm", cpu_layout=layout, kernel="6.2")
+    old = record("h", cpu_layout=layout, kernel="6.1")
+    old["study"] = "blksum_qdepth"
+    (h,) = environments.host_environments([new, old, old])
+    assert h.memory_text() == (
+        "8.0 GiB (2 older records predate the field: 2 of blksum_qdepth; same CPU model and CPU layout as the "
+        "records that carry it, kernel 6.1)"
+    )
+    assert h.virtualisation_text().startswith("kvm (2 older records predate the field")
+    (only_old,) = environments.host_environments([old])
+    assert only_old.memory_text() == "not recorded: all 1 records of this host (1 of blksum_qdepth) predate the field"
+    (only_new,) = environments.host_environments([new])
+    assert only_new.memory_text() == "8.0 GiB" and only_new.virtualisation_text() == "kvm"
+
+
 def test_empty_or_missing_folder(tmp_path):
     assert environments.collect(tmp_path / "nope") == []
     assert environments.collect(tmp_path) == []

@@ -25,10 +25,14 @@ def _shape_domains(spec: dict) -> list[list[str]]:
 def test_every_layer_has_a_legend_entry() -> None:
     pts = pd.DataFrame(
         {
-            "qdepth": [2, 4],
-            "iops": [2.0, 3.0],
-            "kind": [plots.point_kind("calibration"), plots.point_kind("held_out")],
-            "label": ["a", "b"],
+            "qdepth": [2, 4, 4],
+            "iops": [2.0, 3.0, 3.0],
+            "kind": [
+                plots.point_kind("calibration"),
+                plots.point_kind("held_out"),
+                plots.point_kind("held_out", "cap"),
+            ],
+            "label": ["a", "b", "c"],
         }
     )
     ours = pd.DataFrame({"qdepth": [1, 2], "nqueues": [1, 1], "iops_mean": [0.9, 1.9]})
@@ -60,12 +64,35 @@ def test_bad_input_is_refused() -> None:
 
 def test_figure_points_of_the_device_initiated_studies() -> None:
     df = mv.validate()
-    for study, x, y in (("cuda_qdepth", "qdepth", "iops"), ("cuda_iosize", "iosize", "gbps")):
+    studies = (("cuda_qdepth", "qdepth", "iops"), ("cuda_iosize", "iosize", "gbps"), ("cpu_initiated", "ncpus", "iops"))
+    for study, x, y in studies:
         pts = mv.figure_points(df, study)
         assert set(pts["role"]) == {"calibration", "held_out"}
         assert pts[[x, y]].notna().all().all()
-        # each point's kind says its role
-        assert (pts["kind"] == pts["role"].map(plots.point_kind)).all()
+        # each point's kind says its role, and whether a held-out point restates a cap (not scored)
+        rest = pts.merge(df[["study", "point_id", "restates"]].query("study == @study"), on="point_id")["restates"]
+        assert list(pts["kind"]) == [plots.point_kind(r, s) for r, s in zip(pts["role"], rest.fillna(""))]
+        assert set(pts.loc[pts["role"] == "calibration", "kind"]) == {plots.point_kind("calibration")}
+    cpu = mv.figure_points(df, "cpu_initiated")
+    # informative held-out points (11-16 threads with the payload in host memory, seed 004's D) are diamonds
+    held = cpu[cpu["kind"] == plots.point_kind("held_out")]
+    assert {"iops/upcie/c16", "headline/D"} <= set(held["point_id"])
+    assert plots.point_kind("held_out", "definition") in set(cpu["kind"])
+
+
+def test_cpu_model_figure_one_panel_per_backend() -> None:
+    from nvmelab.results import model
+
+    p = model.fit(mv.published_points())
+    curves = pd.concat([model.cpu_curves(p, b) for b in ("upcie", "upcie-cuda")])
+    pts = mv.figure_points(mv.validate(), "cpu_initiated")
+    spec = plots.cpu_model(curves, pts, roofline=16 * p.dev_iops, titles={"upcie": "a", "upcie-cuda": "b"}).to_dict()
+    assert [c["title"] for c in spec["vconcat"]] == ["a", "b"]
+    for panel, b in zip(spec["vconcat"], ("upcie", "upcie-cuda")):
+        rows = [r for layer in panel["layer"] if "data" in layer for r in spec["datasets"][layer["data"]["name"]]]
+        pts_rows = [r for r in rows if "kind" in r]
+        assert pts_rows and {r["backend"] for r in pts_rows} == {b}  # each panel only its backend's points
+        assert {r["backend"] for r in rows if "iops_mean" in r} == {b}  # and its model line
 
 
 def test_most_practical_configuration() -> None:

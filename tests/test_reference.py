@@ -83,7 +83,7 @@ def test_tool_comparison_figure_regenerated_exactly():
     # the ranking of the published figure at every core count
     for n in (1, 2, 3, 4):
         order = agg[agg["ncpus"] == n].sort_values("iops_mean")["stack"].tolist()
-        assert order[:3] == ["bdevperf + upcie", "spdk_nvme_perf + upcie", "xnvmeperf + spdk"]
+        assert order[:3] == ["bdevperf (SPDK driver)", "spdk_nvme_perf (SPDK driver)", "xnvmeperf + spdk"]
 
 
 def test_pcie_figure_regenerated_exactly():

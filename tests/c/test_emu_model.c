@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_emu_model.c — device model (Little's law, caps), out-of-order completion, faults, mode=thread. */
+/* test_emu_model.c — device model (Little's law, caps, shared caps at fetch time), out-of-order completion, faults,
+ * mode=thread. */
 #include <pthread.h>
 #include <time.h>
 
 #include "emu_testhost.h"
+#include "nvme/emu/emu_internal.h" /* emu_model_due(): the shared caps without a clock */
 
 #define RUN_S     0.25
 #define TOLERANCE 0.15
@@ -295,8 +297,36 @@ static void test_inline_two_threads(void)
     th_close(&t);
 }
 
+/* A shared cap (the link) sees the fetch time, not a queue bucket's future start: a backlogged queue on one
+ * device must not make a fresh queue on another device wait behind its reservations (no clock involved). */
+static void test_shared_cap_sees_fetch_time(void)
+{
+    enum { BACKLOG = 100, BYTES = 512, NOW = 1000 };
+    const uint64_t queue_gap = 10000, link_ns = 100; /* per command: queue cap 100x slower than the link */
+    struct nvme_emu_set *set = aligned_alloc(64, (sizeof(*set) + 63) / 64 * 64);
+    struct emu_ctrl *dev = aligned_alloc(64, (2 * sizeof(*dev) + 63) / 64 * 64);
+    CHECK(set && dev);
+    memset(set, 0, sizeof(*set));
+    memset(dev, 0, 2 * sizeof(*dev));
+    set->cfg.model.timed = true;
+    set->cfg.model.queue_iops_fp = queue_gap << EMU_FP_SHIFT;
+    set->cfg.model.link_bw_fp = (double)(link_ns << EMU_FP_SHIFT) / BYTES;
+    dev[0].set = dev[1].set = set;
+    struct emu_sq busy = {0}, fresh = {0};
+    uint64_t due = 0;
+    for (unsigned i = 0; i < BACKLOG; i++) /* one fetch of BACKLOG commands: the queue cap spaces them */
+        due = emu_model_due(&dev[0], &busy, NOW, BYTES);
+    CHECK_EQ(due, NOW + (BACKLOG - 1) * queue_gap);
+    /* the other device's first command: its queue is idle and the link has room right after the backlog's share */
+    due = emu_model_due(&dev[1], &fresh, NOW, BYTES);
+    CHECK(due <= NOW + (BACKLOG + 1) * link_ns);
+    free(dev);
+    free(set);
+}
+
 int main(void)
 {
+    RUN_CASE(test_shared_cap_sees_fetch_time);
     RUN_CASE(test_littles_law_and_caps);
     RUN_CASE(test_ooo);
     RUN_CASE(test_faults);

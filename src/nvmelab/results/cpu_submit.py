@@ -168,8 +168,8 @@ def host_variable_comparison(
             hit = got[got[by] == g] if got is not None else None
             row[g] = float(hit["change"].iloc[0]) if hit is not None and len(hit) else float("nan")
         siblings = var == "thr_sib" or fixed.get("thr_sib") == 1
-        if new is None:
-            note = "not a parameter of our sweep (no fixed-frequency setting)"
+        if new is None:  # no value of ours to compare: the host's reason why the sweep cannot set it
+            note = why.get(var) or "no runs of this change in the records"
         elif not groups or any(np.isnan(row[g]) for g in groups):
             note = (
                 why.get("thr_sib") if siblings and why.get("thr_sib") else why.get(var)

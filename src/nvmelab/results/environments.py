@@ -60,6 +60,11 @@ class HostEnvironment:
     virtualisation: list[str] = dataclasses.field(default_factory=list)
     #: host variable -> why the host did not let a sweep set it (the records' host_control)
     uncontrolled: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: provenance field (memory_bytes, virtualisation) -> study -> records without it (older records)
+    predating: dict[str, Counter] = dataclasses.field(default_factory=dict)
+    #: (CPU model, CPU layout, kernel) of the records with / without each such field
+    machine_with: dict[str, set] = dataclasses.field(default_factory=dict)
+    machine_without: dict[str, set] = dataclasses.field(default_factory=dict)
 
     def cpus(self) -> str:
         """'2 logical CPUs, 1 per core' as the records' CPU layout says, else unknown."""
@@ -70,12 +75,27 @@ class HostEnvironment:
         return f"{n} logical CPUs, {per} per core"
 
     def memory_text(self) -> str:
-        if not self.memory:
-            return "not recorded (records older than the memory field)"
-        return " / ".join(f"{m / 2**30:.1f} GiB" for m in self.memory)
+        return self._with_predating(" / ".join(f"{m / 2**30:.1f} GiB" for m in self.memory), "memory_bytes")
 
     def virtualisation_text(self) -> str:
-        return " / ".join(self.virtualisation) or "not recorded (records older than the virtualisation field)"
+        return self._with_predating(" / ".join(self.virtualisation), "virtualisation")
+
+    def _with_predating(self, known: str, field: str) -> str:
+        """`known`, and which records predate `field` (per study), with what their provenance shares with
+        the records that carry it; never a bare 'not recorded'."""
+        old = self.predating.get(field)
+        if not old:
+            return known or UNKNOWN
+        n = sum(old.values())
+        which = ", ".join(f"{c} of {s}" for s, c in sorted(old.items()))
+        if not known:
+            return f"not recorded: all {n} records of this host ({which}) predate the field"
+        without, with_ = self.machine_without.get(field, set()), self.machine_with.get(field, set())
+        same_cpu = {m[:2] for m in without} <= {m[:2] for m in with_}
+        kernels = sorted({m[2] for m in without} - {m[2] for m in with_})
+        tail = "; same CPU model and CPU layout as the records that carry it" if same_cpu else ""
+        tail += f", kernel {' / '.join(kernels)}" if kernels and same_cpu else ""
+        return f"{known} ({n} older records predate the field: {which}{tail})"
 
     def uncontrolled_text(self) -> str:
         """'governor (no cpufreq in sysfs), smt (...)', or 'none' when every variable was settable."""
@@ -150,6 +170,14 @@ def host_environments(records: Iterable[dict[str, Any]]) -> list[HostEnvironment
         if isinstance(prov.get("memory_bytes"), int) and prov["memory_bytes"] not in env.memory:
             env.memory.append(prov["memory_bytes"])
         _add(env.virtualisation, prov.get("virtualisation"))
+        machine = (_text(prov.get("cpu_model")), repr(sorted(layout.items())) if isinstance(layout, dict) else None,
+                   _text(prov.get("kernel")))  # fmt: skip
+        for fld in ("memory_bytes", "virtualisation"):
+            if _text(prov.get(fld)) is None:
+                env.predating.setdefault(fld, Counter())[str(rec.get("study", UNKNOWN))] += 1
+                env.machine_without.setdefault(fld, set()).add(machine)
+            else:
+                env.machine_with.setdefault(fld, set()).add(machine)
         for var, c in (rec.get("host_control") or {}).items():
             if isinstance(c, dict) and c.get("settable") is False and var not in env.uncontrolled:
                 env.uncontrolled[var] = str(c.get("why") or "not settable")

@@ -503,6 +503,7 @@ def not_predicted() -> pd.DataFrame:
 
 #: Which validation points each study's figure draws, and on which axes (x, y).
 _FIGURE_AXES = {
+    "cpu_initiated": ("ncpus", "iops"),
     "cuda_qdepth": ("qdepth", "iops"),
     "cuda_iosize": ("iosize", "gbps"),
     "pcie_saturation": ("iosize", "gbps"),
@@ -518,13 +519,17 @@ def figure_points(df: pd.DataFrame, study: str) -> pd.DataFrame:
     x, y = _FIGURE_AXES[study]
     pts = published_points()
     v = df[(df["study"] == study) & (df["quantity"] == y)].merge(
-        pts[["study", "point_id", "nqueues", "qdepth", "iosize"]], on=["study", "point_id"]
+        pts[["study", "point_id", "nqueues", "qdepth", "iosize", "ncpus", "backend", "source"]],
+        on=["study", "point_id"],
     )
     v = v[v[x].notna() & v["qdepth"].notna()].copy()
     v[y] = v["published"]
-    v["kind"] = v["role"].map(point_kind)
-    v["label"] = [f"{pid}: {val:,.4g} {u}" for pid, val, u in zip(v.point_id, v.published, v.unit)]
-    cols = list(dict.fromkeys([x, y, "nqueues", "qdepth", "iosize", "role", "kind", "label", "point_id"]))
+    v["kind"] = [point_kind(r, s) for r, s in zip(v["role"], v["restates"].fillna(""))]
+    v["label"] = [
+        f"{pid} ({src}): {val:,.4g} {u}" for pid, src, val, u in zip(v.point_id, v.source, v.published, v.unit)
+    ]
+    cols = ["nqueues", "qdepth", "iosize", "ncpus", "backend", "role", "kind", "label", "point_id"]
+    cols = list(dict.fromkeys([x, y, *cols]))
     return v[cols].reset_index(drop=True)
 
 

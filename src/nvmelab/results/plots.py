@@ -13,12 +13,8 @@ Conventions: every chart says where its data came from in its title (a published
 never mixed in one panel without a legend entry naming the source); emulated panels name profile and
 scale (`source_label`). Charts embed their data, so they render offline.
 
-Legibility (what the book's browser test, tests/book/browser.py, checks on every page): a
-chart fits the book's text column (``COLUMN_PX``) without being scaled down, so its text
-renders at the theme's sizes (never below 10 px); panels are stacked (``beside``) or faceted
-at most two to a row; a series differs from the others in colour AND in shape or dash
-(``series_encodings``); an axis whose values span more than ``LOG_SPAN`` is logarithmic
-(``auto_log``); budgets and other fractions print as fractions (``fraction_axis``).
+Legibility: sizes, theme, series encodings and axis helpers live in nvmelab.results.plot_style
+(re-exported here); panels are stacked (``beside``) or faceted at most two to a row.
 """
 
 from __future__ import annotations
@@ -29,119 +25,23 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-#: Width (CSS pixels) of the book's text column at its default window (1280 px): a chart wider
-#: than this is scaled down by the book's CSS and its text shrinks below the legible size.
-COLUMN_PX = 740
-#: Figure size (pixels) of one panel: with its axes and a legend on the right it fits the column.
-WIDTH = 360
-HEIGHT = 240
-#: Width of one of two panels in a row (legends below the panels).
-HALF_WIDTH = 270
-#: Legend of a dash-only encoding: a black line segment per entry, so the dash shows.
-DASH_LEGEND = alt.Legend(
-    symbolType="stroke",
-    symbolSize=400,
-    symbolStrokeWidth=2,
-    symbolStrokeColor="black",
-    symbolFillColor="transparent",
+from .plot_style import (  # noqa: F401 (re-exported: the figures' callers use plots.<name>)
+    COLUMN_PX,
+    DASH_LEGEND,
+    DASHES,
+    HALF_WIDTH,
+    HEIGHT,
+    LOG_SPAN,
+    SHAPES,
+    THEME,
+    TITLES,
+    WIDTH,
+    auto_log,
+    fraction_axis,
+    fraction_label,
+    series_encodings,
+    source_label,
 )
-#: Values spanning more than this factor get a logarithmic axis (auto_log).
-LOG_SPAN = 10.0
-#: Point shapes and dash patterns given to series in order (series_encodings): with the colours, no two series
-#: look alike (twelve shapes: Vega's named symbols, then a star and a hexagon as SVG paths).
-_STAR = "M0,-1L0.24,-0.31L0.95,-0.31L0.38,0.12L0.59,0.81L0,0.38L-0.59,0.81L-0.38,0.12L-0.95,-0.31L-0.24,-0.31Z"
-SHAPES = ["circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "triangle-right", "triangle-left"]
-SHAPES += ["wedge", "arrow", _STAR, "M1,0L0.5,0.87L-0.5,0.87L-1,0L-0.5,-0.87L0.5,-0.87Z"]
-DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [12, 4], [3, 5], [10, 2, 2, 2, 2, 2], [1, 3]]
-#: Axis titles by column, as in the published figures.
-TITLES = {
-    "qdepth": "Queue depth",
-    "iosize": "I/O size (bytes)",
-    "ncpus": "CPU threads",
-    "ndevs": "Devices",
-    "nqueues": "Queues per device",
-    "iops": "IOPS",
-    "mibs": "Bandwidth (MiB/s)",
-    "gbps": "Bandwidth (GB/s)",
-    "stress": "Stress on unused CPUs",
-    "stack": "Stack",
-    "ns_per_io": "CPU time per I/O (ns)",
-}
-
-
-#: Chart settings for every figure (an Altair theme, enabled on import): labels never cut short (Vega's label limits
-#: off), overlapping axis labels thinned out, SVG (the book's browser test measures it), no export menu.
-THEME = "nvmelab"
-
-
-@alt.theme.register(THEME, enable=True)
-def _theme() -> alt.theme.ThemeConfig:
-    return {
-        "config": {
-            "legend": {"labelLimit": 0, "titleLimit": 0, "labelFontSize": 11, "titleFontSize": 12},
-            "axis": {"labelLimit": 0, "titleLimit": 0, "labelOverlap": True, "labelFontSize": 11, "titleFontSize": 12},
-            "header": {"labelLimit": 0, "titleLimit": 0, "labelFontSize": 12, "titleFontSize": 12},
-            "title": {"limit": 0, "fontSize": 13},
-            "text": {"fontSize": 11},
-        }
-    }
-
-
-alt.renderers.set_embed_options(renderer="svg", actions=False)
-
-
-def source_label(row: pd.Series | dict) -> str:
-    """A panel or legend label naming where data came from; emulated targets give profile and scale."""
-    src = row.get("source", "nvmelab")
-    tgt = str(row.get("target", "") or "")
-    if tgt.startswith(("emu://", "gpu-emu://")):
-        scale = row.get("scale")
-        sc = f"{float(scale):g}" if scale is not None and scale == scale else "?"
-        model = ("lat", "lat_sigma", "iops", "qiops", "bw", "link", "fetch")  # emu/model_keys.c, emu/params.c
-        keys = [kv for kv in tgt.partition("?")[2].split("&") if kv.split("=")[0] in model]
-        prof = f"{row.get('profile')}" + (f" with {', '.join(keys)}" if keys else "")  # model overrides (an A/B)
-        return f"nvmelab, emulated {prof} (scale {sc}) on {row.get('host', 'this host')}"
-    if src != "nvmelab":
-        return str(src)
-    return f"nvmelab on {tgt or 'target'} ({row.get('host', 'this host')})"
-
-
-def auto_log(values: Sequence | pd.Series) -> bool:
-    """True when the positive `values` span more than LOG_SPAN (max / min): such an axis is drawn
-    logarithmic, so that the smaller series are not flattened against zero."""
-    v = [float(x) for x in pd.Series(values).dropna() if float(x) > 0]
-    return bool(v) and max(v) / min(v) > LOG_SPAN
-
-
-def fraction_label(value: float) -> str:
-    """A fraction as a book prints it: 1/64, 1/4, 1, 3/8; other numbers as they are."""
-    from fractions import Fraction
-
-    f = Fraction(float(value)).limit_denominator(4096)
-    if f.denominator == 1 or abs(float(f) - float(value)) > 1e-12:
-        return f"{float(value):g}"
-    return f"{f.numerator}/{f.denominator}"
-
-
-def fraction_axis(values: Sequence, **kw) -> alt.Axis:
-    """An axis whose tick labels print `values` as fractions (1/64 rather than 0.015625)."""
-    ticks = sorted({float(v) for v in values})
-    expr = " : ".join(f"datum.value == {v!r} ? '{fraction_label(v)}'" for v in ticks) + " : format(datum.value, '~g')"
-    return alt.Axis(values=ticks, labelExpr=expr, **kw)
-
-
-def series_encodings(field: str, domain: Sequence, title: str) -> dict:
-    """Colour, point shape and dash of a series field, in the order of `domain`, sharing one legend:
-    every series differs from every other in colour and in shape and dash."""
-    dom = [v.item() if hasattr(v, "item") else v for v in domain]
-    n = len(dom)
-    shapes = [SHAPES[i % len(SHAPES)] for i in range(n)]
-    dashes = [DASHES[i % len(DASHES)] for i in range(n)]
-    return {
-        "color": alt.Color(field, title=title, scale=alt.Scale(domain=dom), sort=dom),
-        "shape": alt.Shape(field, title=title, scale=alt.Scale(domain=dom, range=shapes), sort=dom),
-        "strokeDash": alt.StrokeDash(field, title=title, scale=alt.Scale(domain=dom, range=dashes), sort=dom),
-    }
 
 
 def _with_band(agg: pd.DataFrame, y: str) -> pd.DataFrame:
@@ -467,6 +367,7 @@ def cpu_side_sweeps(
 POINT_KINDS = {
     "published, calibration point (fitted)": "square",
     "published, held out (predicted)": "diamond",
+    "published, at a cap (held out, not scored)": "triangle-up",
     "ours (measured)": "circle",
 }
 
@@ -573,9 +474,40 @@ def model_curves(
     return alt.layer(*layers).resolve_scale(shape="shared").properties(width=WIDTH, height=HEIGHT, title=title)
 
 
-def point_kind(role: str) -> str:
-    """The POINT_KINDS label of a validation role (``calibration`` | ``held_out``)."""
+def point_kind(role: str, restates: str = "") -> str:
+    """The POINT_KINDS label of a validation role (``calibration`` | ``held_out``); a held-out point
+    that restates a calibration input or a definition (``restates`` not empty) has a kind of its own."""
+    if role == "held_out" and restates:
+        return "published, at a cap (held out, not scored)"
     return {"calibration": "published, calibration point (fitted)", "held_out": "published, held out (predicted)"}[role]
+
+
+def cpu_model(
+    curves: pd.DataFrame,
+    points: pd.DataFrame,
+    *,
+    roofline: float,
+    titles: dict[str, str],
+    series: str = "backend",
+) -> alt.VConcatChart:
+    """The CPU-initiated model against the published points: one panel per `series` value (in the
+    order of `titles`, which gives each panel's title), the model's IOPS against CPU threads as a
+    line, the published points marked by kind (model_curves) and the 16-device roofline."""
+    panels = [
+        model_curves(
+            curves[curves[series] == s],
+            "ncpus",
+            "iops",
+            series=series,
+            points=points[points[series] == s],
+            reference_lines=[("16-device roofline", roofline)],
+            title=title,
+            series_title=TITLES.get(series, series),
+            log2=False,
+        )
+        for s, title in titles.items()
+    ]
+    return beside(panels)
 
 
 # ------------------------------------------------------------ blksum_qdepth ---

@@ -97,9 +97,9 @@ def _published(name: str) -> pd.DataFrame:
     df["rw"] = "randread"
     df["target"] = "published"
     df["host"] = "AiSIO HPC server"
-    df["stack"] = df["tool"] + " + " + df["backend"]
+    # the stack as the book names it (tool and the driver it ran on), never the records' backend label
+    df["stack"] = [stack_label(t, b) for t, b in zip(df["tool"], df["backend"])]
     df["driver"] = [published_driver(t, b) for t, b in zip(df["tool"], df["backend"])]
-    df["stack_label"] = [stack_label(t, b) for t, b in zip(df["tool"], df["backend"])]
     return df
 
 
