@@ -44,7 +44,7 @@
 # tests/test_lease.py checks the same and that env/README.md's table states these numbers.
 #
 # Environment: PY (the interpreter: python3, the image's, by default), NVMELAB_LEASE_DIR (default
-# build/lease), NVMELAB_LEASE_STUDY_S (caps a step's seconds for study points; the rehearsal: 60, the
+# build/lease), NVMELAB_LEASE_STUDY_S (caps a step's seconds for study points; the rehearsal: 100, enough for every task of a step to start a point, the
 # rest of its points are left "not started", which proves the resume), NVMELAB_HOST_ID (default: lease-<GPU name>, so that every step files its records under
 # the same host folder although each machine has another hostname).
 set -euo pipefail
@@ -237,7 +237,7 @@ rehearse() {
     [ "$cuda" = ON ] || echo "rehearsal: the wheel is built WITHOUT CUDA (NVMELAB_LEASE_CUDA=$cuda, or no nvcc):" \
         "the CUDA build a lease carries is not rehearsed"
     export NVMELAB_LEASE_STANDIN=1 NVMELAB_HOST_ID=rehearsal NVMELAB_LEASE_CUDA=$cuda \
-        NVMELAB_LEASE_STUDY_S=${NVMELAB_LEASE_STUDY_S:-60}
+        NVMELAB_LEASE_STUDY_S=${NVMELAB_LEASE_STUDY_S:-100}
     STANDIN=1
     LEASE=$ROOT/build/rehearse
     export NVMELAB_LEASE_DIR=$LEASE

@@ -59,6 +59,22 @@ def test_script_time_limits_are_the_cost_models():
         assert int(value) == getattr(lease, name), name
 
 
+def test_rehearsal_budget_lets_every_task_of_a_step_start():
+    """run_step gives each task an even share of the step's study seconds and skips a task whose share is below
+    its point timeout: the rehearsal's cap (env/gpu-lease.sh) must leave every task of every step a share that
+    starts a point, or the rehearsal stops exercising that study (it did, for cuda_iosize and vram_cache, when
+    cuda_pollcost joined step 3 under a 60 s cap)."""
+    m = re.search(
+        r"NVMELAB_LEASE_STUDY_S=\$\{NVMELAB_LEASE_STUDY_S:-(\d+)\}", (ROOT / "env" / "gpu-lease.sh").read_text()
+    )
+    assert m, "the rehearsal's study-seconds cap is not in env/gpu-lease.sh"
+    cap = int(m.group(1))
+    for step, tasks in lease.STEPS.items():
+        for task in tasks:
+            need = max(lease.point_timeout(r) for r in lease.runs_of(task))
+            assert cap / len(tasks) >= need, (step, task.study, cap / len(tasks), need)
+
+
 def test_installed_extension_imports_without_a_gpu_driver_and_holds_its_cuda_code():
     """The dev build's extension through the lease's check: it imported (no libcuda.so.1 needed: this
     host has no GPU driver), a CUDA build holds GPU code (.nv_fatbin) and links no driver library."""
