@@ -4,7 +4,8 @@
  * nvme/gpuq_ctrl.h), driven by the CPU stand-in round (the GPU kernel's SQE/CID/phase logic from
  * nvme/nvme_gpuq.h, with its read-back of the last SQE before the doorbell and the poller warp's order of
  * CQ reads) at several depths so the rings wrap; write then poisoned read-back with stamps on
- * two pairs at once; then a command withheld from the doorbell (its completion never comes), and the teardown after a
+ * two pairs at once; the three completion-matching modes, each command stamped for the per-I/O time
+ * breakdown; then a command withheld from the doorbell (its completion never comes), and the teardown after a
  * timeout (queues deleted before the memory is freed), after which a fresh pair must work. Prints NVMELAB-TEST lines
  * like the rest of nvmelab-guest. */
 #include "tools/gpuq_guest.h"
@@ -17,6 +18,7 @@
 #include "nvme/gpuq_ctrl.h"
 #include "nvme/nvme.h"
 #include "nvme/nvme_gpuq.h"
+#include "nvme/nvme_gpuq_match.h"
 
 #define GQ_PAIRS      2u
 #define GQ_MAX_QD     64u
@@ -33,9 +35,12 @@ static void gq_result(int ok, const char *name, unsigned ci, const char *detail)
 }
 
 /* One round of qd commands on pair p: command i covers LBAs lba0 + i * nlb.., buffer page i of buf. */
-static int gq_round(struct nvme_gpuq_pair *p, struct nvme_ns *ns, struct nvme_dma *buf, const uint64_t *lut,
-                    size_t npages, int wr, uint64_t lba0, uint32_t qd, uint32_t dev, uint64_t timeout_ns, char *err,
-                    size_t errlen, uint64_t *bad_words)
+static const struct nvme_gpuq_round_opt gq_cid = {.match = NVME_GPUQ_MATCH_CID};
+
+static int gq_round_opt(struct nvme_gpuq_pair *p, struct nvme_ns *ns, struct nvme_dma *buf, const uint64_t *lut,
+                        size_t npages, int wr, uint64_t lba0, uint32_t qd, uint32_t dev, uint64_t timeout_ns,
+                        const struct nvme_gpuq_round_opt *o, struct nvme_gpuq_match_ctr *ctr, char *err, size_t errlen,
+                        uint64_t *bad_words)
 {
     uint64_t slba[GQ_MAX_QD], p1[GQ_MAX_QD], p2[GQ_MAX_QD];
     uint16_t st[GQ_MAX_QD];
@@ -49,8 +54,8 @@ static int gq_round(struct nvme_gpuq_pair *p, struct nvme_ns *ns, struct nvme_dm
         for (uint32_t x = 0; x < NVME_GPUQ_PAGE_SIZE / GQ_WORD; x++) /* reads: poisoned (stamps are never 0) */
             w[x] = wr ? nvme_gpuq_stamp(dev, slba[i] + x / per, x % per) : 0;
     }
-    int rc = nvme_gpuq_cpu_round(p, wr ? NVME_CMD_WRITE : NVME_CMD_READ, nvme_ns_id(ns), slba, nlb, p1, p2, qd,
-                                 timeout_ns, st, err, errlen);
+    int rc = nvme_gpuq_cpu_round_opt(p, wr ? NVME_CMD_WRITE : NVME_CMD_READ, nvme_ns_id(ns), slba, nlb, p1, p2, qd,
+                                     timeout_ns, o, ctr, st, err, errlen);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < qd; i++) {
@@ -63,6 +68,60 @@ static int gq_round(struct nvme_gpuq_pair *p, struct nvme_ns *ns, struct nvme_dm
             *bad_words += w[x] != nvme_gpuq_stamp(dev, slba[i] + x / per, x % per);
     }
     return 0;
+}
+
+static int gq_round(struct nvme_gpuq_pair *p, struct nvme_ns *ns, struct nvme_dma *buf, const uint64_t *lut,
+                    size_t npages, int wr, uint64_t lba0, uint32_t qd, uint32_t dev, uint64_t timeout_ns, char *err,
+                    size_t errlen, uint64_t *bad_words)
+{
+    return gq_round_opt(p, ns, buf, lut, npages, wr, lba0, qd, dev, timeout_ns, &gq_cid, NULL, err, errlen, bad_words);
+}
+
+/* The three completion-matching modes (nvme/nvme_gpuq_match.h) on a real controller: per mode a verified
+ * write + read round on pair p with every command stamped for the per-I/O time breakdown; the stamps of each
+ * command must be in order (T0 <= T1 <= T2 <= T3P <= T3 <= T4), and scan must load more CQ bytes than cid. */
+static int gq_match_modes(struct nvme_gpuq_pair *p, struct nvme_ns *ns, struct nvme_dma *buf, const uint64_t *lut,
+                          uint32_t qd, unsigned ci, char *err, size_t errlen)
+{
+    static uint64_t rows[GQ_MAX_QD][NVME_GPUQ_NSTAMPS];
+    uint8_t sampled[GQ_MAX_QD];
+    struct nvme_gpuq_stamps stamps = {.every = 1, .cmds = 0, .t = rows, .sampled = sampled};
+    uint64_t cq_bytes[NVME_GPUQ_MATCH_MODES] = {0};
+    char name[32], detail[640];
+    int rc = 0;
+    p->stamps = &stamps;
+    for (int m = 0; m < (int)NVME_GPUQ_MATCH_MODES && !rc; m++) {
+        const struct nvme_gpuq_round_opt o = {.match = m};
+        struct nvme_gpuq_match_ctr ctr = {0};
+        uint64_t bad = 0, disorder = 0, unsampled = 0;
+        const uint64_t lba0 = (uint64_t)(m + 1) * GQ_MAX_QD * (NVME_GPUQ_PAGE_SIZE / nvme_ns_lba_size(ns));
+        rc = gq_round_opt(p, ns, buf, lut, qd, 1, lba0, qd, ci, GQ_TIMEOUT_NS, &o, &ctr, err, errlen, &bad);
+        if (!rc)
+            rc = gq_round_opt(p, ns, buf, lut, qd, 0, lba0, qd, ci, GQ_TIMEOUT_NS, &o, &ctr, err, errlen, &bad);
+        for (uint32_t i = 0; !rc && i < qd; i++) { /* the read round's stamps */
+            unsampled += !sampled[i];
+            for (unsigned k = 1; k < NVME_GPUQ_NSTAMPS; k++)
+                disorder += rows[i][k] < rows[i][k - 1];
+        }
+        cq_bytes[m] = ctr.cq_bytes;
+        snprintf(name, sizeof(name), "match-%s", nvme_gpuq_match_name(m));
+        snprintf(detail, sizeof(detail),
+                 "%u commands x2, %llu words differ, %llu CQ bytes in %llu looks, %llu stamps out of order, %llu "
+                 "unsampled%s%s",
+                 qd, (unsigned long long)bad, (unsigned long long)ctr.cq_bytes, (unsigned long long)ctr.looks,
+                 (unsigned long long)disorder, (unsigned long long)unsampled, rc ? ": " : "", rc ? err : "");
+        gq_result(!rc && !bad && !disorder && !unsampled && ctr.looks, name, ci, detail);
+    }
+    p->stamps = NULL;
+    if (!rc) {
+        snprintf(detail, sizeof(detail), "CQ bytes: cid %llu, positional %llu, scan %llu",
+                 (unsigned long long)cq_bytes[NVME_GPUQ_MATCH_CID],
+                 (unsigned long long)cq_bytes[NVME_GPUQ_MATCH_POSITIONAL],
+                 (unsigned long long)cq_bytes[NVME_GPUQ_MATCH_SCAN]);
+        gq_result(qd < 2 || cq_bytes[NVME_GPUQ_MATCH_SCAN] > cq_bytes[NVME_GPUQ_MATCH_CID], "match-scan-cost", ci,
+                  detail);
+    }
+    return rc;
 }
 
 static void gq_ctrl(struct nvme_target *t, unsigned ci, unsigned rounds)
@@ -104,6 +163,8 @@ static void gq_ctrl(struct nvme_target *t, unsigned ci, unsigned rounds)
     snprintf(detail, sizeof(detail), "%llu commands, %llu words differ%s%s", (unsigned long long)cmds,
              (unsigned long long)bad, rc ? ": " : "", rc ? err : "");
     gq_result(!rc && !bad && cmds, "rounds-verify", ci, detail);
+    if (!rc && p[1])
+        rc = gq_match_modes(p[1], ns, buf[1], lut[1], qd, ci, err, sizeof(err));
     /* the watchdog: the doorbell is rung one entry short, so one command is never fetched and its completion
      * never comes (any controller; QEMU completes on the doorbell write, so a short deadline alone would
      * not miss); then the queue is deleted (or the controller reset) before its memory is freed */
