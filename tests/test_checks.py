@@ -127,23 +127,9 @@ def test_a_lost_completion_ends_in_the_watchdog():
 def test_device_record_with_an_idle_block_fails_its_check():
     # gpu.make_record is the one builder of device-initiated records (the stand-in's too): the GPU's counts
     # go through the same checks
-    from tests.test_cuda import _fake_result  # the engine's raw result, as the binding returns it
+    from tests.test_cuda import _fake_result, record_kw  # the engine's raw result, as the binding returns it
 
-    kw = dict(
-        target="gpu-emu://?profile=pm1753&ndev=2",
-        rw="randread",
-        iosize=512,
-        qdepth=128,
-        nqueues=1,
-        study="s",
-        repetition=0,
-        seed=1,
-        warmup=0.5,
-        stress=False,
-        thr_sib=False,
-        host={},
-        verify=False,
-    )
+    kw = record_kw(study="s")
     counts = dict(submitted=1500, completed=1500, beats=[2, 2], blocks=2, in_flight=256)
     rec = gpu.make_record(_fake_result(**counts, round_ns_mean=0.25e9), **kw)  # 1000 IOPS x 0.25 s ~ 256
     assert rec["checks_ok"] is True and rec["checks"]["littles_law"]["value"] == pytest.approx(

@@ -143,6 +143,28 @@ def test_run_without_gpu_is_a_clear_error():
     assert "no CUDA device" in str(ei.value)
 
 
+def record_kw(**over):
+    """gpu.make_record's keywords for a record built from _fake_result (the tests of the record builder);
+    `over` changes the ones a test is about."""
+    kw = dict(
+        target="gpu-emu://?profile=pm1753&ndev=2",
+        rw="randread",
+        iosize=512,
+        qdepth=128,
+        nqueues=1,
+        study="x",
+        repetition=0,
+        seed=1,
+        warmup=0.5,
+        stress=False,
+        thr_sib=False,
+        host={},
+        verify=False,
+    )
+    kw.update(over)
+    return kw
+
+
 def _fake_result(**over):
     res = {
         "window_s": 1.0,
@@ -206,19 +228,7 @@ def test_record_without_profile_is_refused():
     with pytest.raises(records.RecordError, match="profile"):
         gpu.make_record(
             _fake_result(profile=""),
-            target="gpu-emu://",
-            rw="read",
-            iosize=512,
-            qdepth=1,
-            nqueues=1,
-            study="x",
-            repetition=0,
-            seed=1,
-            warmup=0,
-            stress=False,
-            thr_sib=False,
-            host={},
-            verify=False,
+            **record_kw(target="gpu-emu://", rw="read", qdepth=1, warmup=0),
         )
 
 

@@ -58,7 +58,7 @@ def test_payload_is_checked():
 
 
 def test_record_tells_an_emulator_limited_run_apart():
-    from tests.test_cuda import _fake_result
+    from tests.test_cuda import _fake_result, record_kw
 
     emu = {
         "fetched": 1500,
@@ -72,37 +72,13 @@ def test_record_tells_an_emulator_limited_run_apart():
     }
     rec = gpu.make_record(
         _fake_result(emulator=emu, payload="gpu"),
-        target="gpu-emu://?profile=pm1753&ndev=2",
-        rw="randread",
-        iosize=512,
-        qdepth=128,
-        nqueues=1,
-        study="cuda_qdepth",
-        repetition=0,
-        seed=1,
-        warmup=0.5,
-        stress=False,
-        thr_sib=False,
-        host={},
-        verify=False,
+        **record_kw(study="cuda_qdepth"),
     )
     assert rec["emulator_counters"]["late_ns_mean"] == 812.5 and rec["emulator_counters"]["cq_full_held"] == 3
     assert rec["payload"] == "gpu"
     rec = gpu.make_record(
         _fake_result(emulator=None, payload="host"),
-        target="pci://0000:01:00.0",
-        rw="read",
-        iosize=512,
-        qdepth=8,
-        nqueues=1,
-        study="x",
-        repetition=0,
-        seed=1,
-        warmup=0,
-        stress=False,
-        thr_sib=False,
-        host={},
-        verify=False,
+        **record_kw(target="pci://0000:01:00.0", rw="read", qdepth=8, warmup=0),
     )
     assert rec["emulator_counters"] is None and rec["payload"] == "host"
 

@@ -63,7 +63,7 @@ def test_runtime_is_not_checked_with_rounds():
 
 
 def test_record_carries_poll_occupancy_and_the_emulator_verdict():
-    from tests.test_cuda import _fake_result
+    from tests.test_cuda import _fake_result, record_kw
 
     emu = {
         "fetched": 10,
@@ -84,19 +84,7 @@ def test_record_carries_poll_occupancy_and_the_emulator_verdict():
         "limited": True,
     }
     args = dict(
-        target="gpu-emu://?profile=null",
-        rw="randread",
-        iosize=512,
-        qdepth=128,
-        nqueues=1,
-        study="x",
-        repetition=0,
-        seed=1,
-        warmup=0,
-        stress=False,
-        thr_sib=False,
-        host={},
-        verify=False,
+        **record_kw(target="gpu-emu://?profile=null", warmup=0),
     )
     rec = gpu.make_record(_fake_result(emulator=emu, poll="spin", occupancy_permille=951), **args)
     assert rec["poll"] == "spin" and rec["occupancy"] == {"limit_pct": 95, "used_pct": 95.1}
