@@ -182,23 +182,9 @@ def test_corun_is_a_table_parameter_with_its_rules():
 def test_make_record_carries_the_corunner_and_nvml_fields():
     """The GPU engine's record path without a GPU: a raw result as the binding returns it."""
     from nvmelab.engines import gpu
-    from tests.test_cuda import _fake_result
+    from tests.test_cuda import _fake_result, record_kw
 
-    args = dict(
-        target="gpu-emu://?profile=null",
-        rw="randread",
-        iosize=512,
-        qdepth=64,
-        nqueues=1,
-        study="x",
-        repetition=0,
-        seed=1,
-        warmup=0.2,
-        stress=False,
-        thr_sib=False,
-        host={},
-        verify=False,
-    )
+    args = record_kw(target="gpu-emu://?profile=null", qdepth=64, warmup=0.2)
     w = {"readable": False, "reason": "NVML unavailable: test", "sm_active_pct": None}
     rec = gpu.make_record(_fake_result(corun=dict(RAW), nvml=w), **args, corun=4)
     assert rec["corun"]["ratio"] == pytest.approx(0.8) and rec["corun"]["per_sm"] == 4

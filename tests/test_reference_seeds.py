@@ -24,7 +24,7 @@ from nvmelab.results import reference
 #: Columns that say where a row comes from; never checked as numbers.
 WHERE_COLUMNS = ("seed", "section", "locator")
 #: A printed number: digits, optionally grouped by spaces or commas as the seeds print them
-#: ("3 857 938", "1,234"), optionally with a decimal part and a sign.
+#: ("1 234 567", "1,234"), optionally with a decimal part and a sign.
 _NUMBER_RE = re.compile(r"^[+-]?\d{1,3}(?:[ ,]\d{3})+(?:\.\d+)?$|^[+-]?\d+(?:\.\d+)?$")
 _HEAD_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
 
@@ -74,7 +74,7 @@ def is_number(cell: str) -> bool:
 
 def number_in(cell: str, text: str) -> bool:
     """`cell` stands in `text` as a whole number: not part of a longer one (12 is not found in
-    128, 720 159 not in 61 720 159, 0.5 not in 10.5); a group separator may be a line break."""
+    128, 345 678 not in 12 345 678, 0.5 not in 10.5); a group separator may be a line break."""
     parts = [re.escape(p) for p in re.split(r"\s+", cell.strip())]
     pat = r"(?<![\d.])(?<!\d )(?<!\d,)" + r"\s+".join(parts) + r"(?!\.?\d)(?![ ,]\d{3}(?!\d))"
     return re.search(pat, text) is not None
@@ -128,10 +128,10 @@ def test_every_number_is_in_its_section(path: Path) -> None:
 
 @needs_seeds
 def test_number_matching_is_exact() -> None:
-    text = "reached 61 720 159 IOPS at queue depth 128, in 10.5 s;\n3 857\n938 per device"
-    assert number_in("61 720 159", text) and number_in("128", text) and number_in("10.5", text)
-    assert number_in("3 857 938", text)  # a group broken across lines
-    for absent in ("720 159", "61 720", "12", "28", "0.5", "10", "61 720 158", "857"):
+    text = "reached 12 345 678 IOPS at queue depth 128, in 10.5 s;\n1 234\n567 per device"
+    assert number_in("12 345 678", text) and number_in("128", text) and number_in("10.5", text)
+    assert number_in("1 234 567", text)  # a group broken across lines
+    for absent in ("345 678", "12 345", "12", "28", "0.5", "10", "12 345 677", "234"):
         assert not number_in(absent, text), absent
 
 
@@ -179,7 +179,9 @@ def test_seed004_a_to_d_and_host_tables_load_every_row() -> None:
     ad = reference.seed004_parameterisations()
     assert list(ad["id"]) == ["A", "B", "C", "D"]
     assert ad.set_index("id").loc["D", ["thr_sib", "stress_on"]].tolist() == [0, 1]
-    assert ad.set_index("id").loc["A", "iops"] == 61_720_159
+    with open(reference.seeds_dir() / "seed004_parameterisations.csv", encoding="utf-8") as f:
+        printed = {r["id"]: r["reached_iops"] for r in csv.DictReader(f)}
+    assert ad.set_index("id")["iops"].to_dict() == {k: reference.seed004_number(v) for k, v in printed.items()}
     for notes in (False, True):
         name = "seed004_host_variables_notes.csv" if notes else "seed004_host_variables.csv"
         hv = reference.seed004_host_variables(notes=notes)
@@ -208,7 +210,16 @@ def test_seed004_printed_changes_agree_with_the_printed_iops() -> None:
 
 
 def test_seed004_statements_and_sets() -> None:
-    assert reference.seed004_value("device_iops_capacity", "Determining Device IOPS Capacity") == 3_857_938
+    with open(reference.seeds_dir() / "seed004_statements.csv", encoding="utf-8") as f:
+        (cap,) = [
+            r["value"]
+            for r in csv.DictReader(f)
+            if r["quantity"] == "device_iops_capacity" and r["section"] == "Determining Device IOPS Capacity"
+        ]
+    assert " " in cap  # printed with digit groups: the loader must read them
+    assert reference.seed004_value("device_iops_capacity", "Determining Device IOPS Capacity") == float(
+        cap.replace(" ", "")
+    )
     assert reference.seed004_value("bandwidth_512") == 30 and reference.seed004_value("bandwidth_4096") == 215
     assert reference.seed004_value("repetitions") == 5
     with pytest.raises(KeyError):

@@ -191,7 +191,7 @@ SEED004_CONDITIONS = {
 
 
 def seed004_number(printed: str) -> float:
-    """A number as seed 004 prints it ("61 720 159", "3.86", "five") -> float; ValueError otherwise."""
+    """A number as seed 004 prints it ("12 345 678", "1.25", "five") -> float; ValueError otherwise."""
     t = printed.strip()
     if t in _SEED004_WORDS:
         return float(_SEED004_WORDS[t])
