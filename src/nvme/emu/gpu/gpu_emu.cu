@@ -223,10 +223,13 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
             if ((int)lane == j)
                 status = st;
         }
-        // device model: batch GCRA, in lane order
+        // device model: batch GCRA, in lane order. Every bucket sees the fetch time (lane 0's clock, so the
+        // lanes agree) and a command starts when the last of them lets it, as in the CPU emulator's
+        // emu_model_due: a shared bucket must not see the queue bucket's start, which is in the future by
+        // that queue's backlog and would make every other queue on the device or link wait behind it.
         uint64_t due = 0;
         if (m.timed) {
-            uint64_t now = (nvme_cuda_now_ns() - epoch) << GEMU_FP_SHIFT;
+            const uint64_t now = __shfl_sync(GEMU_FULL_MASK, (nvme_cuda_now_ns() - epoch) << GEMU_FP_SHIFT, 0);
             uint64_t t = now;
             if (m.queue_gap_fp) {
                 uint64_t s = gemu_max(now, q->q_tat);
@@ -235,25 +238,25 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
                     q->q_tat = s + n * m.queue_gap_fp;
             }
             if (m.dev_gap_fp) {
-                uint64_t s = 0, t0 = __shfl_sync(GEMU_FULL_MASK, t, 0);
+                uint64_t s = 0;
                 if (lane == 0)
-                    s = gemu_gcra(&d->iops_tat, t0, n * m.dev_gap_fp);
+                    s = gemu_gcra(&d->iops_tat, now, n * m.dev_gap_fp);
                 s = __shfl_sync(GEMU_FULL_MASK, s, 0);
                 t = gemu_max(t, s + lane * m.dev_gap_fp);
             }
             uint64_t bytes = act && !status ? len : 0, total = 0;
             uint64_t excl = gemu_excl_scan(bytes, lane, &total);
             if (m.dev_byte_fp && total) {
-                uint64_t s = 0, t0 = __shfl_sync(GEMU_FULL_MASK, t, 0);
+                uint64_t s = 0;
                 if (lane == 0)
-                    s = gemu_gcra(&d->bw_tat, t0, total * m.dev_byte_fp);
+                    s = gemu_gcra(&d->bw_tat, now, total * m.dev_byte_fp);
                 s = __shfl_sync(GEMU_FULL_MASK, s, 0);
                 t = gemu_max(t, s + excl * m.dev_byte_fp);
             }
             if (m.link_byte_fp && total) {
-                uint64_t s = 0, t0 = __shfl_sync(GEMU_FULL_MASK, t, 0);
+                uint64_t s = 0;
                 if (lane == 0)
-                    s = gemu_gcra(&g->link_tat, t0, total * m.link_byte_fp);
+                    s = gemu_gcra(&g->link_tat, now, total * m.link_byte_fp);
                 s = __shfl_sync(GEMU_FULL_MASK, s, 0);
                 t = gemu_max(t, s + excl * m.link_byte_fp);
             }
