@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,6 +64,20 @@ def digest_of(*args) -> str:
 
 
 SECTOR = 512
+
+
+@pytest.fixture(autouse=True)
+def sockdir(monkeypatch):
+    """A private TMPDIR per test: blksum puts the qemu-nbd socket's directory there, so a leftover is this
+    test's own and not another run's that happens to share /tmp."""
+    d = Path(tempfile.mkdtemp(prefix="bs-"))
+    monkeypatch.setenv("TMPDIR", str(d))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def leftovers(d: Path) -> list[str]:
+    return glob.glob(str(d / "nvmelab-blksum-*"))
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +255,7 @@ def test_nbd_uri_error_is_one_line(tmp_path):
 
 
 @needs_nbd
-def test_nbd_served_raw_and_qcow2_every_vector(images, qemu_view, tmp_path):
+def test_nbd_served_raw_and_qcow2_every_vector(images, qemu_view, tmp_path, sockdir):
     for spec, (raw, _) in images.items():
         want = qemu_view[spec]
         assert digest_of("--mode", "nbd", raw) == want, spec
@@ -250,7 +265,7 @@ def test_nbd_served_raw_and_qcow2_every_vector(images, qemu_view, tmp_path):
         if QEMU_IMG:
             subprocess.run([QEMU_IMG, "convert", "-q", "-c", "-O", "qcow2", raw, q], check=True)
             assert digest_of("--mode", "nbd", q) == want, f"{spec} compressed"
-    assert not glob.glob("/tmp/nvmelab-blksum-*"), "a private socket directory was left behind"
+    assert not leftovers(sockdir), "a private socket directory was left behind"
 
 
 @needs_nbd
@@ -286,7 +301,7 @@ def test_nbd_skips_unallocated_extents(tmp_path):
 
 
 @needs_nbd
-def test_nbd_bad_image_and_missing_server(tmp_path, monkeypatch):
+def test_nbd_bad_image_and_missing_server(tmp_path, sockdir):
     bad = tmp_path / "bad.qcow2"
     bad.write_bytes(b"QFI\xfb" + bytes(100))
     out = cmd("--mode", "nbd", bad, check=False)
@@ -294,7 +309,7 @@ def test_nbd_bad_image_and_missing_server(tmp_path, monkeypatch):
     env = dict(os.environ, PATH=str(tmp_path))
     out = subprocess.run([EXE, "--mode", "nbd", str(bad)], capture_output=True, text=True, env=env)
     assert out.returncode == 1 and "qemu-nbd not found" in out.stderr
-    assert not glob.glob("/tmp/nvmelab-blksum-*")
+    assert not leftovers(sockdir)
 
 
 def _qemu_nbd_serving(path) -> list[int]:
@@ -310,7 +325,7 @@ def _qemu_nbd_serving(path) -> list[int]:
 
 
 @needs_nbd
-def test_ctrl_c_stops_qemu_nbd_and_leaves_nothing(tmp_path):
+def test_ctrl_c_stops_qemu_nbd_and_leaves_nothing(tmp_path, sockdir):
     raw = tmp_path / "big.raw"
     with open(raw, "wb") as f:
         for _ in range(64):
@@ -319,6 +334,7 @@ def test_ctrl_c_stops_qemu_nbd_and_leaves_nothing(tmp_path):
     deadline = time.monotonic() + 10
     while not _qemu_nbd_serving(raw) and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.01)
+    assert leftovers(sockdir), "while qemu-nbd serves, its socket directory is under TMPDIR"
     p.send_signal(signal.SIGINT)
     rc = p.wait(timeout=20)
     assert rc in (-signal.SIGINT, 0)
@@ -326,7 +342,7 @@ def test_ctrl_c_stops_qemu_nbd_and_leaves_nothing(tmp_path):
     while _qemu_nbd_serving(raw) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _qemu_nbd_serving(raw)
-    assert not glob.glob("/tmp/nvmelab-blksum-*")
+    assert not leftovers(sockdir)
 
 
 def test_build_info_names_nbd():

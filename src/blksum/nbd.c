@@ -435,13 +435,17 @@ extern char **environ;
 static int serve_once(struct nbd_src *n, const char *prog, const char *path, const char *format, const char *aio,
                       char *err, size_t errlen)
 {
-    char dir[] = "/tmp/nvmelab-blksum-XXXXXX", fmtarg[64], aioarg[32];
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path) - sizeof("/nbd.sock") + 1], fmtarg[64], aioarg[32];
     char pidvar[sizeof("LISTEN_PID=") + NBD_PID_DIGITS] = "LISTEN_PID=";
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     int rc = 0, sock = -1;
+    /* The socket's private directory goes under $TMPDIR when a socket path there fits, else /tmp. */
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base || snprintf(dir, sizeof(dir), "%s/nvmelab-blksum-XXXXXX", base) >= (int)sizeof(dir))
+        snprintf(dir, sizeof(dir), "/tmp/nvmelab-blksum-XXXXXX");
     if (!mkdtemp(dir)) {
         rc = -errno;
-        snprintf(err, errlen, "nbd: cannot create a private directory under /tmp: %s", strerror(-rc));
+        snprintf(err, errlen, "nbd: cannot create a private directory %s: %s", dir, strerror(-rc));
         return rc;
     }
     snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/nbd.sock", dir);
