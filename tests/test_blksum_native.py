@@ -312,6 +312,19 @@ def test_nbd_bad_image_and_missing_server(tmp_path, sockdir):
     assert not leftovers(sockdir)
 
 
+@needs_nbd
+def test_nbd_socket_directory_goes_under_tmpdir(tmp_path, monkeypatch):
+    """The leftover checks above look in the test's TMPDIR: this proves blksum puts its directory there (it
+    is deleted once the connection stands, so it cannot be seen while qemu-nbd serves)."""
+    raw = tmp_path / "a.raw"
+    raw.write_bytes(bytes(4096))
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    monkeypatch.setenv("TMPDIR", str(not_a_dir))
+    out = cmd("--mode", "nbd", raw, check=False)
+    assert out.returncode == 1 and f"cannot create a private directory {not_a_dir}/nvmelab-blksum-" in out.stderr
+
+
 def _qemu_nbd_serving(path) -> list[int]:
     pids = []
     for d in glob.glob("/proc/[0-9]*/cmdline"):
@@ -334,7 +347,6 @@ def test_ctrl_c_stops_qemu_nbd_and_leaves_nothing(tmp_path, sockdir):
     deadline = time.monotonic() + 10
     while not _qemu_nbd_serving(raw) and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.01)
-    assert leftovers(sockdir), "while qemu-nbd serves, its socket directory is under TMPDIR"
     p.send_signal(signal.SIGINT)
     rc = p.wait(timeout=20)
     assert rc in (-signal.SIGINT, 0)

@@ -5,6 +5,7 @@
 // GIL in short slices, so Ctrl-C (and a progress callback) are served while it runs:
 // on a signal the job is cancelled, joined, and the KeyboardInterrupt propagates.
 #include <cerrno>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,42 @@ py::dict run_job(const blksum_source &src, const blksum_opts &o, const std::stri
     return result_dict(r);
 }
 
+// The options every entry point takes, checked once (the digest string must outlive the options).
+blksum_opts checked_opts(const std::string &digest, int threads, int queue_depth, size_t read_size, blksum_io io)
+{
+    blksum_opts o;
+    blksum_opts_init(&o);
+    o.digest = digest.c_str();
+    o.threads = threads;
+    o.queue_depth = queue_depth;
+    o.read_size = read_size;
+    o.io = io;
+    char msg[NVME_ERRLEN_BLKSUM];
+    if (blksum_opts_check(&o, msg, sizeof(msg)) < 0)
+        throw py::value_error(msg);
+    return o;
+}
+
+// Runs the job on an open source and closes it on every path (without the GIL: closing stops a qemu-nbd
+// blksum started); annotate adds what the entry point knows of the source while it is still open.
+py::dict run_and_close(blksum_source &src, const blksum_opts &o, const std::string &label, py::object progress,
+                       const std::function<void(py::dict &)> &annotate)
+{
+    auto close = [&]() {
+        py::gil_scoped_release nogil;
+        blksum_source_close(&src);
+    };
+    try {
+        py::dict d = run_job(src, o, label, progress);
+        annotate(d);
+        close();
+        return d;
+    } catch (...) {
+        close();
+        throw;
+    }
+}
+
 } // namespace
 
 void bind_blksum(py::module_ &m)
@@ -145,30 +182,12 @@ void bind_blksum(py::module_ &m)
         "blksum_file",
         [](const std::string &path, const std::string &digest, int threads, int queue_depth, size_t read_size,
            const std::string &io, py::object progress) {
-            blksum_opts o;
-            blksum_opts_init(&o);
-            o.digest = digest.c_str();
-            o.threads = threads;
-            o.queue_depth = queue_depth;
-            o.read_size = read_size;
-            o.io = parse_io(io);
-            char msg[256];
-            int rc = blksum_opts_check(&o, msg, sizeof(msg));
-            if (rc < 0)
-                throw py::value_error(msg);
+            blksum_opts o = checked_opts(digest, threads, queue_depth, read_size, parse_io(io));
             blksum_source src;
-            rc = blksum_source_open(&src, path.c_str());
+            int rc = blksum_source_open(&src, path.c_str());
             if (rc < 0)
                 blksum_raise(rc, path);
-            try {
-                py::dict d = run_job(src, o, path, progress);
-                d["source"] = std::string(src.kind);
-                blksum_source_close(&src);
-                return d;
-            } catch (...) {
-                blksum_source_close(&src);
-                throw;
-            }
+            return run_and_close(src, o, path, progress, [&](py::dict &d) { d["source"] = std::string(src.kind); });
         },
         py::arg("path"), py::arg("digest") = BLKSUM_DEFAULT_DIGEST, py::arg("threads"),
         py::arg("queue_depth") = BLKSUM_DEFAULT_QUEUE_DEPTH, py::arg("read_size") = BLKSUM_DEFAULT_READ_SIZE,
@@ -180,20 +199,12 @@ void bind_blksum(py::module_ &m)
         "blksum_image",
         [](const std::string &name, const std::string &mode, const std::string &digest, int threads, int queue_depth,
            size_t read_size, const std::string &io, py::object progress) {
-            blksum_opts o;
-            blksum_opts_init(&o);
-            o.digest = digest.c_str();
-            o.threads = threads;
-            o.queue_depth = queue_depth;
-            o.read_size = read_size;
-            o.io = parse_io(io);
             enum blksum_mode m;
-            char msg[512];
             if (blksum_mode_parse(mode.c_str(), &m) < 0)
                 throw py::value_error("mode must be auto, file, nbd or qcow2, got '" + mode + "'");
-            int rc = blksum_opts_check(&o, msg, sizeof(msg));
-            if (rc < 0)
-                throw py::value_error(msg);
+            blksum_opts o = checked_opts(digest, threads, queue_depth, read_size, parse_io(io));
+            char msg[512];
+            int rc;
             blksum_source src;
             msg[0] = '\0';
             {
@@ -207,19 +218,7 @@ void bind_blksum(py::module_ &m)
             }
             if (src.target)
                 o.io = BLKSUM_IO_TARGET;
-            auto close = [&]() {
-                py::gil_scoped_release nogil; /* stops a qemu-nbd blksum started */
-                blksum_source_close(&src);
-            };
-            try {
-                py::dict d = run_job(src, o, name, progress);
-                d["source"] = std::string(src.kind);
-                close();
-                return d;
-            } catch (...) {
-                close();
-                throw;
-            }
+            return run_and_close(src, o, name, progress, [&](py::dict &d) { d["source"] = std::string(src.kind); });
         },
         py::arg("name"), py::arg("mode") = "auto", py::arg("digest") = BLKSUM_DEFAULT_DIGEST, py::arg("threads"),
         py::arg("queue_depth") = BLKSUM_DEFAULT_QUEUE_DEPTH, py::arg("read_size") = BLKSUM_DEFAULT_READ_SIZE,
@@ -240,17 +239,9 @@ void bind_blksum(py::module_ &m)
         [](const py::object &uri_arg, const std::string &digest, int threads, int queue_depth, size_t read_size,
            uint32_t nsid, py::object progress) {
             const std::string uri = nvmelab::uri_text(uri_arg);
-            blksum_opts o;
-            blksum_opts_init(&o);
-            o.digest = digest.c_str();
-            o.threads = threads;
-            o.queue_depth = queue_depth;
-            o.read_size = read_size;
-            o.io = BLKSUM_IO_TARGET;
+            blksum_opts o = checked_opts(digest, threads, queue_depth, read_size, BLKSUM_IO_TARGET);
             char msg[NVME_ERRLEN_BLKSUM];
-            int rc = blksum_opts_check(&o, msg, sizeof(msg));
-            if (rc < 0)
-                throw py::value_error(msg);
+            int rc;
             blksum_source src;
             msg[0] = '\0';
             {
@@ -262,20 +253,10 @@ void bind_blksum(py::module_ &m)
                     throw py::value_error(std::string(msg));
                 blksum_raise(rc, uri);
             }
-            auto close = [&]() {
-                py::gil_scoped_release nogil;
-                blksum_source_close(&src);
-            };
-            try {
-                py::dict d = run_job(src, o, uri, progress);
+            return run_and_close(src, o, uri, progress, [&](py::dict &d) {
                 d["source"] = std::string("nvme");
                 d["target_describe"] = std::string(blksum_source_describe(&src));
-                close();
-                return d;
-            } catch (...) {
-                close();
-                throw;
-            }
+            });
         },
         py::arg("uri"), py::arg("digest") = BLKSUM_DEFAULT_DIGEST, py::arg("threads"),
         py::arg("queue_depth") = BLKSUM_DEFAULT_QUEUE_DEPTH, py::arg("read_size") = BLKSUM_DEFAULT_READ_SIZE,
