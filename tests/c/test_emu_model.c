@@ -262,10 +262,11 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void test_thread_mode(void)
+/* two host threads, one qpair each, on one controller opened from uri */
+static void two_workers(const char *uri)
 {
     struct th t;
-    th_open(&t, "emu://?mode=thread&nioq=4&nsze=256MiB");
+    th_open(&t, uri);
     CHECK(th_enable(&t, 16));
     th_create_ioq(&t, 1, 32);
     th_create_ioq(&t, 2, 32);
@@ -279,22 +280,15 @@ static void test_thread_mode(void)
     th_close(&t);
 }
 
+static void test_thread_mode(void)
+{
+    two_workers("emu://?mode=thread&nioq=4&nsze=256MiB");
+}
+
 /* inline mode: two host threads on two qpairs of one controller (no service thread) */
 static void test_inline_two_threads(void)
 {
-    struct th t;
-    th_open(&t, "emu://?nioq=4&nsze=256MiB&lat=50us&iops=200000");
-    CHECK(th_enable(&t, 16));
-    th_create_ioq(&t, 1, 32);
-    th_create_ioq(&t, 2, 32);
-    struct worker w[2] = {{&t, 1, 0}, {&t, 2, 0}};
-    pthread_t tid[2];
-    for (int i = 0; i < 2; i++)
-        CHECK_EQ(pthread_create(&tid[i], NULL, worker_main, &w[i]), 0);
-    for (int i = 0; i < 2; i++)
-        pthread_join(tid[i], NULL);
-    CHECK_EQ(w[0].ok + w[1].ok, 4000);
-    th_close(&t);
+    two_workers("emu://?nioq=4&nsze=256MiB&lat=50us&iops=200000");
 }
 
 /* A shared cap (the link) sees the fetch time, not a queue bucket's future start: a backlogged queue on one
