@@ -62,6 +62,7 @@ struct eng_chan {
     uint32_t lat_left;                     /* commands until the next latency sample */
     uint32_t lat_pending;                  /* sampled commands in flight */
     uint32_t bd_left;                      /* timed commands until the next one the breakdown stamps */
+    uint32_t bd_of_timed;                  /* perf_bd_of_timed(qdepth); 0: breakdown off (perf_config.bd) */
     uint32_t *await;                       /* breakdown: timed slots queued since the last kick */
     uint32_t nawait, nawait1;              /* entries in await; of them stamped t1 */
     uint64_t t_poll, t_poll_prev;          /* breakdown: start of this reap, of the previous one (t3, t3p) */
@@ -161,8 +162,8 @@ static inline void bd_queued(struct eng_chan *c, uint32_t slot)
  * keep stamps from an earlier use). */
 static inline void bd_timed(struct eng_chan *c, uint32_t slot)
 {
-    if (--c->bd_left == 0) {
-        c->bd_left = perf_bd_of_timed(c->qdepth);
+    if (c->bd_of_timed && --c->bd_left == 0) {
+        c->bd_left = c->bd_of_timed;
         bd_queued(c, slot);
     } else {
         c->slots[slot].t2 = 0;
