@@ -82,8 +82,11 @@ static __attribute__((noinline)) void eng_done_slow(struct eng_chan *c, struct w
                 w->now_valid = 1;
             }
             stats_hist_add(w->hist, w->now_cache - s->t_sub);
-            if (s->t2) /* stamped for the breakdown */
+        }
+        if (s->t2) { /* stamped for the breakdown */
+            if (w->measuring)
                 perf_bd_record(w, c, s, w->now_cache);
+            s->t2 = 0;
         }
         s->t_sub = 0;
         c->lat_pending--;
@@ -172,6 +175,7 @@ static int refill(struct worker *w, struct eng_chan *c)
             if (s->t_sub) {
                 s->t_sub = 0;
                 c->lat_pending--;
+                bd_unqueued(c, slot);
             }
             if (e->fill && (pat == PERF_PAT_WRITE))
                 c->seq_next--; /* retry this position */
