@@ -102,6 +102,7 @@ def test_standin_breakdown_on_by_default_at_the_rule_and_switched_off_by_zero():
     off = gpu_standin.run_cuda_standin(**STANDIN, sample_every=0)
     assert off["breakdown"]["sample_every"] == 0 and off["breakdown"]["samples"] == 0
     assert off["breakdown"]["submit_ns"] is None and off["checks_ok"] is True
+    assert off["breakdown"]["off"] == "sample_every=0" and rec["breakdown"]["off"] is None
 
 
 @pytest.mark.parametrize("every", [10, 16])

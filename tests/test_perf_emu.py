@@ -175,6 +175,7 @@ def test_breakdown_switch_keeps_latency_sampling(qdepth):
     assert off["lat_ns"]["count"] > 0 and off["lat_ns"]["sample_every"] == on["lat_ns"]["sample_every"]
     assert off["breakdown"]["sample_every"] == 0 and off["breakdown"]["samples"] == 0
     assert all(off["breakdown"][p] is None for p in PHASES)
+    assert off["breakdown"]["off"] == "bd=0" and on["breakdown"]["off"] is None
     assert on["breakdown"]["sample_every"] >= _native.bd_sample_every(qdepth) // on["lat_ns"]["sample_every"]
     assert on["breakdown"]["samples"] > 0 and all(on["breakdown"][p]["p50"] >= 0 for p in PHASES)
     assert "bd" in {p["name"] for p in perf.params()}
