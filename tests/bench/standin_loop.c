@@ -5,9 +5,9 @@
  * Usage: standin_loop URI QDEPTH RUNTIME_MS SAMPLE_EVERY
  * One queue pair per controller, 512-byte random reads, no warm-up, the per-I/O breakdown stamping one
  * command in SAMPLE_EVERY (0: off; -1: the records' rule, nvme_bd_sample_every(QDEPTH) of nvme/bd_sample.h)
- * into a store of GPUQ_STANDIN_SAMPLE_CAP; prints "ios=N rounds=R window_s=W iops=X sampled=S sample_every=E". Two runs
- * of different lengths under callgrind, differenced, give the instructions per I/O of the steady state (the set-up
- * cancels). */
+ * into a store of GPUQ_STANDIN_SAMPLE_CAP; prints "ios=N rounds=R window_s=W iops=X sampled=S sample_every=E".
+ * Two runs of different lengths under callgrind, differenced, give the instructions per I/O of the steady state
+ * (the set-up cancels). */
 #include <stdio.h>
 #include <stdlib.h>
 
