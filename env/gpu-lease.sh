@@ -11,7 +11,9 @@
 # plan` prints them):
 #   1  install; the installed extension checked (imports without a GPU driver, holds the CUDA code:
 #      lease.native_check); every GPU test (each test file with a `gpu` mark); emulator capacity (tests/bench
-#      bench_gpu_submit.py, short windows); the calibration A/B (cuda_qdepth, pm1753 as derived vs fitted)
+#      bench_gpu_submit.py, short windows) and the per-I/O breakdown's cost on the GPU (bench_breakdown_cost.py
+#      run_gpu, sample_every 0 vs the rule, 3 rounds per queue depth); the calibration A/B (cuda_qdepth, pm1753
+#      as derived vs fitted)
 #   2  cuda_qdepth, preset lease; cuda_match, preset lease (the three completion-matching modes)
 #   3  cuda_iosize, preset lease; vram_cache, preset lease (the GPU-memory cache runs); cuda_pollcost,
 #      preset lease (a co-running compute kernel with and without the I/O, NVML SM activity)

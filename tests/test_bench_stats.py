@@ -63,3 +63,50 @@ def test_o_direct_probe_accepts_a_directory_that_supports_it(kp, tmp_path):
     # must answer None or a reason naming the directory, never raise
     why = kp._o_direct_ok(str(tmp_path))
     assert why is None or str(tmp_path) in why
+
+
+# ---------------------------------------------------------------------------- the breakdown-cost benchmark
+@pytest.fixture(scope="module")
+def bdc():
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests.bench import _native_bench, bench_breakdown_cost
+    finally:
+        sys.path.remove(str(ROOT))
+    return bench_breakdown_cost, _native_bench
+
+
+def _ab(bench, off_ns, on_ns):
+    """ab_timing over scripted runs: round r gives off_ns[r] and on_ns[r] (in whichever order it asks)."""
+    it = {False: iter(off_ns), True: iter(on_ns)}
+    return bench.ab_timing(lambda on: {"ns_per_io": next(it[on]), "sample_every": 64, "samples": 10}, len(off_ns))
+
+
+def test_breakdown_ab_verdicts(bdc):
+    """The timed A/B judges 2 % only when its rounds agree: a tight 1 % cost is met, a tight 3 % one is not,
+    a spread wider than the goal (or fewer than MIN_ROUNDS rounds) gives no verdict, whatever the median."""
+    bench, _ = bdc
+    met = _ab(bench, [100.0] * 5, [101.0, 101.0, 101.2, 100.9, 101.0])
+    assert met["verdict"] == "met" and met["cost"] == pytest.approx(0.01, abs=1e-3)
+    assert met["ns_per_io_min"] == {"off": 100.0, "on": 100.9}
+    assert _ab(bench, [100.0] * 5, [103.0] * 5)["verdict"] == "not met"
+    wide = _ab(bench, [100.0] * 5, [90.0, 101.0, 101.0, 101.0, 130.0])
+    assert wide["ratio_median"] == pytest.approx(1.01) and "too wide" in wide["verdict"]
+    assert "too few" in _ab(bench, [100.0] * 2, [101.0] * 2)["verdict"]
+
+
+def test_clock_reads_counted_once_per_call_from_outside_the_clock(bdc):
+    """callgrind's caller tree: calls into clock_gettime from the program count, glibc's own chain
+    (clock_gettime -> __clock_gettime64) does not count twice."""
+    _, nb = bdc
+    tree = "\n".join(
+        [
+            "  1,000 (10x)  < ???:now_ns (10x) []",
+            "    200 (3x)  < ???:worker_main (3x) []",
+            "  1,200  *  ./time/clock_gettime.c:clock_gettime@@GLIBC_2.17 [libc.so.6]",
+            "",
+            "  1,100 (13x)  < ./time/clock_gettime.c:clock_gettime@@GLIBC_2.17 (13x) []",
+            "  1,100  *  ./time/clock_gettime.c:__clock_gettime64 [libc.so.6]",
+        ]
+    )
+    assert nb._clock_reads(tree) == 13

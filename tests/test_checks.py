@@ -11,6 +11,7 @@ import copy
 
 import pytest
 
+from nvmelab import _native
 from nvmelab.engines import gpu, gpu_standin, perf
 from nvmelab.results import checks, records
 from nvmelab.studies import load_results
@@ -91,10 +92,27 @@ def test_standin_record_proves_itself_and_carries_the_breakdown():
     assert bd["device_ns"]["p99"] + bd["poll_ns"]["p99"] > 0
 
 
-def test_standin_breakdown_off_by_default():
+def test_standin_breakdown_on_by_default_at_the_rule_and_switched_off_by_zero():
+    """sample_every defaults to the rule the perf engine and the CUDA kernel share (nvme/bd_sample.h); 0 switches
+    the breakdown off and the record says so (sample_every 0, null phases) instead of dropping the field."""
     rec = gpu_standin.run_cuda_standin(**STANDIN)
-    assert rec["breakdown"]["sample_every"] == 0 and rec["breakdown"]["submit_ns"] is None
+    assert rec["breakdown"]["sample_every"] == _native.bd_sample_every(STANDIN["qdepth"]) > 1
+    assert rec["breakdown"]["samples"] > 0 and rec["breakdown"]["submit_ns"]["p50"] >= 0
     assert rec["checks_ok"] is True
+    off = gpu_standin.run_cuda_standin(**STANDIN, sample_every=0)
+    assert off["breakdown"]["sample_every"] == 0 and off["breakdown"]["samples"] == 0
+    assert off["breakdown"]["submit_ns"] is None and off["checks_ok"] is True
+    assert off["breakdown"]["off"] == "sample_every=0" and rec["breakdown"]["off"] is None
+
+
+@pytest.mark.parametrize("every", [10, 16])
+def test_standin_stamps_exactly_one_command_in_n(every):
+    """The stand-in stamps the commands whose running number is a multiple of N (nvme_bd_sampled): with a fixed
+    number of rounds the count is exact, on the remainder path (10) and the mask path (16)."""
+    kw = {**STANDIN, "target": "gpu-emu://?profile=null&ndev=1", "nqueues": 1, "qdepth": 24}
+    rec = gpu_standin.run_cuda_standin(**kw, sample_every=every, rounds=5)
+    n = 5 * 24
+    assert rec["ios"] == n and rec["breakdown"]["samples"] == -(-n // every)
 
 
 def test_a_kernel_that_never_ran_is_marked_and_left_out(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from nvmelab import _native
 from nvmelab.engines import perf
 from nvmelab.results.records import validate
 
@@ -148,9 +149,11 @@ def test_breakdown_on_the_timed_commands_and_off_without_latency():
     profile with a device latency (pm1753 scaled): the device phase then holds most of the latency."""
     rec = perf.run("emu://?profile=pm1753&scale=4", rw="randread", iosize=4096, qdepth=8, **SHORT)
     bd = rec["breakdown"]
-    # every command timed at QD 8, every 32nd of them stamped (perf.h PERF_BD_SAMPLE_EVERY)
-    assert bd["clock"] == "clock_gettime" and rec["lat_ns"]["sample_every"] == 1 and bd["sample_every"] == 32
-    assert bd["samples"] == pytest.approx(rec["lat_ns"]["count"] / 32, abs=2) and bd["samples"] > 0
+    # every perf_bd_of_timed-th timed command stamped: one in about the rule's N (nvme/bd_sample.h) in all
+    lat_every, rule = rec["lat_ns"]["sample_every"], _native.bd_sample_every(8)
+    of_timed = max(1, rule // lat_every)
+    assert bd["clock"] == "clock_gettime" and bd["sample_every"] == lat_every * of_timed
+    assert bd["samples"] == pytest.approx(rec["lat_ns"]["count"] / of_timed, abs=2) and bd["samples"] > 0
     for p in PHASES:
         assert 0 <= bd[p]["p50"] <= bd[p]["p99"], p
     # the model's latency is spent between the doorbell and the poll that saw the completion
@@ -160,3 +163,19 @@ def test_breakdown_on_the_timed_commands_and_off_without_latency():
     assert off["lat_ns"] is None
     assert off["breakdown"]["sample_every"] == 0 and off["breakdown"]["samples"] == 0
     assert all(off["breakdown"][p] is None for p in PHASES)
+
+
+@pytest.mark.parametrize("qdepth", [1, 128])
+def test_breakdown_switch_keeps_latency_sampling(qdepth):
+    """bd=False (the parameter table's switch, for measuring the breakdown's own cost): latency is still
+    sampled as with it on, the record keeps its breakdown field and says it is off (sample_every 0, no
+    samples, null phases); bd=True (the default) stamps."""
+    off = validate(perf.run(NULL, rw="randread", iosize=512, qdepth=qdepth, bd=False, **SHORT))
+    on = validate(perf.run(NULL, rw="randread", iosize=512, qdepth=qdepth, bd=True, **SHORT))
+    assert off["lat_ns"]["count"] > 0 and off["lat_ns"]["sample_every"] == on["lat_ns"]["sample_every"]
+    assert off["breakdown"]["sample_every"] == 0 and off["breakdown"]["samples"] == 0
+    assert all(off["breakdown"][p] is None for p in PHASES)
+    assert off["breakdown"]["off"] == "bd=0" and on["breakdown"]["off"] is None
+    assert on["breakdown"]["sample_every"] >= _native.bd_sample_every(qdepth) // on["lat_ns"]["sample_every"]
+    assert on["breakdown"]["samples"] > 0 and all(on["breakdown"][p]["p50"] >= 0 for p in PHASES)
+    assert "bd" in {p["name"] for p in perf.params()}

@@ -24,11 +24,20 @@ namespace nvmelab {
 void bind_gpuq(py::module_ &m)
 {
     m.def(
+        "bd_sample_every", [](uint32_t qdepth) { return nvme_bd_sample_every(qdepth); }, py::arg("qdepth"),
+        "The per-I/O breakdown's sampling period at a queue depth (nvme/bd_sample.h): the default of the cuda-run "
+        "engine's and its stand-in's sample_every, and what the perf engine's breakdown stamps on average.");
+    m.def(
         "gpuq_standin_run",
         [](const std::string &uri, uint32_t nqueues, uint32_t qdepth, uint32_t iosize, double runtime, double warmup,
-           uint64_t seed, uint32_t sample_every, double timeout, uint32_t idle_pair, const std::string &match,
+           uint64_t seed, int64_t sample_every_arg, double timeout, uint32_t idle_pair, const std::string &match,
            uint64_t rounds, uint32_t unordered, bool fence, bool readback) {
             char err[NVME_ERRLEN] = {0};
+            if (sample_every_arg > (int64_t)UINT32_MAX)
+                throw py::value_error("sample_every=" + std::to_string(sample_every_arg) + ": at most 2^32-1");
+            // -1 (the default): the records' rule at this queue depth (nvme/bd_sample.h), as cuda-run's default
+            const uint32_t sample_every =
+                sample_every_arg < 0 ? nvme_bd_sample_every(qdepth) : static_cast<uint32_t>(sample_every_arg);
             const int mode = nvme_gpuq_match_parse(match.c_str());
             if (mode < 0)
                 throw py::value_error("match='" + match + "': one of cid, positional, scan");
@@ -126,13 +135,14 @@ void bind_gpuq(py::module_ &m)
             return d;
         },
         py::arg("uri"), py::arg("nqueues"), py::arg("qdepth"), py::arg("iosize"), py::arg("runtime"),
-        py::arg("warmup") = 0.0, py::arg("seed") = 1, py::arg("sample_every") = 0, py::arg("timeout") = 0.0,
+        py::arg("warmup") = 0.0, py::arg("seed") = 1, py::arg("sample_every") = -1, py::arg("timeout") = 0.0,
         py::arg("idle_pair") = 0, py::arg("match") = "cid", py::arg("rounds") = 0, py::arg("unordered") = 0,
         py::arg("fence") = true, py::arg("readback") = true,
         "The CPU stand-in of cuda-run (engine/gpuq_standin.h): lock-step rounds of qdepth reads on nqueues queue "
         "pairs of every controller of `uri`, one CPU thread, for warmup + runtime seconds; a dict of ios, rounds, "
         "errors, first_status, window_s, ndevs, the self-checks' counts (submitted, completed, beats: rounds per "
-        "pair), with sample_every the sampled commands' phases (phases: submit, doorbell, device, poll, release "
+        "pair), with sample_every (0: off, -1: nvme/bd_sample.h's rule) the sampled commands' phases (phases: submit, "
+        "doorbell, device, poll, release "
         "lists in ns), and the match counters (looks, cq_bytes, stale, foreign, misattributed, expected_errors). "
         "timeout: per-completion deadline in s (0: the default). idle_pair: fault injection for tests, pair "
         "idle_pair - 1 never runs. match: cid | positional | scan; rounds > 0: exactly that many rounds per pair; "

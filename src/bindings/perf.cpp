@@ -51,8 +51,8 @@ struct Cfg {
 };
 
 // The per-I/O breakdown in the record layout of issue 24 (perf.h): the phases' p50/p99 in ns, null where
-// nothing was stamped (sample_every 0: latency sampling off).
-py::dict breakdown_dict(const perf_result &r)
+// nothing was stamped (sample_every 0: the breakdown off, "off" says by what; null when on).
+py::dict breakdown_dict(const perf_result &r, const perf_config &c)
 {
     static const char *const names[PERF_BD_NPHASES] = {"submit_ns", "doorbell_ns", "device_ns", "poll_ns",
                                                        "release_ns"};
@@ -61,6 +61,10 @@ py::dict breakdown_dict(const perf_result &r)
     b["sample_every"] = r.bd_sample_every;
     b["samples"] = r.bd_sample_every ? n : 0;
     b["clock"] = "clock_gettime";
+    if (r.bd_sample_every)
+        b["off"] = py::none();
+    else
+        b["off"] = c.lat ? "bd=0" : "lat=0 (no timed command to stamp)";
     for (uint32_t p = 0; p < PERF_BD_NPHASES; p++) {
         if (!r.bd_sample_every || !n) {
             b[names[p]] = py::none();
@@ -130,7 +134,7 @@ py::dict result_dict(const perf_result &r, const perf_config &c)
     } else {
         d["lat"] = py::none();
     }
-    d["breakdown"] = breakdown_dict(r);
+    d["breakdown"] = breakdown_dict(r, c);
     d["verify_errors"] = r.verify_errors;
     if (r.verify_errors) {
         py::dict b;

@@ -52,9 +52,9 @@ extern "C" {
 #define CRUN_CORUN_THREADS    256u /* threads per block */
 #define CRUN_CORUN_SHARE      0.4  /* its work: this share of warmup + runtime when run alone */
 /* the per-I/O time breakdown (issue 24) */
-#define CRUN_MAX_SAMPLE_EVERY     (1u << 24) /* one command in at most 16 Mi */
-#define CRUN_SAMPLE_EVERY_DEFAULT 0u         /* off until its cost on a GPU is measured (make bench) */
-#define CRUN_SAMPLE_CAP           (1u << 16) /* sampled commands kept, all blocks together */
+#define CRUN_MAX_SAMPLE_EVERY     (1u << 24)           /* one command in at most 16 Mi */
+#define CRUN_SAMPLE_EVERY_DEFAULT NVME_BD_SAMPLE_EVERY /* the rule the perf engine shares (nvme/bd_sample.h) */
+#define CRUN_SAMPLE_CAP           (1u << 16)           /* sampled commands kept, all blocks together */
 
 enum nvme_cuda_rw {
     NVME_CUDA_READ = 0, /* sequential */
@@ -85,7 +85,7 @@ enum nvme_cuda_rw {
     X(corun, U32, corun, 0, CRUN_CORUN_MAX_PER_SM, 0,                                                                  \
       "co-running compute kernel, blocks per SM (0: none): its FMA rate alone and under the I/O load is recorded")     \
     X(sample_every, U32, sample_every, 0, CRUN_MAX_SAMPLE_EVERY, CRUN_SAMPLE_EVERY_DEFAULT,                            \
-      "per-I/O time breakdown: %globaltimer stamps on one command in N (0: off)")                                      \
+      "per-I/O time breakdown: %globaltimer stamps on one command in N (0: off; default nvme/bd_sample.h's rule)")     \
     X(match, MATCH, match, 0, NVME_GPUQ_MATCH_MODES - 1u, NVME_GPUQ_MATCH_CID,                                         \
       "completion matching: cid (by CID and generation), positional (by slot, as cuda-run), scan (per thread, as "     \
       "BaM)")

@@ -136,9 +136,7 @@ static int standin_setup(struct nvme_target *t, const struct gpuq_standin_cfg *c
 static void standin_keep_samples(const struct gpuq_standin_cfg *c, const struct nvme_gpuq_stamps *ts,
                                  struct gpuq_standin_result *res)
 {
-    for (uint32_t k = 0; k < c->qdepth; k++) {
-        if (!ts->sampled[k])
-            continue;
+    for (uint32_t j = 0, k = ts->first; j < ts->n; j++, k += ts->every) { /* the round's stamped commands */
         res->sampled++;
         if (res->nsamples >= c->sample_cap)
             continue;
@@ -205,7 +203,7 @@ int gpuq_standin_run(struct nvme_target *t, const struct gpuq_standin_cfg *c, st
             res->ios += c->qdepth;
             res->submitted += c->qdepth;
             res->completed += p->completed - matched0;
-            if (s.stamps.every)
+            if (s.stamps.n) /* the round stamped commands */
                 standin_keep_samples(c, &s.stamps, res);
             res->looks += ctr.looks;
             res->cq_bytes += ctr.cq_bytes;

@@ -82,8 +82,11 @@ static __attribute__((noinline)) void eng_done_slow(struct eng_chan *c, struct w
                 w->now_valid = 1;
             }
             stats_hist_add(w->hist, w->now_cache - s->t_sub);
-            if (s->t2) /* stamped for the breakdown */
+        }
+        if (s->t2) { /* stamped for the breakdown */
+            if (w->measuring)
                 perf_bd_record(w, c, s, w->now_cache);
+            s->t2 = 0;
         }
         s->t_sub = 0;
         c->lat_pending--;
@@ -172,6 +175,7 @@ static int refill(struct worker *w, struct eng_chan *c)
             if (s->t_sub) {
                 s->t_sub = 0;
                 c->lat_pending--;
+                bd_unqueued(c, slot);
             }
             if (e->fill && (pat == PERF_PAT_WRITE))
                 c->seq_next--; /* retry this position */
@@ -255,6 +259,7 @@ static int worker_setup(struct worker *w)
         c->slow_done = c->verify || w->lat;
         c->lat_left = 1; /* the first command is sampled, then one in perf_lat_sample_every(qdepth) on average */
         c->bd_left = 1;  /* and stamped for the breakdown, then every perf_bd_of_timed(qdepth)-th timed one */
+        c->bd_of_timed = w->lat && w->e->cfg.bd ? perf_bd_of_timed(c->qdepth) : 0u;
         /* the batch path: a backend that takes batches, one direction per run (a mix goes command by command) */
         c->fast = (e->t->flags & PERF_TGT_FREEL) && e->t->ops->submit_many && c->ch->cookie && !c->verify && !e->fill &&
                   e->cfg.pattern != PERF_PAT_RANDRW;
@@ -363,7 +368,8 @@ static void *worker_main(void *arg)
             struct eng_chan *c = &w->chans[i];
             w->now_valid = 0;
             const uint32_t nf0 = c->nfree;
-            if (c->lat_pending) /* breakdown: t3 of what this reap sees (the loop's clock read for the first) */
+            if (c->bd_of_timed &&
+                c->lat_pending) /* breakdown: t3 of what this reap sees (the loop's clock for the first) */
                 c->t_poll = i == 0 ? now : now_ns();
             int n = ops->reap(c->ch, c->qdepth);
             c->t_poll_prev = c->t_poll;
@@ -608,7 +614,7 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
         res->window_s = wsum / nthr;
         res->proc_cpu_s = e->w[0].proc_stop - e->w[0].proc_start;
         res->lat_sample_every = cfg->lat && !fill ? perf_lat_sample_every(cfg->qdepth) : 0;
-        res->bd_sample_every = res->lat_sample_every * perf_bd_of_timed(cfg->qdepth);
+        res->bd_sample_every = cfg->bd ? res->lat_sample_every * perf_bd_of_timed(cfg->qdepth) : 0u;
         if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
             res->interrupted = 1;
             rc = -EINTR;

@@ -31,14 +31,15 @@
  * latency sampling entirely. On targets with PERF_TGT_FREEL (the NVMe driver) the
  * engine submits whole batches (submit_many) and accounts for completions per reap.
  *
- * Per-I/O time breakdown (issue 24; perf_result.bd): every perf_bd_of_timed(qdepth)-th latency-sampled
- * command (about one in PERF_BD_SAMPLE_EVERY) also carries the stamps t0 (queued: the latency's start), t1 (the
- * backend's submit returned: SQE written / io_uring SQE filled), t2 (the kick that made it visible returned: doorbell /
- * io_uring_enter), t3p (start of the last reap of its channel that did not see it; t2 when the first one did), t3
- * (start of the reap that saw it) and t4 (its completion delivered: the latency's end), all CLOCK_MONOTONIC; per phase
- * (submit t1-t0, doorbell t2-t1, device t3p-t2, poll t3-t3p, release t4-t3) one histogram. Stamps shared by a batch
- * take one clock read per batch (t1, t2) or per reap (t3). On an inline emulator (emu://, mode=inline) the device runs
- * inside the doorbell write, so its time lands in "doorbell", not in "device".
+ * Per-I/O time breakdown (issue 24; perf_result.bd; perf_config.bd = 0 switches it off, latency sampling
+ * stays): every perf_bd_of_timed(qdepth)-th latency-sampled command (about one in nvme_bd_sample_every(qdepth),
+ * nvme/bd_sample.h: the rule the cuda-run kernel and its stand-in share) also carries the stamps t0 (queued: the
+ * latency's start), t1 (the backend's submit returned: SQE written / io_uring SQE filled), t2 (the kick that made it
+ * visible returned: doorbell / io_uring_enter), t3p (start of the last reap of its channel that did not see it; t2 when
+ * the first one did), t3 (start of the reap that saw it) and t4 (its completion delivered: the latency's end), all
+ * CLOCK_MONOTONIC; per phase (submit t1-t0, doorbell t2-t1, device t3p-t2, poll t3-t3p, release t4-t3) one histogram.
+ * Stamps shared by a batch take one clock read per batch (t1, t2) or per reap (t3). On an inline emulator (emu://,
+ * mode=inline) the device runs inside the doorbell write, so its time lands in "doorbell", not in "device".
  *
  * Verify: every LBA written carries a 16-byte stamp (struct perf_stamp) at its
  * start; reads check it. A read of an LBA never written fails the check, so fill
@@ -57,6 +58,7 @@
 
 #include "engine/backend.h"
 #include "engine/stats.h"
+#include "nvme/bd_sample.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,7 +74,6 @@ extern "C" {
 #define PERF_PERCENT          100u        /* rwmix is a percentage of reads */
 #define PERF_LAT_SAMPLE_EVERY 16u         /* latency: at most one command in this many is timed, on average */
 #define PERF_LAT_SAMPLE_QD    8u          /* ... and one in qdepth / this many, so shallow queues time every one */
-#define PERF_BD_SAMPLE_EVERY  32u         /* breakdown: about one command in this many (a share of the timed ones) */
 
 /* The phases of the per-I/O breakdown (see above), in the order of perf_result.bd. */
 enum perf_bd_phase {
@@ -119,6 +120,7 @@ struct perf_config {
     uint64_t seed;
     int verify; /* stamp writes, check reads */
     int lat;    /* sample latency */
+    int bd;     /* the per-I/O breakdown on a share of the timed commands (needs lat) */
     int *stop;  /* set non-zero (__atomic_store_n) to end the run early (Ctrl-C); may be NULL */
 };
 
@@ -165,10 +167,10 @@ static inline uint32_t perf_lat_sample_every(uint32_t qdepth)
 }
 
 /* Breakdown: every this many-th timed command is stamped (so one command in perf_lat_sample_every(qdepth)
- * times this many, about PERF_BD_SAMPLE_EVERY). */
+ * times this many, about nvme_bd_sample_every(qdepth), the rule shared with cuda-run: nvme/bd_sample.h). */
 static inline uint32_t perf_bd_of_timed(uint32_t qdepth)
 {
-    uint32_t n = PERF_BD_SAMPLE_EVERY / perf_lat_sample_every(qdepth);
+    uint32_t n = nvme_bd_sample_every(qdepth) / perf_lat_sample_every(qdepth);
     return n < 1u ? 1u : n;
 }
 

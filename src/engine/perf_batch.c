@@ -34,7 +34,7 @@ static void eng_done_err(struct eng_chan *c, struct worker *w, uint32_t slot, in
     w->errors++;
     s->write = 0;
     if (s->t_sub) {
-        s->t_sub = 0;
+        s->t_sub = s->t2 = 0;
         c->lat_pending--;
     }
 }
@@ -50,8 +50,11 @@ static void eng_done_sampled(struct eng_chan *c, struct worker *w, uint32_t slot
             w->now_valid = 1;
         }
         stats_hist_add(w->hist, w->now_cache - s->t_sub);
-        if (s->t2) /* stamped for the breakdown */
+    }
+    if (s->t2) { /* stamped for the breakdown */
+        if (w->measuring)
             perf_bd_record(w, c, s, w->now_cache);
+        s->t2 = 0;
     }
     s->t_sub = 0;
     c->lat_pending--;
@@ -116,21 +119,36 @@ static inline __attribute__((always_inline)) uint32_t draw_one(struct eng_chan *
 /* The timed commands of a batch just drawn (lat_left counts down to the next one: 1 = the first of the
  * batch): their cookies become the ones whose completion comes through done(), which takes the latency
  * and the breakdown; t0 is t_batch, read before the batch was drawn. A slot drawn as sub[k] is
- * freel[nfree0 - 1 - k] (popping leaves the entries in place). */
-static __attribute__((noinline)) void mark_timed(struct eng_chan *c, uint64_t *rng, uint32_t nfree0, uint32_t n,
-                                                 uint64_t t_batch)
+ * freel[nfree0 - 1 - k] (popping leaves the entries in place). bd is a constant in each inlined copy: with
+ * the breakdown on, its countdown (every perf_bd_of_timed-th timed command is stamped) lives in a register. */
+static inline __attribute__((always_inline)) void mark_timed_(struct eng_chan *c, uint64_t *rng, uint32_t nfree0,
+                                                              uint32_t n, uint64_t t_batch, const int bd)
 {
     const uint32_t qdepth = c->qdepth, every = perf_lat_sample_every(qdepth);
     void *const *const cookie = c->ch->cookie;
-    uint32_t k = c->lat_left - 1u;
+    uint32_t k = c->lat_left - 1u, bd_left = bd ? c->bd_left : 0u;
     for (; k < n; k += lat_gap(rng, every)) {
         const uint32_t slot = c->freel[nfree0 - 1u - k];
         c->subs[k].arg = cookie[slot + qdepth];
         c->slots[slot].t_sub = t_batch;
         c->lat_pending++;
-        bd_timed(c, slot);
+        if (bd && __builtin_expect(--bd_left == 0, 0)) {
+            bd_left = c->bd_of_timed;
+            bd_queued(c, slot);
+        }
     }
+    if (bd)
+        c->bd_left = bd_left;
     c->lat_left = k - n + 1u;
+}
+
+static __attribute__((noinline)) void mark_timed(struct eng_chan *c, uint64_t *rng, uint32_t nfree0, uint32_t n,
+                                                 uint64_t t_batch)
+{
+    if (c->bd_of_timed)
+        mark_timed_(c, rng, nfree0, n, t_batch, 1);
+    else
+        mark_timed_(c, rng, nfree0, n, t_batch, 0);
 }
 
 /* Draw n commands into c->subs, taking their slots off the free list. pat is a constant in each inlined
@@ -167,11 +185,13 @@ static inline __attribute__((always_inline)) void draw_subs(struct worker *w, st
  * there: nothing pushes during a submit), go back on it, untimed. */
 static __attribute__((noinline)) void unqueue(struct eng_chan *c, uint32_t q, uint32_t n)
 {
-    for (uint32_t i = 0; i < n - q; i++) {
-        struct eng_slot *s = &c->slots[c->freel[c->nfree + i]];
+    for (uint32_t i = 0; i < n - q; i++) { /* freel[nfree] is subs[n - 1]: last drawn first, as await is popped */
+        const uint32_t slot = c->freel[c->nfree + i];
+        struct eng_slot *s = &c->slots[slot];
         if (s->t_sub) {
             s->t_sub = 0;
             c->lat_pending--;
+            bd_unqueued(c, slot);
         }
     }
     c->nfree += n - q;

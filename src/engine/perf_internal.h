@@ -62,6 +62,7 @@ struct eng_chan {
     uint32_t lat_left;                     /* commands until the next latency sample */
     uint32_t lat_pending;                  /* sampled commands in flight */
     uint32_t bd_left;                      /* timed commands until the next one the breakdown stamps */
+    uint32_t bd_of_timed;                  /* perf_bd_of_timed(qdepth); 0: breakdown off (perf_config.bd) */
     uint32_t *await;                       /* breakdown: timed slots queued since the last kick */
     uint32_t nawait, nawait1;              /* entries in await; of them stamped t1 */
     uint64_t t_poll, t_poll_prev;          /* breakdown: start of this reap, of the previous one (t3, t3p) */
@@ -157,16 +158,24 @@ static inline void bd_queued(struct eng_chan *c, uint32_t slot)
     c->await[c->nawait++] = slot;
 }
 
-/* A command just timed: every perf_bd_of_timed-th joins the breakdown; t2 == 0 marks the others (a slot may
- * keep stamps from an earlier use). */
+/* A command just timed: every perf_bd_of_timed-th joins the breakdown. A slot's t2 is non-zero only while it holds
+ * a stamped command that was made visible (bd_stamp_kicked); whatever ends a timed command (completion, failure,
+ * not queued) zeroes t_sub and t2 together, so the others cost nothing here. */
 static inline void bd_timed(struct eng_chan *c, uint32_t slot)
 {
-    if (--c->bd_left == 0) {
-        c->bd_left = perf_bd_of_timed(c->qdepth);
+    if (c->bd_of_timed && --c->bd_left == 0) {
+        c->bd_left = c->bd_of_timed;
         bd_queued(c, slot);
-    } else {
-        c->slots[slot].t2 = 0;
     }
+}
+
+/* A timed command that was drawn into `slot` is not queued after all: it leaves the await list (it is its last
+ * entry not yet stamped t1, if it was stamped at all). */
+static inline void bd_unqueued(struct eng_chan *c, uint32_t slot)
+{
+    if (c->nawait > c->nawait1 && c->await[c->nawait - 1u] == slot)
+        c->nawait--;
+    c->slots[slot].t2 = 0;
 }
 
 static inline void bd_stamp_submitted(struct eng_chan *c)
@@ -185,7 +194,8 @@ static inline void bd_stamp_kicked(struct eng_chan *c)
         return;
     const uint64_t t = now_ns();
     for (uint32_t i = 0; i < c->nawait; i++)
-        c->slots[c->await[i]].t2 = t;
+        if (c->slots[c->await[i]].t_sub) /* still in flight (a backend may complete inside submit) */
+            c->slots[c->await[i]].t2 = t;
     c->nawait = c->nawait1 = 0;
 }
 

@@ -54,7 +54,8 @@ extern "C" {
     X(batch, U32, batch, 0, PERF_MAX_QDEPTH, 0, "commands per submission (0: the target's default)")                   \
     X(seed, U64, seed, 0, UINT64_MAX, 1, "random seed")                                                                \
     X(verify, BOOL, verify, 0, 1, 0, "stamp writes and check reads")                                                   \
-    X(lat, BOOL, lat, 0, 1, 1, "sample latency (off for hot-path measurements)")
+    X(lat, BOOL, lat, 0, 1, 1, "sample latency (off for hot-path measurements)")                                       \
+    X(bd, BOOL, bd, 0, 1, 1, "per-I/O time breakdown on a share of the timed commands (needs lat; 0: off)")
 
 enum perf_param_type { PERF_PT_U32, PERF_PT_U64, PERF_PT_BOOL, PERF_PT_SECONDS, PERF_PT_PATTERN };
 

@@ -219,14 +219,42 @@ static int gpuq_round_bad(const struct nvme_gpuq_pair *p, int r, uint32_t k, uin
     return -EPROTO;
 }
 
-/* A completion matched: count it, and stamp T3P/T3 of a sampled command (T3P is T2 when the first look saw it). */
-static inline void gpuq_stamp_seen(struct nvme_gpuq_pair *p, struct nvme_gpuq_stamps *ts, int any, uint32_t idx,
+/* A round that stamps commands (or follows one that did) begins: the last round's sampled[] entries cleared,
+ * this one's stamped commands (first, n) set in sampled[]; returns the first (qdepth when none). The stamped
+ * commands are those whose running number is a multiple of every (nvme_bd_sampled), found by counting
+ * (ts->next, the next such number) rather than a remainder per command: a round without one costs the
+ * caller one compare (gpuq_stamps_due). */
+static uint32_t gpuq_stamps_round(struct nvme_gpuq_stamps *ts, uint32_t qdepth)
+{
+    for (uint32_t k = 0, i = ts->first; k < ts->n; k++, i += ts->every)
+        ts->sampled[i] = 0;
+    ts->n = 0;
+    ts->first = qdepth;
+    if (ts->next - ts->cmds >= qdepth)
+        return qdepth;
+    ts->first = (uint32_t)(ts->next - ts->cmds);
+    ts->n = 1u + (qdepth - 1u - ts->first) / ts->every;
+    for (uint32_t k = 0, i = ts->first; k < ts->n; k++, i += ts->every)
+        ts->sampled[i] = 1;
+    ts->next += (uint64_t)ts->n * ts->every;
+    return ts->first;
+}
+
+static inline int gpuq_stamps_due(const struct nvme_gpuq_stamps *ts, uint32_t qdepth)
+{
+    return ts->n || ts->next - ts->cmds < qdepth;
+}
+
+/* A completion matched: count it, and stamp T3P/T3 of a sampled command (T3P is T2 when the first look saw it).
+ * *left counts the round's stamped commands not yet seen: once it is 0 no completion looks further. */
+static inline void gpuq_stamp_seen(struct nvme_gpuq_pair *p, struct nvme_gpuq_stamps *ts, uint32_t *left, uint32_t idx,
                                    uint64_t t2, uint64_t t_empty, uint64_t tp)
 {
     p->completed++;
-    if (any && ts->sampled[idx]) {
+    if (*left && ts->sampled[idx]) {
         ts->t[idx][NVME_GPUQ_T3P] = t_empty > t2 ? t_empty : t2;
         ts->t[idx][NVME_GPUQ_T3] = tp;
+        --*left;
     }
 }
 
@@ -251,20 +279,22 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
     const struct nvme_bar *bar = nvme_ctrl_bar(p->ctrl);
     const uint32_t n = p->entries;
     struct nvme_gpuq_stamps *ts = p->stamps && p->stamps->every ? p->stamps : NULL;
-    int any = 0;
+    const uint32_t next0 = ts && gpuq_stamps_due(ts, qdepth) ? gpuq_stamps_round(ts, qdepth) : qdepth; /* first */
+    uint32_t next = next0;
+    uint32_t left = 0; /* stamped commands of the round not yet seen */
     const uint32_t late = o->unordered < qdepth ? o->unordered : qdepth;
     struct nvme_sqe pend[GPUQ_UNORDERED_MAX];
     for (uint32_t i = 0; i < qdepth; i++) { /* "thread" i owns SQ slot tail + i */
-        const int smp = ts && nvme_gpuq_sampled(ts->cmds + i, ts->every);
-        if (ts)
-            ts->sampled[i] = (uint8_t)smp;
+        const int smp = i == next;
         if (smp)
             ts->t[i][NVME_GPUQ_T0] = gpuq_now_ns();
         const bool held = i >= qdepth - late;
         nvme_gpuq_sqe_rw(held ? &pend[i - (qdepth - late)] : &p->sq[nvme_gpuq_cq_slot(p->sq_pos + i, n)], opc,
                          nvme_gpuq_cid_make(p->round, i), nsid, slba[i], nlb, prp1[i], prp2[i]);
-        if (smp)
-            ts->t[i][NVME_GPUQ_T1] = gpuq_now_ns(), any = 1;
+        if (smp) {
+            ts->t[i][NVME_GPUQ_T1] = gpuq_now_ns(), left++;
+            next = ts->every < qdepth - i ? i + ts->every : qdepth;
+        }
     }
     if (!o->no_fence) /* the fence: every store of the round lands before anything that follows it */
         for (uint32_t j = 0; j < late; j++)
@@ -281,7 +311,7 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
         return -EIO;
     }
     nvme_mmio_write32(bar, p->sq_db_off, nvme_gpuq_db(p->sq_pos - (p->db_short < qdepth ? p->db_short : 0u), n));
-    const uint64_t t2 = any ? gpuq_now_ns() : 0;
+    const uint64_t t2 = left ? gpuq_now_ns() : 0;
     if (o->no_fence) /* the stores that were not ordered land now, after the controller may have fetched */
         for (uint32_t j = 0; j < late; j++)
             p->sq[nvme_gpuq_cq_slot(sq_pos0 + qdepth - late + j, n)] = pend[j];
@@ -310,7 +340,7 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
             if (r < 0)
                 return gpuq_round_bad(p, r, k, s, err, errlen);
             st[idx] = s;
-            gpuq_stamp_seen(p, ts, any, idx, t2, t_empty, tp);
+            gpuq_stamp_seen(p, ts, &left, idx, t2, t_empty, tp);
         }
     } else {
         /* the poller warp, played lane by lane: step k looks at positions k*32 .. k*32+31 of the round, each
@@ -338,19 +368,20 @@ int nvme_gpuq_cpu_round_opt(struct nvme_gpuq_pair *p, uint8_t opc, uint32_t nsid
                 if (r < 0)
                     return gpuq_round_bad(p, r, i, s, err, errlen);
                 st[idx] = s;
-                gpuq_stamp_seen(p, ts, any, idx, t2, t_empty, tp);
+                gpuq_stamp_seen(p, ts, &left, idx, t2, t_empty, tp);
             }
     }
     p->cq_pos += qdepth;
     p->round++;
     nvme_mmio_write32(bar, p->cq_db_off, nvme_gpuq_db(p->cq_pos, n));
     if (ts) {
-        const uint64_t t4 = any ? gpuq_now_ns() : 0;
-        for (uint32_t i = 0; any && i < qdepth; i++)
-            if (ts->sampled[i]) {
+        if (next0 < qdepth) { /* released: T4 of the stamped commands (T2 was read after the doorbell) */
+            const uint64_t t4 = gpuq_now_ns();
+            for (uint32_t k = 0, i = next0; k < ts->n; k++, i += ts->every) {
                 ts->t[i][NVME_GPUQ_T2] = t2;
                 ts->t[i][NVME_GPUQ_T4] = t4;
             }
+        }
         ts->cmds += qdepth;
     }
     return 0;

@@ -49,13 +49,17 @@ extern "C" {
 #define NVME_GPUQ_CTRL_ADMIN_TIMEOUT_MS 5000u /* Create/Delete queue commands */
 
 /* Per-command time stamps of nvme_gpuq_cpu_round (nvme_gpuq.h, "the per-I/O time breakdown"),
- * CLOCK_MONOTONIC ns. A round stamps command i when nvme_gpuq_sampled(cmds + i, every) and sets sampled[i];
- * it advances cmds by qdepth. t and sampled hold one row per command of a round (qdepth rows). */
+ * CLOCK_MONOTONIC ns. A round stamps command i when nvme_gpuq_sampled(cmds + i, every): commands first,
+ * first + every, ... (n of them), whose sampled[i] it sets (and clears the last round's); it advances cmds by
+ * qdepth. t and sampled hold one row per command of a round (qdepth rows). The unsampled commands cost the
+ * round one compare each (no store, no clock read). */
 struct nvme_gpuq_stamps {
     uint32_t every; /* one command in `every` (0: none) */
     uint64_t cmds;  /* commands of the pair before this round */
     uint64_t (*t)[NVME_GPUQ_NSTAMPS];
     uint8_t *sampled;
+    uint32_t first, n; /* the last round's stamped commands: first, first + every, ... (n of them; 0: none) */
+    uint64_t next;     /* the running number of the next command to stamp (kept by the rounds; 0 with cmds 0) */
 };
 
 struct nvme_gpuq_pair {

@@ -29,6 +29,7 @@
 
 #include <stdint.h>
 
+#include "nvme/bd_sample.h"
 #include "nvme/spec.h"
 
 #ifdef __cplusplus
@@ -270,7 +271,8 @@ static inline NVME_HD int nvme_gpuq_idle_queue(const uint64_t *rounds, uint32_t 
  * T3P the start of the last poll that did not see its CQE (T2 when the first poll saw it), T3 the poll
  * that saw it, T4 the thread is released (status delivered, CQ head doorbell written). The five phases are
  * their differences: submit T1-T0, doorbell T2-T1, device T3P-T2, poll T3-T3P, release T4-T3.
- * One command in `every` is sampled, by its running command number (0: none). */
+ * One command in `every` is sampled, by its running command number (0: none; nvme/bd_sample.h holds the rule
+ * and its default, NVME_BD_SAMPLE_EVERY). */
 enum nvme_gpuq_stamp_idx {
     NVME_GPUQ_T0,
     NVME_GPUQ_T1,
@@ -290,7 +292,7 @@ enum nvme_gpuq_phase {
 };
 static inline NVME_HD int nvme_gpuq_sampled(uint64_t cmd, uint32_t every)
 {
-    return every && cmd % every == 0u;
+    return nvme_bd_sampled(cmd, every); /* the rule shared with the perf engine (nvme/bd_sample.h) */
 }
 /* Phase `ph` of one command's stamps, in ns (0 where a later stamp is not after an earlier one, which a
  * clock of coarse resolution can give: never a wrapped huge value). */

@@ -344,3 +344,74 @@ def _children_cpu_s() -> float:
 def mean(xs: list[float]) -> float | None:
     xs = [x for x in xs if x is not None]
     return sum(xs) / len(xs) if xs else None
+
+
+#: The breakdown-cost benchmark's helper programs (tests/bench/bench_breakdown_cost.py).
+STANDIN_LOOP_SRC = Path(__file__).with_name("standin_loop.c")
+CLOCK_COST_SRC = Path(__file__).with_name("clock_cost.c")
+
+
+def build_standin_loop(workdir: Path) -> Path:
+    """Compile standin_loop.c (cuda-run's CPU stand-in, one run) against build/dev's static libraries."""
+    return _build(STANDIN_LOOP_SRC, [LIBENGINE, LIBNVME], workdir / "standin_loop")
+
+
+def build_clock_cost(workdir: Path) -> Path:
+    """Compile clock_cost.c (the cost of one clock_gettime / rdtsc read); no library."""
+    return _build(CLOCK_COST_SRC, [], workdir / "clock_cost")
+
+
+def _clock_reads(tree: str) -> int:
+    """Calls into clock_gettime from outside the clock's own functions (glibc names it clock_gettime,
+    __clock_gettime or __clock_gettime64, one calling the next): the program's clock reads, counted once."""
+    lines = tree.splitlines()
+    total = 0
+    for i, line in enumerate(lines):
+        if re.search(r"\*\s+\S*:\S*clock_gettime\S*(?: \[|$)", line):
+            j = i - 1
+            while j >= 0 and "<" in lines[j]:
+                if "clock_gettime" not in lines[j]:
+                    c = re.search(r"\(([\d,]+)x\)", lines[j])
+                    total += int(c.group(1).replace(",", "")) if c else 0
+                j -= 1
+    return total
+
+
+def callgrind_counts(argv: list[str], toggle: str) -> dict[str, int]:
+    """One run of argv under callgrind, collection on inside `toggle` only: the instructions executed, the
+    clock reads made (calls of clock_gettime) and the I/Os the program printed (ios=N)."""
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        raise RuntimeError("valgrind (callgrind) is not installed")
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--toggle-collect={toggle}", *argv]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"callgrind failed: {p.stderr.strip()[-500:]}")
+        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
+        ann = subprocess.run(
+            ["callgrind_annotate", "--threshold=100", str(out)], capture_output=True, text=True, check=True
+        ).stdout
+        callers = subprocess.run(
+            ["callgrind_annotate", "--tree=caller", "--threshold=100", str(out)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann, re.M)
+    return {"ios": ios, "instructions": int(m.group(1).replace(",", "")), "clock_reads": _clock_reads(callers)}
+
+
+def callgrind_per_io(argv_of, toggle: str, runtimes_ms: tuple[int, int]) -> dict[str, Any]:
+    """Instructions and clock reads per I/O of the steady state: argv_of(runtime_ms) run under callgrind at
+    two lengths, the difference divided by the difference in I/Os (set-up and teardown cancel)."""
+    a = callgrind_counts(argv_of(runtimes_ms[0]), toggle)
+    b = callgrind_counts(argv_of(runtimes_ms[1]), toggle)
+    dios = b["ios"] - a["ios"]
+    if dios <= 0:
+        raise RuntimeError(f"callgrind runs of {runtimes_ms} ms did not differ in I/Os ({a['ios']}, {b['ios']})")
+    return {
+        "instr_per_io": round((b["instructions"] - a["instructions"]) / dios, 2),
+        "clock_reads_per_io": round((b["clock_reads"] - a["clock_reads"]) / dios, 5),
+        "ios": [a["ios"], b["ios"]],
+    }

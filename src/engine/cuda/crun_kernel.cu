@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                     }
                     st[idx] = cst;
                     matched++;
-                    if (P.sample_every) {
+                    if (P.sample_every && nvme_gpuq_sampled(round * qd + idx, P.sample_every)) { // as smp
                         t3p[idx] = crun_since(t_miss, s_t0);
                         t3[idx] = crun_since(t_seen, s_t0);
                     }

@@ -29,8 +29,8 @@ def _cpu_list(text: str) -> list[int]:
 
 #: Short spellings of engine options; the options themselves come from the parameter table.
 _SHORT = {"iosize": "-s", "qdepth": "-q", "runtime": "-r", "warmup": "-w"}
-#: Table parameters the CLI spells its own way: nthreads is --ncpus/--cpus, lat is --no-lat.
-_OWN = {"nthreads", "lat"}
+#: Table parameters the CLI spells its own way: nthreads is --ncpus/--cpus, lat is --no-lat, bd is --no-bd.
+_OWN = {"nthreads", "lat", "bd"}
 #: Options whose CLI default is None (decided by perf.run: all devices, 1 + repetition).
 _NONE_DEFAULT = {"ndevs", "seed"}
 
@@ -55,6 +55,9 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
             kw["type"] = float if prm["type"] == "seconds" else int
         p.add_argument(*flags, **kw)
     p.add_argument("--no-lat", action="store_true", help="do not sample latency (hot-path measurements)")
+    p.add_argument(
+        "--no-bd", action="store_true", help="no per-I/O time breakdown (latency still sampled; its cost measured)"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         prefill=False if args.no_prefill else None,
         lat=not args.no_lat,
+        bd=not args.no_bd,
         seed=args.seed,
         lba_start=args.lba_start,
         lba_count=args.lba_count,

@@ -156,8 +156,8 @@ def run_cuda(
     seconds; a lost completion raises TimeoutError naming device and queue. poll: "spin" or "backoff:MAX_NS"
     (the table's default when None); occupancy: refuse a run needing more than this % of the GPU's resident
     capacity (default 95). sample_every: the per-I/O time breakdown, %globaltimer stamps on one command in N
-    (0: off; the table's default when None), in the record's ``breakdown``; every record also carries its
-    self-checks (``checks``, ``checks_ok``: nvmelab.results.checks); match: "cid" (default), "positional" or
+    (0: off; None: the table's default, the rule of src/nvme/bd_sample.h), in the record's ``breakdown``;
+    every record also carries its self-checks (``checks``, ``checks_ok``: nvmelab.results.checks); match: "cid" (default), "positional" or
     "scan", how completions reach their commands (src/nvme/nvme_gpuq_match.h; the record's ``match`` block
     holds its counters). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
     call this; the GPU engine uses one host thread. payload (pci:// and emu://?mode=thread, the

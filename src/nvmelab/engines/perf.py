@@ -229,6 +229,7 @@ def run(
     repetition: int = 0,
     stress: bool = False,
     lat: bool | None = None,
+    bd: bool | None = None,
     prefill: bool | None = None,
     allow_write: bool = False,
     lba_start: int | None = None,
@@ -245,6 +246,8 @@ def run(
     (default: True when verify and the pattern reads); pass False to check data
     written earlier (e.g. by `fill`).
     lat: sample latency (False for the hot-path benchmark).
+    bd: the per-I/O time breakdown on a share of the timed commands (default on; False keeps latency sampling
+    and records ``breakdown.sample_every`` 0: tests/bench/bench_breakdown_cost.py measures its cost this way).
     alldevs: every thread gets `nqueues` queues on every device (the published CPU-initiated set-up, a
     queue per core per device); default: the devices are split among the threads.
     batch: commands queued per submission (doorbell write or io_uring_enter); 0 = the
@@ -263,6 +266,7 @@ def run(
         verify=verify,
         rwmix=rwmix,
         lat=lat,
+        bd=bd,
         lba_start=lba_start,
         lba_count=lba_count,
         align=align,
@@ -272,8 +276,8 @@ def run(
     rw, iosize, qdepth, nqueues, runtime, warmup = (
         v[k] for k in ("rw", "iosize", "qdepth", "nqueues", "runtime", "warmup")
     )
-    verify, rwmix, lat, lba_start, lba_count, align, batch = (
-        v[k] for k in ("verify", "rwmix", "lat", "lba_start", "lba_count", "align", "batch")
+    verify, rwmix, lat, bd, lba_start, lba_count, align, batch = (
+        v[k] for k in ("verify", "rwmix", "lat", "bd", "lba_start", "lba_count", "align", "batch")
     )
     pinned = check_params(
         target, rw, iosize, qdepth, nqueues, ncpus, runtime, warmup, rwmix, backend, cpus, ndevs, thr_sib
@@ -300,6 +304,7 @@ def run(
         seed=seed,
         verify=bool(verify),
         lat=bool(lat),
+        bd=bool(bd),
         lba_start=lba_start,
         lba_count=lba_count,
         align=align,

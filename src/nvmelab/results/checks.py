@@ -151,10 +151,11 @@ def _pct(v: np.ndarray, q: float) -> int:
 
 def breakdown(sample_every: int, clock: str, phases: Sequence[Sequence[int]] | None) -> dict[str, Any]:
     """The record's ``breakdown``: `phases` one sequence of ns per phase (PHASES order, equal lengths);
-    sample_every 0 = off (the phase entries are None)."""
+    sample_every 0 = off (the phase entries are None, ``off`` says by what; None when on)."""
     if clock not in CLOCKS:
         raise ValueError(f"clock={clock!r}: must be one of {', '.join(CLOCKS)}")
     out: dict[str, Any] = {"sample_every": int(sample_every), "samples": 0, "clock": clock}
+    out["off"] = None if sample_every else "sample_every=0"
     cols = [np.asarray(p, dtype=np.int64) for p in phases] if sample_every and phases else []
     if cols and len(cols) != len(PHASES):
         raise ValueError(f"phases: {len(cols)} sequences, expected {len(PHASES)} ({', '.join(PHASES)})")

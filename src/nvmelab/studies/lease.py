@@ -8,7 +8,8 @@ ends is lost. So the plan runs in steps of one command each (``STEP_LIMIT_S``), 
 taken so far (``<study>/<host>/<preset>.jsonl`` inside), and resumes what an earlier step's archive
 (or results folder) already holds:
 
-    step 1  install; every GPU test; emulator capacity (tests/bench/bench_gpu_submit.py); the
+    step 1  install; every GPU test; emulator capacity (tests/bench/bench_gpu_submit.py) and the per-I/O
+            breakdown's cost on the GPU (bench_breakdown_cost.py run_gpu: both under tests.bench --gpu); the
             calibration A/B: cuda_qdepth's lease points ``AB_POINTS`` against the pm1753 profile as
             derived in profiles.c (A) and with the fitted model's overrides (B: model.emu_query)
     step 2  cuda_qdepth, preset lease (target A); cuda_match, preset lease (the three completion-matching
