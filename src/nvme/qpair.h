@@ -86,7 +86,9 @@ struct nvme_qpair {
     uint32_t outstanding;
     uint32_t sq_dirty;  /* next submits that must zero the SQE words the fast path skips (see post) */
     uint32_t room_used; /* CQ entries the controller may still need: outstanding + zombies + cq_unrung (+ the
-                         * entries the running poll consumed); a submit needs room_used < ntrk */
+                         * entries the running poll consumed); a submit needs room_used < cq_cap and a free
+                         * tracker (ntrk of them: the SQ's N-1; the CQ may be deeper, see cq_depth) */
+    uint32_t cq_cap;    /* cq_depth - 1: the most CQ entries the controller can hold */
     /* poll and the SQ events */
     struct nvme_sqe *sq;
     struct nvme_sqe *sq_end; /* sq + depth */
@@ -96,8 +98,9 @@ struct nvme_qpair {
     uint32_t sq_chunk;   /* sq_left when it was last set */
     uint32_t sq_pending; /* SQEs written before the current chunk and not yet rung */
     uint32_t batch;
-    uint32_t depth; /* entries in each ring */
-    uint64_t ntrk;  /* trackers: depth - 1 (64-bit: compared with a CID used as an index) */
+    uint32_t depth;    /* SQ entries (N): ntrk = N - 1 commands can be outstanding */
+    uint32_t cq_depth; /* CQ entries: depth + nvme_qpair_opts.cq_extra (the room a coalesced CQ doorbell needs) */
+    uint64_t ntrk;     /* trackers: depth - 1 (64-bit: compared with a CID used as an index) */
     uint32_t cq_head;
     uint32_t cq_unrung; /* CQ entries consumed before cq_head and not yet reported by the CQ head doorbell */
     uint32_t cq_batch;  /* ring the CQ head doorbell once cq_unrung reaches this (1: every poll that consumed) */
@@ -128,8 +131,8 @@ struct nvme_qpair {
 extern const struct nvme_dma nvme_qpair_no_fast_dma;
 
 /* Build rings and trackers for qid over a new DMA block of the controller's target (qpair_setup.c). */
-int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t timeout_ms,
-                     uint32_t batch);
+int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t cq_depth,
+                     uint32_t timeout_ms, uint32_t batch);
 void nvme_qpair_teardown(struct nvme_qpair *q);
 /* Empty both rings (zero the CQ), reset indices and phase, free every tracker (callbacks NOT run). */
 void nvme_qpair_reset_rings(struct nvme_qpair *q);
