@@ -17,7 +17,9 @@
  * doorbell share one countdown (sq_left). CQ head doorbells can be coalesced (nvme_qpair_set_cq_batch): the
  * controller must always have room for the CQE of every outstanding command, so room_used counts the entries
  * it may still need (outstanding and timed-out commands, entries consumed but not yet reported) and a submit
- * that finds no room rings the CQ head doorbell first. nvme_qpair_submit_many (qpair_batch.c) runs the same fast path
+ * that finds no room rings the CQ head doorbell first. The CQ may be deeper than the SQ (cq_depth, from
+ * nvme_qpair_opts.cq_extra): room for the held-back entries without a deeper SQ; the trackers stay the SQ's N-1,
+ * so a submit needs both CQ room and a free tracker. nvme_qpair_submit_many (qpair_batch.c) runs the same fast path
  * over a batch, checking what holds for the whole batch once. SQE words the fast path never sets stay zero in the ring;
  * a general- path command that sets them makes the next depth submits zero them again (sq_dirty). Poll stops at the
  * first entry that is not new; the sentinel after the last entry never is, so the loop has no end-of-ring test.
