@@ -105,7 +105,7 @@ int nvme_qpair_submit_many(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc
         (uint8_t)(opc - NVME_CMD_WRITE) <= (NVME_CMD_READ - NVME_CMD_WRITE) && cb && nlb != 0 && len <= q->page_size;
     while (i < n) {
         if (likely(rw_ok && ns == q->fast_ns && q->gen == *q->ctrl_gen && q->fast_dma == q->dma_cache &&
-                   q->room_used < q->cq_cap && q->free_trk)) {
+                   q->room_used < q->cq_cap)) { /* free trackers: submit_run */
             i = submit_run(q, opc, nlb, len, io, i, n, cb);
             if (i == n)
                 break;
