@@ -40,9 +40,11 @@ static uint32_t submit_run(struct nvme_qpair *q, uint8_t opc, uint64_t nlb, uint
     const uint64_t max_slba = q->fast_ns->nsze - nlb; /* nsze >= one page of blocks >= nlb (fast_ns_update) */
     const uint64_t dw6 = nlb - 1u;
     /* room for this many more commands: CQ entries (room_used < cq_cap) and free trackers (ntrk less the active
-     * and the timed-out ones); the rest goes to the general path, which makes room (CQ head doorbell) or answers
-     * -EBUSY */
-    const uint32_t cq_room = q->cq_cap - q->room_used, trk_room = (uint32_t)q->ntrk - q->outstanding - q->nzombie;
+     * and the timed-out ones; inside a poll's callback outstanding still counts the entries that poll collected,
+     * so busy may exceed ntrk: no room then); the rest goes to the general path, which makes room (CQ head
+     * doorbell) or answers -EBUSY */
+    const uint32_t busy = q->outstanding + q->nzombie;
+    const uint32_t cq_room = q->cq_cap - q->room_used, trk_room = busy < q->ntrk ? (uint32_t)q->ntrk - busy : 0u;
     const uint32_t room = cq_room < trk_room ? cq_room : trk_room;
     if (n - i > room)
         n = i + room;
