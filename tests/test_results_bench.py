@@ -5,6 +5,7 @@ shows, and the callgrind call-count parser of the instruction benchmark."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,50 @@ def test_calls_parser() -> None:
     )
     assert nb._calls(tree, "bar_write") == 2720
     assert nb._calls(tree, "other") == 0
+
+
+def test_annotate_events_parser() -> None:
+    """callgrind_annotate --show=Ir,D1mr,D1mw,DLmr,DLmw: "0" and "." columns print without a percentage, and one
+    function on two lines (two source files) is summed."""
+    ann = (
+        "--------------------------------------------------------------------------------\n"
+        "1,000 (100.0%) 40 (100.0%) 20 (100.0%) 8 (100.0%) 4 (100.0%)  PROGRAM TOTALS\n"
+        "  600 (60.00%) 10 (25.00%)  .            0            2 (50.0%)  ???:emu_sq_service [/x]\n"
+        "  100 (10.00%)  5 (12.50%)  0            .            .           /a/b.h:emu_sq_service\n"
+        "   42 ( 4.20%)  0          16 (80.00%)   0           16 (400%)   ./s/memset.S:__memset_avx2_unaligned_erms [/l]\n"
+    )
+    totals, funcs = nb._annotate_events(ann)
+    assert totals == {"Ir": 1000, "D1mr": 40, "D1mw": 20, "DLmr": 8, "DLmw": 4}
+    assert funcs["emu_sq_service"] == {"Ir": 700, "D1mr": 15, "D1mw": 0, "DLmr": 0, "DLmw": 2}
+    assert funcs["__memset_avx2_unaligned_erms"]["D1mw"] == 16
+
+
+def test_cache_misses_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_instructions.cache_misses: one row per (devices, data) case and the 16-over-1 growth per I/O,
+    with and without the emulated DMA, computed from the rows (here made-up counts, no valgrind)."""
+    from tests.bench import bench_instructions as bi
+
+    def ev(l2: float) -> dict[str, float]:
+        return {"Ir": 100.0, "D1mr": 1.0, "D1mw": 1.0, "DLmr": l2 / 2, "DLmw": l2 / 2}
+
+    def fake(exe, uri, qd, lat, ms):  # noqa: ANN001, ANN202
+        many = "ndev=16" in uri
+        dma = 0.0 if "data=none" in uri else (8.0 if many else 0.0)
+        rest = 3.0 if many else 0.0
+        parts = {
+            "engine": ev(1.0 * rest / 3),
+            "driver": ev(2.0 * rest / 3),
+            "emulator": ev(dma),
+            "emulated_dma": ev(dma),
+        }
+        parts["per_io"] = ev(rest + dma)
+        parts["without_emulated_dma"] = ev(rest)
+        return {"per_io": parts, "ios": [10, 20]}
+
+    monkeypatch.setattr(bi.nb, "engine_cache_split", fake)
+    r = bi.cache_misses(Path("unused"))
+    assert [(x["ndev"], x["data"]) for x in r["rows"]] == [(1, "zeros"), (16, "zeros"), (1, "none"), (16, "none")]
+    g = r["ndev16_extra_misses_per_io"]
+    assert g["l2"] == 11.0 and g["l2_without_emulated_dma"] == 3.0 and g["l2_data_none"] == 3.0
+    assert g["l2_by_part"] == {"engine": 1.0, "driver": 2.0, "emulator": 8.0, "emulated_dma": 8.0}
+    assert g["d1"] == 0.0

@@ -236,7 +236,7 @@ void bind_driver_controller(py::module_ &m)
                     if (depth < NVME_QUEUE_MIN_ENTRIES || depth > maxd)
                         throw py::value_error("depth: " + std::to_string(depth) + " is outside 2.." +
                                               std::to_string(maxd) + " (CAP.MQES+1 of this controller)");
-                    nvme_qpair_opts o{depth, timeout_ms, batch};
+                    nvme_qpair_opts o{depth, timeout_ms, batch, 0}; /* CQ as deep as the SQ */
                     int rc = nvme_qpair_create(p, &o, &s->qp);
                     if (rc == -EBUSY)
                         throw_errno(rc, "Controller.qpair: no I/O queue identifier left (" +

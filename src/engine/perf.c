@@ -234,6 +234,9 @@ static int worker_setup(struct worker *w)
             return -rc;
         }
     }
+    uint32_t max_qdepth = 0;
+    for (uint32_t i = 0; i < w->nchans; i++)
+        max_qdepth = w->chans[i].qdepth > max_qdepth ? w->chans[i].qdepth : max_qdepth;
     for (uint32_t i = 0; i < w->nchans; i++) {
         struct eng_chan *c = &w->chans[i];
         c->slots = calloc(c->qdepth, sizeof(*c->slots));
@@ -264,7 +267,9 @@ static int worker_setup(struct worker *w)
         c->fast = (e->t->flags & PERF_TGT_FREEL) && e->t->ops->submit_many && c->ch->cookie && !c->verify && !e->fill &&
                   e->cfg.pattern != PERF_PAT_RANDRW;
         if (c->fast) {
-            c->subs = calloc(c->qdepth, sizeof(*c->subs));
+            if (!w->subs)
+                w->subs = calloc(max_qdepth, sizeof(*w->subs)); /* a batch is at most one channel's qdepth */
+            c->subs = w->subs;
             c->bufp = calloc(c->qdepth, sizeof(*c->bufp));
             if (!c->subs || !c->bufp) {
                 snprintf(w->err, sizeof(w->err), "out of memory for %u slots", c->qdepth);
@@ -290,13 +295,14 @@ static void worker_teardown(struct worker *w)
         free(c->freel);
         free(c->await);
         c->await = NULL;
-        free(c->subs);
         free(c->bufp);
         c->bufp = NULL;
         c->slots = NULL;
         c->freel = NULL;
         c->subs = NULL;
     }
+    free(w->subs);
+    w->subs = NULL;
 }
 
 static void begin_window(struct worker *w, uint64_t now)

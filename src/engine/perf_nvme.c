@@ -22,6 +22,12 @@
 
 #define QP_EXTRA_ENTRY     1u  /* a queue of N entries holds N-1 commands */
 #define PERF_NVME_CQ_BATCH 32u /* completions per CQ head doorbell, at least (see pchan_open) */
+/* SQ entries, at least: a shallower ring wraps so often that its SQ events cost more than its footprint saves (QD 1:
+ * a 2-entry SQ takes one per command, +30 instructions per I/O). */
+#define PERF_NVME_SQ_MIN 33u
+/* SQ entries beyond the commands' depth (and the N-1 rule's one): with none, the batch doorbell's N-1 limit falls on
+ * the last command of every full batch, an SQ event in submit_many besides the kick's doorbell */
+#define PERF_NVME_SQ_EXTRA 1u
 
 struct nvme_pctx {
     struct nvme_target *t;
@@ -127,15 +133,19 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
         c->max_xfer = iosize;
     c->max_nlb = c->max_xfer / c->lba_size;
     uint32_t parts = (iosize + c->max_xfer - 1) / c->max_xfer;
-    uint64_t want = (uint64_t)qdepth * parts + QP_EXTRA_ENTRY;
+    uint64_t want = (uint64_t)qdepth * parts + QP_EXTRA_ENTRY + PERF_NVME_SQ_EXTRA;
     uint32_t cap = nvme_ctrl_max_depth(nvme_ns_ctrl(c->ns));
     /* CQ head doorbells coalesced over cq_batch completions (at least PERF_NVME_CQ_BATCH, else one per qdepth):
-     * the queue gets that many entries more, so that the commands in flight never wait for the doorbell */
+     * the CQ gets that many entries more (cq_extra), so that the commands in flight never wait for the doorbell;
+     * the SQ and the trackers stay at the commands' depth, at least PERF_NVME_SQ_MIN (a deeper SQ only spreads the
+     * submissions over more 64-byte entries: 16 KiB instead of 8 per device at QD 128, the 16-device footprint of
+     * src/README.md) */
     uint64_t cq_batch = qdepth > PERF_NVME_CQ_BATCH ? qdepth : PERF_NVME_CQ_BATCH;
-    if (want + cq_batch > cap)
-        cq_batch = want < cap ? cap - want : 0;
-    want += cq_batch;
+    if (want < PERF_NVME_SQ_MIN)
+        want = PERF_NVME_SQ_MIN;
     uint32_t depth = want < cap ? (uint32_t)want : cap;
+    if (depth + cq_batch > cap)
+        cq_batch = cap - depth;
     for (uint32_t i = 0; i < 2 * qdepth; i++) {
         c->args[i].c = c;
         c->args[i].slot = i % qdepth;
@@ -151,7 +161,7 @@ static int pchan_open(void *vctx, uint32_t dev, uint32_t qdepth, uint32_t iosize
         goto fail;
     }
     c->bufs = nvme_dma_vaddr(c->dma);
-    struct nvme_qpair_opts o = {.depth = depth, .timeout_ms = 0, .batch = depth};
+    struct nvme_qpair_opts o = {.depth = depth, .timeout_ms = 0, .batch = depth, .cq_extra = (uint32_t)cq_batch};
     rc = nvme_qpair_create(nvme_ns_ctrl(c->ns), &o, &c->qp);
     if (rc) {
         if (rc == -EBUSY)

@@ -444,7 +444,7 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
     uint32_t adepth = NVME_ADMIN_DEPTH;
     if (adepth > nvme_cap_mqes(c->cap) + 1u)
         adepth = nvme_cap_mqes(c->cap) + 1u;
-    rc = nvme_qpair_setup(&c->admin, c, NVME_ADMIN_QID, adepth, NVME_ADMIN_TIMEOUT_MS, 1);
+    rc = nvme_qpair_setup(&c->admin, c, NVME_ADMIN_QID, adepth, adepth, NVME_ADMIN_TIMEOUT_MS, 1);
     if (rc) {
         nvme_errf(err, errlen, rc, "controller %u: allocating the admin queue failed: %s", index, strerror(-rc));
         goto fail_free;
@@ -593,7 +593,9 @@ int nvme_qpair_create(struct nvme_ctrl *c, const struct nvme_qpair_opts *opts, s
     uint32_t depth = opts && opts->depth ? opts->depth : NVME_QPAIR_DEFAULT_DEPTH;
     uint32_t timeout = opts && opts->timeout_ms ? opts->timeout_ms : NVME_QPAIR_DEFAULT_TIMEOUT_MS;
     uint32_t batch = opts ? opts->batch : 1;
-    if (depth < NVME_QUEUE_MIN_ENTRIES || depth > nvme_ctrl_max_depth(c))
+    uint32_t cq_depth = depth + (opts ? opts->cq_extra : 0);
+    if (depth < NVME_QUEUE_MIN_ENTRIES || depth > nvme_ctrl_max_depth(c) || cq_depth < depth ||
+        cq_depth > nvme_ctrl_max_depth(c))
         return -EINVAL;
     if (batch > depth - 1)
         batch = depth - 1;
@@ -605,7 +607,7 @@ int nvme_qpair_create(struct nvme_ctrl *c, const struct nvme_qpair_opts *opts, s
         nvme_ctrl_qid_free(c, (uint16_t)qid);
         return -ENOMEM;
     }
-    int rc = nvme_qpair_setup(q, c, (uint16_t)qid, depth, timeout, batch);
+    int rc = nvme_qpair_setup(q, c, (uint16_t)qid, depth, cq_depth, timeout, batch);
     if (rc) {
         free(q);
         nvme_ctrl_qid_free(c, (uint16_t)qid);
@@ -614,14 +616,14 @@ int nvme_qpair_create(struct nvme_ctrl *c, const struct nvme_qpair_opts *opts, s
     struct nvme_sqe cmd = {
         .opc = NVME_ADM_CREATE_CQ,
         .prp1 = nvme_dma_iova(q->mem, (const void *)q->cq),
-        .cdw10 = NVME_CREATE_Q_CDW10(qid, depth),
+        .cdw10 = NVME_CREATE_Q_CDW10(qid, cq_depth),
         .cdw11 = NVME_CREATE_Q_PC,
     };
     struct nvme_cpl cpl;
     rc = admin_simple(c, &cmd, &cpl);
     if (rc == 0 && !nvme_cpl_ok(&cpl)) {
-        nvme_log(NVME_LOG_ERROR, "controller %u: Create I/O Completion Queue %d (depth %u): %s", c->index, qid, depth,
-                 nvme_status_name(cpl.sct, cpl.sc));
+        nvme_log(NVME_LOG_ERROR, "controller %u: Create I/O Completion Queue %d (depth %u): %s", c->index, qid,
+                 cq_depth, nvme_status_name(cpl.sct, cpl.sc));
         rc = -EIO;
     }
     if (rc)

@@ -158,9 +158,13 @@ struct nvme_qpair_opts {
     uint32_t depth;      /* queue entries (N); N-1 commands can be outstanding. 0 = default */
     uint32_t timeout_ms; /* per-command timeout; 0 = default */
     uint32_t batch;      /* ring the SQ doorbell after this many submits; 0/1 = every submit */
+    uint32_t cq_extra;   /* CQ entries beyond depth (0: the CQ has depth entries too), at most MQES+1 - depth: room
+                          * for the completions a coalesced CQ head doorbell holds back (nvme_qpair_set_cq_batch)
+                          * without a deeper SQ (64-byte entries) and more trackers */
 };
 
-/* Create an I/O CQ and SQ pair (Create I/O CQ, then Create I/O SQ). -EINVAL (depth < 2 or > MQES+1),
+/* Create an I/O CQ and SQ pair (Create I/O CQ, then Create I/O SQ). -EINVAL (depth < 2, or depth or
+ * depth + cq_extra > MQES+1),
  * -EBUSY (no queue identifier left), -EIO (the controller refused: status in the log). */
 int nvme_qpair_create(struct nvme_ctrl *c, const struct nvme_qpair_opts *opts, struct nvme_qpair **out);
 /* Delete SQ then CQ (skipped when the controller was reset), free. Outstanding commands complete with

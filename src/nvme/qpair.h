@@ -17,7 +17,9 @@
  * doorbell share one countdown (sq_left). CQ head doorbells can be coalesced (nvme_qpair_set_cq_batch): the
  * controller must always have room for the CQE of every outstanding command, so room_used counts the entries
  * it may still need (outstanding and timed-out commands, entries consumed but not yet reported) and a submit
- * that finds no room rings the CQ head doorbell first. nvme_qpair_submit_many (qpair_batch.c) runs the same fast path
+ * that finds no room rings the CQ head doorbell first. The CQ may be deeper than the SQ (cq_depth, from
+ * nvme_qpair_opts.cq_extra): room for the held-back entries without a deeper SQ; the trackers stay the SQ's N-1,
+ * so a submit needs both CQ room and a free tracker. nvme_qpair_submit_many (qpair_batch.c) runs the same fast path
  * over a batch, checking what holds for the whole batch once. SQE words the fast path never sets stay zero in the ring;
  * a general- path command that sets them makes the next depth submits zero them again (sq_dirty). Poll stops at the
  * first entry that is not new; the sentinel after the last entry never is, so the loop has no end-of-ring test.
@@ -86,7 +88,9 @@ struct nvme_qpair {
     uint32_t outstanding;
     uint32_t sq_dirty;  /* next submits that must zero the SQE words the fast path skips (see post) */
     uint32_t room_used; /* CQ entries the controller may still need: outstanding + zombies + cq_unrung (+ the
-                         * entries the running poll consumed); a submit needs room_used < ntrk */
+                         * entries the running poll consumed); a submit needs room_used < cq_cap and a free
+                         * tracker (ntrk of them: the SQ's N-1; the CQ may be deeper, see cq_depth) */
+    uint32_t cq_cap;    /* cq_depth - 1: the most CQ entries the controller can hold */
     /* poll and the SQ events */
     struct nvme_sqe *sq;
     struct nvme_sqe *sq_end; /* sq + depth */
@@ -96,8 +100,9 @@ struct nvme_qpair {
     uint32_t sq_chunk;   /* sq_left when it was last set */
     uint32_t sq_pending; /* SQEs written before the current chunk and not yet rung */
     uint32_t batch;
-    uint32_t depth; /* entries in each ring */
-    uint64_t ntrk;  /* trackers: depth - 1 (64-bit: compared with a CID used as an index) */
+    uint32_t depth;    /* SQ entries (N): ntrk = N - 1 commands can be outstanding */
+    uint32_t cq_depth; /* CQ entries: depth + nvme_qpair_opts.cq_extra (the room a coalesced CQ doorbell needs) */
+    uint64_t ntrk;     /* trackers: depth - 1 (64-bit: compared with a CID used as an index) */
     uint32_t cq_head;
     uint32_t cq_unrung; /* CQ entries consumed before cq_head and not yet reported by the CQ head doorbell */
     uint32_t cq_batch;  /* ring the CQ head doorbell once cq_unrung reaches this (1: every poll that consumed) */
@@ -128,8 +133,8 @@ struct nvme_qpair {
 extern const struct nvme_dma nvme_qpair_no_fast_dma;
 
 /* Build rings and trackers for qid over a new DMA block of the controller's target (qpair_setup.c). */
-int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t timeout_ms,
-                     uint32_t batch);
+int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t cq_depth,
+                     uint32_t timeout_ms, uint32_t batch);
 void nvme_qpair_teardown(struct nvme_qpair *q);
 /* Empty both rings (zero the CQ), reset indices and phase, free every tracker (callbacks NOT run). */
 void nvme_qpair_reset_rings(struct nvme_qpair *q);

@@ -39,9 +39,13 @@ static uint32_t submit_run(struct nvme_qpair *q, uint8_t opc, uint64_t nlb, uint
     const uint64_t size = d->size, iova = d->iova, page_mask = q->page_mask, last = len - 1u;
     const uint64_t max_slba = q->fast_ns->nsze - nlb; /* nsze >= one page of blocks >= nlb (fast_ns_update) */
     const uint64_t dw6 = nlb - 1u;
-    /* room for this many more commands (at least as many free trackers): the rest goes to the general path,
-     * which makes room (CQ head doorbell) or answers -EBUSY */
-    const uint32_t room = (uint32_t)q->ntrk - q->room_used;
+    /* room for this many more commands: CQ entries (room_used < cq_cap) and free trackers (ntrk less the active
+     * and the timed-out ones; inside a poll's callback outstanding still counts the entries that poll collected,
+     * so busy may exceed ntrk: no room then); the rest goes to the general path, which makes room (CQ head
+     * doorbell) or answers -EBUSY */
+    const uint32_t busy = q->outstanding + q->nzombie;
+    const uint32_t cq_room = q->cq_cap - q->room_used, trk_room = busy < q->ntrk ? (uint32_t)q->ntrk - busy : 0u;
+    const uint32_t room = cq_room < trk_room ? cq_room : trk_room;
     if (n - i > room)
         n = i + room;
     const uint32_t i0 = i;
@@ -103,7 +107,7 @@ int nvme_qpair_submit_many(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc
         (uint8_t)(opc - NVME_CMD_WRITE) <= (NVME_CMD_READ - NVME_CMD_WRITE) && cb && nlb != 0 && len <= q->page_size;
     while (i < n) {
         if (likely(rw_ok && ns == q->fast_ns && q->gen == *q->ctrl_gen && q->fast_dma == q->dma_cache &&
-                   q->room_used < q->ntrk)) {
+                   q->room_used < q->cq_cap)) { /* free trackers: submit_run */
             i = submit_run(q, opc, nlb, len, io, i, n, cb);
             if (i == n)
                 break;

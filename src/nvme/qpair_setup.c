@@ -20,13 +20,13 @@ static bool ring_contiguous(const struct nvme_dma *d, size_t off, size_t len)
     return nvme_dma_iova_at(d, off + len - 1) == nvme_dma_iova_at(d, off) + len - 1;
 }
 
-int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t timeout_ms,
-                     uint32_t batch)
+int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t cq_depth,
+                     uint32_t timeout_ms, uint32_t batch)
 {
     memset(q, 0, sizeof(*q));
     size_t psz = (size_t)1 << c->page_shift;
     size_t sq_bytes = round_up((size_t)depth * NVME_SQE_SIZE, psz);
-    size_t cq_ring = (size_t)depth * NVME_CQE_SIZE;
+    size_t cq_ring = (size_t)cq_depth * NVME_CQE_SIZE;
     size_t cq_bytes = round_up(cq_ring + NVME_CQ_SENTINELS * NVME_CQE_SIZE, psz);
     uint32_t ntrk = depth - 1; /* the N-1 rule: one slot always stays empty */
     size_t total = sq_bytes + cq_bytes + (size_t)ntrk * psz + psz /* alignment slack */;
@@ -59,6 +59,8 @@ int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, ui
     q->fast_dma = &nvme_qpair_no_fast_dma;
     q->ntrk = ntrk;
     q->depth = depth;
+    q->cq_depth = cq_depth;
+    q->cq_cap = cq_depth - 1;
     q->qid = qid;
     q->bar = &c->bar;
     q->ctrl = c;

@@ -244,6 +244,129 @@ def _callgrind_engine_once(exe: Path, uri: str, qdepth: int, runtime_ms: int, la
     }
 
 
+#: The data caches of callgrind's cache simulation (engine_cache_split): this host's L1d and L2 per core (lscpu:
+#: 32 KiB 8-way and 512 KiB 8-way, 64-byte lines; its "2 instances" are per core). Valgrind simulates two
+#: levels, so LL is the L2 here: the 32 MiB L3 holds all of a 16-device run, and what leaves L2 is what the
+#: 16-device footprint costs. NVMELAB_BENCH_CACHE="D1size,assoc,line;LLsize,assoc,line" sets others.
+CACHE_SIM = ("32768,8,64", "524288,8,64")
+#: Events read back: instructions, D1 read/write misses, LL (here L2) read/write misses.
+CACHE_EVENTS = ("Ir", "D1mr", "D1mw", "DLmr", "DLmw")
+#: The emulator's writes of a Read's data into the host buffer (the null profile's zeros: glibc's memset,
+#: whatever name its ifunc variant has), the emulated DMA a real drive does without the CPU.
+EMULATED_DMA = ("memset",)
+#: Driver work that runs per interval of wall-clock time, not per I/O: the expiry scan over every tracker
+#: (every NVME_QPAIR_DEFAULT_TIMEOUT_MS / 4 = 250 ms). Valgrind runs the program ~50x slower, so its share
+#: per I/O is ~50x the native one: engine_cache_split reports it apart from the driver.
+TIMER_DRIVEN = ("scan_timeouts",)
+
+
+def _cache_sim() -> tuple[str, str]:
+    env = os.environ.get("NVMELAB_BENCH_CACHE")
+    if not env:
+        return CACHE_SIM
+    d1, ll = env.split(";")
+    return d1.strip(), ll.strip()
+
+
+def _annotate_events(annotate: str) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """callgrind_annotate output with --show=CACHE_EVENTS: the program totals and every function's events
+    (summed over the lines one function may take: one per source file, see _inclusive), by bare name
+    (an ifunc variant such as __memset_avx2_unaligned_erms is reported under every name it matches by
+    substring in EMULATED_DMA, see engine_cache_split)."""
+    col = r"(?:([\d,]+)(?: \(\s*[\d.]+%\))?|\.)\s+"  # "0" and "." print without a percentage
+    line = re.compile(rf"^\s*{col * len(CACHE_EVENTS)}(.*)$")
+    totals: dict[str, int] = {}
+    funcs: dict[str, dict[str, int]] = {}
+    for raw in annotate.splitlines():
+        m = line.match(raw)
+        if not m:
+            continue
+        vals = [int(v.replace(",", "")) if v else 0 for v in m.groups()[: len(CACHE_EVENTS)]]
+        rest = m.group(len(CACHE_EVENTS) + 1).strip()
+        if rest == "PROGRAM TOTALS":
+            totals = dict(zip(CACHE_EVENTS, vals))
+            continue
+        fm = re.match(r"\S*?:([\w.@']+)(?: \[|$)", rest)
+        if not fm:
+            continue
+        name = fm.group(1)
+        acc = funcs.setdefault(name, dict.fromkeys(CACHE_EVENTS, 0))
+        for k, v in zip(CACHE_EVENTS, vals):
+            acc[k] += v
+    return totals, funcs
+
+
+def _cache_once(exe: Path, uri: str, qdepth: int, runtime_ms: int, lat: bool) -> dict[str, Any]:
+    d1, ll = _cache_sim()
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--D1={d1}", f"--LL={ll}", f"--I1={d1}"]
+        cmd += [f"--callgrind-out-file={out}", "--toggle-collect=worker_main"]
+        cmd += [str(exe), uri, str(qdepth), str(runtime_ms), "1" if lat else "0"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"callgrind (cache simulation) failed: {p.stderr.strip()[-500:]}")
+        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
+        show = ["--show=" + ",".join(CACHE_EVENTS), "--threshold=100"]
+        incl = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", *show, str(out)], capture_output=True, text=True, check=True
+        ).stdout
+        excl = subprocess.run(
+            ["callgrind_annotate", *show, str(out)], capture_output=True, text=True, check=True
+        ).stdout
+    totals, fin = _annotate_events(incl)
+    _, fex = _annotate_events(excl)
+
+    def incl_sum(names: tuple[str, ...]) -> dict[str, int]:
+        return {k: sum(fin.get(f, {}).get(k, 0) for f in names) for k in CACHE_EVENTS}
+
+    drv_incl = incl_sum(ENGINE_DRIVER_ENTRIES)
+    emu = incl_sum(EMULATOR_ENTRIES)
+    cb = incl_sum(ENGINE_CALLBACKS)
+    # the emulated DMA: the self cost of every function named like EMULATED_DMA (memset's ifunc variants);
+    # in the worker thread's steady state only the emulator's Read calls it (checked: its Ir per I/O)
+    dma = {k: sum(v[k] for f, v in fex.items() if any(d in f for d in EMULATED_DMA)) for k in CACHE_EVENTS}
+    timer = incl_sum(TIMER_DRIVEN)
+    parts = {
+        "emulator": emu,
+        "driver": {k: drv_incl[k] - emu[k] - cb[k] - timer[k] for k in CACHE_EVENTS},
+        "timer_scan": timer,
+        "engine": {k: totals[k] - drv_incl[k] + cb[k] for k in CACHE_EVENTS},
+        "total": totals,
+        "emulated_dma": dma,
+    }
+    return {"ios": ios, "parts": parts}
+
+
+def engine_cache_split(
+    exe: Path, uri: str, qdepth: int, lat: bool, runtimes_ms: tuple[int, int] = (400, 1000)
+) -> dict[str, Any]:
+    """Cache misses per I/O of a perf-engine run (callgrind --cache-sim=yes with CACHE_SIM), split into the
+    parts of callgrind_engine_split (engine, driver, emulator) and, inside the emulator, the emulated DMA
+    (the writes of a Read's data into the host buffer). Deterministic: a simulated cache, not the host's.
+    Two run lengths are differenced as for the instructions, so the cold misses of set-up cancel.
+
+    Per part and event (CACHE_EVENTS): D1mr/D1mw are L1d read/write misses, DLmr/DLmw misses of the LL
+    (this host's L2 with the default CACHE_SIM). "without_emulated_dma" is the total less the emulated DMA:
+    what a host with a real drive (which writes the data by DMA, not the CPU) would keep of the misses,
+    as far as the DMA's own cache effect (the lines it evicts) is left out too.
+    """
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        raise RuntimeError("valgrind (callgrind) is not installed")
+    a = _cache_once(exe, uri, qdepth, runtimes_ms[0], lat)
+    b = _cache_once(exe, uri, qdepth, runtimes_ms[1], lat)
+    dios = b["ios"] - a["ios"]
+    if dios <= 0:
+        raise RuntimeError(f"callgrind runs of {runtimes_ms} ms did not differ in I/Os ({a['ios']}, {b['ios']})")
+    per: dict[str, dict[str, float]] = {}
+    for part, ev in b["parts"].items():
+        per[part] = {k: round((ev[k] - a["parts"][part][k]) / dios, 3) for k in CACHE_EVENTS}
+    # the steady state: the total less the wall-clock-driven scan (see TIMER_DRIVEN)
+    per["per_io"] = {k: round(per["total"][k] - per["timer_scan"][k], 3) for k in CACHE_EVENTS}
+    per["without_emulated_dma"] = {k: round(per["per_io"][k] - per["emulated_dma"][k], 3) for k in CACHE_EVENTS}
+    return {"per_io": per, "ios": [a["ios"], b["ios"]], "runtimes_ms": list(runtimes_ms), "cache": list(_cache_sim())}
+
+
 def _calls(tree: str, name: str) -> int:
     """Calls of `name`: the sum of its callers' counts in `callgrind_annotate --tree=caller` output
     (the "< caller (Nx)" lines above the "* name" line of its block)."""

@@ -18,11 +18,19 @@ such ratios mean anything, and the 16-device goal can only be judged on a quiet 
   QD 128) with sampling off and on, time per I/O and thread CPU per I/O, and the breakdown's phase medians
   of the runs with it on. Its instruction cost is the table's lat=on minus lat=off rows.
 
+Beside the 16-device timing, its deterministic side: cache misses per I/O of 1 and 16 devices (QD 128,
+sampling on) from callgrind's cache simulation of this host's L1d and L2 (_native_bench.CACHE_SIM), split
+like the instructions (engine / driver / emulator) with the emulator's writes of the read data (the emulated
+DMA, which a real drive does without the CPU) apart, and once more with data=none (reads leave the host
+buffer untouched: the footprint a real drive's host keeps). A change can be judged by them on a loaded
+host; the time ratio only on a quiet one.
+
 Goals (issue 26), all at QD 128 with latency sampling on unless said: driver <= 64 and engine <= 48
 instructions per I/O; emulator <= 160 per command; QD 1 total <= 1.6x QD 128 total; 16 devices'
 time per I/O within 3 % of one device's.
 Environment: NVMELAB_BENCH_ROUNDS (default 3), NVMELAB_BENCH_RUNTIME (s, default 2),
-NVMELAB_BENCH_CG_MS (the two callgrind run lengths in ms, default "1000,2500").
+NVMELAB_BENCH_CG_MS (the two callgrind run lengths in ms, default "1000,2500"), NVMELAB_BENCH_CACHE_MS (the
+two run lengths of the cache simulation, default "400,1000"), NVMELAB_BENCH_CACHE (the simulated caches).
 """
 
 from __future__ import annotations
@@ -66,6 +74,68 @@ def instruction_table(exe: Path) -> list[dict[str, Any]]:
         r = nb.callgrind_engine_split(exe, uri, qd, lat, _cg_ms())
         rows.append({"ndev": ndev, "qdepth": qd, "lat": lat, **r["per_io"], "ios": r["ios"]})
     return rows
+
+
+def _cache_ms() -> tuple[int, int]:
+    a, b = (int(x) for x in os.environ.get("NVMELAB_BENCH_CACHE_MS", "400,1000").split(","))
+    return a, b
+
+
+#: The cache-miss cases: (devices, emulator data setting, URI suffix). "zeros" is the bench's own target
+#: (a never-written null namespace reads as zeros, written into the host buffer); "none" leaves it untouched.
+CACHE_CASES = (
+    (1, "zeros", ""),
+    (NDEV_MANY, "zeros", f"&ndev={NDEV_MANY}"),
+    (1, "none", "&data=none"),
+    (NDEV_MANY, "none", f"&data=none&ndev={NDEV_MANY}"),
+)
+
+
+def _l2(ev: dict[str, float]) -> float:
+    return round(ev["DLmr"] + ev["DLmw"], 3)
+
+
+def _d1(ev: dict[str, float]) -> float:
+    return round(ev["D1mr"] + ev["D1mw"], 3)
+
+
+def cache_misses(exe: Path) -> dict[str, Any]:
+    """Cache misses per I/O (callgrind's cache simulation), 1 against 16 devices, QD 128, sampling on."""
+    rows = []
+    for ndev, data, suffix in CACHE_CASES:
+        r = nb.engine_cache_split(exe, nb.NULL_URI + suffix, BUDGET_QD, True, _cache_ms())
+        rows.append({"ndev": ndev, "data": data, "ios": r["ios"], "per_io": r["per_io"]})
+    by = {(r["ndev"], r["data"]): r["per_io"] for r in rows}
+    one, many = by[(1, "zeros")], by[(NDEV_MANY, "zeros")]
+    none1, none_many = by[(1, "none")], by[(NDEV_MANY, "none")]
+    growth = {
+        # extra misses per I/O of 16 devices over one: L1d, and the L2 (the simulated LL)
+        "d1": round(_d1(many["per_io"]) - _d1(one["per_io"]), 3),
+        "l2": round(_l2(many["per_io"]) - _l2(one["per_io"]), 3),
+        # the same less the emulated DMA's own misses (the data writes), and with no data moved at all
+        "l2_without_emulated_dma": round(_l2(many["without_emulated_dma"]) - _l2(one["without_emulated_dma"]), 3),
+        "l2_data_none": round(_l2(none_many["per_io"]) - _l2(none1["per_io"]), 3),
+        # by part (data moved): where the extra L2 misses are taken
+        "l2_by_part": {
+            part: round(_l2(many[part]) - _l2(one[part]), 3)
+            for part in ("engine", "driver", "emulator", "emulated_dma")
+        },
+    }
+    d1, ll = nb._cache_sim()
+    return {
+        "rows": rows,
+        "ndev16_extra_misses_per_io": growth,
+        "cache": {"D1": d1, "LL": ll},
+        "runtimes_ms": list(_cache_ms()),
+        "note": (
+            "Simulated caches (valgrind), not the host's: D1 = L1d, LL = L2 per core of this host (the L3 holds a "
+            "16-device run whole). Deterministic up to the wall-clock-driven expiry scan (timer_scan, reported "
+            "apart and left out of per_io). per_io = engine + driver + emulator; emulated_dma = the emulator's "
+            "writes of the read data (glibc memset), part of the emulator; without_emulated_dma = per_io less "
+            "them; data=none: reads leave the host buffer untouched (what a real drive's host keeps, the DMA's "
+            "eviction of other lines included). Judge a footprint change by ndev16_extra_misses_per_io on any host."
+        ),
+    }
 
 
 def _native(exe: Path, uri: str, qd: int, runtime_s: float, lat: bool) -> dict[str, Any]:
@@ -146,6 +216,7 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as td:
         exe = nb.build_engine_loop(Path(td))
         rows = instruction_table(exe)
+        misses = cache_misses(exe)
         timing = ndev_timing(exe, rounds, runtime)
         sampling = lat_timing(exe, rounds, runtime)
     b = _row(rows, 1, BUDGET_QD, True)
@@ -158,6 +229,11 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         "qd1_over_qd128_total": round(q1["total"] / b["total"], 3),
         "ndev16_time_per_io_growth": round(growth, 4),
         "ndev16_over_ndev1_instr_total": round(_row(rows, NDEV_MANY, BUDGET_QD, True)["total"] / b["total"], 3),
+        # the deterministic side of the 16-device goal (cache_misses): extra L2 misses per I/O over one device
+        "ndev16_extra_l2_misses_per_io": misses["ndev16_extra_misses_per_io"]["l2"],
+        "ndev16_extra_l2_misses_per_io_without_emulated_dma": misses["ndev16_extra_misses_per_io"][
+            "l2_without_emulated_dma"
+        ],
         # latency sampling with the breakdown: instructions per I/O (table: on - off) and time (interleaved)
         "sampling_instr_per_io": round(b["total"] - _row(rows, 1, BUDGET_QD, False)["total"], 1),
         "sampling_instr_per_io_qd1": round(q1["total"] - _row(rows, 1, 1, False)["total"], 1),
@@ -175,6 +251,7 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         "measured": measured,
         "instructions_per_io": rows,
         "ndev_timing": timing,
+        "cache_misses": misses,
         "sampling_timing": sampling,
         "params": {
             "target": URI_ONE,
@@ -182,13 +259,15 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
             "pattern": "randread",
             "threads": 1,
             "callgrind_runs_ms": list(_cg_ms()),
+            "cache_sim_runs_ms": list(_cache_ms()),
             "rounds": rounds,
             "runtime_s": runtime,
         },
         "note": (
             "Instruction counts (callgrind) are deterministic and do not depend on the host's load; the "
             "1-vs-16-device and sampling off-vs-on timings are ratios of interleaved rounds. The 16-device goal "
-            "(time per I/O within 3 %) is judged only on a quiet host: host_load says what this one carried."
+            "(time per I/O within 3 %) is judged only on a quiet host: host_load says what this one carried; its "
+            "deterministic side, cache_misses (simulated L1d/L2 misses per I/O, 1 against 16 devices), on any."
         ),
         "host_load": _loadavg(),
     }

@@ -435,6 +435,55 @@ static void test_dealloc_frees_chunks(void)
     th_close(&t);
 }
 
+/* Reads of a RAM namespace with no live chunk take a shortcut (emu_ns_read: used_chunks == 0, no chunk-table
+ * look-up) and must still fill the whole buffer with zeros; a write ends it for the whole namespace; a
+ * deallocated chunk reads as zeros up to its last LBA both while another chunk is live (through the table,
+ * not through the tagged pointer) and once none is (the shortcut again). */
+static void test_read_zeros_and_dealloc_tag(void)
+{
+    struct th t;
+    th_open(&t, "emu://?nsze=8MiB&nioq=1");
+    CHECK(th_enable(&t, 16));
+    th_create_ioq(&t, 1, 16);
+    const uint32_t chunk_lbas = (1u << 20) / 512;
+    uint8_t *buf = th_alloc(TH_PAGE), *rd = th_alloc(TH_PAGE), *zero = th_alloc(TH_PAGE);
+    struct nvme_id_ns *id = th_alloc(sizeof(*id));
+    memset(buf, 0xab, TH_PAGE);
+    memset(rd, 0x55, TH_PAGE);
+    struct nvme_cqe e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 3 * chunk_lbas + 5, 8, rd, 0));
+    CHECK(th_status(&e) == 0 && memcmp(rd, zero, TH_PAGE) == 0);
+    CHECK_EQ(nuse_lbas(&t, id), 0);
+    /* one chunk written: its data comes back, and another chunk still reads as zeros */
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, chunk_lbas + 8, 8, buf, 0));
+    CHECK_EQ(th_status(&e), 0);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, chunk_lbas + 8, 8, rd, 0));
+    CHECK(th_status(&e) == 0 && memcmp(rd, buf, TH_PAGE) == 0);
+    memset(rd, 0x55, TH_PAGE);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, 8, 8, rd, 0));
+    CHECK(th_status(&e) == 0 && memcmp(rd, zero, TH_PAGE) == 0);
+    /* chunk 0 written then deallocated whole while chunk 1 stays live: its last LBAs read as zeros */
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_WRITE, 1, chunk_lbas - 8, 8, buf, 0));
+    CHECK_EQ(th_status(&e), 0);
+    struct nvme_dsm_range *r = th_alloc(TH_PAGE);
+    r[0] = (struct nvme_dsm_range){.nlb = chunk_lbas, .slba = 0};
+    struct nvme_sqe c = {.opc = NVME_CMD_DSM, .nsid = 1, .prp1 = (uintptr_t)r, .cdw11 = NVME_DSM_AD};
+    e = th_cmd(&t, 1, c);
+    CHECK_EQ(th_status(&e), 0);
+    memset(rd, 0x55, TH_PAGE);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, chunk_lbas - 1, 1, rd, 0));
+    CHECK(th_status(&e) == 0 && memcmp(rd, zero, 512) == 0);
+    /* chunk 1 deallocated too: nothing live, the shortcut reads zeros again */
+    r[0] = (struct nvme_dsm_range){.nlb = chunk_lbas, .slba = chunk_lbas};
+    e = th_cmd(&t, 1, c);
+    CHECK_EQ(th_status(&e), 0);
+    CHECK_EQ(nuse_lbas(&t, id), 0);
+    memset(rd, 0x55, TH_PAGE);
+    e = th_cmd(&t, 1, th_rw(NVME_CMD_READ, 1, chunk_lbas + 8, 8, rd, 0));
+    CHECK(th_status(&e) == 0 && memcmp(rd, zero, TH_PAGE) == 0);
+    th_free(buf), th_free(rd), th_free(zero), th_free(id), th_free(r);
+    th_close(&t);
+}
+
 /* A queue whose ring leaves the DMA windows: the controller fails (CSTS.CFS) at its next doorbell instead
  * of fetching from or posting to memory it may no longer reach; a reset brings it back. */
 static void test_ring_unmapped(void)
@@ -479,6 +528,7 @@ int main(void)
     RUN_CASE(test_cid_conflict);
     RUN_CASE(test_file_backing);
     RUN_CASE(test_dealloc_frees_chunks);
+    RUN_CASE(test_read_zeros_and_dealloc_tag);
     RUN_CASE(test_ram_budget);
     RUN_CASE(test_ring_unmapped);
     return CHECK_DONE("test_emu_cmds");

@@ -256,6 +256,63 @@ static void test_cq_wraps(void)
     nvme_target_close(t);
 }
 
+/* A CQ deeper than its SQ (nvme_qpair_opts.cq_extra, the perf backend's room for coalesced CQ doorbells): the
+ * trackers stay the SQ's N-1 (a full batch queues that many, single and batched submits answer -EBUSY with CQ
+ * room left), the CQ's own depth bounds cq_batch, and many wraps of both rings (different lengths) with the CQ
+ * doorbell held back lose and double nothing. */
+static void test_cq_deeper_than_sq(void)
+{
+    struct nvme_target *t = t_open("emu://?ndev=1&nsze=1MiB&lbads=512");
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    struct nvme_qpair *q;
+    struct nvme_qpair_opts bad = {.depth = 4, .cq_extra = nvme_ctrl_max_depth(c)};
+    T_EQ(nvme_qpair_create(c, &bad, &q), -EINVAL); /* depth + cq_extra over MQES+1 */
+    struct nvme_qpair_opts o = {.depth = 5, .batch = 5, .cq_extra = 8};
+    T_EQ(nvme_qpair_create(c, &o, &q), 0);
+    T_EQ(nvme_qpair_depth(q), 5);
+    T_EQ(nvme_qpair_set_cq_batch(q, 13), -EINVAL); /* the CQ has 13 entries */
+    T_EQ(nvme_qpair_set_cq_batch(q, 8), 0);
+    struct nvme_dma *d;
+    T_EQ(nvme_dma_alloc(t, 16 * KIB, &d), 0);
+    uint8_t *buf = nvme_dma_vaddr(d);
+    struct order ord = {0};
+    struct nvme_cpl cpl;
+    T_EQ(t_io(q, ns, NVME_CMD_READ, 0, 1, buf, 512, &cpl), 0); /* prime the fast path */
+    struct nvme_io io[6];
+    for (uint32_t i = 0; i < 6; i++)
+        io[i] = (struct nvme_io){.slba = i, .buf = buf + i * 512, .arg = &ord};
+    uint32_t queued = 99;
+    T_EQ(nvme_qpair_submit_many(q, ns, NVME_CMD_READ, 1, io, 6, count_cb, &queued), -EBUSY);
+    T_EQ(queued, 4);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 9, 1, buf, 512, count_cb, &ord), -EBUSY);
+    drain(q);
+    T_EQ(ord.done, 4);
+    /* wraps: batches of 1..6 and single submits, polls of any size; the CQ doorbell every 8 completions */
+    const uint64_t total = 3000;
+    uint64_t sub = 4;
+    for (int spin = 0; ord.done < total && spin < 1000000; spin++) {
+        const uint32_t want = 1u + (uint32_t)spin % 6u;
+        if (spin & 1) {
+            uint32_t n = total - sub < want ? (uint32_t)(total - sub) : want;
+            int rc = nvme_qpair_submit_many(q, ns, NVME_CMD_READ, 1, io, n, count_cb, &queued);
+            T_CHECK(rc == 0 || rc == -EBUSY);
+            sub += queued;
+        } else {
+            while (sub < total && nvme_qpair_submit(q, ns, NVME_CMD_READ, sub % 32, 1, buf, 512, count_cb, &ord) == 0)
+                sub++;
+        }
+        T_CHECK(nvme_qpair_outstanding(q) <= 4);
+        T_CHECK(nvme_qpair_poll(q, (uint32_t)(spin % 3)) >= 0);
+    }
+    T_EQ(ord.done, total);
+    T_EQ(ord.bad, 0);
+    T_EQ(nvme_qpair_outstanding(q), 0);
+    nvme_qpair_destroy(q);
+    nvme_dma_free(d);
+    nvme_target_close(t);
+}
+
 /* nvme_qpair_submit_many against single submits: same SQEs, -EBUSY when full, precise errors, data intact. */
 static void test_submit_many(void)
 {
@@ -386,13 +443,75 @@ static void test_poll_collect(void)
     nvme_target_close(t);
 }
 
+/* A callback run from poll_collect refills its queue with submit_many: the trackers that poll collected are free
+ * already, outstanding still counts them until the poll returns; the batch must take no more trackers than
+ * are free (here 4 of a 6-command batch: a CQ deeper than the SQ has room for more). */
+struct refill {
+    struct nvme_qpair *q;
+    struct nvme_ns *ns;
+    struct nvme_io io[6];
+    struct order ord;
+    uint32_t queued;
+    int rc;
+};
+
+static void refill_cb(void *arg, const struct nvme_cpl *cpl)
+{
+    struct refill *r = arg;
+    (void)cpl;
+    /* other_cb: not the collected callback, so these run wherever they complete (in this poll or a later one) */
+    r->rc = nvme_qpair_submit_many(r->q, r->ns, NVME_CMD_READ, 1, r->io, 6, other_cb, &r->queued);
+}
+
+static void test_collect_then_refill(void)
+{
+    struct nvme_target *t = t_open("emu://?ndev=1&nsze=1MiB&lbads=512");
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    struct nvme_qpair_opts o = {.depth = 5, .batch = 5, .cq_extra = 8};
+    struct nvme_qpair *q;
+    T_EQ(nvme_qpair_create(c, &o, &q), 0);
+    T_EQ(nvme_qpair_set_cq_batch(q, 8), 0);
+    struct nvme_dma *d;
+    T_EQ(nvme_dma_alloc(t, 16 * KIB, &d), 0);
+    uint8_t *buf = nvme_dma_vaddr(d);
+    struct nvme_cpl cpl;
+    T_EQ(t_io(q, ns, NVME_CMD_READ, 0, 1, buf, 512, &cpl), 0); /* prime the fast path */
+    static struct refill r;
+    r = (struct refill){.q = q, .ns = ns, .queued = 99};
+    for (uint32_t i = 0; i < 6; i++)
+        r.io[i] = (struct nvme_io){.slba = i, .buf = buf + i * 512, .arg = &r.ord};
+    struct order collected_ord = {0};
+    for (uint32_t i = 0; i < 3; i++)
+        T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, i, 1, buf, 512, count_cb, &collected_ord), 0);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 3, 1, buf, 512, refill_cb, &r), 0);
+    void *out[8];
+    uint32_t nout = 0, got = 0;
+    for (int spin = 0; got < 3 && spin < 1000000; spin++) {
+        T_CHECK(nvme_qpair_poll_collect(q, 8, count_cb, out, &nout) >= 0);
+        got += nout;
+    }
+    T_EQ(got, 3);
+    T_EQ(r.rc, -EBUSY);
+    T_EQ(r.queued, 4);
+    T_CHECK(nvme_qpair_outstanding(q) + r.ord.done == 4);
+    drain(q);
+    T_EQ(r.ord.done, 4);
+    T_EQ(r.ord.bad, 0);
+    nvme_qpair_destroy(q);
+    nvme_dma_free(d);
+    nvme_target_close(t);
+}
+
 int main(void)
 {
     RUN_CASE(test_fast_equals_slow);
     RUN_CASE(test_dirty_slots);
     RUN_CASE(test_two_namespaces);
     RUN_CASE(test_cq_wraps);
+    RUN_CASE(test_cq_deeper_than_sq);
     RUN_CASE(test_submit_many);
     RUN_CASE(test_poll_collect);
+    RUN_CASE(test_collect_then_refill);
     return CHECK_DONE("test_qpair_fastpath");
 }

@@ -128,13 +128,14 @@ struct emu_cfg {
 int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg, char *err, size_t errlen);
 
 /* ---- namespaces ---- */
+#define EMU_CHUNK_DEALLOC ((uintptr_t)1) /* chunk pointer tag: mapped, memory given back, not in used_chunks */
 struct emu_ns {
     uint32_t nsid;
     uint32_t lba_shift;
     uint64_t nlb;
     uint64_t bytes;
     int fd;                     /* -1: RAM */
-    _Atomic(uint8_t *) *chunks; /* RAM: lazily calloc'ed EMU_CHUNK_SIZE pieces */
+    _Atomic(uint8_t *) *chunks; /* RAM: lazily mmap'ed EMU_CHUNK_SIZE pieces (tagged EMU_CHUNK_DEALLOC: given back) */
     uint64_t nchunks;
     uint64_t cap_chunks; /* allocation limit (ncap) */
     atomic_uint_fast64_t used_chunks;
@@ -144,12 +145,22 @@ int emu_ns_init(struct emu_ns *ns, uint32_t nsid, const struct emu_ctrl_cfg *cc,
 void emu_ns_fini(struct emu_ns *ns);
 /* 0, -ENOSPC (capacity exceeded), -EIO */
 int emu_ns_read_any(struct emu_ns *ns, uint64_t off, void *dst, size_t len);
-/* A RAM access inside one chunk (the common case) inline, anything else through emu_ns_read_any. */
+/* A RAM access inside one chunk (the common case) inline, anything else through emu_ns_read_any. A RAM
+ * namespace with no live chunk (used_chunks == 0: never written, or all of it deallocated) reads as zeros
+ * without a look at its chunk table: the table is the emulated device's state, one random line per
+ * command (16 tables overflow a 512 KiB L2; src/README.md, the 16-device footprint). used_chunks counts a
+ * chunk before its pointer is published and after it is withdrawn, so 0 means none is live; a read issued
+ * after a write's completion sees the count that write raised (the completion's release, the doorbell's
+ * acquire). */
 static inline int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
 {
     if (ns->fd < 0 && len && ((off ^ (off + len - 1)) >> EMU_CHUNK_SHIFT) == 0) {
+        if (atomic_load_explicit(&ns->used_chunks, memory_order_relaxed) == 0) {
+            memset(dst, 0, len); /* nothing written: zeros */
+            return 0;
+        }
         const uint8_t *p = atomic_load_explicit(&ns->chunks[off >> EMU_CHUNK_SHIFT], memory_order_acquire);
-        if (p)
+        if (p && !((uintptr_t)p & EMU_CHUNK_DEALLOC)) /* a deallocated chunk reads as zeros (not through its tag) */
             memcpy(dst, p + (off & (EMU_CHUNK_SIZE - 1)), len);
         else
             memset(dst, 0, len); /* never written: zeros */

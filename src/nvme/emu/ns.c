@@ -24,7 +24,7 @@
 #include "nvme/emu/emu_internal.h"
 
 #define EMU_ZERO_BUF  65536u
-#define CHUNK_DEALLOC ((uintptr_t)1) /* pointer tag: mapped, memory given back, not counted in used_chunks */
+#define CHUNK_DEALLOC EMU_CHUNK_DEALLOC /* pointer tag: mapped, memory given back, not counted in used_chunks */
 
 static inline uint8_t *chunk_mem(uint8_t *p)
 {
