@@ -125,6 +125,21 @@ static inline uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
+/* The worker loop reads the clock for the run window about every PERF_CLOCK_SPAN_NS, every PERF_CLOCK_EVERY_MAX-th
+ * iteration at the most. perf_clock_every: the next period in iterations, from the last one's and the time it took
+ * (doubled while it took under half a span, back to 1 when over one, so that iterations grown slow are not counted
+ * for long; 1 .. max). */
+#define PERF_CLOCK_SPAN_NS   1000000ull
+#define PERF_CLOCK_EVERY_MAX 256u
+static inline uint32_t perf_clock_every(uint32_t every, uint32_t max, uint64_t dt_ns)
+{
+    if (dt_ns > PERF_CLOCK_SPAN_NS)
+        every = 1u;
+    else if (dt_ns < PERF_CLOCK_SPAN_NS / 2u)
+        every *= 2u;
+    return every < 1u ? 1u : every > max ? max : every;
+}
+
 /* A 64-bit LCG (Knuth's MMIX constants): one multiply and one add per draw. Its low bits are weak, so draws
  * are only ever used through rng_below, which takes the high bits (the top of x * n). Good enough to spread
  * LBAs and sampling gaps, and cheap enough for the batch loop (xorshift64* cost twice as many instructions). */
