@@ -465,7 +465,8 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
         emu_st_add(&sq->st->rd_bytes, rdb);
         emu_st_add(&sq->st->wr_bytes, wrb);
     }
-    emu_sq_drain(c, sq, now);
+    if (sq->nheap) /* held completions (emu_sq_drain returns at once without) */
+        emu_sq_drain(c, sq, now);
 }
 
 void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq)
