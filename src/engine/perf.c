@@ -392,7 +392,6 @@ static void *worker_main(void *arg)
         if (--k.tick == 0 || c0->lat_pending)
             loop_clock_read(w, &k, &stopping);
         const uint64_t now = k.now;
-        uint32_t outstanding = 0, live = 0;
         for (uint32_t i = 0; i < w->nchans; i++) {
             struct eng_chan *c = &w->chans[i];
             w->now_valid = 0;
@@ -431,8 +430,13 @@ static void *worker_main(void *arg)
                 w->rc = rc;
                 goto drain_fail;
             }
-            outstanding += c->outstanding;
-            live += !c->exhausted;
+        }
+        if (!stopping && !e->fill)
+            continue; /* the run goes on: nothing to count */
+        uint32_t outstanding = 0, live = 0;
+        for (uint32_t i = 0; i < w->nchans; i++) {
+            outstanding += w->chans[i].outstanding;
+            live += !w->chans[i].exhausted;
         }
         if (e->fill && !live && !outstanding) {
             end_window(w, now_ns());

@@ -65,22 +65,6 @@ void perf_batch_done(struct eng_chan *c, struct worker *w, uint32_t slot, int st
         eng_done_sampled(c, w, slot);
 }
 
-/* After a reap on the fast path: the slots freel[nf0 ..] completed (successes pushed by the backend, sampled
- * commands and failures by eng_done); count them per reap. */
-void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_t nf0)
-{
-    const uint32_t n = c->nfree - nf0, ok = n - c->nerr;
-    c->nerr = 0;
-    c->outstanding -= n;
-    if (!w->measuring)
-        return;
-    w->ios += ok;
-    w->dev_ios[c->dev] += ok;
-    const enum perf_pattern pat = w->e->cfg.pattern; /* one direction: a mix never takes the fast path */
-    if (pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE)
-        w->writes += ok; /* failures were counted as errors, not writes */
-}
-
 /* Queue new commands into the free slots of one channel: the fast path (PERF_TGT_FREEL, submit_many, no
  * verify, no fill) hands the backend whole batches. */
 /* What drawing a batch reads, in locals (stores into the batch cannot alias them). */

@@ -211,8 +211,21 @@ void perf_bd_record(struct worker *w, const struct eng_chan *c, const struct eng
 /* The batch path (perf_batch.c). */
 /* Queue commands into every free slot of c, a batch at a time. 0 or < 0. */
 int perf_batch_refill(struct worker *w, struct eng_chan *c);
-/* After a reap: account for the slots freel[nf0 ..] the reap completed. */
-void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_t nf0);
+/* After a reap on the batch path: the slots freel[nf0 ..] completed (successes pushed by the backend, timed
+ * commands and failures by done()); counted once per reap (inline: the worker loop calls it every pass). */
+static inline void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_t nf0)
+{
+    const uint32_t n = c->nfree - nf0, ok = n - c->nerr;
+    c->nerr = 0;
+    c->outstanding -= n;
+    if (!w->measuring)
+        return;
+    w->ios += ok;
+    w->dev_ios[c->dev] += ok;
+    const enum perf_pattern pat = w->e->cfg.pattern; /* one direction: a mix never takes the fast path */
+    if (pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE)
+        w->writes += ok; /* failures were counted as errors, not writes */
+}
 /* done() of a batch-path channel: a timed command or a failure. */
 void perf_batch_done(struct eng_chan *c, struct worker *w, uint32_t slot, int status);
 
