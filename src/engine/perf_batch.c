@@ -189,17 +189,22 @@ int perf_batch_refill(struct worker *w, struct eng_chan *c)
             DRAW_SUBS_LAT(w, c, r, PERF_PAT_RANDWRITE, lat, n);
             break;
         }
-        int q = ops->submit_many(c->ch, sub, n, r->nlb, pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE);
+        /* the backend kicks after queueing unless a command stamped for the breakdown waits for its t1 (stamped
+         * between the two calls) */
+        const int stamp = c->nawait != 0;
+        int q = ops->submit_many(c->ch, sub, n, r->nlb, pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE, !stamp);
         if (q < 0)
             return q;
         c->outstanding += (uint32_t)q;
         if ((uint32_t)q < n) /* not queued (queue full): back to the free list, untimed */
             unqueue(c, (uint32_t)q, n);
-        bd_stamp_submitted(c);
-        int rc = ops->kick(c->ch, 0);
-        if (rc)
-            return rc;
-        bd_stamp_kicked(c);
+        if (stamp) {
+            bd_stamp_submitted(c);
+            int rc = ops->kick(c->ch, 0);
+            if (rc)
+                return rc;
+            bd_stamp_kicked(c);
+        }
         if ((uint32_t)q < n)
             break;
     }
