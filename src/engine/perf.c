@@ -381,16 +381,18 @@ static void *worker_main(void *arg)
     const uint64_t t_end = e->t_end;
     if (e->fill)
         begin_window(w, now_ns());
-    /* The run window's clock (struct loop_clock): read every k.every-th iteration and when the first channel has a
-     * timed command in flight (that reap's t3); see loop_clock_read. */
+    /* The run window's clock (struct loop_clock): read and checked every k.every-th iteration (loop_clock_read);
+     * read alone when the first channel has a timed command in flight (that reap's t3). */
     int all_fast = !blocking;
     for (uint32_t i = 0; i < w->nchans; i++)
         all_fast &= w->chans[i].fast;
     struct loop_clock k = {.every = 1, .tick = 1, .every_max = all_fast ? PERF_CLOCK_EVERY_MAX : 1u};
     const struct eng_chan *const c0 = &w->chans[0];
     for (;;) {
-        if (--k.tick == 0 || c0->lat_pending)
+        if (--k.tick == 0)
             loop_clock_read(w, &k, &stopping);
+        else if (c0->lat_pending) /* t3 of the first channel's reap (the window waits for the countdown) */
+            k.now = now_ns();
         const uint64_t now = k.now;
         for (uint32_t i = 0; i < w->nchans; i++) {
             struct eng_chan *c = &w->chans[i];

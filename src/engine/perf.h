@@ -20,9 +20,12 @@
  * commands only, never for every command.
  *
  * Latency is sampled: one command in N on average, N = perf_lat_sample_every(qdepth)
- * = PERF_LAT_SAMPLE_EVERY at every queue depth (a shallow queue too: timing every
- * command of a QD-1 queue cost it a sixth of its instructions; src/README.md says why
- * one in 16 still samples a slow drive well); the first command of a channel, then gaps
+ * (qdepth / PERF_LAT_SAMPLE_QD within 1 .. PERF_LAT_SAMPLE_EVERY: a shallow queue,
+ * whose rate is low, times every command: a timed command's latency holds its own two
+ * clock reads and its completion through done(), about 150-200 ns, which on a fast
+ * target at QD 1 (~300 ns an I/O) would make the timed commands a third slower than the
+ * untimed ones; timing all of them keeps latency and IOPS consistent, as Little's law in
+ * the record's self-checks requires, src/README.md); the first command of a channel, then gaps
  * drawn uniformly from 1 .. 2N-1 by the thread's generator, so the sample is
  * independent of latency and of the queue's period. perf_result.lat_sample_every
  * says N.
@@ -71,7 +74,8 @@ extern "C" {
 #define PERF_STAMP_BYTES      16u
 #define PERF_STAMP_MAGIC      0x6e766d65u /* "nvme" */
 #define PERF_PERCENT          100u        /* rwmix is a percentage of reads */
-#define PERF_LAT_SAMPLE_EVERY 16u         /* latency: one command in this many is timed, on average, at any depth */
+#define PERF_LAT_SAMPLE_EVERY 16u         /* latency: at most one command in this many is timed, on average */
+#define PERF_LAT_SAMPLE_QD    8u          /* ... and one in qdepth / this many, so shallow queues time every one */
 #define PERF_BD_SAMPLE_EVERY  32u         /* breakdown: about one command in this many (a share of the timed ones) */
 
 /* The phases of the per-I/O breakdown (see above), in the order of perf_result.bd. */
@@ -157,12 +161,11 @@ struct perf_result {
     struct stats_hist bd[PERF_BD_NPHASES]; /* per-I/O breakdown of the stamped commands, ns per phase */
 };
 
-/* Latency sampling period at a queue depth (see above): the same at every depth, so that a shallow queue
- * does not pay the timing of every command (the argument stays for the callers that pass one). */
+/* Latency sampling period at a queue depth (see above). */
 static inline uint32_t perf_lat_sample_every(uint32_t qdepth)
 {
-    (void)qdepth;
-    return PERF_LAT_SAMPLE_EVERY;
+    uint32_t n = qdepth / PERF_LAT_SAMPLE_QD;
+    return n < 1u ? 1u : n > PERF_LAT_SAMPLE_EVERY ? PERF_LAT_SAMPLE_EVERY : n;
 }
 
 /* Breakdown: every this many-th timed command is stamped (so one command in perf_lat_sample_every(qdepth)
