@@ -99,10 +99,6 @@ static void eng_done(struct perf_chan *ch, uint32_t slot, int status)
 {
     struct eng_chan *c = ch->eng;
     struct worker *w = c->w;
-    if (c->fast) {
-        perf_batch_done(c, w, slot, status);
-        return;
-    }
     c->outstanding--;
     c->freel[c->nfree++] = slot;
     if (__builtin_expect(status != 0 || c->slow_done, 0)) {
@@ -269,6 +265,7 @@ static int worker_setup(struct worker *w)
                 c->bufp[s] = e->t->ops->chan_buf(c->ch, s);
             c->ch->freel = c->freel;
             c->ch->nfree = &c->nfree;
+            c->ch->done = perf_batch_done; /* timed commands and failures only */
         }
     }
     return 0;

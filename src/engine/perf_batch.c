@@ -57,8 +57,10 @@ static void eng_done_sampled(struct eng_chan *c, struct worker *w, uint32_t slot
     c->lat_pending--;
 }
 
-void perf_batch_done(struct eng_chan *c, struct worker *w, uint32_t slot, int status)
+void perf_batch_done(struct perf_chan *ch, uint32_t slot, int status)
 {
+    struct eng_chan *c = ch->eng;
+    struct worker *w = c->w;
     if (status)
         eng_done_err(c, w, slot, status);
     else

@@ -227,6 +227,6 @@ static inline void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_
         w->writes += ok; /* failures were counted as errors, not writes */
 }
 /* done() of a batch-path channel: a timed command or a failure. */
-void perf_batch_done(struct eng_chan *c, struct worker *w, uint32_t slot, int status);
+void perf_batch_done(struct perf_chan *ch, uint32_t slot, int status);
 
 #endif /* NVMELAB_ENGINE_PERF_INTERNAL_H */
