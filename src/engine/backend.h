@@ -83,8 +83,10 @@ struct perf_backend_ops {
     /* Queue one command (not yet visible to the device until kick). 0, -EBUSY, <0. */
     int (*submit)(struct perf_chan *ch, uint32_t slot, int write, uint64_t slba, uint32_t nlb);
     /* Optional (PERF_TGT_FREEL): queue n commands of one direction, nlb LBAs each, in order, as submit()
-     * would; returns how many were queued (fewer than n only when the queue is full) or < 0 on an error. */
-    int (*submit_many)(struct perf_chan *ch, const perf_sub *subs, uint32_t n, uint32_t nlb, int write);
+     * would; returns how many were queued (fewer than n only when the queue is full) or < 0 on an error.
+     * kick != 0: then make them visible as kick(ch, 0) would (one call instead of two; an error of the kick
+     * is returned as < 0 after the commands were queued). */
+    int (*submit_many)(struct perf_chan *ch, const perf_sub *subs, uint32_t n, uint32_t nlb, int write, int kick);
     /* Make queued commands visible (doorbell / io_uring_enter); wait_min > 0 lets a
      * blocking backend sleep until that many completions are ready. */
     int (*kick)(struct perf_chan *ch, uint32_t wait_min);

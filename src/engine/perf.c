@@ -102,10 +102,6 @@ static void eng_done(struct perf_chan *ch, uint32_t slot, int status)
 {
     struct eng_chan *c = ch->eng;
     struct worker *w = c->w;
-    if (c->fast) {
-        perf_batch_done(c, w, slot, status);
-        return;
-    }
     c->outstanding--;
     c->freel[c->nfree++] = slot;
     if (__builtin_expect(status != 0 || c->slow_done, 0)) {
@@ -279,6 +275,7 @@ static int worker_setup(struct worker *w)
                 c->bufp[s] = e->t->ops->chan_buf(c->ch, s);
             c->ch->freel = c->freel;
             c->ch->nfree = &c->nfree;
+            c->ch->done = perf_batch_done; /* timed commands and failures only */
         }
     }
     return 0;
@@ -331,6 +328,43 @@ static void end_window(struct worker *w, uint64_t now)
     w->measuring = 0;
 }
 
+/* The run window's clock in the worker loop: read every `every`-th iteration (a countdown), `every` kept so that the
+ * reads are about PERF_CLOCK_SPAN_NS apart (perf_clock_every). Only where every channel takes the batch path (the
+ * NVMe driver: an iteration is a non-blocking poll and a refill, its time bounded by the commands it handles);
+ * the kernel paths, whose iterations make system calls and may wait, read it every time. The window's ends are
+ * clock reads, so ios / window stays exact; the run only starts and ends up to about a span late, and a stop
+ * request is seen within about a span. */
+struct loop_clock {
+    uint64_t now, t_read;
+    uint32_t every, tick, every_max;
+};
+
+static __attribute__((noinline)) void loop_clock_read(struct worker *w, struct loop_clock *k, int *stopping)
+{
+    struct engine *e = w->e;
+    const uint64_t now = k->now = now_ns();
+    if (k->tick == 0) {
+        k->every = perf_clock_every(k->every, k->every_max, now - k->t_read);
+        k->tick = k->every;
+        k->t_read = now;
+    }
+    if (*stopping)
+        return;
+    if (!e->fill) {
+        if (!w->measuring && now >= e->t_meas)
+            begin_window(w, now);
+        if (now >= e->t_end) {
+            end_window(w, now);
+            *stopping = 1;
+            return;
+        }
+    }
+    if (e->cfg.stop && __atomic_load_n(e->cfg.stop, __ATOMIC_RELAXED)) {
+        end_window(w, now);
+        *stopping = 1;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -352,30 +386,29 @@ static void *worker_main(void *arg)
 
     const int blocking = (e->t->flags & PERF_TGT_BLOCKING) && w->nchans == 1;
     int stopping = 0;
-    uint64_t t_meas = e->t_meas, t_end = e->t_end;
+    const uint64_t t_end = e->t_end;
     if (e->fill)
         begin_window(w, now_ns());
+    /* The run window's clock (struct loop_clock): read and checked every k.every-th iteration (loop_clock_read);
+     * read alone when the first channel has a timed command in flight (that reap's t3). */
+    int all_fast = !blocking;
+    for (uint32_t i = 0; i < w->nchans; i++)
+        all_fast &= w->chans[i].fast;
+    struct loop_clock k = {.every = 1, .tick = 1, .every_max = all_fast ? PERF_CLOCK_EVERY_MAX : 1u};
+    const struct eng_chan *const c0 = &w->chans[0];
     for (;;) {
-        uint64_t now = now_ns();
-        if (!e->fill) {
-            if (!w->measuring && !stopping && now >= t_meas)
-                begin_window(w, now);
-            if (!stopping && now >= t_end) {
-                end_window(w, now);
-                stopping = 1;
-            }
-        }
-        if (!stopping && e->cfg.stop && __atomic_load_n(e->cfg.stop, __ATOMIC_RELAXED)) {
-            end_window(w, now);
-            stopping = 1;
-        }
-        uint32_t outstanding = 0, live = 0;
+        if (--k.tick == 0)
+            loop_clock_read(w, &k, &stopping);
+        else if (c0->bd_of_timed &&
+                 c0->lat_pending) /* t3 of the first channel's reap (the window waits for the countdown) */
+            k.now = now_ns();
+        const uint64_t now = k.now;
         for (uint32_t i = 0; i < w->nchans; i++) {
             struct eng_chan *c = &w->chans[i];
             w->now_valid = 0;
             const uint32_t nf0 = c->nfree;
             if (c->bd_of_timed &&
-                c->lat_pending) /* breakdown: t3 of what this reap sees (the loop's clock for the first) */
+                c->lat_pending) /* breakdown: t3 of what this reap sees (the loop's fresh clock read for the first) */
                 c->t_poll = i == 0 ? now : now_ns();
             int n = ops->reap(c->ch, c->qdepth);
             c->t_poll_prev = c->t_poll;
@@ -409,8 +442,13 @@ static void *worker_main(void *arg)
                 w->rc = rc;
                 goto drain_fail;
             }
-            outstanding += c->outstanding;
-            live += !c->exhausted;
+        }
+        if (!stopping && !e->fill)
+            continue; /* the run goes on: nothing to count */
+        uint32_t outstanding = 0, live = 0;
+        for (uint32_t i = 0; i < w->nchans; i++) {
+            outstanding += w->chans[i].outstanding;
+            live += !w->chans[i].exhausted;
         }
         if (e->fill && !live && !outstanding) {
             end_window(w, now_ns());

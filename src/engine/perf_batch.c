@@ -60,28 +60,14 @@ static void eng_done_sampled(struct eng_chan *c, struct worker *w, uint32_t slot
     c->lat_pending--;
 }
 
-void perf_batch_done(struct eng_chan *c, struct worker *w, uint32_t slot, int status)
+void perf_batch_done(struct perf_chan *ch, uint32_t slot, int status)
 {
+    struct eng_chan *c = ch->eng;
+    struct worker *w = c->w;
     if (status)
         eng_done_err(c, w, slot, status);
     else
         eng_done_sampled(c, w, slot);
-}
-
-/* After a reap on the fast path: the slots freel[nf0 ..] completed (successes pushed by the backend, sampled
- * commands and failures by eng_done); count them per reap. */
-void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_t nf0)
-{
-    const uint32_t n = c->nfree - nf0, ok = n - c->nerr;
-    c->nerr = 0;
-    c->outstanding -= n;
-    if (!w->measuring)
-        return;
-    w->ios += ok;
-    w->dev_ios[c->dev] += ok;
-    const enum perf_pattern pat = w->e->cfg.pattern; /* one direction: a mix never takes the fast path */
-    if (pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE)
-        w->writes += ok; /* failures were counted as errors, not writes */
 }
 
 /* Queue new commands into the free slots of one channel: the fast path (PERF_TGT_FREEL, submit_many, no
@@ -225,17 +211,22 @@ int perf_batch_refill(struct worker *w, struct eng_chan *c)
             DRAW_SUBS_LAT(w, c, r, PERF_PAT_RANDWRITE, lat, n);
             break;
         }
-        int q = ops->submit_many(c->ch, sub, n, r->nlb, pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE);
+        /* the backend kicks after queueing unless a command stamped for the breakdown waits for its t1 (stamped
+         * between the two calls) */
+        const int stamp = c->nawait != 0;
+        int q = ops->submit_many(c->ch, sub, n, r->nlb, pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE, !stamp);
         if (q < 0)
             return q;
         c->outstanding += (uint32_t)q;
         if ((uint32_t)q < n) /* not queued (queue full): back to the free list, untimed */
             unqueue(c, (uint32_t)q, n);
-        bd_stamp_submitted(c);
-        int rc = ops->kick(c->ch, 0);
-        if (rc)
-            return rc;
-        bd_stamp_kicked(c);
+        if (stamp) {
+            bd_stamp_submitted(c);
+            int rc = ops->kick(c->ch, 0);
+            if (rc)
+                return rc;
+            bd_stamp_kicked(c);
+        }
         if ((uint32_t)q < n)
             break;
     }

@@ -129,6 +129,21 @@ static inline uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
+/* The worker loop reads the clock for the run window about every PERF_CLOCK_SPAN_NS, every PERF_CLOCK_EVERY_MAX-th
+ * iteration at the most. perf_clock_every: the next period in iterations, from the last one's and the time it took
+ * (doubled while it took under half a span, back to 1 when over one, so that iterations grown slow are not counted
+ * for long; 1 .. max). */
+#define PERF_CLOCK_SPAN_NS   1000000ull
+#define PERF_CLOCK_EVERY_MAX 256u
+static inline uint32_t perf_clock_every(uint32_t every, uint32_t max, uint64_t dt_ns)
+{
+    if (dt_ns > PERF_CLOCK_SPAN_NS)
+        every = 1u;
+    else if (dt_ns < PERF_CLOCK_SPAN_NS / 2u)
+        every *= 2u;
+    return every < 1u ? 1u : every > max ? max : every;
+}
+
 /* A 64-bit LCG (Knuth's MMIX constants): one multiply and one add per draw. Its low bits are weak, so draws
  * are only ever used through rng_below, which takes the high bits (the top of x * n). Good enough to spread
  * LBAs and sampling gaps, and cheap enough for the batch loop (xorshift64* cost twice as many instructions). */
@@ -209,9 +224,22 @@ void perf_bd_record(struct worker *w, const struct eng_chan *c, const struct eng
 /* The batch path (perf_batch.c). */
 /* Queue commands into every free slot of c, a batch at a time. 0 or < 0. */
 int perf_batch_refill(struct worker *w, struct eng_chan *c);
-/* After a reap: account for the slots freel[nf0 ..] the reap completed. */
-void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_t nf0);
+/* After a reap on the batch path: the slots freel[nf0 ..] completed (successes pushed by the backend, timed
+ * commands and failures by done()); counted once per reap (inline: the worker loop calls it every pass). */
+static inline void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_t nf0)
+{
+    const uint32_t n = c->nfree - nf0, ok = n - c->nerr;
+    c->nerr = 0;
+    c->outstanding -= n;
+    if (!w->measuring)
+        return;
+    w->ios += ok;
+    w->dev_ios[c->dev] += ok;
+    const enum perf_pattern pat = w->e->cfg.pattern; /* one direction: a mix never takes the fast path */
+    if (pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE)
+        w->writes += ok; /* failures were counted as errors, not writes */
+}
 /* done() of a batch-path channel: a timed command or a failure. */
-void perf_batch_done(struct eng_chan *c, struct worker *w, uint32_t slot, int status);
+void perf_batch_done(struct perf_chan *ch, uint32_t slot, int status);
 
 #endif /* NVMELAB_ENGINE_PERF_INTERNAL_H */

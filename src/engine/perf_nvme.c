@@ -238,8 +238,9 @@ static int pchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t
                              pchan_cb, &c->args[slot]);
 }
 
-/* The engine's batch goes to the driver as it is (perf_sub is struct nvme_io; arg = cookie = &args[...]). */
-static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_t n, uint32_t nlb, int write)
+/* The engine's batch goes to the driver as it is (perf_sub is struct nvme_io; arg = cookie = &args[...]); with kick,
+ * the SQ doorbell after it (pchan_kick's work). */
+static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_t n, uint32_t nlb, int write, int kick)
 {
     struct nvme_pchan *c = (struct nvme_pchan *)ch;
     const uint8_t op = write ? NVME_CMD_WRITE : NVME_CMD_READ;
@@ -247,15 +248,23 @@ static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_
         for (uint32_t i = 0; i < n; i++) {
             const struct slot_arg *a = subs[i].arg;
             int rc = pchan_submit(ch, a->slot, write, subs[i].slba, nlb);
-            if (rc)
-                return rc == -EBUSY ? (int)i : rc;
+            if (rc && rc != -EBUSY)
+                return rc;
+            if (rc) {
+                n = i;
+                break;
+            }
         }
+        if (kick)
+            nvme_qpair_ring(c->qp);
         return (int)n;
     }
     /* without the engine's free list (not PERF_TGT_FREEL's caller) every completion goes through done() */
     const nvme_cb cb = ch->freel ? pchan_cb_freel : pchan_cb;
     uint32_t queued;
     int rc = nvme_qpair_submit_many(c->qp, c->ns, op, nlb, subs, n, cb, &queued);
+    if (kick)
+        nvme_qpair_ring(c->qp); /* what was queued, also before an error */
     if (__builtin_expect(rc != 0, 0) && rc != -EBUSY)
         return rc;
     return (int)queued;

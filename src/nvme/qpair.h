@@ -27,10 +27,12 @@
  * Key functions: nvme_qpair_setup (rings + trackers over a fresh DMA block), nvme_qpair_teardown,
  * nvme_qpair_reset_rings (after a controller reset, for the admin queue), nvme_clock_ticks.
  *
- * Caveats: no locks; one thread per qpair. The clock is the TSC on x86-64 (cntvct on aarch64), read once
- * per poll; submit never reads it. Timeouts are stamped lazily: a command's deadline is set by the first
- * expiry scan that sees it, so a timeout fires between timeout and timeout + 2 scan intervals after
- * submission, and submit costs no clock read. Poll hands every successful completion the same struct
+ * Caveats: no locks; one thread per qpair. The clock is the TSC on x86-64 (cntvct on aarch64), read by every
+ * poll that delivers nothing and by every NVME_POLL_CLOCK_EVERY-th poll that delivers something (so a command
+ * that never completes expires while others keep completing, at most that many polls late); submit never reads
+ * it. Timeouts are stamped lazily: a command's deadline is set by the first expiry scan that sees it, so a timeout
+ * fires between timeout and timeout + 2 scan intervals after submission (plus those polls), and submit costs no
+ * clock read. Poll hands every successful completion the same struct
  * nvme_cpl (only cdw0 and cid change): callbacks must not write through their const pointer.
  */
 #ifndef NVME_QPAIR_H
@@ -44,10 +46,11 @@
 #include "nvme/dma.h"
 #include "nvme/nvme.h"
 
-#define NVME_SCAN_DIVISOR   4u /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
-#define NVME_SCAN_MAX_MS    250u
-#define NVME_CQ_SENTINELS   1u  /* host-only CQE after the ring's last entry, never new (see poll) */
-#define NVME_FAST_NS_SWITCH 64u /* general-path submits for other namespaces before fast_ns moves */
+#define NVME_SCAN_DIVISOR     4u /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
+#define NVME_SCAN_MAX_MS      250u
+#define NVME_CQ_SENTINELS     1u  /* host-only CQE after the ring's last entry, never new (see poll) */
+#define NVME_FAST_NS_SWITCH   64u /* general-path submits for other namespaces before fast_ns moves */
+#define NVME_POLL_CLOCK_EVERY 64u /* polls that deliver completions read the clock once in this many */
 
 /* A tracker is one cache line so that a CID turns into its address with a single shift. */
 #define NVME_TRK_SIZE  64u
@@ -115,7 +118,8 @@ struct nvme_qpair {
     uint32_t cq_db_off;
     uint32_t page_shift; /* controller memory page */
     uint32_t max_xfer;
-    uint64_t now; /* clock at the last poll */
+    uint64_t now;        /* clock at the last poll that read it */
+    uint32_t clock_left; /* polls that deliver completions until the next one that reads the clock */
     uint64_t next_scan;
     uint64_t scan_ticks;
     uint64_t timeout_ticks;

@@ -427,6 +427,27 @@ static void test_timeout_reset(void)
     T_EQ(t_io(q, ns, NVME_CMD_READ, 0, 1, b, 512, &cpl), 0);
     T_EQ(cpl.err, -ETIMEDOUT);
     T_EQ(nvme_qpair_outstanding(q), 0);
+    /* ... also while other commands keep completing: polls that deliver read the expiry clock too (once in
+     * NVME_POLL_CLOCK_EVERY), so the dropped one expires though no poll comes back empty */
+    struct t_wait lost = {0};
+    T_EQ(nvme_emu_inject(set, 0, &f), 0);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 0, 1, b, 512, t_cb, &lost), 0);
+    uint64_t polls = 0;
+    const uint64_t poll_max = 20000000ull; /* far beyond 100 ms of polls; the loop ends at the expiry */
+    while (!lost.done && polls < poll_max) {
+        struct t_wait ok = {0};
+        if (nvme_qpair_submit(q, ns, NVME_CMD_READ, 8, 1, b + 4096, 512, t_cb, &ok))
+            break;
+        int got = nvme_qpair_poll(q, 0);
+        polls++;
+        if (got <= 0 || !ok.done) /* every poll delivers the command just submitted */
+            break;
+    }
+    printf("a dropped command expired after %llu polls that each delivered another\n", (unsigned long long)polls);
+    T_CHECK(polls > 1);
+    T_EQ(lost.done, 1);
+    T_EQ(lost.cpl.err, -ETIMEDOUT);
+    T_EQ(nvme_qpair_outstanding(q), 0);
     /* an injected status comes back as that status */
     f.kind = NVME_EMU_FAULT_STATUS;
     f.sct = NVME_SCT_MEDIA;

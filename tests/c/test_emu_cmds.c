@@ -266,6 +266,72 @@ static void test_io_status_and_data(void)
     th_close(&t);
 }
 
+/* SMART's host read / write command counts (all queues). */
+static void smart_rw(struct th *t, uint64_t *hrc, uint64_t *hwc)
+{
+    uint8_t *log = th_alloc(TH_PAGE);
+    struct nvme_sqe c = {.opc = NVME_ADM_GET_LOG_PAGE,
+                         .nsid = UINT32_MAX,
+                         .prp1 = (uintptr_t)log,
+                         .cdw10 = NVME_LOGPAGE_SMART | ((512u / 4 - 1) << 16)};
+    struct nvme_cqe e = th_cmd(t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    memcpy(hrc, log + 64, 8);
+    memcpy(hwc, log + 80, 8);
+    th_free(log);
+}
+
+/* Ring n commands on queue 1 and take their completions; the count of failed ones. */
+static unsigned run_batch(struct th *t, const struct nvme_sqe *cmds, unsigned n)
+{
+    unsigned failed = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct nvme_sqe c = cmds[i];
+        c.cid = t->next_cid++;
+        th_queue(t, 1, &c);
+    }
+    th_ring(t, 1);
+    for (unsigned i = 0; i < n; i++) {
+        struct nvme_cqe e = {0};
+        CHECK(th_poll(t, 1, &e));
+        failed += th_status(&e) != 0;
+    }
+    return failed;
+}
+
+/* Queue statistics and SMART counts stay exact on both accountings of the fast path: doorbells of successful
+ * reads and writes only (one counter a direction), and a doorbell that mixes them with a flush and a failed read. */
+static void test_stats_exact(void)
+{
+    struct th t;
+    th_open(&t, "emu://?nioq=2");
+    CHECK(th_enable(&t, 8));
+    th_create_ioq(&t, 1, 8);
+    uint8_t *buf = th_alloc(TH_PAGE);
+    uint64_t hrc0, hwc0, hrc, hwc;
+    smart_rw(&t, &hrc0, &hwc0);
+    const struct nvme_sqe rd = th_rw(NVME_CMD_READ, 1, 3, 1, buf, 0), wr = th_rw(NVME_CMD_WRITE, 1, 5, 2, buf, 0);
+    const struct nvme_sqe reads[3] = {rd, rd, rd}, writes[2] = {wr, wr};
+    struct nvme_sqe bad = rd;
+    bad.cdw10 = UINT32_MAX; /* SLBA far beyond the namespace: LBA out of range */
+    bad.cdw11 = 0;
+    const struct nvme_sqe mixed[4] = {rd, (struct nvme_sqe){.opc = NVME_CMD_FLUSH, .nsid = 1}, bad, wr};
+    CHECK_EQ(run_batch(&t, reads, 3), 0);
+    CHECK_EQ(run_batch(&t, reads, 1), 0);
+    CHECK_EQ(run_batch(&t, writes, 2), 0);
+    CHECK_EQ(run_batch(&t, mixed, 4), 1);
+    struct nvme_emu_qstats qs;
+    CHECK_EQ(nvme_emu_queue_stats(t.set, 0, 1, &qs), 0);
+    CHECK_EQ(qs.fetched, 10);
+    CHECK_EQ(qs.completed, 10);
+    CHECK_EQ(qs.errors, 1);
+    smart_rw(&t, &hrc, &hwc);
+    CHECK_EQ(hrc - hrc0, 5); /* 3 + 1 + the mixed batch's good read */
+    CHECK_EQ(hwc - hwc0, 3);
+    th_free(buf);
+    th_close(&t);
+}
+
 /* Phase wrap, SQ head in CQEs, CQ full holds completions until the host frees slots. */
 static void test_phase_and_cq_full(void)
 {
@@ -525,6 +591,7 @@ int main(void)
     RUN_CASE(test_queue_management);
     RUN_CASE(test_io_status_and_data);
     RUN_CASE(test_phase_and_cq_full);
+    RUN_CASE(test_stats_exact);
     RUN_CASE(test_cid_conflict);
     RUN_CASE(test_file_backing);
     RUN_CASE(test_dealloc_frees_chunks);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_perf_emu.c — the engine on emu://: every pattern, several devices/queues/threads,
- * fill + verify with an injected corruption named by its LBA, target limits refused. */
+ * fill + verify with an injected corruption named by its LBA, target limits refused; the worker loop's
+ * window clock (read every few iterations) still ends a run on time and sees a stop request, and a QD-1 queue
+ * still times every command. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 
 #include "check.h"
 #include "engine/perf.h"
+#include "engine/perf_internal.h"
 
 #define MS       1000000ull
 #define LBA_SIZE 512u
@@ -100,6 +103,39 @@ int main(void)
     bad.iosize = 1u << 24;
     CHECK(perf_run(t, &bad, &res, err, sizeof(err)) == -EINVAL && strstr(err, "iosize"));
     perf_target_close(t);
+
+    /* the loop's window clock: the period doubles while its reads are under half a span apart, drops to 1 when
+     * over a span, within 1 .. max (1 for the kernel paths) */
+    CHECK(perf_clock_every(1, PERF_CLOCK_EVERY_MAX, 0) == 2);
+    CHECK(perf_clock_every(64, PERF_CLOCK_EVERY_MAX, PERF_CLOCK_SPAN_NS * 3 / 4) == 64);
+    CHECK(perf_clock_every(64, PERF_CLOCK_EVERY_MAX, PERF_CLOCK_SPAN_NS + 1) == 1);
+    CHECK(perf_clock_every(1, PERF_CLOCK_EVERY_MAX, 10 * PERF_CLOCK_SPAN_NS) == 1);
+    CHECK(perf_clock_every(PERF_CLOCK_EVERY_MAX, PERF_CLOCK_EVERY_MAX, 0) == PERF_CLOCK_EVERY_MAX);
+    CHECK(perf_clock_every(1, 1, 0) == 1);
+    /* ... a QD-1 run on null (the loop's fastest iterations) still ends about on time */
+    struct perf_target *t1 = open_or_die("emu://?profile=null");
+    struct perf_config q1 = {.pattern = PERF_PAT_RANDREAD,
+                             .iosize = 512,
+                             .qdepth = 1,
+                             .nqueues = 1,
+                             .nthreads = 1,
+                             .runtime_ns = 50 * MS,
+                             .seed = 3,
+                             .lat = 1};
+    CHECK(perf_run(t1, &q1, &res, err, sizeof(err)) == 0);
+    /* the window starts at the loop's first clock read (after t_meas) and ends at the first one after t_end: a
+     * span is 1 ms; 0.5 s of slack for a loaded host */
+    printf("QD 1 on null: window %.6f s for 0.050 s, %llu I/Os, %llu timed\n", res.window_s,
+           (unsigned long long)res.ios, (unsigned long long)res.lat.count);
+    CHECK(res.window_s > 0.0 && res.window_s < 0.050 + 0.5);
+    CHECK(res.lat_sample_every == 1 && perf_lat_sample_every(1) == 1); /* a QD-1 queue times every command */
+    CHECK(res.lat.count + 2 >= res.ios && res.lat.count <= res.ios + 1);
+    /* ... and a stop request ends a long run at once, as interrupted */
+    int stop = 1;
+    q1.runtime_ns = 30000 * MS;
+    q1.stop = &stop;
+    CHECK(perf_run(t1, &q1, &res, err, sizeof(err)) == -EINTR && res.interrupted);
+    perf_target_close(t1);
 
     /* a bad URI is one clear error */
     struct perf_target *t2 = NULL;

@@ -286,8 +286,8 @@ static uint16_t admin_get_log(struct emu_ctrl *c, const struct nvme_sqe *cmd)
         for (uint32_t q = 0; q <= c->cfg.nioq; q++) {
             rdb += atomic_load_explicit(&c->qstats[q].rd_bytes, memory_order_relaxed);
             wrb += atomic_load_explicit(&c->qstats[q].wr_bytes, memory_order_relaxed);
-            rdc += atomic_load_explicit(&c->qstats[q].rd_cmds, memory_order_relaxed);
-            wrc += atomic_load_explicit(&c->qstats[q].wr_cmds, memory_order_relaxed);
+            rdc += emu_st_rd_cmds(&c->qstats[q]);
+            wrc += emu_st_wr_cmds(&c->qstats[q]);
         }
         uint16_t temp = EMU_TEMP_KELVIN;
         memcpy(page + EMU_SMART_TEMP_OFF, &temp, sizeof(temp));

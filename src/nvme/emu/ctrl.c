@@ -111,39 +111,33 @@ static inline unsigned dma_shard(const struct emu_ctrl *c, uint32_t qid)
     return c->index * 7u + qid;
 }
 
-static void bar_write_in(struct emu_ctrl *c, uint32_t off, uint64_t val)
+/* A doorbell of queue qid (idx: 2 qid for the SQ tail, 2 qid + 1 for the CQ head), inside a read-side section. */
+static void db_write(struct emu_ctrl *c, uint32_t idx, uint32_t qid, uint64_t val)
 {
-    const bool threaded = c->set->cfg.mode == EMU_MODE_THREAD;
-    if (off >= NVME_REG_DBS) {
-        if (threaded || off >= c->memsize)
-            return; /* the service thread reads the doorbell words itself */
-        uint32_t rel = off - NVME_REG_DBS, stride = db_stride(c);
-        if (rel % stride)
+    if (idx & 1) {
+        struct emu_cq *cq = c->cqs[qid];
+        if (!cq || val >= cq->size)
             return;
-        uint32_t idx = rel / stride, qid = idx >> 1;
-        if (qid > c->cfg.nioq || !c->enabled)
+        cq->head = (uint32_t)val;
+        emu_cq_service(c, cq);
+    } else {
+        struct emu_sq *sq = atomic_load_explicit(&c->sqs[qid], memory_order_acquire);
+        if (!sq || val >= sq->size)
             return;
-        if (idx & 1) {
-            struct emu_cq *cq = c->cqs[qid];
-            if (!cq || val >= cq->size)
-                return;
-            cq->head = (uint32_t)val;
-            emu_cq_service(c, cq);
-        } else {
-            struct emu_sq *sq = atomic_load_explicit(&c->sqs[qid], memory_order_acquire);
-            if (!sq || val >= sq->size)
-                return;
-            sq->tail = (uint32_t)val;
-            emu_sq_service(c, sq);
-        }
-        return;
+        sq->tail = (uint32_t)val;
+        emu_sq_service(c, sq);
     }
-    if (threaded)
+}
+
+/* A register store (below the doorbells). */
+static void reg_write(struct emu_ctrl *c, uint32_t off, uint64_t val)
+{
+    if (c->threaded)
         pthread_mutex_lock(&c->lock);
     if (off == NVME_REG_CC)
         cc_write(c, (uint32_t)val);
     restore_ro(c);
-    if (threaded)
+    if (c->threaded)
         pthread_mutex_unlock(&c->lock);
 }
 
@@ -151,18 +145,26 @@ static void bar_write(void *ctx, uint32_t off, uint64_t val, unsigned width)
 {
     struct emu_ctrl *c = ctx;
     (void)width;
-    if (off >= NVME_REG_DBS && c->set->cfg.mode == EMU_MODE_THREAD)
-        return; /* the service thread reads the doorbell words itself */
-    uint32_t qid = off >= NVME_REG_DBS ? (off - NVME_REG_DBS) >> 3 : 0;
-    unsigned e = emu_dma_enter(c->set, dma_shard(c, qid));
-    bar_write_in(c, off, val);
-    emu_dma_exit(c->set, dma_shard(c, qid), e);
+    if (off >= NVME_REG_DBS) {
+        /* a doorbell, checked before the section: mode=thread's service thread reads the words itself; beyond the
+         * BAR, off the stride, beyond the queues or while disabled it is ignored */
+        const uint32_t rel = off - NVME_REG_DBS, idx = rel >> c->db_shift, qid = idx >> 1;
+        if (c->threaded || off >= c->memsize || (rel & c->db_mask) || qid > c->cfg.nioq || !c->enabled)
+            return;
+        unsigned e = emu_dma_enter(c->set, dma_shard(c, qid));
+        db_write(c, idx, qid, val);
+        emu_dma_exit(c->set, dma_shard(c, qid), e);
+        return;
+    }
+    unsigned e = emu_dma_enter(c->set, dma_shard(c, 0));
+    reg_write(c, off, val);
+    emu_dma_exit(c->set, dma_shard(c, 0), e);
 }
 
 static void bar_idle(void *ctx, uint16_t cqid)
 {
     struct emu_ctrl *c = ctx;
-    if (c->set->cfg.mode == EMU_MODE_THREAD || cqid > c->cfg.nioq || !c->enabled)
+    if (c->threaded || cqid > c->cfg.nioq || !c->enabled)
         return;
     struct emu_cq *cq = c->cqs[cqid];
     if (cq) {
@@ -203,14 +205,11 @@ static void *svc_main(void *arg)
                         sq->tail = v;
                     }
                     if (sq->tail != sq->head || sq->nheap) {
-                        uint64_t before = atomic_load_explicit(&sq->st->completed, memory_order_relaxed) +
-                                          atomic_load_explicit(&sq->st->fetched, memory_order_relaxed);
+                        uint64_t before = emu_st_completed(sq->st) + emu_st_fetched(sq->st);
                         emu_sq_service(c, sq);
                         /* sq may be gone if an admin command deleted it */
                         struct emu_sq *again = atomic_load_explicit(&c->sqs[q], memory_order_relaxed);
-                        if (again == sq && atomic_load_explicit(&sq->st->completed, memory_order_relaxed) +
-                                                   atomic_load_explicit(&sq->st->fetched, memory_order_relaxed) !=
-                                               before)
+                        if (again == sq && emu_st_completed(sq->st) + emu_st_fetched(sq->st) != before)
                             work = true;
                     }
                 }
@@ -290,6 +289,10 @@ static int ctrl_init(struct nvme_emu_set *set, unsigned idx, char *err, size_t e
     c->set = set;
     c->index = idx;
     c->cfg = cfg->c[idx];
+    c->threaded = cfg->mode == EMU_MODE_THREAD;
+    c->db_shift = (uint32_t)__builtin_ctz(db_stride(c));
+    c->db_mask = db_stride(c) - 1u;
+    c->fast_cfg = !cfg->model.timed && !cfg->ooo && !cfg->inj.every && cfg->inj.ooo_win < 2u;
     pthread_mutex_init(&c->lock, NULL);
     size_t dbend = NVME_REG_DBS + 2u * ((size_t)c->cfg.nioq + 1) * (NVME_DB_BASE_STRIDE << c->cfg.dstrd);
     c->memsize = (dbend + EMU_PAGE_SIZE - 1) & ~(size_t)(EMU_PAGE_SIZE - 1);
@@ -501,8 +504,8 @@ int nvme_emu_queue_stats(const struct nvme_emu_set *set, unsigned ctrl, uint16_t
     if (!set || ctrl >= set->n || !out || sqid > set->ctrls[ctrl].cfg.nioq)
         return -EINVAL;
     struct emu_qstats_int *s = &set->ctrls[ctrl].qstats[sqid];
-    out->fetched = atomic_load_explicit(&s->fetched, memory_order_relaxed);
-    out->completed = atomic_load_explicit(&s->completed, memory_order_relaxed);
+    out->fetched = emu_st_fetched(s);
+    out->completed = emu_st_completed(s);
     out->errors = atomic_load_explicit(&s->errors, memory_order_relaxed);
     out->cq_full_held = atomic_load_explicit(&s->cq_full_held, memory_order_relaxed);
     out->dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);

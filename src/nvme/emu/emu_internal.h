@@ -204,9 +204,13 @@ struct emu_pend {
     uint16_t status; /* without phase */
 };
 
+/* fast_rd/fast_wr: successful reads/writes of a doorbell the fast path (io.c) ran whole, every command a successful
+ * read or write posted at once; each counts in fetched, completed and rd_cmds/wr_cmds too, which are read with
+ * emu_st_fetched etc. (one counter a direction instead of three per doorbell). */
 struct emu_qstats_int {
     _Atomic uint64_t fetched, completed, errors, cq_full_held, dropped;
     _Atomic uint64_t rd_cmds, wr_cmds, rd_bytes, wr_bytes;
+    _Atomic uint64_t fast_rd, fast_wr;
     _Atomic uint64_t inflight;
 };
 
@@ -256,6 +260,11 @@ struct emu_ctrl {
     struct nvme_emu_set *set;
     unsigned index;
     struct emu_ctrl_cfg cfg;
+    /* fixed at creation, for the doorbell path: mode=thread; doorbell stride as shift and mask; the set's
+     * configuration lets io.c's fast path run (no timing model, ooo, ooo_win, err_every) */
+    bool threaded;
+    uint32_t db_shift, db_mask;
+    bool fast_cfg;
     struct emu_ns ns[EMU_MAX_NS];
     uint64_t cap;
     uint32_t cc;
@@ -386,10 +395,33 @@ static inline void emu_ctrl_fatal(struct emu_ctrl *c)
     emu_reg_w32(c, NVME_REG_CSTS, v);
 }
 
-/* A statistics counter with one writer. */
-static inline void emu_st_add(_Atomic uint64_t *x, uint64_t n)
+/* A statistics counter with one writer (always inlined: a call would cost more than the add). */
+static inline __attribute__((always_inline)) void emu_st_add(_Atomic uint64_t *x, uint64_t n)
 {
     atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+static inline uint64_t emu_st_get(const _Atomic uint64_t *x)
+{
+    return atomic_load_explicit(x, memory_order_relaxed);
+}
+
+/* The counters the fast path's fast_rd/fast_wr stand in for (struct emu_qstats_int). */
+static inline uint64_t emu_st_fetched(const struct emu_qstats_int *s)
+{
+    return emu_st_get(&s->fetched) + emu_st_get(&s->fast_rd) + emu_st_get(&s->fast_wr);
+}
+static inline uint64_t emu_st_completed(const struct emu_qstats_int *s)
+{
+    return emu_st_get(&s->completed) + emu_st_get(&s->fast_rd) + emu_st_get(&s->fast_wr);
+}
+static inline uint64_t emu_st_rd_cmds(const struct emu_qstats_int *s)
+{
+    return emu_st_get(&s->rd_cmds) + emu_st_get(&s->fast_rd);
+}
+static inline uint64_t emu_st_wr_cmds(const struct emu_qstats_int *s)
+{
+    return emu_st_get(&s->wr_cmds) + emu_st_get(&s->fast_wr);
 }
 
 /* admin.c: queue objects (also used by controller enable/disable in ctrl.c) */

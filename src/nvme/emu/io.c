@@ -356,8 +356,8 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
     uint64_t now = 0, rd = 0, wr = 0, rdb = 0, wrb = 0, fetched = 0;
     const struct nvme_sqe *ring = (const struct nvme_sqe *)(uintptr_t)sq->ring;
 
-    if (avail && sq->id && !sq->nheap && !cfg->model.timed && !cfg->ooo && !cfg->inj.every && cfg->inj.ooo_win < 2u &&
-        cq->nsq == 1 && !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
+    if (avail && sq->id && !sq->nheap && c->fast_cfg && cq->nsq == 1 &&
+        !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
         /* fast path: execute and post in order */
         uint64_t posted = 0, other_ok = 0; /* errors = posted - successes (rd + wr + other_ok, less a held one) */
         struct rw_batch b = {
@@ -425,15 +425,28 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
                 break;
             }
         }
-        fetched += avail0 - avail; /* the held one included */
         posted = avail0 - avail - held;
         sq->win_lo = b.win_lo;
         sq->win_hi = b.win_hi;
         cq->tail = ctail;
         cq->phase = (uint16_t)((hi_base >> 48) & NVME_CQE_P);
-        emu_st_add(&sq->st->completed, posted);
-        emu_st_add(&sq->st->errors, posted - (rd + wr + other_ok));
         sq->head = head;
+        if (EMU_LIKELY(posted == rd + wr && !held)) {
+            /* every command a successful read or write, posted: one counter a direction (emu_qstats_int) */
+            if (rd) {
+                emu_st_add(&sq->st->fast_rd, rd);
+                emu_st_add(&sq->st->rd_bytes, rdb);
+            }
+            if (wr) {
+                emu_st_add(&sq->st->fast_wr, wr);
+                emu_st_add(&sq->st->wr_bytes, wrb);
+            }
+            rd = wr = rdb = wrb = 0;
+        } else {
+            fetched += avail0 - avail; /* the held one included */
+            emu_st_add(&sq->st->completed, posted);
+            emu_st_add(&sq->st->errors, posted - (rd + wr + other_ok));
+        }
     }
     while (avail && sq->nheap < sq->size) {
         struct nvme_sqe cmd = ring[head];
@@ -445,14 +458,15 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
         if (atomic_load_explicit(&c->cfs, memory_order_relaxed) || sq->ring == NULL)
             break; /* an admin command (e.g. its own deletion is impossible) or CFS stopped us */
     }
-    if (fetched) {
+    if (fetched) { /* the general path, and a fast-path doorbell with anything but successful reads/writes */
         emu_st_add(&sq->st->fetched, fetched);
         emu_st_add(&sq->st->rd_cmds, rd);
         emu_st_add(&sq->st->wr_cmds, wr);
         emu_st_add(&sq->st->rd_bytes, rdb);
         emu_st_add(&sq->st->wr_bytes, wrb);
     }
-    emu_sq_drain(c, sq, now);
+    if (sq->nheap) /* held completions (emu_sq_drain returns at once without) */
+        emu_sq_drain(c, sq, now);
 }
 
 void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq)
