@@ -36,10 +36,13 @@ CATEGORIES: list[tuple[str, Any]] = [
     ("hash (OpenSSL)", lambda c, d, s: "libcrypto" in d),
     # libnbd zeroes every read buffer before the read unless told not to (nbd_set_pread_initialize)
     ("buffer zeroing (memset)", lambda c, d, s: "memset" in s and "libc" in d),
-    # the hash threads' own loop: is_zero() and hash_chunk() are inlined into worker_main
+    # the hash threads' own loop (hash.c): is_zero() is inlined into blksum_hash_blocks()
     (
         "zero detection (hash threads' own code)",
-        lambda c, d, s: d.startswith("nvmelab-blksum") and s in ("hash_chunk", "is_zero", "worker_main"),
+        lambda c, d, s: (
+            d.startswith("nvmelab-blksum")
+            and s in ("blksum_hash_blocks", "is_zero", "blksum_worker_main", "hash_chunk", "worker_main")
+        ),
     ),
     (
         "copies into the buffers",
