@@ -257,7 +257,7 @@ static void reader_run(struct blksum_job *j)
              * hash threads to wake the reader when they free one, so that the next read is asked for at
              * once rather than after the read in flight (the original polls its hash completions too). */
             bool wait = !submitted, armed = false;
-            if (wait && !eof && j->t->ops->wake) {
+            if (wait && !eof && !j->retry && j->t->ops->wake) {
                 pthread_mutex_lock(&j->mu);
                 if (j->free_list)
                     wait = false;
@@ -436,7 +436,6 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
     j->size = src->seekable ? src->size : 0;
     j->nslots = o->queue_depth;
     j->blocks_per_chunk = o->read_size / BLKSUM_BLOCK_SIZE;
-    j->piece_blocks = (j->blocks_per_chunk + (size_t)o->threads - 1) / (size_t)o->threads;
     switch (o->io) {
     case BLKSUM_IO_PSYNC:
         j->io_name = src->seekable ? "psync" : "read";

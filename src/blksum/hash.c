@@ -97,9 +97,9 @@ size_t blksum_chunk_blocks(const struct slot *s)
     return (s->len + BLKSUM_BLOCK_SIZE - 1) / BLKSUM_BLOCK_SIZE;
 }
 
-/* Hash threads take work by pieces of piece_blocks blocks, so that even one chunk in flight (a low
- * queue depth) is hashed by every thread at once, as blkhash's per-block work queue does; with more
- * chunks queued they simply take the pieces in order. */
+/* A chunk is hashed in pieces, one per hash thread idle when it is queued (pipeline.h): one chunk in
+ * flight (a low queue depth) is hashed by every thread at once, as blkhash's per-block queue does, while
+ * with a backlog each thread takes whole chunks and nobody is woken for nothing. */
 void *blksum_worker_main(void *arg)
 {
     struct blksum_job *j = arg;
@@ -109,8 +109,11 @@ void *blksum_worker_main(void *arg)
     for (;;) {
         struct slot *s;
         pthread_mutex_lock(&j->mu);
-        while (!j->work_head && !j->stop)
+        while (!j->work_head && !j->stop) {
+            j->idle_workers++;
             pthread_cond_wait(&j->work_cv, &j->mu);
+            j->idle_workers--;
+        }
         s = j->work_head;
         if (!s) {
             pthread_mutex_unlock(&j->mu);
@@ -125,7 +128,7 @@ void *blksum_worker_main(void *arg)
         pthread_mutex_unlock(&j->mu);
 
         if (j->md && !blksum_should_stop(j)) {
-            size_t b0 = piece * j->piece_blocks, b1 = b0 + j->piece_blocks, nb = blksum_chunk_blocks(s);
+            size_t b0 = piece * s->piece_blocks, b1 = b0 + s->piece_blocks, nb = blksum_chunk_blocks(s);
             int rc = ctx ? blksum_hash_blocks(j, s, ctx, b0, b1 < nb ? b1 : nb) : -ENOMEM;
             if (rc < 0)
                 blksum_set_err(j, rc);
@@ -144,7 +147,9 @@ void *blksum_worker_main(void *arg)
 void blksum_queue_work_locked(struct blksum_job *j, struct slot *s)
 {
     s->state = SLOT_HASH;
-    s->pieces = (uint32_t)((blksum_chunk_blocks(s) + j->piece_blocks - 1) / j->piece_blocks);
+    size_t nb = blksum_chunk_blocks(s), ways = j->idle_workers > 1 ? (size_t)j->idle_workers : 1;
+    s->piece_blocks = (uint32_t)((nb + ways - 1) / ways);
+    s->pieces = (uint32_t)((nb + s->piece_blocks - 1) / s->piece_blocks);
     s->next_piece = 0;
     atomic_store(&s->pieces_left, s->pieces);
     s->next = NULL;

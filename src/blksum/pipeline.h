@@ -30,15 +30,16 @@
 enum slot_state { SLOT_FREE = 0, SLOT_IO, SLOT_HASH, SLOT_DONE };
 
 struct slot {
-    unsigned char *buf;    /* read_size bytes of I/O memory */
-    unsigned char *hashes; /* blocks_per_chunk * md_len */
-    uint64_t seq;          /* position in the image's chunk order */
-    uint64_t off;          /* image offset of the chunk */
-    size_t len;            /* bytes of image the chunk covers */
-    size_t filled;         /* bytes read so far (short reads are resumed) */
-    uint64_t hole_blocks;  /* > 0: a hole chunk of this many full zero blocks, no buffer */
-    uint32_t pieces;       /* hash work items the chunk is cut into (under mu) */
-    uint32_t next_piece;   /* the next one a hash thread takes (under mu) */
+    unsigned char *buf;      /* read_size bytes of I/O memory */
+    unsigned char *hashes;   /* blocks_per_chunk * md_len */
+    uint64_t seq;            /* position in the image's chunk order */
+    uint64_t off;            /* image offset of the chunk */
+    size_t len;              /* bytes of image the chunk covers */
+    size_t filled;           /* bytes read so far (short reads are resumed) */
+    uint64_t hole_blocks;    /* > 0: a hole chunk of this many full zero blocks, no buffer */
+    uint32_t pieces;         /* hash work items the chunk is cut into (under mu) */
+    uint32_t piece_blocks;   /* blocks per piece (the last one may have fewer) */
+    uint32_t next_piece;     /* the next one a hash thread takes (under mu) */
     atomic_uint pieces_left; /* not yet hashed: whoever hashes the last one finishes the chunk */
     enum slot_state state;
     struct slot *next; /* free list / work queue link */
@@ -53,7 +54,6 @@ struct blksum_job {
     unsigned md_len;
     unsigned char zero_hash[BLKSUM_MAX_MD_SIZE];
     size_t blocks_per_chunk;
-    size_t piece_blocks; /* blocks per hash work item: a chunk is shared by up to `threads` hash threads */
     const char *io_name;
 
     /* slots */
@@ -68,6 +68,7 @@ struct blksum_job {
     pthread_cond_t done_cv; /* callers of blksum_wait */
     struct slot *free_list;
     struct slot *work_head, *work_tail;
+    int idle_workers; /* hash threads waiting for work */
     uint64_t next_combine;
     bool stop;  /* hash threads exit when the queue is empty */
     bool ended; /* the job thread has finished */
@@ -117,7 +118,7 @@ static inline bool blksum_should_stop(struct blksum_job *j)
            atomic_load_explicit(&j->err, memory_order_relaxed);
 }
 
-/* Under mu: queue read chunk s for the hash threads, cut into pieces of piece_blocks blocks. */
+/* Under mu: queue read chunk s for the hash threads, cut into one piece per idle hash thread. */
 void blksum_queue_work_locked(struct blksum_job *j, struct slot *s);
 /* Under mu: feed every finished chunk that is next in order, free its slot, wake the reader. */
 void blksum_combine_locked(struct blksum_job *j);
