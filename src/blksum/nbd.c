@@ -9,9 +9,12 @@
  * read-only export is left to flush, and waiting for it to notice the close costs wall time), and
  * SIGTERM if blksum dies first (PR_SET_PDEATHSIG).
  *
- * Costs cut from the NBD path (measured: the blksum chapter's methods section): libnbd's zeroing of
- * every read buffer before the read (nbd_set_pread_initialize off, as the original does), and the wait
- * for qemu-nbd to end by itself. qemu-nbd runs with aio=threads, its default and the original's with
+ * Costs cut from the NBD path (measured: the blksum chapter's methods section, src/README.md): libnbd's
+ * zeroing of every read buffer before the read (nbd_set_pread_initialize off, as the original does), the
+ * wait for qemu-nbd to end by itself, its start-up after libnbd's (it is now started first), reads beyond
+ * NBD_LOCAL_WIRE_DEPTH in flight to our own server (their buffers outgrow the caches), and the reader
+ * sleeping on the socket while a hash thread freed a buffer (kick() also polls an eventfd that wake()
+ * writes). qemu-nbd runs with aio=threads, its default and the original's with
  * -c; NVMELAB_BLKSUM_QEMU_AIO=io_uring uses less of the server's CPU (a third less here), but qemu 7.2
  * hangs on a read past the end of a truncated image with it, so it is not the default.
  *
