@@ -37,6 +37,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +54,16 @@
  * in flight over more of qemu's buffers and ours, so that its copies miss the CPU caches (measured: the
  * blksum chapter's methods section); the rest of the queue depth holds chunks waiting to be hashed. */
 #define NBD_LOCAL_WIRE_DEPTH 4u
+/* File systems whose reads wait on a network (statfs f_type): there a read's latency is the network's,
+ * and the whole queue depth stays on the wire. */
+#define NBD_NFS_MAGIC   0x6969u
+#define NBD_SMB2_MAGIC  0xfe534d42u
+#define NBD_CIFS_MAGIC  0xff534d42u
+#define NBD_CEPH_MAGIC  0x00c36400u
+#define NBD_FUSE_MAGIC  0x65735546u
+#define NBD_AFS_MAGIC   0x5346414fu
+#define NBD_GFS2_MAGIC  0x01161970u
+#define NBD_OCFS2_MAGIC 0x7461636fu
 
 /* ---------------------------------------------------------------- libnbd, loaded at first use */
 
@@ -573,6 +584,22 @@ static int connect_server(struct nbd_src *n, struct nbd_spawn *sp, const char *p
     return rc;
 }
 
+/* Reads on the wire at once to our qemu-nbd serving path (NBD_LOCAL_WIRE_DEPTH; 0 = the queue depth). */
+static uint32_t wire_depth(const char *path)
+{
+    static const unsigned long remote[] = {NBD_NFS_MAGIC,  NBD_SMB2_MAGIC, NBD_CIFS_MAGIC, NBD_CEPH_MAGIC,
+                                           NBD_FUSE_MAGIC, NBD_AFS_MAGIC,  NBD_GFS2_MAGIC, NBD_OCFS2_MAGIC};
+    const char *env = getenv("NVMELAB_BLKSUM_NBD_WIRE");
+    struct statfs fs;
+    if (env && *env)
+        return (uint32_t)strtoul(env, NULL, 10);
+    if (statfs(path, &fs) == 0)
+        for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+            if ((unsigned long)fs.f_type == remote[i])
+                return 0;
+    return NBD_LOCAL_WIRE_DEPTH;
+}
+
 /* qemu-nbd is started first, and libnbd loaded while it starts up: the two take about as long (10-20 ms
  * each here), and the original, linked with libnbd, pays them one after the other. */
 int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
@@ -600,9 +627,8 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
         rmdir(sp.dir);
     }
     if (n) {
-        n->server = sp.pid;                                   /* nbd_destroy stops it */
-        const char *wire = getenv("NVMELAB_BLKSUM_NBD_WIRE"); /* 0: the queue depth (as before) */
-        n->wire_depth = wire && *wire ? (uint32_t)strtoul(wire, NULL, 10) : NBD_LOCAL_WIRE_DEPTH;
+        n->server = sp.pid; /* nbd_destroy stops it */
+        n->wire_depth = wire_depth(path);
     } else if (sp.pid > 0)
         stop_server(sp.pid);
     if (rc < 0) {
