@@ -322,6 +322,8 @@ static int nchan_kick(struct perf_chan *ch, uint32_t wait_min)
         };
         if (p[0].fd < 0)
             return nbd_errno();
+        if (!p[0].events) /* nothing to wait for on the socket: let libnbd say why */
+            return nbd_poll(h, -1) < 0 ? nbd_errno() : 0;
         if (poll(p, 2, -1) < 0)
             return errno == EINTR ? -EINTR : -errno;
         int rc = 0;
