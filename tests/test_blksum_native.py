@@ -300,6 +300,36 @@ def test_nbd_skips_unallocated_extents(tmp_path):
     assert res.bytes_read <= 2 * 65536 and res.hole_blocks >= 1000
 
 
+@pytest.fixture(scope="module")
+def mixed_image(tmp_path_factory):
+    """A few MiB of data, written zeros and holes with a short last block (size a whole number of
+    sectors, so qemu-nbd serves it as it is), and its digest by the Python reference."""
+    p = tmp_path_factory.mktemp("mixed") / "mixed.raw"
+    blksum.make_image(p, (6 << 20) + 3 * SECTOR, pattern=(("d", 1), ("z", 1), ("h", 1), ("d", 2)))
+    return p, blksum.blkhash_py(p, "sha256")
+
+
+#: (threads, queue depth, read size): one chunk hashed by several threads (queue depth 1), chunks of 1
+#: and 3 blocks, more buffers than reads on the wire
+PIPELINE_SHAPES = [(2, 1, "256k"), (3, 1, "192k"), (2, 2, "64k"), (3, 7, "256k"), (1, 16, "1m")]
+
+
+@pytest.mark.parametrize(
+    "mode, wire",
+    [("file", ""), pytest.param("nbd", "", marks=needs_nbd)]
+    + [pytest.param("nbd", w, marks=needs_nbd) for w in ("0", "1")],
+)
+def test_pipeline_shapes_give_the_same_digest(mixed_image, mode, wire, monkeypatch):
+    """Hash threads sharing a chunk, the reader woken by them, and the reads on the wire to our own
+    qemu-nbd capped (the default), uncapped (NVMELAB_BLKSUM_NBD_WIRE=0) or one at a time: the digest is
+    the reference's in every shape."""
+    monkeypatch.setenv("NVMELAB_BLKSUM_NBD_WIRE", wire)
+    raw, want = mixed_image
+    for t, q, rs in PIPELINE_SHAPES:
+        got = digest_of("--mode", mode, "-t", t, "--queue-depth", q, "--read-size", rs, raw)
+        assert got == want, (mode, wire, t, q, rs)
+
+
 @needs_nbd
 def test_nbd_bad_image_and_missing_server(tmp_path, sockdir):
     bad = tmp_path / "bad.qcow2"

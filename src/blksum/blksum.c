@@ -2,9 +2,10 @@
 /* blksum.c — the checksum pipeline: reader thread, I/O engines, hash threads, in-order combine.
  *
  * Chunks (one per slot, queue_depth slots) move FREE -> IO -> HASH -> DONE -> combined -> FREE.
- * The reader owns chunk planning and I/O; hash threads own per-block hashing; whoever marks
- * a chunk DONE feeds every finished chunk that is next in order into the outer hash. Only
- * the queues and the combine step take the job mutex; hashing and I/O run unlocked.
+ * The reader (here) owns chunk planning and I/O; the hash threads (hash.c) own per-block hashing;
+ * whoever marks a chunk DONE feeds every finished chunk that is next in order into the outer hash.
+ * Only the queues and the combine step take the job mutex; hashing and I/O run unlocked. The job's
+ * state is in pipeline.h.
  */
 #include "blksum/blksum.h"
 
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "blksum/blksum_internal.h"
+#include "blksum/pipeline.h"
 #include "engine/kio.h"
 #include "engine/uring.h"
 
@@ -28,114 +30,6 @@
 /** Length field appended to the outer hash: little-endian uint64. */
 #define BLKSUM_LENGTH_BYTES 8u
 #define NS_PER_S            1000000000.0
-
-enum slot_state { SLOT_FREE = 0, SLOT_IO, SLOT_HASH, SLOT_DONE };
-
-struct slot {
-    unsigned char *buf;    /* read_size bytes of I/O memory */
-    unsigned char *hashes; /* blocks_per_chunk * md_len */
-    uint64_t seq;          /* position in the image's chunk order */
-    uint64_t off;          /* image offset of the chunk */
-    size_t len;            /* bytes of image the chunk covers */
-    size_t filled;         /* bytes read so far (short reads are resumed) */
-    uint64_t hole_blocks;  /* > 0: a hole chunk of this many full zero blocks, no buffer */
-    uint64_t zero_blocks;  /* zero blocks found while hashing */
-    enum slot_state state;
-    struct slot *next; /* free list / work queue link */
-};
-
-struct blksum_job {
-    /* configuration */
-    const struct blksum_source *src;
-    struct blksum_opts opts;
-    const EVP_MD *md;   /* NULL for "null" */
-    EVP_MD *md_fetched; /* owned when fetched */
-    unsigned md_len;
-    unsigned char zero_hash[BLKSUM_MAX_MD_SIZE];
-    size_t blocks_per_chunk;
-    const char *io_name;
-
-    /* slots */
-    struct slot *slots;
-    struct slot **ring; /* ring[seq % Q]: chunks awaiting combine */
-    int nslots;
-
-    /* shared state, under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv; /* hash threads: work queued or stop */
-    pthread_cond_t free_cv; /* reader: a slot came free, or cancel */
-    pthread_cond_t done_cv; /* callers of blksum_wait */
-    struct slot *free_list;
-    struct slot *work_head, *work_tail;
-    uint64_t next_combine;
-    bool stop;  /* hash threads exit when the queue is empty */
-    bool ended; /* the job thread has finished */
-    EVP_MD_CTX *outer;
-
-    /* counters */
-    atomic_int cancel;
-    atomic_int err; /* first error (negative), 0 if none */
-    atomic_uint_least64_t done_bytes;
-    atomic_uint_least64_t zero_blocks;
-    uint64_t hole_blocks, bytes_read, reads, size;
-
-    /* I/O through one engine backend (reader thread only) */
-    struct perf_target *t;     /* the source's target, or own_t */
-    struct perf_target *own_t; /* psync / io_uring over the source's descriptor */
-    struct perf_chan *ch;      /* one channel of nslots slots of read_size bytes */
-    uint32_t gran;             /* bytes per LBA of the device */
-    int inflight;
-    struct blksum_cpl {
-        uint32_t slot;
-        int status;
-    } *cpl; /* completions of one reap */
-    int ncpl;
-    struct slot *retry; /* planned, refused with -EBUSY: submitted first next time */
-
-    /* threads */
-    pthread_t reader;
-    pthread_t *workers;
-    int nworkers;
-    bool reader_started;
-    bool inline_run; /* an image of one chunk at most: read and hashed on the calling thread */
-    struct timespec t0;
-    double elapsed_s;
-    struct blksum_result res;
-};
-
-/* ---------------------------------------------------------------- utilities */
-
-static void set_err(struct blksum_job *j, int e)
-{
-    int zero = 0;
-    atomic_compare_exchange_strong(&j->err, &zero, e);
-}
-
-static bool should_stop(struct blksum_job *j)
-{
-    return atomic_load_explicit(&j->cancel, memory_order_relaxed) ||
-           atomic_load_explicit(&j->err, memory_order_relaxed);
-}
-
-/* True when n bytes at p are all zero; returns at the first non-zero 64-byte group. */
-static bool is_zero(const unsigned char *p, size_t n)
-{
-    enum { GROUP = 64, WORD = sizeof(uint64_t) };
-    size_t i = 0;
-    for (; i + GROUP <= n; i += GROUP) {
-        uint64_t acc = 0, w;
-        for (size_t k = 0; k < GROUP; k += WORD) {
-            memcpy(&w, p + i + k, WORD);
-            acc |= w;
-        }
-        if (acc)
-            return false;
-    }
-    for (; i < n; i++)
-        if (p[i])
-            return false;
-    return true;
-}
 
 /* ---------------------------------------------------------------- I/O (engine backend) */
 
@@ -199,7 +93,7 @@ static int io_poll(struct blksum_job *j, struct slot **done, int max, bool wait)
             int st = j->cpl[i].status;
             j->inflight--;
             if (st != 0) {
-                set_err(j, st < 0 ? st : -EIO); /* NVMe status: the driver names it in its log */
+                blksum_set_err(j, st < 0 ? st : -EIO); /* NVMe status: the driver names it in its log */
                 continue;
             }
             s->filled = ops->chan_xfer ? ops->chan_xfer(j->ch, j->cpl[i].slot) : s->len;
@@ -210,109 +104,17 @@ static int io_poll(struct blksum_job *j, struct slot **done, int max, bool wait)
         if (n || j->ncpl || !wait || j->inflight == 0)
             return n;
         if (j->t->flags & PERF_TGT_BLOCKING) {
-            int rc = io_kick(j, 1);
+            int rc = ops->kick(j->ch, 1);
+            if (rc == -EINTR) {
+                wait = false; /* woken (ops->wake) or a signal: collect what is there, then return */
+                continue;
+            }
             if (rc < 0)
                 return rc;
         } else {
             sched_yield(); /* a polled target: the emulator serves on the next poll */
         }
     }
-}
-
-/* ---------------------------------------------------------------- hashing and combine */
-
-static void feed_chunk(struct blksum_job *j, struct slot *s)
-{
-    if (!j->md || atomic_load(&j->err))
-        return;
-    if (s->hole_blocks) {
-        for (uint64_t b = 0; b < s->hole_blocks; b++)
-            EVP_DigestUpdate(j->outer, j->zero_hash, j->md_len);
-    } else {
-        size_t nb = (s->len + BLKSUM_BLOCK_SIZE - 1) / BLKSUM_BLOCK_SIZE;
-        EVP_DigestUpdate(j->outer, s->hashes, nb * j->md_len);
-    }
-}
-
-/* Under mu: feed every finished chunk that is next in order, and free its slot. */
-static void combine_locked(struct blksum_job *j)
-{
-    bool freed = false;
-    for (;;) {
-        struct slot *s = j->ring[j->next_combine % (uint64_t)j->nslots];
-        if (!s || s->state != SLOT_DONE || s->seq != j->next_combine)
-            break;
-        feed_chunk(j, s);
-        atomic_fetch_add(&j->done_bytes, s->len);
-        j->ring[j->next_combine % (uint64_t)j->nslots] = NULL;
-        j->next_combine++;
-        s->state = SLOT_FREE;
-        s->next = j->free_list;
-        j->free_list = s;
-        freed = true;
-    }
-    if (freed)
-        pthread_cond_broadcast(&j->free_cv);
-}
-
-static int hash_chunk(struct blksum_job *j, struct slot *s, EVP_MD_CTX *ctx)
-{
-    size_t nb = (s->len + BLKSUM_BLOCK_SIZE - 1) / BLKSUM_BLOCK_SIZE;
-    uint64_t zeros = 0;
-    for (size_t b = 0; b < nb; b++) {
-        const unsigned char *p = s->buf + b * BLKSUM_BLOCK_SIZE;
-        size_t n = s->len - b * BLKSUM_BLOCK_SIZE;
-        unsigned char *out = s->hashes + b * j->md_len;
-        unsigned outlen = 0;
-        if (n > BLKSUM_BLOCK_SIZE)
-            n = BLKSUM_BLOCK_SIZE;
-        if (n == BLKSUM_BLOCK_SIZE && is_zero(p, n)) {
-            memcpy(out, j->zero_hash, j->md_len);
-            zeros++;
-            continue;
-        }
-        if (!EVP_DigestInit_ex(ctx, j->md, NULL) || !EVP_DigestUpdate(ctx, p, n) ||
-            !EVP_DigestFinal_ex(ctx, out, &outlen) || outlen != j->md_len)
-            return -EIO;
-    }
-    s->zero_blocks = zeros;
-    atomic_fetch_add(&j->zero_blocks, zeros);
-    return 0;
-}
-
-static void *worker_main(void *arg)
-{
-    struct blksum_job *j = arg;
-    EVP_MD_CTX *ctx = j->md ? EVP_MD_CTX_new() : NULL;
-    if (j->md && !ctx)
-        set_err(j, -ENOMEM);
-    for (;;) {
-        struct slot *s;
-        pthread_mutex_lock(&j->mu);
-        while (!j->work_head && !j->stop)
-            pthread_cond_wait(&j->work_cv, &j->mu);
-        s = j->work_head;
-        if (!s) {
-            pthread_mutex_unlock(&j->mu);
-            break;
-        }
-        j->work_head = s->next;
-        if (!j->work_head)
-            j->work_tail = NULL;
-        pthread_mutex_unlock(&j->mu);
-
-        if (j->md && !should_stop(j)) {
-            int rc = ctx ? hash_chunk(j, s, ctx) : -ENOMEM;
-            if (rc < 0)
-                set_err(j, rc);
-        }
-        pthread_mutex_lock(&j->mu);
-        s->state = SLOT_DONE;
-        combine_locked(j);
-        pthread_mutex_unlock(&j->mu);
-    }
-    EVP_MD_CTX_free(ctx);
-    return NULL;
 }
 
 /* ---------------------------------------------------------------- reader */
@@ -331,7 +133,6 @@ static int plan_chunk(struct blksum_job *j, struct plan *p, uint64_t off, struct
     s->off = off;
     s->filled = 0;
     s->hole_blocks = 0;
-    s->zero_blocks = 0;
     if (!src->seekable) {
         s->len = j->opts.read_size;
         return 0;
@@ -366,18 +167,6 @@ static int plan_chunk(struct blksum_job *j, struct plan *p, uint64_t off, struct
     return 0;
 }
 
-static void queue_work_locked(struct blksum_job *j, struct slot *s)
-{
-    s->state = SLOT_HASH;
-    s->next = NULL;
-    if (j->work_tail)
-        j->work_tail->next = s;
-    else
-        j->work_head = s;
-    j->work_tail = s;
-    pthread_cond_signal(&j->work_cv);
-}
-
 static void reader_run(struct blksum_job *j)
 {
     struct plan plan = {0};
@@ -389,10 +178,10 @@ static void reader_run(struct blksum_job *j)
 
     for (;;) {
         bool submitted = false;
-        if (should_stop(j))
+        if (blksum_should_stop(j))
             break;
         /* submit while a slot is free */
-        while ((!eof || j->retry) && !should_stop(j)) {
+        while ((!eof || j->retry) && !blksum_should_stop(j)) {
             struct slot *s;
             if (j->retry) {
                 s = j->retry;
@@ -401,7 +190,7 @@ static void reader_run(struct blksum_job *j)
                     break;
                 j->retry = NULL;
                 if (rc < 0) {
-                    set_err(j, rc);
+                    blksum_set_err(j, rc);
                     break;
                 }
                 submitted = true;
@@ -416,7 +205,7 @@ static void reader_run(struct blksum_job *j)
                 break;
             rc = plan_chunk(j, &plan, off, s);
             if (rc < 0) {
-                set_err(j, rc);
+                blksum_set_err(j, rc);
                 break;
             }
             s->seq = seq;
@@ -426,7 +215,7 @@ static void reader_run(struct blksum_job *j)
                 pthread_mutex_lock(&j->mu);
                 j->ring[seq % (uint64_t)j->nslots] = s;
                 s->state = SLOT_DONE;
-                combine_locked(j);
+                blksum_combine_locked(j);
                 pthread_mutex_unlock(&j->mu);
             } else {
                 pthread_mutex_lock(&j->mu);
@@ -436,7 +225,7 @@ static void reader_run(struct blksum_job *j)
                 if (rc == -EBUSY) {
                     j->retry = s; /* planned and placed in order: it goes first next time */
                 } else if (rc < 0) {
-                    set_err(j, rc);
+                    blksum_set_err(j, rc);
                     break;
                 }
             }
@@ -456,17 +245,34 @@ static void reader_run(struct blksum_job *j)
         if (submitted) {
             rc = io_kick(j, 0);
             if (rc < 0) {
-                set_err(j, rc);
+                blksum_set_err(j, rc);
                 break;
             }
         }
-        if (should_stop(j))
+        if (blksum_should_stop(j))
             break;
         /* collect completions; wait for one if nothing else can move */
         if (j->inflight > 0) {
-            int n = io_poll(j, done, BLKSUM_MAX_QUEUE_DEPTH, !submitted);
+            /* About to sleep on a read with every buffer taken: where the backend can be woken, ask the
+             * hash threads to wake the reader when they free one, so that the next read is asked for at
+             * once rather than after the read in flight (the original polls its hash completions too). */
+            bool wait = !submitted, armed = false;
+            if (wait && !eof && !j->retry && j->t->ops->wake) {
+                pthread_mutex_lock(&j->mu);
+                if (j->free_list)
+                    wait = false;
+                else
+                    j->io_waiting = armed = true;
+                pthread_mutex_unlock(&j->mu);
+            }
+            int n = io_poll(j, done, BLKSUM_MAX_QUEUE_DEPTH, wait);
+            if (armed) {
+                pthread_mutex_lock(&j->mu);
+                j->io_waiting = false;
+                pthread_mutex_unlock(&j->mu);
+            }
             if (n < 0) {
-                set_err(j, n);
+                blksum_set_err(j, n);
                 break;
             }
             if (n > 0) {
@@ -482,16 +288,16 @@ static void reader_run(struct blksum_job *j)
                     j->bytes_read += done[i]->filled;
                     if (j->inline_run && j->md && done[i]->len) {
                         EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-                        int hrc = ctx ? hash_chunk(j, done[i], ctx) : -ENOMEM;
+                        int hrc = ctx ? blksum_hash_blocks(j, done[i], ctx, 0, blksum_chunk_blocks(done[i])) : -ENOMEM;
                         EVP_MD_CTX_free(ctx);
                         if (hrc < 0)
-                            set_err(j, hrc);
+                            blksum_set_err(j, hrc);
                     }
                     if (done[i]->len == 0 || !j->md || j->inline_run) { /* nothing to hand off */
                         done[i]->state = SLOT_DONE;
-                        combine_locked(j);
+                        blksum_combine_locked(j);
                     } else {
-                        queue_work_locked(j, done[i]);
+                        blksum_queue_work_locked(j, done[i]);
                     }
                 }
                 pthread_mutex_unlock(&j->mu);
@@ -505,7 +311,7 @@ static void reader_run(struct blksum_job *j)
             pthread_mutex_unlock(&j->mu);
             break;
         }
-        while (!j->free_list && !should_stop(j) && !(eof && j->next_combine == seq))
+        while (!j->free_list && !blksum_should_stop(j) && !(eof && j->next_combine == seq))
             pthread_cond_wait(&j->free_cv, &j->mu);
         pthread_mutex_unlock(&j->mu);
     }
@@ -523,7 +329,7 @@ static void *reader_main(void *arg)
     struct blksum_job *j = arg;
     int rc = io_open(j);
     if (rc < 0)
-        set_err(j, rc);
+        blksum_set_err(j, rc);
     else
         reader_run(j);
     /* stop the hash threads once the queue is drained */
@@ -543,7 +349,7 @@ static void *reader_main(void *arg)
     }
 
     if (!atomic_load(&j->err) && atomic_load(&j->cancel))
-        set_err(j, -ECANCELED);
+        blksum_set_err(j, -ECANCELED);
     if (!atomic_load(&j->err)) {
         struct blksum_result *r = &j->res;
         memset(r, 0, sizeof(*r));
@@ -554,7 +360,7 @@ static void *reader_main(void *arg)
             for (unsigned i = 0; i < BLKSUM_LENGTH_BYTES; i++, v >>= 8)
                 le[i] = (unsigned char)(v & 0xffu);
             if (!EVP_DigestUpdate(j->outer, le, sizeof(le)) || !EVP_DigestFinal_ex(j->outer, r->md, &len))
-                set_err(j, -EIO);
+                blksum_set_err(j, -EIO);
             r->md_len = len;
         }
         r->size = j->size;
@@ -705,7 +511,7 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
         return 0;
     }
     for (int i = 0; i < o->threads; i++) {
-        rc = -pthread_create(&j->workers[i], NULL, worker_main, j);
+        rc = -pthread_create(&j->workers[i], NULL, blksum_worker_main, j);
         if (rc < 0) {
             /* unwind the workers already started */
             pthread_mutex_lock(&j->mu);

@@ -92,6 +92,7 @@ struct blksum_source {
      * reads as zeros when *zero. Called from the reader thread only. 0 or -errno. */
     int (*map)(void *ctx, uint64_t off, uint64_t *end, bool *zero);
     void *map_ctx;
+    bool own_server; /* served by a qemu-nbd blksum started: it shares this host's CPUs (image.h) */
 };
 
 struct blksum_opts {

@@ -9,9 +9,12 @@
  * read-only export is left to flush, and waiting for it to notice the close costs wall time), and
  * SIGTERM if blksum dies first (PR_SET_PDEATHSIG).
  *
- * Costs cut from the NBD path (measured: the blksum chapter's methods section): libnbd's zeroing of
- * every read buffer before the read (nbd_set_pread_initialize off, as the original does), and the wait
- * for qemu-nbd to end by itself. qemu-nbd runs with aio=threads, its default and the original's with
+ * Costs cut from the NBD path (measured: the blksum chapter's methods section, src/README.md): libnbd's
+ * zeroing of every read buffer before the read (nbd_set_pread_initialize off, as the original does), the
+ * wait for qemu-nbd to end by itself, its start-up after libnbd's (it is now started first), reads beyond
+ * NBD_LOCAL_WIRE_DEPTH in flight to our own server (their buffers outgrow the caches), and the reader
+ * sleeping on the socket while a hash thread freed a buffer (kick() also polls an eventfd that wake()
+ * writes). qemu-nbd runs with aio=threads, its default and the original's with
  * -c; NVMELAB_BLKSUM_QEMU_AIO=io_uring uses less of the server's CPU (a third less here), but qemu 7.2
  * hangs on a read past the end of a truncated image with it, so it is not the default.
  *
@@ -25,13 +28,16 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libnbd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,6 +50,20 @@
 #define NBD_SOCKET_FD         3            /* systemd socket activation: the first passed descriptor */
 #define NBD_DEFAULT_MAX_BYTES (32u << 20)  /* NBD's customary largest request when the server names none */
 #define NBD_PID_DIGITS        20
+/* Reads on the wire at once to a qemu-nbd of our own (a local unix socket): more only spread the data
+ * in flight over more of qemu's buffers and ours, so that its copies miss the CPU caches (measured: the
+ * blksum chapter's methods section); the rest of the queue depth holds chunks waiting to be hashed. */
+#define NBD_LOCAL_WIRE_DEPTH 4u
+/* File systems whose reads wait on a network (statfs f_type): there a read's latency is the network's,
+ * and the whole queue depth stays on the wire. */
+#define NBD_NFS_MAGIC   0x6969u
+#define NBD_SMB2_MAGIC  0xfe534d42u
+#define NBD_CIFS_MAGIC  0xff534d42u
+#define NBD_CEPH_MAGIC  0x00c36400u
+#define NBD_FUSE_MAGIC  0x65735546u
+#define NBD_AFS_MAGIC   0x5346414fu
+#define NBD_GFS2_MAGIC  0x01161970u
+#define NBD_OCFS2_MAGIC 0x7461636fu
 
 /* ---------------------------------------------------------------- libnbd, loaded at first use */
 
@@ -52,7 +72,8 @@
 #define NBD_FUNCS(X)                                                                                       \
     X(nbd_create) X(nbd_close) X(nbd_get_errno) X(nbd_get_error) X(nbd_add_meta_context)                   \
     X(nbd_connect_uri) X(nbd_connect_unix) X(nbd_get_size) X(nbd_get_block_size) X(nbd_can_meta_context)    \
-    X(nbd_block_status) X(nbd_aio_pread) X(nbd_poll) X(nbd_shutdown)
+    X(nbd_block_status) X(nbd_aio_pread) X(nbd_poll) X(nbd_shutdown) X(nbd_aio_get_fd)                     \
+    X(nbd_aio_get_direction) X(nbd_aio_notify_read) X(nbd_aio_notify_write)
 /* Newer than the oldest libnbd blksum runs with: used when present. */
 #define NBD_OPTIONAL_FUNCS(X) X(nbd_set_pread_initialize) /* libnbd 1.10 */
 /* clang-format on */
@@ -97,21 +118,25 @@ static int nbd_lib_ready(const char *name, char *err, size_t errlen)
 }
 
 /* From here on the libnbd names call through the table. */
-#define NBD_CALL(f)          nbd_lib.f
-#define nbd_create           NBD_CALL(nbd_create)
-#define nbd_close            NBD_CALL(nbd_close)
-#define nbd_get_errno        NBD_CALL(nbd_get_errno)
-#define nbd_get_error        NBD_CALL(nbd_get_error)
-#define nbd_add_meta_context NBD_CALL(nbd_add_meta_context)
-#define nbd_connect_uri      NBD_CALL(nbd_connect_uri)
-#define nbd_connect_unix     NBD_CALL(nbd_connect_unix)
-#define nbd_get_size         NBD_CALL(nbd_get_size)
-#define nbd_get_block_size   NBD_CALL(nbd_get_block_size)
-#define nbd_can_meta_context NBD_CALL(nbd_can_meta_context)
-#define nbd_block_status     NBD_CALL(nbd_block_status)
-#define nbd_aio_pread        NBD_CALL(nbd_aio_pread)
-#define nbd_poll             NBD_CALL(nbd_poll)
-#define nbd_shutdown         NBD_CALL(nbd_shutdown)
+#define NBD_CALL(f)           nbd_lib.f
+#define nbd_create            NBD_CALL(nbd_create)
+#define nbd_close             NBD_CALL(nbd_close)
+#define nbd_get_errno         NBD_CALL(nbd_get_errno)
+#define nbd_get_error         NBD_CALL(nbd_get_error)
+#define nbd_add_meta_context  NBD_CALL(nbd_add_meta_context)
+#define nbd_connect_uri       NBD_CALL(nbd_connect_uri)
+#define nbd_connect_unix      NBD_CALL(nbd_connect_unix)
+#define nbd_get_size          NBD_CALL(nbd_get_size)
+#define nbd_get_block_size    NBD_CALL(nbd_get_block_size)
+#define nbd_can_meta_context  NBD_CALL(nbd_can_meta_context)
+#define nbd_block_status      NBD_CALL(nbd_block_status)
+#define nbd_aio_pread         NBD_CALL(nbd_aio_pread)
+#define nbd_poll              NBD_CALL(nbd_poll)
+#define nbd_shutdown          NBD_CALL(nbd_shutdown)
+#define nbd_aio_get_fd        NBD_CALL(nbd_aio_get_fd)
+#define nbd_aio_get_direction NBD_CALL(nbd_aio_get_direction)
+#define nbd_aio_notify_read   NBD_CALL(nbd_aio_notify_read)
+#define nbd_aio_notify_write  NBD_CALL(nbd_aio_notify_write)
 
 struct nbd_extent {
     uint64_t end;
@@ -123,7 +148,8 @@ struct nbd_src {
     uint64_t size;
     uint32_t max_bytes;
     bool have_map;
-    pid_t server; /* qemu-nbd we started, 0 for a URI */
+    pid_t server;        /* qemu-nbd we started, 0 for a URI */
+    uint32_t wire_depth; /* reads in flight at most (0: the queue depth) */
     /* the last block-status reply: extents covering [ext_start, ext[next - 1].end) */
     struct nbd_extent *ext;
     size_t next, cap, cursor;
@@ -140,6 +166,7 @@ struct nchan {
     struct blksum_ichan ic; /* first: buffers and completions (image.c) */
     struct nslot *slots;    /* each slot's completion-callback context */
     uint32_t inflight;
+    int wake_fd; /* eventfd: wake() makes a waiting kick() return */
 };
 
 static int nbd_errno(void)
@@ -236,6 +263,13 @@ static int nchan_open(void *ctx, uint32_t dev, uint32_t qdepth, uint32_t iosize,
     }
     for (uint32_t i = 0; i < qdepth; i++)
         c->slots[i] = (struct nslot){c, i};
+    if ((c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "nbd: eventfd: %s", strerror(-rc));
+        free(c->slots);
+        blksum_ichan_free(ic);
+        return rc;
+    }
     *out = &ic->base;
     return 0;
 }
@@ -247,6 +281,7 @@ static void nchan_close(struct perf_chan *ch)
     /* the engine drains its reads first; anything left would complete into freed memory */
     while (c->inflight && nbd_poll(n->h, -1) >= 0)
         ;
+    close(c->wake_fd);
     free(c->slots);
     blksum_ichan_free(&c->ic);
 }
@@ -257,7 +292,7 @@ static int nchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t
     struct nbd_src *n = c->ic.reader;
     if (write)
         return -EROFS;
-    if (c->inflight + c->ic.count >= c->ic.qdepth)
+    if (c->inflight + c->ic.count >= c->ic.qdepth || (n->wire_depth && c->inflight >= n->wire_depth))
         return -EBUSY;
     if (nlb > c->ic.iosize || slba > n->size || nlb > n->size - slba)
         return -EINVAL;
@@ -270,15 +305,52 @@ static int nchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t
     return 0;
 }
 
-/* wait_min > 0: sleep in the handle's poll until a read has completed. */
+/* wait_min > 0: sleep until a read has completed, or until wake() (-EINTR). nbd_poll() would do the
+ * first; this polls the handle's socket and the channel's eventfd together, as nbd_poll does the socket
+ * alone (read before write; POLLHUP is a read). */
 static int nchan_kick(struct perf_chan *ch, uint32_t wait_min)
 {
     struct nchan *c = (struct nchan *)ch;
-    struct nbd_src *n = c->ic.reader;
-    while (wait_min && !c->ic.count && c->inflight)
-        if (nbd_poll(n->h, -1) < 0)
+    struct nbd_handle *h = ((struct nbd_src *)c->ic.reader)->h;
+    while (wait_min && !c->ic.count && c->inflight) {
+        unsigned dir = nbd_aio_get_direction(h);
+        struct pollfd p[2] = {
+            {.fd = nbd_aio_get_fd(h),
+             .events = (short)(((dir & LIBNBD_AIO_DIRECTION_READ) ? POLLIN : 0) |
+                               ((dir & LIBNBD_AIO_DIRECTION_WRITE) ? POLLOUT : 0))},
+            {.fd = c->wake_fd, .events = POLLIN},
+        };
+        if (p[0].fd < 0)
             return nbd_errno();
+        if (!p[0].events) /* nothing to wait for on the socket: let libnbd say why */
+            return nbd_poll(h, -1) < 0 ? nbd_errno() : 0;
+        if (poll(p, 2, -1) < 0)
+            return errno == EINTR ? -EINTR : -errno;
+        int rc = 0;
+        if (p[0].revents & (POLLIN | POLLHUP))
+            rc = nbd_aio_notify_read(h);
+        else if (p[0].revents & POLLOUT)
+            rc = nbd_aio_notify_write(h);
+        else if (p[0].revents & (POLLERR | POLLNVAL))
+            return -ENOTCONN; /* the server closed the connection */
+        if (rc < 0)
+            return nbd_errno();
+        if (p[1].revents & POLLIN) {
+            uint64_t v;
+            if (read(c->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                return -errno;
+            return -EINTR;
+        }
+    }
     return 0;
+}
+
+static void nchan_wake(struct perf_chan *ch)
+{
+    static const uint64_t one = 1;
+    struct nchan *c = (struct nchan *)ch;
+    /* EAGAIN: the counter is full, so a wake-up is pending anyway */
+    (void)!write(c->wake_fd, &one, sizeof(one));
 }
 
 static int nchan_reap(struct perf_chan *ch, uint32_t max)
@@ -305,7 +377,9 @@ static void nbd_destroy(void *ctx)
     if (!n)
         return;
     if (n->h) {
-        nbd_shutdown(n->h, 0);
+        /* a server of our own is killed next: no NBD_CMD_DISC and no wait for it to hang up */
+        if (n->server <= 0)
+            nbd_shutdown(n->h, 0);
         nbd_close(n->h);
     }
     if (n->server > 0)
@@ -320,6 +394,7 @@ static const struct perf_backend_ops nbd_ops = {
     .chan_buf = blksum_ichan_buf,
     .submit = nchan_submit,
     .kick = nchan_kick,
+    .wake = nchan_wake,
     .reap = nchan_reap,
     .destroy = nbd_destroy,
     .write_sync = blksum_image_write_sync,
@@ -431,32 +506,40 @@ static void exec_server(int sock, const char *prog, char *const argv[], char **e
 
 extern char **environ;
 
-/* qemu-nbd (prog) serving path with the given aio mode, connected to n->h. */
-static int serve_once(struct nbd_src *n, const char *prog, const char *path, const char *format, const char *aio,
-                      char *err, size_t errlen)
+/* A qemu-nbd we are starting: its listening socket's path, in a private directory. */
+struct nbd_spawn {
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path) - sizeof("/nbd.sock") + 1];
+    struct sockaddr_un addr;
+    pid_t pid;
+};
+
+/* Start qemu-nbd (prog) serving path with the given aio mode on a listening unix socket of its own
+ * (socket activation: it accepts once it is up, and a connect() before that waits in the backlog). */
+static int spawn_server(struct nbd_spawn *sp, const char *prog, const char *path, const char *format, const char *aio,
+                        char *err, size_t errlen)
 {
-    char dir[sizeof(((struct sockaddr_un *)0)->sun_path) - sizeof("/nbd.sock") + 1], fmtarg[64], aioarg[32];
+    char fmtarg[64], aioarg[32];
     char pidvar[sizeof("LISTEN_PID=") + NBD_PID_DIGITS] = "LISTEN_PID=";
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
     int rc = 0, sock = -1;
+    *sp = (struct nbd_spawn){.addr.sun_family = AF_UNIX};
     /* The socket's private directory goes under $TMPDIR when a socket path there fits, else /tmp. */
     const char *base = getenv("TMPDIR");
-    if (!base || !*base || snprintf(dir, sizeof(dir), "%s/nvmelab-blksum-XXXXXX", base) >= (int)sizeof(dir))
-        snprintf(dir, sizeof(dir), "/tmp/nvmelab-blksum-XXXXXX");
-    if (!mkdtemp(dir)) {
+    if (!base || !*base || snprintf(sp->dir, sizeof(sp->dir), "%s/nvmelab-blksum-XXXXXX", base) >= (int)sizeof(sp->dir))
+        snprintf(sp->dir, sizeof(sp->dir), "/tmp/nvmelab-blksum-XXXXXX");
+    if (!mkdtemp(sp->dir)) {
         rc = -errno;
-        snprintf(err, errlen, "nbd: cannot create a private directory %s: %s", dir, strerror(-rc));
+        snprintf(err, errlen, "nbd: cannot create a private directory %s: %s", sp->dir, strerror(-rc));
+        sp->dir[0] = '\0';
         return rc;
     }
-    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/nbd.sock", dir);
+    snprintf(sp->addr.sun_path, sizeof(sp->addr.sun_path), "%s/nbd.sock", sp->dir);
     size_t nenv = 0;
     while (environ[nenv])
         nenv++;
     char **envp = calloc(nenv + 3, sizeof(*envp));
     if (!envp) {
-        rc = -ENOMEM;
         snprintf(err, errlen, "nbd: out of memory");
-        goto out;
+        return -ENOMEM;
     }
     size_t k = 0;
     envp[k++] = pidvar;
@@ -469,53 +552,67 @@ static int serve_once(struct nbd_src *n, const char *prog, const char *path, con
     char *const argv[] = {"qemu-nbd", "--read-only", "--shared=1", "--cache=writeback",
                           aioarg,     fmtarg,        (char *)path, NULL};
     sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (sock < 0 || bind(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(sock, 1) < 0) {
+    if (sock < 0 || bind(sock, (struct sockaddr *)&sp->addr, sizeof(sp->addr)) < 0 || listen(sock, 1) < 0) {
         rc = -errno;
-        snprintf(err, errlen, "nbd: socket %s: %s", addr.sun_path, strerror(-rc));
-        goto out;
-    }
-    n->server = fork();
-    if (n->server < 0) {
+        snprintf(err, errlen, "nbd: socket %s: %s", sp->addr.sun_path, strerror(-rc));
+    } else if ((sp->pid = fork()) < 0) {
         rc = -errno;
         snprintf(err, errlen, "nbd: fork: %s", strerror(-rc));
-        n->server = 0;
-        goto out;
-    }
-    if (n->server == 0)
+        sp->pid = 0;
+    } else if (sp->pid == 0) {
         exec_server(sock, prog, argv, envp, pidvar);
-    close(sock);
-    sock = -1;
-    if (nbd_connect_unix(n->h, addr.sun_path) < 0) {
-        int status = 0;
-        rc = nbd_errno();
-        nbd_close(n->h);
-        n->h = NULL;
-        if (waitpid(n->server, &status, 0) == n->server) {
-            n->server = 0;
-            if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-                snprintf(err, errlen, "%s: cannot run %s", path, prog);
-            else
-                snprintf(err, errlen, "%s: qemu-nbd could not serve it as %s (exit status %d, its message above)", path,
-                         format, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        } else {
-            snprintf(err, errlen, "%s: connecting to qemu-nbd failed", path);
-        }
     }
-out:
     if (sock >= 0)
         close(sock);
-    unlink(addr.sun_path);
-    rmdir(dir);
     free(envp);
     return rc;
 }
 
+/* Connect n->h to the qemu-nbd of sp; on failure say why (the server's exit status when it ended). */
+static int connect_server(struct nbd_src *n, struct nbd_spawn *sp, const char *prog, const char *path,
+                          const char *format, char *err, size_t errlen)
+{
+    if (nbd_connect_unix(n->h, sp->addr.sun_path) == 0)
+        return 0;
+    int status = 0, rc = nbd_errno();
+    nbd_close(n->h);
+    n->h = NULL;
+    if (waitpid(sp->pid, &status, 0) == sp->pid) {
+        sp->pid = 0;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+            snprintf(err, errlen, "%s: cannot run %s", path, prog);
+        else
+            snprintf(err, errlen, "%s: qemu-nbd could not serve it as %s (exit status %d, its message above)", path,
+                     format, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    } else {
+        snprintf(err, errlen, "%s: connecting to qemu-nbd failed", path);
+    }
+    return rc;
+}
+
+/* Reads on the wire at once to our qemu-nbd serving path (NBD_LOCAL_WIRE_DEPTH; 0 = the queue depth). */
+static uint32_t wire_depth(const char *path)
+{
+    static const unsigned long remote[] = {NBD_NFS_MAGIC,  NBD_SMB2_MAGIC, NBD_CIFS_MAGIC, NBD_CEPH_MAGIC,
+                                           NBD_FUSE_MAGIC, NBD_AFS_MAGIC,  NBD_GFS2_MAGIC, NBD_OCFS2_MAGIC};
+    const char *env = getenv("NVMELAB_BLKSUM_NBD_WIRE");
+    struct statfs fs;
+    if (env && *env)
+        return (uint32_t)strtoul(env, NULL, 10);
+    if (statfs(path, &fs) == 0)
+        for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+            if ((unsigned long)fs.f_type == remote[i])
+                return 0;
+    return NBD_LOCAL_WIRE_DEPTH;
+}
+
+/* qemu-nbd is started first, and libnbd loaded while it starts up: the two take about as long (10-20 ms
+ * each here), and the original, linked with libnbd, pays them one after the other. */
 int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
 {
     char prog[4096];
-    int rc = nbd_lib_ready(path, err, errlen);
-    if (rc < 0)
-        return rc;
+    struct nbd_spawn sp;
+    struct nbd_src *n = NULL;
     if (find_program("qemu-nbd", prog, sizeof(prog)) < 0) {
         snprintf(err, errlen, "%s: qemu-nbd not found on PATH (install qemu-utils), needed to serve the image", path);
         return -ENOENT;
@@ -523,13 +620,29 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
     /* aio=threads, qemu-nbd's default: qemu 7.2's io_uring path hangs on a read past the end of a
      * truncated image (a corrupt qcow2), so io_uring is the user's choice only */
     const char *aio = getenv("NVMELAB_BLKSUM_QEMU_AIO");
-    struct nbd_src *n = new_handle(err, errlen);
-    if (!n)
-        return -ENOMEM;
-    rc = serve_once(n, prog, path, format, aio && *aio ? aio : "threads", err, errlen);
+    int rc = spawn_server(&sp, prog, path, format, aio && *aio ? aio : "threads", err, errlen);
+    if (rc == 0)
+        rc = nbd_lib_ready(path, err, errlen);
+    if (rc == 0 && !(n = new_handle(err, errlen)))
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = connect_server(n, &sp, prog, path, format, err, errlen);
+    /* connected or failed: nothing on disk is needed any more */
+    if (sp.dir[0]) {
+        unlink(sp.addr.sun_path);
+        rmdir(sp.dir);
+    }
+    if (n) {
+        n->server = sp.pid; /* nbd_destroy stops it */
+        n->wire_depth = wire_depth(path);
+    } else if (sp.pid > 0)
+        stop_server(sp.pid);
     if (rc < 0) {
         nbd_destroy(n);
         return rc;
     }
-    return finish_open(src, n, path, err, errlen);
+    rc = finish_open(src, n, path, err, errlen);
+    if (rc == 0)
+        src->own_server = true;
+    return rc;
 }

@@ -90,6 +90,10 @@ struct perf_backend_ops {
     /* Make queued commands visible (doorbell / io_uring_enter); wait_min > 0 lets a
      * blocking backend sleep until that many completions are ready. */
     int (*kick)(struct perf_chan *ch, uint32_t wait_min);
+    /* Optional, callable from any thread: a kick() waiting for completions in the channel's owner thread
+     * (or the next one to wait) returns -EINTR at once, as if a signal had interrupted it: the engine has
+     * other work for that thread (blksum: a hash thread freed a buffer to read into). */
+    void (*wake)(struct perf_chan *ch);
     /* Deliver up to max completions through ch->done; returns the count or <0. */
     int (*reap)(struct perf_chan *ch, uint32_t max);
     void (*destroy)(void *ctx);

@@ -26,7 +26,12 @@ build), else build/original/{nbd,pread}/bin/blksum, else built there from BLKHAS
 tree) by tests/bench/build_original.sh, else a `blksum` on PATH. Without any, only nvmelab is measured
 and the result says how to provide one. Nothing here is a stored figure.
 
-Environment: NVMELAB_BENCH_BLKSUM_MIB (image size, default 256), NVMELAB_BENCH_BLKSUM_ROUNDS (default 3).
+Environment: NVMELAB_BENCH_BLKSUM_MIB (image size, default 256), NVMELAB_BENCH_BLKSUM_ROUNDS (default 3),
+NVMELAB_BENCH_BLKSUM_ONLY (a Python regular expression: only the configurations whose label it matches,
+searched, e.g. 'nbd .*(defaults|sha256 -t 2 --queue-depth (1|2|4)$)'; labels read "<mode> <image> <digest>
+defaults" or "<mode> <image> <digest> -t N --queue-depth N"). A filtered run is for side-by-side checks
+of a few configurations: it skips start-up, memory and the profile (blksum_profile.json is not written)
+and says "filtered" in the result; `make bench` runs them all.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -136,6 +142,11 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
     size = int(os.environ.get("NVMELAB_BENCH_BLKSUM_MIB", DEFAULT_MIB)) * MIB
     rounds = int(os.environ.get("NVMELAB_BENCH_BLKSUM_ROUNDS", DEFAULT_ROUNDS))
     qds = tuple(int(q) for q in os.environ.get("NVMELAB_BENCH_BLKSUM_QDS", ",".join(map(str, DEFAULT_QDS))).split(","))
+    only = os.environ.get("NVMELAB_BENCH_BLKSUM_ONLY") or None
+    try:
+        only_re = re.compile(only) if only else None
+    except re.error as e:
+        raise ValueError(f"NVMELAB_BENCH_BLKSUM_ONLY={only!r}: not a regular expression ({e})") from None
     ours = blksum.native_command()
     if ours is None:
         raise RuntimeError("nvmelab-blksum is not built (make build)")
@@ -154,6 +165,9 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         "configs": [],
         "notes": [],
     }
+    if only:
+        result["filtered"] = only
+        result["notes"].append(f"filtered (NVMELAB_BENCH_BLKSUM_ONLY={only!r}): no start-up, memory or profile")
     before_pct = cpus.host_busy(HOST_WATCH_S)
     host0, own0, t0 = cpus.host_cpu_times(), _children_cpu_s(), time.monotonic()
     if not (orig["nbd"] or orig["pread"]):
@@ -173,16 +187,19 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
             subprocess.run(["cat", str(p)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
         small = Path(tmp) / "small.raw"
         small.write_bytes(os.urandom(64 * 1024))
-        result["startup"] = _startup(ours, file_orig, small)
+        if not only:
+            result["startup"] = _startup(ours, file_orig, small)
         configs = []
         for mode in ("file", "nbd") if nbd_ok else ("file",):
             their = file_orig if mode == "file" else orig["nbd"]
             for image in imgs:
                 for digest in DIGESTS:
                     for t, q in [(None, None)] + [(t, q) for t in THREADS for q in qds]:
-                        configs.append(
-                            dict(mode=mode, image=image, digest=digest, threads=t, queue_depth=q, their=their)
-                        )
+                        c = dict(mode=mode, image=image, digest=digest, threads=t, queue_depth=q, their=their)
+                        if only_re is None or only_re.search(_label(c)):
+                            configs.append(c)
+        if not configs:
+            raise ValueError(f"NVMELAB_BENCH_BLKSUM_ONLY={only!r} matches no configuration")
         for c in configs:
             for who in ("ours", "original"):
                 c[f"{who}_s"], c[f"{who}_cpu_s"], c[f"{who}_csw"] = [], [], []
@@ -226,16 +243,18 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
             c["defaults"] = c["threads"] is None
             c["original"] = c.pop("their")
         result["configs"] = configs
-        result["memory"] = _memory(ours, orig, imgs, nbd_ok)
-        from .blksum_profile import profile
+        if not only:
+            result["memory"] = _memory(ours, orig, imgs, nbd_ok)
+            from .blksum_profile import profile
 
-        # where the CPU time goes (perf), also kept on its own for the chapter's methods section
-        result["profile"] = profile(ours, imgs["dense"], nbd_ok, imgs["sparse"], orig["nbd"])
+            # where the CPU time goes (perf), also kept on its own for the chapter's methods section
+            result["profile"] = profile(ours, imgs["dense"], nbd_ok, imgs["sparse"], orig["nbd"])
     result["host"] = _host_report(before_pct, host0, own0, t0)
     result["quiet"] = result["host"]["quiet"]
-    # the profile on its own, for the chapter's methods section, with the host it was measured on
-    profile_json = {**result["profile"], "host_load": result["host"]}
-    (outdir / "blksum_profile.json").write_text(json.dumps(profile_json, indent=2) + "\n")
+    if not only:
+        # the profile on its own, for the chapter's methods section, with the host it was measured on
+        profile_json = {**result["profile"], "host_load": result["host"]}
+        (outdir / "blksum_profile.json").write_text(json.dumps(profile_json, indent=2) + "\n")
     if not result["quiet"]:
         result["notes"].append(
             "MEASURED ON A BUSY HOST (see host): the wall-time ratios and their met/missed are no verdict on "
