@@ -71,6 +71,11 @@ static __attribute__((noinline)) void eng_done_slow(struct eng_chan *c, struct w
         if (!w->errors)
             w->first_err = status;
         w->errors++;
+        if (s->t_sub) { /* a failed timed command is no sample, and its slot must not keep its stamps */
+            s->t_sub = 0;
+            bd_ended(c, s);
+            c->lat_pending--;
+        }
         return;
     }
     if (c->verify && !s->write)
@@ -83,11 +88,9 @@ static __attribute__((noinline)) void eng_done_slow(struct eng_chan *c, struct w
             }
             stats_hist_add(w->hist, w->now_cache - s->t_sub);
         }
-        if (s->t2) { /* stamped for the breakdown */
-            if (w->measuring)
-                perf_bd_record(w, c, s, w->now_cache);
-            s->t2 = 0;
-        }
+        if (s->t2 && w->measuring) /* stamped for the breakdown */
+            perf_bd_record(w, c, s, w->now_cache);
+        bd_ended(c, s);
         s->t_sub = 0;
         c->lat_pending--;
     }
@@ -390,7 +393,7 @@ static void *worker_main(void *arg)
     if (e->fill)
         begin_window(w, now_ns());
     /* The run window's clock (struct loop_clock): read and checked every k.every-th iteration (loop_clock_read);
-     * read alone when the first channel has a timed command in flight (that reap's t3). */
+     * read alone when the first channel has a breakdown-stamped command in flight (that reap's t3). */
     int all_fast = !blocking;
     for (uint32_t i = 0; i < w->nchans; i++)
         all_fast &= w->chans[i].fast;
@@ -399,16 +402,14 @@ static void *worker_main(void *arg)
     for (;;) {
         if (--k.tick == 0)
             loop_clock_read(w, &k, &stopping);
-        else if (c0->bd_of_timed &&
-                 c0->lat_pending) /* t3 of the first channel's reap (the window waits for the countdown) */
+        else if (c0->bd_pending) /* t3 of the first channel's reap (the window waits for the countdown) */
             k.now = now_ns();
         const uint64_t now = k.now;
         for (uint32_t i = 0; i < w->nchans; i++) {
             struct eng_chan *c = &w->chans[i];
             w->now_valid = 0;
             const uint32_t nf0 = c->nfree;
-            if (c->bd_of_timed &&
-                c->lat_pending) /* breakdown: t3 of what this reap sees (the loop's fresh clock read for the first) */
+            if (c->bd_pending) /* breakdown: t3 of what this reap sees (the loop's fresh clock read for the first) */
                 c->t_poll = i == 0 ? now : now_ns();
             int n = ops->reap(c->ch, c->qdepth);
             c->t_poll_prev = c->t_poll;

@@ -34,7 +34,8 @@ static void eng_done_err(struct eng_chan *c, struct worker *w, uint32_t slot, in
     w->errors++;
     s->write = 0;
     if (s->t_sub) {
-        s->t_sub = s->t2 = 0;
+        s->t_sub = 0;
+        bd_ended(c, s);
         c->lat_pending--;
     }
 }
@@ -51,11 +52,9 @@ static void eng_done_sampled(struct eng_chan *c, struct worker *w, uint32_t slot
         }
         stats_hist_add(w->hist, w->now_cache - s->t_sub);
     }
-    if (s->t2) { /* stamped for the breakdown */
-        if (w->measuring)
-            perf_bd_record(w, c, s, w->now_cache);
-        s->t2 = 0;
-    }
+    if (s->t2 && w->measuring) /* stamped for the breakdown */
+        perf_bd_record(w, c, s, w->now_cache);
+    bd_ended(c, s);
     s->t_sub = 0;
     c->lat_pending--;
 }

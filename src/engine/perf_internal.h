@@ -65,6 +65,7 @@ struct eng_chan {
     uint32_t bd_of_timed;                  /* perf_bd_of_timed(qdepth); 0: breakdown off (perf_config.bd) */
     uint32_t *await;                       /* breakdown: timed slots queued since the last kick */
     uint32_t nawait, nawait1;              /* entries in await; of them stamped t1 */
+    uint32_t bd_pending;                   /* breakdown: stamped commands made visible and in flight (t2 set) */
     uint64_t t_poll, t_poll_prev;          /* breakdown: start of this reap, of the previous one (t3, t3p) */
     perf_sub *subs;                        /* fast: one submit_many batch (the worker's w->subs) */
     void **bufp;                           /* fast: chan_buf of every slot */
@@ -176,6 +177,17 @@ static inline void bd_queued(struct eng_chan *c, uint32_t slot)
     c->await[c->nawait++] = slot;
 }
 
+/* Whatever ends a timed command ends its stamps: a slot with t2 set was counted in bd_pending, the count the
+ * worker loop reads the clock for (t3) by, so that it reads it only while a stamped command is in flight and
+ * not for every timed one (at QD 1 every command is timed). */
+static inline void bd_ended(struct eng_chan *c, struct eng_slot *s)
+{
+    if (s->t2) {
+        s->t2 = 0;
+        c->bd_pending--;
+    }
+}
+
 /* A command just timed: every perf_bd_of_timed-th joins the breakdown. A slot's t2 is non-zero only while it holds
  * a stamped command that was made visible (bd_stamp_kicked); whatever ends a timed command (completion, failure,
  * not queued) zeroes t_sub and t2 together, so the others cost nothing here. */
@@ -193,7 +205,7 @@ static inline void bd_unqueued(struct eng_chan *c, uint32_t slot)
 {
     if (c->nawait > c->nawait1 && c->await[c->nawait - 1u] == slot)
         c->nawait--;
-    c->slots[slot].t2 = 0;
+    bd_ended(c, &c->slots[slot]);
 }
 
 static inline void bd_stamp_submitted(struct eng_chan *c)
@@ -212,8 +224,10 @@ static inline void bd_stamp_kicked(struct eng_chan *c)
         return;
     const uint64_t t = now_ns();
     for (uint32_t i = 0; i < c->nawait; i++)
-        if (c->slots[c->await[i]].t_sub) /* still in flight (a backend may complete inside submit) */
+        if (c->slots[c->await[i]].t_sub) { /* still in flight (a backend may complete inside submit) */
             c->slots[c->await[i]].t2 = t;
+            c->bd_pending++;
+        }
     c->nawait = c->nawait1 = 0;
 }
 
