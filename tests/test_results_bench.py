@@ -104,3 +104,49 @@ def test_cache_misses_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     assert g["l2"] == 11.0 and g["l2_without_emulated_dma"] == 3.0 and g["l2_data_none"] == 3.0
     assert g["l2_by_part"] == {"engine": 1.0, "driver": 2.0, "emulator": 8.0, "emulated_dma": 8.0}
     assert g["d1"] == 0.0
+
+
+def test_missed_says_by_how_much_and_why() -> None:
+    """bench_instructions.missed: nothing for goals met; for each one missed, the margin and the profile
+    (made-up rows: QD 1 costs 5x QD 128, and 16 devices +14 % with most extra misses the emulated DMA)."""
+    from tests.bench import bench_instructions as bi
+
+    def row(ndev, qd, lat, emu, drv, eng):  # noqa: ANN001, ANN202
+        return {
+            "ndev": ndev,
+            "qdepth": qd,
+            "lat": lat,
+            "emulator": emu,
+            "driver": drv,
+            "engine": eng,
+            "total": emu + drv + eng,
+        }
+
+    rows = [
+        row(1, 128, True, 150, 60, 40),
+        row(1, 128, False, 150, 60, 30),
+        row(1, 1, True, 400, 350, 500),
+        row(1, 1, False, 400, 350, 300),
+    ]
+    measured = {
+        "driver_instr_per_io": 60,
+        "engine_instr_per_io": 40,
+        "emulator_instr_per_cmd": 150,
+        "qd1_over_qd128_total": 5.0,
+        "ndev16_time_per_io_growth": 0.14,
+        "ndev16_over_ndev1_instr_total": 1.0,
+    }
+    misses = {"ndev16_extra_misses_per_io": {"l2": 11.0, "l2_data_none": 0.5, "l2_by_part": {"emulated_dma": 8.0}}}
+    all_met = {"driver": True, "engine": True, "emulator": True, "qd1_vs_qd128": True, "ndev16_time": True}
+    assert bi.missed(rows, all_met, measured, misses) == {}
+    m = bi.missed(rows, {**all_met, "qd1_vs_qd128": False, "ndev16_time": False}, measured, misses)
+    assert set(m) == {"qd1_vs_qd128", "ndev16_time"}
+    q = m["qd1_vs_qd128"]
+    assert q["missed_by"] == pytest.approx(5.0 / 1.6 - 1, abs=1e-4) and q["instr_for_the_goal_at_qd1"] == 400.0
+    assert q["extra_instr_per_io_at_qd1"] == {"emulator": 250, "driver": 290, "engine": 460}
+    assert q["of_the_engine_timing_every_command"] == 200
+    n = m["ndev16_time"]
+    assert n["missed_by_points"] == pytest.approx(0.11) and n["of_them_emulated_dma"] == 8.0
+    assert n["with_no_data_moved"] == 0.5
+    m = bi.missed(rows, {**all_met, "driver": False}, {**measured, "driver_instr_per_io": 70}, misses)
+    assert m == {"driver": {"measured": 70, "goal": 64, "missed_by": pytest.approx(70 / 64 - 1, abs=1e-4)}}

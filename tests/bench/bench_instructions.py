@@ -212,6 +212,64 @@ def _row(rows: list[dict], ndev: int, qd: int, lat: bool) -> dict:
     return next(r for r in rows if r["ndev"] == ndev and r["qdepth"] == qd and r["lat"] == lat)
 
 
+PARTS = ("emulator", "driver", "engine")
+
+
+def missed(rows: list[dict], met: dict[str, bool | None], measured: dict[str, Any], misses: dict[str, Any]) -> dict:
+    """For each goal missed: by how much, and the profile that says why (from the measured rows and the
+    cache simulation; src/README.md, "Where the instructions of one I/O go", has the per-function account)."""
+    b = _row(rows, 1, BUDGET_QD, True)
+    out: dict[str, Any] = {}
+    for part, key, goal in (
+        ("driver", "driver_instr_per_io", "driver_instr_per_io_max"),
+        ("engine", "engine_instr_per_io", "engine_instr_per_io_max"),
+        ("emulator", "emulator_instr_per_cmd", "emulator_instr_per_cmd_max"),
+    ):
+        if met.get(part) is False:
+            out[part] = {
+                "measured": measured[key],
+                "goal": GOALS[goal],
+                "missed_by": round(measured[key] / GOALS[goal] - 1, 4),
+            }
+    if met.get("qd1_vs_qd128") is False:
+        q1 = _row(rows, 1, 1, True)
+        q1_off = _row(rows, 1, 1, False)
+        extra = {p: round(q1[p] - b[p], 1) for p in PARTS}
+        out["qd1_vs_qd128"] = {
+            "measured": measured["qd1_over_qd128_total"],
+            "goal": GOALS["qd1_over_qd128_total_max"],
+            "missed_by": round(measured["qd1_over_qd128_total"] / GOALS["qd1_over_qd128_total_max"] - 1, 4),
+            # the profile: what each part costs a QD-1 I/O beyond a QD-128 one, and the latency sampling's share
+            "extra_instr_per_io_at_qd1": extra,
+            "of_the_engine_timing_every_command": round(q1["engine"] - q1_off["engine"], 1),
+            "instr_for_the_goal_at_qd1": round(GOALS["qd1_over_qd128_total_max"] * b["total"], 1),
+            "why": (
+                "nothing at QD 1 is shared by a batch: every I/O pays each part's per-call fixed cost "
+                "(extra_instr_per_io_at_qd1), and a queue that shallow times every command (the records' "
+                "Little's-law check fails otherwise); reaching the goal needs a fused QD-1 path (src/README.md)"
+            ),
+        }
+    if met.get("ndev16_time") is False:
+        g = misses["ndev16_extra_misses_per_io"]
+        growth = measured["ndev16_time_per_io_growth"]
+        out["ndev16_time"] = {
+            "measured": growth,
+            "goal": GOALS["ndev16_time_per_io_growth_max"],
+            "missed_by_points": round(growth - GOALS["ndev16_time_per_io_growth_max"], 4),
+            # the profile: extra L2 misses per I/O of 16 devices over one (simulated), by cause
+            "extra_l2_misses_per_io": g["l2"],
+            "of_them_emulated_dma": g["l2_by_part"]["emulated_dma"],
+            "with_no_data_moved": g["l2_data_none"],
+            "instr_ratio": measured["ndev16_over_ndev1_instr_total"],
+            "why": (
+                "instructions are flat; the time is cache misses, most of them the emulator's writes of the read "
+                "data through the CPU's caches (of_them_emulated_dma), which a real drive does by DMA; with no "
+                "data moved the extra misses are with_no_data_moved (src/README.md, 16-device footprint)"
+            ),
+        }
+    return out
+
+
 def run(outdir: str | os.PathLike) -> dict[str, Any]:
     rounds = int(os.environ.get("NVMELAB_BENCH_ROUNDS", "3"))
     runtime = float(os.environ.get("NVMELAB_BENCH_RUNTIME", "2"))
@@ -242,15 +300,17 @@ def run(outdir: str | os.PathLike) -> dict[str, Any]:
         "sampling_instr_per_io_qd1": round(q1["total"] - _row(rows, 1, 1, False)["total"], 1),
         "sampling_time_ratio": None if sampling is None else round(sampling["on_over_off_ratio_median"], 4),
     }
+    met = {
+        "driver": b["driver"] <= GOALS["driver_instr_per_io_max"],
+        "engine": b["engine"] <= GOALS["engine_instr_per_io_max"],
+        "emulator": b["emulator"] <= GOALS["emulator_instr_per_cmd_max"],
+        "qd1_vs_qd128": measured["qd1_over_qd128_total"] <= GOALS["qd1_over_qd128_total_max"],
+        "ndev16_time": None if growth is None else growth <= GOALS["ndev16_time_per_io_growth_max"],
+    }
     return {
         "goal": GOALS,
-        "met": {
-            "driver": b["driver"] <= GOALS["driver_instr_per_io_max"],
-            "engine": b["engine"] <= GOALS["engine_instr_per_io_max"],
-            "emulator": b["emulator"] <= GOALS["emulator_instr_per_cmd_max"],
-            "qd1_vs_qd128": measured["qd1_over_qd128_total"] <= GOALS["qd1_over_qd128_total_max"],
-            "ndev16_time": None if growth is None else growth <= GOALS["ndev16_time_per_io_growth_max"],
-        },
+        "met": met,
+        "missed": missed(rows, met, measured, misses),
         "measured": measured,
         "instructions_per_io": rows,
         "ndev_timing": timing,
