@@ -154,6 +154,56 @@ def _inclusive(annotate: str, name: str) -> int:
     return total
 
 
+def _require_callgrind() -> None:
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        raise RuntimeError("valgrind (callgrind) is not installed")
+
+
+#: callgrind_annotate views the splits read: inclusive and self costs, and the caller tree (call counts).
+INCL = ("--inclusive=yes", "--threshold=100")
+EXCL = ("--threshold=100",)
+CALLERS = ("--tree=caller", "--threshold=100")
+
+
+def _callgrind(
+    argv: list[str], toggles: tuple[str, ...], views: dict[str, tuple[str, ...]], options: tuple[str, ...] = ()
+) -> tuple[int, dict[str, str]]:
+    """Run argv under callgrind, collection on inside `toggles` only: the I/Os the program printed (ios=N)
+    and, for each named view, callgrind_annotate's output with those options."""
+    _require_callgrind()
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", *options, f"--callgrind-out-file={out}"]
+        cmd += [f"--toggle-collect={t}" for t in toggles]
+        p = subprocess.run([*cmd, *argv], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(
+                f"callgrind{' ' + ' '.join(options) if options else ''} failed: {p.stderr.strip()[-500:]}"
+            )
+        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
+        out_views = {
+            name: subprocess.run(
+                ["callgrind_annotate", *opts, str(out)], capture_output=True, text=True, check=True
+            ).stdout
+            for name, opts in views.items()
+        }
+    return ios, out_views
+
+
+def _program_total(annotate: str) -> int:
+    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", annotate, re.M)
+    return int(m.group(1).replace(",", ""))
+
+
+def _two_lengths(once, runtimes_ms: tuple[int, int]) -> tuple[Any, Any, int]:
+    """once(runtime_ms) at both lengths and the I/Os between them (set-up and teardown cancel)."""
+    a, b = once(runtimes_ms[0]), once(runtimes_ms[1])
+    dios = b["ios"] - a["ios"]
+    if dios <= 0:
+        raise RuntimeError(f"callgrind runs of {runtimes_ms} ms did not differ in I/Os ({a['ios']}, {b['ios']})")
+    return a, b, dios
+
+
 def callgrind_split(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> dict[str, Any]:
     """Instructions inside the driver's submit/ring/poll, split into driver, emulator and callback.
 
@@ -161,28 +211,9 @@ def callgrind_split(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> d
     total is everything those calls execute; the emulator (reached through the BAR
     ops) and the caller's callback are subtracted by their inclusive counts.
     """
-    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
-        raise RuntimeError("valgrind (callgrind) is not installed")
-    with tempfile.TemporaryDirectory() as td:
-        out = Path(td) / "cg.out"
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-        cmd += [f"--toggle-collect={f}" for f in DRIVER_ENTRIES]
-        cmd += [str(exe), uri, str(qdepth), str(nios)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"callgrind failed: {p.stderr.strip()[-500:]}")
-        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
-        ann = subprocess.run(
-            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        excl = subprocess.run(
-            ["callgrind_annotate", "--threshold=100", str(out)], capture_output=True, text=True, check=True
-        ).stdout
-    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann, re.M)
-    total = int(m.group(1).replace(",", ""))
+    ios, v = _callgrind([str(exe), uri, str(qdepth), str(nios)], DRIVER_ENTRIES, {"incl": INCL, "excl": EXCL})
+    ann, excl = v["incl"], v["excl"]
+    total = _program_total(ann)
     emu = sum(_inclusive(ann, f) for f in EMULATOR_ENTRIES)
     cb = _inclusive(ann, CALLBACK)
     driver = total - emu - cb
@@ -208,28 +239,10 @@ ENGINE_CALLBACKS = ("pchan_cb", "pchan_cb_freel")
 
 
 def _callgrind_engine_once(exe: Path, uri: str, qdepth: int, runtime_ms: int, lat: bool) -> dict[str, int]:
-    with tempfile.TemporaryDirectory() as td:
-        out = Path(td) / "cg.out"
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--toggle-collect=worker_main"]
-        cmd += [str(exe), uri, str(qdepth), str(runtime_ms), "1" if lat else "0"]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"callgrind failed: {p.stderr.strip()[-500:]}")
-        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
-        ann = subprocess.run(
-            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        callers = subprocess.run(
-            ["callgrind_annotate", "--tree=caller", "--threshold=100", str(out)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann, re.M)
-    total = int(m.group(1).replace(",", ""))
+    argv = [str(exe), uri, str(qdepth), str(runtime_ms), "1" if lat else "0"]
+    ios, v = _callgrind(argv, ("worker_main",), {"incl": INCL, "callers": CALLERS})
+    ann, callers = v["incl"], v["callers"]
+    total = _program_total(ann)
     drv_incl = sum(_inclusive(ann, f) for f in ENGINE_DRIVER_ENTRIES)
     emu = sum(_inclusive(ann, f) for f in EMULATOR_ENTRIES)
     cb = sum(_inclusive(ann, f) for f in ENGINE_CALLBACKS)
@@ -298,22 +311,14 @@ def _annotate_events(annotate: str) -> tuple[dict[str, int], dict[str, dict[str,
 
 def _cache_once(exe: Path, uri: str, qdepth: int, runtime_ms: int, lat: bool) -> dict[str, Any]:
     d1, ll = _cache_sim()
-    with tempfile.TemporaryDirectory() as td:
-        out = Path(td) / "cg.out"
-        cmd = ["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--D1={d1}", f"--LL={ll}", f"--I1={d1}"]
-        cmd += [f"--callgrind-out-file={out}", "--toggle-collect=worker_main"]
-        cmd += [str(exe), uri, str(qdepth), str(runtime_ms), "1" if lat else "0"]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"callgrind (cache simulation) failed: {p.stderr.strip()[-500:]}")
-        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
-        show = ["--show=" + ",".join(CACHE_EVENTS), "--threshold=100"]
-        incl = subprocess.run(
-            ["callgrind_annotate", "--inclusive=yes", *show, str(out)], capture_output=True, text=True, check=True
-        ).stdout
-        excl = subprocess.run(
-            ["callgrind_annotate", *show, str(out)], capture_output=True, text=True, check=True
-        ).stdout
+    show = ("--show=" + ",".join(CACHE_EVENTS), "--threshold=100")
+    ios, v = _callgrind(
+        [str(exe), uri, str(qdepth), str(runtime_ms), "1" if lat else "0"],
+        ("worker_main",),
+        {"incl": ("--inclusive=yes", *show), "excl": show},
+        options=("--cache-sim=yes", f"--D1={d1}", f"--LL={ll}", f"--I1={d1}"),
+    )
+    incl, excl = v["incl"], v["excl"]
     totals, fin = _annotate_events(incl)
     _, fex = _annotate_events(excl)
 
@@ -351,13 +356,7 @@ def engine_cache_split(
     what a host with a real drive (which writes the data by DMA, not the CPU) would keep of the misses,
     as far as the DMA's own cache effect (the lines it evicts) is left out too.
     """
-    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
-        raise RuntimeError("valgrind (callgrind) is not installed")
-    a = _cache_once(exe, uri, qdepth, runtimes_ms[0], lat)
-    b = _cache_once(exe, uri, qdepth, runtimes_ms[1], lat)
-    dios = b["ios"] - a["ios"]
-    if dios <= 0:
-        raise RuntimeError(f"callgrind runs of {runtimes_ms} ms did not differ in I/Os ({a['ios']}, {b['ios']})")
+    a, b, dios = _two_lengths(lambda ms: _cache_once(exe, uri, qdepth, ms, lat), runtimes_ms)
     per: dict[str, dict[str, float]] = {}
     for part, ev in b["parts"].items():
         per[part] = {k: round((ev[k] - a["parts"][part][k]) / dios, 3) for k in CACHE_EVENTS}
@@ -394,13 +393,7 @@ def callgrind_engine_split(
     rest. Two runs of different lengths are differenced, so the setup and teardown of the channels
     (qpair creation, admin commands, thread start) cancel and what is left is the steady state.
     """
-    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
-        raise RuntimeError("valgrind (callgrind) is not installed")
-    a = _callgrind_engine_once(exe, uri, qdepth, runtimes_ms[0], lat)
-    b = _callgrind_engine_once(exe, uri, qdepth, runtimes_ms[1], lat)
-    dios = b["ios"] - a["ios"]
-    if dios <= 0:
-        raise RuntimeError(f"callgrind runs of {runtimes_ms} ms did not differ in I/Os ({a['ios']}, {b['ios']})")
+    a, b, dios = _two_lengths(lambda ms: _callgrind_engine_once(exe, uri, qdepth, ms, lat), runtimes_ms)
     per = {k: round((b[k] - a[k]) / dios, 1) for k in ("total", "emulator", "driver", "engine")}
     per["doorbells"] = round((b["doorbells"] - a["doorbells"]) / dios, 4)
     return {"per_io": per, "ios": [a["ios"], b["ios"]], "runs": [a, b], "runtimes_ms": list(runtimes_ms)}
@@ -503,36 +496,14 @@ def _clock_reads(tree: str) -> int:
 def callgrind_counts(argv: list[str], toggle: str) -> dict[str, int]:
     """One run of argv under callgrind, collection on inside `toggle` only: the instructions executed, the
     clock reads made (calls of clock_gettime) and the I/Os the program printed (ios=N)."""
-    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
-        raise RuntimeError("valgrind (callgrind) is not installed")
-    with tempfile.TemporaryDirectory() as td:
-        out = Path(td) / "cg.out"
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--toggle-collect={toggle}", *argv]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"callgrind failed: {p.stderr.strip()[-500:]}")
-        ios = int(re.search(r"ios=(\d+)", p.stdout).group(1))
-        ann = subprocess.run(
-            ["callgrind_annotate", "--threshold=100", str(out)], capture_output=True, text=True, check=True
-        ).stdout
-        callers = subprocess.run(
-            ["callgrind_annotate", "--tree=caller", "--threshold=100", str(out)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann, re.M)
-    return {"ios": ios, "instructions": int(m.group(1).replace(",", "")), "clock_reads": _clock_reads(callers)}
+    ios, v = _callgrind(argv, (toggle,), {"excl": EXCL, "callers": CALLERS})
+    return {"ios": ios, "instructions": _program_total(v["excl"]), "clock_reads": _clock_reads(v["callers"])}
 
 
 def callgrind_per_io(argv_of, toggle: str, runtimes_ms: tuple[int, int]) -> dict[str, Any]:
     """Instructions and clock reads per I/O of the steady state: argv_of(runtime_ms) run under callgrind at
     two lengths, the difference divided by the difference in I/Os (set-up and teardown cancel)."""
-    a = callgrind_counts(argv_of(runtimes_ms[0]), toggle)
-    b = callgrind_counts(argv_of(runtimes_ms[1]), toggle)
-    dios = b["ios"] - a["ios"]
-    if dios <= 0:
-        raise RuntimeError(f"callgrind runs of {runtimes_ms} ms did not differ in I/Os ({a['ios']}, {b['ios']})")
+    a, b, dios = _two_lengths(lambda ms: callgrind_counts(argv_of(ms), toggle), runtimes_ms)
     return {
         "instr_per_io": round((b["instructions"] - a["instructions"]) / dios, 2),
         "clock_reads_per_io": round((b["clock_reads"] - a["clock_reads"]) / dios, 5),
