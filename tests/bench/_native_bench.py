@@ -366,19 +366,25 @@ def engine_cache_split(
     return {"per_io": per, "ios": [a["ios"], b["ios"]], "runtimes_ms": list(runtimes_ms), "cache": list(_cache_sim())}
 
 
-def _calls(tree: str, name: str) -> int:
-    """Calls of `name`: the sum of its callers' counts in `callgrind_annotate --tree=caller` output
-    (the "< caller (Nx)" lines above the "* name" line of its block)."""
+def _caller_counts(tree: str, callee: str, skip: str | None = None) -> int:
+    """The sum of the "< caller (Nx)" counts above every "* file:callee" line of `callgrind_annotate
+    --tree=caller` output (callee a regex for the function name), leaving out callers whose line holds skip."""
     lines = tree.splitlines()
     total = 0
     for i, line in enumerate(lines):
-        if re.search(rf"\*\s+\S*:{re.escape(name)}(?: \[|$)", line):
+        if re.search(rf"\*\s+\S*:{callee}(?: \[|$)", line):
             j = i - 1
             while j >= 0 and "<" in lines[j]:
-                c = re.search(r"\(([\d,]+)x\)", lines[j])
-                total += int(c.group(1).replace(",", "")) if c else 0
+                if skip is None or skip not in lines[j]:
+                    c = re.search(r"\(([\d,]+)x\)", lines[j])
+                    total += int(c.group(1).replace(",", "")) if c else 0
                 j -= 1
     return total
+
+
+def _calls(tree: str, name: str) -> int:
+    """Calls of `name` (the sum of its callers' counts in the caller tree)."""
+    return _caller_counts(tree, re.escape(name))
 
 
 def callgrind_engine_split(
@@ -480,17 +486,7 @@ def build_clock_cost(workdir: Path) -> Path:
 def _clock_reads(tree: str) -> int:
     """Calls into clock_gettime from outside the clock's own functions (glibc names it clock_gettime,
     __clock_gettime or __clock_gettime64, one calling the next): the program's clock reads, counted once."""
-    lines = tree.splitlines()
-    total = 0
-    for i, line in enumerate(lines):
-        if re.search(r"\*\s+\S*:\S*clock_gettime\S*(?: \[|$)", line):
-            j = i - 1
-            while j >= 0 and "<" in lines[j]:
-                if "clock_gettime" not in lines[j]:
-                    c = re.search(r"\(([\d,]+)x\)", lines[j])
-                    total += int(c.group(1).replace(",", "")) if c else 0
-                j -= 1
-    return total
+    return _caller_counts(tree, r"\S*clock_gettime\S*", skip="clock_gettime")
 
 
 def callgrind_counts(argv: list[str], toggle: str) -> dict[str, int]:
