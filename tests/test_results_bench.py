@@ -134,9 +134,18 @@ def test_missed_says_by_how_much_and_why() -> None:
         "emulator_instr_per_cmd": 150,
         "qd1_over_qd128_total": 5.0,
         "ndev16_time_per_io_growth": 0.14,
+        "ndev16_time_per_io_growth_data_none": 0.12,
         "ndev16_over_ndev1_instr_total": 1.0,
     }
-    misses = {"ndev16_extra_misses_per_io": {"l2": 11.0, "l2_data_none": 0.5, "l2_by_part": {"emulated_dma": 8.0}}}
+    misses = {
+        "ndev16_extra_misses_per_io": {
+            "l2": 11.0,
+            "l2_data_none": 0.5,
+            "l2_by_part": {"emulated_dma": 8.0},
+            "d1_data_none": 3.0,
+            "d1_by_part_data_none": {"engine": 0.5, "driver": 2.0, "emulator": 0.5},
+        }
+    }
     all_met = {"driver": True, "engine": True, "emulator": True, "qd1_vs_qd128": True, "ndev16_time": True}
     assert bi.missed(rows, all_met, measured, misses) == {}
     m = bi.missed(rows, {**all_met, "qd1_vs_qd128": False, "ndev16_time": False}, measured, misses)
@@ -147,6 +156,7 @@ def test_missed_says_by_how_much_and_why() -> None:
     assert q["of_the_engine_timing_every_command"] == 200
     n = m["ndev16_time"]
     assert n["missed_by_points"] == pytest.approx(0.11) and n["of_them_emulated_dma"] == 8.0
-    assert n["with_no_data_moved"] == 0.5
+    assert n["with_no_data_moved"] == 0.5 and n["time_growth_no_data_moved"] == 0.12
+    assert n["extra_l1d_misses_per_io_no_data_moved"] == 3.0 and n["l1d_by_part_no_data_moved"]["driver"] == 2.0
     m = bi.missed(rows, {**all_met, "driver": False}, {**measured, "driver_instr_per_io": 70}, misses)
     assert m == {"driver": {"measured": 70, "goal": 64, "missed_by": pytest.approx(70 / 64 - 1, abs=1e-4)}}
