@@ -279,6 +279,8 @@ static int worker_setup(struct worker *w)
             c->ch->freel = c->freel;
             c->ch->nfree = &c->nfree;
             c->ch->done = perf_batch_done; /* timed commands and failures only */
+            /* QD 1, where every command is timed: the one-slot pass (perf_internal.h) */
+            c->one = c->qdepth == 1 && perf_lat_sample_every(1) == 1u;
         }
     }
     return 0;
@@ -413,8 +415,11 @@ static void *worker_main(void *arg)
                 c->t_poll = i == 0 ? now : now_ns();
             int n = ops->reap(c->ch, c->qdepth);
             c->t_poll_prev = c->t_poll;
-            if (c->fast && n > 0)
+            if (c->fast && n > 0) {
+                if (c->one && c->nfree != nf0)
+                    perf_one_reaped(w, c);
                 perf_batch_reap(w, c, nf0);
+            }
             if (n < 0) {
                 snprintf(w->err, sizeof(w->err), "device %u: completion error: %s", c->dev, strerror(-n));
                 w->rc = n;
@@ -423,7 +428,7 @@ static void *worker_main(void *arg)
             w->polls++;
             w->empty_polls += n == 0;
             if (!stopping && !c->exhausted) {
-                int rc = c->fast ? perf_batch_refill(w, c) : refill(w, c);
+                int rc = c->one ? perf_one_refill(w, c) : c->fast ? perf_batch_refill(w, c) : refill(w, c);
                 if (rc) {
                     snprintf(w->err, sizeof(w->err), "device %u: submit failed: %s", c->dev, strerror(-rc));
                     w->rc = rc;

@@ -231,3 +231,61 @@ int perf_batch_refill(struct worker *w, struct eng_chan *c)
     }
     return 0;
 }
+
+/* QD 1: the slot (0) is back on the free list; unless a failure ended its timing, a timed command completed. */
+void perf_one_reaped(struct worker *w, struct eng_chan *c)
+{
+    struct eng_slot *s = &c->slots[0];
+    if (!s->t_sub)
+        return;
+    if (w->measuring) {
+        const uint64_t t4 = now_ns();
+        stats_hist_add(w->hist, t4 - s->t_sub);
+        if (s->t2) /* stamped for the breakdown */
+            perf_bd_record(w, c, s, t4);
+    }
+    bd_ended(c, s);
+    s->t_sub = 0;
+    c->lat_pending--;
+}
+
+int perf_one_refill(struct worker *w, struct eng_chan *c)
+{
+    if (!c->nfree)
+        return 0;
+    const struct engine *e = w->e;
+    const struct range *r = &e->rg[c->dev];
+    const enum perf_pattern pat = e->cfg.pattern;
+    uint64_t pos;
+    if (pat == PERF_PAT_READ || pat == PERF_PAT_WRITE) {
+        pos = c->seq_next++;
+        if (c->seq_next >= r->nblocks)
+            c->seq_next = 0;
+    } else {
+        pos = rng_below(&w->rng, r->nblocks);
+    }
+    const perf_sub sub = {.slba = r->lba0 + pos * r->align_lbas, .buf = c->bufp[0], .arg = c->ch->cookie[0]};
+    c->nfree = 0;
+    if (w->lat) { /* every command (one in perf_lat_sample_every(1) == 1) */
+        c->slots[0].t_sub = now_ns();
+        c->lat_pending++;
+        bd_timed(c, 0);
+    }
+    const int stamp = c->nawait != 0; /* as in perf_batch_refill: t1 between the submit and the kick */
+    const int q =
+        e->t->ops->submit_many(c->ch, &sub, 1, r->nlb, pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE, !stamp);
+    if (q <= 0) {
+        if (q == 0) /* not queued (queue full): back to the free list, untimed */
+            unqueue(c, 0, 1);
+        return q;
+    }
+    c->outstanding++;
+    if (stamp) {
+        bd_stamp_submitted(c);
+        const int rc = e->t->ops->kick(c->ch, 0);
+        if (rc)
+            return rc;
+        bd_stamp_kicked(c);
+    }
+    return 0;
+}

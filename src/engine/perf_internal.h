@@ -58,6 +58,7 @@ struct eng_chan {
     int verify;                            /* the run verifies reads */
     int slow_done;                         /* verify or latency sampling: completions take eng_done_slow */
     int fast;                              /* PERF_TGT_FREEL batch path: successes pushed to freel by reap */
+    int one;                               /* fast at QD 1: the one-slot pass (perf_one_refill, perf_one_reaped) */
     uint32_t nerr;                         /* fast: completions of this reap that went through eng_done */
     uint32_t lat_left;                     /* commands until the next latency sample */
     uint32_t lat_pending;                  /* sampled commands in flight */
@@ -255,5 +256,13 @@ static inline void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_
 }
 /* done() of a batch-path channel: a timed command or a failure. */
 void perf_batch_done(struct perf_chan *ch, uint32_t slot, int status);
+
+/* QD 1 (c->one: a batch-path channel of one slot, where every command is timed: perf_lat_sample_every(1) == 1).
+ * The batch path's work for one command without its batch bookkeeping: perf_one_refill draws the command, reads
+ * t0 and hands it to submit_many (n = 1: the backend's one-command call with its doorbell); its cookie is the
+ * slot's plain one, so a success comes back on the free list like an untimed one and perf_one_reaped, after the
+ * reap, takes its latency (t4) instead of done(); a failure still goes through done(), which ends its timing. */
+int perf_one_refill(struct worker *w, struct eng_chan *c);
+void perf_one_reaped(struct worker *w, struct eng_chan *c);
 
 #endif /* NVMELAB_ENGINE_PERF_INTERNAL_H */

@@ -261,6 +261,10 @@ static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_
     }
     /* without the engine's free list (not PERF_TGT_FREEL's caller) every completion goes through done() */
     const nvme_cb cb = ch->freel ? pchan_cb_freel : pchan_cb;
+    if (n == 1 && kick) { /* QD 1: one command and its doorbell in one driver call */
+        const int rc = nvme_qpair_submit_one(c->qp, c->ns, op, nlb, subs, cb);
+        return rc == 0 ? 1 : rc == -EBUSY ? 0 : rc;
+    }
     uint32_t queued;
     int rc = nvme_qpair_submit_many(c->qp, c->ns, op, nlb, subs, n, cb, &queued);
     if (kick)
@@ -286,7 +290,9 @@ static int pchan_reap(struct perf_chan *ch, uint32_t max)
      * calling pchan_cb_freel for each; their slots go onto the engine's free list here (a timed command's
      * through done()) */
     uint32_t k;
-    int n = nvme_qpair_poll_collect(c->qp, max, pchan_cb_freel, c->collected, &k);
+    /* a queue of one (QD 1): the driver's one-completion poll */
+    int n = c->qdepth == 1 ? nvme_qpair_poll_one(c->qp, pchan_cb_freel, c->collected, &k)
+                           : nvme_qpair_poll_collect(c->qp, max, pchan_cb_freel, c->collected, &k);
     uint32_t *const freel = ch->freel;
     uint32_t nfree = *ch->nfree;
     /* an argument's index in args is its slot, or qdepth + its slot for a timed command (notify): computed

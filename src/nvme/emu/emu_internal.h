@@ -347,6 +347,9 @@ bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq);
 
 /* io.c */
 void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq);
+/* The SQ tail doorbell's entry (io.c): one new Read/Write on a fast-path queue executed and posted at once (QD 1),
+ * anything else through emu_sq_service. */
+void emu_sq_doorbell(struct emu_ctrl *c, struct emu_sq *sq);
 void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq);
 void emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now);
 /* complete a command: post now (or hold when the CQ is full / model says later) */
