@@ -232,23 +232,6 @@ int perf_batch_refill(struct worker *w, struct eng_chan *c)
     return 0;
 }
 
-/* QD 1: the slot (0) is back on the free list; unless a failure ended its timing, a timed command completed. */
-void perf_one_reaped(struct worker *w, struct eng_chan *c)
-{
-    struct eng_slot *s = &c->slots[0];
-    if (!s->t_sub)
-        return;
-    if (w->measuring) {
-        const uint64_t t4 = now_ns();
-        stats_hist_add(w->hist, t4 - s->t_sub);
-        if (s->t2) /* stamped for the breakdown */
-            perf_bd_record(w, c, s, t4);
-    }
-    bd_ended(c, s);
-    s->t_sub = 0;
-    c->lat_pending--;
-}
-
 int perf_one_refill(struct worker *w, struct eng_chan *c)
 {
     if (!c->nfree)

@@ -263,6 +263,21 @@ void perf_batch_done(struct perf_chan *ch, uint32_t slot, int status);
  * slot's plain one, so a success comes back on the free list like an untimed one and perf_one_reaped, after the
  * reap, takes its latency (t4) instead of done(); a failure still goes through done(), which ends its timing. */
 int perf_one_refill(struct worker *w, struct eng_chan *c);
-void perf_one_reaped(struct worker *w, struct eng_chan *c);
+/* QD 1: the slot (0) is back on the free list; unless a failure ended its timing, a timed command completed. */
+static inline void perf_one_reaped(struct worker *w, struct eng_chan *c)
+{
+    struct eng_slot *s = &c->slots[0];
+    if (!s->t_sub)
+        return;
+    if (w->measuring) {
+        const uint64_t t4 = now_ns();
+        stats_hist_add(w->hist, t4 - s->t_sub);
+        if (s->t2) /* stamped for the breakdown */
+            perf_bd_record(w, c, s, t4);
+    }
+    bd_ended(c, s);
+    s->t_sub = 0;
+    c->lat_pending--;
+}
 
 #endif /* NVMELAB_ENGINE_PERF_INTERNAL_H */

@@ -244,6 +244,10 @@ static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_
 {
     struct nvme_pchan *c = (struct nvme_pchan *)ch;
     const uint8_t op = write ? NVME_CMD_WRITE : NVME_CMD_READ;
+    if (n == 1 && kick && ch->freel && nlb <= c->max_nlb) { /* QD 1: one command and its doorbell in one call */
+        const int rc = nvme_qpair_submit_one(c->qp, c->ns, op, nlb, subs, pchan_cb_freel);
+        return rc == 0 ? 1 : rc == -EBUSY ? 0 : rc;
+    }
     if (__builtin_expect(nlb > c->max_nlb, 0)) {
         for (uint32_t i = 0; i < n; i++) {
             const struct slot_arg *a = subs[i].arg;
@@ -261,10 +265,6 @@ static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_
     }
     /* without the engine's free list (not PERF_TGT_FREEL's caller) every completion goes through done() */
     const nvme_cb cb = ch->freel ? pchan_cb_freel : pchan_cb;
-    if (n == 1 && kick) { /* QD 1: one command and its doorbell in one driver call */
-        const int rc = nvme_qpair_submit_one(c->qp, c->ns, op, nlb, subs, cb);
-        return rc == 0 ? 1 : rc == -EBUSY ? 0 : rc;
-    }
     uint32_t queued;
     int rc = nvme_qpair_submit_many(c->qp, c->ns, op, nlb, subs, n, cb, &queued);
     if (kick)
@@ -284,15 +284,25 @@ static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
 static int pchan_reap(struct perf_chan *ch, uint32_t max)
 {
     struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    if (c->qdepth == 1 && ch->freel && max) { /* a queue of one (QD 1): the driver's one-completion poll */
+        void *arg;
+        uint32_t k;
+        const int n = nvme_qpair_poll_one(c->qp, pchan_cb_freel, &arg, &k);
+        if (k) { /* args[0]: onto the free list; args[1] (notify): through done() */
+            if (__builtin_expect(arg != &c->args[0], 0))
+                ch->done(ch, 0, 0);
+            else
+                ch->freel[(*ch->nfree)++] = 0;
+        }
+        return n;
+    }
     if (!ch->freel || max == 0 || max > c->qdepth)
         return nvme_qpair_poll(c->qp, max);
     /* PERF_TGT_FREEL: the driver collects the successful completions of submit_many's commands instead of
      * calling pchan_cb_freel for each; their slots go onto the engine's free list here (a timed command's
      * through done()) */
     uint32_t k;
-    /* a queue of one (QD 1): the driver's one-completion poll */
-    int n = c->qdepth == 1 ? nvme_qpair_poll_one(c->qp, pchan_cb_freel, c->collected, &k)
-                           : nvme_qpair_poll_collect(c->qp, max, pchan_cb_freel, c->collected, &k);
+    int n = nvme_qpair_poll_collect(c->qp, max, pchan_cb_freel, c->collected, &k);
     uint32_t *const freel = ch->freel;
     uint32_t nfree = *ch->nfree;
     /* an argument's index in args is its slot, or qdepth + its slot for a timed command (notify): computed

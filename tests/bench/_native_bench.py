@@ -234,7 +234,13 @@ def callgrind_split(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> d
 
 #: Entry points of the three parts in a perf-engine run (engine_loop.c): the driver's public hot-path
 #: calls, the emulator behind the BAR ops, and the engine's completion callback the driver calls back.
-ENGINE_DRIVER_ENTRIES = ("nvme_qpair_submit_many", "nvme_qpair_poll_collect", *DRIVER_ENTRIES)
+ENGINE_DRIVER_ENTRIES = (
+    "nvme_qpair_submit_many",
+    "nvme_qpair_poll_collect",
+    "nvme_qpair_submit_one",
+    "nvme_qpair_poll_one",
+    *DRIVER_ENTRIES,
+)
 ENGINE_CALLBACKS = ("pchan_cb", "pchan_cb_freel")
 
 
