@@ -148,15 +148,15 @@ struct rw_batch {
     struct emu_ns *ns_last;
 };
 
-/* Not in the remembered window: look it up in the DMA map and remember it. */
-static __attribute__((noinline)) bool prp1_window(struct rw_batch *b, uint64_t prp1, uint64_t len)
+/* Not in the remembered window: look it up in the DMA map (the window, or an empty one when there is none). By
+ * value, so that the batch's state need not be in memory: the fast path keeps it in registers. */
+static __attribute__((noinline)) struct emu_dma_win prp1_window(const struct nvme_emu_set *set, uint64_t prp1,
+                                                                uint64_t len)
 {
     struct emu_dma_win w;
-    if (!emu_dma_window(b->set, prp1, len, &w))
-        return false;
-    b->win_lo = w.lo;
-    b->win_hi = w.hi;
-    return true;
+    if (!emu_dma_window(set, prp1, len, &w))
+        w.lo = w.hi = 0;
+    return w;
 }
 
 /* len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE), i.e. the transfer ends in PRP1's page, and the page's
@@ -167,7 +167,12 @@ static inline bool prp1_direct(struct rw_batch *b, uint64_t prp1, uint64_t len)
         return false;
     if (EMU_LIKELY(prp1 >= b->win_lo && prp1 < b->win_hi && prp1 + len <= b->win_hi))
         return true;
-    return prp1_window(b, prp1, len);
+    const struct emu_dma_win w = prp1_window(b->set, prp1, len);
+    if (w.lo == w.hi)
+        return false;
+    b->win_lo = w.lo;
+    b->win_hi = w.hi;
+    return true;
 }
 
 /* Read/Write on the fast path: every check io_exec makes (cmd_rules.h); for the common transfer that fits
