@@ -280,7 +280,7 @@ static int worker_setup(struct worker *w)
             c->ch->nfree = &c->nfree;
             c->ch->done = perf_batch_done; /* timed commands and failures only */
             /* QD 1, where every command is timed: the one-slot pass (perf_internal.h) */
-            c->one = c->qdepth == 1 && perf_lat_sample_every(1) == 1u;
+            c->one = c->qdepth == 1 && perf_lat_sample_every(1) == 1u && e->t->ops->submit1;
         }
     }
     return 0;
@@ -416,7 +416,7 @@ static void *worker_main(void *arg)
             int n = ops->reap(c->ch, c->qdepth);
             c->t_poll_prev = c->t_poll;
             if (c->fast && n > 0) {
-                if (c->one && c->nfree != nf0)
+                if (__builtin_expect(c->one, 0) && c->nfree != nf0)
                     perf_one_reaped(w, c);
                 perf_batch_reap(w, c, nf0);
             }

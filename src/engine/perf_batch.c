@@ -254,19 +254,25 @@ int perf_one_refill(struct worker *w, struct eng_chan *c)
         c->lat_pending++;
         bd_timed(c, 0);
     }
-    const int stamp = c->nawait != 0; /* as in perf_batch_refill: t1 between the submit and the kick */
-    const int q =
-        e->t->ops->submit_many(c->ch, &sub, 1, r->nlb, pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE, !stamp);
-    if (q <= 0) {
-        if (q == 0) /* not queued (queue full): back to the free list, untimed */
-            unqueue(c, 0, 1);
-        return q;
+    const int write = pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE;
+    const int stamp = c->nawait != 0;
+    int rc;
+    if (__builtin_expect(!stamp, 1)) {
+        rc = e->t->ops->submit1(c->ch, &sub, r->nlb, write); /* with its doorbell */
+    } else { /* stamped for the breakdown: queued without the kick, t1 between the two (as perf_batch_refill) */
+        const int q = e->t->ops->submit_many(c->ch, &sub, 1, r->nlb, write, 0);
+        rc = q == 1 ? 0 : q == 0 ? -EBUSY : q;
+    }
+    if (rc) {
+        if (rc != -EBUSY)
+            return rc;
+        unqueue(c, 0, 1); /* not queued (queue full): back to the free list, untimed */
+        return 0;
     }
     c->outstanding++;
     if (stamp) {
         bd_stamp_submitted(c);
-        const int rc = e->t->ops->kick(c->ch, 0);
-        if (rc)
+        if ((rc = e->t->ops->kick(c->ch, 0)))
             return rc;
         bd_stamp_kicked(c);
     }

@@ -259,7 +259,7 @@ void perf_batch_done(struct perf_chan *ch, uint32_t slot, int status);
 
 /* QD 1 (c->one: a batch-path channel of one slot, where every command is timed: perf_lat_sample_every(1) == 1).
  * The batch path's work for one command without its batch bookkeeping: perf_one_refill draws the command, reads
- * t0 and hands it to submit_many (n = 1: the backend's one-command call with its doorbell); its cookie is the
+ * t0 and hands it to the backend's submit1 (one call with its doorbell; needs the op); its cookie is the
  * slot's plain one, so a success comes back on the free list like an untimed one and perf_one_reaped, after the
  * reap, takes its latency (t4) instead of done(); a failure still goes through done(), which ends its timing. */
 int perf_one_refill(struct worker *w, struct eng_chan *c);

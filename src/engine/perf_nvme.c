@@ -244,10 +244,6 @@ static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_
 {
     struct nvme_pchan *c = (struct nvme_pchan *)ch;
     const uint8_t op = write ? NVME_CMD_WRITE : NVME_CMD_READ;
-    if (n == 1 && kick && ch->freel && nlb <= c->max_nlb) { /* QD 1: one command and its doorbell in one call */
-        const int rc = nvme_qpair_submit_one(c->qp, c->ns, op, nlb, subs, pchan_cb_freel);
-        return rc == 0 ? 1 : rc == -EBUSY ? 0 : rc;
-    }
     if (__builtin_expect(nlb > c->max_nlb, 0)) {
         for (uint32_t i = 0; i < n; i++) {
             const struct slot_arg *a = subs[i].arg;
@@ -272,6 +268,18 @@ static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_
     if (__builtin_expect(rc != 0, 0) && rc != -EBUSY)
         return rc;
     return (int)queued;
+}
+
+/* QD 1: the driver's one-command call with its doorbell (a tail call); a slot split over several commands goes
+ * through submit_many. */
+static int pchan_submit1(struct perf_chan *ch, const perf_sub *sub, uint32_t nlb, int write)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    if (__builtin_expect(nlb > c->max_nlb || !ch->freel, 0)) {
+        const int q = pchan_submit_many(ch, sub, 1, nlb, write, 1);
+        return q == 1 ? 0 : q == 0 ? -EBUSY : q;
+    }
+    return nvme_qpair_submit_one(c->qp, c->ns, write ? NVME_CMD_WRITE : NVME_CMD_READ, nlb, sub, pchan_cb_freel);
 }
 
 static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
@@ -354,6 +362,7 @@ static const struct perf_backend_ops nvme_perf_ops = {
     .chan_buf = pchan_buf,
     .submit = pchan_submit,
     .submit_many = pchan_submit_many,
+    .submit1 = pchan_submit1,
     .kick = pchan_kick,
     .reap = pchan_reap,
     .destroy = pctx_destroy,

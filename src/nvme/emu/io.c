@@ -148,15 +148,15 @@ struct rw_batch {
     struct emu_ns *ns_last;
 };
 
-/* Not in the remembered window: look it up in the DMA map (the window, or an empty one when there is none). By
- * value, so that the batch's state need not be in memory: the fast path keeps it in registers. */
-static __attribute__((noinline)) struct emu_dma_win prp1_window(const struct nvme_emu_set *set, uint64_t prp1,
-                                                                uint64_t len)
+/* Not in the remembered window: look it up in the DMA map and remember it. */
+static __attribute__((noinline)) bool prp1_window(struct rw_batch *b, uint64_t prp1, uint64_t len)
 {
     struct emu_dma_win w;
-    if (!emu_dma_window(set, prp1, len, &w))
-        w.lo = w.hi = 0;
-    return w;
+    if (!emu_dma_window(b->set, prp1, len, &w))
+        return false;
+    b->win_lo = w.lo;
+    b->win_hi = w.hi;
+    return true;
 }
 
 /* len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE), i.e. the transfer ends in PRP1's page, and the page's
@@ -167,12 +167,7 @@ static inline bool prp1_direct(struct rw_batch *b, uint64_t prp1, uint64_t len)
         return false;
     if (EMU_LIKELY(prp1 >= b->win_lo && prp1 < b->win_hi && prp1 + len <= b->win_hi))
         return true;
-    const struct emu_dma_win w = prp1_window(b->set, prp1, len);
-    if (w.lo == w.hi)
-        return false;
-    b->win_lo = w.lo;
-    b->win_hi = w.hi;
-    return true;
+    return prp1_window(b, prp1, len);
 }
 
 /* Read/Write on the fast path: every check io_exec makes (cmd_rules.h); for the common transfer that fits
@@ -494,18 +489,18 @@ void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq)
     }
 }
 
-/* The SQ tail doorbell. One new Read/Write on a queue the fast path serves (its conditions as in
- * emu_sq_service: fast_cfg, an I/O queue alone on its CQ, nothing held, no fault armed, the rings checked
- * against the current DMA windows) with room in the CQ: executed and posted here without the service's set-up
- * (QD 1's doorbell); its accounting as the service's fast path keeps it (a success: one counter a direction and
- * the bytes; a failure: fetched, completed, errors). Anything else goes to emu_sq_service. */
-void emu_sq_doorbell(struct emu_ctrl *c, struct emu_sq *sq)
+/* One new Read/Write on a queue the fast path serves (its conditions as in emu_sq_service: fast_cfg, an I/O queue
+ * alone on its CQ, nothing held, no fault armed, the rings checked against the current DMA windows) with room in
+ * the CQ: executed and posted here without the service's set-up (QD 1's doorbell: emu_sq_doorbell); its
+ * accounting as the service's fast path keeps it (a success: one counter a direction and the bytes; a failure:
+ * fetched, completed, errors). Anything else goes to emu_sq_service. */
+void emu_sq_one(struct emu_ctrl *c, struct emu_sq *sq)
 {
     const uint32_t head = sq->head, next = head + 1u == sq->size ? 0 : head + 1u;
     struct emu_cq *const cq = sq->cq;
     const uint32_t ctail = cq->tail, cnext = ctail + 1u == cq->size ? 0 : ctail + 1u;
     const struct nvme_sqe *cmd = (const struct nvme_sqe *)(uintptr_t)&sq->ring[head];
-    if (EMU_LIKELY(next == sq->tail && cnext != cq->head && c->fast_cfg && sq->id && !sq->nheap && cq->nsq == 1 &&
+    if (EMU_LIKELY(cnext != cq->head && c->fast_cfg && sq->id && !sq->nheap && cq->nsq == 1 &&
                    !atomic_load_explicit(&c->cfs, memory_order_relaxed) &&
                    sq->ring_gen == atomic_load_explicit(&c->set->dma_gen, memory_order_relaxed) &&
                    !atomic_load_explicit(&c->nfaults, memory_order_relaxed))) {
