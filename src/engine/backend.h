@@ -99,6 +99,9 @@ struct perf_backend_ops {
     void (*wake)(struct perf_chan *ch);
     /* Deliver up to max completions through ch->done; returns the count or <0. */
     int (*reap)(struct perf_chan *ch, uint32_t max);
+    /* Optional (PERF_TGT_FREEL; the engine's QD-1 pass): reap for a channel of one slot (max is 1), with the
+     * backend's one-completion poll. */
+    int (*reap1)(struct perf_chan *ch, uint32_t max);
     void (*destroy)(void *ctx);
     /* Cold path, for tests and fault injection: write len bytes (a whole number of
      * LBAs) at slba of device dev synchronously. 0 or <0; NVMe status as > 0. */

@@ -236,6 +236,18 @@ int perf_one_refill(struct worker *w, struct eng_chan *c)
 {
     if (!c->nfree)
         return 0;
+    struct eng_slot *const s = &c->slots[0];
+    if (s->t_sub) { /* the timed command in the slot completed (a failure's done() zeroed t_sub) */
+        if (w->measuring) {
+            const uint64_t t4 = now_ns();
+            stats_hist_add(w->hist, t4 - s->t_sub);
+            if (s->t2) /* stamped for the breakdown */
+                perf_bd_record(w, c, s, t4);
+        }
+        bd_ended(c, s);
+        s->t_sub = 0;
+        c->lat_pending--;
+    }
     const struct engine *e = w->e;
     const struct range *r = &e->rg[c->dev];
     const enum perf_pattern pat = e->cfg.pattern;
@@ -250,7 +262,7 @@ int perf_one_refill(struct worker *w, struct eng_chan *c)
     const perf_sub sub = {.slba = r->lba0 + pos * r->align_lbas, .buf = c->bufp[0], .arg = c->ch->cookie[0]};
     c->nfree = 0;
     if (w->lat) { /* every command (one in perf_lat_sample_every(1) == 1) */
-        c->slots[0].t_sub = now_ns();
+        s->t_sub = now_ns();
         c->lat_pending++;
         bd_timed(c, 0);
     }

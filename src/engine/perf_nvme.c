@@ -292,18 +292,6 @@ static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
 static int pchan_reap(struct perf_chan *ch, uint32_t max)
 {
     struct nvme_pchan *c = (struct nvme_pchan *)ch;
-    if (c->qdepth == 1 && ch->freel && max) { /* a queue of one (QD 1): the driver's one-completion poll */
-        void *arg;
-        uint32_t k;
-        const int n = nvme_qpair_poll_one(c->qp, pchan_cb_freel, &arg, &k);
-        if (k) { /* args[0]: onto the free list; args[1] (notify): through done() */
-            if (__builtin_expect(arg != &c->args[0], 0))
-                ch->done(ch, 0, 0);
-            else
-                ch->freel[(*ch->nfree)++] = 0;
-        }
-        return n;
-    }
     if (!ch->freel || max == 0 || max > c->qdepth)
         return nvme_qpair_poll(c->qp, max);
     /* PERF_TGT_FREEL: the driver collects the successful completions of submit_many's commands instead of
@@ -329,6 +317,24 @@ static int pchan_reap(struct perf_chan *ch, uint32_t max)
         }
     }
     *ch->nfree = nfree;
+    return n;
+}
+
+/* QD 1 (PERF_TGT_FREEL): the driver's one-completion poll; its collected argument as pchan_reap takes one. */
+static int pchan_reap1(struct perf_chan *ch, uint32_t max)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    (void)max;
+    void *arg;
+    uint32_t k;
+    const int n = nvme_qpair_poll_one(c->qp, pchan_cb_freel, &arg, &k);
+    if (k) {
+        const uint32_t idx = (uint32_t)(((uintptr_t)arg - (uintptr_t)c->args) >> SLOT_ARG_SHIFT);
+        if (__builtin_expect(idx >= c->qdepth, 0))
+            ch->done(ch, idx - c->qdepth, 0); /* a timed command's cookie (notify) */
+        else
+            ch->freel[(*ch->nfree)++] = idx;
+    }
     return n;
 }
 
@@ -365,6 +371,7 @@ static const struct perf_backend_ops nvme_perf_ops = {
     .submit1 = pchan_submit1,
     .kick = pchan_kick,
     .reap = pchan_reap,
+    .reap1 = pchan_reap1,
     .destroy = pctx_destroy,
     .write_sync = pctx_write_sync,
 };
