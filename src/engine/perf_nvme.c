@@ -3,12 +3,11 @@
  *
  * One device = the first active namespace of one controller (or namespace opts.nsid).
  * One channel = one I/O qpair (depth qdepth + 1, the N-1 rule) with one DMA buffer
- * of qdepth slots. Hot path: nvme_qpair_submit / nvme_qpair_ring / nvme_qpair_poll,
- * no system calls, no locks (opening and closing channels is serialised; cold path
- * only). A slot larger than the controller's transfer limit (blksum's chunks) is
- * split into several commands and completes when all of them have; the qpair is
- * then deep enough for qdepth such slots where the controller allows it, else
- * submit() answers -EBUSY until parts complete. */
+ * of qdepth slots. Hot path: nvme_qpair_submit_many / nvme_qpair_poll_collect (at QD 1
+ * the one-command pair submit_one / poll_one: submit1, reap1), no system calls, no locks
+ * (opening and closing channels is serialised; cold path only). A slot larger than the controller's transfer limit
+ * (blksum's chunks) is split into several commands and completes when all of them have; the qpair is then deep enough
+ * for qdepth such slots where the controller allows it, else submit() answers -EBUSY until parts complete. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

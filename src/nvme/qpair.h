@@ -25,7 +25,10 @@
  * first entry that is not new; the sentinel after the last entry never is, so the loop has no end-of-ring test.
  *
  * Key functions: nvme_qpair_setup (rings + trackers over a fresh DMA block), nvme_qpair_teardown,
- * nvme_qpair_reset_rings (after a controller reset, for the admin queue), nvme_clock_ticks.
+ * nvme_qpair_reset_rings (after a controller reset, for the admin queue), nvme_clock_ticks; the doorbells as
+ * small inline functions (nvme_qpair_sq_ring, nvme_qpair_cq_ring: one MMIO access each) and the poll's expiry
+ * clock (nvme_qpair_clock_check), shared by qpair.c and qpair_batch.c (submit_many, and the QD-1 pair
+ * nvme_qpair_submit_one / nvme_qpair_poll_one).
  *
  * Caveats: no locks; one thread per qpair. The clock is the TSC on x86-64 (cntvct on aarch64), read by every
  * poll that delivers nothing and by every NVME_POLL_CLOCK_EVERY-th poll that delivers something (so a command
