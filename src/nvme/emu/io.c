@@ -159,21 +159,32 @@ static __attribute__((noinline)) bool prp1_window(struct rw_batch *b, uint64_t p
     return true;
 }
 
+/* emu_sq_one's look-up: the window PRP1 lies in becomes the queue's (none: it keeps its own). */
+static __attribute__((noinline)) void sq_window(const struct nvme_emu_set *set, struct emu_sq *sq, uint64_t prp1)
+{
+    struct emu_dma_win w;
+    if (emu_dma_window(set, prp1, 1, &w)) {
+        sq->win_lo = w.lo;
+        sq->win_hi = w.hi;
+    }
+}
+
 /* len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE), i.e. the transfer ends in PRP1's page, and the page's
  * bytes [prp1, prp1 + len) lie in one DMA window (prp1 < win_hi rules out a wrap of prp1 + len) */
-static inline bool prp1_direct(struct rw_batch *b, uint64_t prp1, uint64_t len)
+static inline bool prp1_direct(struct rw_batch *b, uint64_t prp1, uint64_t len, const bool look_up)
 {
     if ((prp1 & (EMU_PAGE_SIZE - 1u)) + len > EMU_PAGE_SIZE)
         return false;
     if (EMU_LIKELY(prp1 >= b->win_lo && prp1 < b->win_hi && prp1 + len <= b->win_hi))
         return true;
-    return prp1_window(b, prp1, len);
+    return look_up && prp1_window(b, prp1, len);
 }
 
 /* Read/Write on the fast path: every check io_exec makes (cmd_rules.h); for the common transfer that fits
  * in PRP1's page (prp1_direct) no PRP walk, and with data the namespace is read or written in place
  * (seg_read/seg_write's work without their indirection). */
-static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const struct nvme_sqe *cmd, uint64_t *bytes)
+static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const struct nvme_sqe *cmd, uint64_t *bytes,
+                               const bool look_up)
 {
     const bool data = b->data;
     uint64_t slba, nlb;
@@ -195,7 +206,7 @@ static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const str
     if (EMU_UNLIKELY(len > b->mdts_max))
         return nvme_cr_mdts(len, b->mdts);
     const uint64_t prp1 = cmd->prp1;
-    if (EMU_UNLIKELY(!prp1_direct(b, prp1, len))) {
+    if (EMU_UNLIKELY(!prp1_direct(b, prp1, len, look_up))) {
         struct xfer x = {ns, slba << ns->lba_shift, NULL};
         emu_seg_fn fn = !data ? NULL : cmd->opc == NVME_CMD_READ ? seg_read : seg_write;
         if ((st = emu_prp_walk(c->set, prp1, cmd->prp2, len, fn, &x)))
@@ -407,10 +418,10 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             const uint16_t cid = cmd->cid;
             uint16_t st;
             if (EMU_LIKELY(opc == NVME_CMD_READ)) {
-                if (!(st = rw_fast(c, &b, cmd, &bytes)))
+                if (!(st = rw_fast(c, &b, cmd, &bytes, true)))
                     rd++, rdb += bytes;
             } else if (opc == NVME_CMD_WRITE) {
-                if (!(st = rw_fast(c, &b, cmd, &bytes)))
+                if (!(st = rw_fast(c, &b, cmd, &bytes, true)))
                     wr++, wrb += bytes;
             } else {
                 struct nvme_sqe copy = *cmd;
@@ -509,11 +520,14 @@ void emu_sq_one(struct emu_ctrl *c, struct emu_sq *sq)
         const uint8_t opc = cmd->opc;
         if (EMU_LIKELY(opc == NVME_CMD_READ || opc == NVME_CMD_WRITE)) {
             const uint16_t cid = cmd->cid;
+            /* the window looked up here, before the batch state is built, so that rw_fast need not take its
+             * address (the state then stays in registers) */
+            const uint64_t prp1 = cmd->prp1;
+            if (EMU_UNLIKELY(prp1 < sq->win_lo || prp1 >= sq->win_hi))
+                sq_window(c->set, sq, prp1);
             struct rw_batch b = rw_batch_of(c, sq);
             uint64_t bytes = 0;
-            const uint16_t st = rw_fast(c, &b, cmd, &bytes);
-            sq->win_lo = b.win_lo;
-            sq->win_hi = b.win_hi;
+            const uint16_t st = rw_fast(c, &b, cmd, &bytes, false);
             sq->head = next;
             cqe_store((struct nvme_cqe *)&cq->ring[ctail], ((uint64_t)sq->id << 16) | ((uint64_t)cq->phase << 48) |
                                                                next | ((uint64_t)cid << 32) | ((uint64_t)st << 48));
