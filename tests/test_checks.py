@@ -210,6 +210,10 @@ def test_perf_record_carries_the_checks():
         assert rec["checks_ok"] is True, (qd, checks.failed_checks(rec))
         assert c["completions"]["ok"] is True and c["kernel_ran"]["ok"] is None and c["payload"]["ok"] is None
         assert checks.LITTLE_MIN <= c["littles_law"]["value"] <= checks.LITTLE_MAX
+        if qd == 1:  # the one-slot pass (perf_internal.h c->one): every command timed, the breakdown stamped
+            lat = rec["lat_ns"]
+            assert lat["sample_every"] == 1 and abs(lat["count"] - rec["ios"]) <= 2, (lat, rec["ios"])
+            assert rec["breakdown"]["sample_every"] == _native.bd_sample_every(1) and rec["breakdown"]["samples"] > 0
     v = perf.run(
         target="emu://?profile=null&nsze=4MiB", rw="randread", iosize=4096, qdepth=4, runtime=0.1, warmup=0, verify=True
     )

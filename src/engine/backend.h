@@ -87,6 +87,9 @@ struct perf_backend_ops {
      * kick != 0: then make them visible as kick(ch, 0) would (one call instead of two; an error of the kick
      * is returned as < 0 after the commands were queued). */
     int (*submit_many)(struct perf_chan *ch, const perf_sub *subs, uint32_t n, uint32_t nlb, int write, int kick);
+    /* Optional (PERF_TGT_FREEL; the engine's QD-1 pass): submit_many of the one command sub with kick, in one call
+     * that can pass straight on to the driver: 0 queued (and made visible), -EBUSY not queued (full), < 0 error. */
+    int (*submit1)(struct perf_chan *ch, const perf_sub *sub, uint32_t nlb, int write);
     /* Make queued commands visible (doorbell / io_uring_enter); wait_min > 0 lets a
      * blocking backend sleep until that many completions are ready. */
     int (*kick)(struct perf_chan *ch, uint32_t wait_min);
@@ -96,6 +99,9 @@ struct perf_backend_ops {
     void (*wake)(struct perf_chan *ch);
     /* Deliver up to max completions through ch->done; returns the count or <0. */
     int (*reap)(struct perf_chan *ch, uint32_t max);
+    /* Optional (PERF_TGT_FREEL; the engine's QD-1 pass): reap for a channel of one slot (max is 1), with the
+     * backend's one-completion poll. */
+    int (*reap1)(struct perf_chan *ch, uint32_t max);
     void (*destroy)(void *ctx);
     /* Cold path, for tests and fault injection: write len bytes (a whole number of
      * LBAs) at slba of device dev synchronously. 0 or <0; NVMe status as > 0. */

@@ -279,7 +279,11 @@ static int worker_setup(struct worker *w)
             c->ch->freel = c->freel;
             c->ch->nfree = &c->nfree;
             c->ch->done = perf_batch_done; /* timed commands and failures only */
+            /* QD 1, where every command is timed: the one-slot pass (perf_internal.h) */
+            c->one = c->qdepth == 1 && perf_lat_sample_every(1) == 1u && e->t->ops->submit1 && e->t->ops->reap1;
         }
+        c->reap = c->one ? e->t->ops->reap1 : e->t->ops->reap;
+        c->refill = c->one ? perf_one_refill : c->fast ? perf_batch_refill : refill;
     }
     return 0;
 }
@@ -411,7 +415,7 @@ static void *worker_main(void *arg)
             const uint32_t nf0 = c->nfree;
             if (c->bd_pending) /* breakdown: t3 of what this reap sees (the loop's fresh clock read for the first) */
                 c->t_poll = i == 0 ? now : now_ns();
-            int n = ops->reap(c->ch, c->qdepth);
+            int n = c->reap(c->ch, c->qdepth);
             c->t_poll_prev = c->t_poll;
             if (c->fast && n > 0)
                 perf_batch_reap(w, c, nf0);
@@ -423,7 +427,7 @@ static void *worker_main(void *arg)
             w->polls++;
             w->empty_polls += n == 0;
             if (!stopping && !c->exhausted) {
-                int rc = c->fast ? perf_batch_refill(w, c) : refill(w, c);
+                int rc = c->refill(w, c);
                 if (rc) {
                     snprintf(w->err, sizeof(w->err), "device %u: submit failed: %s", c->dev, strerror(-rc));
                     w->rc = rc;

@@ -231,3 +231,62 @@ int perf_batch_refill(struct worker *w, struct eng_chan *c)
     }
     return 0;
 }
+
+int perf_one_refill(struct worker *w, struct eng_chan *c)
+{
+    if (!c->nfree)
+        return 0;
+    struct eng_slot *const s = &c->slots[0];
+    if (s->t_sub) { /* the timed command in the slot completed (a failure's done() zeroed t_sub) */
+        if (w->measuring) {
+            const uint64_t t4 = now_ns();
+            stats_hist_add(w->hist, t4 - s->t_sub);
+            if (s->t2) /* stamped for the breakdown */
+                perf_bd_record(w, c, s, t4);
+        }
+        bd_ended(c, s);
+        s->t_sub = 0;
+        c->lat_pending--;
+    }
+    const struct engine *e = w->e;
+    const struct range *r = &e->rg[c->dev];
+    const enum perf_pattern pat = e->cfg.pattern;
+    uint64_t pos;
+    if (pat == PERF_PAT_READ || pat == PERF_PAT_WRITE) {
+        pos = c->seq_next++;
+        if (c->seq_next >= r->nblocks)
+            c->seq_next = 0;
+    } else {
+        pos = rng_below(&w->rng, r->nblocks);
+    }
+    const perf_sub sub = {.slba = r->lba0 + pos * r->align_lbas, .buf = c->bufp[0], .arg = c->ch->cookie[0]};
+    c->nfree = 0;
+    if (w->lat) { /* every command (one in perf_lat_sample_every(1) == 1) */
+        s->t_sub = now_ns();
+        c->lat_pending++;
+        bd_timed(c, 0);
+    }
+    const int write = pat == PERF_PAT_WRITE || pat == PERF_PAT_RANDWRITE;
+    const int stamp = c->nawait != 0;
+    int rc;
+    if (__builtin_expect(!stamp, 1)) {
+        rc = e->t->ops->submit1(c->ch, &sub, r->nlb, write); /* with its doorbell */
+    } else { /* stamped for the breakdown: queued without the kick, t1 between the two (as perf_batch_refill) */
+        const int q = e->t->ops->submit_many(c->ch, &sub, 1, r->nlb, write, 0);
+        rc = q == 1 ? 0 : q == 0 ? -EBUSY : q;
+    }
+    if (rc) {
+        if (rc != -EBUSY)
+            return rc;
+        unqueue(c, 0, 1); /* not queued (queue full): back to the free list, untimed */
+        return 0;
+    }
+    c->outstanding++;
+    if (stamp) {
+        bd_stamp_submitted(c);
+        if ((rc = e->t->ops->kick(c->ch, 0)))
+            return rc;
+        bd_stamp_kicked(c);
+    }
+    return 0;
+}

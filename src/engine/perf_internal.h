@@ -53,22 +53,25 @@ struct eng_chan {
     uint32_t nfree;
     uint32_t *freel;
     struct eng_slot *slots;
-    uint64_t seq_next, seq_begin, seq_end; /* positions */
-    int exhausted;                         /* fill: slice written */
-    int verify;                            /* the run verifies reads */
-    int slow_done;                         /* verify or latency sampling: completions take eng_done_slow */
-    int fast;                              /* PERF_TGT_FREEL batch path: successes pushed to freel by reap */
-    uint32_t nerr;                         /* fast: completions of this reap that went through eng_done */
-    uint32_t lat_left;                     /* commands until the next latency sample */
-    uint32_t lat_pending;                  /* sampled commands in flight */
-    uint32_t bd_left;                      /* timed commands until the next one the breakdown stamps */
-    uint32_t bd_of_timed;                  /* perf_bd_of_timed(qdepth); 0: breakdown off (perf_config.bd) */
-    uint32_t *await;                       /* breakdown: timed slots queued since the last kick */
-    uint32_t nawait, nawait1;              /* entries in await; of them stamped t1 */
-    uint32_t bd_pending;                   /* breakdown: stamped commands made visible and in flight (t2 set) */
-    uint64_t t_poll, t_poll_prev;          /* breakdown: start of this reap, of the previous one (t3, t3p) */
-    perf_sub *subs;                        /* fast: one submit_many batch (the worker's w->subs) */
-    void **bufp;                           /* fast: chan_buf of every slot */
+    uint64_t seq_next, seq_begin, seq_end;           /* positions */
+    int exhausted;                                   /* fill: slice written */
+    int verify;                                      /* the run verifies reads */
+    int slow_done;                                   /* verify or latency sampling: completions take eng_done_slow */
+    int fast;                                        /* PERF_TGT_FREEL batch path: successes pushed to freel by reap */
+    int one;                                         /* fast at QD 1: the one-slot pass (perf_one_refill) */
+    int (*reap)(struct perf_chan *ch, uint32_t max); /* the backend's reap, or its reap1 (one) */
+    int (*refill)(struct worker *w, struct eng_chan *c); /* perf.c's refill, perf_batch_refill or perf_one_refill */
+    uint32_t nerr;                                       /* fast: completions of this reap that went through eng_done */
+    uint32_t lat_left;                                   /* commands until the next latency sample */
+    uint32_t lat_pending;                                /* sampled commands in flight */
+    uint32_t bd_left;                                    /* timed commands until the next one the breakdown stamps */
+    uint32_t bd_of_timed;         /* perf_bd_of_timed(qdepth); 0: breakdown off (perf_config.bd) */
+    uint32_t *await;              /* breakdown: timed slots queued since the last kick */
+    uint32_t nawait, nawait1;     /* entries in await; of them stamped t1 */
+    uint32_t bd_pending;          /* breakdown: stamped commands made visible and in flight (t2 set) */
+    uint64_t t_poll, t_poll_prev; /* breakdown: start of this reap, of the previous one (t3, t3p) */
+    perf_sub *subs;               /* fast: one submit_many batch (the worker's w->subs) */
+    void **bufp;                  /* fast: chan_buf of every slot */
 };
 
 struct engine;
@@ -255,5 +258,13 @@ static inline void perf_batch_reap(struct worker *w, struct eng_chan *c, uint32_
 }
 /* done() of a batch-path channel: a timed command or a failure. */
 void perf_batch_done(struct perf_chan *ch, uint32_t slot, int status);
+
+/* QD 1 (c->one: a batch-path channel of one slot, where every command is timed: perf_lat_sample_every(1) == 1).
+ * The batch path's work for one command without its batch bookkeeping, the channel's refill: when the slot came back
+ * from the reap (the loop reaps with the backend's reap1, its one-completion poll) a timed success takes its latency
+ * (t4) here, not through done() (the command's cookie is the slot's plain one, so a success comes back on the free
+ * list like an untimed one; a failure still goes through done(), which ends its timing); then the next command is
+ * drawn, t0 read and handed to the backend's submit1 (one call with its doorbell). c->one needs both ops. */
+int perf_one_refill(struct worker *w, struct eng_chan *c);
 
 #endif /* NVMELAB_ENGINE_PERF_INTERNAL_H */

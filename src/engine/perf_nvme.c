@@ -3,12 +3,11 @@
  *
  * One device = the first active namespace of one controller (or namespace opts.nsid).
  * One channel = one I/O qpair (depth qdepth + 1, the N-1 rule) with one DMA buffer
- * of qdepth slots. Hot path: nvme_qpair_submit / nvme_qpair_ring / nvme_qpair_poll,
- * no system calls, no locks (opening and closing channels is serialised; cold path
- * only). A slot larger than the controller's transfer limit (blksum's chunks) is
- * split into several commands and completes when all of them have; the qpair is
- * then deep enough for qdepth such slots where the controller allows it, else
- * submit() answers -EBUSY until parts complete. */
+ * of qdepth slots. Hot path: nvme_qpair_submit_many / nvme_qpair_poll_collect (at QD 1
+ * the one-command pair submit_one / poll_one: submit1, reap1), no system calls, no locks
+ * (opening and closing channels is serialised; cold path only). A slot larger than the controller's transfer limit
+ * (blksum's chunks) is split into several commands and completes when all of them have; the qpair is then deep enough
+ * for qdepth such slots where the controller allows it, else submit() answers -EBUSY until parts complete. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -270,6 +269,18 @@ static int pchan_submit_many(struct perf_chan *ch, const perf_sub *subs, uint32_
     return (int)queued;
 }
 
+/* QD 1: the driver's one-command call with its doorbell (a tail call); a slot split over several commands goes
+ * through submit_many. */
+static int pchan_submit1(struct perf_chan *ch, const perf_sub *sub, uint32_t nlb, int write)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    if (__builtin_expect(nlb > c->max_nlb || !ch->freel, 0)) {
+        const int q = pchan_submit_many(ch, sub, 1, nlb, write, 1);
+        return q == 1 ? 0 : q == 0 ? -EBUSY : q;
+    }
+    return nvme_qpair_submit_one(c->qp, c->ns, write ? NVME_CMD_WRITE : NVME_CMD_READ, nlb, sub, pchan_cb_freel);
+}
+
 static int pchan_kick(struct perf_chan *ch, uint32_t wait_min)
 {
     (void)wait_min;
@@ -308,6 +319,24 @@ static int pchan_reap(struct perf_chan *ch, uint32_t max)
     return n;
 }
 
+/* QD 1 (PERF_TGT_FREEL): the driver's one-completion poll; its collected argument as pchan_reap takes one. */
+static int pchan_reap1(struct perf_chan *ch, uint32_t max)
+{
+    struct nvme_pchan *c = (struct nvme_pchan *)ch;
+    (void)max;
+    void *arg;
+    uint32_t k;
+    const int n = nvme_qpair_poll_one(c->qp, pchan_cb_freel, &arg, &k);
+    if (k) {
+        const uint32_t idx = (uint32_t)(((uintptr_t)arg - (uintptr_t)c->args) >> SLOT_ARG_SHIFT);
+        if (__builtin_expect(idx >= c->qdepth, 0))
+            ch->done(ch, idx - c->qdepth, 0); /* a timed command's cookie (notify) */
+        else
+            ch->freel[(*ch->nfree)++] = idx;
+    }
+    return n;
+}
+
 static void pctx_destroy(void *vctx)
 {
     struct nvme_pctx *ctx = vctx;
@@ -338,8 +367,10 @@ static const struct perf_backend_ops nvme_perf_ops = {
     .chan_buf = pchan_buf,
     .submit = pchan_submit,
     .submit_many = pchan_submit_many,
+    .submit1 = pchan_submit1,
     .kick = pchan_kick,
     .reap = pchan_reap,
+    .reap1 = pchan_reap1,
     .destroy = pctx_destroy,
     .write_sync = pctx_write_sync,
 };

@@ -190,6 +190,16 @@ struct nvme_io {
  * full), the *queued before it being queued. */
 int nvme_qpair_submit_many(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint32_t nlb,
                            const struct nvme_io *io, uint32_t n, nvme_cb cb, uint32_t *queued);
+/* A queue with one command in flight (QD 1), the pair of calls that replaces submit_many + ring and
+ * poll_collect there. nvme_qpair_submit_one: nvme_qpair_submit_many of one command (io) followed by
+ * nvme_qpair_ring; returns 0 or submit_many's error (the doorbell still rung for what was queued before).
+ * nvme_qpair_poll_one: nvme_qpair_poll_collect with max 1; when the entry at the CQ head is the successful
+ * completion of a command with callback cb it is taken without the general poll's set-up (its tracker matched
+ * by CID, freed, the coalesced CQ head doorbell and the expiry clock as in poll); anything else (no new entry,
+ * an error status, another callback, an unknown CID, a dead queue) goes through nvme_qpair_poll_collect. */
+int nvme_qpair_submit_one(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint32_t nlb, const struct nvme_io *io,
+                          nvme_cb cb);
+int nvme_qpair_poll_one(struct nvme_qpair *q, nvme_cb cb, void **out, uint32_t *nout);
 /* Queue a caller-built SQE (opcode, NSID, CDW2-3, CDW10-15 taken as given); the driver fills CID and
  * the data pointer for buf/len (PRPs; MPTR is left as given). */
 int nvme_qpair_submit_raw(struct nvme_qpair *q, const struct nvme_sqe *sqe, void *buf, size_t len, nvme_cb cb,

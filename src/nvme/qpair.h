@@ -25,7 +25,10 @@
  * first entry that is not new; the sentinel after the last entry never is, so the loop has no end-of-ring test.
  *
  * Key functions: nvme_qpair_setup (rings + trackers over a fresh DMA block), nvme_qpair_teardown,
- * nvme_qpair_reset_rings (after a controller reset, for the admin queue), nvme_clock_ticks.
+ * nvme_qpair_reset_rings (after a controller reset, for the admin queue), nvme_clock_ticks; the doorbells as
+ * small inline functions (nvme_qpair_sq_ring, nvme_qpair_cq_ring: one MMIO access each) and the poll's expiry
+ * clock (nvme_qpair_clock_check), shared by qpair.c and qpair_batch.c (submit_many, and the QD-1 pair
+ * nvme_qpair_submit_one / nvme_qpair_poll_one).
  *
  * Caveats: no locks; one thread per qpair. The clock is the TSC on x86-64 (cntvct on aarch64), read by every
  * poll that delivers nothing and by every NVME_POLL_CLOCK_EVERY-th poll that delivers something (so a command
@@ -43,7 +46,9 @@
 #include <stdint.h>
 
 #include "nvme/bar.h"
+#include "nvme/barrier.h"
 #include "nvme/dma.h"
+#include "nvme/mmio.h"
 #include "nvme/nvme.h"
 
 #define NVME_SCAN_DIVISOR     4u /* expiry scans run every timeout / 4 (at most NVME_SCAN_MAX_MS) */
@@ -153,5 +158,44 @@ void nvme_qpair_sq_clean(struct nvme_qpair *q, struct nvme_sqe *slot);
 
 uint64_t nvme_clock_ticks(void);
 uint64_t nvme_clock_ticks_per_ms(void);
+/* The expiry clock's turn came (q->clock_left reached 0 in a poll that delivered): read it, scan when due. */
+void nvme_qpair_clock_check(struct nvme_qpair *q);
+
+/* Status bits that make a completion anything but plain success (all but the phase tag, CRD and More). */
+#define NVME_CQE_STATUS_NOT_OK (NVME_CQE_SC_MASK | NVME_CQE_SCT_MASK | NVME_CQE_DNR)
+
+/* SQ events. Submit counts sq_left down and handles the tail wrap and the batch doorbell only when it reaches
+ * 0: sq_left is the distance to whichever of the two comes first. SQEs written but not yet rung:
+ * sq_pending + (sq_chunk - sq_left). */
+static inline void nvme_qpair_sq_refill(struct nvme_qpair *q)
+{
+    uint32_t to_end = (uint32_t)(q->sq_end - q->sq_next);
+    uint32_t to_ring = q->batch - q->sq_pending;
+    q->sq_left = q->sq_chunk = to_end < to_ring ? to_end : to_ring;
+}
+
+static inline uint32_t nvme_qpair_sq_unrung(const struct nvme_qpair *q)
+{
+    return q->sq_pending + (q->sq_chunk - q->sq_left);
+}
+
+/* The SQ tail doorbell (the one MMIO access here): every SQE written so far becomes visible. */
+static inline void nvme_qpair_sq_ring(struct nvme_qpair *q)
+{
+    const uint32_t tail = (uint32_t)(q->sq_next - q->sq);
+    nvme_wmb();
+    nvme_mmio_write32(q->bar, q->sq_db_off, tail);
+    q->sq_tail = tail;
+    q->sq_pending = 0;
+    nvme_qpair_sq_refill(q);
+}
+
+/* The CQ head doorbell (the one MMIO access here): report every consumed CQ entry (up to cq_head). */
+static inline void nvme_qpair_cq_ring(struct nvme_qpair *q)
+{
+    nvme_mmio_write32(q->bar, q->cq_db_off, q->cq_head);
+    q->room_used -= q->cq_unrung;
+    q->cq_unrung = 0;
+}
 
 #endif /* NVME_QPAIR_H */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* qpair_batch.c — nvme_qpair_submit_many: nvme_qpair_submit's fast path over a batch of Read/Write commands.
+/* qpair_batch.c — nvme_qpair_submit_many: nvme_qpair_submit's fast path over a batch of Read/Write commands;
+ * nvme_qpair_submit_one / nvme_qpair_poll_one: the same for a queue with one command in flight (QD 1).
  *
  * What nvme_qpair_submit checks per call splits in two: what holds for a whole batch (the namespace is
  * fast_ns, the controller generation, fast_dma is the cached DMA object, one opcode, one length, one
@@ -124,4 +125,84 @@ int nvme_qpair_submit_many(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc
     }
     *queued = n;
     return 0;
+}
+
+/* QD 1: what submit_run does for one command, with the SQ doorbell in the same call. Every check of
+ * submit_many's batch and of submit_run's command in one test (len from fast_lba_size: ns must be fast_ns);
+ * a command that fails any of them takes submit_many, which reports the precise error, and then the ring. */
+int nvme_qpair_submit_one(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc, uint32_t nlb, const struct nvme_io *io,
+                          nvme_cb cb)
+{
+    const struct nvme_dma *d = q->fast_dma;
+    struct nvme_tracker *t = q->free_trk;
+    const uint64_t len = (uint64_t)nlb * q->fast_lba_size, off = (uintptr_t)io->buf - (uintptr_t)d->vaddr;
+    /* nlb >= 1 and the transfer inside one controller page bound nlb to the page's blocks, <= nsze (fast_ns) */
+    if (likely(ns == q->fast_ns && q->gen == *q->ctrl_gen && d == q->dma_cache && t && q->room_used < q->cq_cap &&
+               (uint8_t)(opc - NVME_CMD_WRITE) <= (NVME_CMD_READ - NVME_CMD_WRITE) && cb && nlb != 0 && off < d->size &&
+               !(off & (NVME_PRP_ALIGN - 1)) && ((off + len - 1u) ^ off) <= q->page_mask &&
+               io->slba <= ns->nsze - nlb)) {
+        struct nvme_sqe *slot = q->sq_next;
+        sqe_qword *w = (sqe_qword *)slot;
+        w[0] = opc | t->fast_dw0;
+        w[3] = d->iova + off;
+        w[5] = io->slba;
+        w[6] = nlb - 1u;
+        if (unlikely(q->sq_dirty))
+            nvme_qpair_sq_clean(q, slot);
+        q->free_trk = t->next_free;
+        t->cb = cb;
+        t->arg = io->arg;
+        t->opc = opc;
+        q->sq_next = slot + 1;
+        q->outstanding++;
+        q->room_used++;
+        if (unlikely(--q->sq_left == 0)) {
+            nvme_qpair_sq_event(q); /* wraps the tail; may ring */
+            if (!nvme_qpair_sq_unrung(q))
+                return 0;
+        }
+        nvme_qpair_sq_ring(q);
+        return 0;
+    }
+    uint32_t queued;
+    const int rc = nvme_qpair_submit_many(q, ns, opc, nlb, io, 1, cb, &queued);
+    nvme_qpair_ring(q);
+    return rc;
+}
+
+/* QD 1: the entry at the CQ head, when it is a plain success of a cb command, as poll_run takes it (collected);
+ * the rest of poll_impl's work for one entry: the head and phase, the coalesced CQ head doorbell, the expiry
+ * clock's countdown. A pending SQ doorbell (poll rings it first) sends the call to the general poll too. */
+int nvme_qpair_poll_one(struct nvme_qpair *q, nvme_cb cb, void **out, uint32_t *nout)
+{
+    const uint32_t head = q->cq_head;
+    const volatile struct nvme_cqe *const ve = q->cq + head;
+    const uint32_t st = *(const volatile uint16_t *)&ve->status ^ q->phase;
+    if (likely(!(st & (NVME_CQE_STATUS_NOT_OK | NVME_CQE_P)) && q->gen == *q->ctrl_gen && !nvme_qpair_sq_unrung(q))) {
+        nvme_dma_rmb();
+        const struct nvme_cqe *e = (const struct nvme_cqe *)ve;
+        const size_t cid = e->cid;
+        struct nvme_tracker *t;
+        if (likely(cid < q->ntrk && (t = &q->trk[cid])->cb == cb)) {
+            *out = t->arg;
+            t->cb = NULL; /* trk_free */
+            t->deadline = 0;
+            t->next_free = q->free_trk;
+            q->free_trk = t;
+            q->outstanding--;
+            if (unlikely(head + 1u == q->cq_depth)) {
+                q->cq_head = 0;
+                q->phase ^= 1u;
+            } else {
+                q->cq_head = head + 1u;
+            }
+            if (++q->cq_unrung >= q->cq_batch)
+                nvme_qpair_cq_ring(q);
+            if (unlikely(--q->clock_left == 0))
+                nvme_qpair_clock_check(q);
+            *nout = 1;
+            return 1;
+        }
+    }
+    return nvme_qpair_poll_collect(q, 1, cb, out, nout);
 }

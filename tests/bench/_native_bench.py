@@ -234,7 +234,13 @@ def callgrind_split(exe: Path, qdepth: int, nios: int, uri: str = NULL_URI) -> d
 
 #: Entry points of the three parts in a perf-engine run (engine_loop.c): the driver's public hot-path
 #: calls, the emulator behind the BAR ops, and the engine's completion callback the driver calls back.
-ENGINE_DRIVER_ENTRIES = ("nvme_qpair_submit_many", "nvme_qpair_poll_collect", *DRIVER_ENTRIES)
+ENGINE_DRIVER_ENTRIES = (
+    "nvme_qpair_submit_many",
+    "nvme_qpair_poll_collect",
+    "nvme_qpair_submit_one",
+    "nvme_qpair_poll_one",
+    *DRIVER_ENTRIES,
+)
 ENGINE_CALLBACKS = ("pchan_cb", "pchan_cb_freel")
 
 
@@ -393,8 +399,9 @@ def callgrind_engine_split(
     """Instructions per I/O of a whole perf-engine run, split into engine, driver and emulator.
 
     Collection is on inside the worker thread (worker_main) only. Inside it, the driver is what
-    nvme_qpair_submit_many/submit/ring/poll execute (submit_many's rare fallback to submit would count
-    twice; the fast path never takes it) less the emulator (the inclusive cost of the BAR ops
+    nvme_qpair_submit_many/poll_collect/submit_one/poll_one/submit/ring/poll execute (a rare fallback of one
+    of them to another, submit_many to submit or poll_one to poll_collect, would count twice; the fast paths
+    never take it) less the emulator (the inclusive cost of the BAR ops
     bar_write and bar_idle) and less the engine's completion callbacks (pchan_cb, pchan_cb_freel); the engine is the
     rest. Two runs of different lengths are differenced, so the setup and teardown of the channels
     (qpair creation, admin commands, thread start) cancel and what is left is the steady state.

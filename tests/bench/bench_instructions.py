@@ -258,9 +258,12 @@ def missed(rows: list[dict], met: dict[str, bool | None], measured: dict[str, An
             "of_the_engine_timing_every_command": round(q1["engine"] - q1_off["engine"], 1),
             "instr_for_the_goal_at_qd1": round(GOALS["qd1_over_qd128_total_max"] * b["total"], 1),
             "why": (
-                "nothing at QD 1 is shared by a batch: every I/O pays each part's per-call fixed cost "
-                "(extra_instr_per_io_at_qd1), and a queue that shallow times every command (the records' "
-                "Little's-law check fails otherwise); reaching the goal needs a fused QD-1 path (src/README.md)"
+                "nothing at QD 1 is shared by a batch: even on the fused one-command path (driver submit_one/"
+                "poll_one, the emulator's one-command doorbell, the engine's one-slot pass) every I/O pays some "
+                "ten function boundaries with their set-up and checks (extra_instr_per_io_at_qd1), and a queue "
+                "that shallow times every command, two clock reads per I/O (the records' Little's-law check "
+                "fails otherwise); the cuts left (the TSC as the latency's clock, one shared t4/t0 read) would "
+                "not reach the goal either (src/README.md, QD 1)"
             ),
         }
     if met.get("ndev16_time") is False:

@@ -300,7 +300,8 @@ static unsigned run_batch(struct th *t, const struct nvme_sqe *cmds, unsigned n)
 }
 
 /* Queue statistics and SMART counts stay exact on both accountings of the fast path: doorbells of successful
- * reads and writes only (one counter a direction), and a doorbell that mixes them with a flush and a failed read. */
+ * reads and writes only (one counter a direction), a doorbell that mixes them with a flush and a failed read, and
+ * doorbells of one command each (the one-command entry: a write, a failed read; a flush goes to the service). */
 static void test_stats_exact(void)
 {
     struct th t;
@@ -320,14 +321,18 @@ static void test_stats_exact(void)
     CHECK_EQ(run_batch(&t, reads, 1), 0);
     CHECK_EQ(run_batch(&t, writes, 2), 0);
     CHECK_EQ(run_batch(&t, mixed, 4), 1);
+    /* doorbells of one command (emu_sq_doorbell, QD 1's entry): a write, a failed read, a flush (the service) */
+    CHECK_EQ(run_batch(&t, writes, 1), 0);
+    CHECK_EQ(run_batch(&t, &bad, 1), 1);
+    CHECK_EQ(run_batch(&t, &mixed[1], 1), 0);
     struct nvme_emu_qstats qs;
     CHECK_EQ(nvme_emu_queue_stats(t.set, 0, 1, &qs), 0);
-    CHECK_EQ(qs.fetched, 10);
-    CHECK_EQ(qs.completed, 10);
-    CHECK_EQ(qs.errors, 1);
+    CHECK_EQ(qs.fetched, 13);
+    CHECK_EQ(qs.completed, 13);
+    CHECK_EQ(qs.errors, 2);
     smart_rw(&t, &hrc, &hwc);
     CHECK_EQ(hrc - hrc0, 5); /* 3 + 1 + the mixed batch's good read */
-    CHECK_EQ(hwc - hwc0, 3);
+    CHECK_EQ(hwc - hwc0, 4);
     th_free(buf);
     th_close(&t);
 }

@@ -2,7 +2,8 @@
 /* test_perf_emu.c — the engine on emu://: every pattern, several devices/queues/threads,
  * fill + verify with an injected corruption named by its LBA, target limits refused; the worker loop's
  * window clock (read every few iterations) still ends a run on time and sees a stop request, and a QD-1 queue
- * still times every command. */
+ * (the one-slot pass) still times every command, stamps the breakdown, counts writes and ends a failed command's
+ * timing. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,7 +122,8 @@ int main(void)
                              .nthreads = 1,
                              .runtime_ns = 50 * MS,
                              .seed = 3,
-                             .lat = 1};
+                             .lat = 1,
+                             .bd = 1};
     CHECK(perf_run(t1, &q1, &res, err, sizeof(err)) == 0);
     /* the window starts at the loop's first clock read (after t_meas) and ends at the first one after t_end: a
      * span is 1 ms; 0.5 s of slack for a loaded host */
@@ -130,6 +132,25 @@ int main(void)
     CHECK(res.window_s > 0.0 && res.window_s < 0.050 + 0.5);
     CHECK(res.lat_sample_every == 1 && perf_lat_sample_every(1) == 1); /* a QD-1 queue times every command */
     CHECK(res.lat.count + 2 >= res.ios && res.lat.count <= res.ios + 1);
+    /* (the one-slot pass, c->one) with the breakdown on its every perf_bd_of_timed(1)-th command */
+    CHECK(res.bd_sample_every == perf_bd_of_timed(1) && res.bd[PERF_BD_SUBMIT].count >= 1 &&
+          res.bd[PERF_BD_SUBMIT].count <= res.ios / res.bd_sample_every + 2);
+    /* ... writes, sequential: every one counted as a write and timed */
+    q1.pattern = PERF_PAT_WRITE;
+    CHECK(perf_run(t1, &q1, &res, err, sizeof(err)) == 0);
+    CHECK(res.ios > 0 && res.writes == res.ios && res.errors == 0);
+    CHECK(res.lat.count + 2 >= res.ios && res.lat.count <= res.ios + 1);
+    q1.pattern = PERF_PAT_RANDREAD;
+    /* ... and failures (every 64th LBA fails: Unrecovered Read Error) end their command's timing: counted as
+     * errors, neither as I/Os nor as latency samples */
+    struct perf_target *te = open_or_die("emu://?profile=null&err_every=64&nsze=1MiB");
+    CHECK(perf_run(te, &q1, &res, err, sizeof(err)) == 0);
+    printf("QD 1 with err_every=64: %llu I/Os, %llu errors, %llu timed, first error 0x%x\n",
+           (unsigned long long)res.ios, (unsigned long long)res.errors, (unsigned long long)res.lat.count,
+           res.first_err);
+    CHECK(res.errors > 0 && (res.first_err & 0xffff) == (NVME_SCT_MEDIA << 8 | NVME_SC_UNRECOVERED_READ));
+    CHECK(res.lat.count + 2 >= res.ios && res.lat.count <= res.ios + 1);
+    perf_target_close(te);
     /* ... and a stop request ends a long run at once, as interrupted */
     int stop = 1;
     q1.runtime_ns = 30000 * MS;

@@ -6,11 +6,14 @@
  * sentinel / phase handling survives many ring wraps with bounded and unbounded polls; nvme_qpair_submit_many
  * writes the same SQEs as single submits, stops at a full queue with -EBUSY and at a bad command with its
  * precise error (the commands before it queued), and keeps data intact across SQ wraps and batch doorbells;
- * nvme_qpair_poll_collect hands back the arguments of one callback's completions with coalesced CQ doorbells. */
+ * nvme_qpair_poll_collect hands back the arguments of one callback's completions with coalesced CQ doorbells;
+ * QD 1's pair (nvme_qpair_submit_one / nvme_qpair_poll_one) writes the same SQE and rings, matches by CID, hands
+ * errors, other callbacks and timeouts to the general poll, keeps data intact over wraps and reports submit errors. */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "nvme/emu/emu.h"
 #include "nvme/qpair.h"
 #include "nvme/target.h"
 #include "test_driver.h"
@@ -503,6 +506,125 @@ static void test_collect_then_refill(void)
     nvme_target_close(t);
 }
 
+/* QD 1's pair on a queue set up as the perf backend sets one up (a deeper CQ, its head doorbell coalesced). */
+static void test_one(void)
+{
+    struct nvme_target *t = t_open("emu://?ndev=1&nsze=1MiB&lbads=512");
+    struct nvme_emu_set *set = nvme_target_backend(t);
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns_at(c, 0);
+    struct nvme_qpair_opts o = {.depth = 9, .batch = 9, .cq_extra = 8, .timeout_ms = 100};
+    struct nvme_qpair *q;
+    T_EQ(nvme_qpair_create(c, &o, &q), 0);
+    T_EQ(nvme_qpair_set_cq_batch(q, 8), 0);
+    struct nvme_dma *d;
+    T_EQ(nvme_dma_alloc(t, 16 * KIB, &d), 0);
+    uint8_t *buf = nvme_dma_vaddr(d);
+    struct nvme_cpl cpl;
+    T_EQ(t_io(q, ns, NVME_CMD_READ, 0, 1, buf, 512, &cpl), 0); /* prime the fast path */
+    struct order mine = {0}, other = {0};
+    void *out = NULL;
+    uint32_t nout = 99;
+
+    /* the SQE submit_many writes, rung at once: the inline emulator has posted the CQE when the call returns */
+    const struct nvme_sqe *slot = next_slot(q);
+    struct nvme_io io = {.slba = 5, .buf = buf + 1024, .arg = &mine};
+    T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_READ, 1, &io, count_cb), 0);
+    const qword *w = slot_words(slot);
+    T_EQ(w[0] & ~CID_MASK, NVME_CMD_READ | ((uint64_t)nvme_ns_id(ns) << 32));
+    T_EQ(w[3], nvme_dma_iova(d, buf + 1024));
+    T_EQ(w[5], 5);
+    T_EQ(w[6], 0);
+    T_EQ(q->sq_tail, (uint32_t)(slot - q->sq) + 1u);
+    T_EQ(nvme_qpair_outstanding(q), 1);
+    T_EQ(nvme_qpair_poll_one(q, count_cb, &out, &nout), 1);
+    T_EQ(nout, 1);
+    T_CHECK(out == &mine);
+    T_EQ(mine.done, 0); /* collected, not called back */
+    T_EQ(nvme_qpair_outstanding(q), 0);
+    /* nothing in flight: nothing delivered */
+    T_EQ(nvme_qpair_poll_one(q, count_cb, &out, &nout), 0);
+    T_EQ(nout, 0);
+
+    /* another callback runs; an error status reaches the callback with its SCT/SC (general poll) */
+    io.arg = &other;
+    T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_READ, 1, &io, other_cb), 0);
+    T_EQ(nvme_qpair_poll_one(q, count_cb, &out, &nout), 1);
+    T_EQ(nout, 0);
+    T_EQ(other.done, 1);
+    T_EQ(other.bad, 0);
+    struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_STATUS,
+                               .qid = nvme_qpair_qid(q),
+                               .nth = 1,
+                               .count = 1,
+                               .sct = NVME_SCT_MEDIA,
+                               .sc = NVME_SC_UNRECOVERED_READ};
+    T_EQ(nvme_emu_inject(set, 0, &f), 0);
+    struct t_wait tw = {0};
+    io.arg = &tw;
+    T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_READ, 1, &io, t_cb), 0);
+    T_EQ(nvme_qpair_poll_one(q, t_cb, &out, &nout), 1);
+    T_EQ(nout, 0);
+    T_EQ(tw.done, 1);
+    T_EQ(tw.cpl.err, 0);
+    T_EQ(tw.cpl.sct, NVME_SCT_MEDIA);
+    T_EQ(tw.cpl.sc, NVME_SC_UNRECOVERED_READ);
+
+    /* a completion that never comes: the poll's timeout ends the command (-ETIMEDOUT through its callback) */
+    f = (struct nvme_emu_fault){.kind = NVME_EMU_FAULT_DROP, .qid = nvme_qpair_qid(q), .nth = 1, .count = 1};
+    T_EQ(nvme_emu_inject(set, 0, &f), 0);
+    tw = (struct t_wait){0};
+    T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_READ, 1, &io, t_cb), 0);
+    for (uint64_t spin = 0; !tw.done && spin < 200000000ull; spin++)
+        T_CHECK(nvme_qpair_poll_one(q, t_cb, &out, &nout) >= 0 && nout == 0);
+    T_EQ(tw.done, 1);
+    T_EQ(tw.cpl.err, -ETIMEDOUT);
+    T_EQ(nvme_qpair_outstanding(q), 0);
+
+    /* data through many SQ and CQ wraps, one command at a time: what was written reads back */
+    for (uint32_t i = 0; i < 200; i++) {
+        t_fill(buf + 2048, 512, i);
+        io = (struct nvme_io){.slba = i % 64, .buf = buf + 2048, .arg = &mine};
+        T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_WRITE, 1, &io, count_cb), 0);
+        T_EQ(nvme_qpair_poll_one(q, count_cb, &out, &nout), 1);
+        T_EQ(nout, 1);
+        memset(buf + 4096, 0, 512);
+        io.buf = buf + 4096;
+        T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_READ, 1, &io, count_cb), 0);
+        T_EQ(nvme_qpair_poll_one(q, count_cb, &out, &nout), 1);
+        T_EQ(nout, 1);
+        T_EQ(memcmp(buf + 2048, buf + 4096, 512), 0);
+    }
+    T_EQ(mine.done, 0);
+
+    /* submit errors are submit_many's, precise; a full queue is -EBUSY, its commands all complete */
+    uint8_t outside[512];
+    io = (struct nvme_io){.slba = 0, .buf = outside, .arg = &mine};
+    T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_READ, 1, &io, count_cb), -EINVAL);
+    io.buf = buf;
+    io.slba = nvme_ns_nsze(ns);
+    T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_READ, 1, &io, count_cb), -ERANGE);
+    io.slba = 0;
+    T_EQ(nvme_qpair_submit_one(q, ns, NVME_CMD_FLUSH, 1, &io, count_cb), -EINVAL);
+    uint32_t queued = 0;
+    int rc;
+    while ((rc = nvme_qpair_submit_one(q, ns, NVME_CMD_READ, 1, &io, count_cb)) == 0 && queued < 100)
+        queued++;
+    T_EQ(rc, -EBUSY);
+    T_EQ(queued, 7); /* 8 trackers less the timed-out command's, whose CQE is still owed */
+    uint32_t got = 0;
+    for (int spin = 0; nvme_qpair_outstanding(q) && spin < 1000; spin++) {
+        T_CHECK(nvme_qpair_poll_one(q, count_cb, &out, &nout) >= 0);
+        got += nout;
+    }
+    T_EQ(got, 7);
+    T_EQ(mine.done, 0);
+    T_EQ(mine.bad, 0);
+    nvme_qpair_destroy(q);
+    nvme_dma_free(d);
+    nvme_target_close(t);
+}
+
 int main(void)
 {
     RUN_CASE(test_fast_equals_slow);
@@ -513,5 +635,6 @@ int main(void)
     RUN_CASE(test_submit_many);
     RUN_CASE(test_poll_collect);
     RUN_CASE(test_collect_then_refill);
+    RUN_CASE(test_one);
     return CHECK_DONE("test_qpair_fastpath");
 }

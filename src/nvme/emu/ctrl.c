@@ -125,7 +125,7 @@ static void db_write(struct emu_ctrl *c, uint32_t idx, uint32_t qid, uint64_t va
         if (!sq || val >= sq->size)
             return;
         sq->tail = (uint32_t)val;
-        emu_sq_service(c, sq);
+        emu_sq_doorbell(c, sq);
     }
 }
 

@@ -347,6 +347,18 @@ bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq);
 
 /* io.c */
 void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq);
+/* One new command (io.c): a Read/Write on a fast-path queue executed and posted at once, anything else through
+ * emu_sq_service. */
+void emu_sq_one(struct emu_ctrl *c, struct emu_sq *sq);
+/* The SQ tail doorbell's entry (sq->tail just written): exactly one new command (QD 1) takes emu_sq_one, more take
+ * the service (the test inline, so that a batch's doorbell pays one compare for it). */
+static inline void emu_sq_doorbell(struct emu_ctrl *c, struct emu_sq *sq)
+{
+    if (sq->tail == (sq->head + 1u == sq->size ? 0 : sq->head + 1u))
+        emu_sq_one(c, sq);
+    else
+        emu_sq_service(c, sq);
+}
 void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq);
 void emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now);
 /* complete a command: post now (or hold when the CQ is full / model says later) */

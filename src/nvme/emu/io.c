@@ -159,21 +159,32 @@ static __attribute__((noinline)) bool prp1_window(struct rw_batch *b, uint64_t p
     return true;
 }
 
+/* emu_sq_one's look-up: the window PRP1 lies in becomes the queue's (none: it keeps its own). */
+static __attribute__((noinline)) void sq_window(const struct nvme_emu_set *set, struct emu_sq *sq, uint64_t prp1)
+{
+    struct emu_dma_win w;
+    if (emu_dma_window(set, prp1, 1, &w)) {
+        sq->win_lo = w.lo;
+        sq->win_hi = w.hi;
+    }
+}
+
 /* len <= nvme_cr_prp_first(prp1, len, EMU_PAGE_SIZE), i.e. the transfer ends in PRP1's page, and the page's
  * bytes [prp1, prp1 + len) lie in one DMA window (prp1 < win_hi rules out a wrap of prp1 + len) */
-static inline bool prp1_direct(struct rw_batch *b, uint64_t prp1, uint64_t len)
+static inline bool prp1_direct(struct rw_batch *b, uint64_t prp1, uint64_t len, const bool look_up)
 {
     if ((prp1 & (EMU_PAGE_SIZE - 1u)) + len > EMU_PAGE_SIZE)
         return false;
     if (EMU_LIKELY(prp1 >= b->win_lo && prp1 < b->win_hi && prp1 + len <= b->win_hi))
         return true;
-    return prp1_window(b, prp1, len);
+    return look_up && prp1_window(b, prp1, len);
 }
 
 /* Read/Write on the fast path: every check io_exec makes (cmd_rules.h); for the common transfer that fits
  * in PRP1's page (prp1_direct) no PRP walk, and with data the namespace is read or written in place
  * (seg_read/seg_write's work without their indirection). */
-static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const struct nvme_sqe *cmd, uint64_t *bytes)
+static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const struct nvme_sqe *cmd, uint64_t *bytes,
+                               const bool look_up)
 {
     const bool data = b->data;
     uint64_t slba, nlb;
@@ -195,7 +206,7 @@ static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const str
     if (EMU_UNLIKELY(len > b->mdts_max))
         return nvme_cr_mdts(len, b->mdts);
     const uint64_t prp1 = cmd->prp1;
-    if (EMU_UNLIKELY(!prp1_direct(b, prp1, len))) {
+    if (EMU_UNLIKELY(!prp1_direct(b, prp1, len, look_up))) {
         struct xfer x = {ns, slba << ns->lba_shift, NULL};
         emu_seg_fn fn = !data ? NULL : cmd->opc == NVME_CMD_READ ? seg_read : seg_write;
         if ((st = emu_prp_walk(c->set, prp1, cmd->prp2, len, fn, &x)))
@@ -213,6 +224,31 @@ static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const str
     }
     *bytes = len;
     return EMU_ST_OK;
+}
+
+/* The fast path's per-doorbell state: the controller's namespaces and limits, the queue's DMA window. */
+static inline struct rw_batch rw_batch_of(struct emu_ctrl *c, const struct emu_sq *sq)
+{
+    return (struct rw_batch){
+        .ns = c->ns,
+        .nns = c->cfg.nns,
+        .mdts = c->cfg.mdts,
+        .mdts_max = c->cfg.mdts ? c->cfg.mdts : UINT64_MAX,
+        .data = c->set->cfg.data,
+        .set = c->set,
+        .win_lo = sq->win_lo,
+        .win_hi = sq->win_hi,
+        .nsid_last = UINT64_MAX, /* no NSID equals it */
+        .ns_last = NULL,
+    };
+}
+
+/* A fast-path CQE: hi holds SQHD, SQ id, CID and status with the phase tag; the phase tag is in the last word,
+ * so the host sees the entry only after the rest is written. */
+static inline void cqe_store(struct nvme_cqe *e, uint64_t hi)
+{
+    __atomic_store_n((uint64_t *)(void *)e, 0, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(void *)&e->sqhd, hi, __ATOMIC_RELEASE);
 }
 
 /* ---------------------------------------------------------------- completion queue */
@@ -360,18 +396,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
         !atomic_load_explicit(&c->nfaults, memory_order_relaxed)) {
         /* fast path: execute and post in order */
         uint64_t posted = 0, other_ok = 0; /* errors = posted - successes (rd + wr + other_ok, less a held one) */
-        struct rw_batch b = {
-            .ns = c->ns,
-            .nns = c->cfg.nns,
-            .mdts = c->cfg.mdts,
-            .mdts_max = c->cfg.mdts ? c->cfg.mdts : UINT64_MAX,
-            .data = cfg->data,
-            .set = c->set,
-            .win_lo = sq->win_lo,
-            .win_hi = sq->win_hi,
-            .nsid_last = UINT64_MAX, /* no NSID equals it */
-            .ns_last = NULL,
-        };
+        struct rw_batch b = rw_batch_of(c, sq);
         /* the CQ in locals (one SQ feeds it, nothing else posts meanwhile), written back below: the free
          * entries (one always stays empty) counted once, the SQ id and phase tag kept in the high CQE word */
         volatile struct nvme_cqe *const cring = cq->ring;
@@ -393,10 +418,10 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             const uint16_t cid = cmd->cid;
             uint16_t st;
             if (EMU_LIKELY(opc == NVME_CMD_READ)) {
-                if (!(st = rw_fast(c, &b, cmd, &bytes)))
+                if (!(st = rw_fast(c, &b, cmd, &bytes, true)))
                     rd++, rdb += bytes;
             } else if (opc == NVME_CMD_WRITE) {
-                if (!(st = rw_fast(c, &b, cmd, &bytes)))
+                if (!(st = rw_fast(c, &b, cmd, &bytes, true)))
                     wr++, wrb += bytes;
             } else {
                 struct nvme_sqe copy = *cmd;
@@ -407,10 +432,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
             if (EMU_LIKELY(croom)) {
                 croom--;
                 struct nvme_cqe *e = (struct nvme_cqe *)&cring[ctail];
-                const uint64_t hi = hi_base | head | ((uint64_t)cid << 32) | ((uint64_t)st << 48);
-                __atomic_store_n((uint64_t *)(void *)e, 0, __ATOMIC_RELAXED);
-                /* the phase tag is in the last word: the host sees the entry only after the rest is written */
-                __atomic_store_n((uint64_t *)(void *)&e->sqhd, hi, __ATOMIC_RELEASE);
+                cqe_store(e, hi_base | head | ((uint64_t)cid << 32) | ((uint64_t)st << 48));
                 if (EMU_UNLIKELY(++ctail == csize)) {
                     ctail = 0;
                     hi_base ^= (uint64_t)NVME_CQE_P << 48;
@@ -476,4 +498,53 @@ void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq)
         if (sq)
             emu_sq_service(c, sq);
     }
+}
+
+/* One new Read/Write on a queue the fast path serves (its conditions as in emu_sq_service: fast_cfg, an I/O queue
+ * alone on its CQ, nothing held, no fault armed, the rings checked against the current DMA windows) with room in
+ * the CQ: executed and posted here without the service's set-up (QD 1's doorbell: emu_sq_doorbell); its
+ * accounting as the service's fast path keeps it (a success: one counter a direction and the bytes; a failure:
+ * fetched, completed, errors). Anything else goes to emu_sq_service. */
+void emu_sq_one(struct emu_ctrl *c, struct emu_sq *sq)
+{
+    const uint32_t head = sq->head, next = head + 1u == sq->size ? 0 : head + 1u;
+    struct emu_cq *const cq = sq->cq;
+    const uint32_t ctail = cq->tail, cnext = ctail + 1u == cq->size ? 0 : ctail + 1u;
+    const struct nvme_sqe *cmd = (const struct nvme_sqe *)(uintptr_t)&sq->ring[head];
+    if (EMU_LIKELY(cnext != cq->head && c->fast_cfg && sq->id && !sq->nheap && cq->nsq == 1 &&
+                   !atomic_load_explicit(&c->cfs, memory_order_relaxed) &&
+                   sq->ring_gen == atomic_load_explicit(&c->set->dma_gen, memory_order_relaxed) &&
+                   !atomic_load_explicit(&c->nfaults, memory_order_relaxed))) {
+        /* the host wrote the SQE before its tail doorbell: read it as plain memory after this fence */
+        atomic_thread_fence(memory_order_acquire);
+        const uint8_t opc = cmd->opc;
+        if (EMU_LIKELY(opc == NVME_CMD_READ || opc == NVME_CMD_WRITE)) {
+            const uint16_t cid = cmd->cid;
+            /* the window looked up here, before the batch state is built, so that rw_fast need not take its
+             * address (the state then stays in registers) */
+            const uint64_t prp1 = cmd->prp1;
+            if (EMU_UNLIKELY(prp1 < sq->win_lo || prp1 >= sq->win_hi))
+                sq_window(c->set, sq, prp1);
+            struct rw_batch b = rw_batch_of(c, sq);
+            uint64_t bytes = 0;
+            const uint16_t st = rw_fast(c, &b, cmd, &bytes, false);
+            sq->head = next;
+            cqe_store((struct nvme_cqe *)&cq->ring[ctail], ((uint64_t)sq->id << 16) | ((uint64_t)cq->phase << 48) |
+                                                               next | ((uint64_t)cid << 32) | ((uint64_t)st << 48));
+            cq->tail = cnext;
+            if (EMU_UNLIKELY(cnext == 0))
+                cq->phase ^= NVME_CQE_P;
+            struct emu_qstats_int *const qs = sq->st;
+            if (EMU_LIKELY(!st)) {
+                emu_st_add(opc == NVME_CMD_READ ? &qs->fast_rd : &qs->fast_wr, 1);
+                emu_st_add(opc == NVME_CMD_READ ? &qs->rd_bytes : &qs->wr_bytes, bytes);
+            } else {
+                emu_st_add(&qs->fetched, 1);
+                emu_st_add(&qs->completed, 1);
+                emu_st_add(&qs->errors, 1);
+            }
+            return;
+        }
+    }
+    emu_sq_service(c, sq);
 }
