@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* hash.c — blksum's hash threads and the in-order combine (pipeline.h): read chunks are queued in
  * pieces, hashed block by block (a full zero block by the precomputed zero hash), and whoever finishes
- * a chunk feeds every finished chunk that is next in order into the outer hash and frees its slot. */
+ * a chunk feeds every finished chunk that is next in order into the outer hash and frees its slot.
+ * In NBD mode the reader hashes pieces too while it has nothing to read or reap (reader_hashes), at
+ * most hash_limit threads hashing at once (src/README.md, blksum's third round). */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>

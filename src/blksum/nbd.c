@@ -14,9 +14,9 @@
  * wait for qemu-nbd to end by itself, its start-up after libnbd's (it is now started first), reads beyond
  * NBD_LOCAL_WIRE_DEPTH in flight to our own server (their buffers outgrow the caches), and the reader
  * sleeping on the socket while a hash thread freed a buffer (kick() also polls an eventfd that wake()
- * writes). qemu-nbd runs with aio=threads, its default and the original's with
- * -c; NVMELAB_BLKSUM_QEMU_AIO=io_uring uses less of the server's CPU (a third less here), but qemu 7.2
- * hangs on a read past the end of a truncated image with it, so it is not the default.
+ * writes), and qemu's thread-pool hop on every read of a raw image (server_aio: io_uring for raw,
+ * threads, its default and the original's with -c, for qcow2, on which qemu 7.2's io_uring hangs when
+ * the file is truncated; NVMELAB_BLKSUM_QEMU_AIO names the mode outright).
  *
  * libnbd is loaded with dlopen() when an NBD source is first opened, not linked: it pulls in GnuTLS,
  * libxml2 and ICU (about 4 MiB of resident memory), which a checksum of a plain file must not pay

@@ -10,7 +10,9 @@
  * Key functions (hash.c): blksum_queue_work_locked() hands a read chunk to the hash threads,
  * blksum_worker_main() is a hash thread, blksum_combine_locked() feeds the finished chunks that are
  * next in order into the outer hash and frees their slots (waking the reader), blksum_hash_blocks()
- * hashes blocks of a chunk on the calling thread.
+ * hashes blocks of a chunk on the calling thread; where the reader hashes too (NBD),
+ * blksum_share_work_locked() wakes the hash threads a queued chunk needs and
+ * blksum_reader_hash_locked() hashes one piece on the reader.
  * Caveats: OpenSSL 3 (blksum_internal.h); not a public interface.
  */
 #ifndef NVMELAB_BLKSUM_PIPELINE_H
