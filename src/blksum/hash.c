@@ -229,7 +229,7 @@ bool blksum_reader_hash_locked(struct blksum_job *j)
         return false;
     if (j->md && !j->reader_ctx && !(j->reader_ctx = EVP_MD_CTX_new())) {
         blksum_set_err(j, -ENOMEM);
-        return false;
+        return true; /* the caller sees the error before it would wait */
     }
     struct slot *s = take_piece_locked(j, &piece);
     pthread_mutex_unlock(&j->mu);

@@ -133,7 +133,8 @@ void blksum_queue_work_locked(struct blksum_job *j, struct slot *s);
  * thread's share to the reader when it will hash (reader_helps). */
 void blksum_share_work_locked(struct blksum_job *j, bool reader_helps);
 /* Under mu, reader_hashes only: the reader hashes one queued piece (unlocking mu meanwhile) when fewer
- * than hash_limit threads hash; false when it did not (nothing queued, or enough hash threads). */
+ * than hash_limit threads hash; false when it did not (nothing queued, or enough hash threads); true
+ * also when it failed (the job's error is set). */
 bool blksum_reader_hash_locked(struct blksum_job *j);
 /* Under mu: feed every finished chunk that is next in order, free its slot, wake the reader. */
 void blksum_combine_locked(struct blksum_job *j);
