@@ -310,8 +310,18 @@ def mixed_image(tmp_path_factory):
 
 
 #: (threads, queue depth, read size): one chunk hashed by several threads (queue depth 1), chunks of 1
-#: and 3 blocks, more buffers than reads on the wire
-PIPELINE_SHAPES = [(2, 1, "256k"), (3, 1, "192k"), (2, 2, "64k"), (3, 7, "256k"), (1, 16, "1m")]
+#: and 3 blocks, more buffers than reads on the wire; in NBD mode the reader hashing a whole chunk alone
+#: (-t 1 at queue depth 1) and, with no -t (None: the default), joining the hash thread as one more
+PIPELINE_SHAPES = [
+    (2, 1, "256k"),
+    (3, 1, "192k"),
+    (2, 2, "64k"),
+    (3, 7, "256k"),
+    (1, 16, "1m"),
+    (1, 1, "256k"),
+    (None, 1, "256k"),
+    (None, 16, "64k"),
+]
 
 
 @pytest.mark.parametrize(
@@ -326,7 +336,8 @@ def test_pipeline_shapes_give_the_same_digest(mixed_image, mode, wire, monkeypat
     monkeypatch.setenv("NVMELAB_BLKSUM_NBD_WIRE", wire)
     raw, want = mixed_image
     for t, q, rs in PIPELINE_SHAPES:
-        got = digest_of("--mode", mode, "-t", t, "--queue-depth", q, "--read-size", rs, raw)
+        threads = [] if t is None else ["-t", t]
+        got = digest_of("--mode", mode, *threads, "--queue-depth", q, "--read-size", rs, raw)
         assert got == want, (mode, wire, t, q, rs)
 
 
@@ -416,3 +427,38 @@ def test_same_digests_as_the_original(images, tmp_path):
             assert digest_of("--mode", "nbd", raw) == theirs, spec
             theirs = subprocess.run([nbd, str(q)], capture_output=True, text=True, check=True).stdout.split()[0]
             assert digest_of(q) == digest_of("--mode", "nbd", q) == theirs, spec
+
+
+@needs_nbd
+def test_nbd_server_aio_raw_io_uring_qcow2_threads_and_fallback(mixed_image, tmp_path):
+    """Our qemu-nbd reads a raw image with aio=io_uring where this process may use io_uring, a qcow2 with
+    threads (qemu 7.2's io_uring hangs on a truncated qcow2); a qemu-nbd that refuses io_uring is started
+    again with threads, and its refusal is not shown."""
+    raw, want = mixed_image
+    q = tmp_path / "m.qcow2"
+    make_qcow2.write(str(raw), str(q), zeros="flag")
+    log, bindir = tmp_path / "argv.log", tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "qemu-nbd"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        'case "$*" in *--aio=io_uring*) [ -n "$REFUSE" ] && { echo "no io_uring here" >&2; exit 1; };; esac\n'
+        f'exec {QEMU_NBD} "$@"\n'
+    )
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    uring = blksum.have_io_uring()
+    for img, refuse in ((raw, ""), (q, ""), (raw, "1")):
+        log.write_text("")
+        out = subprocess.run(
+            [EXE, "--mode", "nbd", str(img)], capture_output=True, text=True, env=dict(env, REFUSE=refuse)
+        )
+        assert out.returncode == 0 and out.stdout.split()[0] == want and out.stderr == "", (img, refuse, out.stderr)
+        tries = log.read_text().splitlines()
+        if img == q or not uring:
+            assert len(tries) == 1 and "--aio=threads" in tries[0], tries
+        elif not refuse:
+            assert len(tries) == 1 and "--aio=io_uring" in tries[0], tries
+        else:
+            assert len(tries) == 2 and "--aio=io_uring" in tries[0] and "--aio=threads" in tries[1], tries

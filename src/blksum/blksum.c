@@ -263,6 +263,8 @@ static void reader_run(struct blksum_job *j)
                     wait = false;
                 else
                     j->io_waiting = armed = true;
+                if (j->reader_hashes && j->work_head) /* pieces the reader meant to hash: not now */
+                    blksum_share_work_locked(j, false);
                 pthread_mutex_unlock(&j->mu);
             }
             int n = io_poll(j, done, BLKSUM_MAX_QUEUE_DEPTH, wait);
@@ -300,19 +302,27 @@ static void reader_run(struct blksum_job *j)
                         blksum_queue_work_locked(j, done[i]);
                     }
                 }
+                if (j->reader_hashes) /* the reader hashes next when it has nothing to read or reap */
+                    blksum_share_work_locked(j, !j->inflight && !j->retry && (eof || !j->free_list));
                 pthread_mutex_unlock(&j->mu);
             }
             continue;
         }
         if (submitted)
             continue;
+        /* Nothing to read or reap: wait for a free buffer (at the end, for the last chunk), hashing
+         * meanwhile where the reader hashes too. */
         pthread_mutex_lock(&j->mu);
         if (eof && j->next_combine == seq) {
             pthread_mutex_unlock(&j->mu);
             break;
         }
-        while (!j->free_list && !blksum_should_stop(j) && !(eof && j->next_combine == seq))
-            pthread_cond_wait(&j->free_cv, &j->mu);
+        while ((!j->free_list || eof) && !blksum_should_stop(j) && !(eof && j->next_combine == seq)) {
+            if (!j->reader_hashes || !blksum_reader_hash_locked(j))
+                pthread_cond_wait(&j->free_cv, &j->mu);
+        }
+        if (j->reader_hashes && j->work_head) /* pieces left: to the hash threads */
+            blksum_share_work_locked(j, false);
         pthread_mutex_unlock(&j->mu);
     }
     /* drain I/O still in flight: its buffers must not be freed under the kernel */
@@ -399,6 +409,7 @@ static void job_free(struct blksum_job *j)
     free(j->cpl);
     free(j->workers);
     EVP_MD_CTX_free(j->outer);
+    EVP_MD_CTX_free(j->reader_ctx);
     EVP_MD_free(j->md_fetched);
     pthread_cond_destroy(&j->work_cv);
     pthread_cond_destroy(&j->free_cv);
@@ -458,6 +469,10 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
         j->t = j->own_t;
     }
     j->gran = j->t->dev[src->dev].lba_size;
+    /* A reader that sleeps through its reads (NBD: a round trip through the server) hashes while it
+     * has nothing to read or reap, in place of a hash thread; see hash.c. */
+    j->reader_hashes = j->t->ops->wake != NULL && !blksum_is_null_digest(j->opts.digest);
+    j->hash_limit = o->threads + (j->reader_hashes && o->reader_joins ? 1 : 0);
 
     if (!blksum_is_null_digest(j->opts.digest)) {
         static const unsigned char zeros[BLKSUM_BLOCK_SIZE];

@@ -101,6 +101,9 @@ struct blksum_opts {
     int queue_depth;    /* chunks in flight >= 1 */
     size_t read_size;   /* bytes per read, a multiple of BLKSUM_BLOCK_SIZE */
     enum blksum_io io;
+    /* A reader that hashes (NBD) may hash as one more thread, not only in place of an idle one, when
+     * every buffer waits for hashing: nvmelab-blksum's default with a qemu-nbd of its own. */
+    bool reader_joins;
 };
 
 struct blksum_result {

@@ -217,9 +217,12 @@ int main(int argc, char *argv[])
         o.io = BLKSUM_IO_TARGET;
     /* The default hash threads (one per CPU) leave one CPU to a qemu-nbd of our own: it does 40-70 % of
      * the work of an NBD run, and on the 2-CPU benchmark host one hash thread beat two in every NBD
-     * configuration (src/README.md) */
-    if (!threads_given && src.own_server && o.threads > 1)
+     * configuration (src/README.md); the reader joins them while every buffer waits for hashing, when
+     * no read is in flight and the server is idle */
+    if (!threads_given && src.own_server && o.threads > 1) {
         o.threads--;
+        o.reader_joins = true;
+    }
     if (o.io == BLKSUM_IO_IO_URING && !blksum_have_io_uring())
         fail("--io=io_uring: this kernel or its settings do not permit io_uring here");
 

@@ -14,9 +14,9 @@
  * wait for qemu-nbd to end by itself, its start-up after libnbd's (it is now started first), reads beyond
  * NBD_LOCAL_WIRE_DEPTH in flight to our own server (their buffers outgrow the caches), and the reader
  * sleeping on the socket while a hash thread freed a buffer (kick() also polls an eventfd that wake()
- * writes). qemu-nbd runs with aio=threads, its default and the original's with
- * -c; NVMELAB_BLKSUM_QEMU_AIO=io_uring uses less of the server's CPU (a third less here), but qemu 7.2
- * hangs on a read past the end of a truncated image with it, so it is not the default.
+ * writes), and qemu's thread-pool hop on every read of a raw image (server_aio: io_uring for raw,
+ * threads, its default and the original's with -c, for qcow2, on which qemu 7.2's io_uring hangs when
+ * the file is truncated; NVMELAB_BLKSUM_QEMU_AIO names the mode outright).
  *
  * libnbd is loaded with dlopen() when an NBD source is first opened, not linked: it pulls in GnuTLS,
  * libxml2 and ICU (about 4 MiB of resident memory), which a checksum of a plain file must not pay
@@ -44,6 +44,7 @@
 
 #include "blksum/blksum_internal.h"
 #include "blksum/image.h"
+#include "engine/uring.h"
 
 #define NBD_MAX_QDEPTH        BLKSUM_MAX_QUEUE_DEPTH
 #define NBD_EXTENTS_QUERY     (1ull << 30) /* bytes of map asked for at once, as the original */
@@ -486,11 +487,16 @@ static int find_program(const char *name, char *out, size_t outlen)
 
 /* The child: fd 3 = the listening socket, LISTEN_PID = its own pid, then qemu-nbd. Only
  * async-signal-safe calls (the environment and argv were built before fork). */
-static void exec_server(int sock, const char *prog, char *const argv[], char **envp, char *pidvar)
+static void exec_server(int sock, const char *prog, char *const argv[], char **envp, char *pidvar, bool quiet)
 {
     char digits[NBD_PID_DIGITS];
     int nd = 0;
     prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (quiet) { /* a first try that is retried on failure: the retry says what went wrong */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, STDERR_FILENO);
+    }
     if (sock == NBD_SOCKET_FD)
         fcntl(sock, F_SETFD, 0);
     else if (dup2(sock, NBD_SOCKET_FD) < 0)
@@ -514,9 +520,10 @@ struct nbd_spawn {
 };
 
 /* Start qemu-nbd (prog) serving path with the given aio mode on a listening unix socket of its own
- * (socket activation: it accepts once it is up, and a connect() before that waits in the backlog). */
+ * (socket activation: it accepts once it is up, and a connect() before that waits in the backlog);
+ * quiet: its standard error goes to /dev/null. */
 static int spawn_server(struct nbd_spawn *sp, const char *prog, const char *path, const char *format, const char *aio,
-                        char *err, size_t errlen)
+                        bool quiet, char *err, size_t errlen)
 {
     char fmtarg[64], aioarg[32];
     char pidvar[sizeof("LISTEN_PID=") + NBD_PID_DIGITS] = "LISTEN_PID=";
@@ -560,7 +567,7 @@ static int spawn_server(struct nbd_spawn *sp, const char *prog, const char *path
         snprintf(err, errlen, "nbd: fork: %s", strerror(-rc));
         sp->pid = 0;
     } else if (sp->pid == 0) {
-        exec_server(sock, prog, argv, envp, pidvar);
+        exec_server(sock, prog, argv, envp, pidvar, quiet);
     }
     if (sock >= 0)
         close(sock);
@@ -606,21 +613,33 @@ static uint32_t wire_depth(const char *path)
     return NBD_LOCAL_WIRE_DEPTH;
 }
 
-/* qemu-nbd is started first, and libnbd loaded while it starts up: the two take about as long (10-20 ms
- * each here), and the original, linked with libnbd, pays them one after the other. */
-int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
+/* qemu-nbd's aio mode: NVMELAB_BLKSUM_QEMU_AIO when set; else io_uring for a raw image where this
+ * process may use io_uring (*fallback set: a qemu-nbd built without it is started again with threads),
+ * threads (qemu-nbd's default) otherwise. With io_uring a read from the page cache completes in qemu's
+ * main loop, with no hop to a thread of its pool and back: less of the server's CPU and a shorter
+ * round trip (src/README.md). qcow2 keeps threads: qemu 7.2's io_uring path hangs on a read past the
+ * end of a truncated qcow2 (a raw image read past its end, even one truncated while served, reads
+ * zeros). */
+static const char *server_aio(const char *format, bool *fallback)
 {
-    char prog[4096];
+    char why[PERF_ERRLEN];
+    const char *aio = getenv("NVMELAB_BLKSUM_QEMU_AIO");
+    *fallback = false;
+    if (aio && *aio)
+        return aio;
+    if (strcmp(format, "raw") != 0 || uring_probe(why, sizeof(why)) < 0)
+        return "threads";
+    *fallback = true;
+    return "io_uring";
+}
+
+/* One try: start qemu-nbd with aio and connect *out to it. *exited: the server ended before serving. */
+static int serve_once(const char *prog, const char *path, const char *format, const char *aio, bool quiet,
+                      struct nbd_src **out, bool *exited, char *err, size_t errlen)
+{
     struct nbd_spawn sp;
     struct nbd_src *n = NULL;
-    if (find_program("qemu-nbd", prog, sizeof(prog)) < 0) {
-        snprintf(err, errlen, "%s: qemu-nbd not found on PATH (install qemu-utils), needed to serve the image", path);
-        return -ENOENT;
-    }
-    /* aio=threads, qemu-nbd's default: qemu 7.2's io_uring path hangs on a read past the end of a
-     * truncated image (a corrupt qcow2), so io_uring is the user's choice only */
-    const char *aio = getenv("NVMELAB_BLKSUM_QEMU_AIO");
-    int rc = spawn_server(&sp, prog, path, format, aio && *aio ? aio : "threads", err, errlen);
+    int rc = spawn_server(&sp, prog, path, format, aio, quiet, err, errlen);
     if (rc == 0)
         rc = nbd_lib_ready(path, err, errlen);
     if (rc == 0 && !(n = new_handle(err, errlen)))
@@ -632,6 +651,7 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
         unlink(sp.addr.sun_path);
         rmdir(sp.dir);
     }
+    *exited = rc < 0 && n && sp.pid == 0;
     if (n) {
         n->server = sp.pid; /* nbd_destroy stops it */
         n->wire_depth = wire_depth(path);
@@ -639,8 +659,29 @@ int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *fo
         stop_server(sp.pid);
     if (rc < 0) {
         nbd_destroy(n);
-        return rc;
+        n = NULL;
     }
+    *out = n;
+    return rc;
+}
+
+/* qemu-nbd is started first, and libnbd loaded while it starts up: the two take about as long (10-20 ms
+ * each here), and the original, linked with libnbd, pays them one after the other. */
+int blksum_nbd_serve(struct blksum_source *src, const char *path, const char *format, char *err, size_t errlen)
+{
+    char prog[4096];
+    struct nbd_src *n = NULL;
+    bool fallback, exited;
+    if (find_program("qemu-nbd", prog, sizeof(prog)) < 0) {
+        snprintf(err, errlen, "%s: qemu-nbd not found on PATH (install qemu-utils), needed to serve the image", path);
+        return -ENOENT;
+    }
+    const char *aio = server_aio(format, &fallback);
+    int rc = serve_once(prog, path, format, aio, fallback, &n, &exited, err, errlen);
+    if (rc < 0 && fallback && exited) /* e.g. a qemu-nbd without io_uring: again with its default */
+        rc = serve_once(prog, path, format, "threads", false, &n, &exited, err, errlen);
+    if (rc < 0)
+        return rc;
     rc = finish_open(src, n, path, err, errlen);
     if (rc == 0)
         src->own_server = true;

@@ -10,7 +10,9 @@
  * Key functions (hash.c): blksum_queue_work_locked() hands a read chunk to the hash threads,
  * blksum_worker_main() is a hash thread, blksum_combine_locked() feeds the finished chunks that are
  * next in order into the outer hash and frees their slots (waking the reader), blksum_hash_blocks()
- * hashes blocks of a chunk on the calling thread.
+ * hashes blocks of a chunk on the calling thread; where the reader hashes too (NBD),
+ * blksum_share_work_locked() wakes the hash threads a queued chunk needs and
+ * blksum_reader_hash_locked() hashes one piece on the reader.
  * Caveats: OpenSSL 3 (blksum_internal.h); not a public interface.
  */
 #ifndef NVMELAB_BLKSUM_PIPELINE_H
@@ -69,6 +71,12 @@ struct blksum_job {
     struct slot *free_list;
     struct slot *work_head, *work_tail;
     int idle_workers; /* hash threads waiting for work */
+    /* The reader hashes too while it has no read to issue or reap (NBD, hash.c): then chunks are cut
+     * into one piece per block, and at most hash_limit threads, the reader included, hash at once. */
+    bool reader_hashes;
+    int hashing;            /* threads hashing a piece now (kept only when reader_hashes) */
+    int hash_limit;         /* at most this many hash at once: opts.threads (+1 with opts.reader_joins) */
+    EVP_MD_CTX *reader_ctx; /* the reader's hash context (reader thread only) */
     uint64_t next_combine;
     bool stop;  /* hash threads exit when the queue is empty */
     bool ended; /* the job thread has finished */
@@ -118,8 +126,16 @@ static inline bool blksum_should_stop(struct blksum_job *j)
            atomic_load_explicit(&j->err, memory_order_relaxed);
 }
 
-/* Under mu: queue read chunk s for the hash threads, cut into one piece per idle hash thread. */
+/* Under mu: queue read chunk s for the hash threads, cut into one piece per idle hash thread (per block
+ * when reader_hashes: then nobody is woken here, see blksum_share_work_locked). */
 void blksum_queue_work_locked(struct blksum_job *j, struct slot *s);
+/* Under mu, reader_hashes only: wake the idle hash threads the queued pieces need, leaving one
+ * thread's share to the reader when it will hash (reader_helps). */
+void blksum_share_work_locked(struct blksum_job *j, bool reader_helps);
+/* Under mu, reader_hashes only: the reader hashes one queued piece (unlocking mu meanwhile) when fewer
+ * than hash_limit threads hash; false when it did not (nothing queued, or enough hash threads); true
+ * also when it failed (the job's error is set). */
+bool blksum_reader_hash_locked(struct blksum_job *j);
 /* Under mu: feed every finished chunk that is next in order, free its slot, wake the reader. */
 void blksum_combine_locked(struct blksum_job *j);
 /* A hash thread (pthread start routine, arg = the job). */

@@ -111,10 +111,11 @@ def profile_run(argv: list[str]) -> dict[str, Any]:
 
 
 #: The revision before the last round of work on the NBD path. The first round (from 9824fdd: libnbd's
-#: buffer zeroing, qemu-nbd's stop) is described in the chapter; the second (from f985703: hash threads
-#: sharing a chunk, the reader woken by the hash threads, reads on the wire to our own qemu-nbd capped,
-#: qemu-nbd started before libnbd is loaded) is measured against this revision.
-BEFORE_REV = "f985703"
+#: buffer zeroing, qemu-nbd's stop) and the second (from f985703: hash threads sharing a chunk, the reader
+#: woken by the hash threads, reads on the wire to our own qemu-nbd capped, qemu-nbd started before libnbd
+#: is loaded) are described in the chapter; the third (from c0affc3: the reader hashing while it has
+#: nothing to read, aio=io_uring for a raw image) is measured against this revision.
+BEFORE_REV = "c0affc3"
 NBD_ROUNDS = 3
 #: (digest, hash threads, queue depth) of the side-by-side NBD profile (sha256 -t 2 Q1 was the worst
 #: configuration of the second round)
