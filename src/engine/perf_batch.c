@@ -80,20 +80,27 @@ struct draw {
     uint64_t nblocks, lba0, align;
 };
 
+/* The next position of a pattern, in blocks of the channel's range: sequential patterns walk it and wrap,
+ * random ones draw from the worker's generator. */
+static inline __attribute__((always_inline)) uint64_t draw_pos(struct eng_chan *c, const enum perf_pattern pat,
+                                                               uint64_t *rng, uint64_t nblocks)
+{
+    if (pat == PERF_PAT_READ || pat == PERF_PAT_WRITE) {
+        const uint64_t pos = c->seq_next++;
+        if (c->seq_next >= nblocks)
+            c->seq_next = 0;
+        return pos;
+    }
+    return rng_below(rng, nblocks);
+}
+
 /* One command into sub[k]: its position, its slot off the free list, the cookie of slot + timed (0 here;
  * mark_timed gives a timed command the cookie of qdepth + slot). Returns the slot. */
 static inline __attribute__((always_inline)) uint32_t draw_one(struct eng_chan *c, const struct draw *d,
                                                                const enum perf_pattern pat, uint64_t *rng,
                                                                uint32_t *nfree, uint32_t k, uint32_t timed)
 {
-    uint64_t pos;
-    if (pat == PERF_PAT_READ || pat == PERF_PAT_WRITE) {
-        pos = c->seq_next++;
-        if (c->seq_next >= d->nblocks)
-            c->seq_next = 0;
-    } else {
-        pos = rng_below(rng, d->nblocks);
-    }
+    const uint64_t pos = draw_pos(c, pat, rng, d->nblocks);
     const uint32_t slot = d->freel[--*nfree];
     d->sub[k].slba = d->lba0 + pos * d->align;
     d->sub[k].buf = d->bufp[slot];
@@ -251,14 +258,7 @@ int perf_one_refill(struct worker *w, struct eng_chan *c)
     const struct engine *e = w->e;
     const struct range *r = &e->rg[c->dev];
     const enum perf_pattern pat = e->cfg.pattern;
-    uint64_t pos;
-    if (pat == PERF_PAT_READ || pat == PERF_PAT_WRITE) {
-        pos = c->seq_next++;
-        if (c->seq_next >= r->nblocks)
-            c->seq_next = 0;
-    } else {
-        pos = rng_below(&w->rng, r->nblocks);
-    }
+    const uint64_t pos = draw_pos(c, pat, &w->rng, r->nblocks);
     const perf_sub sub = {.slba = r->lba0 + pos * r->align_lbas, .buf = c->bufp[0], .arg = c->ch->cookie[0]};
     c->nfree = 0;
     if (w->lat) { /* every command (one in perf_lat_sample_every(1) == 1) */
