@@ -30,7 +30,7 @@ PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 help:
 	@echo "make book | test | env | build | lab | bench [BENCH=blksum] | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
 	@echo "     test-browser | test-nbd | test-gpu | wheelhouse | records [STUDY=all RECORDS_PRESET=standard RECORDS_ARGS=--replace] | clean"
-	@echo "     gpu-lease STEP=0|1|2|3 [OUT=DIR] | rehearse-gpu-host [OUT=DIR]"
+	@echo "     gpu-lease (call 0, here) | rehearse-gpu-host [OUT=DIR]"
 
 # --- system prerequisites (env/prereqs.sh): checked first, in well under a second ---
 check-env:
@@ -155,16 +155,15 @@ wheelhouse: env
 	bash env/wheelhouse.sh
 
 # --- the GPU lease plan (env/gpu-lease.sh; README "On a GPU host") ---
-# STEP=0 here: the wheelhouse and the cp312 wheel to carry; STEP=1..3 on the GPU host, one device
-# command each, everything it produced in OUT (a log, a summary JSON, one archive of records).
-# Neither needs `env`: the GPU host has no .venv and no package index.
+# Here, before a lease: the wheelhouse and the cp312 wheel to carry (call 0). On the GPU host the two device
+# calls are `bash env/gpu-lease.sh 1 $OUT` and `bash env/gpu-lease.sh 2 $OUT` (no make there). Neither needs
+# `env`: the GPU host has no .venv and no package index.
 gpu-lease:
-	@case "$(STEP)" in 0|1|2|3) ;; *) echo "usage: make gpu-lease STEP=0|1|2|3 [OUT=DIR] (see env/gpu-lease.sh)"; exit 2;; esac
-	bash env/gpu-lease.sh $(STEP) $(OUT)
+	bash env/gpu-lease.sh 0
 
-# The lease plan's steps on a simulated GPU host here (Python 3.12 with the image's packages and the
-# wheelhouse only, pip --no-index, a non-editable install, the CPU stand-in for the GPU parts);
-# OUT (default build/rehearse/out) ends with each step's outputs, as the device tool returns them.
+# The lease plan's calls on a simulated GPU host here (Python 3.12 with the image's packages and the
+# wheelhouse only, pip --no-index, a non-editable install, the CPU stand-in for the GPU parts), by the
+# device command lines themselves; OUT (default build/rehearse/out) ends with each call's outputs.
 rehearse-gpu-host: check-build
 	bash env/gpu-lease.sh rehearse $(or $(OUT),$(CURDIR)/build/rehearse/out)
 

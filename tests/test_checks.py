@@ -54,7 +54,13 @@ def test_attach_and_excluded():
     assert rec["checks_ok"] is False and checks.failed_checks(rec) == ["b"]
     assert checks.excluded(rec) == checks.EXCLUDED_CHECKS
     assert checks.excluded({"failed": {"kind": "hang", "reason": "x"}}) == checks.EXCLUDED_FAILED
-    assert checks.excluded({"checks_ok": True, "emulator_limited": True}) == checks.EXCLUDED_LIMITED
+    # a run the emulator limited is flagged (drawn marked), not left out, and its flag fails no checks_ok
+    assert checks.excluded({"checks_ok": True, "emulator_limited": True}) is None
+    assert checks.flagged({"checks_ok": True, "emulator_limited": True}) == checks.EXCLUDED_LIMITED
+    rec = checks.attach(
+        {}, {"a": checks.check(True, 1, 1, ""), "emulator_headroom": checks.check(False, 0.9, None, "")}
+    )
+    assert rec["checks_ok"] is True and checks.failed_checks(rec) == []
 
 
 def test_breakdown_percentiles_and_off():
@@ -117,7 +123,8 @@ def test_standin_stamps_exactly_one_command_in_n(every):
 
 def test_a_kernel_that_never_ran_is_marked_and_left_out(tmp_path):
     # the anchor: a run whose kernel did not run reported a rate. Here block (pair) 1 never runs: the
-    # record is still written, with the kernel_ran check failed, and the loader leaves it out
+    # record is still written, with the kernel_ran check failed, and the loader leaves it out; a run the
+    # emulator limited stays in (flagged: the figures draw it marked)
     bad = gpu_standin.run_cuda_standin(**STANDIN, idle_pair=2, study="t_chk")
     kr = bad["checks"]["kernel_ran"]
     assert kr["ok"] is False and kr["value"] == 3 and kr["expect"] == 4 and "block 1 never ran" in kr["detail"]
@@ -128,7 +135,8 @@ def test_a_kernel_that_never_ran_is_marked_and_left_out(tmp_path):
     records.write_records(f, [bad, good, limited])
     assert len(records.load_records(f)) == 3  # kept in the file, marked
     df = load_results("t_chk", "quick", root=tmp_path)
-    assert list(df["repetition"]) == [1]
+    assert sorted(df["repetition"]) == [1, 2]
+    assert list(df.loc[df["repetition"] == 2, "emulator_limited"]) == [True]
 
 
 def test_a_lost_completion_ends_in_the_watchdog():

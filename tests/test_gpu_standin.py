@@ -13,8 +13,13 @@ from nvmelab.results import records
 def test_standin_target_maps_gpu_emu_to_the_cpu_emulator():
     uri, n = gpu_standin.standin_target("gpu-emu://?profile=pm1753&ndev=16&blocks=4&data=none", None)
     assert uri == f"emu://?profile=pm1753&ndev={gpu_standin.STANDIN_MAX_NDEVS}" and n == gpu_standin.STANDIN_MAX_NDEVS
+    # the GPU engine's emu://?mode=thread target (rings in host memory): driven inline, its mode key dropped
+    assert gpu_standin.standin_target("emu://?mode=thread&profile=null&ndev=4", None) == (
+        "emu://?profile=null&ndev=4",
+        4,
+    )
     with pytest.raises(ValueError, match="gpu-emu"):
-        gpu_standin.standin_target("emu://?profile=null", 1)
+        gpu_standin.standin_target("pci://0000:4a:00.0", 1)
 
 
 @pytest.mark.parametrize("iosize", [512, 4096, 65536])  # one page, two pages, a PRP list

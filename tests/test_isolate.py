@@ -92,3 +92,53 @@ def test_bad_arguments_are_named():
         IsolatedExecutor(0)
     with pytest.raises(ValueError, match="module-level"):
         list(IsolatedExecutor(1).execute([object()], lambda **kw: {}, 1))  # type: ignore[list-item]
+
+
+# ------------------------------------------------------------------ BatchExecutor: one process, isolation to mop up
+@pytest.mark.slow
+def test_batch_runs_in_one_process_and_isolates_only_what_follows_a_hang_or_a_death(spec, tmp_path):
+    """The five points of the quick grid in one batch child: dev (good), hang (the child is ended at its
+    limit: a timeout record), then crash, error and other run isolated (each in a process of its own), with
+    the same outcomes as IsolatedExecutor gives them."""
+    from nvmelab.studies.isolate import BatchExecutor
+
+    ex = BatchExecutor(timeout_of=lambda run: LIMIT_S)
+    rep = run_study(spec, "quick", run_fn=fake_run, results_root=tmp_path, progress=False, executor=ex)
+    assert rep.ran == 5
+    assert sorted(why.split(":")[0] for _, why in rep.failed) == ["crash", "error", "timeout"], rep.failed
+    # the hang ended the batch process: the three runs after it went through the isolated mop-up
+    assert ex.isolated == 3 and any("no result within" in e for e in ex.events), (ex.isolated, ex.events)
+    by_target = {r["target"]: r for r in records.load_records(tmp_path / "t_iso")}
+    assert by_target["fake://hang"]["failed"]["kind"] == "timeout"
+    assert "SIGABRT" in by_target["fake://crash"]["failed"]["reason"]
+    for t in ("fake://dev", "fake://other"):
+        assert "failed" not in by_target[t] and by_target[t]["iops"] > 0
+
+
+def test_batch_runs_good_points_in_one_process_and_calls_after_for_each(spec, tmp_path):
+    from nvmelab.studies.isolate import BatchExecutor
+
+    ticks = []
+    ex = BatchExecutor(timeout_of=lambda run: 30, after=lambda: ticks.append(1))
+    rep = run_study(spec, "standard", run_fn=fake_run, results_root=tmp_path, progress=False, executor=ex)
+    assert rep.ran == 3 and not rep.failed and ex.isolated == 0 and not ex.events
+    assert len(ticks) == 3  # after each outcome, once the runner has written it
+
+
+def test_batch_starts_a_point_only_when_its_estimate_fits_the_deadline(spec, tmp_path):
+    """A point whose estimated cost passes the deadline is not started (counted, and a rerun resumes it); the
+    estimate, not the time limit, decides."""
+    import time
+
+    from nvmelab.studies.isolate import BatchExecutor
+
+    cost = {1: 0.1, 2: 0.1, 4: 1e6}  # the qdepth 4 point would never fit
+    ex = BatchExecutor(
+        timeout_of=lambda run: 1e6, deadline=time.monotonic() + 60, cost_of=lambda r: cost[r.params["qdepth"]]
+    )
+    rep = run_study(spec, "standard", run_fn=fake_run, results_root=tmp_path, progress=False, executor=ex)
+    assert rep.ran == 2 and rep.not_started == 1, rep.summary()
+    rep = run_study(
+        spec, "standard", run_fn=fake_run, results_root=tmp_path, progress=False, executor=BatchExecutor(lambda r: 30)
+    )
+    assert rep.ran == 1 and rep.already_done == 2

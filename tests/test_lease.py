@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import statistics
 import tarfile
 from pathlib import Path
 
@@ -20,59 +19,90 @@ from nvmelab.studies.spec import OPTIONAL_PRESETS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_each_step_fits_one_command_and_the_plan_its_budget():
-    # the plan's cost model is code: a study added to STEPS is costed here and must still fit
+def test_two_calls_fit_the_lease_with_margin():
+    """start + call 1 + warm gap + call 2 + give-back within the lease's 900 s; each call's parts (the cost model:
+    install and fixed parts at their limits, studies by the model) within its limit less the margin; each limit
+    within one command's. The cost model is code: a study added to CALLS is costed here and must still fit."""
     plan = lease.plan_estimate()
     assert plan["problems"] == [], plan["problems"]
-    assert [e["step"] for e in plan["steps"]] == sorted(lease.STEPS)
-    for e in plan["steps"]:
-        assert e["seconds"] <= lease.STEP_LIMIT_S <= 8 * 60, e
-        assert all(t["points"] > 0 for t in e["tasks"]), e
-    assert plan["seconds"] == plan["commands_s"] + lease.MACHINE_START_S
-    assert plan["seconds"] <= lease.PLAN_LIMIT_S <= 24 * 60
+    assert sorted(lease.CALLS) == [1, 2] and [c["call"] for c in plan["calls"]] == [1, 2]
+    assert (
+        plan["seconds"]
+        == lease.MACHINE_START_S
+        + lease.CALLS[1].limit_s
+        + lease.WARM_GAP_S
+        + lease.CALLS[2].limit_s
+        + lease.GIVE_BACK_S
+    )
+    assert plan["seconds"] <= lease.BUDGET_S == 900
+    assert lease.CALLS[1].limit_s <= 330 and lease.CALLS[2].limit_s <= 270
+    for c in plan["calls"]:
+        assert c["seconds"] <= c["limit_s"] - lease.CALL_MARGIN_S, c
+        assert all(p.get("points", 1) > 0 for p in c["parts"]), c
+    # the rehearsal's estimate (no CUDA context per study) fits too
+    assert lease.plan_estimate(gpu=False)["problems"] == []
 
 
-def test_plan_estimate_names_a_step_over_its_limit(monkeypatch):
-    monkeypatch.setitem(lease.STEP_FIXED_S, 2, lease.STEP_LIMIT_S)  # e.g. a long study added to step 2
+def test_plan_command_ends_with_the_budget_line(capsys):
+    assert lease.main(["plan"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.match(r"^plan: \d+ s of 900 s ", last), last
+
+
+def test_plan_estimate_names_a_call_over_its_limit(monkeypatch):
+    big = lease.Call(2, 100, lease.CALLS[2].parts)  # e.g. call 2 given too little time for its parts
+    monkeypatch.setitem(lease.CALLS, 2, big)
     problems = lease.plan_estimate()["problems"]
-    assert any(p.startswith("step 2: ") for p in problems), problems
+    assert any(p.startswith("call 2: parts ") for p in problems), problems
 
 
-def test_readme_states_the_plans_computed_estimate():
-    """env/README.md's plan table says what plan_estimate() computes (rounded to the second): a change
-    of the plan or of the cost model that is not written down fails here."""
+def test_call_1_holds_what_must_come_back_first_and_call_2_the_rest():
+    kinds1 = [p.kind for p in lease.CALLS[1].parts]
+    assert kinds1[:4] == ["probe", "native-check", "gpu-tests", "bench"]
+    studies1 = [p.task for p in lease.CALLS[1].parts if p.kind == "study"]
+    assert studies1 == [lease.Task("cuda_qdepth", lease.AB_TARGET_A)]  # the whole grid, nothing selected
+    studies2 = {p.task.study for p in lease.CALLS[2].parts if p.kind == "study"}
+    assert studies2 == {"cuda_iosize", "cuda_match", "cuda_pollcost", "cuda_qdepth"}
+    assert all(p.task.study != "vram_cache" for c in lease.CALLS.values() for p in c.parts if p.task)
+    emu = next(p.task for p in lease.CALLS[2].parts if p.name == "cuda_qdepth-emu")
+    runs = lease.runs_of(emu)
+    assert runs and all(r.params["target"].startswith("emu://?mode=thread") for r in runs)
+    assert all(r.params["ndevs"] == 4 and "ndev=4" in r.params["target"] for r in runs)
+
+
+def test_script_constants_are_the_plans():
+    """env/gpu-lease.sh's call seconds and install limit are the plan's: the same numbers."""
+    sh = dict(re.findall(r"^([A-Z0-9_]+_S)=(\d+)$", (ROOT / "env" / "gpu-lease.sh").read_text(), re.M))
+    assert sh == {
+        "CALL1_S": str(lease.CALLS[1].limit_s),
+        "CALL2_S": str(lease.CALLS[2].limit_s),
+        "INSTALL_LIMIT_S": str(lease.INSTALL_LIMIT_S),
+    }, sh
+
+
+def test_readme_gives_the_device_calls_and_the_plans_numbers():
+    """README's "On a GPU host" and env/README.md give the two device command lines with their carry list, and
+    env/README.md's table states what plan_estimate() computes (rounded to the second)."""
+    readme = (ROOT / "README.md").read_text()
+    for n in (1, 2):
+        assert f"bash env/gpu-lease.sh {n} $OUT" in readme
+    assert '"build/lease/wheel", "env/wheelhouse"' in readme
     text = (ROOT / "env" / "README.md").read_text()
     plan = lease.plan_estimate()
-    for e in plan["steps"]:
-        row = re.search(rf"^\| {e['step']} \| GPU host \|.*\| ≤ (\d+) s \|$", text, re.M)
-        assert row, f"no row of step {e['step']} in env/README.md"
-        assert int(row.group(1)) == round(e["seconds"]), (e["step"], row.group(1), e["seconds"])
-    total = re.search(r"the plan's estimate is (\d+) s", text)
+    for c in plan["calls"]:
+        row = re.search(rf"^\| {c['call']} \| GPU host \|.*\| ≤ (\d+) s of (\d+) s \|$", text, re.M)
+        assert row, f"no row of call {c['call']} in env/README.md"
+        assert int(row.group(1)) == round(c["seconds"]) and int(row.group(2)) == c["limit_s"], row.group(0)
+    total = re.search(r"lease takes (\d+) s of its 900", text)
     assert total and int(total.group(1)) == round(plan["seconds"]), (total and total.group(1), plan["seconds"])
 
 
-def test_script_time_limits_are_the_cost_models():
-    """env/gpu-lease.sh enforces the fixed parts' limits that the cost model counts: the same numbers."""
-    sh = dict(re.findall(r"^([A-Z_]+_S)=(\d+)$", (ROOT / "env" / "gpu-lease.sh").read_text(), re.M))
-    assert sh, "no limits found in env/gpu-lease.sh"
-    for name, value in sh.items():
-        assert int(value) == getattr(lease, name), name
-
-
-def test_rehearsal_budget_lets_every_task_of_a_step_start():
-    """run_step gives each task an even share of the step's study seconds and skips a task whose share is below
-    its point timeout: the rehearsal's cap (env/gpu-lease.sh) must leave every task of every step a share that
-    starts a point, or the rehearsal stops exercising that study (it did, for cuda_iosize and vram_cache, when
-    cuda_pollcost joined step 3 under a 60 s cap)."""
-    m = re.search(
-        r"NVMELAB_LEASE_STUDY_S=\$\{NVMELAB_LEASE_STUDY_S:-(\d+)\}", (ROOT / "env" / "gpu-lease.sh").read_text()
-    )
-    assert m, "the rehearsal's study-seconds cap is not in env/gpu-lease.sh"
-    cap = int(m.group(1))
-    for step, tasks in lease.STEPS.items():
-        for task in tasks:
-            need = max(lease.point_timeout(r) for r in lease.runs_of(task))
-            assert cap / len(tasks) >= need, (step, task.study, cap / len(tasks), need)
+def test_no_lease_grid_point_is_one_the_gpu_refuses():
+    """(16 queues, qdepth 512) needs more than the occupancy limit beside the emulator on an H100/H200."""
+    runs = lease.runs_of(lease.Task("cuda_qdepth", lease.AB_TARGET_A))
+    pts = {(r.params["nqueues"], r.params["qdepth"]) for r in runs}
+    assert (16, 512) not in pts and len(pts) == 39
+    assert all(r.params.get("poll") == "spin" for r in runs)  # as the published tool polls
 
 
 def test_installed_extension_imports_without_a_gpu_driver_and_holds_its_cuda_code():
@@ -92,22 +122,23 @@ def test_installed_extension_imports_without_a_gpu_driver_and_holds_its_cuda_cod
 
 def test_lease_presets_and_the_ab_points_are_in_the_grid():
     assert "lease" in OPTIONAL_PRESETS
-    for study in ("cuda_qdepth", "cuda_iosize", "vram_cache", "cuda_pollcost", "cuda_match"):
+    for study in ("cuda_qdepth", "cuda_iosize", "cuda_pollcost", "cuda_match"):
         assert "lease" in load_spec(study).presets
-    ab = lease.runs_of(lease.STEPS[1][0])
-    assert {(r.params["nqueues"], r.params["qdepth"]) for r in ab} == set(lease.AB_POINTS)
-    b = lease.STEPS[1][1].resolved_target()
+    assert "lease" not in load_spec("vram_cache").presets  # it left the lease (its GPU part: a later one)
+    ab_b = next(p.task for p in lease.CALLS[2].parts if p.name == "cuda_qdepth-ab")
+    grid = lease.runs_of(lease.Task("cuda_qdepth", lease.AB_TARGET_A))
+    b_runs = lease.runs_of(ab_b)
+    assert {(r.params["nqueues"], r.params["qdepth"]) for r in b_runs} == set(lease.AB_POINTS)
+    assert set(lease.AB_POINTS) <= {(r.params["nqueues"], r.params["qdepth"]) for r in grid}  # A: call 1's grid
+    b = ab_b.resolved_target()
     assert b.startswith(lease.AB_TARGET_A + "&") and "lat=" in b and "qiops=" in b
-    keys_a = {r.key for r in ab}
-    assert not keys_a & {r.key for r in lease.runs_of(lease.STEPS[1][1])}  # the target is in the key
-    assert keys_a <= {r.key for r in lease.runs_of(lease.STEPS[2][0])}  # step 2 resumes past A
-    assert all(r.params["cache"] == "gpu" for r in lease.runs_of(lease.Task("vram_cache")))
+    assert not {r.key for r in b_runs} & {r.key for r in grid}  # the target is in the key
 
 
 def test_pollcost_points_pay_for_their_corunner_and_the_share_is_the_engines():
-    """cuda_pollcost rides in step 3; a point with a co-runner is estimated longer by its phase alone, and
-    the cost model's share is the engine's (CRUN_CORUN_SHARE, via the extension)."""
-    assert any(t.study == "cuda_pollcost" for t in lease.STEPS[3])
+    """A point with a co-runner is estimated longer by its phase alone, and the cost model's share is the
+    engine's (CRUN_CORUN_SHARE, via the extension)."""
+    assert any(p.task and p.task.study == "cuda_pollcost" for p in lease.CALLS[2].parts)
     runs = lease.runs_of(lease.Task("cuda_pollcost"))
     on = [r for r in runs if r.params.get("corun")]
     off = [r for r in runs if not r.params.get("corun")]
@@ -119,13 +150,6 @@ def test_pollcost_points_pay_for_their_corunner_and_the_share_is_the_engines():
     assert extra == pytest.approx(lease.CORUN_SHARE * window + lease.CORUN_SIZING_S)
     nat = pytest.importorskip("nvmelab._native")
     assert nat.CRUN_CORUN_SHARE == pytest.approx(lease.CORUN_SHARE)
-
-
-def test_tier_point_estimate_covers_the_committed_cache_runs():
-    path = ROOT / "data" / "results" / "vram_cache" / "vm" / "standard.jsonl"
-    recs = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
-    cache = [r["runtime_s"] for r in recs if r.get("cache") == "host" and r.get("nqubits") == 21]
-    assert cache and max(cache) <= lease.TIER_POINT_S, (max(cache), statistics.median(cache))
 
 
 def _good_out(tmp_path: Path, step: int = 2) -> Path:
@@ -142,7 +166,7 @@ def _good_out(tmp_path: Path, step: int = 2) -> Path:
     with tarfile.open(out / f"records-{step}.tar.gz", "w:gz") as tar:
         tar.add(res / "lease.jsonl", arcname="cuda_qdepth/rehearsal/lease.jsonl")
     (out / f"lease-{step}.log").write_text("log\n")
-    (out / f"summary-{step}.json").write_text(json.dumps({"step": step}))
+    (out / f"summary-{step}.json").write_text(json.dumps({"call": step}))
     return out
 
 
@@ -160,19 +184,81 @@ def test_output_check_accepts_a_good_folder_and_names_what_is_wrong(tmp_path):
     assert "missing summary-3.json" in " ".join(lease.check_out(out, 3)) or lease.check_out(out, 3)
 
 
+def _call(tmp_path: Path, number: int, only: str, *, kill_after: int = 0) -> tuple[int, Path]:
+    """`lease call` with the stand-in, as the device command runs it after the install (a subprocess)."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    env = {**os.environ, "NVMELAB_HOST_ID": "t", "NVMELAB_LEASE_ROOT": str(ROOT)}
+    if kill_after:
+        env["NVMELAB_LEASE_KILL_AFTER"] = str(kill_after)
+    cmd = [sys.executable, "-m", "nvmelab.studies.lease", "call", str(number), "--results", str(tmp_path / "res"),
+           "--out", str(out), "--parts", str(tmp_path / "parts.jsonl"), "--started", str(time.time()), "--standin",
+           "--only", only]  # fmt: skip
+    rc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600).returncode
+    return rc, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_call_killed_after_any_part_returns_everything_up_to_that_part(tmp_path, k):
+    """SIGKILL right after the k-th part (NVMELAB_LEASE_KILL_AFTER, the tests' fault injection): OUT already
+    holds the summary and the archive with every part up to k, and every record those parts took."""
+    pytest.importorskip("nvmelab._native")
+    only = ["bench-breakdown", "cuda_qdepth-emu", "cuda_qdepth-ab"]  # in the call's order
+    rc, out = _call(tmp_path, 2, ",".join(only), kill_after=k)
+    assert rc == -9  # killed, as the device tool's limit would
+    summary = json.loads((out / "summary-2.json").read_text())
+    assert [p["part"] for p in summary["parts"]] == only[:k]
+    with tarfile.open(out / "records-2.tar.gz") as tar:
+        recs = [
+            json.loads(ln)
+            for m in tar.getmembers()
+            if m.name.endswith(".jsonl")
+            for ln in tar.extractfile(m).read().decode().splitlines()
+        ]
+    targets = [r["target"] for r in recs]
+    want = {1: 0, 2: 5, 3: 15}[k]  # the bench (no records), five emu:// points, then ten A/B points
+    assert len(recs) == want, targets
+    assert sum(t.startswith("emu://") for t in targets) == min(want, 5)
+    parts = {p["part"]: p for p in summary["parts"]}
+    if k >= 2:
+        assert parts["cuda_qdepth-emu"]["ran"] == 5 and parts["cuda_qdepth-emu"]["not_started"] == 0
+
+
+def test_call_refuses_a_part_it_does_not_have(tmp_path):
+    rc, _ = _call(tmp_path, 1, "no-such-part")
+    assert rc == 2
+
+
 REHEARSAL = os.environ.get("NVMELAB_REHEARSAL_OUT")
 
 
 @pytest.mark.skipif(not REHEARSAL, reason="set by make rehearse-gpu-host (NVMELAB_REHEARSAL_OUT)")
-@pytest.mark.parametrize("step", sorted(lease.STEPS))
-def test_rehearsal_outputs(step):
-    out = Path(REHEARSAL) / f"step-{step}"
-    assert lease.check_out(out, step) == []
-    summary = json.loads((out / f"summary-{step}.json").read_text())
+@pytest.mark.parametrize("number", sorted(lease.CALLS))
+def test_rehearsal_outputs(number):
+    """What the device tool would hand back from each call: within its limits, valid records with their
+    commit, every part done, and every point of every lease study run (a record, or a failed-point record),
+    none left "not started" within the rehearsal's budget."""
+    out = Path(REHEARSAL) / f"call-{number}"
+    assert lease.check_out(out, number) == []
+    summary = json.loads((out / f"summary-{number}.json").read_text())
     assert summary["standin"] is True and summary["git_commit"]
     assert all(p.get("rc") == 0 for p in summary["parts"]), summary["parts"]
-    if step == 1:
-        assert any(p["part"] == "native-check" for p in summary["parts"]), summary["parts"]
+    names = [p["part"] for p in summary["parts"]]
+    assert names == ["install"] + [p.name for p in lease.CALLS[number].parts], names
+    for p in summary["parts"]:
+        if p["kind"] == "study":
+            assert p["not_started"] == 0 and not p["skipped"], p
+            assert p["ran"] + p["already_done"] == p["planned"] == p["points"], p
+    if number == 1:
+        tests = next(p for p in summary["parts"] if p["part"] == "gpu-tests")
+        assert sum(tests["tests"].values()) > 0 and not tests["tests"]["hung"], tests
+        with tarfile.open(out / "records-1.tar.gz") as tar:
+            names = tar.getnames()
+        assert "lease/gpu-tests-1.xml" in names and "lease/probe-1.json" in names, names
     if os.environ.get("NVMELAB_REHEARSAL_CUDA") == "ON":  # the wheel a lease carries: CUDA compiled in
         assert summary["build"]["cuda"] is True, summary["build"]
         assert summary["cuda"]["compiled"] is True and summary["cuda"]["devices"] == 0 and summary["cuda"]["reason"]

@@ -258,7 +258,9 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
     d["occupancy_pct"] = r.occupancy_pct;
     d["occupancy_permille"] = r.occupancy_permille;
     d["sq_readback"] = r.sq_readback;
-    d["window_t0_ns"] = r.window_t0_ns; // the window on the steady clock (time.monotonic_ns), for NVML
+    d["fence"] = std::string(r.fence);          // doorbell fences: "gpu" or "sys" scope
+    d["round_publish_ns"] = r.round_publish_ns; // mapped round counters written at most this often
+    d["window_t0_ns"] = r.window_t0_ns;         // the window on the steady clock (time.monotonic_ns), for NVML
     d["window_t1_ns"] = r.window_t1_ns;
     if (r.corun.valid) { // the co-running compute kernel (corun=): raw times, the ratio is made in Python
         const nvme_cuda_corun_result &c = r.corun;
@@ -288,7 +290,8 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
         e["late_ns_max"] = r.emu.late_ns_max;
         e["sq_wait_mean"] = r.emu.sq_wait_mean; // fetch lag: SQEs behind the doorbell per look
         e["sq_wait_max"] = r.emu.sq_wait_max;
-        e["sq_left_frac"] = r.emu.sq_left_frac; // share of them left for a later sweep
+        e["sq_left_frac"] = r.emu.sq_left_frac;             // share of them left for a later sweep
+        e["fetch_wait_ns_mean"] = r.emu.fetch_wait_ns_mean; // SQ backlog in time, per fetched SQE
         e["warps_serving"] = r.emu.warps_serving;
         e["busy_max"] = r.emu.busy_max; // busy fraction of the busiest warp
         e["busy_mean"] = r.emu.busy_mean;

@@ -46,6 +46,7 @@ extern "C" {
 #define CRUN_POLL_DEFAULT_NS 2048u    /* backoff:2048, the former compile-time constant */
 #define CRUN_OCCUPANCY_PCT   95u      /* refuse a run above this share of the resident capacity */
 #define CRUN_POLL_TEXT_LEN   32u
+#define CRUN_FENCE_TEXT_LEN  8u /* "gpu" or "sys": the scope of the doorbell fences */
 
 /* the co-running compute kernel (corun=, engine/cuda/crun_corun.h) */
 #define CRUN_CORUN_MAX_PER_SM 32u  /* blocks per SM at most */

@@ -13,8 +13,9 @@
  *                             __syncthreads, read-back of the last SQE (host SQs), fence, SQ doorbell
  *
  * Memory ordering. Submission: SQEs and write payloads are plain stores; after __syncthreads() thread 0
- * issues __threadfence_system() (fence.sc.sys, cumulative over what the block wrote before the barrier)
- * and then the doorbell store, so a controller that sees the new tail sees the SQEs, at any scope.
+ * issues a fence cumulative over what the block wrote before the barrier (nvme_cuda_db_fence: fence.sc.sys
+ * for a controller outside the GPU, fence.sc.gpu when it is a kernel on the same GPU) and then the doorbell
+ * store, so a controller that sees the new tail sees the SQEs.
  * Completion: a CQE is taken by one 32-bit ACQUIRE load of its last word (CID + status/phase), whose
  * scope is the writer's:
  *   - a real controller writes the CQE (and read payloads before it: PCIe posted writes from one
@@ -52,7 +53,19 @@ static __device__ __forceinline__ uint64_t nvme_cuda_now_ns(void)
     return t;
 }
 
-/* One doorbell store (MMIO or device word); the caller fences before it. */
+/* The fence before a doorbell store, cumulative over what the block wrote before its barrier. Its scope is
+ * the reader's: fence.sc.sys where the controller is outside this GPU (rings in host memory, a BAR
+ * doorbell), fence.sc.gpu where rings, doorbells and the controller are all in this GPU (gpu-emu://): a
+ * system-scope fence there only adds system coherence traffic to every round. */
+static __device__ __forceinline__ void nvme_cuda_db_fence(int system_scope)
+{
+    if (system_scope)
+        __threadfence_system();
+    else
+        __threadfence();
+}
+
+/* One doorbell store (MMIO or device word); the caller fences before it (nvme_cuda_db_fence). */
 static __device__ __forceinline__ void nvme_cuda_db_write(volatile uint32_t *db, uint32_t value)
 {
     *db = value;
@@ -111,14 +124,14 @@ static __device__ int nvme_cuda_match_wait(int mode, const struct nvme_cqe *cq, 
  * written returns NVME_GPUQ_SQ_READBACK (thread 0 only) and rings nothing. */
 static __device__ __forceinline__ int nvme_cuda_sq_publish(struct nvme_sqe *sq, volatile uint32_t *sq_db,
                                                            uint64_t sq_pos_after, uint32_t entries, uint32_t round,
-                                                           uint32_t qdepth, int sq_host)
+                                                           uint32_t qdepth, int sq_host, int fence_sys)
 {
     if (sq_host)
         __threadfence_system(); // this thread's SQE before anything it does next, at system scope
     __syncthreads();
     if (threadIdx.x != 0)
         return NVME_GPUQ_OK;
-    __threadfence_system();
+    nvme_cuda_db_fence(fence_sys);
     if (sq_host) {
         const uint64_t last = nvme_gpuq_last_sqe_pos(sq_pos_after);
         const volatile struct nvme_sqe *s = sq + nvme_gpuq_cq_slot(last, entries);

@@ -29,6 +29,8 @@
 #define CRUN_BEAT_ENTERED   1ull          // crun_queue.beat: the block started
 #define CRUN_BEAT_LEFT      2ull          // and it reached its end
 #define CRUN_STOP_GRACE_NS  5000000000ull // after the stop flag, the kernel ends within timeout + this
+#define CRUN_STOP_CHECK_NS                                                                                             \
+    100000ull // thread 0 reads the mapped stop flag (and writes its round count) at most every 100 us
 
 struct crun_queue {
     struct nvme_sqe *sq;
@@ -55,7 +57,8 @@ struct crun_queue {
 
 struct crun_params {
     struct crun_queue *queues;
-    volatile unsigned long long *rounds; // mapped host memory, one per queue
+    volatile unsigned long long *rounds; // mapped host memory, one per queue: rounds completed, written by thread 0
+                                         // at the stop-check cadence (CRUN_STOP_CHECK_NS) and when the block ends
     const volatile int *stop;            // mapped host memory
     uint8_t *buf;                        // per-thread buffers (+ PRP list page), GPU memory
     uint64_t stride;                     // bytes per thread
@@ -67,6 +70,8 @@ struct crun_params {
     uint64_t seed, nslots, lba0, max_rounds, timeout_ns;
     int scope;            // enum nvme_cuda_scope: who writes the CQs (acquire scope)
     int sq_host;          // SQs in host memory: per-thread system fence, read-back of the last SQE before the doorbell
+    int fence_sys;        // the doorbell fences at system scope (rings or doorbells outside GPU memory), else GPU
+                          // scope (gpu-emu://: rings, doorbells and the controller all in this GPU's memory)
     uint32_t poll_max_ns; // the poll discipline: 0 = spin, else the largest backoff sleep
     // the per-I/O time breakdown: one command in sample_every (0: off); each block keeps the phases of up to
     // sample_cap of them in samples + block * sample_cap * NVME_GPUQ_NPHASES (GPU memory)

@@ -4,14 +4,16 @@
 //
 // Grid = devices x queues per device, one block per queue pair, one thread per in-flight command
 // (blockDim = qdepth). Each round is lock-step: every thread builds its SQE in slot tail+i, thread 0
-// fences (SQs in host memory: every thread fences at system scope and thread 0 reads the last SQE back)
-// and rings the SQ doorbell; one poller warp waits (with a deadline and the run's poll discipline) for
+// fences (SQs in host memory: every thread fences at system scope and thread 0 reads the last SQE back;
+// the doorbell fence is system scope for a controller outside the GPU, GPU scope on gpu-emu://) and rings the
+// SQ doorbell; one poller warp waits (with a deadline and the run's poll discipline) for
 // the round's CQEs, 32 neighbouring slots at a time, and hands each to the command whose CID it names;
-// thread 0 rings the CQ head doorbell and counts the round. How completions reach commands is the run's
-// `match` mode (cid by default; positional and scan as the other designs do it, nvme_gpuq_match.h). Verified reads
-// poison their buffer first. The acquire scope of the CQE polls is the writer's (P.scope, see nvme_cuda.cuh).
-// Self-checks (issue 24): each block writes its heartbeat at entry and exit, thread 0 counts the commands it
-// rang, the poller lanes the completions they matched. Breakdown: one command in P.sample_every carries the
+// thread 0 rings the CQ head doorbell and counts the round (published to the host's mapped counter at the
+// stop-check cadence, CRUN_STOP_CHECK_NS, not every round: a mapped store crosses PCIe). How completions reach commands
+// is the run's `match` mode (cid by default; positional and scan as the other designs do it, nvme_gpuq_match.h).
+// Verified reads poison their buffer first. The acquire scope of the CQE polls is the writer's (P.scope, see
+// nvme_cuda.cuh). Self-checks (issue 24): each block writes its heartbeat at entry and exit, thread 0 counts the
+// commands it rang, the poller lanes the completions they matched. Breakdown: one command in P.sample_every carries the
 // six %globaltimer stamps of nvme_gpuq.h (T0/T1 its own thread, T2 thread 0 after the doorbell, T3P/T3 the
 // look that matched it, T4 its thread at release) and stores its five phases (crun_sample).
 #include <cerrno>
@@ -30,8 +32,7 @@
 #include "nvme/nvme_gpuq.h"
 #include "nvme/nvme_gpuq_match.h"
 
-#define CRUN_STOP_CHECK_NS 100000ull // thread 0 reads the mapped stop flag at most every 100 us
-#define CRUN_HOST_POLL     std::chrono::milliseconds(1)
+#define CRUN_HOST_POLL std::chrono::milliseconds(1)
 
 static __device__ void crun_fail(crun_queue *q, uint32_t state, uint16_t status, uint64_t lba)
 {
@@ -113,6 +114,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                 if (!stop && now >= s_next_check) { // also in rounds mode: Ctrl-C must end it
                     stop = *P.stop;
                     s_next_check = now + CRUN_STOP_CHECK_NS;
+                    P.rounds[b] = round; // the host's window edges: mapped memory, at this cadence only
                 }
                 s_stop = stop;
                 s_smp = P.sample_every && now - s_k0 >= P.sample_from_ns;
@@ -145,7 +147,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
             if (i == 0)
                 s_t0 = nvme_cuda_now_ns();
             sq_pos += qd;
-            if (nvme_cuda_sq_publish(q->sq, q->sq_db, sq_pos, entries, (uint32_t)round, qd, P.sq_host) !=
+            if (nvme_cuda_sq_publish(q->sq, q->sq_db, sq_pos, entries, (uint32_t)round, qd, P.sq_host, P.fence_sys) !=
                 NVME_GPUQ_OK) { // thread 0 only: the SQEs are not in host memory, nothing was rung
                 if (atomicCAS(&q->state, NVME_GPUQ_OK, NVME_GPUQ_SQ_READBACK) == NVME_GPUQ_OK)
                     crun_fail(q, NVME_GPUQ_SQ_READBACK, 0, slba);
@@ -197,13 +199,12 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
                 break; // leave the CQ as it is: the queue is not consistent any more
             cq_pos += qd;
             if (i == 0) {
-                __threadfence_system();
+                nvme_cuda_db_fence(P.fence_sys);
                 nvme_cuda_db_write(q->cq_db, nvme_gpuq_db(cq_pos, entries));
                 uint64_t dt = nvme_cuda_now_ns() - s_t0;
                 q->round_ns_sum += dt;
                 if (dt > q->round_ns_max)
                     q->round_ns_max = dt;
-                P.rounds[b] = round + 1u;
             }
             const uint16_t my = st[i];
             if (smp) { // released: the breakdown's last stamp
@@ -245,6 +246,7 @@ __global__ void __launch_bounds__(NVME_GPUQ_MAX_QDEPTH) crun_kernel(crun_params 
     __syncthreads(); // every lane's count is in before the block says it left
     if (i == 0) {
         q->rounds = round;
+        P.rounds[b] = round; // the last count, whatever the cadence left unwritten
         q->beat = CRUN_BEAT_LEFT;
     }
 }

@@ -74,18 +74,22 @@ struct nvme_cuda_cmd_error {
  *   headroom            1 / busy_max: how many times the present rate the busiest warp could serve
  *   fetch lag           SQEs found behind a doorbell per look (sq_wait_mean, sq_wait_max) and the share
  *                       of them left for a later sweep (sq_left_frac)
- *   limited             the emulator, not the model, set the rate: busy_max >= NVME_CUDA_EMU_BUSY_LIMIT,
- *                       or (timed models) completions posted late by more than NVME_CUDA_EMU_LATE_SHARE of
- *                       the model's latency on average. Records carry it as `emulator_limited`; chapters
- *                       leave such runs out of their figures. */
-#define NVME_CUDA_EMU_BUSY_LIMIT 0.9
+ *   fetch_wait_ns_mean  SQ backlog in time: per fetched SQE, how long the SQEs of its sweep had waited since
+ *                       the emulator's look that first found them (its own fetch delay; 0: none)
+ *   limited             the emulator, not the model, set the rate (timed models only: with profile=null the
+ *                       emulator is the only rate there is): completions were posted late, or SQEs waited to
+ *                       be fetched, by more than NVME_CUDA_EMU_LATE_SHARE of the model's latency on average
+ *                       (late_ns_mean + fetch_wait_ns_mean). busy_max is kept as a counter, not a verdict: a
+ *                       warp counts a whole sweep busy when any one of its queues moved, so it reads high at
+ *                       loads the emulator serves on time. Records carry the verdict as `emulator_limited`;
+ *                       chapters draw such runs marked. */
 #define NVME_CUDA_EMU_LATE_SHARE 0.1
 struct nvme_cuda_emu_stats {
     bool valid; /* gpu-emu:// runs only */
     uint64_t fetched, completed, errors, dropped, cq_full_held, idle_sweeps;
     double late_ns_mean; /* posted after the due time, mean over completions (0 on profile=null) */
     uint64_t late_ns_max;
-    double sq_wait_mean, sq_left_frac;
+    double sq_wait_mean, sq_left_frac, fetch_wait_ns_mean;
     uint64_t sq_wait_max;
     uint32_t warps_serving;
     double busy_max, busy_mean, headroom;
@@ -135,6 +139,9 @@ struct nvme_cuda_run_result {
     uint32_t occupancy_permille;         /* the share of the resident capacity the run's blocks needed */
     bool sq_readback;                    /* SQs in host memory: per-thread system fence + read-back of the
                                             last SQE before each doorbell */
+    char fence[CRUN_FENCE_TEXT_LEN];     /* scope of the fences before each doorbell: "gpu" (rings and
+                                            doorbells in GPU memory) or "sys" (host memory or a BAR) */
+    uint64_t round_publish_ns;           /* the mapped round counters are written at most this often */
     uint64_t window_t0_ns, window_t1_ns; /* the measured window on the host's steady clock (CLOCK_MONOTONIC,
                                             within one host poll), for samplers outside the engine (NVML) */
     struct nvme_cuda_corun_result corun;

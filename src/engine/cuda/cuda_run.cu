@@ -217,6 +217,11 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
     P.timeout_ns = p->timeout_ns ? p->timeout_ns : NVME_CUDA_DEFAULT_TIMEOUT_NS;
     P.scope = T.scope;
     P.sq_host = T.sq_host;
+    // the doorbell fences' scope: GPU scope only where the controller is a kernel on this GPU and every ring
+    // and doorbell is in its memory (gpu-emu://); a controller outside the GPU needs system scope
+    P.fence_sys = T.kind != CRUN_TGT_GPU_EMU || T.sq_host || T.scope == NVME_CUDA_SCOPE_SYSTEM;
+    snprintf(r->fence, sizeof(r->fence), "%s", P.fence_sys ? "sys" : "gpu");
+    r->round_publish_ns = CRUN_STOP_CHECK_NS;
     P.poll_max_ns = p->poll_max_ns;
     P.match = p->match;
     if ((rc = crun_expected_inj(p->target, &P.inj, err, errlen))) // err_every/err_status of the target URI

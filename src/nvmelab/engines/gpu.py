@@ -318,6 +318,10 @@ def make_record(
                 "used_pct": None if res.get("occupancy_permille") is None else res["occupancy_permille"] / 10,
             },
             "sq_readback": res.get("sq_readback"),
+            # the doorbell fences' scope ("gpu": rings and doorbells in GPU memory; "sys": a controller outside
+            # the GPU) and how often the kernel writes its round counters to mapped host memory
+            "fence": res.get("fence"),
+            "round_publish_ns": res.get("round_publish_ns"),
             # what polling costs the GPU: the co-runner alone vs under the I/O load, NVML's SM activity
             "corun": corun_field(res.get("corun"), corun),
             "nvml": res.get("nvml"),
@@ -330,12 +334,13 @@ def make_record(
                 foreign=res.get("match_foreign", 0),
                 misattributed=res.get("misattributed", 0),
             ),
-            # gpu-emu's own counters: fetch lag (sq_wait_*, sq_left_frac), busy fraction per warp (busy_*),
-            # lateness, CQ-full holds, and its headroom (1 / busy_max)
+            # gpu-emu's own counters: fetch lag (sq_wait_*, sq_left_frac) and SQ backlog in time
+            # (fetch_wait_ns_mean), busy fraction per warp (busy_*), lateness, CQ-full holds, headroom (1 / busy_max)
             "emulator_counters": dict(emu) if emu else None,
             "emulator_headroom": emu.get("headroom") if emu else None,
-            # True: the emulator, not the device model, set the rate (busiest warp >= 90 % busy, or completions
-            # late by > 10 % of the model's latency); the chapters leave such runs out of their figures
+            # True: the emulator, not the device model, set the rate (timed models: completions posted late plus
+            # SQEs waiting to be fetched, on average, > 10 % of the model's latency; src/engine/cuda/cuda_api.h);
+            # such runs stay in the figures, drawn marked (results.checks.FLAGS)
             "emulator_limited": bool(emu.get("limited")) if emu else None,
             "provenance": provenance,
         }

@@ -34,14 +34,16 @@ log = logging.getLogger(__name__)
 TOOL = "nvmelab-gpuq-cpu"
 #: Devices the stand-in emulates at most (one CPU thread drives every queue of every device).
 STANDIN_MAX_NDEVS = 4
-#: gpu-emu:// keys the CPU emulator does not take (GPU launch shape, payload handling).
-_GPU_ONLY_KEYS = ("blocks", "warps", "data", "fill", "ooo", "drop", "ndev")
+#: gpu-emu:// keys the CPU emulator does not take (GPU launch shape, payload handling); `mode`: an emu:// target
+#: of the GPU engine serves from a thread of its own (mode=thread), the stand-in drives it inline.
+_GPU_ONLY_KEYS = ("blocks", "warps", "data", "fill", "ooo", "drop", "ndev", "mode")
 
 
 def standin_target(target: str, ndevs: int | None) -> tuple[str, int]:
-    """(the emu:// URI the stand-in drives for a gpu-emu:// target, its device count)."""
-    if not str(target).startswith("gpu-emu://"):
-        raise ValueError(f"target={target!r}: the CPU stand-in replaces gpu-emu:// targets only")
+    """(the emu:// URI the stand-in drives for a gpu-emu:// target, or for the GPU engine's emu://?mode=thread
+    target, and its device count)."""
+    if not str(target).startswith(("gpu-emu://", "emu://")):
+        raise ValueError(f"target={target!r}: the CPU stand-in replaces gpu-emu:// and emu:// targets only")
     q = parse_qs(urlsplit(target).query)
     n = int(ndevs or (q.get("ndev") or ["16"])[0])
     n = max(1, min(n, STANDIN_MAX_NDEVS))

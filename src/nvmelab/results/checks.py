@@ -110,39 +110,52 @@ def littles_law(
 
 
 def emulator_headroom(limited: bool | None, headroom: float | None) -> dict[str, Any]:
-    """The emulator was not the limiter (part 1's emulator_limited / emulator_headroom)."""
+    """The emulator was not the limiter (part 1's emulator_limited / emulator_headroom). A flag, not a failure
+    (FLAGS): a run the emulator limited keeps checks_ok and is drawn marked, until leases show what its counters
+    read on a GPU."""
     if limited is None:
         return check(None, headroom, None, "no emulator verdict on this target")
     return check(
         not limited,
         headroom,
         None,
-        "the emulator set the rate" if limited else "the device model set the rate",
+        "flagged: the emulator set the rate (drawn marked)" if limited else "the device model set the rate",
     )
 
 
+#: Checks that flag a record instead of failing it: checks_ok ignores them, the figures draw such records marked.
+FLAGS = ("emulator_headroom",)
+
+
 def attach(rec: dict[str, Any], checks: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """Put `checks` and `checks_ok` into rec (returned)."""
+    """Put `checks` and `checks_ok` into rec (returned); a check in FLAGS does not count for checks_ok."""
     rec["checks"] = dict(checks)
-    rec["checks_ok"] = not any(c.get("ok") is False for c in checks.values())
+    rec["checks_ok"] = not any(c.get("ok") is False for k, c in checks.items() if k not in FLAGS)
     return rec
 
 
 def failed_checks(rec: Mapping[str, Any]) -> list[str]:
-    """Names of the checks of rec with ok False."""
-    return [k for k, c in (rec.get("checks") or {}).items() if isinstance(c, dict) and c.get("ok") is False]
+    """Names of the checks of rec with ok False (the FLAGS not among them)."""
+    return [
+        k
+        for k, c in (rec.get("checks") or {}).items()
+        if isinstance(c, dict) and c.get("ok") is False and k not in FLAGS
+    ]
 
 
 def excluded(rec: Mapping[str, Any]) -> str | None:
     """Why rec is left out of figures (EXCLUDED_*), or None: a failed point, a record whose self-checks
-    failed, a run the emulator limited."""
+    failed. A run the emulator limited (``emulator_limited``) stays in, drawn marked (``flagged``)."""
     if rec.get("failed"):
         return EXCLUDED_FAILED
     if rec.get("checks_ok") is False:
         return EXCLUDED_CHECKS
-    if rec.get("emulator_limited") is True:
-        return EXCLUDED_LIMITED
     return None
+
+
+def flagged(rec: Mapping[str, Any]) -> str | None:
+    """Why rec is drawn marked, or None: the emulator, not the device model, set its rate."""
+    return EXCLUDED_LIMITED if rec.get("emulator_limited") is True else None
 
 
 def _pct(v: np.ndarray, q: float) -> int:

@@ -319,6 +319,7 @@ def run_study(
     max_runs: int | None = None,
     select: Callable[[Run], bool] | None = None,
     wait: bool = False,
+    overrides: dict[str, Any] | None = None,
 ) -> SweepReport:
     """Run (or resume) a study's preset; returns a SweepReport.
 
@@ -327,9 +328,10 @@ def run_study(
     stops after that many new runs (for tests and partial sweeps). `select` keeps only the runs
     of the plan it returns true for (a part of a grid, e.g. a lease's calibration points). `wait`:
     when another sweep holds the records file, wait for it rather than refuse (RecordsBusyError).
+    `overrides`: fixed parameters replaced in every run (StudySpec.plan).
     """
     spec = study if isinstance(study, StudySpec) else load_spec(study)
-    plan: Plan = spec.plan(preset, target=target)
+    plan: Plan = spec.plan(preset, target=target, overrides=overrides)
     root = Path(results_root) if results_root is not None else default_results_root(preset)
     if run_fn is None:
         run_fn = resolve_engine(spec.engine)
@@ -408,7 +410,7 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
     """Our records of `study` (all hosts; one preset or all) as a DataFrame (analysis.to_frame).
     Left out (results.checks.excluded), and counted in the log: failed-point records (isolate.py: a run
     that hung, crashed or raised), records whose self-checks failed (checks_ok false: kept in the file,
-    marked) and runs the emulator limited (emulator_limited true)."""
+    marked). Runs the emulator limited (emulator_limited true) stay in: figures draw them marked (checks.flagged)."""
     from ..results.analysis import to_frame
     from ..results.checks import excluded
 

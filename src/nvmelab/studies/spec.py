@@ -265,9 +265,16 @@ class StudySpec:
     def preset_names(self) -> list[str]:
         return list(self.presets)
 
-    def plan(self, preset: str, target: str | None = None, scratch: str | None = None) -> Plan:
+    def plan(
+        self,
+        preset: str,
+        target: str | None = None,
+        scratch: str | None = None,
+        overrides: dict[str, Any] | None = None,
+    ) -> Plan:
         """Expand `preset` into runs; `target` replaces the spec's default target (a sweep value
-        that names its own target, like a file-backed stack, keeps its own)."""
+        that names its own target, like a file-backed stack, keeps its own); `overrides` replaces fixed
+        parameters of every run (e.g. ndevs for another target: a part of a lease), checked like the spec's own."""
         if preset not in self.presets:
             raise SpecError(f"study {self.study!r} has no preset {preset!r}; choose one of {', '.join(self.presets)}")
         pre = self.presets[preset]
@@ -277,6 +284,10 @@ class StudySpec:
         base.pop("repetitions", None)
         if reps < 1:
             raise SpecError(f"{self.where}: preset {preset!r}: repetitions must be >= 1, got {reps}")
+        for k, v in (overrides or {}).items():
+            if k not in known_params(self.engine) or k == "target":
+                raise SpecError(f"{self.where}: override {k!r} is not a parameter of engine {self.engine!r}")
+            base[k] = v
         if target is not None:
             base["target"] = target  # replaces the default; a bundle naming its own target keeps it
         base.setdefault("target", self.target)
@@ -299,7 +310,7 @@ class StudySpec:
                         params[k] = v
                 params = {k: _expand(v, scratch) for k, v in params.items()}
                 params["target"] = emu_target_for(params["target"], params.get("ndevs"))
-                if self._excluded(params):
+                if self._excluded(params, pre.get("exclude", ())):
                     continue
                 sweeps[name].append(params)
                 ck = json.dumps(params, sort_keys=True)
@@ -333,8 +344,11 @@ class StudySpec:
                 f"the {MAX_PLAN_RUNS:,} a plan may hold: split the sweep or reduce its values"
             )
 
-    def _excluded(self, params: dict[str, Any]) -> bool:
-        return any(all(k in params and params[k] == v for k, v in ex.items()) for ex in self.exclude)
+    def _excluded(self, params: dict[str, Any], preset_exclude: Any = ()) -> bool:
+        """A combination the spec (every preset) or the preset itself leaves out."""
+        return any(
+            all(k in params and params[k] == v for k, v in ex.items()) for ex in (*self.exclude, *preset_exclude)
+        )
 
     @property
     def where(self) -> str:
@@ -438,8 +452,10 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
         raise SpecError(f"{where}: presets {', '.join(missing)} missing (every spec defines {', '.join(PRESETS)})")
     for pname, pre in presets.items():
         pw = f"{where} presets.{pname}"
-        _check_keys(pw, pre, {"fixed", "sweeps", "repetitions", "notes"})
+        _check_keys(pw, pre, {"fixed", "sweeps", "repetitions", "notes", "exclude"})
         _check_keys(f"{pw}.fixed", pre.get("fixed", {}), KNOWN)
+        for i, ex in enumerate(_check_list(f"{pw}.exclude", pre.get("exclude", []))):
+            _check_keys(f"{pw}.exclude[{i}]", ex, KNOWN)
         reps = pre.get("repetitions", 1)
         if not isinstance(reps, int) or isinstance(reps, bool):
             raise SpecError(f"{pw}: repetitions must be an integer, got {type(reps).__name__} {reps!r}")

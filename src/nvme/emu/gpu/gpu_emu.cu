@@ -191,6 +191,14 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
         q->sq_left_sum += avail - n;
         if (avail > q->sq_wait_max)
             q->sq_wait_max = avail;
+        // the backlog in time: since the look that first found SQEs not yet fetched (the emulator's
+        // own fetch delay, which a timed model's due times do not include)
+        const uint64_t t = nvme_cuda_now_ns() - epoch + 1u;
+        if (!q->backlog_t)
+            q->backlog_t = t;
+        q->fetch_wait_ns_sum += (uint64_t)n * (t - q->backlog_t);
+        if (avail == n)
+            q->backlog_t = 0;
     }
     if (n) {
         __threadfence();        // the SQEs were published before the doorbell
@@ -618,6 +626,7 @@ int gemu_counters(gemu *e, gemu_stats *out, char *err, size_t errlen)
         out->fetch_looks += q.fetch_looks;
         out->sq_wait_sum += q.sq_wait_sum;
         out->sq_left_sum += q.sq_left_sum;
+        out->fetch_wait_ns_sum += q.fetch_wait_ns_sum;
         if (q.sq_wait_max > out->sq_wait_max)
             out->sq_wait_max = q.sq_wait_max;
     }
