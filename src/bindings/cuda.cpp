@@ -291,7 +291,8 @@ py::dict result_dict(const nvme_cuda_run_result &r, const std::vector<uint64_t> 
         e["sq_wait_mean"] = r.emu.sq_wait_mean; // fetch lag: SQEs behind the doorbell per look
         e["sq_wait_max"] = r.emu.sq_wait_max;
         e["sq_left_frac"] = r.emu.sq_left_frac;             // share of them left for a later sweep
-        e["fetch_wait_ns_mean"] = r.emu.fetch_wait_ns_mean; // SQ backlog in time, per fetched SQE
+        e["fetch_late_ns_mean"] = r.emu.fetch_late_ns_mean; // SQ backlog beyond the model's pacing, per SQE
+        e["timed"] = r.emu.timed;
         e["warps_serving"] = r.emu.warps_serving;
         e["busy_max"] = r.emu.busy_max; // busy fraction of the busiest warp
         e["busy_mean"] = r.emu.busy_mean;

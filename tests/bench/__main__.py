@@ -8,7 +8,6 @@ import importlib
 import json
 import logging
 import pkgutil
-import socket
 import sys
 import time
 import traceback
@@ -63,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         print("no benchmarks selected", file=sys.stderr)
         return 0
     from nvmelab.host import provenance
+    from nvmelab.studies.paths import host_id
 
-    outdir = args.out / socket.gethostname()
+    outdir = args.out / host_id()  # $NVMELAB_HOST_ID (a lease names its GPU) or the hostname, as the records
     failed = 0
     summary = {}
     for name, mod in mods.items():

@@ -380,8 +380,9 @@ int crun_target_result(crun_target *T, const nvme_cuda_run_params *p, nvme_cuda_
     s.busy_mean = es.busy_mean;
     s.headroom = es.busy_max > 0 ? 1.0 / es.busy_max : 0;
     const double lat = e->lat_ns * e->scale;
-    s.fetch_wait_ns_mean = es.fetched ? (double)es.fetch_wait_ns_sum / (double)es.fetched : 0;
-    s.limited = e->h.model.timed && lat > 0 && s.late_ns_mean + s.fetch_wait_ns_mean > NVME_CUDA_EMU_LATE_SHARE * lat;
+    s.fetch_late_ns_mean = es.fetched ? (double)es.fetch_late_ns_sum / (double)es.fetched : 0;
+    s.timed = e->h.model.timed && lat > 0;
+    s.limited = false; // decided by the engine against the round time (nvme_cuda_run, after crun_collect)
     return 0;
 }
 

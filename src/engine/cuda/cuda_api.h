@@ -74,12 +74,13 @@ struct nvme_cuda_cmd_error {
  *   headroom            1 / busy_max: how many times the present rate the busiest warp could serve
  *   fetch lag           SQEs found behind a doorbell per look (sq_wait_mean, sq_wait_max) and the share
  *                       of them left for a later sweep (sq_left_frac)
- *   fetch_wait_ns_mean  SQ backlog in time: per fetched SQE, how long the SQEs of its sweep had waited since
- *                       the emulator's look that first found them (its own fetch delay; 0: none)
+ *   fetch_late_ns_mean  SQ backlog in time: per fetched SQE, how much later its sweep fetched it than the model
+ *                       allowed (after the look that first found it and the queue's and device's buckets)
  *   limited             the emulator, not the model, set the rate (timed models only: with profile=null the
- *                       emulator is the only rate there is): completions were posted late, or SQEs waited to
- *                       be fetched, by more than NVME_CUDA_EMU_LATE_SHARE of the model's latency on average
- *                       (late_ns_mean + fetch_wait_ns_mean). busy_max is kept as a counter, not a verdict: a
+ *                       emulator is the only rate there is): the delay it added to a command on average
+ *                       (completion lateness late_ns_mean + fetch_late_ns_mean) is more than
+ *                       NVME_CUDA_EMU_LATE_SHARE of the mean round, so of the rate. Decided by the engine once
+ *                       the round time is known (cuda_run.cu). busy_max is kept as a counter, not a verdict: a
  *                       warp counts a whole sweep busy when any one of its queues moved, so it reads high at
  *                       loads the emulator serves on time. Records carry the verdict as `emulator_limited`;
  *                       chapters draw such runs marked. */
@@ -89,10 +90,11 @@ struct nvme_cuda_emu_stats {
     uint64_t fetched, completed, errors, dropped, cq_full_held, idle_sweeps;
     double late_ns_mean; /* posted after the due time, mean over completions (0 on profile=null) */
     uint64_t late_ns_max;
-    double sq_wait_mean, sq_left_frac, fetch_wait_ns_mean;
+    double sq_wait_mean, sq_left_frac, fetch_late_ns_mean;
     uint64_t sq_wait_max;
     uint32_t warps_serving;
     double busy_max, busy_mean, headroom;
+    bool timed; /* the profile has a device model (due times); profile=null has none */
     bool limited;
 };
 

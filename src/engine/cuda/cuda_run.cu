@@ -265,6 +265,10 @@ extern "C" int nvme_cuda_run(const nvme_cuda_run_params *p, nvme_cuda_run_result
         rc = crun_collect(&P, hq.data(), nblk, p, r, queue_rounds, nqueue_rounds, stop && *stop, err, errlen);
         timed_out = rc == -ETIMEDOUT || rc == -EPROTO;
         crun_window_result(&win, p, r);
+        if (r->emu.valid) // the emulator's verdict on itself: the delay it added, as a share of the mean round
+            r->emu.limited =
+                r->emu.timed && r->round_ns_mean > 0 &&
+                r->emu.late_ns_mean + r->emu.fetch_late_ns_mean > NVME_CUDA_EMU_LATE_SHARE * r->round_ns_mean;
         if (!p->rounds) { // the window's edges: crun_drive sleeps warmup_ns, then measures window_s
             r->window_t0_ns = t_drive + p->warmup_ns;
             r->window_t1_ns = r->window_t0_ns + (uint64_t)(r->window_s * 1e9);

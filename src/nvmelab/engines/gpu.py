@@ -334,12 +334,12 @@ def make_record(
                 foreign=res.get("match_foreign", 0),
                 misattributed=res.get("misattributed", 0),
             ),
-            # gpu-emu's own counters: fetch lag (sq_wait_*, sq_left_frac) and SQ backlog in time
-            # (fetch_wait_ns_mean), busy fraction per warp (busy_*), lateness, CQ-full holds, headroom (1 / busy_max)
+            # gpu-emu's own counters: fetch lag (sq_wait_*, sq_left_frac) and the SQ backlog beyond the model's
+            # pacing (fetch_late_ns_mean), busy fraction per warp (busy_*), lateness, CQ-full holds, headroom
             "emulator_counters": dict(emu) if emu else None,
             "emulator_headroom": emu.get("headroom") if emu else None,
-            # True: the emulator, not the device model, set the rate (timed models: completions posted late plus
-            # SQEs waiting to be fetched, on average, > 10 % of the model's latency; src/engine/cuda/cuda_api.h);
+            # True: the emulator, not the device model, set the rate (timed models: the delay it added to a
+            # command, completion lateness + fetch lateness, > 10 % of the mean round; src/engine/cuda/cuda_api.h);
             # such runs stay in the figures, drawn marked (results.checks.FLAGS)
             "emulator_limited": bool(emu.get("limited")) if emu else None,
             "provenance": provenance,

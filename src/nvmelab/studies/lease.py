@@ -106,7 +106,7 @@ GPU_TEST_TIMEOUT_S = 30
 #: cuda_qdepth's own grid (call 1); target B the same points with the fitted model's overrides (call 2).
 AB_POINTS = ((1, 128), (1, 512), (1, 64), (1, 256), (4, 128), (2, 128), (8, 128), (16, 128), (1, 32), (4, 512))
 #: Target A of the A/B: the profile as profiles.c derives it (cuda_qdepth's default target).
-AB_TARGET_A = "gpu-emu://?profile=pm1753"
+AB_TARGET_A = "gpu-emu://?profile=pm1753&blocks=16&warps=16"
 #: GPU threads driving queues in host memory, served by the CPU emulator's service threads (one per
 #: controller): the shape of the published set-up (rings in host memory, reached over PCIe), with no device
 #: model (profile=null), so the rate is the path's. Four devices: four service threads beside the host's own.
@@ -524,8 +524,9 @@ def run_call(
 
 
 def record_files(results: Path) -> list[Path]:
-    """Every file under `results` (records <study>/<host>/<preset>.jsonl, bench/<host>/*.json)."""
-    return sorted(p for p in Path(results).rglob("*") if p.is_file() and not p.name.startswith(".tmp-"))
+    """Every file under `results` (records <study>/<host>/<preset>.jsonl, bench/<host>/*.json, lease/*), less
+    hidden ones (a sweep's lock file, a temporary file being written)."""
+    return sorted(p for p in Path(results).rglob("*") if p.is_file() and not p.name.startswith("."))  # no locks, no tmp
 
 
 def pack(number: int, results: Path, out: Path, parts: Path | None = None, *, standin: bool = False) -> dict[str, Any]:

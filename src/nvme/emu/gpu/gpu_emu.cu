@@ -191,12 +191,17 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
         q->sq_left_sum += avail - n;
         if (avail > q->sq_wait_max)
             q->sq_wait_max = avail;
-        // the backlog in time: since the look that first found SQEs not yet fetched (the emulator's
-        // own fetch delay, which a timed model's due times do not include)
-        const uint64_t t = nvme_cuda_now_ns() - epoch + 1u;
+        // the SQ backlog in time, beyond the model's own pacing: this sweep's SQEs could not have started
+        // before the look that first found them, nor (timed models) before the queue's and the device's
+        // buckets let them; what the fetch comes later than that is the emulator's delay, which the due
+        // times computed at the fetch below then carry into every completion
+        const uint64_t t = nvme_cuda_now_ns() - epoch;
         if (!q->backlog_t)
-            q->backlog_t = t;
-        q->fetch_wait_ns_sum += (uint64_t)n * (t - q->backlog_t);
+            q->backlog_t = t + 1u;
+        uint64_t ready = q->backlog_t - 1u;
+        if (m.timed)
+            ready = gemu_max(ready, gemu_max(q->q_tat, d->iops_tat) >> GEMU_FP_SHIFT);
+        q->fetch_late_ns_sum += (uint64_t)n * (t > ready ? t - ready : 0u);
         if (avail == n)
             q->backlog_t = 0;
     }
@@ -626,7 +631,7 @@ int gemu_counters(gemu *e, gemu_stats *out, char *err, size_t errlen)
         out->fetch_looks += q.fetch_looks;
         out->sq_wait_sum += q.sq_wait_sum;
         out->sq_left_sum += q.sq_left_sum;
-        out->fetch_wait_ns_sum += q.fetch_wait_ns_sum;
+        out->fetch_late_ns_sum += q.fetch_late_ns_sum;
         if (q.sq_wait_max > out->sq_wait_max)
             out->sq_wait_max = q.sq_wait_max;
     }

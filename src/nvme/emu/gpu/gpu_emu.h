@@ -100,9 +100,9 @@ struct gemu_queue {
      * them had to wait for a later sweep (sq_left_sum: more than a warp's 32, or the pending ring full) */
     uint64_t fetch_looks, sq_wait_sum, sq_wait_max, sq_left_sum;
     /* SQ backlog in time: when the emulator first found the SQEs it has not fetched yet (ns after the epoch,
-     * + 1 so that 0 means "no backlog"), and the sum over fetched SQEs of how long each sweep's SQEs had
-     * waited since then (an upper bound per sweep: the batch's oldest SQE) */
-    uint64_t backlog_t, fetch_wait_ns_sum;
+     * + 1 so that 0 means "no backlog"), and the sum over fetched SQEs of how much later than the model allowed
+     * each sweep fetched them (after that look, and after the queue's and the device's buckets) */
+    uint64_t backlog_t, fetch_late_ns_sum;
 };
 
 /* One warp of the persistent kernel, written once when it ends: SM cycles in sweeps that fetched or
@@ -119,7 +119,7 @@ struct gemu_stats {
     uint64_t fetched, completed, errors, dropped, cq_full_held, idle_sweeps;
     uint64_t late_ns_sum, late_ns_max;
     uint64_t fetch_looks, sq_wait_sum, sq_wait_max, sq_left_sum;
-    uint64_t fetch_wait_ns_sum; /* gemu_queue.fetch_wait_ns_sum, summed */
+    uint64_t fetch_late_ns_sum; /* gemu_queue.fetch_late_ns_sum, summed */
     uint32_t warps_serving;     /* warps that served at least one queue */
     double busy_max, busy_mean; /* busy fraction of the serving warps: the largest and the mean */
 };
