@@ -249,7 +249,7 @@ def _rec(qdepth, per_sm, ratio=None, sm=None, **extra):
     return {"qdepth": qdepth, "nqueues": 1, "ndevs": 16, "corun": co, "nvml": nv, **extra}
 
 
-def test_pollcost_table_per_queue_depth_leaves_out_what_did_not_run_under_load():
+def test_pollcost_table_per_queue_depth_leaves_out_what_did_not_run_under_load_and_counts_flagged_runs():
     from nvmelab.results import analysis, pollcost
 
     recs = [
@@ -268,6 +268,8 @@ def test_pollcost_table_per_queue_depth_leaves_out_what_did_not_run_under_load()
     assert t.loc[16, "corun_runs"] == 2 and t.loc[16, "ratio_mean"] == pytest.approx(0.8)
     assert t.loc[16, "cost_mean"] == pytest.approx(0.2) and t.loc[16, "ratio_min"] == pytest.approx(0.7)
     assert t.loc[16, "sm_active_p50"] == pytest.approx(25.0) and t.loc[16, "alone_runs"] == 2
-    assert t.loc[256, "corun_runs"] == 1 and t.loc[256, "ratio_mean"] == pytest.approx(0.5)
-    assert t.loc[256, "left_out"] == 3 and pd.isna(t.loc[256, "sm_active_p50"])
+    # a run the emulator limited is kept (its ratio is the polling's cost at that run's I/O rate) and counted
+    assert t.loc[256, "corun_runs"] == 2 and t.loc[256, "ratio_mean"] == pytest.approx(0.35)
+    assert t.loc[256, "flagged"] == 1 and t.loc[16, "flagged"] == 0
+    assert t.loc[256, "left_out"] == 2 and pd.isna(t.loc[256, "sm_active_p50"])
     assert pollcost.table(analysis.to_frame([])).empty

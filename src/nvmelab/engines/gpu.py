@@ -45,6 +45,9 @@ LBA_SIZE = 512
 #: Threads per block of the checksum kernel.
 CHECKSUM_THREADS = 128
 STAMP_WORD = 8
+#: Why a run with a co-runner is not held to Little's law (results/checks.py): its launches load the GPU (the
+#: stand-in's: the CPU) for part of the kernel only, so the rounds are not steady.
+CORUN_LITTLE_NA = "co-runner: its launches load part of the kernel, so the rounds are not steady"
 _U64 = (1 << 64) - 1
 
 
@@ -280,6 +283,8 @@ def make_record(
     from .gpu_corun import corun_field
 
     emu = res.get("emulator")
+    if corun and not res.get("littles_law_na"):  # the co-runner shares the GPU for part of the kernel only
+        res = {**res, "littles_law_na": CORUN_LITTLE_NA}
     info = {"backend": tool, "profile": res["profile"], "scale": res["scale"], "devices": res["ndevs"]}
     if provenance is None:
         provenance = _prov.capture(info, cuda_device=res["gpu"], emulator=res["target_desc"])

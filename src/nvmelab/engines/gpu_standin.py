@@ -123,7 +123,7 @@ def run_cuda_standin(
     q = parse_qs(urlsplit(uri).query)
     info = {"backend": TOOL, "profile": (q.get("profile") or ["nominal"])[0], "scale": 1.0, "devices": n}
     rec = _gpu.make_record(
-        standin_result(raw, iosize=int(iosize), qdepth=int(qdepth), profile=info["profile"]),
+        standin_result(raw, iosize=int(iosize), qdepth=int(qdepth), profile=info["profile"], corun=int(corun or 0)),
         target=target,
         rw=rw,
         iosize=int(iosize),
@@ -169,7 +169,7 @@ def _knobs(kw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def standin_result(raw: dict, *, iosize: int, qdepth: int, profile: str) -> dict:
+def standin_result(raw: dict, *, iosize: int, qdepth: int, profile: str, corun: int = 0) -> dict:
     """The stand-in's raw result in the shape of the cuda-run engine's (gpu.make_record reads it); the
     GPU-only fields are None. One CPU thread drives the pairs in turn: qdepth commands in flight."""
     win = raw["window_s"]
@@ -200,6 +200,7 @@ def standin_result(raw: dict, *, iosize: int, qdepth: int, profile: str) -> dict
         "clock": "clock_gettime",
         "phases": raw["phases"],
         "sq_readback": raw.get("sq_readback", True),
+        "littles_law_na": _gpu.CORUN_LITTLE_NA if corun else None,
     }
 
 

@@ -125,7 +125,9 @@ def aggregate(
 
     `by` defaults to the configuration columns present in `df`. The result has
     one row per configuration with ``<metric>_mean``, ``<metric>_std`` and ``n``
-    (number of repetitions; duplicate records of one run count once, unique_runs), sorted by `by`.
+    (number of repetitions; duplicate records of one run count once, unique_runs), sorted by `by`,
+    and ``flagged``: how many of them the emulator limited (``emulator_limited``; figures draw such
+    configurations marked, results.checks.flagged).
     """
     if by is None:
         by = [c for c in CONFIG_COLUMNS if c in df.columns]
@@ -135,11 +137,13 @@ def aggregate(
     if missing:
         raise ValueError(f"aggregate: columns not in the data: {', '.join(missing)}")
     if df.empty:
-        cols = by + [f"{m}_{s}" for m in metrics for s in ("mean", "std")] + ["n"]
+        cols = by + [f"{m}_{s}" for m in metrics for s in ("mean", "std")] + ["n", "flagged"]
         return pd.DataFrame(columns=cols)
     check_one_target(df, by)
     g = df.groupby(by, dropna=False, sort=True)
     out = pd.DataFrame({"n": g.size()})
+    lim = df["emulator_limited"].eq(True) if "emulator_limited" in df.columns else pd.Series(False, index=df.index)
+    out["flagged"] = lim.groupby([df[c] for c in by], dropna=False, sort=True).sum().astype(int)
     for m in metrics:
         vals = pd.to_numeric(df[m], errors="coerce")
         gm = vals.groupby([df[c] for c in by], dropna=False, sort=True)
@@ -210,6 +214,14 @@ def aggregate_per_target(
     """aggregate() of each target's records (split_targets), in target order: records of two emulated
     targets (a calibration A/B) get one aggregate each instead of the refusal; empty `df`: []."""
     return [TargetAggregate(t, d, aggregate(d, by=by, metrics=metrics)) for t, d in split_targets(df).items()]
+
+
+def main_target(per_target: Sequence[TargetAggregate], target: str) -> tuple[TargetAggregate | None, list]:
+    """(the aggregate of `target` -- a study's own target, device count aside -- when it ran at scale 1, so that it
+    can be drawn on the model's axes; the other targets' aggregates, for panels of their own)."""
+    want = _target_sans_ndev(target)
+    main = next((t for t in per_target if t.target == want and t.scale == 1.0), None)
+    return main, [t for t in per_target if t is not main]
 
 
 @dataclass(frozen=True)

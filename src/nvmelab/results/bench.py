@@ -39,12 +39,17 @@ def bench_hosts() -> list[str]:
     return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
 
-def _host(host: str | None) -> str:
+def _host(host: str | None, name: str | None = None) -> str:
+    """`host`, checked; None: the first host (sorted, GPU lease hosts last) holding `name`'s results (a lease's
+    host holds only the GPU benchmarks' results)."""
     hosts = bench_hosts()
     if host is None:
         if not hosts:
             raise FileNotFoundError(f"no benchmark results under {bench_dir()}: run `make bench`")
-        return hosts[0]
+        having = [h for h in hosts if name is not None and (bench_dir() / h / f"{name}.json").exists()]
+        # a lease host's results are the GPU parts (run_gpu) of benchmarks that may share the CPU's name
+        having.sort(key=lambda h: h.startswith("lease-"))
+        return (having or hosts)[0]
     if host not in hosts:
         raise FileNotFoundError(f"no benchmark results for host {host!r} under {bench_dir()} (have: {hosts})")
     return host
@@ -52,7 +57,7 @@ def _host(host: str | None) -> str:
 
 def load(name: str, host: str | None = None) -> dict[str, Any]:
     """One benchmark's JSON, e.g. ``load("instructions")``; FileNotFoundError names what is missing."""
-    path = bench_dir() / _host(host) / f"{name}.json"
+    path = bench_dir() / _host(host, name) / f"{name}.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: run `make bench` (tests/bench/bench_{name}.py)")
     res = json.loads(path.read_text())

@@ -92,9 +92,14 @@ def source_label(row: pd.Series | dict) -> str:
         scale = row.get("scale")
         sc = f"{float(scale):g}" if scale is not None and scale == scale else "?"
         model = ("lat", "lat_sigma", "iops", "qiops", "bw", "link", "fetch")  # emu/model_keys.c, emu/params.c
-        keys = [kv for kv in tgt.partition("?")[2].split("&") if kv.split("=")[0] in model]
-        prof = f"{row.get('profile')}" + (f" with {', '.join(keys)}" if keys else "")  # model overrides (an A/B)
-        return f"nvmelab, emulated {prof} (scale {sc}) on {row.get('host', 'this host')}"
+        query = tgt.partition("?")[2].split("&")
+        keys = [kv for kv in query if kv.split("=")[0] in model]
+        named = [kv.split("=", 1)[1] for kv in query if kv.startswith("profile=")]  # the URI's word over the engine's
+        prof = (named[0] if named else f"{row.get('profile')}") + (f" with {', '.join(keys)}" if keys else "")
+        where = f"{tgt.partition('://')[0]}://"  # gpu-emu:// (on the GPU) or emu:// (host memory, CPU threads)
+        # the host's records folder (a GPU lease names its GPU there), else the hostname in the provenance
+        host = row.get("results_host") or row.get("host") or "this host"
+        return f"nvmelab, emulated {prof} on {where} (scale {sc}), {host}"
     if src != "nvmelab":
         return str(src)
     return f"nvmelab on {tgt or 'target'} ({row.get('host', 'this host')})"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -100,7 +101,7 @@ def scaling_lines(
     band = base.mark_area(opacity=0.2).encode(x=xe, y=alt.Y("lo:Q", scale=yscale), y2="hi:Q", color=color)
     line = base.mark_line().encode(x=xe, y=ye, color=color, strokeDash=dash)
     pts = base.mark_point(filled=True, size=50).encode(x=xe, y=ye, color=color, shape=shape, tooltip=tips)
-    layers = [band, line, pts]
+    layers = [band, line, pts, *_flag_layers(d, xe, ye)]
     if roofline is not None:
         rd = pd.DataFrame({"roofline": [float(roofline)], "label": [roofline_label]})
         rule = (
@@ -116,6 +117,28 @@ def scaling_lines(
         )
         layers += [rule, text]
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
+
+
+#: The legend entry of a configuration the emulator limited (analysis.aggregate's ``flagged``).
+FLAGGED = "emulator-limited (marked)"
+
+
+def _flag_layers(d: pd.DataFrame, xe: Any, ye: Any) -> list:
+    """A ring around every configuration with a run the emulator limited, with its legend entry; none (no
+    empty legend) when nothing is flagged."""
+    if d.empty or "flagged" not in d.columns or not (d["flagged"] > 0).any():
+        return []
+    fd = d[d["flagged"] > 0].assign(mark=FLAGGED)
+    return [
+        alt.Chart(fd)
+        .mark_point(shape="circle", filled=False, size=260, strokeWidth=1.5, color="#d62728")
+        .encode(
+            x=xe,
+            y=ye,
+            opacity=alt.Opacity("mark:N", title="Flag", scale=alt.Scale(domain=[FLAGGED], range=[1.0])),
+            tooltip=[alt.Tooltip("mark:N", title="flag"), alt.Tooltip("flagged:Q", title="runs flagged")],
+        )
+    ]
 
 
 def beside(panels: Sequence[alt.TopLevelMixin], title: str = "") -> alt.VConcatChart:
@@ -459,6 +482,7 @@ def model_curves(
                 ],
             )
         )
+        layers += _flag_layers(od, xe, alt.Y(f"{y}_mean:Q"))
     for label, value in reference_lines:
         rd = pd.DataFrame({"v": [float(value)], "label": [label]})
         layers.append(

@@ -7,7 +7,9 @@ gives, per queue depth: the CUDA threads the I/O keeps polling (qdepth x nqueues
 rule), the co-runner's rate under the I/O load as a share of its rate alone (mean and spread over the
 valid repetitions), and NVML's SM activity of the I/O alone (GPM SM_UTIL over the measured window,
 median of the corun = 0 records where it was readable). Left out, and counted: records whose co-runner
-did not run wholly under the I/O load (``corun.valid`` false), runs the emulator limited, stand-in records.
+did not run wholly under the I/O load (``corun.valid`` false), stand-in records. Runs the emulator limited
+stay in and are counted (``flagged``): the co-runner's ratio is still the polling's cost at the I/O rate
+that run had.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ COLUMNS = [
     "alone_runs",
     "sm_active_p50",
     "left_out",
+    "flagged",
 ]
 
 
@@ -49,8 +52,6 @@ def points(df: pd.DataFrame) -> pd.DataFrame:
         why = None
         if r.get("standin") is True:
             why = "stand-in record"
-        elif r.get("emulator_limited") is True:
-            why = "emulator limited"
         elif per_sm and not co.get("valid"):
             why = co.get("why_invalid") or "co-runner not valid"
         sm = _get(r.get("nvml"), "sm_active_pct", "p50") if _get(r.get("nvml"), "readable") else None
@@ -63,9 +64,11 @@ def points(df: pd.DataFrame) -> pd.DataFrame:
                 "sm_active": sm if not per_sm and why is None else None,
                 "usable": why is None,
                 "why": why,
+                "flagged": r.get("emulator_limited") is True,
             }
         )
-    return pd.DataFrame(rows, columns=["qdepth", "io_threads", "per_sm", "ratio", "sm_active", "usable", "why"])
+    cols = ["qdepth", "io_threads", "per_sm", "ratio", "sm_active", "usable", "why", "flagged"]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:
@@ -89,6 +92,7 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
                 "alone_runs": int(((g["per_sm"] == 0) & g["usable"]).sum()),
                 "sm_active_p50": float(pd.Series(sms).median()) if sms else None,
                 "left_out": int((~g["usable"]).sum()),
+                "flagged": int((g["flagged"] & g["usable"]).sum()),
             }
         )
     return pd.DataFrame(out, columns=COLUMNS)

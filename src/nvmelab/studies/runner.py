@@ -434,6 +434,27 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
     return to_frame(recs)
 
 
+#: The preset a GPU lease records (nvmelab.studies.lease): short windows, one repetition.
+LEASE_PRESET = "lease"
+
+
+def load_gpu_results(
+    study: str, preset: str | None = None, root: str | Path | None = None
+) -> tuple[pd.DataFrame, str, list[Path]]:
+    """A device-initiated study's records: the preset's when any host has them, else a GPU lease's (preset
+    ``lease``: the plan's short windows and one repetition, taken on a lent GPU host within its minutes).
+    Returns (records as load_results gives them, the preset they are of, their files for
+    publication.declare_sources)."""
+    preset = preset_name(preset)
+    df = pd.DataFrame()
+    for pr in dict.fromkeys((preset, LEASE_PRESET)):
+        df = load_results(study, pr, root)
+        if not df.empty:
+            base = Path(root) if root is not None else default_results_root(pr)
+            return df, pr, sorted({results_path(base, study, h, pr) for h in df["results_host"]})
+    return df, preset, []
+
+
 def study_results(
     study: str | StudySpec,
     preset: str | None = None,
