@@ -18,9 +18,7 @@ rm -f "$out"/*.whl
 plats=()
 for n in 39 35 34 31 28 27 24 17; do plats+=(--platform "manylinux_2_${n}_x86_64"); done
 plats+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
-# a name ending in "!" is carried even though the image has it (another version than the image's)
-mapfile -t reqs < <(grep -vE '^\s*(#|$)' env/gpu-host.txt | sed 's/!$//')
-force=$(grep -vE '^\s*(#|$)' env/gpu-host.txt | grep '!$' | sed 's/!$//' | tr '[:upper:]' '[:lower:]' | sed -E 's/[-_.]+/-/g')
+mapfile -t reqs < <(grep -vE '^\s*(#|$)' env/gpu-host.txt)
 # exact pins come from the lock so the GPU host runs what CI tested
 "$PIP_PY" -m pip download -q --only-binary=:all: --python-version "$pyver" --implementation cp \
   "${plats[@]}" -c env/requirements.lock -d "$out" "${reqs[@]}"
@@ -30,7 +28,7 @@ kept=0 dropped=0
 : > "$out/image-deps.txt"  # the image's packages the wheelhouse depends on (make rehearse-gpu-host installs them)
 for whl in "$out"/*.whl; do
   name=$(basename "$whl" | cut -d- -f1 | norm)
-  if grep -qxF "$name" <<<"$image" && ! grep -qxF "$name" <<<"$force"; then
+  if grep -qxF "$name" <<<"$image"; then
     rm -f "$whl"; dropped=$((dropped + 1)); echo "$name" >> "$out/image-deps.txt"
   else
     kept=$((kept + 1))

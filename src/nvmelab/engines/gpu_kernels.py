@@ -9,7 +9,15 @@ simulator (NUMBA_ENABLE_CUDASIM=1 set before numba is imported).
 
 from __future__ import annotations
 
-from numba import cuda, uint64
+import numpy as np
+
+# numba-cuda (0.30.4, and the GPU image's) registers an overload for np.row_stack when it first compiles a kernel;
+# NumPy 2.5 removed that alias of np.vstack, and the GPU image has NumPy 2.5.2: the first lease's two numba tests
+# failed there with "module 'numpy' has no attribute 'row_stack'". The alias back, before numba-cuda looks.
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
+
+from numba import cuda, uint64  # noqa: E402 (after the alias above)
 
 #: Bytes per checksummed word.
 WORD = 8
