@@ -6,7 +6,7 @@ before any CUDA call, pci:// names the missing DMA importer, records are built a
 engine result, the CLI and the study runner reach the engine, and the numba-cuda checksum kernel runs
 under numba's CUDA simulator (tests/test_cuda_numba_sim.py).
 
-With a GPU (`pytest -m gpu`; make test-gpu, or step 1 of env/gpu-lease.sh): read-after-write through device-side
+With a GPU (`pytest -m gpu`; make test-gpu, or call 1 of env/gpu-lease.sh): read-after-write through device-side
 queues with many threads and ring wraparound, CID matching under out-of-order completion, the timeout
 path, the device model, PRP lists, and zero-copy interop with cupy/numba.
 """

@@ -117,7 +117,16 @@ def test_the_environments_chapter_states_what_the_committed_records_say():
     assert "2 virtual CPUs" in text and "no cpufreq" in text.replace("(no\ncpufreq", "(no cpufreq")
     hosts = environments.collect(root / "data" / "results")
     assert hosts
-    for h in hosts:
+    vms = [h for h in hosts if not h.host.startswith("lease-")]
+    assert vms
+    for h in vms:
         assert h.logical_cpus == [2] and h.threads_per_core == [1], (h.host, h.cpus())
         for var in ("governor", "turbo", "smt", "freq_samples"):
             assert var in h.uncontrolled, f"{h.host}: {var} was controllable, the chapter says it is not"
+    # the chapter's other kind of host: a lent GPU host with 16 CPUs and the GPU it names, device-initiated records only
+    flat = " ".join(text.split())
+    assert "lent GPU host" in flat and "16 CPUs" in flat
+    for h in hosts:
+        if h.host.startswith("lease-"):
+            assert h.logical_cpus == [16] and h.gpus and all(g.startswith("NVIDIA") for g in h.gpus), (h.host, h.gpus)
+            assert set(h.studies) <= {"cuda_qdepth", "cuda_iosize", "cuda_match", "cuda_pollcost"}, h.studies

@@ -147,16 +147,21 @@ def _gpu_fields(prov: dict[str, Any]) -> tuple[Any, Any]:
     driver = prov.get("gpu_driver") or prov.get("driver") or prov.get("cuda_driver")
     if isinstance(gpu, dict):
         driver = driver or gpu.get("driver") or gpu.get("driver_version")
+        names = gpu.get("names") or ([gpu["name"]] if gpu.get("name") else [])
+        gpu = " / ".join(str(n) for n in names) or None
     return gpu, driver
 
 
 def host_environments(records: Iterable[dict[str, Any]]) -> list[HostEnvironment]:
-    """Group records by ``provenance.host`` and summarise each host (sorted by host name)."""
+    """Group records by host and summarise each host (sorted by host name). The host is the records' folder
+    (``results_host``, which collect() adds: data/results/<study>/<host>/), else ``provenance.host``: two
+    machines may share a hostname (the GPU lease's host and the development VM were both ``vm``), the folder
+    names the machine the records were filed for."""
     hosts: dict[str, HostEnvironment] = {}
     counters: dict[str, tuple[Counter, Counter, Counter]] = {}
     for rec in records:
         prov = rec.get("provenance") or {}
-        name = _text(prov.get("host")) or UNKNOWN
+        name = _text(rec.get("results_host")) or _text(prov.get("host")) or UNKNOWN
         env = hosts.setdefault(name, HostEnvironment(host=name))
         studies, targets, emulation = counters.setdefault(name, (Counter(), Counter(), Counter()))
         env.records += 1
@@ -227,7 +232,7 @@ def collect(results_dir: str | os.PathLike) -> list[HostEnvironment]:
     records: list[dict[str, Any]] = []
     for path in result_files(results_dir):
         for i, rec in enumerate(load_records(path)):
-            records.append(validate(rec, f"{path} record {i}"))
+            records.append({**validate(rec, f"{path} record {i}"), "results_host": path.parent.name})
     return host_environments(records)
 
 

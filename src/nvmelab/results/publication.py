@@ -331,7 +331,12 @@ def describe_records(paths: Iterable[str | os.PathLike], *, commit_chars: int = 
                 raise ValueError(f"{src.path}:{n}: not a JSON record ({exc})") from None
             prov = rec.get("provenance") or {}
             src.records += 1
-            _add(src.hosts, prov.get("host"))
+            # in the results layout (data/results/<study>/<host>/) the folder names the machine: a hostname may
+            # be shared (the GPU lease's host and the development VM were both "vm")
+            folder = full.parent.name if full.parent.parent.parent.name == "results" else None
+            _add(src.hosts, folder or prov.get("host"))
+            if folder and prov.get("host") and folder != prov.get("host"):
+                _add(src.hosts, f"hostname {prov.get('host')}")
             _add(src.presets, rec.get("preset") or full.stem)
             commit = prov.get("git_commit")
             if commit:
