@@ -77,6 +77,9 @@ def test_cuda_qdepth_notebook_shows_a_panel_per_target(tmp_path, monkeypatch):
         monkeypatch.setenv(k, v)  # the kernel inherits this environment
     nbclient.NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     text = json.dumps([c.get("outputs", []) for c in nb.cells])
-    assert "4 records of our runs (nvmelab, emulated pm1753 with lat=14131ns, qiops=3683693 on gpu-emu:// (scale 1)" in text
+    assert (
+        "4 records of our runs (nvmelab, emulated pm1753 with lat=14131ns, qiops=3683693 on gpu-emu:// (scale 1)"
+        in text
+    )
     assert "4 records of our runs (nvmelab, emulated pm1753 on gpu-emu:// (scale 1)" in text
     assert text.count("with lat=14131ns, qiops=3683693 on gpu-emu:// (scale 1)") >= 2  # the records line, its panel
