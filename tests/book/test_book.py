@@ -332,8 +332,9 @@ def test_study_page_opens_with_banner(label: str) -> None:
     shown = body.split("Published sources")[0]
     if load_spec(stem).engine == "cuda" and " none: " in shown:
         assert "not taken yet" in shown, f"{stem}: a GPU study without records must say so: {shown}"
-    else:  # the committed measured records: host, preset, dates and commit named
-        for want in ("preset standard", "host ", "measured ", "commit"):
+    else:  # the committed measured records: host, preset, dates and commit named; a GPU study's come from a lease
+        preset = "preset lease" if load_spec(stem).engine == "cuda" else "preset standard"
+        for want in (preset, "host ", "measured ", "commit"):
             assert want in shown, f"{stem}: the banner does not name the records' {want.strip()}: {shown}"
 
 
