@@ -184,7 +184,9 @@ def _table(header: list[str], rows: list[list[str]], widths: list[int] | None = 
     for r in rows:
         row = nodes.row()
         for cell in r:
-            row += nodes.entry("", nodes.paragraph(text=cell))
+            # a break opportunity after each hyphen and slash: names like lease-NVIDIA-H200 or a kernel's
+            # 6.18.44-fc-v657-gpu are one word to the browser and would widen a narrow column past its box
+            row += nodes.entry("", nodes.paragraph(text=cell.replace("-", "-\u200b").replace("/", "/\u200b")))
         tbody += row
     return table
 

@@ -120,7 +120,7 @@ def scaling_lines(
 
 
 #: The legend entry of a configuration the emulator limited (analysis.aggregate's ``flagged``).
-FLAGGED = "emulator-limited (marked)"
+FLAGGED = "emulator-limited"
 
 
 def _flag_layers(d: pd.DataFrame, xe: Any, ye: Any) -> list:
@@ -135,7 +135,13 @@ def _flag_layers(d: pd.DataFrame, xe: Any, ye: Any) -> list:
         .encode(
             x=xe,
             y=ye,
-            opacity=alt.Opacity("mark:N", title="Flag", scale=alt.Scale(domain=[FLAGGED], range=[1.0])),
+            # its legend under the chart: a legend column on the right would widen every figure that has one
+            opacity=alt.Opacity(
+                "mark:N",
+                title=None,
+                scale=alt.Scale(domain=[FLAGGED], range=[1.0]),
+                legend=alt.Legend(orient="bottom", symbolStrokeColor="#d62728", symbolType="circle"),
+            ),
             tooltip=[alt.Tooltip("mark:N", title="flag"), alt.Tooltip("flagged:Q", title="runs flagged")],
         )
     ]
