@@ -192,15 +192,16 @@ static __device__ bool gemu_serve(gemu_shared *g, gemu_queue *q, unsigned lane, 
         if (avail > q->sq_wait_max)
             q->sq_wait_max = avail;
         // the SQ backlog in time, beyond the model's own pacing: this sweep's SQEs could not have started
-        // before the look that first found them, nor (timed models) before the queue's and the device's
-        // buckets let them; what the fetch comes later than that is the emulator's delay, which the due
+        // before the look that first found them, nor (timed models) before the queue's, the device's and the
+        // link's buckets let them; what the fetch comes later than that is the emulator's delay, which the due
         // times computed at the fetch below then carry into every completion
         const uint64_t t = nvme_cuda_now_ns() - epoch;
         if (!q->backlog_t)
             q->backlog_t = t + 1u;
         uint64_t ready = q->backlog_t - 1u;
-        if (m.timed)
-            ready = gemu_max(ready, gemu_max(q->q_tat, d->iops_tat) >> GEMU_FP_SHIFT);
+        if (m.timed) // every bucket the model paces a command by: queue, device IOPS, device bytes, the link
+            ready = gemu_max(ready, gemu_max(gemu_max(q->q_tat, d->iops_tat), gemu_max(d->bw_tat, g->link_tat)) >>
+                                        GEMU_FP_SHIFT);
         q->fetch_late_ns_sum += (uint64_t)n * (t > ready ? t - ready : 0u);
         if (avail == n)
             q->backlog_t = 0;
