@@ -17,6 +17,7 @@ The figures themselves are in nvmelab.results.plots.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import altair as alt
@@ -82,6 +83,30 @@ def _theme() -> alt.theme.ThemeConfig:
 
 
 alt.renderers.set_embed_options(renderer="svg", actions=False)
+
+
+#: Characters of a chart title's line: Vega-Lite does not wrap titles, and a longer line widens the chart past
+#: the text column, where the browser check finds its labels scaled below legible size.
+TITLE_LINE_CHARS = 64
+
+
+def title_lines(title: str | Sequence[str]) -> str | list[str]:
+    """A chart title as lines of at most TITLE_LINE_CHARS, broken after ", " or ": " (a list, one line each;
+    a title given as lines has each of them broken so); a short title as it is."""
+    if not isinstance(title, str):
+        return [
+            ln for part in title for ln in ([title_lines(part)] if len(part) <= TITLE_LINE_CHARS else title_lines(part))
+        ]
+    if len(title) <= TITLE_LINE_CHARS:
+        return title
+    lines, line = [], ""
+    for part in re.split(r"(?<=[,:]) ", title):
+        if line and len(line) + 1 + len(part) > TITLE_LINE_CHARS:
+            lines.append(line)
+            line = part
+        else:
+            line = f"{line} {part}" if line else part
+    return lines + [line] if line else lines
 
 
 def source_label(row: pd.Series | dict) -> str:

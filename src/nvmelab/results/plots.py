@@ -42,6 +42,7 @@ from .plot_style import (  # noqa: F401 (re-exported: the figures' callers use p
     fraction_label,
     series_encodings,
     source_label,
+    title_lines,
 )
 
 
@@ -116,7 +117,7 @@ def scaling_lines(
             .encode(x=alt.value(WIDTH), y="roofline:Q", text="label:N")
         )
         layers += [rule, text]
-    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
+    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title_lines(title))
 
 
 #: The legend entry of a configuration the emulator limited (analysis.aggregate's ``flagged``).
@@ -124,8 +125,8 @@ FLAGGED = "emulator-limited"
 
 
 def _flag_layers(d: pd.DataFrame, xe: Any, ye: Any) -> list:
-    """A ring around every configuration with a run the emulator limited, with its legend entry; none (no
-    empty legend) when nothing is flagged."""
+    """A red ring around every configuration with a run the emulator limited (the caption says so; the ring's
+    tooltip names the flag); no layer when nothing is flagged."""
     if d.empty or "flagged" not in d.columns or not (d["flagged"] > 0).any():
         return []
     fd = d[d["flagged"] > 0].assign(mark=FLAGGED)
@@ -135,13 +136,9 @@ def _flag_layers(d: pd.DataFrame, xe: Any, ye: Any) -> list:
         .encode(
             x=xe,
             y=ye,
-            # its legend under the chart: a legend column on the right would widen every figure that has one
-            opacity=alt.Opacity(
-                "mark:N",
-                title=None,
-                scale=alt.Scale(domain=[FLAGGED], range=[1.0]),
-                legend=alt.Legend(orient="bottom", symbolStrokeColor="#d62728", symbolType="circle"),
-            ),
+            # no legend of its own (a second legend shrank the GPU figures below legible text in the browser
+            # check): the figures' captions say what the red ring marks, and its tooltip names the flag
+            opacity=alt.value(1.0),
             tooltip=[alt.Tooltip("mark:N", title="flag"), alt.Tooltip("flagged:Q", title="runs flagged")],
         )
     ]
@@ -295,7 +292,7 @@ def pcie_saturation(
                 tooltip=[alt.Tooltip("reference:N"), alt.Tooltip("gbps:Q", format=".1f")],
             )
         )
-    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title)
+    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title_lines(title))
 
 
 def cuda_qdepth(
@@ -501,7 +498,11 @@ def model_curves(
             .mark_text(align="right", baseline="bottom", dx=-4, dy=-3, fontSize=11)
             .encode(x=alt.value(WIDTH), y="v:Q", text="label:N")
         )
-    return alt.layer(*layers).resolve_scale(shape="shared").properties(width=WIDTH, height=HEIGHT, title=title)
+    return (
+        alt.layer(*layers)
+        .resolve_scale(shape="shared")
+        .properties(width=WIDTH, height=HEIGHT, title=title_lines(title))
+    )
 
 
 def point_kind(role: str, restates: str = "") -> str:
