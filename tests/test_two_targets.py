@@ -82,4 +82,5 @@ def test_cuda_qdepth_notebook_shows_a_panel_per_target(tmp_path, monkeypatch):
         in text
     )
     assert "4 records of our runs (nvmelab, emulated pm1753 on gpu-emu:// (scale 1)" in text
-    assert text.count("with lat=14131ns, qiops=3683693 on gpu-emu:// (scale 1)") >= 2  # the records line, its panel
+    # the records line and the panel's title (its lines broken after commas: plot_style.title_lines)
+    assert text.count("qiops=3683693") >= 2 and "fig-cudaq-targets" in text
