@@ -187,10 +187,10 @@ class IsolatedExecutor:
             try:
                 rc = child.wait(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
-                _end(child)
+                end_process_group(child)
                 return "timeout", f"no result within {self.timeout_s:g} s (process group ended)", {}
             except KeyboardInterrupt:
-                _end(child)
+                end_process_group(child)
                 raise
             if out.exists():
                 data = json.loads(out.read_text())
@@ -334,7 +334,7 @@ class BatchExecutor:
                             continue
                         if limit is not None and time.monotonic() >= limit:
                             run = runs[current]
-                            _end(child)
+                            end_process_group(child)
                             self.events.append(f"run {run.label()}: no result within {self.timeout_of(run):g} s")
                             yield self._failed(
                                 run,
@@ -345,7 +345,7 @@ class BatchExecutor:
                             self._tick()
                             return current + 1
             except KeyboardInterrupt:
-                _end(child)
+                end_process_group(child)
                 raise
             rc = child.wait()
             if current is not None:  # it died inside a run
@@ -365,8 +365,9 @@ class BatchExecutor:
             return done
 
 
-def _end(child: subprocess.Popen) -> None:
-    """SIGTERM the child's process group, SIGKILL after KILL_GRACE_S; never wait for it longer."""
+def end_process_group(child: subprocess.Popen) -> None:
+    """SIGTERM the child's process group, SIGKILL after KILL_GRACE_S; never wait for it longer (the lease's parts
+    end their children with it too)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(child.pid, sig)

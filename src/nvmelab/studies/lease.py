@@ -287,7 +287,7 @@ def _sub(
     cmd: list[str], limit: float, *, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> tuple[int, str]:
     """Run cmd under a time limit in its own process group, its output into ours; (exit code, detail)."""
-    import signal
+    from .isolate import end_process_group
 
     sys.stdout.flush()
     sys.stderr.flush()
@@ -296,13 +296,7 @@ def _sub(
         rc = child.wait(timeout=limit)
         return rc, f"exit {rc}"
     except subprocess.TimeoutExpired:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(child.pid, sig)
-                child.wait(timeout=5)
-                break
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                continue
+        end_process_group(child)
         return 124, f"time limit of {limit:.0f} s reached"
 
 

@@ -157,8 +157,9 @@ def run_gpu_tests(
     """Run the tests of `files` (only those with `marker`, when given) within `limit_s`, each test within
     `per_test_s`, starting pytest again past a hung test; writes `junit` and `events` (JSON: every test's
     outcome). Returns {"rc", "detail", "counts", "runs"}: rc 0 when no test failed, errored or hung."""
-    import signal
     import tempfile
+
+    from .isolate import end_process_group
 
     end = time.monotonic() + limit_s
     tests: dict[str, dict[str, Any]] = {}
@@ -200,13 +201,7 @@ def run_gpu_tests(
             try:
                 rc = child.wait(timeout=left)
             except subprocess.TimeoutExpired:
-                for sig in (signal.SIGTERM, signal.SIGKILL):
-                    try:
-                        os.killpg(child.pid, sig)
-                        child.wait(timeout=5)
-                        break
-                    except (ProcessLookupError, subprocess.TimeoutExpired):
-                        continue
+                end_process_group(child)
                 rc = None
             unfinished = _fold(_read_events(ev_path), tests)
             if unfinished is not None:
