@@ -462,3 +462,12 @@ def test_nbd_server_aio_raw_io_uring_qcow2_threads_and_fallback(mixed_image, tmp
             assert len(tries) == 1 and "--aio=io_uring" in tries[0], tries
         else:
             assert len(tries) == 2 and "--aio=io_uring" in tries[0] and "--aio=threads" in tries[1], tries
+
+
+def test_a_digest_that_cannot_be_written_is_a_failure(images):
+    """`nvmelab-blksum img > /dev/full` exited 0 with no digest: the result lost and the exit status saying success."""
+    img, _ = next(iter(images.values()))
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([EXE, str(img)], stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+    assert out.returncode == 1, out
+    assert "writing the digest" in out.stderr and "No space left on device" in out.stderr, out.stderr

@@ -254,6 +254,9 @@ int main(int argc, char *argv[])
         fail("%s: %s", name, blksum_strerror(rc));
     char hex[2 * BLKSUM_MAX_MD_SIZE + 1];
     blksum_hex(&res, hex, sizeof(hex));
-    printf("%s  %s\n", hex, name);
+    // the digest is the result: one that cannot be written (a full disk, a closed pipe or stdout) is a failure
+    // with its reason, not exit 0 with nothing printed (stdio would report it only at exit, and not in the status)
+    if (printf("%s  %s\n", hex, name) < 0 || fflush(stdout) != 0)
+        fail("writing the digest of %s to standard output: %s", name, strerror(errno));
     return 0;
 }
