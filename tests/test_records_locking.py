@@ -124,6 +124,22 @@ def test_torn_last_line_is_ignored_then_dropped(tmp_path, caplog):
     assert p.read_text().splitlines() == [records.dumps(_rec("a")), whole]
 
 
+def test_whole_records_on_an_unfinished_line_are_moved_aside_not_cut(tmp_path, caplog):
+    """Two complete records written on one line with no final newline are no torn write: the append moves the line
+    aside to a named file (the count in the warning) instead of cutting both records."""
+    p = tmp_path / "runs.jsonl"
+    records.append_records(p, [_rec("a")])
+    two = records.dumps(_rec("b")) + records.dumps(_rec("c"))
+    with open(p, "a", encoding="utf-8") as f:
+        f.write(two)
+    with caplog.at_level(logging.WARNING, logger="nvmelab.results.records"):
+        records.append_records(p, [_rec("d")])
+    assert "held 2 whole record(s)" in caplog.text
+    assert [r["run_key"] for r in records.load_records(p)] == ["a", "d"]
+    aside = list(tmp_path.glob("runs.jsonl.tail-*"))
+    assert len(aside) == 1 and aside[0].name in caplog.text and aside[0].read_text() == two + "\n"
+
+
 def test_a_file_that_is_not_records_is_not_cut(tmp_path):
     """`perf run --json` pointed at some other file: nothing of it is dropped, one error names it."""
     p = tmp_path / "notes.txt"

@@ -46,6 +46,7 @@ import logging
 import math
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -278,8 +279,11 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
     """Make the file end in a newline before an append; returns its new size.
 
     An unfinished last line that is a whole JSON object (a file written without a final newline)
-    gets its newline; the start of a record ('{...') is what a kill mid-write left, and is cut
-    off with a warning; anything else is not a records file: RecordError, the file untouched."""
+    gets its newline; the start of a record ('{...', no whole object in it) is what a kill
+    mid-write left, and is cut off with a warning; a last line that begins with whole records
+    (two written on one line, say) is no torn write: it is moved aside to ``<file>.tail-<utc>``,
+    the count of its whole records in the warning, never dropped; anything else is not a records
+    file: RecordError, the file untouched."""
     keep, tail = _tail_state(fd, size)
     if not tail:
         return size
@@ -295,9 +299,44 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
             f"{path}: does not end with a whole record (its last {len(tail)} bytes are not JSON); "
             "not a records file? nothing was appended"
         )
-    log.warning("%s: dropped an unfinished last line (%d bytes, a write cut short) before appending", path, len(tail))
+    n = _whole_objects(tail)
+    if n:
+        aside = path.with_name(f"{path.name}.tail-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}")
+        with open(aside, "xb") as f:  # never over an earlier one
+            f.write(tail + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        log.warning(
+            "%s: its last line held %d whole record(s) and no newline (%d bytes): moved to %s before appending",
+            path,
+            n,
+            len(tail),
+            aside.name,
+        )
+    else:
+        log.warning(
+            "%s: dropped an unfinished last line (%d bytes, a write cut short) before appending", path, len(tail)
+        )
     os.ftruncate(fd, keep)
     return keep
+
+
+def _whole_objects(tail: bytes) -> int:
+    """How many whole JSON objects a line begins with, one after the other (0: a record cut short)."""
+    try:
+        text = tail.decode()
+    except UnicodeDecodeError:
+        return 0
+    dec, pos, n = json.JSONDecoder(), 0, 0
+    while pos < len(text):
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except ValueError:
+            break
+        if not isinstance(obj, dict):
+            break
+        n += 1
+    return n
 
 
 def _write_all(fd: int, data: bytes) -> None:
