@@ -30,6 +30,10 @@ Writing (book/framework.md, "Records files"):
 * `write_records` replaces a whole file atomically (temporary file, fsync, rename).
 * `sweep_lock(path)` is held by a sweep for the whole sweep: a second sweep on the same records
   file is refused, naming the file and the holder's pid (or waits with ``wait=True``).
+* Records and lock files are opened with O_NOFOLLOW and must be regular files (`open_regular`): a
+  planted symbolic link or a FIFO is refused at once, naming the path, its target untouched. A lock
+  another process holds is waited for with a warning naming the holders after LOCK_NOTICE_S (a
+  foreign ``flock`` is never a silent stall); Ctrl-C ends the wait.
 
 Reading: `iter_records` names the file and line of anything it cannot use, and ignores an
 unfinished last line (a write in progress, or one cut short by a kill) with a warning.
@@ -40,11 +44,13 @@ duplicates they dropped.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
 import math
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -252,6 +258,8 @@ def write_records(path: str | os.PathLike, records: Iterable[dict[str, Any]], *,
     if check:
         for i, r in enumerate(recs):
             validate(r, f"{path} record {i}")
+    with contextlib.suppress(FileNotFoundError):  # a link or a FIFO in its place is refused, not replaced
+        os.close(open_regular(path, os.O_RDONLY))
     _atomic_write(path, (dumps(r) for r in recs))
     return path
 
@@ -282,8 +290,9 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
     gets its newline; the start of a record ('{...', no whole object in it) is what a kill
     mid-write left, and is cut off with a warning; a last line that begins with whole records
     (two written on one line, say) is no torn write: it is moved aside to ``<file>.tail-<utc>``,
-    the count of its whole records in the warning, never dropped; anything else is not a records
-    file: RecordError, the file untouched."""
+    the count of its whole records in the warning, never dropped; a last line of NUL bytes only (a
+    crash after the file grew, before its data landed) is moved aside the same way, the count of its
+    NULs in the warning; anything else is not a records file: RecordError, the file untouched."""
     keep, tail = _tail_state(fd, size)
     if not tail:
         return size
@@ -294,6 +303,17 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
     if whole:
         os.write(fd, b"\n")
         return size + 1
+    if not tail.strip(b"\0"):  # a crash after the file grew, before its data landed: zeros, not a record
+        aside = _move_aside(path, tail)
+        log.warning(
+            "%s: its last line was %d NUL bytes, no record (a crash after the file grew, before its data landed): "
+            "moved to %s before appending",
+            path,
+            len(tail),
+            aside.name,
+        )
+        os.ftruncate(fd, keep)
+        return keep
     if not tail.startswith(b"{"):  # not the start of a record: not a records file, touch nothing
         raise RecordError(
             f"{path}: does not end with a whole record (its last {len(tail)} bytes are not JSON); "
@@ -301,11 +321,7 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
         )
     n = _whole_objects(tail)
     if n:
-        aside = path.with_name(f"{path.name}.tail-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}")
-        with open(aside, "xb") as f:  # never over an earlier one
-            f.write(tail + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
+        aside = _move_aside(path, tail)
         log.warning(
             "%s: its last line held %d whole record(s) and no newline (%d bytes): moved to %s before appending",
             path,
@@ -319,6 +335,17 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
         )
     os.ftruncate(fd, keep)
     return keep
+
+
+def _move_aside(path: Path, tail: bytes) -> Path:
+    """Write `tail` (and a newline) to a new ``<file>.tail-<utc>-<pid>`` next to `path`, durably; its path."""
+    aside = path.with_name(f"{path.name}.tail-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}")
+    fd = open_regular(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "records tail file")  # never over an earlier one
+    with os.fdopen(fd, "wb") as f:
+        f.write(tail + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return aside
 
 
 def _whole_objects(tail: bytes) -> int:
@@ -346,6 +373,100 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+#: After this many seconds waiting for another process's flock, say who holds it (then keep waiting).
+LOCK_NOTICE_S = 1.0
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def open_regular(
+    path: str | os.PathLike, flags: int, what: str = "records file", mode: int = 0o666, *, follow: bool = False
+) -> int:
+    """os.open a records or lock file without following a symbolic link (O_NOFOLLOW) and without
+    blocking on a FIFO (O_NONBLOCK, cleared again); anything but a regular file is closed and refused:
+    RecordError naming the path and what it is. /dev/null and /dev/full stay usable (character devices
+    that never block): a record appended there goes nowhere, or fails with ENOSPC naming the file.
+    ``follow=True`` (reading only) opens through a link."""
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags | nofollow | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(path):
+            raise RecordError(
+                f"{path}: is a symbolic link (to {os.readlink(path)}); a {what} is never opened through a link "
+                "(remove it, or name the file itself)"
+            ) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) and str(path) not in ("/dev/null", "/dev/full"):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            raise RecordError(f"{path}: is {kind}, not a regular file; a {what} must be a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def lock_holders(fd: int) -> list[str]:
+    """Who holds a lock on the file open at `fd`: "pid N (command)" for each lock /proc/locks lists on its
+    inode (empty where /proc/locks cannot be read)."""
+    st = os.fstat(fd)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    out: list[str] = []
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split()
+        if "->" in parts or len(parts) < 6 or parts[5] != dev:
+            continue  # "->" marks a waiter, not a holder
+        pid = parts[4]
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:120]
+        except OSError:
+            cmd = ""
+        who = f"pid {pid}" + (f" ({cmd})" if cmd else "")
+        if who not in out and pid != str(os.getpid()):
+            out.append(who)
+    return out
+
+
+def flock_waiting(fd: int, path: str | os.PathLike, what: str) -> None:
+    """An exclusive flock on `fd`, waited for as long as it takes: after LOCK_NOTICE_S a warning names
+    `path`, `what` holds it and the holders /proc/locks lists, so a foreign lock is never a silent stall.
+    The wait sleeps between tries, so Ctrl-C (and SIGTERM raised as an interrupt) ends it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    t0, told, pause = time.monotonic(), False, 0.001
+    while True:
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            pass
+        if not told and time.monotonic() - t0 >= LOCK_NOTICE_S:
+            told = True
+            who = ", ".join(lock_holders(fd)) or "a process /proc/locks does not name"
+            log.warning("%s: waiting for the lock on the %s, held by %s", path, what, who)
+    if told:
+        log.warning("%s: got the lock on the %s after %.1f s", path, what, time.monotonic() - t0)
+
+
 def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]], *, check: bool = True) -> Path:
     """Append records to `path` (created if missing): one write and one fsync under an exclusive
     flock, whatever the size of the file. On any failure (a full disk, an interrupt mid-write) the
@@ -357,9 +478,9 @@ def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]], *
             validate(r, f"new record {i} for {path}")
     data = "".join(dumps(r) + "\n" for r in new).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        flock_waiting(fd, path, "records file (another writer appends to it)")
         st = os.fstat(fd)
         created = st.st_size == 0
         size = _finish_tail(fd, path, st.st_size)
@@ -404,19 +525,22 @@ def sweep_lock(path: str | os.PathLike, *, wait: bool = False) -> Iterator[Path]
     path = Path(path)
     lock = lock_path(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = open_regular(lock, os.O_RDWR | os.O_CREAT, "sweep lock file")
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            others = [w for w in lock_holders(fd) if not w.startswith(f"pid {holder} ") and w != f"pid {holder}"]
+            if others:  # a lock this file's pid does not explain (a foreign flock, a stale pid)
+                holder += f"; the lock is held by {', '.join(others)}"
             if not wait:
                 raise RecordsBusyError(
                     f"{path}: another sweep (pid {holder}) is writing these records; "
                     "let it finish (or stop it), or pass --wait to run after it"
                 ) from None
             log.warning("%s: waiting for the sweep of pid %s to finish", path, holder)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            flock_waiting(fd, lock, "sweep lock")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield path
@@ -428,9 +552,10 @@ def iter_records(path: str | os.PathLike, *, check: bool = False) -> Iterator[di
     """Yield the records of one JSONL file; a bad line raises RecordError naming file and line.
 
     An unfinished last line (no newline, not a whole JSON object: a write in progress, or one a
-    kill cut short) is not a record: it is skipped with a warning."""
+    kill cut short) is not a record: it is skipped with a warning. Anything but a regular file (a
+    FIFO, which would block forever) is refused at once; reading may follow a symbolic link."""
     path = Path(path)
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path, os.O_RDONLY, follow=True), "rb") as f:
         for lineno, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8")
