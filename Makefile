@@ -25,11 +25,13 @@ PREREQS    := PYTHON="$(PYTHON)" VENV=$(VENV) bash env/prereqs.sh
 
 .PHONY: help env build test test-c test-py test-notebooks test-book test-browser test-sanitize test-qemu \
 	    test-gpu bench bench-gpu records book lab clean format wheelhouse gpu-lease rehearse-gpu-host \
-	    check-env check-build check-sanitize check-qemu check-browser check-bench check-records check-gpu
+	    check-env check-build check-sanitize check-qemu check-browser check-bench check-records check-gpu \
+	    fuzz check-fuzz
 
 help:
 	@echo "make book | test | env | build | lab | bench [BENCH=blksum] | bench-gpu | test-sanitize | test-qemu [QEMU_ARGS=--short]"
 	@echo "     test-browser | test-nbd | test-gpu | wheelhouse | records [STUDY=all RECORDS_PRESET=standard RECORDS_ARGS=--replace] | clean"
+	@echo "     fuzz [FUZZ_SECONDS=30]"
 	@echo "     gpu-lease (call 0, here) | rehearse-gpu-host [OUT=DIR]"
 
 # --- system prerequisites (env/prereqs.sh): checked first, in well under a second ---
@@ -49,6 +51,8 @@ check-records:
 	@$(PREREQS) --install records
 check-nbd:
 	@$(PREREQS) --install nbd
+check-fuzz:
+	@$(PREREQS) --install fuzz
 check-gpu:
 	@$(PREREQS) gpu
 
@@ -112,6 +116,24 @@ test-nbd: check-nbd build
 test-gpu: check-gpu build
 	$(PY) -m pytest -q -p no:cacheprovider -rs -m gpu $$(grep -l "mark.gpu" tests/test_*.py)
 	ctest --test-dir $(BUILD) -R test_cuda_queue_host --output-on-failure
+
+# --- fuzzing (tests/fuzz/README.md): every harness tests/fuzz/fuzz_<name>.{c,py} for FUZZ_SECONDS on a copy of its
+# committed seeds (tests/fuzz/corpus/<name>/) under ASan+UBSan; any crash, leak, timeout or out-of-memory input
+# fails, its input kept under build/fuzz/fuzz-work/<name>/. The C harnesses are built with clang (installed
+# first: root, Debian) in build/fuzz; the Python ones run on atheris, installed into build/fuzz/py (not the lock).
+FUZZ_SECONDS ?= 30
+FUZZ_BUILD   := build/fuzz
+ATHERIS      := atheris==3.0.0
+fuzz: check-fuzz env
+	@mkdir -p $(FUZZ_BUILD)
+	@flock $(FUZZ_BUILD)/.lock bash -c '\
+	  cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNVMELAB_FUZZ=ON -DNVMELAB_TESTS=OFF -DNVMELAB_PYTHON=OFF -DNVMELAB_CUDA=OFF \
+	    > $(FUZZ_BUILD)/configure.log 2>&1 || { cat $(FUZZ_BUILD)/configure.log; exit 1; }; \
+	  cmake --build $(FUZZ_BUILD) -j $(JOBS)'
+	@test -d $(FUZZ_BUILD)/py/$(subst ==,-,$(ATHERIS)).dist-info || \
+	  $(PY) -m pip install -q --disable-pip-version-check --target $(FUZZ_BUILD)/py $(ATHERIS)
+	PYTHONPATH=$(CURDIR)/$(FUZZ_BUILD)/py bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(PY)
 
 # --- benchmarks: results under data/results/bench/ ---
 # BENCH=NAME ...: only those benchmarks (tests/bench/bench_NAME.py), e.g. BENCH=blksum

@@ -14,12 +14,14 @@
 #             legs (make test-nbd; the build finds libnbd when it is there, and leaves NBD out when not)
 #   bench     nbd, plus fio and valgrind (callgrind), and meson for building the original blksum
 #   records   stress-ng, for make records (the host-variable sweeps stress the CPUs a run leaves idle)
+#   fuzz      build, plus clang with libFuzzer and the ASan/UBSan runtimes (make fuzz; atheris, for the Python
+#             harnesses, comes from the package index into build/fuzz/py)
 #   gpu       build, plus nvcc and a CUDA GPU the NVIDIA driver can see (make test-gpu, bench-gpu);
 #             never installed from here (the CUDA toolkit and driver come from NVIDIA)
 #
 # Without --install a missing part stops here with one line per part and the exact Debian package,
 # then the command that installs them (exit 1). With --install (the extra legs: qemu, browser,
-# bench, records, nbd), root on a machine with apt-get installs the missing packages first and checks again.
+# bench, records, nbd, fuzz), root on a machine with apt-get installs the missing packages first and checks again.
 # `make env`, `make build`, `make book` and `make test` never install system packages.
 # Environment: PYTHON (default python3), VENV (default .venv; the venv check is skipped once it exists).
 set -uo pipefail
@@ -31,8 +33,8 @@ LEGS=()
 for a in "$@"; do
     case "$a" in
         --install) INSTALL=1 ;;
-        -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
-        env|build|sanitize|qemu|browser|bench|records|gpu|nbd) LEGS+=("$a") ;;
+        -h|--help) sed -n '3,24p' "$0"; exit 0 ;;
+        env|build|sanitize|qemu|browser|bench|records|gpu|nbd|fuzz) LEGS+=("$a") ;;
         *) echo "prereqs.sh: unknown leg '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -134,6 +136,20 @@ check_bench() {
 
 check_records() {
     have stress-ng || need "stress-ng (stress on the CPUs a run does not use)" stress-ng
+}
+
+check_fuzz() {
+    check_build
+    if ! have clang || ! have clang++; then
+        need "clang and clang++ (libFuzzer is part of clang's runtime)" clang
+    else
+        local t
+        t=$(mktemp -d)
+        printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return (int)(n && !d); }\n' > "$t/f.c"
+        clang -fsanitize=fuzzer,address,undefined "$t/f.c" -o "$t/f" >/dev/null 2>&1 || \
+            need "clang's libFuzzer and sanitizer runtimes (clang -fsanitize=fuzzer,address,undefined)" clang
+        rm -rf "$t"
+    fi
 }
 
 check_gpu() {

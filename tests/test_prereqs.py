@@ -75,6 +75,7 @@ def test_makefile_targets_check_first():
         ("test-browser", "check-browser"),
         ("bench", "check-bench"),
         ("test-sanitize", "check-sanitize"),
+        ("fuzz", "check-fuzz"),
         ("test-gpu", "check-gpu"),
         ("bench-gpu", "check-gpu"),
     ):

@@ -205,7 +205,7 @@ const char *nvme_uri_get(const struct nvme_uri *u, const char *key)
 
 int nvme_parse_u64(const char *s, uint64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
+    if (!s || !*s)
         return -EINVAL;
     int base = 10;
     if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
@@ -214,6 +214,10 @@ int nvme_parse_u64(const char *s, uint64_t *out)
         if (!*s)
             return -EINVAL;
     }
+    /* digits only: strtoull alone would also take a sign, spaces and a second "0x" ("0x-1" = 2^64 - 1) */
+    for (const char *p = s; *p; p++)
+        if (base == HEX_BASE ? !isxdigit((unsigned char)*p) : !isdigit((unsigned char)*p))
+            return -EINVAL;
     errno = 0;
     char *end = NULL;
     unsigned long long v = strtoull(s, &end, base);
