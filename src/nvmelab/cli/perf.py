@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
         return _run_cuda(args)
     from ..engines import perf
+    from ..results.checks import failed_checks
     from ..results.records import append_records
 
     if args.perf_command == "params":
@@ -158,5 +159,10 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             append_records(args.json, [rec])
             print(f"record appended to {args.json}")
+    failed = failed_checks(rec)
+    if failed:  # the record is kept, marked (checks_ok false); the run is no measurement to go on
+        why = "; ".join(f"{k}: {rec['checks'][k]['detail']}" for k in failed)
+        print(f"nvmelab perf: self-check failed ({why}); the record is marked checks_ok=false", file=sys.stderr)
+        return 1
     bad = rec.get("verify_errors", 0) or rec["errors"]
     return 1 if bad else 0

@@ -342,6 +342,7 @@ def run(
         rwmix=rwmix,
         verify=verify,
         warmup=warmup,
+        runtime=float(runtime),
     )
 
 
@@ -399,8 +400,10 @@ def make_record(
     verify: bool,
     warmup: float,
     alldevs: bool = False,
+    runtime: float | None = None,
 ) -> dict:
-    """Turn the engine's raw result into a record (nvmelab.results.records format) and validate it."""
+    """Turn the engine's raw result into a record (nvmelab.results.records format) and validate it.
+    `runtime`: the runtime asked (its ``window`` self-check: the window saw I/O and lasted half of it)."""
     window = res["window_s"]
     lat = res["lat"]
     ndevs_used = len(res["dev_ios"]) or 1
@@ -453,7 +456,7 @@ def make_record(
             )
     if res["errors"]:
         log.warning("%d commands failed; first: %s", res["errors"], res["first_error"])
-    _checks.perf_checks(rec, res, verify=verify, rw=rw)
+    _checks.perf_checks(rec, res, verify=verify, rw=rw, runtime=runtime)
     return validate(rec)
 
 

@@ -16,6 +16,9 @@ ok None meaning "not applicable on this target". The checks, one function each:
 * ``littles_law``: IOPS x mean latency / commands in flight, within [LITTLE_MIN, LITTLE_MAX] widened by
   mean latency / window (the window's edges).
 * ``emulator_headroom``: the emulator, not the device model, did not set the rate (``emulator_limited``).
+* ``window`` (CPU-path perf records): the measurement window saw I/O and every thread's window lasted at least
+  WINDOW_MIN of the runtime asked: a thread the host left without a CPU until the run's end measures a window
+  of about nothing (0 I/O, or a rate from a sliver), which must not read as a run.
 * ``match`` (the matching study) is added by the engine that counts misattributed statuses, with `check`.
 
 A record with checks_ok False is kept in its file, marked, and left out of figures by `excluded`
@@ -44,6 +47,8 @@ CLOCKS = ("globaltimer", "tsc", "clock_gettime")
 #: counts and the clock disagree (a wrong window, a lost count). The committed CPU records lie in 0.63..1.0.
 LITTLE_MIN = 0.5
 LITTLE_MAX = 1.05
+#: The shortest share of the asked runtime a thread's measurement window may last (``window``).
+WINDOW_MIN = 0.5
 #: Why a record is left out of figures, by `excluded`.
 EXCLUDED_FAILED = "failed point"
 EXCLUDED_CHECKS = "failed self-check"
@@ -107,6 +112,27 @@ def littles_law(
         [lo, hi],
         f"IOPS x mean latency / {in_flight} in flight = {ratio:.3f} (tolerance {lo}..{hi})",
     )
+
+
+def window(ios: int | None, windows: Sequence[float] | None, runtime_s: float | None) -> dict[str, Any]:
+    """The run measured something: `ios` completions counted in the window (> 0) and each thread's window
+    (`windows`, s) at least WINDOW_MIN x the asked `runtime_s`. value: the shortest window; expect: its floor."""
+    if runtime_s is None or ios is None:
+        return check(None, None, None, "no runtime asked (a fill, or a run of a fixed amount of work)")
+    floor = round(float(runtime_s) * WINDOW_MIN, 6)
+    wins = [float(w) for w in windows or []]
+    shortest = min(wins) if wins else 0.0
+    if not ios:
+        why = f"no I/O in the measurement window ({shortest:.6f} s of the {runtime_s:g} s asked)"
+        return check(False, round(shortest, 6), floor, why)
+    if shortest < floor:
+        i = wins.index(shortest)
+        why = (
+            f"thread {i}'s measurement window lasted {shortest:.6f} s of the {runtime_s:g} s asked "
+            f"(under {WINDOW_MIN:g} of it: the thread did not get a CPU for the run)"
+        )
+        return check(False, round(shortest, 6), floor, why)
+    return check(True, round(shortest, 6), floor, f"{ios} I/Os; windows {shortest:.6f} s or more of {runtime_s:g} s")
 
 
 def emulator_headroom(limited: bool | None, headroom: float | None) -> dict[str, Any]:
@@ -199,11 +225,13 @@ def device_checks(rec: dict[str, Any], res: Mapping[str, Any], *, verify: bool, 
     return attach(rec, c)
 
 
-def perf_checks(rec: dict[str, Any], res: Mapping[str, Any], *, verify: bool, rw: str) -> dict[str, Any]:
+def perf_checks(
+    rec: dict[str, Any], res: Mapping[str, Any], *, verify: bool, rw: str, runtime: float | None = None
+) -> dict[str, Any]:
     """Checks of a CPU-path perf record (engines/perf.make_record). The perf engine counts completions per
     thread and per device: `completions` compares them with its `submitted` count where it reports one,
     else the per-device completion counts with the total (a lost or double count). In flight: qdepth per
-    channel (queue or ring) of every thread."""
+    channel (queue or ring) of every thread. `runtime`: the runtime asked (the ``window`` check; None: n/a)."""
     threads = res.get("threads") or []
     if res.get("submitted") is not None:
         comp = completions(res.get("submitted"), res.get("ios"), "completions counted")
@@ -223,5 +251,6 @@ def perf_checks(rec: dict[str, Any], res: Mapping[str, Any], *, verify: bool, rw
             rec["iops"], lat.get("mean"), rec["qdepth"] * nchans if nchans else None, rec["runtime_s"]
         ),
         "emulator_headroom": emulator_headroom(rec.get("emulator_limited"), rec.get("emulator_headroom")),
+        "window": window(res.get("ios"), [t.get("window_s") or 0.0 for t in threads], runtime),
     }
     return attach(rec, c)
