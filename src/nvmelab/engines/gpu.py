@@ -16,12 +16,16 @@ numba-cuda example kernel that consumes them on the same GPU. `stamps` and `chec
 NumPy counterparts used to check both (also under numba's CUDA simulator, NUMBA_ENABLE_CUDASIM=1);
 `read_and_checksum` does read + checksum + check in one call for a notebook.
 
-Where there is no GPU, `status()` says why and `run_cuda` raises OSError(ENODEV) with that reason.
+Where there is no GPU, `status()` says why, and `run_cuda`, `device_buffer`, `read_blocks`, `block_checksums` and
+`read_and_checksum` raise OSError(ENODEV) in one line with that reason (`require_gpu`), before numba or cupy
+probe for a driver (numba's own error comes seconds later, over many lines). numba's CUDA simulator needs none.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -72,6 +76,33 @@ def available() -> tuple[bool, str]:
     """(True, "") when a CUDA GPU can run the engine, else (False, the reason)."""
     st = status()
     return (st["devices"] > 0, "" if st["devices"] > 0 else st["reason"])
+
+
+def simulated() -> bool:
+    """numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM, read by numba when it is imported): numba's kernels
+    and device arrays then run on the CPU, no GPU needed."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "") not in ("", "0")
+
+
+def require_gpu(what: str, *, simulator_ok: bool = False) -> None:
+    """Raise OSError(ENODEV) naming `what` and why there is no CUDA device, in one line, before numba or cupy
+    look for a driver. `simulator_ok`: numba's CUDA simulator (simulated()) will do instead. A build without
+    device-initiated I/O cannot tell: then numba is asked (numba-cuda may still find a GPU)."""
+    if simulator_ok and simulated():
+        return
+    ok, reason = available()
+    if ok:
+        return
+    if not status()["compiled"]:
+        try:
+            from numba import cuda
+
+            if cuda.is_available():
+                return
+            reason = f"no CUDA device (numba-cuda finds none; {reason})"
+        except ImportError:
+            reason = f"no CUDA device (numba-cuda is not installed; {reason})"
+    raise OSError(errno.ENODEV, f"{what}: {reason}")
 
 
 def device_info(gpu: int = 0) -> dict:
@@ -398,7 +429,9 @@ def _cai(buf: Any) -> tuple[int, int]:
 
 
 def device_buffer(nbytes: int) -> Any:
-    """An uninitialised GPU byte array: cupy when installed, else a numba device array."""
+    """An uninitialised GPU byte array: cupy when installed, else a numba device array (OSError(ENODEV) in one
+    line where there is no CUDA device and numba's simulator is off)."""
+    require_gpu("device_buffer", simulator_ok=True)
     try:
         import cupy
 
@@ -431,6 +464,7 @@ def read_blocks(
     if rw not in ("read", "randread"):
         raise ValueError(f"rw={rw!r}: read_blocks reads (read or randread)")
     check_params(target, ndevs, rw=rw, iosize=iosize, qdepth=qdepth, nqueues=nqueues, rounds=1, timeout=timeout)
+    require_gpu("read_blocks")
     size, stride = _native().cuda_buf_size(iosize, qdepth, nqueues, ndevs)
     if buf is None:
         buf = device_buffer(size)
@@ -495,7 +529,8 @@ def checksum_reference(blocks: np.ndarray) -> np.ndarray:
 def block_checksums(blocks: Any) -> Any:
     """The numba-cuda example kernel: a checksum of every row of a (rows, bytes) uint8 GPU array (e.g. the
     view from read_blocks), computed on the GPU where the data was read. Returns a device array of uint64;
-    .copy_to_host() for NumPy."""
+    .copy_to_host() for NumPy. Under numba's CUDA simulator it runs on the CPU."""
+    require_gpu("block_checksums", simulator_ok=True)
     from numba import cuda
 
     dev = cuda.to_device(blocks) if isinstance(blocks, np.ndarray) else cuda.as_cuda_array(blocks)
@@ -524,10 +559,11 @@ def read_and_checksum(
     checksum kernel, compile excluded), "matches" (rows whose checksum equals the expected one), "gpu"}."""
     import time
 
-    from numba import cuda
-
     if "fill=stamp" not in target:
         raise ValueError(f"target={target!r}: needs fill=stamp so that the expected data is known")
+    require_gpu("read_and_checksum")
+    from numba import cuda
+
     blocks, res = read_blocks(target, iosize=iosize, qdepth=qdepth, nqueues=nqueues, ndevs=ndevs)
     block_checksums(blocks)  # compile (first call) outside the timed run
     cuda.synchronize()
