@@ -19,6 +19,17 @@ void bind_driver_qpair(py::module_ &m)
                                    QPairState &s = q.live("QPair.outstanding");
                                    return nvme_qpair_outstanding(s.qp);
                                })
+        .def_property_readonly("memory",
+                               [](const QPair &q) {
+                                   QPairState &s = q.live("QPair.memory");
+                                   nvme_qpair_mem m;
+                                   nvme_qpair_mem_info(s.qp, &m);
+                                   py::dict d;
+                                   d["sq"] = py::make_tuple(m.sq, m.sq_bytes);
+                                   d["cq"] = py::make_tuple(m.cq, m.cq_bytes);
+                                   d["prp_lists"] = py::make_tuple(m.prp_lists, m.prp_lists_bytes);
+                                   return d;
+                               })
         .def(
             "submit",
             [](QPair &q, Ns &ns, int opc, uint64_t slba, uint32_t nlb, py::object buf, size_t offset, size_t nbytes,
@@ -45,6 +56,7 @@ void bind_driver_qpair(py::module_ &m)
                             delete cmd;
                             throw_errno(rc, "QPair.submit: DMA memory for DSM ranges");
                         }
+                        nvme_dma_mark_internal(d); // the driver's range slots: no raw PRP may point at them
                         s.dsm = std::make_shared<DmaMem>(s.ts, d);
                         for (int i = int(s.depth) - 1; i >= 0; --i)
                             s.dsm_free.push_back(i);
@@ -107,17 +119,17 @@ void bind_driver_qpair(py::module_ &m)
                 auto *cmd = new Cmd{&s, tag, sp.mem, -1};
                 if (cmd->mem)
                     cmd->mem->outstanding++;
-                int rc = nvme_qpair_submit_raw(s.qp, &e, sp.ptr, sp.len, qpair_cb, cmd);
+                char why[256] = "";
+                int rc = nvme_qpair_submit_raw_err(s.qp, &e, sp.ptr, sp.len, qpair_cb, cmd, why, sizeof why);
                 if (rc < 0) {
                     if (cmd->mem)
                         cmd->mem->outstanding--;
                     delete cmd;
                     if (rc == -EBUSY)
                         throw QueueFullErr("queue full: poll() first");
-                    if (rc == -E2BIG)
-                        throw py::value_error("nbytes: exceeds the largest transfer");
-                    if (rc == -EINVAL)
-                        throw py::value_error("submit_raw: the driver refused the command (invalid argument)");
+                    // the driver's IOMMU and the transfer limit: the command is refused, the queue as it was
+                    if (rc == -E2BIG || rc == -EINVAL || rc == -EFAULT)
+                        throw py::value_error(std::string("submit_raw: refused: ") + why);
                     throw_errno(rc, "submit_raw");
                 }
             },

@@ -114,7 +114,7 @@ static int admin_exec(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size
 {
     struct cmd_wait w = {0};
     struct nvme_qpair *q = &c->admin;
-    int rc = nvme_qpair_submit_raw(q, cmd, buf, len, cmd_wait_cb, &w);
+    int rc = nvme_qpair_submit_cmd(q, cmd, buf, len, cmd_wait_cb, &w);
     if (rc)
         return rc;
     uint16_t cid = (uint16_t)((q->sq_tail + q->depth - 1) % q->depth); /* slot just written */

@@ -212,7 +212,42 @@ int nvme_dma_alloc(struct nvme_target *t, size_t size, struct nvme_dma **out)
 {
     if (!t || !out)
         return -EINVAL;
-    return nvme_dma_alloc_in(&t->dma, size, out);
+    int rc = nvme_dma_alloc_in(&t->dma, size, out);
+    if (rc == 0)
+        (*out)->data = true;
+    return rc;
+}
+
+void nvme_dma_mark_internal(struct nvme_dma *d)
+{
+    if (d)
+        d->data = false;
+}
+
+/* [bus, bus + len) inside [base, base + size), without overflow */
+static bool bus_inside(uint64_t bus, uint64_t len, uint64_t base, uint64_t size)
+{
+    return bus >= base && bus - base < size && len <= size - (bus - base);
+}
+
+struct nvme_dma *nvme_dma_find_bus_locked(struct nvme_dma_domain *dom, uint64_t bus, uint64_t len, size_t *off)
+{
+    for (struct nvme_dma *d = dom->head; d; d = d->next) {
+        if (!d->pages) {
+            if (bus_inside(bus, len, d->iova, d->size)) {
+                *off = (size_t)(bus - d->iova);
+                return d;
+            }
+            continue;
+        }
+        const uint64_t page = (uint64_t)1 << d->page_shift;
+        for (size_t i = 0; i < d->size >> d->page_shift; i++)
+            if (bus_inside(bus, len, d->pages[i], page)) {
+                *off = (i << d->page_shift) + (size_t)(bus - d->pages[i]);
+                return d;
+            }
+    }
+    return NULL;
 }
 
 /* Qpairs cache the last DMA object a buffer was found in; a freed object must not stay cached. */

@@ -55,6 +55,7 @@ struct nvme_dma {
     uint64_t iova;       /* contiguous kinds: bus address of vaddr */
     uint64_t *pages;     /* NVME_DMA_PAGEMAP: bus address of each hugepage; NULL otherwise */
     unsigned page_shift; /* translation granularity */
+    bool data;           /* a data buffer (nvme_dma_alloc): raw commands' PRPs may point into it */
     struct nvme_dma_domain *dom;
     struct nvme_dma *prev, *next; /* registry links */
 };
@@ -64,6 +65,9 @@ int nvme_dma_domain_init(struct nvme_dma_domain *dom, struct nvme_target *t, enu
 /* Frees leaked objects (with a warning); does not close the VFIO container (pci.c owns it). */
 void nvme_dma_domain_fini(struct nvme_dma_domain *dom);
 int nvme_dma_alloc_in(struct nvme_dma_domain *dom, size_t size, struct nvme_dma **out);
+/* The object holding the bus addresses [bus, bus + len) (within one translation page for PAGEMAP), with
+ * the offset of bus in it in *off; NULL when none does. Caller holds dom->lock. Overflow-safe. */
+struct nvme_dma *nvme_dma_find_bus_locked(struct nvme_dma_domain *dom, uint64_t bus, uint64_t len, size_t *off);
 /* The object holding [p, p + len), or NULL. Takes the domain lock. */
 struct nvme_dma *nvme_dma_find(struct nvme_dma_domain *dom, const void *p, size_t len);
 

@@ -89,6 +89,7 @@ int nvme_gpuq_pair_create(struct nvme_ctrl *c, uint32_t entries, struct nvme_gpu
                  strerror(-rc));
         goto fail;
     }
+    nvme_dma_mark_internal(p->mem); /* the rings: no raw command may point into them */
     p->mem_len = sq_bytes + cq_bytes;
     p->sq = nvme_dma_vaddr(p->mem);
     p->cq = (struct nvme_cqe *)((uint8_t *)p->sq + sq_bytes);

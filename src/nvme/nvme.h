@@ -103,6 +103,9 @@ void *nvme_dma_vaddr(const struct nvme_dma *d);
 size_t nvme_dma_size(const struct nvme_dma *d);
 /* Bus address the controller uses for vaddr (must lie inside d); UINT64_MAX when outside. */
 uint64_t nvme_dma_iova(const struct nvme_dma *d, const void *vaddr);
+/* Mark d as the driver's own memory (queue rings, list pages, internal buffers): no raw command's PRP may
+ * point into it (nvme_qpair_submit_raw). Memory from nvme_dma_alloc is a data buffer until marked. */
+void nvme_dma_mark_internal(struct nvme_dma *d);
 
 /* ---------------------------------------------------------------------------------------------------
  * Controllers and namespaces
@@ -201,9 +204,28 @@ int nvme_qpair_submit_one(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t opc,
                           nvme_cb cb);
 int nvme_qpair_poll_one(struct nvme_qpair *q, nvme_cb cb, void **out, uint32_t *nout);
 /* Queue a caller-built SQE (opcode, NSID, CDW2-3, CDW10-15 taken as given); the driver fills CID and
- * the data pointer for buf/len (PRPs; MPTR is left as given). */
+ * the data pointer for buf/len (PRPs; MPTR is left as given).
+ * The driver's IOMMU (qpair_raw.c): a raw command's PRPs reach only data buffers (nvme_dma_alloc), never the
+ * driver's own memory (queue rings, PRP-list pages, admin and bounce buffers, nvme_dma_mark_internal). The bytes
+ * it moves come from the SQE (Read/Write/Compare: NLB blocks of its namespace, metadata too; DSM: its ranges; an
+ * opcode whose bits 1:0 are 0: none); where the driver cannot tell (another opcode, an unknown namespace), the
+ * largest transfer. With buf, buf must be a data buffer and the command may move at most len bytes (-EINVAL).
+ * Without, PRP1, PRP2 and every PRP-list entry (chains followed) of the transfer must each lie inside one data
+ * buffer, [start, start + len) checked without overflow (-EFAULT), a list pointer 8-byte aligned (-EINVAL); the
+ * list is copied into the command's own list page, so writing the user's copy later changes nothing. A transfer
+ * past the largest one: -E2BIG. A refused command takes no CID and leaves the qpair as it was. */
 int nvme_qpair_submit_raw(struct nvme_qpair *q, const struct nvme_sqe *sqe, void *buf, size_t len, nvme_cb cb,
                           void *arg);
+/* nvme_qpair_submit_raw, with the reason for a refusal (which PRP, which address) in err (errlen bytes). */
+int nvme_qpair_submit_raw_err(struct nvme_qpair *q, const struct nvme_sqe *sqe, void *buf, size_t len, nvme_cb cb,
+                              void *arg, char *err, size_t errlen);
+/* A qpair's own DMA memory as bus addresses (inspection, tests): no raw command may point into it. */
+struct nvme_qpair_mem {
+    uint64_t sq, sq_bytes;               /* the SQ ring */
+    uint64_t cq, cq_bytes;               /* the CQ ring (with its host-only sentinel entry) */
+    uint64_t prp_lists, prp_lists_bytes; /* one PRP-list page per CID */
+};
+void nvme_qpair_mem_info(const struct nvme_qpair *q, struct nvme_qpair_mem *out);
 /* Coalesce CQ head doorbells: poll reports consumed entries once n of them have accumulated (default 1:
  * every poll that consumed any). A submit that would leave the controller no room for its completion rings
  * the doorbell first, so any n is safe; a queue deeper than the commands kept in flight by n or more never

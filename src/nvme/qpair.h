@@ -141,6 +141,14 @@ struct nvme_qpair {
 /* fast_dma when no DMA object qualifies: never equal to dma_cache, size 0 (qpair.c). */
 extern const struct nvme_dma nvme_qpair_no_fast_dma;
 
+/* Queue sqe as given but its CID and the PRPs for buf/len: the driver's own commands, unchecked (ctrl.c). */
+int nvme_qpair_submit_cmd(struct nvme_qpair *q, const struct nvme_sqe *sqe, void *buf, size_t len, nvme_cb cb,
+                          void *arg);
+/* The driver's IOMMU for a user's raw command (qpair_raw.c, rules at nvme_qpair_submit_raw in nvme.h): PRP1/PRP2
+ * for sqe into *prp1 and *prp2 (a PRP list copied into t's page), or a negative errno with the reason in err. */
+int nvme_qpair_raw_prps(struct nvme_qpair *q, struct nvme_tracker *t, const struct nvme_sqe *sqe, const void *buf,
+                        size_t len, uint64_t *prp1, uint64_t *prp2, char *err, size_t errlen);
+
 /* Build rings and trackers for qid over a new DMA block of the controller's target (qpair_setup.c). */
 int nvme_qpair_setup(struct nvme_qpair *q, struct nvme_ctrl *c, uint16_t qid, uint32_t depth, uint32_t cq_depth,
                      uint32_t timeout_ms, uint32_t batch);

@@ -131,6 +131,13 @@ class QPair:
         """Commands submitted and not yet returned by poll()."""
         return int(self._native.outstanding)
 
+    @property
+    def memory(self) -> dict:
+        """The queue's own DMA memory as bus addresses: ``{"sq": (address, bytes), "cq": ...,
+        "prp_lists": ...}`` (the SQ ring, the CQ ring, one PRP-list page per command slot).
+        For inspection: no raw command may point into it (:meth:`submit_raw`)."""
+        return {k: (int(a), int(n)) for k, (a, n) in self._native.memory.items()}
+
     def close(self) -> None:
         """Delete the queues on the controller (SQ, then CQ); commands still outstanding are
         cancelled and their completions dropped. Safe to call twice."""
@@ -219,6 +226,13 @@ class QPair:
         The driver sets the CID and, when ``buf`` is given, PRP1/PRP2 for ``nbytes`` bytes of it;
         every other field (opcode, nsid, cdw10-15) is sent unchecked, so the controller's own
         validation answers. Return the tag.
+
+        The driver's IOMMU admits the command's PRPs only into data buffers: with ``buf``, the
+        command may move at most ``nbytes`` (its length read from the SQE: NLB blocks of a
+        Read/Write/Compare, the ranges of a DSM); without, PRP1, PRP2 and every PRP-list entry
+        must each lie inside a ``Controller.alloc`` buffer, never in the driver's queue rings or
+        PRP-list pages (:attr:`memory`). A refused command raises ValueError naming the PRP and
+        its address, takes no command slot and leaves the queue working.
         """
         raw = spec.sqe_bytes(sqe)
         off, n = _buf_span(buf, offset, nbytes, "buf")
