@@ -17,11 +17,18 @@
  *   blksum_nbd_serve()          start qemu-nbd on a private unix socket and connect to it
  *   blksum_have_nbd()           whether this build has libnbd (and why not)
  *
- * Caveats: the qcow2 reader handles qcow2 versions 2 and 3 without a backing file, encryption,
- * an external data file, extended L2 entries or compressed clusters: each of those is refused
- * with one message naming it (read such an image with mode nbd). The NBD parts exist only when
- * libnbd was found at configure time; otherwise they fail with -ENOTSUP and the reason.
- * Errors: negative errno, with one line in err.
+ * The qcow2 reader checks every header field and table as qemu does when it opens an image and
+ * refuses what qemu refuses as corrupt, with one line naming the field; its memory is bounded by the
+ * file (the L1 table and a few L2 tables), not by the guest size.
+ *
+ * Caveats: the direct reader reads qcow2 versions 2 and 3 without a backing file, encryption, an
+ * external data file, extended L2 entries, compressed clusters or the corrupt bit. Such an image that
+ * qemu reads (all but encryption) makes blksum_qcow2_open() return -ENOTSUP; mode auto then serves
+ * it with qemu-nbd and says why in err (a successful open with a non-empty err: one info line for the
+ * caller to show), so every image qemu reads gets the digest of mode nbd; without qemu-nbd or libnbd
+ * it fails naming the feature and what is missing. Mode qcow2 refuses it. The NBD parts exist only
+ * when libnbd was found at configure time; otherwise they fail with -ENOTSUP and the reason.
+ * Errors: negative errno, with one line in err (BLKSUM_IMAGE_ERRLEN bytes hold any of them).
  */
 #ifndef NVMELAB_BLKSUM_IMAGE_H
 #define NVMELAB_BLKSUM_IMAGE_H
@@ -36,14 +43,16 @@ extern "C" {
 #endif
 
 enum blksum_mode {
-    BLKSUM_MODE_AUTO = 0, /* NBD URI via libnbd, qcow2 via the direct reader, anything else as raw bytes */
+    BLKSUM_MODE_AUTO = 0, /* NBD URI via libnbd, qcow2 via the direct reader (or qemu-nbd: see above), else raw bytes */
     BLKSUM_MODE_FILE = 1, /* the bytes of the file as they are (raw) */
     BLKSUM_MODE_NBD = 2,  /* served by qemu-nbd (format probed: qcow2 or raw), read with libnbd */
     BLKSUM_MODE_QCOW2 = 3 /* the direct qcow2 reader; a file that is not qcow2 is an error */
 };
 
 /** qcow2's magic, the first four bytes of the file ("QFI\xfb"). */
-#define BLKSUM_QCOW2_MAGIC 0x514649fbu
+/** A size for err that holds every message of this header's functions. */
+#define BLKSUM_IMAGE_ERRLEN 512u
+#define BLKSUM_QCOW2_MAGIC  0x514649fbu
 
 /** "auto", "file", "nbd", "qcow2" -> mode; -EINVAL for anything else. */
 int blksum_mode_parse(const char *name, enum blksum_mode *out);
@@ -51,11 +60,14 @@ int blksum_mode_parse(const char *name, enum blksum_mode *out);
 bool blksum_is_nbd_uri(const char *name);
 
 /** Open name for reading by mode. The source's io must then be BLKSUM_IO_TARGET when src->target is
- * set. Returns 0 or -errno, with one line in err. */
+ * set. Returns 0 or -errno, with one line in err; on success err is empty, or holds one info line to
+ * show (mode auto reads a qcow2 through qemu-nbd, and why). */
 int blksum_source_open_image(struct blksum_source *src, const char *name, enum blksum_mode mode, char *err,
                              size_t errlen);
 
-/** The direct qcow2 reader over fd (kept open by the caller until blksum_source_close). */
+/** The direct qcow2 reader over fd (kept open by the caller until blksum_source_close). -ENOTSUP: a
+ * sound image with a feature qemu reads and this reader does not; -ENOKEY: encrypted; -EINVAL or
+ * -EFBIG: an image qemu refuses too (err names the field). */
 int blksum_qcow2_open(struct blksum_source *src, int fd, const char *name, char *err, size_t errlen);
 
 /** Whether this build can read NBD; why names the reason when not (NULL allowed). */

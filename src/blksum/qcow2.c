@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* qcow2.c — the direct qcow2 reader of blksum (image.h): the header, the L1 table and every L2 table
- * are read and checked when the image is opened, leaving one entry per guest cluster (unallocated,
- * zero, or the host offset of its data); reads translate guest offsets to host runs and pread them
- * (an engine backend of the psync kind: submit() does the I/O), unallocated and zero clusters are the
- * allocation map's zero regions and are never read.
+/* qcow2.c — the direct qcow2 reader of blksum (image.h): the header is checked field by field as qemu
+ * checks it when it opens an image (qcow2_header.c), the L1 table is kept, and every L2 table it names
+ * is read and checked once at open; reads and the allocation map then look clusters up in L2 tables
+ * read again on demand through a small cache, so memory is bounded by the file (the L1 table and a few
+ * clusters), never by the guest size. An engine backend of the psync kind: submit() does the I/O;
+ * unallocated and zero clusters are the allocation map's zero regions and are never read.
  *
  * Layout (QEMU's docs/interop/qcow2.txt): big-endian header; L1 entries hold an L2 table's offset in
  * bits 9-55; L2 entries hold a cluster's host offset in bits 9-55, bit 62 = compressed, bit 0 = reads
- * as zeros (version 3). Caveat: the per-cluster table costs 8 bytes per guest cluster (128 KiB for
- * 1 GiB of 64 KiB clusters), the same as the image's own L2 tables.
+ * as zeros (version 3).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,269 +21,287 @@
 
 #include "blksum/blksum_internal.h"
 #include "blksum/image.h"
+#include "blksum/qcow2_internal.h"
 
-/* Header fields (byte offsets) */
-#define QH_MAGIC          0
-#define QH_VERSION        4
-#define QH_BACKING_OFFSET 8
-#define QH_CLUSTER_BITS   20
-#define QH_SIZE           24
-#define QH_CRYPT_METHOD   32
-#define QH_L1_SIZE        36
-#define QH_L1_OFFSET      40
-#define QH_INCOMPAT       72
-#define QH_V2_LENGTH      72
-#define QH_V3_MIN_LENGTH  104
-/* Incompatible feature bits (version 3) */
-#define QF_DIRTY         (1ull << 0) /* refcounts may be stale: harmless for reading */
-#define QF_CORRUPT       (1ull << 1)
-#define QF_EXTERNAL_DATA (1ull << 2)
-#define QF_COMPRESSION   (1ull << 3) /* a compression type other than zlib: only matters for compressed clusters */
-#define QF_EXTENDED_L2   (1ull << 4)
-#define QF_KNOWN         (QF_DIRTY | QF_CORRUPT | QF_EXTERNAL_DATA | QF_COMPRESSION | QF_EXTENDED_L2)
-/* Table entries */
-#define QE_OFFSET_MASK         0x00fffffffffffe00ull /* bits 9-55 */
-#define QE_COMPRESSED          (1ull << 62)
-#define QE_ZERO                1ull
-#define QCOW2_MIN_CLUSTER_BITS 9
-#define QCOW2_MAX_CLUSTER_BITS 21
-#define QCOW2_ENTRY_BYTES      8u
-#define QCOW2_SECTOR           512ull
-#define QCOW2_MAX_QDEPTH       BLKSUM_MAX_QUEUE_DEPTH
-/* Per-cluster entries kept after open: a host offset (cluster-aligned, > 0) or one of these. */
+#define QCOW2_MAX_QDEPTH BLKSUM_MAX_QUEUE_DEPTH
+/** L2 tables kept decoded after open (LRU): a read of up to BLKSUM_MAX_READ_SIZE spans at most two of
+ * the smallest whole-table coverage that such a read can need, the map one more. */
+#define QCOW2_L2_CACHE 4u
+/** One call of the allocation map looks at most this many L2 tables, so it returns promptly (cancel,
+ * progress) on a huge sparse image; the pipeline asks again where the region ended. */
+#define QCOW2_MAP_MAX_TABLES 64u
+/* Decoded L2 entries: a host offset (cluster-aligned, > 0) or one of these. */
 #define CL_UNALLOCATED 0ull
 #define CL_ZERO        1ull
+#define CL_BAD         2ull /* refused at open; only entries past the guest's end may hold it */
 
-struct qcow2 {
-    int fd;
-    uint64_t size, file_size;
-    unsigned cluster_bits;
-    uint64_t cluster_size, nclusters;
-    uint64_t *cl; /* nclusters entries */
+struct l2_slot {
+    uint64_t off;   /* the table's host offset; 0 = empty slot */
+    uint64_t stamp; /* last use (LRU) */
+    uint64_t *e;    /* per_l2 decoded entries */
 };
 
-static uint64_t be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
+struct qcow2 {
+    struct qcow2_geom g;
+    int fd;
+    uint64_t *l1; /* g.l1_need L2 table offsets (0: unallocated) */
+    unsigned char *raw;
+    struct l2_slot cache[QCOW2_L2_CACHE];
+    uint64_t clock;
+};
 
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* Read exactly len bytes at off: -EIO with a short read (the file ends first). */
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-    unsigned char *p = buf;
-    while (len) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- open: header and tables */
-
-static int check_header(struct qcow2 *q, const unsigned char *h, size_t hlen, const char *name, char *err,
-                        size_t errlen)
-{
-    if (hlen < QH_V2_LENGTH || be32(h + QH_MAGIC) != BLKSUM_QCOW2_MAGIC) {
-        snprintf(err, errlen, "%s: not a qcow2 image (no qcow2 magic at offset 0)", name);
-        return -EINVAL;
-    }
-    uint32_t version = be32(h + QH_VERSION);
-    if (version != 2 && version != 3) {
-        snprintf(err, errlen, "%s: qcow2 version %u is not supported (2 and 3 are)", name, version);
-        return -ENOTSUP;
-    }
-    if (version == 3) {
-        if (hlen < QH_V3_MIN_LENGTH) {
-            snprintf(err, errlen, "%s: truncated qcow2 header", name);
-            return -EINVAL;
-        }
-        uint64_t f = be64(h + QH_INCOMPAT);
-        const char *what = (f & QF_CORRUPT)         ? "is marked corrupt (repair it with qemu-img check -r all)"
-                           : (f & QF_EXTERNAL_DATA) ? "keeps its data in an external data file"
-                           : (f & QF_EXTENDED_L2)   ? "uses extended L2 entries (subclusters)"
-                           : (f & ~QF_KNOWN)        ? "uses incompatible features this reader does not know"
-                                                    : NULL;
-        if (what) {
-            snprintf(err, errlen, "%s: the qcow2 image %s; the direct reader refuses it (try --mode nbd)", name, what);
-            return -ENOTSUP;
-        }
-    }
-    if (be64(h + QH_BACKING_OFFSET)) {
-        snprintf(err, errlen,
-                 "%s: the qcow2 image has a backing file; blksum reads standalone images only "
-                 "(qemu-img convert -O qcow2 it first)",
-                 name);
-        return -ENOTSUP;
-    }
-    if (be32(h + QH_CRYPT_METHOD)) {
-        snprintf(err, errlen, "%s: the qcow2 image is encrypted; blksum cannot read it", name);
-        return -ENOTSUP;
-    }
-    q->cluster_bits = be32(h + QH_CLUSTER_BITS);
-    if (q->cluster_bits < QCOW2_MIN_CLUSTER_BITS || q->cluster_bits > QCOW2_MAX_CLUSTER_BITS) {
-        snprintf(err, errlen, "%s: qcow2 cluster_bits %u is out of range (%d-%d)", name, q->cluster_bits,
-                 QCOW2_MIN_CLUSTER_BITS, QCOW2_MAX_CLUSTER_BITS);
-        return -EINVAL;
-    }
-    q->cluster_size = 1ull << q->cluster_bits;
-    /* qemu reads a qcow2's size in whole 512-byte sectors (total_sectors = size / 512), and qemu-img
-     * only writes such sizes: round down as it does, so this reader and qemu-nbd agree on every image */
-    q->size = be64(h + QH_SIZE) / QCOW2_SECTOR * QCOW2_SECTOR;
-    q->nclusters = (q->size + q->cluster_size - 1) >> q->cluster_bits;
-    return 0;
-}
+/* ---------------------------------------------------------------- L2 entries */
 
 /* Bytes of guest data in cluster c (the last one may be short). */
-static uint64_t cluster_bytes(const struct qcow2 *q, uint64_t c)
+static uint64_t cluster_bytes(const struct qcow2_geom *g, uint64_t c)
 {
-    uint64_t start = c << q->cluster_bits;
-    return q->size - start < q->cluster_size ? q->size - start : q->cluster_size;
+    uint64_t start = c << g->cluster_bits;
+    return g->size - start < g->cluster_size ? g->size - start : g->cluster_size;
 }
 
-/* Fill q->cl from the L2 table at l2off covering clusters [first, first + n). */
-static int load_l2(struct qcow2 *q, uint64_t l2off, uint64_t first, uint64_t n, unsigned char *tab, const char *name,
-                   char *err, size_t errlen)
+/* Decode the L2 entry e of guest cluster c: *out = CL_UNALLOCATED, CL_ZERO or the host offset. With err,
+ * a refusal names the entry and the reason (-ENOTSUP: compressed, which qemu reads). */
+static int decode_entry(const struct qcow2_geom *g, uint64_t e, uint64_t c, uint64_t *out, const char *name, char *err,
+                        size_t errlen)
 {
-    if (l2off % q->cluster_size || l2off + q->cluster_size > q->file_size) {
-        snprintf(err, errlen, "%s: the L2 table at host offset %" PRIu64 " lies %s (truncated or corrupt image)", name,
-                 l2off, l2off % q->cluster_size ? "off a cluster boundary" : "past the end of the file");
-        return -EINVAL;
-    }
-    int rc = pread_full(q->fd, tab, (size_t)q->cluster_size, l2off);
-    if (rc < 0) {
-        snprintf(err, errlen, "%s: reading the L2 table at %" PRIu64 ": %s", name, l2off, strerror(-rc));
-        return rc;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t e = be64(tab + i * QCOW2_ENTRY_BYTES), c = first + i;
-        uint64_t host = e & QE_OFFSET_MASK;
-        if (e & QE_COMPRESSED) {
-            snprintf(err, errlen,
-                     "%s: compressed cluster at guest offset %" PRIu64
-                     "; the direct qcow2 reader does not decompress (use --mode nbd)",
-                     name, c << q->cluster_bits);
-            return -ENOTSUP;
-        }
-        if (e & QE_ZERO) {
-            q->cl[c] = CL_ZERO;
-        } else if (!host) {
-            q->cl[c] = CL_UNALLOCATED;
-        } else if (host % q->cluster_size || host + cluster_bytes(q, c) > q->file_size) {
-            snprintf(err, errlen,
-                     "%s: the cluster at guest offset %" PRIu64 " points to host offset %" PRIu64
-                     ", %s (truncated or corrupt image)",
-                     name, c << q->cluster_bits, host,
-                     host % q->cluster_size ? "off a cluster boundary" : "past the end of the file");
-            return -EINVAL;
-        } else {
-            q->cl[c] = host;
-        }
+    uint64_t host = e & QE_OFFSET_MASK, guest = c << g->cluster_bits;
+    if (e & QE_COMPRESSED)
+        return qcow2_say(err, errlen, -ENOTSUP,
+                         "%s: the qcow2 image has compressed clusters (the first at guest offset %" PRIu64
+                         "), which the direct reader does not decompress",
+                         name, guest);
+    if ((e & QE_ZERO) && g->version < 3)
+        return qcow2_say(err, errlen, -EINVAL,
+                         "%s: the L2 entry of guest offset %" PRIu64
+                         " has the zero flag (bit 0), which a version 2 image cannot have (qemu: corrupt)",
+                         name, guest);
+    if (host % g->cluster_size)
+        return qcow2_say(err, errlen, -EINVAL,
+                         "%s: the L2 entry of guest offset %" PRIu64 " points to host offset %" PRIu64
+                         ", off a cluster boundary (corrupt image)",
+                         name, guest, host);
+    if (e & QE_ZERO) {
+        *out = CL_ZERO;
+    } else if (!host) {
+        *out = CL_UNALLOCATED;
+    } else if (host > g->file_size || cluster_bytes(g, c) > g->file_size - host) {
+        return qcow2_say(err, errlen, -EINVAL,
+                         "%s: the L2 entry of guest offset %" PRIu64 " points to host offset %" PRIu64
+                         ", past the end of the file (truncated or corrupt image)",
+                         name, guest, host);
+    } else {
+        *out = host;
     }
     return 0;
 }
 
-static int load_tables(struct qcow2 *q, const unsigned char *h, const char *name, char *err, size_t errlen)
+/* Read the L2 table of L1 index i at off into q->raw; decode its entries for guest clusters into e (those
+ * past the guest's end become CL_BAD when refused). With err (at open): the first refusal, -errno. */
+static int read_l2(struct qcow2 *q, uint64_t i, uint64_t off, uint64_t *e, const char *name, char *err, size_t errlen)
 {
-    uint64_t per_l2 = q->cluster_size / QCOW2_ENTRY_BYTES;
-    uint64_t need = (q->nclusters + per_l2 - 1) / per_l2;
-    uint32_t l1_size = be32(h + QH_L1_SIZE);
-    uint64_t l1_off = be64(h + QH_L1_OFFSET);
-    if (l1_size < need) {
-        snprintf(err, errlen, "%s: the L1 table has %u entries, %" PRIu64 " needed for %" PRIu64 " bytes", name,
-                 l1_size, need, q->size);
-        return -EINVAL;
+    const struct qcow2_geom *g = &q->g;
+    int rc = qcow2_pread(q->fd, q->raw, (size_t)g->cluster_size, off);
+    if (rc < 0)
+        return err ? qcow2_say(err, errlen, rc, "%s: reading the L2 table at host offset %" PRIu64 ": %s", name, off,
+                               strerror(-rc))
+                   : rc;
+    uint64_t first = i << g->l2_bits;
+    for (uint64_t k = 0; k < g->per_l2; k++) {
+        uint64_t c = first + k, v = CL_BAD;
+        bool guest = c < g->nclusters;
+        rc = decode_entry(g, qcow2_be64(q->raw + k * QCOW2_ENTRY_BYTES), c, &v, name, guest ? err : NULL,
+                          guest ? errlen : 0);
+        if (rc < 0 && guest)
+            return rc;
+        if (e)
+            e[k] = rc < 0 ? CL_BAD : v;
     }
-    if (need &&
-        (l1_off % QCOW2_ENTRY_BYTES || l1_off > q->file_size || need * QCOW2_ENTRY_BYTES > q->file_size - l1_off)) {
-        snprintf(err, errlen,
-                 "%s: the L1 table at host offset %" PRIu64 " lies past the end of the file (truncated image)", name,
-                 l1_off);
-        return -EINVAL;
+    return 0;
+}
+
+/* Where an L1 entry points: 0 (unallocated) or an L2 table within the file on a cluster boundary. */
+static int check_l1_entry(const struct qcow2_geom *g, uint64_t i, uint64_t off, const char *name, char *err,
+                          size_t errlen)
+{
+    if (off % g->cluster_size)
+        return qcow2_say(err, errlen, -EINVAL,
+                         "%s: L1 entry %" PRIu64 " points to an L2 table at host offset %" PRIu64
+                         ", off a cluster boundary (corrupt image)",
+                         name, i, off);
+    if (off > g->file_size || g->cluster_size > g->file_size - off)
+        return qcow2_say(err, errlen, -EINVAL,
+                         "%s: L1 entry %" PRIu64 " points to an L2 table at host offset %" PRIu64
+                         ", past the end of the file (truncated or corrupt image)",
+                         name, i, off);
+    return 0;
+}
+
+/* An L2 table's offset and an L1 index that names it (for the guest offsets in messages). */
+struct l2_ref {
+    uint64_t off, idx;
+};
+
+static int cmp_ref(const void *a, const void *b)
+{
+    const struct l2_ref *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Read the L1 table and check every L2 table it names, each distinct table once (an image whose L1
+ * entries all name one table costs one read of it, not one per entry). */
+static int load_tables(struct qcow2 *q, const char *name, char *err, size_t errlen)
+{
+    const struct qcow2_geom *g = &q->g;
+    uint64_t n = g->l1_need, m = 0;
+    q->l1 = malloc(n ? n * sizeof(*q->l1) : 1);
+    q->raw = malloc((size_t)g->cluster_size);
+    struct l2_ref *refs = malloc(n ? n * sizeof(*refs) : 1);
+    int rc = 0;
+    if (!q->l1 || !q->raw || !refs) {
+        rc = qcow2_say(err, errlen, -ENOMEM, "%s: out of memory for the qcow2 tables", name);
+        goto out;
     }
-    q->cl = calloc(q->nclusters ? q->nclusters : 1, sizeof(*q->cl));
-    unsigned char *l1 = malloc(need ? need * QCOW2_ENTRY_BYTES : 1);
-    unsigned char *tab = malloc((size_t)q->cluster_size);
-    int rc = (!q->cl || !l1 || !tab) ? -ENOMEM : 0;
-    if (rc == 0 && need) {
-        rc = pread_full(q->fd, l1, (size_t)(need * QCOW2_ENTRY_BYTES), l1_off);
+    for (uint64_t done = 0; done < n && rc == 0;) { /* the L1 table, a cluster at a time */
+        uint64_t k = n - done < g->per_l2 ? n - done : g->per_l2;
+        rc = qcow2_pread(q->fd, q->raw, (size_t)(k * QCOW2_ENTRY_BYTES), g->l1_offset + done * QCOW2_ENTRY_BYTES);
         if (rc < 0)
-            snprintf(err, errlen, "%s: reading the L1 table: %s", name, strerror(-rc));
+            rc = qcow2_say(err, errlen, rc, "%s: reading the L1 table: %s", name, strerror(-rc));
+        for (uint64_t j = 0; rc == 0 && j < k; j++) {
+            q->l1[done + j] = qcow2_be64(q->raw + j * QCOW2_ENTRY_BYTES) & QE_OFFSET_MASK;
+            if (q->l1[done + j])
+                rc = check_l1_entry(g, done + j, q->l1[done + j], name, err, errlen);
+        }
+        done += k;
     }
-    for (uint64_t i = 0; rc == 0 && i < need; i++) {
-        uint64_t l2off = be64(l1 + i * QCOW2_ENTRY_BYTES) & QE_OFFSET_MASK;
-        uint64_t first = i * per_l2, n = q->nclusters - first < per_l2 ? q->nclusters - first : per_l2;
-        if (l2off) /* else: every cluster of this table is unallocated (calloc) */
-            rc = load_l2(q, l2off, first, n, tab, name, err, errlen);
+    /* the last L1 entry's table may cover the guest's end: checked alone, up to there */
+    for (uint64_t i = 0; rc == 0 && i + 1 < n; i++)
+        if (q->l1[i])
+            refs[m++] = (struct l2_ref){q->l1[i], i};
+    qsort(refs, (size_t)m, sizeof(*refs), cmp_ref);
+    for (uint64_t i = 0; rc == 0 && i < m; i++)
+        if (!i || refs[i].off != refs[i - 1].off)
+            rc = read_l2(q, refs[i].idx, refs[i].off, NULL, name, err, errlen);
+    if (rc == 0 && n) {
+        struct l2_ref last = {q->l1[n - 1], n - 1};
+        if (last.off && !bsearch(&last, refs, (size_t)m, sizeof(*refs), cmp_ref))
+            rc = read_l2(q, last.idx, last.off, NULL, name, err, errlen);
     }
-    if (rc == -ENOMEM)
-        snprintf(err, errlen, "%s: out of memory for the qcow2 tables", name);
-    free(l1);
-    free(tab);
+out:
+    free(refs);
     return rc;
 }
 
-/* ---------------------------------------------------------------- the allocation map */
+/* ---------------------------------------------------------------- lookups after open */
+
+/* The decoded L2 table of L1 index i (not 0), from the cache or read again: NULL with *rc on failure. */
+static const uint64_t *l2_table(struct qcow2 *q, uint64_t i, int *rc)
+{
+    struct l2_slot *victim = &q->cache[0];
+    uint64_t off = q->l1[i];
+    for (unsigned k = 0; k < QCOW2_L2_CACHE; k++) {
+        struct l2_slot *s = &q->cache[k];
+        if (s->off == off && s->e) {
+            s->stamp = ++q->clock;
+            return s->e;
+        }
+        if (s->stamp < victim->stamp)
+            victim = s;
+    }
+    if (!victim->e && !(victim->e = malloc((size_t)q->g.per_l2 * sizeof(*victim->e)))) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    victim->off = 0;
+    *rc = read_l2(q, i, off, victim->e, "", NULL, 0);
+    if (*rc < 0)
+        return NULL;
+    victim->off = off;
+    victim->stamp = ++q->clock;
+    return victim->e;
+}
+
+/* The decoded entry of guest cluster c (< nclusters). */
+static int cluster_entry(struct qcow2 *q, uint64_t c, uint64_t *out)
+{
+    uint64_t i = c >> q->g.l2_bits;
+    int rc = 0;
+    if (!q->l1[i]) {
+        *out = CL_UNALLOCATED;
+        return 0;
+    }
+    const uint64_t *t = l2_table(q, i, &rc);
+    if (!t)
+        return rc;
+    *out = t[c & (q->g.per_l2 - 1)];
+    return *out == CL_BAD ? -EIO : 0; /* the file changed since it was checked */
+}
 
 static bool is_zero_cluster(uint64_t e)
 {
     return e == CL_UNALLOCATED || e == CL_ZERO;
 }
 
+/* ---------------------------------------------------------------- the allocation map */
+
 static int qcow2_map(void *ctx, uint64_t off, uint64_t *end, bool *zero)
 {
     struct qcow2 *q = ctx;
-    uint64_t c = off >> q->cluster_bits;
-    if (off >= q->size)
+    const struct qcow2_geom *g = &q->g;
+    if (off >= g->size)
         return -EINVAL;
-    bool z = is_zero_cluster(q->cl[c]);
-    while (++c < q->nclusters && is_zero_cluster(q->cl[c]) == z)
-        ;
-    *end = c << q->cluster_bits < q->size ? c << q->cluster_bits : q->size;
+    uint64_t c = off >> g->cluster_bits, e;
+    int rc = cluster_entry(q, c, &e);
+    if (rc < 0)
+        return rc;
+    bool z = is_zero_cluster(e);
+    unsigned tables = 0;
+    while (++c < g->nclusters) {
+        if ((c & (g->per_l2 - 1)) == 0 && ++tables == QCOW2_MAP_MAX_TABLES)
+            break;
+        if (!q->l1[c >> g->l2_bits]) { /* a whole table's clusters unallocated */
+            if (!z)
+                break;
+            c |= g->per_l2 - 1;
+            continue;
+        }
+        if ((rc = cluster_entry(q, c, &e)) < 0)
+            return rc;
+        if (is_zero_cluster(e) != z)
+            break;
+    }
+    c = c < g->nclusters ? c : g->nclusters;
+    *end = c << g->cluster_bits < g->size ? c << g->cluster_bits : g->size;
     *zero = z;
     return 0;
 }
 
 /* ---------------------------------------------------------------- reads (engine backend) */
 
-/* Guest bytes [off, off + len) into buf: host runs of contiguous clusters in one pread each. */
+/* Guest bytes [off, off + len) (within the guest) into buf: runs of host-contiguous clusters in one
+ * pread each, zeros for unallocated and zero clusters. */
 static int qcow2_read(struct qcow2 *q, unsigned char *buf, uint64_t off, uint64_t len)
 {
+    const struct qcow2_geom *g = &q->g;
     while (len) {
-        uint64_t c = off >> q->cluster_bits, in = off & (q->cluster_size - 1);
-        uint64_t e = q->cl[c], n = q->cluster_size - in;
-        if (is_zero_cluster(e)) {
-            while (n < len && is_zero_cluster(q->cl[c + 1])) {
-                c++;
-                n += q->cluster_size;
-            }
-            n = n < len ? n : len;
-            memset(buf, 0, (size_t)n);
-        } else {
-            while (n < len && q->cl[c + 1] == q->cl[c] + q->cluster_size) {
-                c++;
-                n += q->cluster_size;
-            }
-            n = n < len ? n : len;
-            int rc = pread_full(q->fd, buf, (size_t)n, e + in);
-            if (rc < 0)
+        uint64_t c = off >> g->cluster_bits, in = off & (g->cluster_size - 1), e, next;
+        uint64_t n = g->cluster_size - in;
+        int rc = cluster_entry(q, c, &e);
+        if (rc < 0)
+            return rc;
+        bool z = is_zero_cluster(e);
+        while (n < len && c + 1 < g->nclusters) {
+            if ((rc = cluster_entry(q, c + 1, &next)) < 0)
                 return rc;
+            if (z ? !is_zero_cluster(next) : next != e + (n + in))
+                break;
+            c++;
+            n += g->cluster_size;
         }
+        n = n < len ? n : len;
+        if (z)
+            memset(buf, 0, (size_t)n);
+        else if ((rc = qcow2_pread(q->fd, buf, (size_t)n, e + in)) < 0)
+            return rc;
         buf += n;
         off += n;
         len -= n;
@@ -315,7 +334,7 @@ static int qchan_submit(struct perf_chan *ch, uint32_t slot, int write, uint64_t
     if (c->count == c->qdepth)
         return -EBUSY;
     int st = -EINVAL;
-    if (nlb <= c->iosize && slba <= q->size && nlb <= q->size - slba)
+    if (nlb <= c->iosize && slba <= q->g.size && nlb <= q->g.size - slba)
         st = qcow2_read(q, blksum_ichan_buf(ch, slot), slba, nlb);
     blksum_ichan_complete(c, slot, st);
     return 0;
@@ -331,8 +350,12 @@ static int qchan_kick(struct perf_chan *ch, uint32_t wait_min)
 static void qcow2_destroy(void *ctx)
 {
     struct qcow2 *q = ctx;
-    if (q)
-        free(q->cl);
+    if (!q)
+        return;
+    for (unsigned k = 0; k < QCOW2_L2_CACHE; k++)
+        free(q->cache[k].e);
+    free(q->l1);
+    free(q->raw);
     free(q);
 }
 
@@ -355,37 +378,25 @@ static const struct blksum_image_reader qcow2_reader = {.ops = &qcow2_ops,
 
 int blksum_qcow2_open(struct blksum_source *src, int fd, const char *name, char *err, size_t errlen)
 {
-    unsigned char h[QH_V3_MIN_LENGTH] = {0};
     struct stat st;
     struct qcow2 *q = calloc(1, sizeof(*q));
-    int rc = 0;
-    if (!q) {
-        snprintf(err, errlen, "%s: out of memory", name);
-        rc = -ENOMEM;
-        goto fail;
-    }
+    int rc;
+    if (!q)
+        return qcow2_say(err, errlen, -ENOMEM, "%s: out of memory", name);
     q->fd = fd;
     if (fstat(fd, &st) < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", name, strerror(-rc));
+        rc = qcow2_say(err, errlen, -errno, "%s: %s", name, strerror(errno));
         goto fail;
     }
-    q->file_size = (uint64_t)st.st_size;
-    ssize_t n = pread(fd, h, sizeof(h), 0);
-    if (n < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", name, strerror(-rc));
-        goto fail;
-    }
-    rc = check_header(q, h, (size_t)n, name, err, errlen);
+    rc = qcow2_check_header(fd, (uint64_t)st.st_size, &q->g, name, err, errlen);
     if (rc == 0)
-        rc = load_tables(q, h, name, err, errlen);
+        rc = load_tables(q, name, err, errlen);
     if (rc < 0)
         goto fail;
-    rc = blksum_image_attach(src, &qcow2_reader, q, q->size, BLKSUM_MAX_READ_SIZE);
+    rc = blksum_image_attach(src, &qcow2_reader, q, q->g.size, BLKSUM_MAX_READ_SIZE);
     if (rc == 0)
         return 0;
-    snprintf(err, errlen, "%s: out of memory", name);
+    qcow2_say(err, errlen, rc, "%s: out of memory", name);
 fail:
     qcow2_destroy(q);
     return rc;
