@@ -17,8 +17,8 @@ ok None meaning "not applicable on this target". The checks, one function each:
   mean latency / window (the window's edges).
 * ``emulator_headroom``: the emulator, not the device model, did not set the rate (``emulator_limited``).
 * ``window`` (CPU-path perf records): the measurement window saw I/O and every thread's window lasted at least
-  WINDOW_MIN of the runtime asked: a thread the host left without a CPU until the run's end measures a window
-  of about nothing (0 I/O, or a rate from a sliver), which must not read as a run.
+  WINDOW_MIN of the runtime asked: a thread the host left without a CPU (or one stalled in a call) until late in
+  the run measures a window of about nothing (0 I/O, or a rate from a sliver), which must not read as a run.
 * ``match`` (the matching study) is added by the engine that counts misattributed statuses, with `check`.
 
 A record with checks_ok False is kept in its file, marked, and left out of figures by `excluded`
@@ -129,7 +129,8 @@ def window(ios: int | None, windows: Sequence[float] | None, runtime_s: float | 
         i = wins.index(shortest)
         why = (
             f"thread {i}'s measurement window lasted {shortest:.6f} s of the {runtime_s:g} s asked "
-            f"(under {WINDOW_MIN:g} of it: the thread did not get a CPU for the run)"
+            f"(under {WINDOW_MIN:g} of it: the thread started it late or ended it early, left without a CPU or "
+            "stalled in a call)"
         )
         return check(False, round(shortest, 6), floor, why)
     return check(True, round(shortest, 6), floor, f"{ios} I/Os; windows {shortest:.6f} s or more of {runtime_s:g} s")
