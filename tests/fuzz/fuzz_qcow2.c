@@ -8,10 +8,14 @@
  * sense (each region ends past its start and within the guest), and every allocated region read through
  * the reader's own engine channel, up to FUZZ_READ_BUDGET bytes per input so that a crafted guest of
  * 2^60 bytes stays fast. A small guest is also hashed by blksum_compute(), the production path.
+ * The heap the opened reader holds is checked against the file: at most FUZZ_MEM_FIXED bytes plus
+ * FUZZ_MEM_PER_BYTE per byte of the image (its tables and a few clusters), never in proportion to the
+ * guest (issue 33: a 384 KiB image whose L1 entries all name one L2 table took 1 GB).
  * A refusal (any negative errno with a message) is a correct answer; a crash, a sanitizer report, a
  * leak, a hang or a map that contradicts itself is a finding.
  */
 #include <errno.h>
+#include <sanitizer/allocator_interface.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,11 +26,13 @@
 #include "blksum/blksum.h"
 #include "blksum/image.h"
 
-#define FUZZ_READ_BUDGET (4u << 20)   /* guest bytes read per input */
-#define FUZZ_MAP_STEPS   65536u       /* allocation-map regions walked per input */
-#define FUZZ_IO_BYTES    (64u << 10)  /* one read */
-#define FUZZ_COMPUTE_MAX (256u << 10) /* guests up to this size are also hashed (one chunk: no threads) */
-#define FUZZ_MAX_FILE    (1u << 20)   /* inputs beyond this are ignored (libFuzzer's -max_len is lower) */
+#define FUZZ_READ_BUDGET  (4u << 20)   /* guest bytes read per input */
+#define FUZZ_MAP_STEPS    65536u       /* allocation-map regions walked per input */
+#define FUZZ_IO_BYTES     (64u << 10)  /* one read */
+#define FUZZ_COMPUTE_MAX  (256u << 10) /* guests up to this size are also hashed (one chunk: no threads) */
+#define FUZZ_MAX_FILE     (1u << 20)   /* inputs beyond this are ignored (libFuzzer's -max_len is lower) */
+#define FUZZ_MEM_FIXED    (16u << 20)  /* heap an open reader may hold whatever the file ... */
+#define FUZZ_MEM_PER_BYTE 64u          /* ... plus this much per byte of the file */
 
 static int memfd = -1;
 static int last_status;
@@ -104,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&src, 0, sizeof(src));
     src.fd = -1;
     char err[512] = "";
+    size_t heap0 = __sanitizer_get_current_allocated_bytes();
     int rc = blksum_qcow2_open(&src, memfd, "fuzz.qcow2", err, sizeof(err));
     if (rc != 0) {
         if (rc > 0 || !err[0])
@@ -111,6 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     walk(&src);
+    size_t held = __sanitizer_get_current_allocated_bytes() - heap0;
+    if (held > FUZZ_MEM_FIXED + FUZZ_MEM_PER_BYTE * (uint64_t)size)
+        fail("the open reader holds heap out of proportion to the file (bytes held, file bytes)", held, size);
     if (src.size <= FUZZ_COMPUTE_MAX) {
         struct blksum_opts o;
         blksum_opts_init(&o);

@@ -72,7 +72,23 @@ for z in flag data unallocated; do
 done
 "$PY" tests/vectors/make_qcow2.py "$T/sparse" "$T/vec-v2" --version 2 --cluster-bits 9 >/dev/null
 
-for f in "$T"/v[23]-* "$T"/vec-*; do
+# Regression seeds of issue 33 (the reader before 66550c1 fails both under fuzz_qcow2): a guest size within
+# one cluster of 2^64 (the cluster count wrapped to 0: heap-buffer-overflow in qcow2_map), and a 16 GiB guest
+# whose 8192 L1 entries all name one L2 table (84 KiB of file held 32 MiB: one entry per guest cluster).
+cp "$T/v3-empty" "$T/regress-size-wrap-cluster-count"
+patch_be regress-size-wrap-cluster-count 20 4 16                  # cluster_bits
+patch_be regress-size-wrap-cluster-count 24 8 0xfffffffffffffe00 # size
+qemu-img create -q -f qcow2 -o cluster_size=4096 "$T/regress-l1-one-l2-memory" 16G
+io regress-l1-one-l2-memory 'write -P 0x33 0 4k'
+python3 - "$T/regress-l1-one-l2-memory" <<'EOF'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+n, off = struct.unpack(">I", d[36:40])[0], struct.unpack(">Q", d[40:48])[0]
+d[off : off + 8 * n] = d[off : off + 8] * n
+open(sys.argv[1], "wb").write(d)
+EOF
+
+for f in "$T"/v[23]-* "$T"/vec-* "$T"/regress-*; do
     case "$f" in *.raw) continue ;; esac
     cp "$f" "$OUT/$(basename "$f")"
 done
