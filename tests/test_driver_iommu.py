@@ -161,3 +161,49 @@ def test_commands_inside_the_buffers_are_still_admitted(env):
     sq, _ = q.memory["sq"]
     q.submit_raw(dict(opc=spec.OPC_FLUSH, nsid=1, prp1=sq))  # moves no data: its PRPs are never read
     q.wait_all(timeout=5, check=True)
+
+
+# ---- admin_raw: the same IOMMU for the SQE's own PRPs (with buf, the data is bounced by the driver) ----
+
+IDENTIFY, GET_LOG, GET_FEATURES = 0x06, 0x02, 0x0A
+CREATE_CQ, CREATE_SQ, DELETE_CQ = 0x05, 0x01, 0x04
+
+
+def _admin_refused(c, sqe: dict, what: str, addr: int | None = None, buf=None) -> str:
+    with pytest.raises(ValueError, match=re.escape(what)) as e:
+        c.admin_raw(sqe, buf)
+    msg = str(e.value)
+    assert msg.startswith("admin_raw: refused: "), msg
+    if addr is not None:
+        assert f"0x{addr:x}" in msg, msg
+    assert c.admin_raw(dict(opc=GET_FEATURES, cdw10=7), check=True).cdw0 != 0  # the admin queue still works
+    return msg
+
+
+def test_admin_data_into_a_queue_is_refused(env):
+    c, ns, q, buf = env
+    sq, _ = q.memory["sq"]
+    lists, _ = q.memory["prp_lists"]
+    _admin_refused(c, dict(opc=IDENTIFY, cdw10=1, prp1=sq), "PRP1", sq)  # 4 KiB over the I/O queue's SQEs
+    _admin_refused(c, dict(opc=GET_LOG, nsid=0xFFFFFFFF, cdw10=2 | (127 << 16), prp1=lists), "PRP1", lists)
+    # a log page that runs past the end of its buffer: 512 bytes from 256 before the end (PRP2 0)
+    start = buf.iova(0) + NPAGES * PAGE - 256
+    _admin_refused(c, dict(opc=GET_LOG, nsid=0xFFFFFFFF, cdw10=2 | (127 << 16), prp1=start), "PRP2 0x0")
+    _still_works(ns, q, buf, 8)
+
+
+def test_admin_queue_over_driver_memory_is_refused(env):
+    """Create I/O CQ/SQ: the controller would write CQEs into (or fetch SQEs from) the driver's own ring."""
+    c, ns, q, buf = env
+    cq, _ = q.memory["cq"]
+    _admin_refused(c, dict(opc=CREATE_CQ, prp1=cq, cdw10=7 | (15 << 16), cdw11=1), "PRP1 (the queue)", cq)
+    # a queue that starts in the buffer and runs past its end: 128 entries of 64 bytes from its last page
+    last = buf.iova((NPAGES - 1) * PAGE)
+    _admin_refused(c, dict(opc=CREATE_SQ, prp1=last, cdw10=7 | (127 << 16), cdw11=1 | (1 << 16)), "runs past", last)
+    # buf would be the driver's admin bounce buffer, kept by the controller after the command
+    _admin_refused(c, dict(opc=CREATE_CQ, cdw10=7 | (15 << 16), cdw11=1), "cannot be buf", buf=buf)
+    _admin_refused(c, dict(opc=CREATE_CQ, prp1=buf.iova(0), cdw10=7 | (15 << 16), cdw11=0), "PC=0")
+    # inside a data buffer it is admitted: created, then deleted again
+    assert c.admin_raw(dict(opc=CREATE_CQ, prp1=buf.iova(PAGE), cdw10=7 | (15 << 16), cdw11=1)).ok
+    assert c.admin_raw(dict(opc=DELETE_CQ, cdw10=7)).ok
+    _still_works(ns, q, buf, 9)

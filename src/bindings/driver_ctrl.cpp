@@ -209,11 +209,15 @@ void bind_driver_controller(py::module_ &m)
                     throw py::value_error("nbytes: admin data is limited to " + std::to_string(NVME_ADMIN_BUF_SIZE) +
                                           " bytes");
                 nvme_cpl cpl{};
+                char why[256] = "";
                 {
                     py::gil_scoped_release nogil;
                     Op op(*c.ts, "Controller.admin_raw");
-                    int rc =
-                        nvme_ctrl_admin(c.get(), &e, sp.ptr, sp.len, &cpl, timeout_ms ? timeout_ms : kAdminTimeoutMs);
+                    int rc = nvme_ctrl_admin_err(c.get(), &e, sp.ptr, sp.len, &cpl,
+                                                 timeout_ms ? timeout_ms : kAdminTimeoutMs, why, sizeof why);
+                    // the driver's IOMMU refused the SQE's own PRPs: the command never reached the controller
+                    if (why[0] && (rc == -EFAULT || rc == -EINVAL || rc == -E2BIG))
+                        throw py::value_error(std::string("admin_raw: refused: ") + why);
                     if (rc < 0)
                         cpl.err = rc;
                 }

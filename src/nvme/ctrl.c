@@ -108,13 +108,15 @@ static void cmd_wait_cb(void *arg, const struct nvme_cpl *cpl)
     w->done = true;
 }
 
-/* Caller holds admin_lock. buf is NULL or inside c->admin_buf. */
-static int admin_exec(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
-                      uint32_t timeout_ms)
+/* Caller holds admin_lock. buf is NULL or inside c->admin_buf. A user's command (user) goes through the
+ * driver's IOMMU (nvme_qpair_submit_raw_err: its PRPs only into data buffers, the reason in err). */
+static int admin_exec_as(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
+                         uint32_t timeout_ms, bool user, char *err, size_t errlen)
 {
     struct cmd_wait w = {0};
     struct nvme_qpair *q = &c->admin;
-    int rc = nvme_qpair_submit_cmd(q, cmd, buf, len, cmd_wait_cb, &w);
+    int rc = user ? nvme_qpair_submit_raw_err(q, cmd, buf, len, cmd_wait_cb, &w, err, errlen)
+                  : nvme_qpair_submit_cmd(q, cmd, buf, len, cmd_wait_cb, &w);
     if (rc)
         return rc;
     uint16_t cid = (uint16_t)((q->sq_tail + q->depth - 1) % q->depth); /* slot just written */
@@ -151,13 +153,31 @@ static int admin_exec(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size
     return w.cpl.err;
 }
 
+/* The driver's own admin commands (their PRPs built by it). */
+static int admin_exec(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
+                      uint32_t timeout_ms)
+{
+    return admin_exec_as(c, cmd, buf, len, cpl, timeout_ms, false, NULL, 0);
+}
+
 int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
                     uint32_t timeout_ms)
+{
+    return nvme_ctrl_admin_err(c, cmd, buf, len, cpl, timeout_ms, NULL, 0);
+}
+
+int nvme_ctrl_admin_err(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
+                        uint32_t timeout_ms, char *err, size_t errlen)
 {
     if (!c || !cmd || (len && !buf))
         return -EINVAL;
     if (len > NVME_ADMIN_BUF_SIZE)
         return -E2BIG;
+    if (len && (cmd->opc == NVME_ADM_CREATE_CQ || cmd->opc == NVME_ADM_CREATE_SQ || cmd->opc == NVME_ADM_DBBUF_CONFIG))
+        return nvme_errf(err, errlen, -EINVAL,
+                         "%s: the controller keeps using this memory, so it cannot be buf (copied through the "
+                         "driver's admin buffer): give a data buffer's bus address as PRP1",
+                         nvme_opc_name(true, cmd->opc));
     struct nvme_cpl local;
     if (!cpl)
         cpl = &local;
@@ -168,7 +188,8 @@ int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t
         dbuf = c->admin_buf->vaddr;
         memcpy(dbuf, buf, len);
     }
-    int rc = admin_exec(c, cmd, dbuf, len, cpl, timeout_ms);
+    /* with buf the driver builds the PRPs into its bounce buffer; without, the user's PRPs are checked */
+    int rc = admin_exec_as(c, cmd, dbuf, len, cpl, timeout_ms, len == 0, err, errlen);
     if (rc == 0 && len)
         memcpy(buf, dbuf, len);
     pthread_mutex_unlock(&c->admin_lock);

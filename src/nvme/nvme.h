@@ -146,10 +146,17 @@ int nvme_ctrl_reset(struct nvme_ctrl *c);
 /* Run one admin command synchronously. buf (len bytes, may be NULL/0) need NOT be DMA memory: it is
  * bounced through the controller's admin buffer (len <= NVME_ADMIN_BUF_SIZE). The driver fills CID and
  * PRPs. Returns 0 when a completion (any status) arrived — look at cpl — or -errno (-ETIMEDOUT, -ENXIO,
- * -EINVAL, -E2BIG). Thread-safe (serialised by a mutex); not for hot paths. */
+ * -EINVAL, -E2BIG). Thread-safe (serialised by a mutex); not for hot paths. Without buf, the SQE's own
+ * PRPs pass the driver's IOMMU (nvme_qpair_submit_raw): Identify, Get Log Page, Get/Set Features with a
+ * data structure, Firmware Image Download and Namespace Management/Attachment are sized from the SQE, a
+ * Create I/O CQ/SQ queue ([PRP1, PRP1 + entries x entry size), PC=1 only) and the Doorbell Buffer Config
+ * pages must lie in data buffers (-EFAULT, -EINVAL for PC=0). */
 #define NVME_ADMIN_BUF_SIZE (64u * 1024u)
 int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
                     uint32_t timeout_ms);
+/* nvme_ctrl_admin, with the reason for a refusal (which PRP, which address) in err (errlen bytes). */
+int nvme_ctrl_admin_err(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
+                        uint32_t timeout_ms, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------------
  * I/O queue pairs (hot path)

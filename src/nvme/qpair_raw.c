@@ -36,33 +36,103 @@ struct raw_ck {
     size_t errlen;
 };
 
-/* Bytes the command moves through its PRPs (*data) and through MPTR (*meta), read from its SQE. */
-static void raw_xfer(const struct nvme_qpair *q, const struct nvme_sqe *sqe, uint64_t *data, uint64_t *meta)
+/* What a raw command moves, read from its SQE: data bytes through PRP1/PRP2 (XFER_UNKNOWN: the driver cannot
+ * tell), metadata bytes through MPTR, and how its PRPs address them. */
+enum xfer_shape {
+    XFER_PRPS,  /* PRP1, then PRP2 as the second page or a PRP list */
+    XFER_QUEUE, /* Create I/O CQ/SQ with PC=1: one contiguous queue at PRP1 */
+    XFER_PAGES, /* Doorbell Buffer Config: PRP1 and PRP2 each one page */
+};
+struct xfer {
+    uint64_t data, meta;
+    enum xfer_shape shape;
+    const char *refuse; /* non-NULL: refused as is (-EINVAL), the reason */
+};
+
+static struct xfer io_xfer(const struct nvme_qpair *q, const struct nvme_sqe *sqe)
 {
-    *meta = 0;
+    struct xfer x = {0, 0, XFER_PRPS, NULL};
     switch (sqe->opc) {
     case NVME_CMD_READ:
     case NVME_CMD_WRITE:
     case NVME_CMD_COMPARE: {
         const struct nvme_ns *ns = nvme_ctrl_ns(q->ctrl, sqe->nsid);
         if (!ns) {
-            *data = XFER_UNKNOWN;
-            return;
+            x.data = XFER_UNKNOWN;
+            break;
         }
         const uint64_t nlb = (uint64_t)(sqe->cdw12 & NVME_RW_NLB_MASK) + 1u;
         const uint64_t ms = ns->id.lbaf[ns->id.flbas & NVME_FLBAS_INDEX_MASK].ms;
         const bool extended = ns->id.flbas & FLBAS_EXTENDED;
-        *data = nlb * (ns->lba_size + (extended ? ms : 0));
-        *meta = extended ? 0 : nlb * ms;
-        return;
+        x.data = nlb * (ns->lba_size + (extended ? ms : 0));
+        x.meta = extended ? 0 : nlb * ms;
+        break;
     }
     case NVME_CMD_DSM:
-        *data = ((uint64_t)(sqe->cdw10 & DSM_NR_MASK) + 1u) * sizeof(struct nvme_dsm_range);
-        return;
+        x.data = ((uint64_t)(sqe->cdw10 & DSM_NR_MASK) + 1u) * sizeof(struct nvme_dsm_range);
+        break;
     default:
         /* opcode bits 1:0 give the data direction: 00 moves nothing */
-        *data = (sqe->opc & 3u) ? XFER_UNKNOWN : 0;
+        x.data = (sqe->opc & 3u) ? XFER_UNKNOWN : 0;
     }
+    return x;
+}
+
+/* Get/Set Features: the features whose value is a data structure, by FID (others move nothing). */
+static uint64_t feature_bytes(uint8_t fid)
+{
+    switch (fid) {
+    case 0x03: /* LBA Range Type */
+    case 0x0d: /* Host Memory Buffer */
+        return NVME_IDENTIFY_SIZE;
+    case 0x0c: /* Autonomous Power State Transition */
+        return 256;
+    case 0x0e: /* Timestamp */
+        return 8;
+    case 0x81: /* Host Identifier (up to 128 bits) */
+        return 16;
+    default:
+        return fid >= 0xc0 ? XFER_UNKNOWN : 0; /* vendor specific: unknown */
+    }
+}
+
+static struct xfer admin_xfer(const struct nvme_sqe *sqe)
+{
+    struct xfer x = {0, 0, XFER_PRPS, NULL};
+    const uint64_t qentries = (uint64_t)(sqe->cdw10 >> 16) + 1u; /* Create I/O CQ/SQ: QSIZE, 0's based */
+    switch (sqe->opc) {
+    case NVME_ADM_IDENTIFY:
+    case NVME_ADM_NS_ATTACH:
+        x.data = NVME_IDENTIFY_SIZE;
+        break;
+    case NVME_ADM_NS_MGMT: /* SEL 0 (create) moves a namespace structure, 1 (delete) nothing */
+        x.data = (sqe->cdw10 & 0xfu) == 0 ? NVME_IDENTIFY_SIZE : 0;
+        break;
+    case NVME_ADM_GET_LOG_PAGE: /* NUMDL (CDW10 31:16) | NUMDU (CDW11 15:0) << 16, dwords, 0's based */
+        x.data = (((uint64_t)(sqe->cdw10 >> 16) | ((uint64_t)(sqe->cdw11 & 0xffffu) << 16)) + 1u) * 4u;
+        break;
+    case NVME_ADM_FW_DOWNLOAD: /* NUMD, dwords, 0's based */
+        x.data = ((uint64_t)sqe->cdw10 + 1u) * 4u;
+        break;
+    case NVME_ADM_GET_FEATURES:
+    case NVME_ADM_SET_FEATURES:
+        x.data = feature_bytes((uint8_t)sqe->cdw10);
+        break;
+    case NVME_ADM_CREATE_CQ:
+    case NVME_ADM_CREATE_SQ:
+        x.shape = XFER_QUEUE;
+        x.data = qentries * (sqe->opc == NVME_ADM_CREATE_CQ ? NVME_CQE_SIZE : NVME_SQE_SIZE);
+        if (!(sqe->cdw11 & 1u))
+            x.refuse = "PC=0 (a queue scattered through a PRP list) is not taken; create it contiguous (PC=1)";
+        break;
+    case NVME_ADM_DBBUF_CONFIG:
+        x.shape = XFER_PAGES;
+        x.data = 1;
+        break;
+    default:
+        x.data = (sqe->opc & 3u) ? XFER_UNKNOWN : 0;
+    }
+    return x;
 }
 
 /* What driver-internal memory d (at offset off) is, for the message. */
@@ -189,18 +259,20 @@ int nvme_qpair_raw_prps(struct nvme_qpair *q, struct nvme_tracker *t, const stru
                         size_t len, uint64_t *prp1, uint64_t *prp2, char *err, size_t errlen)
 {
     struct raw_ck k = {q, &q->ctrl->target->dma, err, errlen};
-    uint64_t data, meta;
-    raw_xfer(q, sqe, &data, &meta);
-    const char *op = nvme_opc_name(false, sqe->opc);
-    if ((data || meta) && (sqe->flags & NVME_SQE_PSDT_MASK))
+    const bool admin = q->qid == NVME_ADMIN_QID;
+    struct xfer x = admin ? admin_xfer(sqe) : io_xfer(q, sqe);
+    const char *op = nvme_opc_name(admin, sqe->opc);
+    if (x.refuse)
+        return nvme_errf(err, errlen, -EINVAL, "%s: %s", op, x.refuse);
+    if ((x.data || x.meta) && (sqe->flags & NVME_SQE_PSDT_MASK))
         return nvme_errf(err, errlen, -EINVAL, "%s: PSDT %u (SGLs): raw commands that move data use PRPs", op,
                          (sqe->flags & NVME_SQE_PSDT_MASK) >> NVME_SQE_PSDT_SHIFT);
     *prp1 = sqe->prp1;
     *prp2 = sqe->prp2;
     int rc = 0;
     pthread_mutex_lock(&k.dom->lock);
-    if (meta)
-        rc = admit(&k, "MPTR", sqe->mptr, meta, NULL, NULL);
+    if (x.meta)
+        rc = admit(&k, "MPTR", sqe->mptr, x.meta, NULL, NULL);
     pthread_mutex_unlock(&k.dom->lock);
     if (rc)
         return rc;
@@ -213,8 +285,8 @@ int nvme_qpair_raw_prps(struct nvme_qpair *q, struct nvme_tracker *t, const stru
             where(q, d, (size_t)((const uint8_t *)buf - d->vaddr), w, sizeof w);
             return nvme_errf(err, errlen, -EFAULT, "buf %p is %s, not a data buffer", buf, w);
         }
-        if (data != XFER_UNKNOWN && data > len)
-            return nvme_errf(err, errlen, -EINVAL, "%s moves %" PRIu64 " bytes but buf gives %zu", op, data, len);
+        if (x.shape != XFER_PRPS || (x.data != XFER_UNKNOWN && x.data > len))
+            return nvme_errf(err, errlen, -EINVAL, "%s moves %" PRIu64 " bytes but buf gives %zu", op, x.data, len);
         struct nvme_sqe tmp;
         if (nvme_prp_build(q, t, d, buf, len, &tmp) != 0)
             return nvme_errf(err, errlen, -EINVAL, "buf %p is not dword aligned", buf);
@@ -222,15 +294,22 @@ int nvme_qpair_raw_prps(struct nvme_qpair *q, struct nvme_tracker *t, const stru
         *prp2 = tmp.prp2;
         return 0;
     }
-    if (data == 0)
+    if (x.data == 0)
         return 0; /* moves nothing: the controller reads neither PRP */
-    if (data == XFER_UNKNOWN)
-        data = q->max_xfer; /* the most it could move */
-    else if (data > q->max_xfer)
+    if (x.data == XFER_UNKNOWN)
+        x.data = q->max_xfer; /* the most it could move */
+    else if (x.shape == XFER_PRPS && x.data > q->max_xfer)
         return nvme_errf(err, errlen, -E2BIG, "%s moves %" PRIu64 " bytes, more than the largest transfer (%u bytes)",
-                         op, data, q->max_xfer);
+                         op, x.data, q->max_xfer);
     pthread_mutex_lock(&k.dom->lock);
-    rc = admit_user_prps(&k, t, sqe, data, prp2);
+    if (x.shape == XFER_QUEUE)
+        rc = admit(&k, "PRP1 (the queue)", sqe->prp1, x.data, NULL, NULL);
+    else if (x.shape == XFER_PAGES) {
+        rc = admit(&k, "PRP1 (the shadow doorbells)", sqe->prp1 & ~q->page_mask, q->page_size, NULL, NULL);
+        if (rc == 0)
+            rc = admit(&k, "PRP2 (the EventIdx page)", sqe->prp2 & ~q->page_mask, q->page_size, NULL, NULL);
+    } else
+        rc = admit_user_prps(&k, t, sqe, x.data, prp2);
     pthread_mutex_unlock(&k.dom->lock);
     return rc;
 }

@@ -152,11 +152,41 @@ static void test_admitted_commands(void)
     teardown();
 }
 
+/* nvme_ctrl_admin without a buffer: the SQE's own PRPs pass the same check */
+static void test_admin(void)
+{
+    setup();
+    char err[256] = "";
+    struct nvme_cpl cpl = {0};
+    struct nvme_sqe id = {.opc = NVME_ADM_IDENTIFY, .cdw10 = 1, .prp1 = m.sq};
+    T_EQ(nvme_ctrl_admin_err(c, &id, NULL, 0, &cpl, 2000, err, sizeof err), -EFAULT);
+    T_CONTAINS(err, "PRP1");
+    struct nvme_sqe cq = {.opc = NVME_ADM_CREATE_CQ, .prp1 = m.cq, .cdw10 = 7u | (15u << 16), .cdw11 = 1};
+    T_EQ(nvme_ctrl_admin_err(c, &cq, NULL, 0, &cpl, 2000, err, sizeof err), -EFAULT);
+    T_CONTAINS(err, "PRP1 (the queue)");
+    T_EQ(nvme_ctrl_admin_err(c, &cq, b, PAGE, &cpl, 2000, err, sizeof err), -EINVAL);
+    T_CONTAINS(err, "cannot be buf");
+    /* in a data buffer: admitted, created, deleted */
+    cq.prp1 = b_bus;
+    T_EQ(nvme_ctrl_admin(c, &cq, NULL, 0, &cpl, 2000), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    struct nvme_sqe del = {.opc = NVME_ADM_DELETE_CQ, .cdw10 = 7};
+    T_EQ(nvme_ctrl_admin(c, &del, NULL, 0, &cpl, 2000), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    /* Identify into the data buffer works, and the I/O qpair is untouched */
+    id.prp1 = b_bus;
+    T_EQ(nvme_ctrl_admin(c, &id, NULL, 0, &cpl, 2000), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    refused(rd(m.sq, 0, 512), NULL, 0, -EFAULT, "the SQ ring", m.sq);
+    teardown();
+}
+
 int main(void)
 {
     RUN_CASE(test_prp1_outside_the_buffers);
     RUN_CASE(test_prp2_and_list_entries);
     RUN_CASE(test_lengths_and_given_buffers);
     RUN_CASE(test_admitted_commands);
+    RUN_CASE(test_admin);
     return CHECK_DONE("test_driver_iommu");
 }

@@ -306,6 +306,12 @@ class Controller:
         :func:`nvmelab.driver.spec.sqe`) and wait for its completion. The driver fills CID and PRPs.
 
         With ``check=True`` a non-zero status raises NvmeError; otherwise the Completion says.
+
+        With ``buf`` the data goes through the driver's admin buffer. Without, the SQE's own PRPs
+        pass the driver's IOMMU: an Identify, Get Log Page, Get/Set Features with a data
+        structure, or the queue of a Create I/O CQ/SQ (contiguous, PC=1) must lie inside a
+        ``Controller.alloc`` buffer, never in the driver's queues; otherwise ValueError names the
+        PRP and its address and nothing reaches the controller.
         """
         raw = spec.sqe_bytes(sqe)
         off, n = _buf_span(buf, offset, nbytes, "buf")
