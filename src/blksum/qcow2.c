@@ -39,6 +39,7 @@ struct l2_slot {
     uint64_t off;   /* the table's host offset; 0 = empty slot */
     uint64_t stamp; /* last use (LRU) */
     uint64_t *e;    /* per_l2 decoded entries */
+    bool all_zero;  /* every entry unallocated or zero: the map passes the table in one step */
 };
 
 struct qcow2 {
@@ -193,8 +194,13 @@ out:
 
 /* ---------------------------------------------------------------- lookups after open */
 
+static bool is_zero_cluster(uint64_t e)
+{
+    return e == CL_UNALLOCATED || e == CL_ZERO;
+}
+
 /* The decoded L2 table of L1 index i (not 0), from the cache or read again: NULL with *rc on failure. */
-static const uint64_t *l2_table(struct qcow2 *q, uint64_t i, int *rc)
+static const struct l2_slot *l2_table(struct qcow2 *q, uint64_t i, int *rc)
 {
     struct l2_slot *victim = &q->cache[0];
     uint64_t off = q->l1[i];
@@ -202,7 +208,7 @@ static const uint64_t *l2_table(struct qcow2 *q, uint64_t i, int *rc)
         struct l2_slot *s = &q->cache[k];
         if (s->off == off && s->e) {
             s->stamp = ++q->clock;
-            return s->e;
+            return s;
         }
         if (s->stamp < victim->stamp)
             victim = s;
@@ -215,9 +221,12 @@ static const uint64_t *l2_table(struct qcow2 *q, uint64_t i, int *rc)
     *rc = read_l2(q, i, off, victim->e, "", NULL, 0);
     if (*rc < 0)
         return NULL;
+    victim->all_zero = true;
+    for (uint64_t k = 0; k < q->g.per_l2 && victim->all_zero; k++)
+        victim->all_zero = is_zero_cluster(victim->e[k]);
     victim->off = off;
     victim->stamp = ++q->clock;
-    return victim->e;
+    return victim;
 }
 
 /* The decoded entry of guest cluster c (< nclusters). */
@@ -229,46 +238,50 @@ static int cluster_entry(struct qcow2 *q, uint64_t c, uint64_t *out)
         *out = CL_UNALLOCATED;
         return 0;
     }
-    const uint64_t *t = l2_table(q, i, &rc);
+    const struct l2_slot *t = l2_table(q, i, &rc);
     if (!t)
         return rc;
-    *out = t[c & (q->g.per_l2 - 1)];
+    *out = t->e[c & (q->g.per_l2 - 1)];
     return *out == CL_BAD ? -EIO : 0; /* the file changed since it was checked */
-}
-
-static bool is_zero_cluster(uint64_t e)
-{
-    return e == CL_UNALLOCATED || e == CL_ZERO;
 }
 
 /* ---------------------------------------------------------------- the allocation map */
 
+/* The region from off: clusters of the same kind (zero or data), a whole table at a time where the L1
+ * entry is unallocated or the table holds no data, at most QCOW2_MAP_MAX_TABLES tables per call. */
 static int qcow2_map(void *ctx, uint64_t off, uint64_t *end, bool *zero)
 {
     struct qcow2 *q = ctx;
     const struct qcow2_geom *g = &q->g;
     if (off >= g->size)
         return -EINVAL;
-    uint64_t c = off >> g->cluster_bits, e;
+    uint64_t c = off >> g->cluster_bits, e = 0;
     int rc = cluster_entry(q, c, &e);
     if (rc < 0)
         return rc;
     bool z = is_zero_cluster(e);
     unsigned tables = 0;
-    while (++c < g->nclusters) {
-        if ((c & (g->per_l2 - 1)) == 0 && ++tables == QCOW2_MAP_MAX_TABLES)
+    for (c++; c < g->nclusters;) {
+        uint64_t i = c >> g->l2_bits, k = c & (g->per_l2 - 1), next = (i + 1) << g->l2_bits;
+        if (k == 0 && ++tables == QCOW2_MAP_MAX_TABLES)
             break;
-        if (!q->l1[c >> g->l2_bits]) { /* a whole table's clusters unallocated */
+        const struct l2_slot *t = NULL;
+        if (q->l1[i] && !(t = l2_table(q, i, &rc)))
+            return rc;
+        if (!t || t->all_zero) {
             if (!z)
                 break;
-            c |= g->per_l2 - 1;
+            c = next;
             continue;
         }
-        if ((rc = cluster_entry(q, c, &e)) < 0)
-            return rc;
-        if (is_zero_cluster(e) != z)
-            break;
+        for (; c < next && c < g->nclusters; c++, k++) {
+            if (t->e[k] == CL_BAD)
+                return -EIO; /* the file changed since it was checked */
+            if (is_zero_cluster(t->e[k]) != z)
+                goto done;
+        }
     }
+done:
     c = c < g->nclusters ? c : g->nclusters;
     *end = c << g->cluster_bits < g->size ? c << g->cluster_bits : g->size;
     *zero = z;
@@ -283,7 +296,7 @@ static int qcow2_read(struct qcow2 *q, unsigned char *buf, uint64_t off, uint64_
 {
     const struct qcow2_geom *g = &q->g;
     while (len) {
-        uint64_t c = off >> g->cluster_bits, in = off & (g->cluster_size - 1), e, next;
+        uint64_t c = off >> g->cluster_bits, in = off & (g->cluster_size - 1), e = 0, next = 0;
         uint64_t n = g->cluster_size - in;
         int rc = cluster_entry(q, c, &e);
         if (rc < 0)

@@ -326,7 +326,7 @@ static const char *qemu_only(const unsigned char *h, const struct qcow2_geom *g)
 int qcow2_check_header(int fd, uint64_t file_size, struct qcow2_geom *g, const char *name, char *err, size_t errlen)
 {
     unsigned char h[QH_READ];
-    uint32_t hlen;
+    uint32_t hlen = QH_V2_LENGTH;
     memset(g, 0, sizeof(*g));
     g->file_size = file_size;
     int rc = qcow2_pread_zero(fd, h, sizeof(h), 0, file_size);
