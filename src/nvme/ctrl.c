@@ -166,6 +166,20 @@ int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t
     return nvme_ctrl_admin_err(c, cmd, buf, len, cpl, timeout_ms, NULL, 0);
 }
 
+int nvme_ctrl_admin_own(struct nvme_ctrl *c, struct nvme_sqe *cmd, struct nvme_cpl *cpl, uint32_t timeout_ms)
+{
+    if (!c || !cmd)
+        return -EINVAL;
+    struct nvme_cpl local;
+    if (!cpl)
+        cpl = &local;
+    memset(cpl, 0, sizeof(*cpl));
+    pthread_mutex_lock(&c->admin_lock);
+    int rc = admin_exec(c, cmd, NULL, 0, cpl, timeout_ms);
+    pthread_mutex_unlock(&c->admin_lock);
+    return rc;
+}
+
 int nvme_ctrl_admin_err(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len, struct nvme_cpl *cpl,
                         uint32_t timeout_ms, char *err, size_t errlen)
 {

@@ -75,6 +75,10 @@ int nvme_ctrl_attach(struct nvme_target *t, unsigned index, const struct nvme_ba
 /* Orderly shutdown and free; frees qpairs the user leaked. */
 void nvme_ctrl_detach(struct nvme_ctrl *c);
 
+/* One admin command of the driver's own, its PRPs (if any) set by the caller and pointing at the driver's memory
+ * (GPU queue rings): not checked by the raw commands' IOMMU (nvme_ctrl_admin is). Same returns as nvme_ctrl_admin. */
+int nvme_ctrl_admin_own(struct nvme_ctrl *c, struct nvme_sqe *cmd, struct nvme_cpl *cpl, uint32_t timeout_ms);
+
 /* Log one formatted line through the hook (see nvme_set_log). */
 void nvme_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -34,7 +34,7 @@ static size_t gpuq_round_up(size_t n, size_t a)
 static int gpuq_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, const char *what, char *err, size_t errlen)
 {
     struct nvme_cpl cpl;
-    int rc = nvme_ctrl_admin(c, cmd, NULL, 0, &cpl, NVME_GPUQ_CTRL_ADMIN_TIMEOUT_MS);
+    int rc = nvme_ctrl_admin_own(c, cmd, &cpl, NVME_GPUQ_CTRL_ADMIN_TIMEOUT_MS); /* rings: driver memory */
     if (rc) {
         if (err && errlen)
             snprintf(err, errlen, "%s: %s", what, strerror(-rc));
