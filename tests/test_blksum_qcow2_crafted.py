@@ -405,6 +405,18 @@ def test_auto_reads_what_qemu_reads_through_qemu_nbd(compressible, tmp_path, fea
     assert blksum.run(q, "sha256", threads=1, mode="auto").hexdigest == want
 
 
+@needs_nbd
+def test_auto_says_why_in_one_info_line(compressible, tmp_path):
+    """The open says why it went to qemu-nbd (image.h: err on success); nvmelab-blksum prints that one
+    line on stderr (src/blksum/main.c), the digest on stdout as ever."""
+    q = tmp_path / "c.qcow2"
+    QEMU_FEATURES["compressed"](compressible, q, tmp_path)
+    out = run(q)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 0 and out.stdout.split() == [blksum.blkhash_py(compressible), str(q)], out.stderr
+    assert len(lines) == 1 and "compressed clusters" in lines[0] and "qemu-nbd" in lines[0], out.stderr
+
+
 # The same features made without QEMU: the header bit or an L2 entry (what the direct reader looks at).
 def _compressed_entry(q: Path, lay: dict) -> None:
     c, host = next(iter(lay["data"].items()))
