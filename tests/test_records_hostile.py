@@ -241,3 +241,89 @@ def test_trailing_nul_bytes_are_moved_aside_not_every_append_failing(tmp_path, c
     q.write_bytes(b"\0" * 64)
     records.append_records(q, [_rec("x")])
     assert [r["run_key"] for r in records.load_records(q)] == ["x"]
+
+
+SPEC = """
+study = "t_hostile"
+engine = "cpu"
+target = "fake://dev"
+[fixed]
+rw = "randread"
+iosize = 512
+ncpus = 1
+runtime = 0.01
+[presets.quick]
+[[presets.quick.sweeps]]
+name = "qdepth"
+qdepth = [1, 2]
+[presets.standard]
+[[presets.standard.sweeps]]
+name = "one"
+qdepth = 1
+[presets.paper]
+[[presets.paper.sweeps]]
+name = "one"
+qdepth = 1
+"""
+
+
+@pytest.mark.parametrize("plant", ["lock-symlink", "records-symlink", "records-fifo"])
+def test_a_sweep_refuses_a_planted_path_before_any_run(tmp_path, plant):
+    """The issue's case: a sweep whose `.<records>.lock` (or records file) someone replaced with a link to their
+    file, or a FIFO: refused with one error naming the path before any run, the link's target untouched."""
+    from nvmelab.studies import load_spec, run_study
+    from nvmelab.studies.fake import fake_run
+    from nvmelab.studies.paths import host_id, results_path
+
+    (tmp_path / "t_hostile.toml").write_text(SPEC)
+    spec = load_spec(tmp_path / "t_hostile.toml")
+    path = results_path(tmp_path / "res", "t_hostile", host_id(), "quick")
+    path.parent.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    planted = {"lock-symlink": records.lock_path(path), "records-symlink": path, "records-fifo": path}[plant]
+    if plant == "records-fifo":
+        os.mkfifo(planted)
+    else:
+        planted.symlink_to(victim)
+    ran = []
+
+    def run_fn(**kw):
+        ran.append(kw)
+        return fake_run(**kw)
+
+    t, box = _in_thread(run_study, spec, "quick", run_fn=run_fn, results_root=tmp_path / "res", progress=False)
+    t.join(GUARD_S)
+    if t.is_alive():
+        with open(os.open(planted, os.O_RDWR | os.O_NONBLOCK), "rb"):
+            t.join(5)
+        pytest.fail("the sweep blocked on the planted path")
+    assert isinstance(box.get("exc"), records.RecordError), box
+    assert str(box["exc"]).startswith(f"{planted}: is a ") and not ran
+    assert victim.read_text() == "precious\n"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nvmelab", "perf", *args], capture_output=True, text=True, timeout=GUARD_S, env=ENV
+    )
+
+
+@pytest.mark.parametrize("action", ["run", "cuda-run"])
+@pytest.mark.parametrize("plant", ["symlink", "fifo"])
+def test_the_cli_refuses_a_records_path_before_the_run(tmp_path, action, plant):
+    """`perf run --json` / `perf cuda-run --json` at a link or a FIFO: exit 2 with one line naming it, before the
+    run (no table printed, no measurement lost after it; cuda-run says so even on a host without a GPU)."""
+    out = tmp_path / "runs.jsonl"
+    victim = tmp_path / "victim.jsonl"
+    victim.write_text("")
+    if plant == "fifo":
+        os.mkfifo(out)
+    else:
+        out.symlink_to(victim)
+    p = _cli(action, "--runtime", "0.05", "--json", str(out))
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    kind = "a FIFO, not a regular file" if plant == "fifo" else "a symbolic link"
+    assert len(lines) == 1 and f"{out}: is {kind}" in lines[0], lines
+    assert p.stdout == "" and victim.read_text() == ""

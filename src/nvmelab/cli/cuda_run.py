@@ -136,10 +136,12 @@ def table(rec: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..engines import gpu
-    from ..results.records import append_records
+    from ..results.records import append_records, check_path
 
     if args.rounds and args.rounds < 0:
         raise UsageError(f"--rounds {args.rounds}: must be >= 0")
+    if args.json and args.json != "-":
+        check_path(args.json)  # a link or a FIFO is refused before the run, not after it
     # No GPU, a lost completion (TimeoutError), a CUDA failure: one line via nvmelab.cli.main.
     table = {prm["name"]: getattr(args, prm["name"]) for prm in gpu.params()}
     if not table["ndevs"]:

@@ -117,13 +117,15 @@ def run(args: argparse.Namespace) -> int:
         return _run_cuda(args)
     from ..engines import perf
     from ..results.checks import failed_checks
-    from ..results.records import append_records
+    from ..results.records import append_records, check_path
 
     if args.perf_command == "params":
         print(perf.params_markdown())
         return 0
     if args.no_prefill and not args.verify:
         raise UsageError("--no-prefill only makes sense with --verify")
+    if args.json and args.json != "-":
+        check_path(args.json)  # a link or a FIFO is refused before the run, not after it
     rec = perf.run(
         target=args.target,
         rw=args.rw,

@@ -258,8 +258,7 @@ def write_records(path: str | os.PathLike, records: Iterable[dict[str, Any]], *,
     if check:
         for i, r in enumerate(recs):
             validate(r, f"{path} record {i}")
-    with contextlib.suppress(FileNotFoundError):  # a link or a FIFO in its place is refused, not replaced
-        os.close(open_regular(path, os.O_RDONLY))
+    check_path(path)  # a link or a FIFO in its place is refused, not replaced
     _atomic_write(path, (dumps(r) for r in recs))
     return path
 
@@ -412,6 +411,13 @@ def open_regular(
         os.close(fd)
         raise
     return fd
+
+
+def check_path(path: str | os.PathLike, what: str = "records file") -> None:
+    """Refuse at once what open_regular would refuse later (a symbolic link, a FIFO, a directory): RecordError
+    naming the path, before a run whose record could not be kept. A path that does not exist yet is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        os.close(open_regular(path, os.O_RDONLY, what))
 
 
 def lock_holders(fd: int) -> list[str]:

@@ -47,10 +47,12 @@ class SweepGuard:
 
     def lock(self, paths: Iterable[Path]) -> None:
         """Take the sweep lock of each records file not locked yet (RecordsBusyError when another
-        sweep holds one and wait is False)."""
+        sweep holds one and wait is False). A records path or lock that is a symbolic link, a FIFO or
+        anything but a regular file is refused first (RecordError naming it), before any run."""
         for p in paths:
             p = Path(p)
             if p not in self.locked:
+                _records.check_path(p)
                 self._stack.enter_context(_records.sweep_lock(p, wait=self.wait))
                 self.locked.add(p)
 
