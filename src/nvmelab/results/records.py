@@ -486,7 +486,7 @@ def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]], *
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        flock_waiting(fd, path, "records file (another writer appends to it)")
+        flock_waiting(fd, path, "records file")
         st = os.fstat(fd)
         created = st.st_size == 0
         size = _finish_tail(fd, path, st.st_size)
