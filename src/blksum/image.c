@@ -54,7 +54,7 @@ static bool has_qcow2_magic(int fd)
 /* A sound qcow2 that the direct reader does not read (err says why) and qemu does: mode auto serves it
  * with qemu-nbd, as the original tool reads every image, and says so in err (rc 0); without qemu-nbd or
  * libnbd, one error naming the feature and what is missing. */
-static int serve_instead(struct blksum_source *src, const char *name, char *err, size_t errlen)
+static int serve_instead(struct blksum_source *src, const char *name, bool *note, char *err, size_t errlen)
 {
     char why[BLKSUM_IMAGE_ERRLEN], served[BLKSUM_IMAGE_ERRLEN];
     const char *no_nbd;
@@ -66,6 +66,7 @@ static int serve_instead(struct blksum_source *src, const char *name, char *err,
     int rc = blksum_nbd_serve(src, name, "qcow2", served, sizeof(served));
     if (rc == 0) {
         snprintf(err, errlen, "%s; reading it through qemu-nbd", why);
+        *note = true;
         return 0;
     }
     size_t skip = strncmp(served, name, strlen(name)) == 0 && !strncmp(served + strlen(name), ": ", 2)
@@ -75,8 +76,8 @@ static int serve_instead(struct blksum_source *src, const char *name, char *err,
     return rc;
 }
 
-int blksum_source_open_image(struct blksum_source *src, const char *name, enum blksum_mode mode, char *err,
-                             size_t errlen)
+static int open_image(struct blksum_source *src, const char *name, enum blksum_mode mode, bool *note, char *err,
+                      size_t errlen)
 {
     int rc;
     memset(src, 0, sizeof(*src));
@@ -122,7 +123,7 @@ int blksum_source_open_image(struct blksum_source *src, const char *name, enum b
             src->owns_fd = true;
             blksum_source_close(src);
             if (rc == -ENOTSUP && mode == BLKSUM_MODE_AUTO)
-                return serve_instead(src, name, err, errlen);
+                return serve_instead(src, name, note, err, errlen);
             if (rc == -ENOTSUP)
                 snprintf(err + strlen(err), errlen - strlen(err), " (try --mode nbd)");
             return rc;
@@ -131,6 +132,16 @@ int blksum_source_open_image(struct blksum_source *src, const char *name, enum b
         src->owns_fd = true;
     }
     return 0;
+}
+
+int blksum_source_open_image(struct blksum_source *src, const char *name, enum blksum_mode mode, char *err,
+                             size_t errlen)
+{
+    bool note = false;
+    int rc = open_image(src, name, mode, &note, err, errlen);
+    if (rc == 0 && !note && errlen)
+        err[0] = '\0'; /* on success only the info line (a retry's message, say, is no news) */
+    return rc;
 }
 
 /* ---------------------------------------------------------------- stand-ins without libnbd */
