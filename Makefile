@@ -115,7 +115,8 @@ test-qemu: check-qemu build
 # blksum's NBD and qemu legs (qemu-utils, libnbd-dev installed first; the build then finds libnbd):
 # the tests that `make test` skips for want of them, here made to fail instead
 test-nbd: check-nbd build
-	NVMELAB_NO_SKIP=nbd $(PY) -m pytest -q -p no:cacheprovider -rs tests/test_blksum_native.py
+	NVMELAB_NO_SKIP=nbd $(PY) -m pytest -q -p no:cacheprovider -rs tests/test_blksum_native.py \
+	  tests/test_blksum_qcow2_crafted.py
 
 # GPU tests (a CUDA GPU host; see README): skipped with a reason in `make test` elsewhere
 test-gpu: check-gpu build
