@@ -145,7 +145,8 @@ extern const struct nvme_dma nvme_qpair_no_fast_dma;
 int nvme_qpair_submit_cmd(struct nvme_qpair *q, const struct nvme_sqe *sqe, void *buf, size_t len, nvme_cb cb,
                           void *arg);
 /* The driver's IOMMU for a user's raw command (qpair_raw.c, rules at nvme_qpair_submit_raw in nvme.h): PRP1/PRP2
- * for sqe into *prp1 and *prp2 (a PRP list copied into t's page), or a negative errno with the reason in err. */
+ * for sqe into *prp1 and *prp2 (a PRP list copied into t's page), or a negative errno with the reason in err. With
+ * buf (len > 0) only the checks: the caller builds buf's PRPs. */
 int nvme_qpair_raw_prps(struct nvme_qpair *q, struct nvme_tracker *t, const struct nvme_sqe *sqe, const void *buf,
                         size_t len, uint64_t *prp1, uint64_t *prp2, char *err, size_t errlen);
 

@@ -287,12 +287,9 @@ int nvme_qpair_raw_prps(struct nvme_qpair *q, struct nvme_tracker *t, const stru
         }
         if (x.shape != XFER_PRPS || (x.data != XFER_UNKNOWN && x.data > len))
             return nvme_errf(err, errlen, -EINVAL, "%s moves %" PRIu64 " bytes but buf gives %zu", op, x.data, len);
-        struct nvme_sqe tmp;
-        if (nvme_prp_build(q, t, d, buf, len, &tmp) != 0)
+        if ((uintptr_t)buf & (NVME_PRP_ALIGN - 1u))
             return nvme_errf(err, errlen, -EINVAL, "buf %p is not dword aligned", buf);
-        *prp1 = tmp.prp1;
-        *prp2 = tmp.prp2;
-        return 0;
+        return 0; /* the caller builds the PRPs for buf (qpair.c data_ptr) */
     }
     if (x.data == 0)
         return 0; /* moves nothing: the controller reads neither PRP */
