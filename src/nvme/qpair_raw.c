@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * qpair_raw.c — the driver's IOMMU for a user's raw command (nvme_qpair_submit_raw; the rules are in nvme.h).
+ * qpair_raw.c — the driver's IOMMU for a user's raw command (nvme_qpair_submit_raw, and nvme_ctrl_admin without a
+ * buffer; the rules are in nvme.h).
  *
  * Purpose: a raw SQE carries its own PRPs. The controller follows them into any memory it can reach (on emu://
  * the emulator's IOMMU maps every DMA object of the target, as vfio does), the driver's own queue rings and
@@ -11,10 +12,11 @@
  *
  * Key function: nvme_qpair_raw_prps (called by nvme_qpair_submit_raw_err, qpair.c).
  *
- * Caveats: an opcode whose transfer the driver cannot size (not Read/Write/Compare/DSM, an unknown namespace)
- * is taken to move the largest transfer, so without a buffer its PRPs must cover that much. The registry walk
- * is linear in the target's DMA objects and runs under the domain lock: raw commands are not the hot path
- * (nvme_qpair_submit is, and is not touched). SGLs (PSDT != 0) are refused for commands that move data.
+ * Caveats: an opcode whose transfer the driver cannot size (an I/O opcode other than Read/Write/Compare/DSM, an
+ * unknown namespace, an admin opcode outside admin_xfer's table) is taken to move the largest transfer, so without a
+ * buffer its PRPs must cover that much. The registry walk is linear in the target's DMA objects and runs under the
+ * domain lock: raw commands are not the hot path (nvme_qpair_submit is, and is not touched). SGLs (PSDT != 0) are
+ * refused for commands that move data.
  */
 #include <errno.h>
 #include <inttypes.h>
