@@ -45,10 +45,14 @@ static void on_done(struct perf_chan *ch, uint32_t slot, int status)
 static int io_open(struct blksum_job *j)
 {
     char err[PERF_ERRLEN];
-    int rc = j->t->ops->chan_open(j->t->ctx, j->src->dev, (uint32_t)j->nslots, (uint32_t)j->opts.read_size, &j->ch, err,
+    struct perf_chan *ch;
+    int rc = j->t->ops->chan_open(j->t->ctx, j->src->dev, (uint32_t)j->nslots, (uint32_t)j->opts.read_size, &ch, err,
                                   sizeof(err));
     if (rc < 0)
         return rc;
+    pthread_mutex_lock(&j->mu); /* blksum_cancel() may look at it */
+    j->ch = ch;
+    pthread_mutex_unlock(&j->mu);
     j->ch->done = on_done;
     j->ch->eng = j;
     for (int i = 0; i < j->nslots; i++)
@@ -325,8 +329,12 @@ static void reader_run(struct blksum_job *j)
             blksum_share_work_locked(j, false);
         pthread_mutex_unlock(&j->mu);
     }
-    /* drain I/O still in flight: its buffers must not be freed under the kernel */
+    /* Drain I/O still in flight: its buffers must not be freed under the kernel. A cancelled run of a source
+     * that can be interrupted (NBD: a server that may never answer) leaves its reads to chan_close, which
+     * abandons them (blksum.h). */
     while (j->inflight > 0) {
+        if (atomic_load(&j->cancel) && j->src->interrupt)
+            break;
         if (io_poll(j, done, BLKSUM_MAX_QUEUE_DEPTH, true) < 0)
             break;
     }
@@ -352,8 +360,11 @@ static void *reader_main(void *arg)
     j->nworkers = 0;
     /* the hash threads are done with the buffers: close the channel on its own thread */
     if (j->ch) {
-        j->t->ops->chan_close(j->ch);
+        struct perf_chan *ch = j->ch;
+        pthread_mutex_lock(&j->mu);
         j->ch = NULL;
+        pthread_mutex_unlock(&j->mu);
+        j->t->ops->chan_close(ch);
         for (int i = 0; i < j->nslots; i++)
             j->slots[i].buf = NULL;
     }
@@ -586,9 +597,24 @@ void blksum_progress(struct blksum_job *j, uint64_t *done, uint64_t *total)
         *total = j->src->seekable ? j->src->size : 0;
 }
 
+static volatile sig_atomic_t *interrupt_flag;
+
+void blksum_set_interrupt(volatile sig_atomic_t *flag)
+{
+    interrupt_flag = flag;
+}
+
+bool blksum_interrupted(void)
+{
+    volatile sig_atomic_t *f = interrupt_flag;
+    return f && *f;
+}
+
 void blksum_cancel(struct blksum_job *j)
 {
     atomic_store(&j->cancel, 1);
+    if (j->src->interrupt) /* a source waiting on someone else (a server) stops waiting */
+        j->src->interrupt(j->src->map_ctx);
     pthread_mutex_lock(&j->mu);
     pthread_cond_broadcast(&j->free_cv);
     pthread_cond_broadcast(&j->work_cv);

@@ -42,6 +42,7 @@
 #ifndef NVMELAB_BLKSUM_H
 #define NVMELAB_BLKSUM_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -93,6 +94,10 @@ struct blksum_source {
     int (*map)(void *ctx, uint64_t off, uint64_t *end, bool *zero);
     void *map_ctx;
     bool own_server; /* served by a qemu-nbd blksum started: it shares this host's CPUs (image.h) */
+    /* Set by a source whose reads may wait on someone else (NBD), NULL otherwise: called (from any thread)
+     * by blksum_cancel(), it ends every wait of the source at once; a channel closed then may abandon its
+     * reads in flight, and the engine does not wait for them. */
+    void (*interrupt)(void *map_ctx);
 };
 
 struct blksum_opts {
@@ -141,8 +146,13 @@ int blksum_start(const struct blksum_source *src, const struct blksum_opts *o, s
 int blksum_wait(struct blksum_job *job, int timeout_ms);
 /** Bytes of the image done so far (read or skipped as holes), and the total (0 if unknown). */
 void blksum_progress(struct blksum_job *job, uint64_t *done, uint64_t *total);
-/** Ask the job to stop; it ends promptly and blksum_finish() returns -ECANCELED. */
+/** Ask the job to stop; it ends promptly and blksum_finish() returns -ECANCELED, whatever a server does
+ * (a stopped or silent NBD server included). */
 void blksum_cancel(struct blksum_job *job);
+/** Process-wide, for what waits outside a job (opening an NBD source: connecting and the handshake): once
+ * *flag is nonzero (a signal handler sets it), such a wait ends with -EINTR within 100 ms; a signal
+ * caught by the thread while it waits ends it at once. NULL: no flag. */
+void blksum_set_interrupt(volatile sig_atomic_t *flag);
 /** Join the job, fill res (on success) and free it. Returns 0 or -errno. */
 int blksum_finish(struct blksum_job *job, struct blksum_result *res);
 /** Start and finish in one call. */

@@ -5,10 +5,14 @@
  * -t/--threads, --queue-depth, --read-size, --block-size, -l/--list-digests, -h/--help, FILENAME or NBD
  * URL or standard input; prints "<hexdigest>  <filename>"), plus nvmelab's --mode (auto, file, nbd,
  * qcow2), --io (psync, io_uring) and -q as a short --queue-depth. Errors: one line on stderr, exit 1.
- * SIGINT/SIGTERM cancel the job, close the source (a qemu-nbd we started ends with it), and end the
- * process by the same signal, quietly for SIGINT, as the original does.
+ * SIGINT, SIGTERM and SIGHUP, at any moment (connecting to a server that never answers, reading from one
+ * that stopped), cancel the job, close the source (a qemu-nbd we started ends with it), and end the
+ * process with one line ("interrupted", naming the signal unless it is SIGINT) and exit status 128 + n,
+ * as `python -m nvmelab blksum` does (nvmelab.cli). An info line of the open (mode auto reading a qcow2
+ * through qemu-nbd, a raw image qemu pads to whole sectors) goes to stderr before the digest.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "blksum/blksum.h"
@@ -25,6 +30,7 @@
 #define WAIT_STEP_MS    100
 #define KiB             1024ull
 #define ORIGINAL_BLOCKS (64u * 1024u) /* the only block size the blkhash format of this digest uses */
+#define QEMU_SECTOR     512u          /* qemu serves a raw file in whole sectors */
 
 enum { OPT_QUEUE_DEPTH = 256, OPT_READ_SIZE, OPT_BLOCK_SIZE, OPT_MODE, OPT_IO };
 
@@ -34,6 +40,16 @@ static void on_signal(int sig)
 {
     if (!terminated)
         terminated = sig;
+}
+
+/* One line and 128 + the signal, as nvmelab.cli ends a command that a signal stopped. */
+static void end_by_signal(int sig)
+{
+    if (sig == SIGINT)
+        fputs(PROG ": interrupted\n", stderr);
+    else
+        fprintf(stderr, PROG ": interrupted (%s)\n", sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal");
+    exit(128 + sig);
 }
 
 static void fail(const char *fmt, ...)
@@ -65,6 +81,27 @@ static void usage(FILE *f, int code)
           "\n",
           f);
     exit(code);
+}
+
+/* qemu serves a raw file whose size is not a multiple of 512 padded with zeros to the next one, and that
+ * is what a qemu-nbd served source hashes (as the original blksum's digest is): one line saying so. */
+static void warn_if_padded(const char *name, const struct blksum_source *src)
+{
+    unsigned char magic[4] = {0};
+    struct stat st;
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    bool qcow2 = fd >= 0 && read(fd, magic, sizeof(magic)) == (ssize_t)sizeof(magic) &&
+                 ((uint32_t)magic[0] << 24 | (uint32_t)magic[1] << 16 | (uint32_t)magic[2] << 8 | magic[3]) ==
+                     BLKSUM_QCOW2_MAGIC;
+    if (fd >= 0 && !qcow2 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size % QEMU_SECTOR &&
+        src->size != (uint64_t)st.st_size)
+        fprintf(stderr,
+                PROG ": warning: %s: its size, %lld bytes, is not a multiple of %u: qemu-nbd serves it padded with "
+                     "zeros to %llu bytes, and that is what is hashed (as the original blksum does; --mode file "
+                     "hashes the file's own bytes)\n",
+                name, (long long)st.st_size, QEMU_SECTOR, (unsigned long long)src->size);
+    if (fd >= 0)
+        close(fd);
 }
 
 /* "256k", "1m", "1MiB", "65536" -> value (binary units); -1 when not a size. */
@@ -203,16 +240,28 @@ int main(int argc, char *argv[])
         fail("Too many arguments: '%s'", argv[optind + 1]);
     const char *name = optind < argc ? argv[optind] : "-";
 
+    /* no SA_RESTART: a wait in the open (connecting to a server) returns at once */
     struct sigaction sa = {.sa_handler = on_signal};
     sigfillset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    blksum_set_interrupt(&terminated);
 
     struct blksum_source src;
     msg[0] = '\0';
     int rc = blksum_source_open_image(&src, name, mode, msg, sizeof(msg));
+    if (terminated) {
+        if (rc == 0)
+            blksum_source_close(&src);
+        end_by_signal(terminated);
+    }
     if (rc < 0)
         fail("%s", msg[0] ? msg : blksum_strerror(rc));
+    if (msg[0]) /* an info line of the open */
+        fprintf(stderr, PROG ": %s\n", msg);
+    if (src.own_server)
+        warn_if_padded(name, &src);
     if (src.target)
         o.io = BLKSUM_IO_TARGET;
     /* The default hash threads (one per CPU) leave one CPU to a qemu-nbd of our own: it does 40-70 % of
@@ -244,12 +293,8 @@ int main(int argc, char *argv[])
             fputc('\n', stderr);
     }
     blksum_source_close(&src);
-    if (terminated) {
-        if (terminated != SIGINT)
-            fprintf(stderr, PROG ": terminated by signal %d\n", (int)terminated);
-        signal(terminated, SIG_DFL);
-        raise(terminated);
-    }
+    if (terminated)
+        end_by_signal(terminated);
     if (rc < 0)
         fail("%s: %s", name, blksum_strerror(rc));
     char hex[2 * BLKSUM_MAX_MD_SIZE + 1];

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
+import signal
+import stat
 import sys
 
 from . import UsageError
+
+log = logging.getLogger(__name__)
 
 COMMAND = "blksum"
 HELP = "blkhash-compatible parallel checksum of a disk image, block device or pipe"
@@ -121,6 +126,42 @@ class _Progress:
             sys.stderr.flush()
 
 
+#: qemu serves a raw file in whole sectors of this many bytes.
+QEMU_SECTOR = 512
+
+
+def _warn_if_padded(path: str) -> None:
+    """qemu-nbd serves a raw file padded with zeros to a multiple of 512 bytes, and mode nbd hashes that (as the
+    original blksum does): one warning saying so, as nvmelab-blksum gives."""
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            qcow2 = f.read(4) == b"QFI\xfb"
+    except OSError:
+        return  # the run names the problem
+    if stat.S_ISREG(st.st_mode) and st.st_size % QEMU_SECTOR and not qcow2:
+        log.warning(
+            "%s: its size, %d bytes, is not a multiple of %d: qemu-nbd serves it padded with zeros to %d bytes, "
+            "and that is what is hashed (as the original blksum does; --mode file hashes the file's own bytes)",
+            path,
+            st.st_size,
+            QEMU_SECTOR,
+            -(-st.st_size // QEMU_SECTOR) * QEMU_SECTOR,
+        )
+
+
+def _run_or_signal(fn, *args, **kwargs):
+    """fn(...), where a signal that cut its wait short (connecting to an NBD server ends with EINTR and a
+    ValueError or OSError) is what stopped the run, not the error it left: the signal's handler runs before
+    that error goes on (pthread_sigmask calls the pending handlers), so SIGTERM and Ctrl-C end the command
+    with one line and 128 + n (nvmelab.cli), as they do nvmelab-blksum."""
+    try:
+        return fn(*args, **kwargs)
+    except (OSError, ValueError):
+        signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        raise
+
+
 def run(args: argparse.Namespace) -> int:
     from ..engines import blksum
 
@@ -139,9 +180,12 @@ def run(args: argparse.Namespace) -> int:
         image = "-"
     if args.read_size < blksum.BLOCK_SIZE or args.read_size % blksum.BLOCK_SIZE:
         raise UsageError(f"--read-size must be a positive multiple of 64 KiB, got {args.read_size}")
+    if args.mode == "nbd" and "://" not in image:
+        _warn_if_padded(image)
     progress = _Progress() if args.progress else None
     try:  # an OSError names the image (its filename) in nvmelab.cli.main's one-line message
-        res = blksum.run(
+        res = _run_or_signal(
+            blksum.run,
             image,
             args.digest,
             threads=args.threads,

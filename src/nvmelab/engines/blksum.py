@@ -500,11 +500,13 @@ def _nbd_server(image: Path) -> str:
 
         atexit.register(_stop_servers)  # a sweep that ends without study_cleanup (Ctrl-C, an error)
     proc = subprocess.Popen(
-        [exe, "--read-only", "--persistent", "--shared=0", "--format=raw", "--cache=writeback", "-k", str(sock), key],
+        # the image as an absolute path after "--": its name is data, never an option or a protocol prefix
+        [exe, "--read-only", "--persistent", "--shared=0", "--format=raw", "--cache=writeback", "-k", str(sock)]
+        + ["--", os.path.abspath(key)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        preexec_fn=_die_with_parent,
+        preexec_fn=_die_with_parent(os.getpid()),
     )
     deadline = time.monotonic() + NBD_START_S
     while not sock.exists():
@@ -520,13 +522,21 @@ def _nbd_server(image: Path) -> str:
     return uri
 
 
-def _die_with_parent() -> None:
-    """In the qemu-nbd child before exec: SIGTERM when this process dies (even by SIGKILL)."""
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """For the qemu-nbd child before exec: SIGKILL when this process dies, whatever kills it (qemu reads
+    SIGTERM only in its main loop, which a hung open never reaches), and an exit at once when the parent
+    is already gone (it may die before the death signal is set)."""
     import ctypes
     import signal
 
     PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+    def child() -> None:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return child
 
 
 def _stop_servers() -> None:
