@@ -123,7 +123,7 @@ def test_run_sh_fuzzes_a_copy_and_passes_when_nothing_is_found(tmp_path):
     assert corpus_state() == before, "run.sh wrote into the committed seed corpus"
     for h in harnesses():
         name = corpus_name(h)
-        assert f"  {name}: cov: 7 ft: 9 number_of_executed_units: 42" in p.stdout, p.stdout
+        assert f"  {name}: cov: 7 ft: 9 number_of_executed_units=42" in p.stdout, p.stdout
         assert (tmp_path / "build" / "fuzz-work" / name / "corpus" / "new-unit").exists()
 
 

@@ -66,7 +66,7 @@ for h in "${harnesses[@]}"; do
     "${cmd[@]}" "${OPTS[@]}" -artifact_prefix="$dir/" "$dir/corpus" >"$dir/log" 2>&1
     rc=$?
     stats=$(grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$dir/log" |
-        sed 's/^stat:://' | tr '\n' ' ')
+        sed -E 's/^stat:://; s/:[[:space:]]+/=/' | tr '\n' ' ')
     cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$dir/log" | tail -n1)
     artifacts=("$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* "$dir"/oom-*)
     if [ $rc -ne 0 ] || [ ${#artifacts[@]} -gt 0 ]; then
