@@ -29,8 +29,7 @@ def corpus_name(h: Path) -> str:
 
 def test_the_four_targets_of_the_issue_have_harnesses():
     names = {corpus_name(h) for h in harnesses()}
-    assert {"qcow2", "uri", "records"} <= names, names
-    # the NBD reply parser's harness (fuzz_nbd_reply.c) joins with its corpus; until then it is not required
+    assert {"qcow2", "uri", "records", "nbd_reply"} <= names, names
 
 
 @pytest.mark.parametrize("h", harnesses(), ids=lambda h: h.name)
