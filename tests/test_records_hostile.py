@@ -243,6 +243,37 @@ def test_trailing_nul_bytes_are_moved_aside_not_every_append_failing(tmp_path, c
     assert [r["run_key"] for r in records.load_records(q)] == ["x"]
 
 
+@pytest.mark.parametrize(
+    "tail",
+    [b"\xef\xbb\xbf{}", b"{\x00}\x00"],
+    ids=["utf8-bom", "utf16"],
+)
+def test_a_last_line_json_reads_only_by_guessing_its_encoding_is_not_finished_as_a_record(tmp_path, tail):
+    """json.loads(bytes) guesses UTF-16 and skips a BOM (fuzz_records found both): such a last line
+    must not get a newline as a 'whole record', which left every later read of the file failing."""
+    p = tmp_path / "runs.jsonl"
+    records.append_records(p, [_rec("a")])
+    with open(p, "ab") as f:
+        f.write(tail)
+    try:
+        records.append_records(p, [_rec("b")])
+    except records.RecordError:
+        pass  # refusing is allowed; losing the readable records is not
+    keys = [r["run_key"] for r in records.load_records(p)]
+    assert keys[0] == "a" and set(keys) <= {"a", "b"}
+
+
+def test_json_nested_too_deeply_is_a_record_error_not_a_recursion_error(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    p.write_bytes(b"[" * 5000 + b"\n")
+    with pytest.raises(records.RecordError, match="nested too deeply"):
+        list(records.iter_records(p))
+    q = tmp_path / "tail.jsonl"
+    q.write_bytes(b"[" * 5000)
+    with pytest.raises(records.RecordError, match="not JSON"):  # not a record: refused, no RecursionError
+        records.append_records(q, [_rec("b")])
+
+
 SPEC = """
 study = "t_hostile"
 engine = "cpu"

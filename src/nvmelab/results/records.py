@@ -295,9 +295,9 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
     keep, tail = _tail_state(fd, size)
     if not tail:
         return size
-    try:
-        whole = isinstance(json.loads(tail), dict)
-    except (ValueError, UnicodeDecodeError):
+    try:  # decoded first: json.loads(bytes) would guess UTF-16 or skip a BOM, which no reader here accepts
+        whole = isinstance(json.loads(tail.decode("utf-8")), dict)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         whole = False
     if whole:
         os.write(fd, b"\n")
@@ -357,7 +357,7 @@ def _whole_objects(tail: bytes) -> int:
     while pos < len(text):
         try:
             obj, pos = dec.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             break
         if not isinstance(obj, dict):
             break
@@ -571,6 +571,8 @@ def iter_records(path: str | os.PathLike, *, check: bool = False) -> Iterator[di
                 continue
             try:
                 rec = json.loads(line)
+            except RecursionError:
+                raise RecordError(f"{path}:{lineno}: JSON nested too deeply to be a record") from None
             except json.JSONDecodeError as exc:
                 if not line.endswith("\n"):
                     log.warning("%s:%d: ignoring an unfinished last line (%d bytes)", path, lineno, len(raw))
