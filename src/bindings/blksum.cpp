@@ -216,6 +216,10 @@ void bind_blksum(py::module_ &m)
                     blksum_raise(rc, name);
                 throw py::value_error(std::string(msg[0] ? msg : blksum_strerror(rc)));
             }
+            if (msg[0]) /* why the image is read another way than its name suggests (image.h), as the CLI says */
+                py::module_::import("logging")
+                    .attr("getLogger")("nvmelab.engines.blksum")
+                    .attr("info")("%s", std::string(msg));
             if (src.target)
                 o.io = BLKSUM_IO_TARGET;
             return run_and_close(src, o, name, progress, [&](py::dict &d) { d["source"] = std::string(src.kind); });

@@ -108,8 +108,10 @@ static int standin_setup(struct nvme_target *t, const struct gpuq_standin_cfg *c
         rc = nvme_gpuq_lut(s->buf, s->buf_lut, buf_pages);
     if (!rc)
         rc = nvme_dma_alloc(t, (size_t)c->qdepth * page, &s->lists);
-    if (!rc)
+    if (!rc) {
+        nvme_dma_mark_internal(s->lists); /* the PRP-list pages: no raw command may point into them */
         rc = nvme_gpuq_lut(s->lists, s->list_lut, c->qdepth);
+    }
     if (rc)
         return snprintf(err, errlen, "DMA buffers (%zu + %zu bytes): %s", buf_pages * page, (size_t)c->qdepth * page,
                         strerror(-rc)),
