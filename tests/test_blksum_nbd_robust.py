@@ -74,8 +74,15 @@ def default_sigint() -> None:
 
 
 def start(argv: list[str], **kw) -> subprocess.Popen:
+    """argv in a session of its own (a hung run's whole group can be killed, its pipes then close)."""
     return subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint, **kw
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+        start_new_session=True,
+        **kw,
     )
 
 
@@ -83,7 +90,7 @@ def wait_for(cond, what: str, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + SETTLE_S
     while not cond():
         if proc is not None and proc.poll() is not None:
-            pytest.fail(f"{what}: the run ended first (status {proc.returncode}): {proc.stderr.read()!r}")
+            pytest.fail(f"{what}: the run ended first (status {proc.returncode}): {proc.communicate()[1]!r}")
         assert time.monotonic() < deadline, f"{what}: not within {SETTLE_S} s"
         time.sleep(0.01)
 
@@ -94,8 +101,8 @@ def assert_ends_by(proc: subprocess.Popen, sig: int, prog: str) -> None:
     try:
         out, err = proc.communicate(timeout=WAIT_S)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+        os.killpg(proc.pid, signal.SIGKILL)  # a server it started holds its pipes too
+        out, err = proc.communicate(timeout=WAIT_S)
         pytest.fail(f"{prog} did not end within {WAIT_S} s of {signal.Signals(sig).name}: {err!r}")
     assert proc.returncode == 128 + sig, (proc.returncode, err)
     assert out == ""
@@ -136,7 +143,10 @@ def assert_no_server_left(path: Path) -> None:
     deadline = time.monotonic() + SETTLE_S
     while servers_of(path) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not servers_of(path), f"a qemu-nbd of ours outlived blksum: {servers_of(path)}"
+    left = servers_of(path)
+    for pid in left:  # not left to the tests that follow
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"a qemu-nbd of ours outlived blksum: {left}"
 
 
 def raw_image(path: Path, mib: int = 16) -> Path:
