@@ -191,8 +191,11 @@ def test_a_sweep_refused_by_a_foreign_lock_names_its_holder(tmp_path, holder):
 
 APPEND_WAITING = textwrap.dedent(
     """
-    import json, logging, sys
+    import json, logging, signal, sys
     from nvmelab.results import records
+    # Ctrl-C as at a terminal: a run started in the background inherits SIGINT ignored, and Python
+    # then installs no KeyboardInterrupt handler of its own
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     records.LOCK_NOTICE_S = 0.0
     records.append_records(sys.argv[1], [json.loads(sys.argv[2])])
