@@ -25,7 +25,8 @@ trap stop_hog EXIT
 trap 'stop_hog; trap - INT; kill -INT $$' INT
 trap 'stop_hog; trap - TERM; kill -TERM $$' TERM
 
-if [ "${HOG_TOOL:-}" != bash ] && command -v stress-ng >/dev/null 2>&1; then
+stress=$(command -v stress-ng 2>/dev/null || true)
+if [ "${HOG_TOOL:-}" != bash ] && [ -n "$stress" ] && [ -x "$stress" ]; then # bash's command -v also names a non-executable file
     what="stress-ng --cpu $cpus"
     setsid stress-ng --cpu "$cpus" --timeout "${max_s}s" --quiet &
 else
@@ -35,6 +36,12 @@ else
         hog "$cpus" "$max_s" &
 fi
 hog=$!
+sleep 1 # a hog that cannot start (a tool that fails) must not leave CMD to run on an idle machine
+if ! kill -0 "$hog" 2>/dev/null; then
+    hog=
+    echo "with-cpu-hog: the hog ($what) ended at once; not running: $*" >&2
+    exit 1
+fi
 echo "with-cpu-hog: $what beside: $*" >&2
 status=0
 "$@" || status=$?
