@@ -116,7 +116,7 @@ test-qemu: check-qemu build
 # the tests that `make test` skips for want of them, here made to fail instead
 test-nbd: check-nbd build
 	NVMELAB_NO_SKIP=nbd $(PY) -m pytest -q -p no:cacheprovider -rs tests/test_blksum_native.py \
-	  tests/test_blksum_qcow2_crafted.py
+	  tests/test_blksum_qcow2_crafted.py tests/test_blksum_nbd_robust.py
 
 # GPU tests (a CUDA GPU host; see README): skipped with a reason in `make test` elsewhere
 test-gpu: check-gpu build
