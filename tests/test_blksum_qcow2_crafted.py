@@ -22,18 +22,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_blksum_native import EXE, make_qcow2  # the native command, and the qcow2 fixtures' writer
 
 from nvmelab.engines import blksum
 
-VECTORS = Path(__file__).resolve().parent / "vectors"
-sys.path.insert(0, str(VECTORS))
-import make_qcow2  # noqa: E402
-
-EXE = None
-try:
-    EXE = blksum.native_command()
-except Exception:  # the extension is missing: every test skips below
-    pass
 pytestmark = pytest.mark.skipif(EXE is None, reason="nvmelab-blksum not built (make build)")
 
 HAVE_NBD, NBD_WHY = blksum.have_nbd() if EXE else (False, "the extension is missing")

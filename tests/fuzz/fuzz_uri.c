@@ -30,14 +30,10 @@ static void fail(const char *what, const char *s)
     abort();
 }
 
+/* uri.h's key grammar read independently of uri.c: one or more of [a-z0-9_] */
 static bool key_ok(const char *k)
 {
-    if (!*k)
-        return false;
-    for (; *k; k++)
-        if (!(islower((unsigned char)*k) || isdigit((unsigned char)*k) || *k == '_'))
-            return false;
-    return true;
+    return *k && strspn(k, "abcdefghijklmnopqrstuvwxyz0123456789_") == strlen(k);
 }
 
 /* uri.h's unsigned integer: decimal digits, or 0x/0X and hex digits; the value, or false (not one, or it
