@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -198,3 +199,21 @@ def test_records_that_are_not_utf8_name_the_file_and_line(tmp_path):
     p.write_bytes(records.dumps(GOOD).encode() + b'\n{"study": "\xff"}\n')
     with pytest.raises(records.RecordError, match=r"runs.jsonl:2: not UTF-8 text \(byte 12"):
         records.load_records(p)
+
+
+def test_no_committed_record_comes_from_an_uncommitted_tree():
+    """Every record under data/results names a commit of a clean tree: a `+dirty` git_commit means the
+    code that made it is nowhere in the history (issue 34, item 6). The failure names each file."""
+    root = Path(__file__).resolve().parents[1] / "data" / "results"
+    dirty = {}
+    for path in sorted(root.rglob("*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                commit = str((json.loads(line).get("provenance") or {}).get("git_commit") or "")
+                if commit.endswith("+dirty"):
+                    dirty.setdefault(str(path.relative_to(root.parents[1])), []).append(n)
+    assert not dirty, "records from an uncommitted tree (+dirty), file: lines: " + "; ".join(
+        f"{p}: {v[:5]}{' ...' if len(v) > 5 else ''}" for p, v in dirty.items()
+    )
