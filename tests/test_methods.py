@@ -54,3 +54,21 @@ def test_seed_rows_name_a_section_and_numbers_of_their_seed(row: dict) -> None:
     if "{" in row["published"]:
         for n in re.findall(r"\d[\d,]*", row["published"].split(";")[0]):
             assert n in text, f"{row['item']}: {n} is not in the seed's text"
+
+
+@pytest.mark.parametrize(
+    "study, fields",
+    [
+        ("pcie_saturation", ("1010", "1002", "1005", "237/238", "100/101/112/202")),
+        ("cuda_qdepth", ("1002", "1003", "1005", "100 ", "101/112/202/237/238")),
+        ("cuda_iosize", ("1010", "1002", "1003", "1005", "100 ", "101/112/202/237/238")),
+    ],
+)
+def test_gpu_metric_rows_are_complete_against_the_published_pages(study: str, fields: tuple[str, ...]) -> None:
+    """The GPU-side metrics of the published pages (xnvme/aisio @ 02b6c63 and later: DCGM SM activity,
+    occupancy, DRAM activity, clocks and validity guards) each have a row; none is dropped."""
+    metrics = " | ".join(f"{r['published']} " for r in ROWS if r["study"] == study and r["aspect"] == "metric")
+    for field in fields:
+        assert f"field {field}" in metrics or f"fields {field}" in metrics or f"/{field}" in metrics, (
+            f"{study}: no metric row names DCGM field(s) {field}"
+        )

@@ -123,3 +123,20 @@ def test_data_root_names_a_bad_nvmelab_data(monkeypatch, tmp_path):
         reference.data_root()
     (tmp_path / "reference").mkdir()
     assert reference.data_root() == tmp_path and not reference.installed_data()
+
+
+def test_polling_cost_rows_quote_their_value():
+    """data/reference/aisio-polling-cost.csv: every number stands in its own quote, with its source and section."""
+    df = reference.polling_cost()
+    assert set(df["experiment"]) == {"cuda-qdepth", "cuda-iosize"}
+    raw = pd.read_csv(reference.reference_dir() / reference.POLLING_COST_FILE, dtype=str, keep_default_na=False)
+    for r in raw.itertuples():
+        assert r.value in r.quote, f"{r.quantity}: {r.value} is not in its quote {r.quote!r}"
+        assert r.source.startswith("xnvme/aisio @ ") and r.source.endswith(".md"), r.source
+        assert r.section and r.unit
+    # one row per quantity and configuration
+    assert not raw.duplicated(["experiment", "quantity", "nqueues", "qdepth", "iosize"]).any()
+    sm = reference.polling_cost("cuda-qdepth").query("quantity == 'sm_active_depth_mean'")
+    assert list(sm["nqueues"]) == sorted(sm["nqueues"]) and sm["value"].is_monotonic_increasing
+    with pytest.raises(KeyError, match="no rows"):
+        reference.polling_cost("nope")

@@ -479,3 +479,24 @@ def cuda_parameters(study: str) -> dict[str, list[int]]:
         raise ValueError(f"cuda_parameters: unknown study {study!r}; known: {', '.join(CUDA_SEEDS)}")
     t = _read_seed_csv(seeds_dir() / f"seed{CUDA_SEEDS[study]}_parameters.csv")
     return {var: [int(v) for v in g["value"]] for var, g in t.groupby("variable", sort=False)}
+
+
+#: What the published device-initiated pages state about the GPU cost of their polling kernel (a revision
+#: of xnvme/aisio later than 02b6c63; data/reference/README.md, "What polling costs the GPU").
+POLLING_COST_FILE = "aisio-polling-cost.csv"
+
+
+def polling_cost(experiment: str | None = None) -> pd.DataFrame:
+    """Every number the published pages state about what the polling kernel costs the GPU (DCGM SM
+    activity, warp-slot occupancy, DRAM activity, clocks), one row per number with ``quote`` (the text it
+    stands in), ``section`` and ``source``; ``value`` as a float, ``nqueues``/``qdepth``/``iosize`` as
+    nullable ints. `experiment` ("cuda-qdepth", "cuda-iosize") selects one page."""
+    df = pd.read_csv(reference_dir() / POLLING_COST_FILE, dtype=str, keep_default_na=False)
+    df["value"] = df["value"].astype(float)
+    for col in ("nqueues", "qdepth", "iosize"):
+        df[col] = pd.array([int(v) if v else None for v in df[col]], dtype="Int64")
+    if experiment is not None:
+        if experiment not in set(df["experiment"]):
+            raise KeyError(f"polling_cost: no rows for {experiment!r}; known: {', '.join(sorted(set(df.experiment)))}")
+        df = df[df["experiment"] == experiment].reset_index(drop=True)
+    return df
