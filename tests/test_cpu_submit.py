@@ -247,3 +247,72 @@ def test_polling_share():
     share = cpu_submit.polling_share(df)
     assert share.iloc[0] == 1.0 and share.iloc[1] == 0.9 and math.isnan(share.iloc[2])
     assert 0 < cpu_submit.BUSY_POLL_MIN_SHARE <= 1
+
+
+def _sweep(x: str, rows: dict) -> pd.DataFrame:
+    return pd.DataFrame([{x: k, "iops_mean": v[0], "mibs_mean": v[1]} for k, v in rows.items()])
+
+
+PROFILE = {"LAT_NS": 10_000.0, "QUEUE_IOPS": 4e6, "DEV_IOPS": 4e6, "DEV_BW": 16e9, "P2P_LINK_BW": 45e9}
+SEED = {"peak_qdepth": 128.0, "bandwidth_512": 30.0, "bandwidth_4096": 215.0}
+
+
+def _verdicts(agg: dict, **kw) -> pd.DataFrame:
+    args = dict(roof=1e6, scale=64.0, ndevs=16, ncpus=2, profile=PROFILE, seed=SEED, pub_threads=2, pub_roof=64e6)
+    return cpu_submit.emulated_sweep_verdicts(agg, **{**args, **kw}).set_index("sweep")
+
+
+def test_emulated_sweeps_get_their_status_from_the_records_and_the_profile():
+    cap, bw = 4e6 * 16 / 64, 16e9 * 16 / 64 / 2**20
+    agg = {
+        "qdepth": _sweep("qdepth", {8: (3e5, 0), 16: (6e5, 0), 32: (9.6e5, 0), 128: (9.6e5, 0)}),
+        "ncpus": _sweep("ncpus", {1: (9.55e5, 0), 2: (9.6e5, 0)}),
+        "iosize": _sweep("iosize", {512: (cap, cap * 512 / 2**20), 4096: (bw * 2**20 / 4096, bw)}),
+        "ndevs": _sweep("ndevs", {n: (n * 4e6 / 64, 0) for n in (1, 2, 4, 8, 16)}),
+    }
+    v = _verdicts(agg)
+    assert v.loc["qdepth", "ours"] == 32 and v.loc["qdepth", "published"] == 128
+    assert v.loc["qdepth", "status"] == cpu_submit.DISAGREES
+    # Little's law on the profile's turnaround (scaled): the depth each of the 2 queues per device needs
+    assert math.isclose(v.loc["qdepth", "input"], 1e6 / 32 * 10e-6 * 64)
+    assert v.loc["ncpus", "ours"] == 1 and v.loc["ncpus", "status"] == cpu_submit.DISAGREES
+    assert "set by the scale" in v.loc["ncpus", "why"]
+    assert v.loc["iosize", "status"] == cpu_submit.RESTATES
+    assert math.isclose(v.loc["iosize", "ours"], v.loc["iosize", "input"])
+    assert math.isclose(v.loc["iosize", "published"], 215 / 30)
+    assert v.loc["ndevs", "status"] == cpu_submit.RESTATES and v.loc["ndevs", "ours"] < 1e-12
+    # the same words from other data: a sweep that lands where the published one does, and one that bends
+    agg["qdepth"] = _sweep("qdepth", {64: (5e5, 0), 128: (9.6e5, 0)})
+    agg["ncpus"] = _sweep("ncpus", {1: (5e5, 0), 2: (9.6e5, 0)})
+    agg["iosize"].loc[1, "mibs_mean"] *= 0.9
+    agg["ndevs"].loc[4, "iops_mean"] *= 0.8
+    v = _verdicts(agg)
+    assert (v["status"] == cpu_submit.EMULATED).all(), v
+    assert _verdicts({}).empty
+
+
+def test_effect_beside_its_control_and_spread():
+    rows = []
+    for thr_sib, stress, base, noise in ((0, 0, 100.0, 1.0), (0, 1, 96.0, 1.0), (1, 0, 95.0, 1.0)):
+        rows += [{"backend": "b", "thr_sib": thr_sib, "stress": stress, "iops": base + d} for d in (-noise, 0.0, noise)]
+    df = pd.DataFrame(rows)
+    ctl = ("thr_sib", 1, 0, {"stress": 0})
+    e = cpu_submit.effect_beside_control(df, "stress", 1, 0, fixed={"thr_sib": 0}, control=ctl).iloc[0]
+    assert math.isclose(e.change, -0.04) and math.isclose(e.control, -0.05)
+    assert math.isclose(e.spread, math.sqrt(2 / 3) / 95)
+    assert not e.resolved  # smaller than the identical-CPU control's change
+    df.loc[(df.stress == 1), "iops"] -= 20  # now -24 %: beyond the control and the spread
+    e = cpu_submit.effect_beside_control(df, "stress", 1, 0, fixed={"thr_sib": 0}, control=ctl).iloc[0]
+    assert e.resolved
+    no_ctl = cpu_submit.effect_beside_control(df[df.thr_sib == 0], "stress", 1, 0).iloc[0]
+    assert math.isnan(no_ctl.control) and no_ctl.resolved
+    assert cpu_submit.effect_beside_control(df, "turbo", 0, 1).empty
+
+
+def test_published_numbers_for_the_answer_table():
+    threads, roof = cpu_submit.published_threads_to_roofline("upcie")
+    assert threads == 2 and math.isclose(roof, reference.headline_value("cpu-initiated", "device_iops_cap") * 16)
+    gbps = cpu_submit.published_p2p_payload_gbps(4096)
+    pub = reference.published("pcie-bandwidth-saturation")
+    assert math.isclose(gbps, pub[pub.iosize == 4096]["gbps"].mean())
+    assert set(cpu_submit.profile_inputs()) >= {"LAT_NS", "DEV_IOPS", "DEV_BW"}

@@ -4,7 +4,12 @@
 Key names: HOST_VARIABLE_CHANGES (the one-factor comparisons), sweep_change_table (one sweep: means,
 IOPS per core, change against its baseline), one_factor_change, host_variable_comparison (ours beside
 seed 004's), host_control_table (what the host let the sweep vary, and why not), with_cpu_samples,
-freq_khz, sweep_rows, polling_share, BUSY_POLL_MIN_SHARE. Generic aggregation lives in analysis.py.
+freq_khz, sweep_rows, polling_share, BUSY_POLL_MIN_SHARE, effect_beside_control (a change stated beside
+its control and its run-to-run spread). Generic aggregation lives in analysis.py.
+
+The emulated sweeps of study cpu_initiated: emulated_sweep_verdicts (each sweep's status word, derived
+from the records and the profile's inputs, profile_inputs). Published numbers the book's answer table
+quotes: published_threads_to_roofline, published_p2p_payload_gbps.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .analysis import aggregate
+from .analysis import aggregate, roofline, saturation
+from .model import PROFILE_PATH
+from .reference import data_root, headline_value, published
 
 # --- the CPU side of CPU-initiated I/O (study cpu_submit; seed 004's host variables) ----------
 #: Seed 004's host-variable comparisons, as (name, sweep of study cpu_submit, variable, new value,
@@ -213,3 +220,189 @@ def polling_share(df: pd.DataFrame) -> pd.Series:
         else pd.Series(float("nan"), index=df.index)
     )
     return usage / (df["ncpus"].astype(float) * 100.0)
+
+
+# --- what the emulated sweeps of study cpu_initiated are (issue 34) ---------------------------
+#: The status words of the book's one vocabulary that the emulated sweeps can take.
+EMULATED = "emulated"
+DISAGREES = "emulated — disagrees"
+RESTATES = "emulated — restates an input"
+#: An emulated value restates an input when it is within this share of a profile input (x ndevs / scale).
+RESTATE_TOLERANCE = 0.02
+
+
+def profile_inputs() -> dict[str, float]:
+    """The pm1753 emulator profile's nominal inputs (data/results/model/pm1753-profile.csv): name -> value
+    (LAT_NS, QUEUE_IOPS, DEV_IOPS, DEV_BW, P2P_LINK_BW)."""
+    rows = pd.read_csv(data_root() / PROFILE_PATH)
+    return {str(n): float(v) for n, v in zip(rows["name"], rows["value"])}
+
+
+def _near(value: float, target: float, tol: float = RESTATE_TOLERANCE) -> bool:
+    return bool(target) and abs(value / target - 1) <= tol
+
+
+def emulated_sweep_verdicts(
+    agg: dict[str, pd.DataFrame],
+    *,
+    roof: float,
+    scale: float,
+    ndevs: int,
+    ncpus: int,
+    profile: dict[str, float],
+    seed: dict[str, float],
+    pub_threads: int | None,
+    pub_roof: float,
+) -> pd.DataFrame:
+    """One row per emulated one-factor sweep of study cpu_initiated (`agg`: sweep name -> aggregate
+    with ``iops_mean``/``mibs_mean``): ``sweep``, ``quantity``, ``ours``, ``published``, ``status`` (a
+    word of the book's vocabulary, derived here) and ``why``, plus ``input`` (the profile-derived value
+    the emulated one is compared with, NaN where none). `roof`: the emulated roofline (IOPS) of the
+    centre point (`ndevs` devices, `ncpus` threads); `profile`: profile_inputs(); `seed`: seed 004's
+    ``peak_qdepth``, ``bandwidth_512`` and ``bandwidth_4096``; `pub_threads`: the fewest published
+    CPU threads that reach the roofline `pub_roof` (IOPS). Rules: queue depth and threads disagree when
+    the emulated saturation point differs from the published one; I/O size and devices restate an input
+    when every emulated value is within RESTATE_TOLERANCE of a profile input x devices / scale."""
+    rows = []
+    lat_s = profile["LAT_NS"] * 1e-9 * scale
+    if "qdepth" in agg and not agg["qdepth"].empty:
+        sat = _saturating(agg["qdepth"], "qdepth", roof)
+        need = roof / (ndevs * ncpus) * lat_s  # Little's law: the depth one queue needs at the profile's turnaround
+        ours = sat if sat is not None else float("nan")
+        status = EMULATED if ours == seed["peak_qdepth"] else DISAGREES
+        rows.append(
+            dict(
+                sweep="qdepth",
+                quantity="smallest queue depth reaching the saturation fraction",
+                ours=ours,
+                published=seed["peak_qdepth"],
+                input=need,
+                status=status,
+                why=(
+                    f"set by the profile's turnaround ({lat_s * 1e6:,.0f} µs at scale {scale:g}, fitted to the "
+                    f"device-initiated one-queue rounds): {ncpus} threads keep {ncpus} queues on each device, and "
+                    f"Little's law asks each for a depth of {need:.1f}"
+                ),
+            )
+        )
+    if "ncpus" in agg and not agg["ncpus"].empty:
+        sat = _saturating(agg["ncpus"], "ncpus", roof)
+        rows.append(
+            dict(
+                sweep="ncpus",
+                quantity="fewest CPU threads reaching the saturation fraction",
+                ours=float("nan") if sat is None else sat,
+                published=pub_threads,
+                input=roof,
+                status=EMULATED if sat is not None and sat == pub_threads else DISAGREES,
+                why=(
+                    f"set by the scale: dividing the devices' rate by {scale:g} leaves one thread "
+                    f"{roof:,.0f} IOPS to issue for {ndevs} devices, where the published {ndevs} devices need "
+                    f"{pub_roof:,.0f}; the CPU's cost per command is not scaled"
+                ),
+            )
+        )
+    if "iosize" in agg and {512, 4096} <= set(agg["iosize"]["iosize"]):
+        bw = agg["iosize"].set_index("iosize")["mibs_mean"]
+        bw_in = profile["DEV_BW"] * ndevs / scale / 2**20
+        iops_in = profile["DEV_IOPS"] * ndevs / scale * 512 / 2**20
+        restated = _near(float(bw[4096]), bw_in) and _near(float(bw[512]), iops_in)
+        rows.append(
+            dict(
+                sweep="iosize",
+                quantity="bandwidth at 4096 B over bandwidth at 512 B",
+                ours=float(bw[4096] / bw[512]),
+                published=seed["bandwidth_4096"] / seed["bandwidth_512"],
+                input=bw_in / iops_in,
+                status=RESTATES if restated else EMULATED,
+                why=(
+                    f"the two ends are the profile's device bandwidth ({bw_in:,.0f} MiB/s = DEV_BW x {ndevs} / "
+                    f"{scale:g}) and its command cap at 512 B ({iops_in:,.1f} MiB/s = DEV_IOPS x {ndevs} / {scale:g}), "
+                    "both fitted to this study's published points"
+                ),
+            )
+        )
+    if "ndevs" in agg and not agg["ndevs"].empty:
+        d = agg["ndevs"].sort_values("ndevs")
+        cap = profile["DEV_IOPS"] / scale
+        per_dev = d["iops_mean"].to_numpy(float) / d["ndevs"].to_numpy(float)
+        worst = float(np.max(np.abs(per_dev / cap - 1)))
+        rows.append(
+            dict(
+                sweep="ndevs",
+                quantity="largest departure of IOPS per device from the profile's cap",
+                ours=worst,
+                published=float("nan"),
+                input=cap,
+                status=RESTATES if worst <= RESTATE_TOLERANCE else EMULATED,
+                why=(
+                    f"each emulated device is its own copy of the cap ({cap:,.0f} IOPS = DEV_IOPS / {scale:g}), "
+                    "so n devices give n caps by construction"
+                ),
+            )
+        )
+    return pd.DataFrame(rows, columns=["sweep", "quantity", "ours", "published", "input", "status", "why"])
+
+
+def _saturating(agg: pd.DataFrame, x: str, roof: float) -> Any:
+    """The smallest `x` whose ``iops_mean`` reaches the saturation fraction of `roof` (None if none)."""
+    return saturation(agg, x, roof).saturating_x[0]
+
+
+def effect_beside_control(
+    df: pd.DataFrame,
+    var: str,
+    new: Any,
+    old: Any,
+    *,
+    fixed: dict[str, Any] | None = None,
+    control: tuple[str, Any, Any, dict[str, Any]] | None = None,
+    by: Sequence[str] = ("backend",),
+) -> pd.DataFrame:
+    """A one-factor change stated beside its control and its run-to-run spread, per `by` group:
+    ``change`` (`var` from `old` to `new`, `fixed` held), ``control`` (the change of the `control`
+    comparison, ``(var, new, old, fixed)``, e.g. thread siblings on a host without them, where both
+    sides ran on the same CPUs; NaN without one), ``spread`` (the largest population standard deviation
+    over the mean among the configurations compared) and ``resolved``: the change is larger than the
+    control's change and than twice the spread. Only groups with both sides of the change appear."""
+    cols = list(by) + ["change", "control", "spread", "resolved"]
+    got = one_factor_change(df, var, new, old, fixed=fixed, by=by)
+    if got.empty:
+        return pd.DataFrame(columns=cols)
+    ctl = one_factor_change(df, control[0], control[1], control[2], fixed=control[3], by=by) if control else None
+    keys = sorted({k for k in [var] + list(fixed or {}) + ([control[0], *control[3]] if control else []) if k in df})
+    g = df.groupby(list(by) + keys)["iops"]
+    rel = (g.std(ddof=0) / g.mean()).groupby(level=list(range(len(by)))).max()
+    rows = []
+    for r in got.itertuples(index=False):
+        key = tuple(getattr(r, b) for b in by)
+        c = float("nan")
+        if ctl is not None:
+            hit = ctl[(ctl[list(by)] == pd.Series(key, index=list(by))).all(axis=1)]
+            c = float(hit["change"].iloc[0]) if len(hit) else float("nan")
+        s = float(rel.get(key if len(by) > 1 else key[0], float("nan")))
+        floor = max(abs(c) if c == c else 0.0, 2 * s if s == s else 0.0)
+        rows.append(
+            {**dict(zip(by, key)), "change": r.change, "control": c, "spread": s, "resolved": abs(r.change) > floor}
+        )
+    return pd.DataFrame(rows, columns=cols)
+
+
+# --- published numbers the answer table quotes ------------------------------------------------
+def published_threads_to_roofline(backend: str = "upcie") -> tuple[int | None, float]:
+    """The fewest CPU threads whose mean reaches the saturation fraction of the 16-device roofline in the
+    published records (data/reference/cpu-initiated-upcie.jsonl; xnvmeperf, QD 128, 512 B), for
+    `backend` (``upcie``: payload in host memory; ``upcie-cuda``: in GPU memory), and that roofline
+    (IOPS: the published device cap x 16)."""
+    pub = published("cpu-initiated-upcie")
+    roof = roofline(constant=headline_value("cpu-initiated", "device_iops_cap") * int(pub["ndevs"].iloc[0]))
+    sat = saturation(aggregate(pub, by=["backend", "ncpus"]), "ncpus", roof, by=["backend"]).set_index("backend")
+    x = sat.loc[backend, "saturating_x"]
+    return (None if x is None else int(x)), roof.value
+
+
+def published_p2p_payload_gbps(iosize: int = 4096) -> float:
+    """The published payload bandwidth (GB/s, mean of the repetitions) into GPU memory at `iosize` with
+    one CPU thread and 4 devices at QD 128 (data/reference/pcie-bandwidth-saturation.jsonl)."""
+    agg = aggregate(published("pcie-bandwidth-saturation"), by=["iosize"], metrics=["gbps"]).set_index("iosize")
+    return float(agg.loc[iosize, "gbps_mean"])
