@@ -43,6 +43,7 @@ extensions = [
     "myst_nb",
     "sphinxcontrib.bibtex",
     "nvmelab_book",
+    "nvmelab_answer",
 ]
 
 # --- the studies (book order), from the specs; read by _ext/nvmelab_book.py ---
@@ -74,6 +75,9 @@ exclude_patterns = [
 myst_enable_extensions = ["colon_fence", "deflist", "substitution", "attrs_inline"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # notebooks may start below an H1 after their label cell
+#: Smart quotes and ellipses, but no dash conversion: a command-line flag written --queue-depth in prose or a
+#: caption must not turn into an en dash ("–queue-depth").
+smartquotes_action = "qe"
 
 # --- notebook execution (MyST-NB + jupyter-cache) ---
 #: Presets whose records are smoke tests: the book refuses to build from them.

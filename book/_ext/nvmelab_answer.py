@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The ``{nvmelab-answer}`` directive: the book's side-by-side answer (nvmelab.results.answer).
+
+One table, one row per ceiling and initiator (threads, queues, drives, what the initiator costs, the
+status of the numbers, the caveat), then what the table cannot say yet. Every data file the table reads
+is linked from the page footer (nvmelab_book.note_data_file). Option ``:unknowns:`` (flag) adds the list
+of open points under the table.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from nvmelab_book import _table, note_data_file
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+WIDTHS = [3, 3, 2, 3, 1, 3, 3, 4]
+#: The device-initiated study whose records of ours join the table.
+GPU_STUDY = "cuda_qdepth"
+
+
+class AnswerDirective(SphinxDirective):
+    has_content = False
+    option_spec = {"unknowns": directives.flag}
+
+    def run(self) -> list[nodes.Node]:
+        from nvmelab.results import answer
+        from nvmelab.studies import load_gpu_results, load_spec
+
+        runs, preset, files = load_gpu_results(GPU_STUDY, os.environ.get("NVMELAB_PRESET", "standard"))
+        for f in answer.sources(files):
+            note_data_file(self.env, f)
+        rows = answer.rows(runs, load_spec(GPU_STUDY).target, preset)
+        out: list[nodes.Node] = [_table(answer.COLUMNS, [[r[c] for c in answer.COLUMNS] for r in rows], WIDTHS)]
+        if "unknowns" in self.options:
+            para = nodes.paragraph()
+            para += nodes.strong(text="Not known yet. ")
+            out.append(para)
+            items = nodes.bullet_list()
+            for text in answer.unknowns():
+                li = nodes.list_item()
+                li += nodes.paragraph(text=text)
+                items += li
+            out.append(items)
+        return out
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_directive("nvmelab-answer", AnswerDirective)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The book's answer to its title question, side by side: what each initiator needs to reach each ceiling.
+
+For each ceiling the seeds reach (the sixteen-drive roofline of 512-byte random reads; about 45 GB/s into
+GPU memory at 4 KiB and at 64 KiB), one row per initiator (CPU threads, GPU threads): the threads, queues
+and drives the fewest-resource published configuration used, what the initiator itself costs where a
+source states it, the status of the numbers (coverage.STATUSES vocabulary) and their caveats. Rows of our
+own measurements follow, each marked as ours. Every number is computed here from files under
+``data/reference/`` and ``data/results/``; none is typed.
+
+Key functions:
+    rows()      the table: one dict per row (ceiling, initiator, resources, cost, status, source, caveat)
+    unknowns()  what the table cannot say yet, one sentence each
+    sources()   the data files the table reads (for the page footer)
+
+Caveat: the CPU and GPU rows of one ceiling come from different experiments of the published evaluation
+(different drive counts at 4 KiB; no CPU-initiated run at 64 KiB); the caveat column says so per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+
+from . import analysis, reference
+
+#: The three ceilings, as the first column shows them.
+CEILING_IOPS = "16-drive roofline of 512 B random reads"
+CEILING_4K = "≈45 GB/s into GPU memory, 4 KiB reads"
+CEILING_64K = "≈45 GB/s into GPU memory, 64 KiB reads"
+#: Status words (the vocabulary of nvmelab.results.coverage).
+RECORDS = "published — per-run records at a commit"
+SEED_TEXT = "published — text of a seed"
+REVISION_TEXT = "published — text of a later revision"
+OURS = "measured here"
+POLLING_COST_FILE = "aisio-polling-cost.csv"
+COLUMNS = ["ceiling", "initiator", "threads", "queues", "drives", "initiator cost", "status", "caveat"]
+
+
+def _n(x: float) -> str:
+    return f"{int(round(x)):,}"
+
+
+@cache
+def _cpu_iops_row() -> dict[str, str]:
+    pub = reference.published("cpu-initiated-upcie")
+    pub = pub[pub["backend"] == "upcie"]
+    roof = analysis.roofline(constant=reference.headline_value("cpu-initiated", "roofline_iops"))
+    sat = analysis.saturation(analysis.aggregate(pub, by=["ncpus"]), "ncpus", roof)
+    n = int(sat.saturating_x[0])
+    at = pub[pub["ncpus"] == n]
+    ndevs, qd = int(at["ndevs"].iloc[0]), int(at["qdepth"].iloc[0])
+    busy = reference.seed004_value("busy_poll_cpu_utilisation_per_logical_cpu")
+    return {
+        "ceiling": CEILING_IOPS,
+        "initiator": "CPU (xnvmeperf + upcie, payload in host memory)",
+        "threads": f"{n} CPU threads",
+        "queues": f"{n * ndevs} (one per thread per drive), depth {qd}",
+        "drives": str(ndevs),
+        "initiator cost": f"each thread polls: about {busy:.0f} % of a logical CPU (seed 004)",
+        "status": RECORDS,
+        "caveat": (
+            f"fewest threads whose mean reaches {analysis.SATURATION_FRACTION:.0%} of the roofline in the "
+            f"published core sweep ({reference.PUBLISHED_SOURCE}); host memory, not GPU memory"
+        ),
+    }
+
+
+def polling_cost() -> pd.DataFrame:
+    """The published GPU polling-kernel costs (a later revision of the device-initiated pages), or an
+    empty frame when data/reference holds none."""
+    path = reference.reference_dir() / POLLING_COST_FILE
+    if not path.is_file():
+        return pd.DataFrame()
+    return pd.read_csv(path, dtype=str)
+
+
+def _gpu_cost(nqueues: int, qdepth: int) -> str:
+    pc = polling_cost()
+    if pc.empty:
+        return "not stated by the seeds"
+    parts = []
+    for quantity, text in (("sm_active", "of the SMs active"), ("occupancy", "of the warp slots")):
+        sel = pc[(pc["quantity"] == quantity) & (pc["nqueues"] == str(nqueues))]
+        exact = sel[sel["qdepth"] == str(qdepth)]
+        sel = exact if not exact.empty else sel[sel["qdepth"].fillna("").isin(["", "all"])]
+        if not sel.empty:
+            parts.append(f"{float(sel['value'].iloc[0]):g} % {text}")
+    return ", ".join(parts) + " (DCGM)" if parts else "not stated"
+
+
+@cache
+def _gpu_iops_row() -> dict[str, str]:
+    mq = reference.cuda_min_qdepth("cuda_qdepth")
+    reached = mq[mq["reached"]]
+    best = reached[reached["total_cuda_threads"] == reached["total_cuda_threads"].min()]
+    ndevs = int(reference.cuda_parameters("cuda_qdepth")["Number of devices"][0])
+    configs = " or ".join(
+        f"{int(r.nqueues) * ndevs} ({int(r.nqueues)} per drive, depth {int(r.min_qdepth)})" for r in best.itertuples()
+    )
+    first = best.iloc[0]
+    cost = _gpu_cost(int(first["nqueues"]), int(first["min_qdepth"]))
+    return {
+        "ceiling": CEILING_IOPS,
+        "initiator": "GPU threads (xnvmeperf cuda-run + upcie-cuda)",
+        "threads": f"{_n(first['total_cuda_threads'])} CUDA threads",
+        "queues": configs,
+        "drives": str(ndevs),
+        "initiator cost": cost + (f", at {int(first['nqueues'])} queues per drive" if "%" in cost else ""),
+        "status": f"{SEED_TEXT} (threads); {REVISION_TEXT} (cost)" if "%" in cost else SEED_TEXT,
+        "caveat": "one queue per drive never reaches it (seed 000); the per-run records are not published",
+    }
+
+
+@cache
+def _pcie_cpu_row() -> dict[str, str]:
+    pub = reference.published("pcie-bandwidth-saturation")
+    at = pub[pub["iosize"] == 4096]
+    return {
+        "ceiling": CEILING_4K,
+        "initiator": "CPU (xnvmeperf + upcie-cuda, payload peer-to-peer into GPU memory)",
+        "threads": f"{int(at['ncpus'].iloc[0])} CPU thread",
+        "queues": f"{int(at['ncpus'].iloc[0]) * int(at['ndevs'].iloc[0])} (one per drive), depth {int(at['qdepth'].iloc[0])}",
+        "drives": str(int(at["ndevs"].iloc[0])),
+        "initiator cost": "one polling CPU thread",
+        "status": RECORDS,
+        "caveat": (
+            f"mean payload {at['gbps'].mean():.1f} GB/s over {len(at)} repetitions; four drives, not sixteen: "
+            "how the CPU side scales to the GPU rows' drive count is not measured"
+        ),
+    }
+
+
+def _gpu_iosize_row(iosize: int, ceiling: str) -> dict[str, str]:
+    mq = reference.cuda_min_qdepth("cuda_iosize")
+    row = mq[mq["iosize"] == iosize].iloc[0]
+    ndevs = int(reference.cuda_parameters("cuda_iosize")["Number of devices"][0])
+    return {
+        "ceiling": ceiling,
+        "initiator": "GPU threads (xnvmeperf cuda-run + upcie-cuda)",
+        "threads": f"{_n(row['total_cuda_threads'])} CUDA threads",
+        "queues": f"{ndevs} (one per drive), depth {int(row['min_qdepth'])}",
+        "drives": str(ndevs),
+        "initiator cost": "not stated (the later revision shows a figure of SM activity, no numbers)",
+        "status": SEED_TEXT,
+        "caveat": "sixteen drives; the per-run records are not published",
+    }
+
+
+def _pcie_max_iosize() -> int:
+    return int(reference.published("pcie-bandwidth-saturation")["iosize"].max())
+
+
+def _cpu_64k_row() -> dict[str, str]:
+    return {
+        "ceiling": CEILING_64K,
+        "initiator": "CPU",
+        "threads": "unknown",
+        "queues": "unknown",
+        "drives": "–",
+        "initiator cost": "unknown",
+        "status": "not testable here (no published CPU-initiated run at 64 KiB; no drives or GPU here)",
+        "caveat": f"the published CPU-initiated runs into GPU memory stop at {_pcie_max_iosize():,} B",
+    }
+
+
+def _ours_gpu_row(df: pd.DataFrame, target: str, preset: str) -> dict[str, str] | None:
+    from . import model
+    from . import model_validation as mv
+
+    if df.empty:
+        return None
+    per_target = analysis.aggregate_per_target(df, by=["nqueues", "qdepth"])
+    main, _ = analysis.main_target(per_target, target)
+    if main is None:
+        return None
+    ndevs = int(main.first["ndevs"])
+    roof = ndevs * model.fit(mv.published_points()).dev_iops
+    agg = main.agg.assign(threads=main.agg["nqueues"] * main.agg["qdepth"] * ndevs)
+    reached = agg[agg["iops_mean"] >= analysis.SATURATION_FRACTION * roof]
+    gpu = str(main.first.get("results_host") or "a lent GPU")
+    flagged = int(main.agg["flagged"].sum()) if "flagged" in main.agg else 0
+    if reached.empty:
+        threads, queues = "none of the points swept reached it", "–"
+    else:
+        best = reached.sort_values(["threads", "nqueues"]).iloc[0]
+        threads = f"{_n(best['threads'])} CUDA threads"
+        queues = f"{int(best['nqueues']) * ndevs} ({int(best['nqueues'])} per drive at depth {int(best['qdepth'])})"
+    return {
+        "ceiling": CEILING_IOPS,
+        "initiator": "GPU threads, ours (nvmelab cuda-run on gpu-emu://, profile pm1753)",
+        "threads": threads,
+        "queues": queues,
+        "drives": f"{ndevs} emulated, resident on the same GPU",
+        "initiator cost": "see the device-initiated chapters (co-running kernel)",
+        "status": f"{OURS} (emulated device; records {gpu}, preset {preset})",
+        "caveat": "our engine against a GPU-resident emulator whose rates are the fitted published caps: "
+        f"it tests the software path, not a drive; the emulator limited {flagged} of {len(main.agg)} points",
+    }
+
+
+def rows(gpu_runs: pd.DataFrame | None = None, gpu_target: str = "", gpu_preset: str = "") -> list[dict[str, str]]:
+    """The answer table, published rows first, then ours: `gpu_runs` are our records of the device-initiated
+    queue-depth study (studies.load_gpu_results), `gpu_target` that study's own target, `gpu_preset` their preset."""
+    out = [
+        _cpu_iops_row(),
+        _gpu_iops_row(),
+        _pcie_cpu_row(),
+        _gpu_iosize_row(4096, CEILING_4K),
+        _cpu_64k_row(),
+        _gpu_iosize_row(65536, CEILING_64K),
+    ]
+    ours = None if gpu_runs is None or gpu_runs.empty else _ours_gpu_row(gpu_runs, gpu_target, gpu_preset)
+    return out + ([ours] if ours else [])
+
+
+def unknowns() -> list[str]:
+    """What the table cannot say yet."""
+    return [
+        "What the GPU threads cost at 4 KiB and 64 KiB, and what they cost a co-running application on real "
+        "drives: the published text gives SM activity and warp-slot occupancy at 512 B only.",
+        "Both initiators on the same drive count: the 4 KiB rows use four drives (CPU) and sixteen (GPU).",
+        "The CPU initiator at 64 KiB, and the CPU cost per I/O of each stack measured side by side on one device.",
+        "Any of it on drives here: this book's hosts have no NVMe drive, and a GPU only on a short lease.",
+    ]
+
+
+def sources(gpu_files: Sequence[Path] = ()) -> list[Path]:
+    """The data files rows() reads (`gpu_files`: the files of the records passed as `gpu_runs`)."""
+    ref = reference.reference_dir()
+    files = [
+        ref / "headline.csv",
+        ref / reference.PUBLISHED_FILES["cpu-initiated-upcie"],
+        ref / reference.PUBLISHED_FILES["pcie-bandwidth-saturation"],
+        *reference.seed_files("000"),
+        *reference.seed_files("001"),
+        *reference.seed_files("004"),
+        ref / "model-calibration.csv",
+        *gpu_files,
+    ]
+    if (ref / POLLING_COST_FILE).is_file():
+        files.append(ref / POLLING_COST_FILE)
+    return sorted(set(files))
