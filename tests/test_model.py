@@ -195,12 +195,39 @@ def test_family_table_keeps_the_misses_and_the_baselines() -> None:
     df = _validated().copy()
     t = mv.family_table(df).set_index("family")
     assert "all studies" not in t.index and "calibration" not in t.index
-    for c in ("model", "loo", "roofline", "little"):
+    for c in ("model", "roofline", "little"):
         assert f"{c}_hits" in t.columns and f"{c}_max_abs_error" in t.columns
+    assert not any("loo" in c for c in t.columns)  # no leave-one-out: the model never fits a scored fact
     assert (t["model_max_abs_error"] > mv.EXPLAIN_ABOVE).any()  # the misses are in the table
     # a large miss names the mechanism the model lacks
-    miss = mv.informative(df)[mv.informative(df)["rel_error"].abs() > mv.EXPLAIN_ABOVE]
-    assert (miss["note"].str.len() > 40).all()
+    miss = mv.informative(df)[~mv.is_hit(mv.informative(df)["rel_error"])]
+    assert (miss["note"].str.len() > 40).all() and miss["note"].str.startswith("conjecture: ").all()
+
+
+def test_one_definition_of_a_hit() -> None:
+    """is_hit is |error| <= EXPLAIN_ABOVE for scalars and Series alike; "not reached" (inf) and NaN are misses."""
+    e = mv.EXPLAIN_ABOVE
+    assert mv.is_hit(e) and mv.is_hit(-e) and not mv.is_hit(e * 1.001)
+    assert not mv.is_hit(float("inf")) and not mv.is_hit(float("nan"))
+    s = pd.Series([0.0, e / 2, -2 * e, float("inf")], index=list("abcd"))
+    assert mv.is_hit(s).tolist() == [True, True, False, False] and list(mv.is_hit(s).index) == list("abcd")
+    assert mv.status(e / 2) == "model hit" and mv.status(2 * e) == "model miss"
+
+
+def test_fact_table_one_row_per_fact_and_headline_counts() -> None:
+    df = _validated().copy()
+    ft = mv.fact_table(df)
+    assert ft["fact"].is_unique and len(ft) == len(mv.fact_errors(df))
+    assert set(ft["status"]) <= {"model hit", "model miss"}
+    assert (ft.loc[ft["status"] == "model miss", "would_decide"].str.len() > 20).all()
+    assert (ft.loc[ft["status"] == "model hit", "conjecture"] == "").all()
+    h = mv.headline(df)
+    assert h["facts"] == len(ft) and h["model_hits"] == (ft["status"] == "model hit").sum()
+    assert h["model_hits"] - h["model_only"] == h["little_hits"] - h["little_only"]
+    fam = mv.family_table(df)
+    assert fam["model_hits"].sum() == h["model_hits"] and fam["little_hits"].sum() == h["little_hits"]
+    c = mv.conjectures()
+    assert len(c) == 1 + len(mv.MISSING_MECHANISMS) and (c["would_decide"].str.len() > 20).all()
 
 
 # -------------------------------------------------------------------------- validation.csv ---
@@ -218,7 +245,7 @@ def test_validation_csv_shape() -> None:
     assert set(df["role"]) == {"calibration", "held_out"}
     assert (df["model_version"] == model.MODEL_VERSION).all()
     assert df[df.role == "calibration"]["rel_error"].abs().max() < 1e-6
-    assert mv.informative(df)["loo"].notna().all()
+    assert "loo" not in df.columns
 
 
 def test_profile_names_the_points_that_fed_it() -> None:

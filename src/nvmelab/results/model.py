@@ -209,12 +209,9 @@ def fit_round_cost(p: Params, facts: pd.DataFrame) -> float:
     return float(np.sqrt(best.min() * best.max()))
 
 
-def fit(
-    points: pd.DataFrame, calib: pd.DataFrame | None = None, extra_round_cost: pd.DataFrame | None = None
-) -> Params:
+def fit(points: pd.DataFrame, calib: pd.DataFrame | None = None) -> Params:
     """The parameters, each from its named calibration points (see the module docstring).
-    `points`: the published points (nvmelab.results.model_validation.published_points());
-    `extra_round_cost`: further saturating-depth points the round cost may use (leave-one-out)."""
+    `points`: the published points (nvmelab.results.model_validation.published_points())."""
     calib = calibration_set() if calib is None else calib
     dev_iops = float(_one(points, calib, "dev_iops")["published"].iloc[0])
     plateau = _one(points, calib, "dev_bw").iloc[0]
@@ -229,10 +226,7 @@ def fit(
     link_ratio = float(lr["published"] * 1e9 / link_bw)
     lat, cmd, byte = fit_round(_one(points, calib, "round"), dev_iops, link_bw)
     p = Params(dev_iops, dev_bw, core, link_bw, link_ratio, lat, cmd, byte, 0.0)
-    rc = _one(points, calib, "round_cost")
-    if extra_round_cost is not None:
-        rc = pd.concat([rc, extra_round_cost], ignore_index=True)
-    return Params(**{**p.__dict__, "round_cost_s": fit_round_cost(p, rc)})
+    return Params(**{**p.__dict__, "round_cost_s": fit_round_cost(p, _one(points, calib, "round_cost"))})
 
 
 # ------------------------------------------------------------------------------ curves ---
