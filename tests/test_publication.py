@@ -26,10 +26,20 @@ from nvmelab.results import publication as pub
         (None, None, pub.MISSING),
         (True, None, "yes"),
         ("text", None, "text"),
+        # never scientific notation on a page: the digits of the format, with separators
+        (41869123.0, ",.3g", "41,900,000"),
+        (4.19e7, ".2e", "41,900,000"),
+        (1.5e-05, ".2g", "0.000015"),
     ],
 )
 def test_format_number(value, fmt, want) -> None:
     assert pub.format_number(value, fmt) == want
+
+
+def test_values_table_prints_no_exponent() -> None:
+    df = pub.values_table({"iops": 41869123.0, "share": 0.5, "runs": 12, "list": [1, 2]})
+    assert list(df["value"]) == ["41,900,000", "0.5", "12"]
+    assert pub.plain_number("-3.2E+3") == "-3,200" and pub.plain_number("1.5 GB/s") == "1.5 GB/s"
 
 
 def test_table_units_separators_and_marker() -> None:

@@ -40,10 +40,12 @@ What it adds (all configured from book/conf.py):
 * Banner and footer. A study notebook declares the data files it shows
   (``nvmelab.results.publication.declare_sources``, glued as ``nvmelab_sources``); the page
   opens with a banner naming those records (host, preset, dates, commit, from their
-  provenance) and the published sources. Without a declaration the banner lists the
+  provenance), the published sources and the other data files it read: ``declare_used()``
+  in a notebook's last code cell glues every data file the kernel opened (an audit hook in
+  ``publication`` notes each one, whichever loader read it), and the two lists are merged. Without a declaration the banner lists the
   study's records of the preset being built (and says so). Every page's footer names
   the commit and date the book was built from and links the data files the page uses
-  (declared sources, ``{published}`` and ``{nvmelab-environments}`` inputs); those files
+  (declared and read files, ``{published}`` and ``{nvmelab-environments}`` inputs); those files
   are copied into the site under ``_data/`` so the links work offline.
 """
 
@@ -81,16 +83,36 @@ def _study_doc(app: Sphinx, stem: str) -> str:
     return f"notebooks/{stem}"
 
 
+#: A toctree block of a MyST page: its body up to the closing fence.
+_TOCTREE_RE = re.compile(r"^(`{3,}|:{3,})\{toctree\}[^\n]*\n(.*?)^\1[ \t]*$", re.S | re.M)
+
+
+def _listed_elsewhere(text: str) -> set[str]:
+    """Documents that the page's toctrees already list (entries, with or without a "Title <doc>" form)."""
+    listed = set()
+    for m in _TOCTREE_RE.finditer(text):
+        for line in m.group(2).splitlines():
+            entry = line.strip()
+            if not entry or entry.startswith(":") or entry == STUDIES_TOKEN:
+                continue
+            inner = re.search(r"<([^<>]+)>$", entry)
+            listed.add((inner.group(1) if inner else entry).strip().removesuffix(".ipynb").removesuffix(".md"))
+    return listed
+
+
 def fill_study_toctree(app: Sphinx, docname: str, source: list[str]) -> None:
-    """source-read: replace the NVMELAB_STUDIES line with the study documents."""
+    """source-read: replace the NVMELAB_STUDIES line with the study documents that no other toctree
+    of the same page lists already (the reader's path names some studies; the rest follow here)."""
     text = source[0]
     if STUDIES_TOKEN not in text:
         return
+    listed = _listed_elsewhere(text)
     lines = []
     for line in text.splitlines(keepends=True):
         if line.strip() == STUDIES_TOKEN:
             indent = line[: len(line) - len(line.lstrip())]
-            lines.extend(f"{indent}{_study_doc(app, stem)}\n" for stem, _, _ in app.config.nvmelab_studies)
+            docs = [_study_doc(app, stem) for stem, _, _ in app.config.nvmelab_studies]
+            lines.extend(f"{indent}{doc}\n" for doc in docs if doc not in listed)
         else:
             lines.append(line)
     source[0] = "".join(lines)
@@ -284,6 +306,7 @@ class PublishedRole(SphinxRole):
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
         from nvmelab.results import reference
+        from nvmelab.results.publication import plain_number
 
         parts = self.text.split("|")
         if len(parts) < 2 or len(parts) > 4:
@@ -313,7 +336,7 @@ class PublishedRole(SphinxRole):
         text = str(value)
         if fmt:
             try:
-                text = format(float(value), fmt)
+                text = plain_number(format(float(value), fmt))
             except ValueError:
                 text = str(value)  # a range or bound such as "44-45" or ">512" stays as published
         unit = str(row.get("unit", "") or "")
@@ -381,6 +404,8 @@ class ResolveResults(SphinxPostTransform):
         from myst_nb.core.variables import format_plain_text
         from myst_nb.ext.glue.crossref import read_glue_cache
 
+        from nvmelab.results.publication import plain_number
+
         folder = self.env.mystnb_config.output_folder  # type: ignore[attr-defined]
         for node in list(self.document.findall(pending_result)):
             data = read_glue_cache(folder, node["refdoc"]).get(node["key"])
@@ -405,7 +430,7 @@ class ResolveResults(SphinxPostTransform):
                 text, cls = missing, "result-missing"
             else:
                 try:
-                    text, cls = format_plain_text(plain, node["fmt"]), "pasted-text"
+                    text, cls = plain_number(format_plain_text(plain, node["fmt"])), "pasted-text"
                 except (TypeError, ValueError) as exc:
                     logger.error(
                         "result: %s::%s: cannot format %r with %r: %s",
@@ -557,23 +582,32 @@ def _merge_data(app: Sphinx, env: Any, docnames: set[str], other: Any) -> None:
 
 
 def _glued_sources(app: Sphinx, docname: str) -> dict[str, list[str]] | None:
-    """The notebook's declare_sources() glue, or None when it declared nothing."""
+    """What the notebook glued about its data files: ``declare_sources`` (records and published it
+    shows) merged with ``declare_used`` (every data file it read: records, published and other data),
+    or None when it glued neither."""
     import ast
 
-    from nvmelab.results.publication import SOURCES_KEY
+    from nvmelab.results.publication import SOURCES_KEY, USED_KEY
 
     folder = Path(app.env.mystnb_config.output_folder)  # type: ignore[attr-defined]
     path = folder.joinpath(*docname.split("/")[:-1]) / f"{docname.split('/')[-1]}.glue.json"
     if not path.is_file():
         return None
-    plain = json.loads(path.read_text()).get(SOURCES_KEY, {}).get("data", {}).get("text/plain")
-    if not plain:
-        return None
-    try:
-        return json.loads(ast.literal_eval(plain))
-    except (ValueError, SyntaxError) as exc:
-        logger.warning("%s: unreadable %s glue (%s)", docname, SOURCES_KEY, exc, location=docname)
-        return None
+    glued = json.loads(path.read_text())
+    merged: dict[str, list[str]] | None = None
+    for key in (SOURCES_KEY, USED_KEY):
+        plain = glued.get(key, {}).get("data", {}).get("text/plain")
+        if not plain:
+            continue
+        try:
+            part = json.loads(ast.literal_eval(plain))
+        except (ValueError, SyntaxError) as exc:
+            logger.warning("%s: unreadable %s glue (%s)", docname, key, exc, location=docname)
+            continue
+        merged = merged or {"records": [], "published": [], "data": []}
+        for kind in merged:
+            merged[kind] = sorted(set(merged[kind]) | set(part.get(kind) or []))
+    return merged
 
 
 def _inferred_records(app: Sphinx, stem: str) -> list[str]:
@@ -620,8 +654,8 @@ def _inferred_published(app: Sphinx, docname: str) -> list[str]:
     return out
 
 
-def _no_records_text(stem: str) -> str:
-    """What the banner says when a study page shows none of our records."""
+def _no_records_text(stem: str, published: bool) -> str:
+    """What the banner says when a study page shows none of our records (and whether it shows published data)."""
     preset = os.environ.get("NVMELAB_PRESET", "standard")
     try:
         from nvmelab.studies import load_spec
@@ -629,12 +663,13 @@ def _no_records_text(stem: str) -> str:
         engine = load_spec(stem).engine
     except Exception:  # noqa: BLE001 - a page without a spec still gets a banner
         engine = ""
+    shows = "this page shows published data only." if published else "this page shows no measured data."
     if engine == "cuda":
         return (
             f"none: our device-initiated (GPU) records of preset {preset} are not taken yet (they need a CUDA "
-            "GPU); this page shows the published data only."
+            f"GPU); {shows}"
         )
-    return f"none: no records of preset {preset} exist yet for this study; this page shows published data only."
+    return f"none: no records of preset {preset} exist yet for this study; {shows}"
 
 
 def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: str) -> nodes.container:
@@ -644,11 +679,12 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
     declared = decl is not None
     records = (decl or {}).get("records") or ([] if declared else _inferred_records(app, stem))
     published = (decl or {}).get("published") or ([] if declared else _inferred_published(app, docname))
+    other = (decl or {}).get("data") or []
     box = nodes.container(classes=["nvmelab-banner"])
     head = nodes.paragraph()
     head += nodes.strong(text="Records shown. " if declared else "Records of this study (preset being built). ")
     if not records:
-        head += nodes.Text(_no_records_text(stem))
+        head += nodes.Text(_no_records_text(stem, bool(published)))
         box += head
     else:
         box += head
@@ -670,18 +706,26 @@ def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: 
             items += li
             note_data_file(app.env, src.path if Path(src.path).is_absolute() else root / src.path, docname)
         box += items
-    pub = nodes.paragraph()
-    pub += nodes.strong(text="Published sources. " if declared else "Published sources (read by its code). ")
-    if published:
-        for i, p in enumerate(published):
+    for title, files, after, none in (
+        (
+            "Published sources. " if declared else "Published sources (read by its code). ",
+            published,
+            " (data/reference/README.md names where each comes from).",
+            "none." if declared else "not declared by this notebook.",
+        ),
+        ("Other data files read. ", other, " (derived tables and benchmark results of this repository).", None),
+    ):
+        if not files and none is None:
+            continue
+        para = nodes.paragraph()
+        para += nodes.strong(text=title)
+        for i, p in enumerate(files):
             if i:
-                pub += nodes.Text(", ")
-            pub += nodes.literal(text=p)
+                para += nodes.Text(", ")
+            para += nodes.literal(text=p)
             note_data_file(app.env, root / p, docname)
-        pub += nodes.Text(" (data/reference/README.md names where each comes from).")
-    else:
-        pub += nodes.Text("none." if declared else "not declared by this notebook.")
-    box += pub
+        para += nodes.Text(after if files else none)
+        box += para
     return box
 
 

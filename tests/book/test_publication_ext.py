@@ -221,3 +221,141 @@ def test_undeclared_study_banner_names_what_its_code_reads(tmp_path: Path) -> No
     assert "host hostB" in text and "preset standard" in text
     assert "Published sources (read by its code)" in text
     assert "headline.csv" in text and "tool-comparison.jsonl" in text
+
+
+def _used_notebook(root: Path, decl: dict, used: dict | None) -> None:
+    (root / "notebooks").mkdir(parents=True)
+    (root / "_static" / "vega").mkdir(parents=True)
+    (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
+    (root / "conf.py").write_text(CONF)
+    outputs = [_glue_output(publication.SOURCES_KEY, repr(json.dumps(decl)))]
+    if used is not None:
+        outputs.append(_glue_output(publication.USED_KEY, repr(json.dumps(used))))
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n"},
+            {
+                "cell_type": "code",
+                "id": "c",
+                "metadata": {},
+                "execution_count": 1,
+                "source": "x = 1\n",
+                "outputs": outputs,
+            },
+        ],
+    }
+    (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
+    (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
+
+
+def test_every_file_the_notebook_read_is_on_the_banner_linked_and_copied(tmp_path: Path) -> None:
+    """declare_used's glue (every data file the kernel opened) joins declare_sources': the banner
+    names the other data files, the footer links each file, and each is copied into the site."""
+    data = tmp_path / "data"
+    (data / "results" / "model").mkdir(parents=True)
+    (data / "results" / "bench" / "vm").mkdir(parents=True)
+    (data / "reference").mkdir(parents=True)
+    validation = data / "results" / "model" / "validation.csv"
+    validation.write_text("a\n1\n")
+    bench = data / "results" / "bench" / "vm" / "cost.json"
+    bench.write_text("{}\n")
+    methods = data / "reference" / "methods.csv"
+    methods.write_text("study\nx\n")
+    headline = data / "reference" / "headline.csv"
+    headline.write_text("experiment\nx\n")
+    rel = {p: p.relative_to(tmp_path).as_posix() for p in (validation, bench, methods, headline)}
+    root = tmp_path / "p"
+    _used_notebook(
+        root,
+        {"records": [], "published": [rel[headline]]},
+        {"records": [], "published": [rel[methods]], "data": [rel[bench], rel[validation]]},
+    )
+    proc = _build(root)
+    assert proc.returncode == 0, proc.stderr
+    page = (root / "_build" / "notebooks" / "study.html").read_text()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    assert "Other data files read" in text
+    for p, r in rel.items():
+        assert r in text, f"banner lacks {r}"
+        assert f'href="../_data/{r}"' in page, f"footer does not link {r}"
+        assert (root / "_build" / "_data" / r).read_text() == p.read_text(), f"{r} not copied into the site"
+    # a page that shows no records but published files says so, never "no measured data"
+    assert "published data only" in text and "Published sources: none" not in text
+
+
+def test_banner_without_records_or_published_files_does_not_claim_published_data(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _used_notebook(root, {"records": [], "published": []}, None)
+    proc = _build(root)
+    assert proc.returncode == 0, proc.stderr
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (root / "_build" / "notebooks" / "study.html").read_text()))
+    assert "Published sources. none." in text
+    assert "published data only" not in text, "the banner claims published data beside 'Published sources: none'"
+
+
+def test_declare_used_collects_what_the_process_opened(tmp_path: Path) -> None:
+    """The audit hook notes data files opened for reading under data/ (any loader); writes and files
+    elsewhere are not noted."""
+    import pandas as pd
+
+    publication._USED.clear()
+    pd.read_csv(publication.repo_root() / "data" / "reference" / "methods.csv")
+    (publication.repo_root() / "data" / "reference" / "headline.csv").read_text()
+    outside = tmp_path / "x.csv"
+    outside.write_text("a\n")
+    outside.read_text()
+    decl = publication.declare_used(glue=False)
+    assert decl["published"] == ["data/reference/headline.csv", "data/reference/methods.csv"]
+    assert decl["records"] == [] and decl["data"] == []
+    publication.note_used(publication.repo_root() / "data" / "results" / "model" / "validation.csv")
+    assert publication.declare_used(glue=False)["data"] == ["data/results/model/validation.csv"]
+    publication._USED.clear()
+
+
+def test_study_toctree_lists_only_the_studies_no_other_toctree_names(tmp_path: Path) -> None:
+    """The reader's path lists some studies by hand; NVMELAB_STUDIES then adds only the others."""
+    root = tmp_path / "p"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "_static" / "vega").mkdir(parents=True)
+    (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
+    studies = [("first", "sec-first", "First"), ("second", "sec-second", "Second"), ("third", "sec-third", "Third")]
+    (root / "conf.py").write_text(
+        CONF.replace('nvmelab_studies = [("study", "sec-study", "A study")]', f"nvmelab_studies = {studies!r}")
+    )
+    for stem, label, title in studies:
+        (root / "notebooks" / f"{stem}.md").write_text(f"({label})=\n# {title}\n")
+    (root / "index.md").write_text(
+        "# Book\n\n```{toctree}\n:caption: The answer\n\nnotebooks/second\n```\n\n"
+        "```{toctree}\n:caption: Further studies\n\nNVMELAB_STUDIES\n```\n"
+    )
+    proc = _build(root)
+    assert proc.returncode == 0, proc.stderr
+    page = (root / "_build" / "index.html").read_text()
+    article = page[page.index('<article class="bd-article"') :]  # the page body, not the sidebar
+    main = article[article.index("The answer") :]
+    further = main[main.index("Further studies") :]
+    further = further[: further.index("</div>")]  # that toctree only
+    assert "notebooks/second.html" in main[: main.index("Further studies")]
+    assert "notebooks/first.html" in further and "notebooks/third.html" in further
+    assert "notebooks/second.html" not in further, "a study listed on the reader's path is listed twice"
+
+
+def test_every_study_notebook_glues_the_files_it_read() -> None:
+    """Each study notebook's last code cell calls publication.declare_used(), so that its footer links
+    (and the site holds) every data file it read, not only those it declared."""
+    import sys
+
+    sys.path.insert(0, str(BOOK))
+    from conf import STUDIES
+
+    missing = []
+    for stem, _, _ in STUDIES:
+        nb = json.loads((BOOK.parent / "notebooks" / f"{stem}.ipynb").read_text())
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        last = "".join(code[-1]["source"]) if code else ""
+        if "declare_used(" not in last:
+            missing.append(f"notebooks/{stem}.ipynb")
+    assert not missing, f"no publication.declare_used() in the last code cell of: {', '.join(missing)}"

@@ -6,6 +6,8 @@ Key functions:
                                                            thousands separators, captioned
     figure(chart, caption, name=...)                       an Altair chart (or any HTML output), captioned
     declare_sources(records=[...], published=[...])        tell the book which data files the page shows
+    note_used(path) / declare_used()                       every data file the page read (registry; the last
+                                                           code cell glues it for the footer)
     describe_records(paths)                                host, preset, dates, commits per records file,
                                                            from the records' provenance
     glue_values(values, prefix)                            glue computed numbers and phrases for the prose
@@ -21,17 +23,25 @@ label. In the book, the extension ``book/_ext/nvmelab_book.py`` finds the
 Sphinx figure or table (``numfig``), so that ``{numref}`` works, and builds the page
 banner and footer from ``declare_sources``.
 
+Every data file a notebook reads is noted in a registry: an audit hook (``sys.addaudithook``)
+installed when this module is imported sees each file opened for reading under ``data/`` (and
+``build/results/``), whichever loader opened it (pandas, ``json``, the records reader);
+``note_used`` adds a file by hand (one read by a subprocess, say). ``declare_used()`` in a
+notebook's last code cell glues the set, and the book links and copies every file in it.
+
 Caveat: the book reads the caption from the marker's ``data-nvmelab-caption``
 attribute, which holds plain text; markup in a caption is shown as typed.
 """
 
 from __future__ import annotations
 
+import builtins
 import html
 import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +49,8 @@ from typing import Any
 
 #: The glue key under which a notebook declares its data files (read by the book extension).
 SOURCES_KEY = "nvmelab_sources"
+#: The glue key under which a notebook lists every data file it read (declare_used; read by the book extension).
+USED_KEY = "nvmelab_used"
 #: Marker attributes of a captioned output (read by the book extension).
 KIND_ATTR = "data-nvmelab-kind"
 NAME_ATTR = "data-nvmelab-name"
@@ -73,6 +85,94 @@ def repo_path(path: str | os.PathLike) -> str:
         return p.as_posix()
 
 
+# ------------------------------------------------------- data files read ---
+#: Absolute paths of the data files this process read (the registry declare_used glues).
+_USED: set[str] = set()
+#: Re-entry guard of the audit hook (it must not note what its own checks open).
+_IN_HOOK = False
+
+
+def _data_roots() -> tuple[str, ...]:
+    roots = [repo_root() / "data", repo_root() / "build" / "results"]
+    if os.environ.get("NVMELAB_DATA"):
+        roots.append(Path(os.environ["NVMELAB_DATA"]))
+    out: list[str] = []
+    for r in roots:
+        for form in (os.path.abspath(r), os.path.realpath(r)):
+            if form + os.sep not in out:
+                out.append(form + os.sep)
+    return tuple(out)
+
+
+_ROOTS = _data_roots()
+
+
+def _reads_only(mode: Any, flags: Any) -> bool:
+    if isinstance(mode, str):
+        return not any(c in mode for c in "wax+")
+    return isinstance(flags, int) and flags & os.O_ACCMODE == os.O_RDONLY
+
+
+def _audit(event: str, args: tuple) -> None:
+    """sys audit hook: note every data file opened for reading (see the module docstring)."""
+    global _IN_HOOK
+    if event != "open" or _IN_HOOK:
+        return
+    _IN_HOOK = True
+    try:
+        path, mode, flags = (tuple(args) + (None, None, None))[:3]
+        if isinstance(path, (str, os.PathLike)) and _reads_only(mode, flags):
+            full = os.path.abspath(os.fspath(path))
+            if full.startswith(_ROOTS) and not full.endswith(".lock"):
+                _USED.add(full)
+    except Exception:  # noqa: BLE001 - an audit hook must never break the open it watches
+        pass
+    finally:
+        _IN_HOOK = False
+
+
+if not getattr(builtins, "_nvmelab_used_hook", False):  # once per process, even after a reload
+    sys.addaudithook(_audit)
+    builtins._nvmelab_used_hook = True  # type: ignore[attr-defined]
+
+
+def note_used(*paths: str | os.PathLike) -> None:
+    """Add data files to the registry by hand (the audit hook notes what this process opens itself)."""
+    for p in paths:
+        _USED.add(os.path.abspath(os.fspath(p)))
+
+
+def used_files() -> list[str]:
+    """The data files read so far (files that still exist), repository-relative, sorted."""
+    return sorted({repo_path(p) for p in _USED if os.path.isfile(p)})
+
+
+def _kind(rel: str) -> str:
+    """Where a data file belongs on the banner: published, records (our JSONL) or data (anything else)."""
+    if rel.startswith("data/reference/") or "/reference/" in rel:
+        return "published"
+    if rel.endswith(".jsonl"):
+        return "records"
+    return "data"
+
+
+def declare_used(*extra: str | os.PathLike, glue: bool = True) -> dict[str, list[str]]:
+    """Glue every data file this notebook read (the registry, plus `extra`) under ``USED_KEY``, split
+    into ``records``, ``published`` and ``data``; call it in the notebook's last code cell. The book
+    lists them on the banner, links them in the footer and copies them into the site."""
+    note_used(*extra)
+    decl: dict[str, list[str]] = {"records": [], "published": [], "data": []}
+    for rel in used_files():
+        decl[_kind(rel)].append(rel)
+    if glue:
+        try:
+            from myst_nb import glue as _glue
+        except ImportError:  # outside a MyST-NB environment
+            return decl
+        _glue(USED_KEY, json.dumps(decl), display=False)
+    return decl
+
+
 # ------------------------------------------------------------------ numbers ---
 def _auto_format(values: Sequence[float], integer: bool = False) -> str:
     """A format spec for a column: whole numbers for integers and for magnitudes of 1000 and more,
@@ -90,8 +190,25 @@ def _auto_format(values: Sequence[float], integer: bool = False) -> str:
     return ",.3f"
 
 
+#: A number printed in scientific notation ("4.19e+07"): never shown on a page.
+_EXPONENT_RE = re.compile(r"^([-+]?)(\d[\d,]*(?:\.\d+)?)[eE]([-+]?\d+)$")
+
+
+def plain_number(text: str) -> str:
+    """`text` without scientific notation: "4.19e+07" -> "41,900,000", "1.5e-05" -> "0.000015";
+    the digits shown are the ones the notation had (anything else is returned as it was)."""
+    m = _EXPONENT_RE.match(text.strip())
+    if not m:
+        return text
+    sign, mant, exp = m.group(1), m.group(2).replace(",", ""), int(m.group(3))
+    decimals = len(mant.partition(".")[2])
+    value = float(mant) * 10.0**exp
+    return sign + format(value, f",.{max(0, decimals - exp)}f")
+
+
 def format_number(value: Any, fmt: str | None = None) -> str:
-    """A number as a table shows it: thousands separators, `fmt` (a format spec) or an automatic one."""
+    """A number as a table shows it: thousands separators, `fmt` (a format spec) or an automatic one;
+    never in scientific notation (a `g` format that would print "4.19e+07" prints "41,900,000")."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     if isinstance(value, bool):
@@ -100,7 +217,7 @@ def format_number(value: Any, fmt: str | None = None) -> str:
         value = value.item()
     if not isinstance(value, (int, float)):
         return str(value)
-    return format(value, fmt or _auto_format([value], integer=isinstance(value, int)))
+    return plain_number(format(value, fmt or _auto_format([value], integer=isinstance(value, int))))
 
 
 # ------------------------------------------------------------------- output ---
@@ -246,6 +363,7 @@ def declare_sources(
         full = Path(p) if Path(p).is_absolute() else repo_root() / p
         if not full.is_file():
             raise FileNotFoundError(f"declare_sources: {p} does not exist")
+        note_used(full)
     if glue:
         try:
             from myst_nb import glue as _glue
@@ -420,8 +538,8 @@ def glue_values(values: Mapping[str, Any], prefix: str = "") -> list[str]:
 
 
 def values_table(values: Mapping[str, Any], fmt: str = ",.3g"):
-    """`values` as a DataFrame (quantity, value as text) for publication.table: floats with `fmt`,
-    lists left out."""
+    """`values` as a DataFrame (quantity, value as text) for publication.table: floats with `fmt`
+    (never in scientific notation), lists left out."""
     import pandas as pd
 
     items = [(k, v) for k, v in values.items() if not isinstance(v, (list, tuple, dict))]
