@@ -289,15 +289,42 @@ class EnvironmentsDirective(SphinxDirective):
 
 
 class CoverageDirective(SphinxDirective):
-    """The seed statements and tables with their status here (nvmelab.results.coverage)."""
+    """``{nvmelab-coverage} vocabulary|counts|lines``: the status vocabulary, the lines per status per seed,
+    or the seed statements with their status (nvmelab.results.coverage); a line's chapter cell links the
+    study chapter by its label, and a line naming a study without a chapter fails the build."""
+
+    optional_arguments = 1
+
+    def _link(self, study: str, chapters: dict[str, tuple[str, str]]) -> nodes.Node:
+        from sphinx.addnodes import pending_xref
+
+        if study not in chapters:
+            raise self.error(f"nvmelab-coverage: no study chapter {study!r} (chapters: {', '.join(sorted(chapters))})")
+        label, title = chapters[study]
+        ref = pending_xref("", refdomain="std", reftype="ref", reftarget=label, refexplicit=True, refwarn=True)
+        ref += nodes.inline(title, title)
+        return nodes.paragraph("", "", ref)
 
     def run(self) -> list[nodes.Node]:
         from nvmelab.results import coverage
 
+        part = self.arguments[0] if self.arguments else "lines"
+        if part == "vocabulary":
+            return [_table(["status", "meaning"], coverage.vocabulary(), [2, 7])]
+        if part == "counts":
+            header, body = coverage.counts()
+            return [_table(header, body, [4] + [1] * (len(header) - 1))]
+        if part != "lines":
+            raise self.error(f"nvmelab-coverage: expected vocabulary, counts or lines, got {part!r}")
         for f in coverage.sources():
             note_data_file(self.env, f)
-        titles = {stem: title for stem, _, title in self.config.nvmelab_studies}
-        return [_table(coverage.HEADER, coverage.rows(titles), coverage.WIDTHS)]
+        chapters = {stem: (label, title) for stem, label, title in self.config.nvmelab_studies}
+        rows = coverage.rows()
+        table = _table(coverage.HEADER, rows, coverage.WIDTHS)
+        where = coverage.HEADER.index("chapter")
+        for r, row in zip(rows, next(iter(table.findall(nodes.tbody))).children):
+            row.children[where].children = [self._link(r[where], chapters)]
+        return [table]
 
 
 # -------------------------------------------------------------- published ---

@@ -1,15 +1,32 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""What the book does with every seed statement and table (the "Seeds and coverage" chapter).
+"""One status vocabulary for every claim of the book, and the seed statements' status derived from data.
 
-``book/coverage.csv`` holds one line per quantity a seed's text states (the ``quantity``
-of ``data/reference/seeds/seed<NNN>_statements.csv``) and one per other table transcribed
-from a seed (item ``table``): its status here and a note. This module joins each line to
-the seed's own words, so the chapter shows what the seed says rather than our file keys.
+The vocabulary (``STATUSES``, ``ORIGINS``) is the single place the words live: the chapters, the
+coverage page (book/coverage.md) and the conclusions use these strings. ``book/coverage.csv`` holds
+one line per quantity a seed's text states (the ``quantity`` of
+``data/reference/seeds/seed<NNN>_statements.csv``) and one per other table transcribed from a seed
+(item ``table``). A line either types its status (a set-up fact, a measurement of ours, something
+not testable here, with the reason in its note) or names its ``basis``, and the status is derived:
+
+* ``model: <fact>; <fact>``: the rows of data/results/model/validation.csv (written by
+  ``python -m nvmelab.results.model_validation``) whose ``fact`` (or ``study/point_id``) is named. A
+  calibration row, or a held-out row that restates an input, is a ``calibration input``; an informative
+  held-out fact is a ``model hit`` or ``model miss`` by ``model_validation.is_hit`` of its worst row. A
+  fact the file lacks raises KeyError.
+* ``emulated: <check>``: a comparator of ``CHECKS`` over our emulated records
+  (data/results/cpu_initiated/vm/standard.jsonl) and the pm1753 profile
+  (data/results/model/pm1753-profile.csv): a value within ``model_validation.AT_CAP`` of a profile
+  input times the scale ``restates an input``; otherwise it is set beside the seed's number and either
+  ``emulated`` (same) or ``emulated — disagrees``.
 
 Key functions:
-    lines()      the coverage lines (dicts: seed, file, item, status, where, note)
-    rows()       the chapter's table rows: seed, what the seed says, status, chapter, note
-    sources()    the files the chapter is built from (for the page's data links)
+    lines()         the coverage lines, each with its derived ``statuses`` and a computed ``detail``
+    rows()          the chapter's table: lines of one seed, status, chapter and note grouped into one row
+    counts()        lines per status per seed
+    vocabulary()    (status, meaning) rows for the page
+    says()          the seed's own words for a line (its first quote, or the table's place)
+    typed_emulated()  emulated lines whose status is typed (no comparator can be written), for the test
+    sources()       the files the page is built from
 
 Caveat: only transcribed numbers are covered; a seed sentence without a number has no line.
 """
@@ -17,22 +34,70 @@ Caveat: only transcribed numbers are covered; a seed sentence without a number h
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from .publication import repo_root
 
-#: The statuses a line may have, and what each means (shown on the chapter).
+# ------------------------------------------------------------------ the vocabulary ---
+MEASURED = "measured here"
+EMULATED = "emulated"
+EMU_RESTATES = "emulated — restates an input"
+EMU_DISAGREES = "emulated — disagrees"
+MODEL_HIT = "model hit"
+MODEL_MISS = "model miss"
+CALIBRATION = "calibration input"
+PUBLISHED = "published"
+NOT_TESTABLE = "not testable here"
+
+#: Every status word and its one-line meaning (shown on the coverage page).
 STATUSES = {
-    "measured here": "our own runs on this book's hosts measure the same quantity",
-    "emulated": "our runs drive emulated NVMe controllers; the note names the profile and what it encodes",
-    "model": "the analytical model predicts it from named calibration points (a calibration input is marked)",
-    "published only": "a set-up fact, an arithmetic consequence of one, or a reading we show but cannot repeat",
-    "not testable here": "needs hardware or host control this book's hosts lack; the note says what",
+    MEASURED: "our own runs on this book's hosts measure the same quantity",
+    EMULATED: "our runs drive emulated NVMe controllers; the note says what the device profile encodes",
+    EMU_RESTATES: "an emulated result that equals a number the profile was given (an input times the scale)",
+    EMU_DISAGREES: "an emulated result set beside the published one that differs from it",
+    MODEL_HIT: "the analytical model, fitted elsewhere, predicts the held-out fact within the miss threshold",
+    MODEL_MISS: "the model's prediction of the held-out fact is off by more than the miss threshold",
+    CALIBRATION: "the model or profile was fitted to it (or it restates a fitted number): it tests nothing",
+    PUBLISHED: "shown as the source states it, not tested here; followed by its origin class",
+    NOT_TESTABLE: "needs hardware or host control this book's hosts lack; the note says why",
 }
+#: The origin classes of a published number (status ``published — <origin>``).
+ORIGINS = {
+    "per-run records at a commit": "computed from the published per-run result files at a named commit",
+    "text of a seed": "a number stated in the text of one of the five seed documents",
+    "text of a later revision": "a number stated in a later revision of the published pages",
+    "plot drawn from synthetic data": "read off a figure the published pages drew from synthetic result files",
+}
+#: Statuses that let a sentence say a result agrees with a published one.
+HITS = (MODEL_HIT, MEASURED)
 HEADER = ["seed", "what the seed says", "status", "chapter", "note"]
-WIDTHS = [1, 5, 2, 2, 5]
+WIDTHS = [1, 6, 2, 2, 6]
 
 
+def published(origin: str) -> str:
+    """The status word of a published number of origin class `origin`."""
+    if origin not in ORIGINS:
+        raise KeyError(f"published origin {origin!r} is not one of {sorted(ORIGINS)}")
+    return f"{PUBLISHED} — {origin}"
+
+
+def is_status(status: str) -> bool:
+    """A word of the vocabulary: a status, or ``published — <origin>``."""
+    if status in STATUSES and status != PUBLISHED:
+        return True
+    return status.startswith(f"{PUBLISHED} — ") and status.split(" — ", 1)[1] in ORIGINS
+
+
+def vocabulary() -> list[list[str]]:
+    """(status, meaning) rows: every status, then every published origin class."""
+    rows = [[s, m] for s, m in STATUSES.items()]
+    return rows + [[published(o), m] for o, m in ORIGINS.items()]
+
+
+# --------------------------------------------------------------------------- files ---
 def coverage_file() -> Path:
     return repo_root() / "book" / "coverage.csv"
 
@@ -41,31 +106,253 @@ def seeds_dir() -> Path:
     return repo_root() / "data" / "reference" / "seeds"
 
 
+def validation_file() -> Path:
+    return repo_root() / "data" / "results" / "model" / "validation.csv"
+
+
+def profile_file() -> Path:
+    return repo_root() / "data" / "results" / "model" / "pm1753-profile.csv"
+
+
+def cpu_records_file() -> Path:
+    return repo_root() / "data" / "results" / "cpu_initiated" / "vm" / "standard.jsonl"
+
+
 def _read(path: Path) -> list[dict[str, str]]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
 
-def lines() -> list[dict[str, str]]:
-    return _read(coverage_file())
+# ------------------------------------------------------------------------ the model ---
+def _model_status(rel_error: float) -> str:
+    """The model chapter's own word for a scored error (model_validation.status: its one definition of a hit)."""
+    from . import model_validation as mv
+
+    word = mv.status(rel_error)
+    if word not in (MODEL_HIT, MODEL_MISS):
+        raise ValueError(f"model_validation.status gives {word!r}, not {MODEL_HIT!r} or {MODEL_MISS!r}")
+    return word
+
+
+@cache
+def _validation() -> tuple[dict[str, str], ...]:
+    return tuple(_read(validation_file()))
+
+
+def fact_status(key: str) -> tuple[str, str]:
+    """(status, short detail) of a validation fact (or ``study/point_id``); KeyError if absent."""
+    rows = [r for r in _validation() if key in (r["fact"], f"{r['study']}/{r['point_id']}")]
+    if not rows:
+        raise KeyError(f"validation.csv has no fact or point {key!r} (run python -m nvmelab.results.model_validation)")
+    if any(r["role"] == "calibration" for r in rows):
+        return CALIBRATION, "fitted to it"
+    if any(r["restates"].strip() for r in rows):
+        return CALIBRATION, "restates an input"
+    worst = max(rows, key=lambda r: abs(float(r["rel_error"])))
+    err = float(worst["rel_error"])
+    return _model_status(err), f"error {err:+.0%}"
+
+
+# ------------------------------------------------------------------ emulated checks ---
+@cache
+def _emulated() -> dict[str, Any]:
+    """Our emulated cpu_initiated sweeps (means per swept value), the profile inputs and the scale."""
+    from nvmelab.studies import load_spec
+
+    from . import analysis, records
+
+    ours = analysis.to_frame(records.load_records(cpu_records_file()))
+    plan = load_spec("cpu_initiated").plan("standard", target=str(ours["target"].iloc[0]))
+    agg = {}
+    for name in plan.sweeps:
+        frame = plan.sweep_frame(ours, name)
+        if not frame.empty:
+            agg[name] = analysis.aggregate(frame, by=[name]).set_index(name)
+    prof = {r["name"]: float(r["value"]) for r in _read(profile_file())}
+    scale = float(ours["scale"].dropna().iloc[0])
+    ndevs = int(plan.sweeps["qdepth"][0]["ndevs"])
+    roof = analysis.roofline(per_device=prof["DEV_IOPS"] / scale, ndevs=ndevs)
+    verdicts = _sweep_verdicts(agg, roof.value, scale, ndevs, int(plan.sweeps["qdepth"][0]["ncpus"]))
+    e = {"agg": agg, "prof": prof, "scale": scale, "ndevs": ndevs, "roof": roof, "analysis": analysis}
+    return {**e, "verdicts": verdicts}
+
+
+def _sweep_verdicts(agg: dict, roof: float, scale: float, ndevs: int, ncpus: int) -> dict[str, dict]:
+    """The cpu_initiated chapter's own verdicts on its sweeps (cpu_submit.emulated_sweep_verdicts), by sweep."""
+    from . import cpu_submit, reference
+
+    threads, pub_roof = cpu_submit.published_threads_to_roofline("upcie")
+    v = cpu_submit.emulated_sweep_verdicts(
+        {name: a.reset_index() for name, a in agg.items()},
+        roof=roof,
+        scale=scale,
+        ndevs=ndevs,
+        ncpus=ncpus,
+        profile=cpu_submit.profile_inputs(),
+        seed={k: reference.seed004_value(k) for k in ("peak_qdepth", "bandwidth_512", "bandwidth_4096")},
+        pub_threads=threads,
+        pub_roof=pub_roof,
+    )
+    return {r["sweep"]: r for r in v.to_dict("records")}
+
+
+def _verdict(sweep: str, ours: str) -> tuple[str, str]:
+    """(status, detail) of one of the chapter's sweep verdicts; `ours` says what was compared."""
+    r = _emulated()["verdicts"][sweep]
+    if not is_status(r["status"]):
+        raise ValueError(f"cpu_submit gives sweep {sweep} the status {r['status']!r}, not a word of the vocabulary")
+    return r["status"], f"{ours.format(ours=r['ours'], published=r['published'])}; {r['why']}"
+
+
+def _stated(quantity: str) -> list[float]:
+    rows = _read(seeds_dir() / "seed004_statements.csv")
+    return [float(r["value"].replace(" ", "")) for r in rows if r["quantity"] == quantity]
+
+
+def _near(value: float, target: float) -> bool:
+    from .model_validation import AT_CAP
+
+    return abs(value / target - 1) <= AT_CAP
+
+
+def _beside(ours: float, theirs: float, what: str) -> tuple[str, str]:
+    status = EMULATED if ours == theirs else EMU_DISAGREES
+    return status, f"{what}: ours {ours:g}, the seed's {theirs:g}"
+
+
+def _check_cap_qdepth() -> tuple[str, str]:
+    e = _emulated()
+    iops = e["agg"]["qdepth"]["iops_mean"]
+    depths = [int(q) for q in _stated("device_cap_qdepth")]
+    if all(_near(float(iops[q]), e["roof"].value) for q in depths):
+        return EMU_RESTATES, (
+            f"at QD {', '.join(map(str, depths))} ours sits at the profile's device cap × {e['ndevs']} devices "
+            f"({e['roof'].value:,.0f} IOPS at scale {e['scale']:g})"
+        )
+    return EMU_DISAGREES, "ours stays below the profile's device cap at a depth where the seed reaches it"
+
+
+def _check_peak_iops() -> tuple[str, str]:
+    e = _emulated()
+    best = float(max(a["iops_mean"].max() for a in e["agg"].values()))
+    if _near(best, e["roof"].value):
+        return EMU_RESTATES, (
+            f"our best, {best:,.0f} IOPS × scale {e['scale']:g} = {best * e['scale'] / 1e6:.1f} M, is the profile's "
+            f"device cap × {e['ndevs']}"
+        )
+    return _beside(best * e["scale"] / 1e6, _stated("peak_iops")[0], "peak IOPS (M, scaled back)")
+
+
+def _check_iops_drop() -> tuple[str, str]:
+    e = _emulated()
+    iops = e["agg"]["iosize"]["iops_mean"].sort_index()
+    ours = next((int(s) for s in iops.index if iops[s] < 0.95 * iops.iloc[0]), None)
+    ratio = e["prof"]["DEV_BW"] / e["prof"]["DEV_IOPS"]
+    implied = next((int(s) for s in iops.index if s > ratio), None)
+    if ours is not None and ours == implied:
+        return EMU_RESTATES, (
+            f"ours drops first at {ours} B, the first swept size above the profile's bandwidth cap over its "
+            f"IOPS cap ({ratio:,.0f} B)"
+        )
+    return _beside(float(ours or 0), _stated("iops_drop_iosize")[0], "I/O size where IOPS drops")
+
+
+#: Comparators an ``emulated: <check>`` basis may name: each returns (status, detail).
+CHECKS: dict[str, Callable[[], tuple[str, str]]] = {
+    "peak_qdepth": lambda: _verdict("qdepth", "saturating queue depth: ours {ours:g}, the seed's {published:g}"),
+    "core_ratio": lambda: _verdict(
+        "ncpus", "fewest threads at the roofline: ours {ours:g}, the published records' {published:g}"
+    ),
+    "bandwidth_512": lambda: _verdict(
+        "iosize", "4096 B over 512 B bandwidth: ours {ours:.2f}, the seed's {published:.2f}"
+    ),
+    "bandwidth_4096": lambda: _verdict(
+        "iosize", "4096 B over 512 B bandwidth: ours {ours:.2f}, the seed's {published:.2f}"
+    ),
+    "cap_qdepth": _check_cap_qdepth,
+    "peak_iops": _check_peak_iops,
+    "iops_drop": _check_iops_drop,
+}
+
+
+# -------------------------------------------------------------------------- lines ---
+def _derive(line: dict[str, str]) -> tuple[list[str], str]:
+    basis = line["basis"].strip()
+    if not basis:
+        return [line["status"]], ""
+    kind, _, names = basis.partition(":")
+    keys = [k.strip() for k in names.split(";") if k.strip()]
+    if kind == "emulated":
+        status, detail = CHECKS[keys[0]]()
+        return [status], detail
+    if kind != "model":
+        raise ValueError(f"{line['file']}::{line['item']}: basis {basis!r} is neither model: nor emulated:")
+    derived = [(k, *fact_status(k)) for k in keys]
+    order = [s for s, _ in vocabulary()]
+    statuses = sorted(dict.fromkeys(s for _, s, _ in derived), key=order.index)
+    detail = "; ".join(f"{k.split('/', 1)[-1]}: {d if s == CALIBRATION else f'{s}, {d}'}" for k, s, d in derived)
+    return statuses, f"validation.csv: {detail}"
+
+
+def lines() -> list[dict[str, Any]]:
+    """The coverage lines with ``statuses`` (derived or typed) and ``detail`` (computed, may be empty)."""
+    out = []
+    for ln in _read(coverage_file()):
+        statuses, detail = _derive(ln)
+        out.append({**ln, "statuses": statuses, "detail": detail})
+    return out
+
+
+def typed_emulated() -> list[str]:
+    """``file::item`` of the emulated lines whose status is typed, not derived by a comparator."""
+    return [f"{ln['file']}::{ln['item']}" for ln in _read(coverage_file()) if ln["status"].startswith(EMULATED)]
 
 
 def sources() -> list[Path]:
-    return [coverage_file()] + sorted({seeds_dir() / ln["file"] for ln in lines()})
+    files = {seeds_dir() / ln["file"] for ln in _read(coverage_file())}
+    return [coverage_file(), validation_file(), profile_file(), cpu_records_file()] + sorted(files)
 
 
-def _says(line: dict[str, str]) -> str:
+def says(line: dict[str, str]) -> str:
     rows = _read(seeds_dir() / line["file"])
     if line["item"] == "table":
         first = rows[0] if rows else {}
         return f"the {first.get('locator', 'table')} under “{first.get('section', '?')}”"
-    quotes = list(dict.fromkeys(r["quote"] for r in rows if r["quantity"] == line["item"]))
+    quotes = [r["quote"] for r in rows if r["quantity"] == line["item"]]
     if not quotes:
         raise KeyError(f"{line['file']} states no quantity {line['item']!r}")
-    return " / ".join(f"“{q}”" for q in quotes[:2]) + (" …" if len(quotes) > 2 else "")
+    return f"“{quotes[0]}”"
 
 
-def rows(titles: dict[str, str] | None = None) -> list[list[str]]:
-    """One row per coverage line; `titles` maps a study to its chapter title."""
-    titles = titles or {}
-    return [[ln["seed"], _says(ln), ln["status"], titles.get(ln["where"], ln["where"]), ln["note"]] for ln in lines()]
+def status_text(statuses: list[str]) -> str:
+    return " · ".join(statuses)
+
+
+def rows(chapters: dict[str, Any] | None = None) -> list[list[Any]]:
+    """The page's rows: lines of one seed with the same statuses, chapter and note grouped into one row
+    that quotes each (once). `chapters` maps a study to what the chapter cell shows (its title or a link)."""
+    chapters = chapters or {}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for ln in lines():
+        note = ln["note"] + (f" ({ln['detail']})" if ln["detail"] else "")
+        key = (ln["seed"], status_text(ln["statuses"]), ln["where"], note)
+        groups.setdefault(key, []).append(ln)
+    out = []
+    for (seed, status, where, note), g in groups.items():
+        quotes = " · ".join(dict.fromkeys(says(ln) for ln in g))
+        out.append([seed, quotes, status, chapters.get(where, where), note])
+    return out
+
+
+def counts() -> tuple[list[str], list[list[str]]]:
+    """(header, rows): per status, how many lines of each seed have it (a line with several facts of
+    different statuses counts under each)."""
+    ls = lines()
+    seeds = sorted({ln["seed"] for ln in ls})
+    found = list(dict.fromkeys(s for ln in ls for s in ln["statuses"]))
+    order = [s for s, _ in vocabulary() if s in found]
+    body = []
+    for s in order:
+        per = [sum(s in ln["statuses"] for ln in ls if ln["seed"] == seed) for seed in seeds]
+        body.append([s] + [str(n) if n else "·" for n in per] + [str(sum(per))])
+    return ["status"] + [f"seed {s}" for s in seeds] + ["all"], body
