@@ -273,3 +273,17 @@ def test_pollcost_table_per_queue_depth_leaves_out_what_did_not_run_under_load_a
     assert t.loc[256, "flagged"] == 1 and t.loc[16, "flagged"] == 0
     assert t.loc[256, "left_out"] == 2 and pd.isna(t.loc[256, "sm_active_p50"])
     assert pollcost.table(analysis.to_frame([])).empty
+
+
+def test_published_sm_activity_beside_ours_only_at_the_queue_count_we_ran():
+    from nvmelab.results import analysis, pollcost, reference
+
+    recs = [_rec(16, 0, sm=20.0), _rec(256, 0, sm=40.0), _rec(16, 4, ratio=0.9), _rec(256, 4, ratio=0.6)]
+    b = pollcost.published_beside_ours(pollcost.table(analysis.to_frame(recs))).set_index("nqueues")
+    pub = reference.polling_cost("cuda-qdepth").query("quantity == 'sm_active_depth_mean'").set_index("nqueues")
+    assert list(b.index) == list(pub.index) and b["published_sm_active"].tolist() == pub["value"].tolist()
+    assert b.loc[1, "ours_sm_active"] == pytest.approx(30.0)
+    assert b.loc[1, "ours_cost_min"] == pytest.approx(0.1) and b.loc[1, "ours_cost_max"] == pytest.approx(0.4)
+    assert b.drop(index=1)[["ours_sm_active", "ours_cost_min"]].isna().all().all()
+    empty = pollcost.published_beside_ours(pollcost.table(analysis.to_frame([])))
+    assert empty["ours_sm_active"].isna().all() and len(empty) == len(b)

@@ -96,3 +96,36 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out, columns=COLUMNS)
+
+
+PUBLISHED_COLUMNS = ["nqueues", "blocks", "published_sm_active", "ours_sm_active", "ours_cost_min", "ours_cost_max"]
+
+
+def published_beside_ours(ours: pd.DataFrame) -> pd.DataFrame:
+    """The published pages' SM activity per queue count (DCGM field 1002, the mean over the depth sweep, a
+    revision of xnvme/aisio later than 02b6c63: reference.polling_cost) beside what our runs measured at the
+    same queue count: NVML's SM activity of the I/O alone (median over the depths, ``sm_active_p50`` of
+    ``table``) and the co-runner's lost rate (smallest and largest ``cost_mean`` over the depths). Our study
+    runs one queue per device only: the other rows have no measurement of ours (None)."""
+    from . import reference
+
+    pub = reference.polling_cost("cuda-qdepth")
+    sm = pub[pub["quantity"] == "sm_active_depth_mean"].set_index("nqueues")["value"]
+    blocks = pub[pub["quantity"] == "blocks"].set_index("nqueues")["value"]
+    have = ours is not None and not ours.empty
+    rows = []
+    for nq in sm.index:
+        mine = int(nq) == 1 and have
+        costs = ours["cost_mean"].dropna().astype(float) if mine else pd.Series(dtype=float)
+        sms = ours["sm_active_p50"].dropna().astype(float) if mine else pd.Series(dtype=float)
+        rows.append(
+            {
+                "nqueues": int(nq),
+                "blocks": int(blocks[nq]),
+                "published_sm_active": float(sm[nq]),
+                "ours_sm_active": float(sms.median()) if not sms.empty else None,
+                "ours_cost_min": float(costs.min()) if not costs.empty else None,
+                "ours_cost_max": float(costs.max()) if not costs.empty else None,
+            }
+        )
+    return pd.DataFrame(rows, columns=PUBLISHED_COLUMNS)
