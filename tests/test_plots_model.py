@@ -112,3 +112,15 @@ def test_most_practical_configuration() -> None:
     assert analysis.most_practical_configuration(t)["nqueues"] == 1
     with pytest.raises(ValueError):
         analysis.most_practical_configuration(t.assign(reached=False))
+
+
+def test_marks_caption_names_only_the_marks_drawn() -> None:
+    pts = pd.DataFrame(
+        {"kind": ["published, calibration point (fitted)", "published, at a cap (held out, not scored)"]}
+    )
+    c = plots.marks_caption(pts)
+    assert c.startswith("Squares:") and "triangles:" in c and "diamonds" not in c and "grey" not in c
+    ours = pd.DataFrame({"flagged": [0, 0]})
+    assert "grey circles" in plots.marks_caption(pts, ours) and "red ring" not in plots.marks_caption(pts, ours)
+    assert "red ring" in plots.marks_caption(pts, ours.assign(flagged=[0, 2]))
+    assert plots.marks_caption(None) == "" and plots.marks_caption(pd.DataFrame(), None) == ""

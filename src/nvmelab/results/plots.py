@@ -513,6 +513,32 @@ def point_kind(role: str, restates: str = "") -> str:
     return {"calibration": "published, calibration point (fitted)", "held_out": "published, held out (predicted)"}[role]
 
 
+#: What each mark of a model figure is, for its caption (only the marks drawn are described).
+MARK_CAPTIONS = {
+    "published, calibration point (fitted)": "squares: published points the model was fitted to",
+    "published, held out (predicted)": "diamonds: published points it predicts without having seen them",
+    "published, at a cap (held out, not scored)": "triangles: published points at a cap, which restate a "
+    "calibration input and are not scored",
+    "ours (measured)": "grey circles: our GPU runs",
+    "flagged": "a red ring: a run the emulator, not its device model, limited",
+}
+
+
+def marks_caption(points: pd.DataFrame | None, ours: pd.DataFrame | None = None) -> str:
+    """The caption sentence for the marks model_curves draws from `points` and `ours` (the same arguments),
+    naming only the kinds present, and the red ring only when a drawn run of ours is flagged."""
+    kinds = [k for k in POINT_KINDS if points is not None and not points.empty and k in set(points["kind"])]
+    drawn = ours is not None and not ours.empty
+    if drawn:
+        kinds.append("ours (measured)")
+        if "flagged" in ours and ours["flagged"].fillna(0).astype(bool).any():
+            kinds.append("flagged")
+    if not kinds:
+        return ""
+    parts = [MARK_CAPTIONS[k] for k in kinds]
+    return parts[0][0].upper() + "; ".join(parts)[1:] + "."
+
+
 def cpu_model(
     curves: pd.DataFrame,
     points: pd.DataFrame,
