@@ -356,3 +356,57 @@ def test_committed_records_resume_under_the_spec():
     assert not pending, f"{len(pending)} runs of the plan are not in the committed records, e.g. {pending[0].label()}"
     assert any(r.params.get("mode") == "nbd" for r in plan.runs if r.key in done)
     assert any(r.params["tool"] == blksum.ORIGINAL_TOOL for r in plan.runs if r.key in done)
+
+
+def test_host_load_counts_qemu_nbd_as_the_servers_share_not_background() -> None:
+    """In NBD mode the CPU beside our client is mostly the study's qemu-nbd, part of the measured path
+    (issue 34, item 7): it is reported as the server's share, the file-mode runs giving the background."""
+    import pandas as pd
+
+    from nvmelab.results import analysis
+
+    ours = pd.DataFrame(
+        {
+            "mode": ["file", "file", "nbd", "nbd"],
+            "cpu_usage": [100.0, 100.0, 60.0, 60.0],
+            "host_cpu_usage": [102.0, 102.0, 150.0, 150.0],
+        }
+    )
+    load = analysis.blksum_host_load(ours)
+    assert load["file_beside_median"] == 2.0 and load["nbd_beside_median"] == 90.0
+    assert load["nbd_server_median"] == 88.0 and load["nbd_client_median"] == 60.0
+    assert analysis.blksum_host_load(ours.drop(columns=["host_cpu_usage"])) == {}
+
+
+def test_gain_over_q1_carries_its_run_to_run_spread() -> None:
+    import pandas as pd
+
+    from nvmelab.results import analysis, reference
+
+    agg = pd.DataFrame(
+        {
+            "digest": "null",
+            "io": "psync",
+            "threads": 2,
+            "qdepth": [1, 2],
+            "runtime_s_mean": [2.0, 1.0],
+            "runtime_s_std": [0.2, 0.1],
+        }
+    )
+    best = analysis.blksum_best(agg, reference.blksum_qdepth())
+    mine = best[best.source == "ours"].iloc[0]
+    assert mine.speedup == 2.0 and mine.spread == pytest.approx(2.0 * (0.1**2 + 0.1**2) ** 0.5)
+    assert best[best.source == "seed"]["spread"].notna().all()  # from hyperfine's sigma
+
+
+def test_bench_summary_compares_whole_processes_on_both_sides() -> None:
+    """The chapter's comparison with the original reads the side-by-side benchmark, where both tools are
+    timed as whole processes (issue 34, item 7: like with like)."""
+    got = blksum.bench_summary("vm")
+    if got is None:
+        pytest.skip("no committed blksum benchmark for host vm")
+    table, facts = got
+    assert set(table.index.get_level_values("mode")) <= {"file", "nbd"}
+    assert (table["least"] <= table["median"]).all() and (table["median"] <= table["most"]).all()
+    assert (table["rounds_least"] <= table["least"]).all() and facts["image_bytes"] > 0
+    assert blksum.bench_summary("no-such-host") is None

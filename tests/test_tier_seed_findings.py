@@ -60,7 +60,7 @@ def _agg(cache_mibs: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _dev(spread: float) -> pd.DataFrame:
+def _dev(spread: float, write_spread: float = 1.0) -> pd.DataFrame:
     rows = []
     for w in ("circuit", "random"):
         for d in range(7):
@@ -72,7 +72,7 @@ def _dev(spread: float) -> pd.DataFrame:
                     cache="none",
                     dev=d,
                     read_mibs=10.0 * (spread if d == 0 else 1.0),
-                    write_mibs=1.0,
+                    write_mibs=1.0 * (write_spread if d == 1 else 1.0),
                 )
             )
     return pd.DataFrame(rows)
@@ -94,7 +94,19 @@ def test_findings_follow_the_data_either_way() -> None:
     assert f["stripe_balance"].startswith("evenly")
     g = findings(_agg({"circuit": 0.5, "random": 1.1}), _dev(1.5))
     assert g["cache_verdict_circuit"] == "slower than" and g["cache_verdict_random"] == "faster than"
-    assert g["stripe_balance"].startswith("less evenly")
+    assert g["stripe_balance"] == "not evenly loaded: reads spread more"
+
+
+def test_balance_is_judged_on_reads_and_writes() -> None:
+    """Even reads do not make an even array: writes spread past the bar decide it too (issue 34, item 7)."""
+    f = findings(_agg({"circuit": 1.5, "random": 0.8}), _dev(1.02, write_spread=1.22))
+    assert f["stripe_spread_read_max"] == pytest.approx(1.02) and f["stripe_spread_write_max"] == pytest.approx(1.22)
+    assert f["stripe_spread_max"] == pytest.approx(1.22)
+    assert f["stripe_balance"] == "not evenly loaded: writes spread more"
+    both = findings(_agg({"circuit": 1.5, "random": 0.8}), _dev(1.5, write_spread=1.5))
+    assert both["stripe_balance"] == "not evenly loaded: reads and writes spread more"
+    # one repetition here: nothing differs between repetitions
+    assert f["stripe_spread_rep_diff"] == 0
 
 
 def test_findings_seed_side_is_computed_from_the_transcription() -> None:

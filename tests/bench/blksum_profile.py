@@ -4,9 +4,9 @@ zeroing, copies, page-cache lookup, I/O submission, thread hand-offs, the NBD se
 
 Used by bench_blksum (make bench) and on its own: python -m tests.bench.blksum_profile [OUT.json].
 Samples are CPU time (perf record's cpu-clock at PERF_FREQ Hz, children followed, so the qemu-nbd a run
-starts is counted), so the shares are a split of the CPU the run used, not of its wall time; they
-depend little on other load on the host. Without perf (linux-perf) the profile is skipped with the
-reason.
+starts is counted, as its own part: the server is part of the NBD path's cost, not background), so the
+shares are a split of the CPU the run used, not of its wall time; they depend little on other load on
+the host. Without perf (linux-perf) the profile is skipped with the reason.
 
 The NBD path is also profiled side by side ("nbd_paths"): nvmelab-blksum now, nvmelab-blksum as it was
 at BEFORE_REV (the revision before the NBD path was optimised, built here from git history against this
@@ -113,7 +113,7 @@ def profile_run(argv: list[str]) -> dict[str, Any]:
 #: The revision before the last round of work on the NBD path. The first round (from 9824fdd: libnbd's
 #: buffer zeroing, qemu-nbd's stop) and the second (from f985703: hash threads sharing a chunk, the reader
 #: woken by the hash threads, reads on the wire to our own qemu-nbd capped, qemu-nbd started before libnbd
-#: is loaded) are described in the chapter; the third (from c0affc3: the reader hashing while it has
+#: is loaded) are described in docs/lab-record.md (checksum study); the third (from c0affc3: the reader hashing while it has
 #: nothing to read, aio=io_uring for a raw image) is measured against this revision.
 BEFORE_REV = "c0affc3"
 NBD_ROUNDS = 3

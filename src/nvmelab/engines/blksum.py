@@ -758,32 +758,42 @@ def load_profile(path: str | os.PathLike):
     return pd.DataFrame(rows)
 
 
-#: The tools of the profile's side-by-side NBD runs, in the order the chapter shows them.
-NBD_PROFILE_TOOLS = {"ours_before": "nvmelab, before", "ours": "nvmelab, now", "original": "original"}
-
-
-def load_nbd_paths(path: str | os.PathLike):
-    """The profile's side-by-side NBD runs (nvmelab before and after the NBD path was optimised, and the
-    original), one row per tool and configuration: medians of wall and CPU seconds (the tool and its
-    qemu-nbd) and voluntary context switches, the client's share of the CPU samples, and the share of each
-    part of the work (empty when the profile has none); then the profile's host load (the rest of the
-    host's CPU use while it was measured, with the quiet verdict) and its "before" build (revision, how
-    it was built), each None where not recorded."""
+def bench_summary(host: str):
+    """The side-by-side benchmark of the two command-line tools (tests/bench/bench_blksum.py, `make bench`:
+    data/results/bench/<host>/blksum.json), where both are timed alike: whole processes, start included,
+    interleaved rounds, page cache warm. Per read mode and digest: configurations, the median and range of
+    ours/original (wall-time medians) and the range of the single paired rounds' ratios (run to run). Also
+    the benchmark's facts: image bytes, rounds per mode, the rest of the host's CPU use (percent of one CPU)
+    and whether that was quiet, and the start-up medians (a 64 KiB file) of ours and the original. None
+    when no benchmark is committed for the host."""
     import json
 
     import pandas as pd
 
-    prof = json.loads(Path(path).read_text())
-    rows = []
-    for r in prof.get("nbd_paths", []):
-        row = {
-            "tool": NBD_PROFILE_TOOLS.get(r["tool"], r["tool"]),
-            "config": f"{r['digest']} -t {r['threads']} Q{r['queue_depth']}",
-            "wall_s": r["wall_s_median"],
-            "cpu_s": r["cpu_s_median"],
-            "csw": r["csw_median"],
-            "client_pct": r["client_pct"],
-        }
-        row.update({f"pct:{k}": float(v) for k, v in r["shares_pct"].items()})
-        rows.append(row)
-    return pd.DataFrame(rows), prof.get("host_load"), prof.get("before")
+    from ..results.reference import data_root
+
+    path = data_root() / "results" / "bench" / host / "blksum.json"
+    if not path.is_file():
+        return None
+    b = json.loads(path.read_text())
+    c = pd.DataFrame(b["configs"])
+    c = c.assign(pair_min=c["paired_ratios"].map(min), pair_max=c["paired_ratios"].map(max))
+    table = c.groupby(["mode", "digest"]).agg(
+        configurations=("ratio", "size"),
+        median=("ratio", "median"),
+        least=("ratio", "min"),
+        most=("ratio", "max"),
+        rounds_least=("pair_min", "min"),
+        rounds_most=("pair_max", "max"),
+    )
+    up = b.get("startup") or {}
+    facts = {
+        "path": str(path),
+        "image_bytes": b["image_bytes"],
+        "rounds": b.get("rounds", {}),
+        "rest_pct": b["host"]["rest_pct"],
+        "quiet": bool(b.get("quiet")),
+        "startup_ours_s": up.get("ours_median_s"),
+        "startup_original_s": up.get("original_median_s"),
+    }
+    return table, facts

@@ -481,9 +481,21 @@ def blksum_speedups(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _ratio_spread(g: pd.DataFrame, best: pd.Series, col: str, best_col: str | None = None) -> float:
+    """One std of time(Q1) / time(best) from the runs: the two relative stds added in quadrature."""
+    q1 = g[g["qdepth"] == 1]
+    if q1.empty or f"{col}_std" not in g:
+        return float("nan")
+    m1, s1 = float(q1[f"{col}_mean"].iloc[0]), float(q1[f"{col}_std"].iloc[0])
+    mb = float(best[best_col or f"{col}_mean"])
+    sb = float(g.loc[g["qdepth"] == best["qdepth"], f"{col}_std"].iloc[0])
+    return (m1 / mb) * ((s1 / m1) ** 2 + (sb / mb) ** 2) ** 0.5
+
+
 def blksum_best(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
     """The fastest queue depth per series, ours and the seed's, with its gain over Q1:
-    source, digest, series, qdepth, time_s, speedup (time(Q1) / time(best))."""
+    source, digest, series, qdepth, time_s, speedup (time(Q1) / time(best)) and spread (one std of
+    the gain from the runs' spread; the seed's σ is hyperfine's)."""
     rows = []
     for (digest, io, thr), g in agg_ours.groupby(["digest", "io", "threads"]):
         best = g.loc[g["runtime_s_mean"].idxmin()]
@@ -497,6 +509,7 @@ def blksum_best(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
                 "time_s": float(best["runtime_s_mean"]),
                 "mibs": float(best.get("mibs_mean", float("nan"))),
                 "speedup": float(q1.iloc[0]) / float(best["runtime_s_mean"]) if len(q1) else float("nan"),
+                "spread": _ratio_spread(g, best, "runtime_s"),
             }
         )
     for (system, io, digest), g in seed.groupby(["system", "io", "digest"]):
@@ -513,27 +526,28 @@ def blksum_best(agg_ours: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
                 "time_s": float(best["mean_s"]),
                 "mibs": float("nan"),
                 "speedup": float(q1.iloc[0]) / float(best["mean_s"]) if len(q1) else float("nan"),
+                "spread": _ratio_spread(g.rename(columns={"mean_s": "x_mean", "std_s": "x_std"}), best, "x", "mean_s"),
             }
         )
     return pd.DataFrame(rows)
 
 
-def original_ratio(
-    agg: pd.DataFrame, original_tool: str = "blksum", ours_tool: str = "nvmelab-blksum", *, mode: str = "file"
-) -> pd.DataFrame:
-    """Time of the original blksum over ours, per digest and threads (rows) and queue depth (columns
-    "Q1", ...), for one read mode: "file" (the original's own file reads against our psync) or "nbd"
-    (both through the study's qemu-nbd); empty when no such original runs are recorded."""
-    orig_io, ours_io = ("original-nbd", "nbd") if mode == "nbd" else ("original", "psync")
-    orig = agg[(agg["tool"] == original_tool) & (agg["io"] == orig_io)]
-    ours = agg[(agg["tool"] == ours_tool) & (agg["io"] == ours_io)]
-    if orig.empty or ours.empty:
-        return pd.DataFrame()
-    m = orig.merge(ours, on=["digest", "threads", "qdepth"], suffixes=("_orig", "_ours"))
-    m["ratio"] = m["runtime_s_mean_orig"] / m["runtime_s_mean_ours"]
-    ratio = m.pivot_table(index=["digest", "threads"], columns="qdepth", values="ratio")
-    ratio.columns = [f"Q{q}" for q in ratio.columns]
-    return ratio
+def blksum_host_load(ours: pd.DataFrame) -> dict[str, float]:
+    """What the host used beside our measured client, per read mode (percent of one CPU, medians
+    over the runs): in file mode that is background; in NBD mode it is mostly the qemu-nbd the
+    study started, part of the measured path, so its share is that less the file-mode background.
+    Empty without host_cpu_usage in the records."""
+    if "host_cpu_usage" not in ours.columns:
+        return {}
+    d = ours.assign(beside=ours["host_cpu_usage"] - ours["cpu_usage"]).dropna(subset=["beside"])
+    out = {}
+    for m, g in d.groupby(d["mode"] if "mode" in d.columns else pd.Series("file", index=d.index)):
+        out[f"{m}_beside_median"] = float(g["beside"].median())
+        out[f"{m}_beside_max"] = float(g["beside"].max())
+        out[f"{m}_client_median"] = float(g["cpu_usage"].median())
+    if "nbd_beside_median" in out and "file_beside_median" in out:
+        out["nbd_server_median"] = out["nbd_beside_median"] - out["file_beside_median"]
+    return out
 
 
 # --------------------------------------------------------------- vram_cache ---
@@ -624,20 +638,11 @@ def vram_device_rates(dev: pd.DataFrame, ndevs: int | None = None) -> pd.DataFra
 
 
 def vram_device_spread(rates: pd.DataFrame) -> pd.DataFrame:
-    """Per workload, budget and cache: mean, least and most busy device's read and write MiB/s
-    (columns read_mean, read_min, read_max, write_mean, ...), from vram_device_rates."""
-    return (
-        rates.groupby(["workload", "fraction", "cache"])
-        .agg(
-            read_mean=("read_mibs", "mean"),
-            read_min=("read_mibs", "min"),
-            read_max=("read_mibs", "max"),
-            write_mean=("write_mibs", "mean"),
-            write_min=("write_mibs", "min"),
-            write_max=("write_mibs", "max"),
-        )
-        .reset_index()
-    )
+    """Per workload, budget and cache, the load spread over the array's devices in each direction:
+    busiest device's MiB/s over the least busy one's (columns read, write; from vram_device_rates)."""
+    g = rates.groupby(["workload", "fraction", "cache"])
+    out = g["read_mibs"].max() / g["read_mibs"].min()
+    return pd.DataFrame({"read": out, "write": g["write_mibs"].max() / g["write_mibs"].min()}).reset_index()
 
 
 def vram_line_states(agg: pd.DataFrame, bcache: pd.DataFrame) -> pd.DataFrame:
@@ -718,18 +723,23 @@ def vram_seed_findings(
     out["seed_stick_read_min"] = float(sticks["read_bytes_s"].min()) / mib
     out["seed_stick_read_max"] = float(sticks["read_bytes_s"].max()) / mib
     out["seed_stick_spread"] = float(sticks["read_bytes_s"].max() / sticks["read_bytes_s"].min())
-    d = dev[(dev["ndevs"] == top) & (dev["cache"] == "none")]
-    per = d.groupby(["workload", "fraction", "dev"])["read_mibs"].mean().reset_index()
-    spread = per.groupby(["workload", "fraction"])["read_mibs"].agg(
-        lambda x: x.max() / x.min() if x.min() > 0 else float("nan")
-    )
-    out["stripe_spread_max"] = float(spread.max())
+    # balance over the array's devices: reads and writes each, the verdict from both; per repetition too
+    nc_dev = dev[dev["cache"] == "none"]
+    spread = vram_device_spread(vram_device_rates(nc_dev, top))
+    for k in ("read", "write"):
+        out[f"stripe_spread_{k}_max"] = float(spread[k].max())
+    out["stripe_spread_max"] = max(out["stripe_spread_read_max"], out["stripe_spread_write_max"])
     out["balanced_spread"] = BALANCED_SPREAD
+    uneven = [k + "s" for k in ("read", "write") if out[f"stripe_spread_{k}_max"] > BALANCED_SPREAD]
     out["stripe_balance"] = (
-        "evenly loaded, like the seed's"
-        if out["stripe_spread_max"] <= BALANCED_SPREAD
-        else "less evenly loaded than the seed's"
+        "not evenly loaded: " + " and ".join(uneven) + " spread more" if uneven else "evenly loaded, like the seed's"
     )
+    by_rep = nc_dev.groupby("repetition") if "repetition" in nc_dev else [(0, nc_dev)]
+    reps = pd.concat(vram_device_spread(vram_device_rates(g, top)) for _, g in by_rep)
+    both = reps.groupby(["workload", "fraction", "cache"])[["read", "write"]]
+    out["stripe_spread_rep_diff"] = round(float((both.max() - both.min()).max().max()), 12)  # between repetitions
+    run = agg["mibs_std"] / agg["mibs_mean"] if "mibs_std" in agg else pd.Series([float("nan")])
+    out["run_spread_max_pct"] = 100 * float(run.max())  # run to run: the largest std over mean of a configuration
     # ZFS against mdadm in the seed's own tables (whole devices only)
     zfs = whole[(whole["setup"] == "zfs-swap") & whole["device"].str.startswith("nvme")]
     out["seed_zfs_read_ratio"] = float(sticks["read_bytes_s"].mean() / zfs["read_bytes_s"].mean())
@@ -748,7 +758,7 @@ def vram_seed_findings(
     cmp["req_ratio"] = cmp["mean_request_bytes_mean"] / cmp["mean_request_bytes_mean_nocache"]
     out["cache_gain_min"] = float(cmp["gain"].min()) if len(cmp) else None
     out["cache_gain_max"] = float(cmp["gain"].max()) if len(cmp) else None
-    out["workloads"] = sorted(cmp["rw"].unique())
+    out["cache_change_min_pct"] = 100 * float((cmp["gain"] - 1).abs().min()) if len(cmp) else None  # vs run spread
     for w, g in cmp.groupby("rw"):
         out[f"cache_verdict_{w}"] = verdict(g["gain"])
         out[f"cache_gain_{w}_min"] = float(g["gain"].min())

@@ -707,29 +707,31 @@ def vram_striping(nc: pd.DataFrame, fractions: Sequence[str]) -> alt.FacetChart:
     return _two_per_row(chart, "rw:N", "workload")
 
 
-def vram_per_device(rates: pd.DataFrame, fraction: str) -> alt.FacetChart:
-    """Read and write MiB/s of each device at one budget, a row per cache, a column per workload (analysis)."""
-    long = rates[rates["fraction"] == fraction].melt(
-        id_vars=["workload", "fraction", "cache", "dev"],
-        value_vars=["read_mibs", "write_mibs"],
-        var_name="direction",
-        value_name="MiB/s",
-    )
-    long["direction"] = long["direction"].str.replace("_mibs", "")
-    return (
+def vram_spread(spread: pd.DataFrame, balanced: float) -> alt.FacetChart:
+    """Load spread over the array's devices (busiest over least busy, analysis.vram_device_spread)
+    against the memory budget: a line per direction and cache, one panel per workload, and a rule at
+    `balanced`, the spread up to which the chapter calls an array evenly loaded."""
+    from fractions import Fraction
+
+    long = spread.melt(id_vars=["workload", "fraction", "cache"], value_vars=["read", "write"], var_name="direction")
+    long["fraction_value"] = [float(Fraction(f)) for f in long["fraction"]]
+    long["series"] = long["direction"] + ", cache " + long["cache"]
+    enc = series_encodings("series:N", sorted(long["series"].unique()), "direction, cache")
+    x = _budget_x(long)
+    lines = (
         alt.Chart(long)
-        .mark_bar()
+        .mark_line(point=True)
         .encode(
-            x=alt.X("dev:O", title="device"),
-            y=alt.Y("MiB/s:Q", title="MiB/s"),
-            xOffset="direction:N",
-            color=alt.Color("direction:N"),
-            tooltip=["workload", "cache", "dev", "direction", alt.Tooltip("MiB/s:Q", format=".2f")],
+            x=x,
+            y=alt.Y("value:Q", title="busiest / least busy device", scale=alt.Scale(zero=False)),
+            color=enc["color"],
+            shape=enc["shape"],
+            strokeDash=enc["strokeDash"],
+            tooltip=["workload", "fraction", "cache", "direction", alt.Tooltip("value:Q", format=".3f")],
         )
-        .properties(width=220, height=160)
-        .facet(row=alt.Row("cache:N", title="cache"), column=alt.Column("workload:N"))
-        .configure_legend(orient="bottom")
     )
+    rule = alt.Chart(long).mark_rule(color="black", strokeDash=[2, 2]).encode(y=alt.datum(balanced))
+    return _two_per_row((lines + rule).properties(width=HALF_WIDTH, height=200), "workload:N", "workload")
 
 
 def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
