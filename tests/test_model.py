@@ -293,3 +293,25 @@ def test_cuda_statements_convert_printed_units() -> None:
     roof = reference.headline_value("cpu-initiated", "roofline_iops")
     assert 100 * (nq1 - 0.05e6) / roof <= frac + 0.05 and frac - 0.05 <= 100 * (nq1 + 0.05e6) / roof
     assert not math.isclose(frac, 100 * nq1 / roof, abs_tol=0.05)  # the printed IOPS itself gives another rounding
+
+
+def test_min_qdepth_table_status_per_row() -> None:
+    df = _validated().copy()
+    p = model.fit(mv.published_points())
+    q = mv.min_qdepth_table(p, "cuda_qdepth", df).set_index("nqueues")
+    ft = mv.fact_table(df).set_index("fact")
+    assert q.loc[16, "status"] == "calibration input"
+    for nq in (2, 4, 8):
+        assert q.loc[nq, "status"] == ft.loc[f"cuda_qdepth/min_qdepth/nq{nq}", "status"]
+    assert q.loc[1, "status"].startswith("a bound")
+    i = mv.min_qdepth_table(p, "cuda_iosize", df)
+    reached = i[~i["published_min_qdepth"].str.startswith(">")]
+    assert reached["status"].nunique() == 1  # one fact, one status for all its rows
+    assert "status" not in mv.min_qdepth_table(p, "cuda_qdepth").columns
+
+
+def test_load_validation_scores_as_validate() -> None:
+    """Chapters read the committed validation.csv (the file their footer links): it scores as validate() does."""
+    a, b = mv.load_validation(), _validated().copy()
+    assert mv.headline(a) == mv.headline(b)
+    assert mv.fact_table(a)[["fact", "status"]].equals(mv.fact_table(b)[["fact", "status"]])

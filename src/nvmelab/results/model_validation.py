@@ -520,25 +520,37 @@ def bound_checks(p: Params) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def min_qdepth_table(p: Params, study: str) -> pd.DataFrame:
-    """Published min-QD table beside the model's, with total CUDA threads; bounds as text."""
+def min_qdepth_table(p: Params, study: str, validation: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Published min-QD table beside the model's, with total CUDA threads; bounds as text. With `validation`
+    (validate()'s frame) a ``status`` column says what each row is: "calibration input", the status of the
+    scored fact the row belongs to ("model hit"/"model miss": the six depths of seed 001 are one fact and share
+    its status), or for a published bound ("not reached") whether the model stays below it too."""
     key = "nqueues" if study == "cuda_qdepth" else "iosize"
     pub = reference.cuda_min_qdepth(study)
     mod = model_min_qdepth(p, study).set_index(key)["saturating_x"]
     per = (lambda r: r.nqueues * NDEVS_CUDA) if study == "cuda_qdepth" else (lambda r: NDEVS_CUDA)
+    facts = None
+    if validation is not None:
+        fe = fact_errors(validation).set_index("fact")["model"]
+        v = validation[(validation["study"] == study) & (validation["quantity"] == "min_qdepth")].set_index("point_id")
+        facts = {pid: ("calibration input" if r.role == "calibration" else status(fe.get(r.fact, np.inf)))
+                 for pid, r in v.iterrows()}  # fmt: skip
     rows = []
     for r in pub.itertuples():
         m = mod.get(getattr(r, key))
-        rows.append(
-            {
-                key: getattr(r, key),
-                "published_min_qdepth": (str(r.min_qdepth) if r.reached else f"> {r.min_qdepth}"),
-                "published_threads": (str(r.total_cuda_threads) if r.reached else f"> {r.total_cuda_threads}"),
-                "model_min_qdepth": "not reached" if m is None else str(m),
-                "model_threads": "–" if m is None else str(int(m) * per(r)),
-                "rel_error": (float("nan") if (m is None or not r.reached) else (m - r.min_qdepth) / r.min_qdepth),
-            }
-        )
+        row = {
+            key: getattr(r, key),
+            "published_min_qdepth": (str(r.min_qdepth) if r.reached else f"> {r.min_qdepth}"),
+            "published_threads": (str(r.total_cuda_threads) if r.reached else f"> {r.total_cuda_threads}"),
+            "model_min_qdepth": "not reached" if m is None else str(m),
+            "model_threads": "–" if m is None else str(int(m) * per(r)),
+            "rel_error": (float("nan") if (m is None or not r.reached) else (m - r.min_qdepth) / r.min_qdepth),
+        }
+        if facts is not None:
+            pid = f"min_qdepth/nq{r.nqueues}" if study == "cuda_qdepth" else f"min_qdepth/s{r.iosize}"
+            bound = "a bound, not scored: the model stays below it too" if m is None else "a bound the model breaks"
+            row["status"] = facts.get(pid, "") if r.reached else bound
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -606,6 +618,15 @@ def _write_csv(df: pd.DataFrame, path: Path) -> Path:
     df.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
     tmp.replace(path)
     return path
+
+
+def load_validation() -> pd.DataFrame:
+    """The committed validation (data/results/model/validation.csv, which `make book` rewrites first): what a
+    chapter shows, read from the file its footer links; the same frame as validate() (tests/test_model.py)."""
+    df = pd.read_csv(reference.data_root() / VALIDATION_PATH, keep_default_na=False, na_values=[""])
+    for c in ("restates", "depends_on", "note"):
+        df[c] = df[c].fillna("")
+    return df
 
 
 def write_validation(path: str | Path | None = None) -> Path:
