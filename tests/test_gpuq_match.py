@@ -94,6 +94,10 @@ def test_the_study_analysis_reads_match_blocks_from_records_and_frames():
         assert bad[("in order", "positional")] == 0 and bad[("out of order (window 8)", "positional")] > 0
         assert bad[("out of order (window 8)", "cid")] == 0 and bad[("out of order (window 8)", "scan")] == 0
     assert matching.chart(tab, "t").to_dict()["vconcat"]
+    f = matching.findings(tab)
+    assert f["inorder_misattributed"] == 0 and f["ooo_id_misattributed"] == 0
+    assert f["ooo_positional_per_k_min"] > 0 and f["inorder_commands"] > 0 and f["qdepths"] == [8]
+    assert f["scan_over_cid_min"] >= 1  # every thread of scan reads the round's entries until it finds its own
 
 
 # ------------------------------------------------------------------------------------------ GPU (lease)

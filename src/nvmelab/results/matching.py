@@ -99,3 +99,26 @@ def chart(tab: pd.DataFrame, title: str) -> alt.VConcatChart:
             .properties(width=170, height=60)
         )
     return alt.vconcat(*panels, title=title)
+
+
+def findings(tab: pd.DataFrame) -> dict[str, Any]:
+    """What a ``summary`` table shows, for the chapter's sentence: commands and misattributed commands in order,
+    positional reap's misattributed per PER out of order (smallest and largest over the depths), those of cid and
+    scan out of order, and scan's CQ bytes per completion over cid's (smallest and largest over the depths, in
+    order)."""
+    t = tab.assign(mode=tab["mode"].astype(str))
+    ino, ooo = t[t["order"] == "in order"], t[t["order"] != "in order"]
+    pos = ooo[ooo["mode"] == "positional"]["misattributed_per_k"]
+    cid = ino[ino["mode"] == "cid"].set_index("qdepth")["cq_bytes_per_completion"]
+    scan = ino[ino["mode"] == "scan"].set_index("qdepth")["cq_bytes_per_completion"]
+    ratio = (scan / cid).dropna()
+    return {
+        "inorder_commands": int(ino["completions"].sum()),
+        "inorder_misattributed": int(ino["misattributed"].sum()),
+        "ooo_positional_per_k_min": float(pos.min()) if not pos.empty else float("nan"),
+        "ooo_positional_per_k_max": float(pos.max()) if not pos.empty else float("nan"),
+        "ooo_id_misattributed": int(ooo[ooo["mode"] != "positional"]["misattributed"].sum()),
+        "scan_over_cid_min": float(ratio.min()) if not ratio.empty else float("nan"),
+        "scan_over_cid_max": float(ratio.max()) if not ratio.empty else float("nan"),
+        "qdepths": sorted(int(q) for q in t["qdepth"].unique()),
+    }
