@@ -646,8 +646,8 @@ def vram_device_spread(rates: pd.DataFrame) -> pd.DataFrame:
 
 
 def vram_line_states(agg: pd.DataFrame, bcache: pd.DataFrame) -> pd.DataFrame:
-    """Shares of unused, clean and dirty cache lines: ours (mean over each run, per configuration)
-    and the seed's bcache reading (data/reference seed003_bcache), columns who, state, share."""
+    """Shares of unused, clean and dirty cache lines: ours (mean over each run, a row per configuration
+    and budget, labelled by workload and configuration) and the seed's bcache reading (data/reference seed003_bcache), columns who, state, share."""
     ca = agg[agg["cache"] != "none"]
     states = ca.melt(
         id_vars=["config", "rw", "fraction"],
@@ -656,9 +656,7 @@ def vram_line_states(agg: pd.DataFrame, bcache: pd.DataFrame) -> pd.DataFrame:
         value_name="share",
     )
     states["state"] = states["state"].str.replace("_mean", "")
-    states["who"] = (
-        "ours: " + states["rw"] + ", " + states["config"].str.replace("RAID-0 ", "") + ", " + states["fraction"]
-    )
+    states["who"] = "ours: " + states["rw"] + ", " + states["config"].str.replace("RAID-0 ", "")  # every budget
     bc = bcache[bcache["stat"].isin(["unused", "clean", "dirty"])]
     seed = pd.DataFrame({"who": "seed 003: bcache on vRAM", "state": bc["stat"], "share": bc["number"] / 100.0})
     return pd.concat([states[["who", "state", "share"]], seed], ignore_index=True)

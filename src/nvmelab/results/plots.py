@@ -777,15 +777,16 @@ def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
 
 
 def vram_line_states(states: pd.DataFrame) -> alt.Chart:
-    """Shares of unused, clean and dirty cache lines, ours and the seed's (analysis.vram_line_states)."""
+    """Shares of unused, clean and dirty cache lines, ours (a bar per workload and configuration, the mean over
+    its budgets) and the seed's (analysis.vram_line_states)."""
     return (
         alt.Chart(states)
         .mark_bar()
         .encode(
             y=alt.Y("who:N", title=None),
-            x=alt.X("share:Q", title="share of cache lines", stack="normalize"),
+            x=alt.X("mean(share):Q", title="share of cache lines (mean over budgets)", stack="normalize"),
             color=alt.Color("state:N", scale=alt.Scale(domain=["unused", "clean", "dirty"])),
-            tooltip=["who", "state", alt.Tooltip("share:Q", format=".2f")],
+            tooltip=["who", "state", alt.Tooltip("mean(share):Q", format=".2f")],
         )
         .properties(width=300)
     )
