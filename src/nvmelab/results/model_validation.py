@@ -604,7 +604,8 @@ def figure_points(df: pd.DataFrame, study: str) -> pd.DataFrame:
     v[y] = v["published"]
     v["kind"] = [point_kind(r, s) for r, s in zip(v["role"], v["restates"].fillna(""))]
     v["label"] = [
-        f"{pid} ({src}): {val:,.4g} {u}" for pid, src, val, u in zip(v.point_id, v.source, v.published, v.unit)
+        f"{pid} ({src}): {val:,.0f} {u}" if abs(val) >= 1000 else f"{pid} ({src}): {val:.4g} {u}"
+        for pid, src, val, u in zip(v.point_id, v.source, v.published, v.unit)
     ]
     cols = ["nqueues", "qdepth", "iosize", "ncpus", "backend", "role", "kind", "label", "point_id"]
     cols = list(dict.fromkeys([x, y, *cols]))
