@@ -182,10 +182,7 @@ def host_variable_comparison(
                 why.get("thr_sib") if siblings and why.get("thr_sib") else why.get(var)
             ) or "no runs of this change in the records"
         elif siblings and why.get("thr_sib"):
-            note = (
-                f"{why['thr_sib']}: thr_sib=1 ran on the same CPUs as thr_sib=0, so this difference is "
-                "run-to-run variation, not an effect of siblings"
-            )
+            note = f"{why['thr_sib']}: both sides ran on the same CPUs, so this is run-to-run variation"
         else:
             note = ""
         row["note"] = note
@@ -279,9 +276,8 @@ def emulated_sweep_verdicts(
                 input=need,
                 status=status,
                 why=(
-                    f"set by the profile's turnaround ({lat_s * 1e6:,.0f} µs at scale {scale:g}, fitted to the "
-                    f"device-initiated one-queue rounds): {ncpus} threads keep {ncpus} queues on each device, and "
-                    f"Little's law asks each for a depth of {need:.1f}"
+                    f"the profile's turnaround ({lat_s * 1e6:,.0f} µs at scale {scale:g}) with {ncpus} queues per "
+                    f"device asks each queue for a depth of {need:.1f} (Little's law)"
                 ),
             )
         )
@@ -296,9 +292,8 @@ def emulated_sweep_verdicts(
                 input=roof,
                 status=EMULATED if sat is not None and sat == pub_threads else DISAGREES,
                 why=(
-                    f"set by the scale: dividing the devices' rate by {scale:g} leaves one thread "
-                    f"{roof:,.0f} IOPS to issue for {ndevs} devices, where the published {ndevs} devices need "
-                    f"{pub_roof:,.0f}; the CPU's cost per command is not scaled"
+                    f"set by the scale: at {scale:g} one thread has {roof:,.0f} IOPS to issue, the published "
+                    f"{ndevs} devices {pub_roof:,.0f}; the CPU's cost per command is not scaled"
                 ),
             )
         )
@@ -316,9 +311,8 @@ def emulated_sweep_verdicts(
                 input=bw_in / iops_in,
                 status=RESTATES if restated else EMULATED,
                 why=(
-                    f"the two ends are the profile's device bandwidth ({bw_in:,.0f} MiB/s = DEV_BW x {ndevs} / "
-                    f"{scale:g}) and its command cap at 512 B ({iops_in:,.1f} MiB/s = DEV_IOPS x {ndevs} / {scale:g}), "
-                    "both fitted to this study's published points"
+                    f"the ends are the profile's bandwidth ({bw_in:,.0f} MiB/s) and command cap at 512 B "
+                    f"({iops_in:,.1f} MiB/s), {ndevs} devices over the scale"
                 ),
             )
         )
@@ -335,10 +329,7 @@ def emulated_sweep_verdicts(
                 published=float("nan"),
                 input=cap,
                 status=RESTATES if worst <= RESTATE_TOLERANCE else EMULATED,
-                why=(
-                    f"each emulated device is its own copy of the cap ({cap:,.0f} IOPS = DEV_IOPS / {scale:g}), "
-                    "so n devices give n caps by construction"
-                ),
+                why=f"each device is a copy of the cap ({cap:,.0f} IOPS), so n devices give n caps",
             )
         )
     return pd.DataFrame(rows, columns=["sweep", "quantity", "ours", "published", "input", "status", "why"])
