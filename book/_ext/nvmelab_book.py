@@ -290,12 +290,13 @@ class EnvironmentsDirective(SphinxDirective):
 
 class CoverageDirective(SphinxDirective):
     """``{nvmelab-coverage} vocabulary|counts|lines``: the status vocabulary, the lines per status per seed,
-    or the seed statements with their status (nvmelab.results.coverage); a line's chapter cell links the
-    study chapter by its label, and a line naming a study without a chapter fails the build."""
+    or the seed statements with their status (nvmelab.results.coverage); each seed's rows follow a heading
+    row that links its study chapter by the chapter's label, and a study without a chapter fails the build."""
 
     optional_arguments = 1
 
-    def _link(self, study: str, chapters: dict[str, tuple[str, str]]) -> nodes.Node:
+    def _heading(self, seed: str, study: str, chapters: dict[str, tuple[str, str]], ncols: int) -> nodes.row:
+        """A row spanning the table: the seed and a link to its chapter (by the chapter's label)."""
         from sphinx.addnodes import pending_xref
 
         if study not in chapters:
@@ -303,7 +304,8 @@ class CoverageDirective(SphinxDirective):
         label, title = chapters[study]
         ref = pending_xref("", refdomain="std", reftype="ref", reftarget=label, refexplicit=True, refwarn=True)
         ref += nodes.inline(title, title)
-        return nodes.paragraph("", "", ref)
+        para = nodes.paragraph("", "", nodes.strong(text=f"Seed {seed}"), nodes.Text(" — chapter: "), ref)
+        return nodes.row("", nodes.entry("", para, morecols=ncols - 1), classes=["nvmelab-coverage-seed"])
 
     def run(self) -> list[nodes.Node]:
         from nvmelab.results import coverage
@@ -320,10 +322,19 @@ class CoverageDirective(SphinxDirective):
             note_data_file(self.env, f)
         chapters = {stem: (label, title) for stem, label, title in self.config.nvmelab_studies}
         rows = coverage.rows()
-        table = _table(coverage.HEADER, rows, coverage.WIDTHS)
-        where = coverage.HEADER.index("chapter")
-        for r, row in zip(rows, next(iter(table.findall(nodes.tbody))).children):
-            row.children[where].children = [self._link(r[where], chapters)]
+        cols = [coverage.HEADER.index(c) for c in coverage.SHOWN]
+        table = _table(coverage.SHOWN, [[r[i] for i in cols] for r in rows], coverage.WIDTHS)
+        table["classes"].append("colwidths-given")  # the browser keeps the widths (a narrow status column wraps)
+        tbody = next(iter(table.findall(nodes.tbody)))
+        seed, where = coverage.HEADER.index("seed"), coverage.HEADER.index("chapter")
+        body, last = [], None
+        for r, row in zip(rows, list(tbody.children)):
+            if (r[seed], r[where]) != last:
+                last = (r[seed], r[where])
+                body.append(self._heading(r[seed], r[where], chapters, len(cols)))
+            body.append(row)
+        tbody.children = []
+        tbody.extend(body)
         return [table]
 
 

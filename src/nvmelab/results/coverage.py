@@ -61,7 +61,7 @@ STATUSES = {
     MODEL_HIT: "the analytical model, fitted elsewhere, predicts the held-out fact within the miss threshold",
     MODEL_MISS: "the model's prediction of the held-out fact is off by more than the miss threshold",
     CALIBRATION: "the model or profile was fitted to it (or it restates a fitted number): it tests nothing",
-    PUBLISHED: "shown as the source states it, not tested here; followed by its origin class",
+    PUBLISHED: "shown as the source states it, not tested here; the origin class says where it comes from",
     NOT_TESTABLE: "needs hardware or host control this book's hosts lack; the note says why",
 }
 #: The origin classes of a published number (status ``published — <origin>``).
@@ -74,7 +74,11 @@ ORIGINS = {
 #: Statuses that let a sentence say a result agrees with a published one.
 HITS = (MODEL_HIT, MEASURED)
 HEADER = ["seed", "what the seed says", "status", "chapter", "note"]
-WIDTHS = [1, 6, 2, 2, 6]
+#: The columns the page shows (rows of one seed follow a heading row that names the seed and links its chapter).
+SHOWN = ["what the seed says", "status", "note"]
+#: A quote on the page is cut to this many characters (the seed CSVs hold it whole).
+QUOTE_CHARS = 40
+WIDTHS = [9, 3, 9]
 
 
 def published(origin: str) -> str:
@@ -91,10 +95,20 @@ def is_status(status: str) -> bool:
     return status.startswith(f"{PUBLISHED} — ") and status.split(" — ", 1)[1] in ORIGINS
 
 
+def order() -> list[str]:
+    """Every status word in the vocabulary's order, ``published`` expanded to its origin classes."""
+    out: list[str] = []
+    for s in STATUSES:
+        out += [published(o) for o in ORIGINS] if s == PUBLISHED else [s]
+    return out
+
+
 def vocabulary() -> list[list[str]]:
-    """(status, meaning) rows: every status, then every published origin class."""
-    rows = [[s, m] for s, m in STATUSES.items()]
-    return rows + [[published(o), m] for o, m in ORIGINS.items()]
+    """(status, meaning) rows: every status; ``published`` as ``published — <origin class>`` with the classes."""
+    rows = [[s, m] for s, m in STATUSES.items() if s != PUBLISHED]
+    classes = "; ".join(f"{o}: {m}" for o, m in ORIGINS.items())
+    at = [s for s, _ in rows].index(NOT_TESTABLE)
+    return rows[:at] + [[f"{PUBLISHED} — <origin class>", f"{STATUSES[PUBLISHED]}. {classes}"]] + rows[at:]
 
 
 # --------------------------------------------------------------------------- files ---
@@ -145,12 +159,12 @@ def fact_status(key: str) -> tuple[str, str]:
     if not rows:
         raise KeyError(f"validation.csv has no fact or point {key!r} (run python -m nvmelab.results.model_validation)")
     if any(r["role"] == "calibration" for r in rows):
-        return CALIBRATION, "fitted to it"
+        return CALIBRATION, "fitted"
     if any(r["restates"].strip() for r in rows):
-        return CALIBRATION, "restates an input"
+        return CALIBRATION, "restates"
     worst = max(rows, key=lambda r: abs(float(r["rel_error"])))
     err = float(worst["rel_error"])
-    return _model_status(err), f"error {err:+.0%}"
+    return _model_status(err), f"{err:+.0%}"
 
 
 # ------------------------------------------------------------------ emulated checks ---
@@ -197,11 +211,12 @@ def _sweep_verdicts(agg: dict, roof: float, scale: float, ndevs: int, ncpus: int
 
 
 def _verdict(sweep: str, ours: str) -> tuple[str, str]:
-    """(status, detail) of one of the chapter's sweep verdicts; `ours` says what was compared."""
+    """(status, detail) of one of the chapter's sweep verdicts (its reason is on the chapter); `ours` says what
+    was compared."""
     r = _emulated()["verdicts"][sweep]
     if not is_status(r["status"]):
         raise ValueError(f"cpu_submit gives sweep {sweep} the status {r['status']!r}, not a word of the vocabulary")
-    return r["status"], f"{ours.format(ours=r['ours'], published=r['published'])}; {r['why']}"
+    return r["status"], ours.format(ours=r["ours"], published=r["published"])
 
 
 def _stated(quantity: str) -> list[float]:
@@ -276,6 +291,10 @@ CHECKS: dict[str, Callable[[], tuple[str, str]]] = {
 
 
 # -------------------------------------------------------------------------- lines ---
+#: How a model line's detail starts (the facts of validation.csv it rests on follow, comma-separated).
+FACTS = "validation.csv: "
+
+
 def _derive(line: dict[str, str]) -> tuple[list[str], str]:
     basis = line["basis"].strip()
     if not basis:
@@ -288,10 +307,11 @@ def _derive(line: dict[str, str]) -> tuple[list[str], str]:
     if kind != "model":
         raise ValueError(f"{line['file']}::{line['item']}: basis {basis!r} is neither model: nor emulated:")
     derived = [(k, *fact_status(k)) for k in keys]
-    order = [s for s, _ in vocabulary()]
-    statuses = sorted(dict.fromkeys(s for _, s, _ in derived), key=order.index)
-    detail = "; ".join(f"{k.split('/', 1)[-1]}: {d if s == CALIBRATION else f'{s}, {d}'}" for k, s, d in derived)
-    return statuses, f"validation.csv: {detail}"
+    statuses = sorted(dict.fromkeys(s for _, s, _ in derived), key=order().index)
+    detail = ", ".join(
+        f"{k.split('/', 1)[-1]} {d if s == CALIBRATION else f'{s.split()[-1]} {d}'}" for k, s, d in derived
+    )
+    return statuses, f"{FACTS}{detail}"
 
 
 def lines() -> list[dict[str, Any]]:
@@ -313,15 +333,31 @@ def sources() -> list[Path]:
     return [coverage_file(), validation_file(), profile_file(), cpu_records_file()] + sorted(files)
 
 
-def says(line: dict[str, str]) -> str:
+def quotes(line: dict[str, str]) -> list[str]:
+    """The seed's own words for a line: each place it states the quantity, or where the table is."""
     rows = _read(seeds_dir() / line["file"])
     if line["item"] == "table":
         first = rows[0] if rows else {}
-        return f"the {first.get('locator', 'table')} under “{first.get('section', '?')}”"
-    quotes = [r["quote"] for r in rows if r["quantity"] == line["item"]]
-    if not quotes:
+        return [f"the {first.get('locator', 'table')} under “{first.get('section', '?')}”"]
+    found = list(dict.fromkeys(f"“{r['quote']}”" for r in rows if r["quantity"] == line["item"]))
+    if not found:
         raise KeyError(f"{line['file']} states no quantity {line['item']!r}")
-    return f"“{quotes[0]}”"
+    return found
+
+
+def short(quote: str, limit: int = QUOTE_CHARS) -> str:
+    """A quote cut at a word boundary to at most `limit` characters, marked with an ellipsis."""
+    if len(quote) <= limit:
+        return quote
+    cut = quote[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return cut + ("…”" if quote.endswith("”") else "…")
+
+
+def says(line: dict[str, str], shown: set[str] | frozenset[str] = frozenset()) -> str:
+    """One quote for a line, shortened: the first not in `shown` (a sentence stating two quantities is
+    quoted once)."""
+    q = [short(x) if x.startswith("“") else x for x in quotes(line)]  # a table's place is not cut
+    return next((x for x in q if x not in shown), q[0])
 
 
 def status_text(statuses: list[str]) -> str:
@@ -329,18 +365,23 @@ def status_text(statuses: list[str]) -> str:
 
 
 def rows(chapters: dict[str, Any] | None = None) -> list[list[Any]]:
-    """The page's rows: lines of one seed with the same statuses, chapter and note grouped into one row
-    that quotes each (once). `chapters` maps a study to what the chapter cell shows (its title or a link)."""
+    """The page's rows: lines of one seed with the same statuses, chapter and typed note grouped into one row
+    that quotes each (once) and lists their computed details (the validation facts once each). `chapters`
+    maps a study to what the chapter cell shows (its title or a link)."""
     chapters = chapters or {}
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for ln in lines():
-        note = ln["note"] + (f" ({ln['detail']})" if ln["detail"] else "")
-        key = (ln["seed"], status_text(ln["statuses"]), ln["where"], note)
-        groups.setdefault(key, []).append(ln)
-    out = []
+        groups.setdefault((ln["seed"], status_text(ln["statuses"]), ln["where"], ln["note"]), []).append(ln)
+    out, shown = [], set()
     for (seed, status, where, note), g in groups.items():
-        quotes = " · ".join(dict.fromkeys(says(ln) for ln in g))
-        out.append([seed, quotes, status, chapters.get(where, where), note])
+        said = [says(ln, shown) for ln in g]
+        shown.update(said)
+        details = [ln["detail"] for ln in g if ln["detail"]]
+        facts = [f for d in details if d.startswith(FACTS) for f in d[len(FACTS) :].split(", ")]
+        other = [d for d in details if not d.startswith(FACTS)]
+        merged = "; ".join(list(dict.fromkeys(other)) + ([FACTS + ", ".join(dict.fromkeys(facts))] if facts else []))
+        note = note + (f" ({merged})" if merged else "")
+        out.append([seed, " · ".join(dict.fromkeys(said)), status, chapters.get(where, where), note])
     return out
 
 
@@ -350,9 +391,8 @@ def counts() -> tuple[list[str], list[list[str]]]:
     ls = lines()
     seeds = sorted({ln["seed"] for ln in ls})
     found = list(dict.fromkeys(s for ln in ls for s in ln["statuses"]))
-    order = [s for s, _ in vocabulary() if s in found]
     body = []
-    for s in order:
+    for s in [s for s in order() if s in found]:
         per = [sum(s in ln["statuses"] for ln in ls if ln["seed"] == seed) for seed in seeds]
         body.append([s] + [str(n) if n else "·" for n in per] + [str(sum(per))])
     return ["status"] + [f"seed {s}" for s in seeds] + ["all"], body
