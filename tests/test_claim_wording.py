@@ -5,7 +5,8 @@ Scans the prose of book/*.md and of notebooks/*.ipynb (markdown cells, and the s
 cells, which become captions, tables and sentences, save the messages of assert and raise) for sentences
 that say a result has "the same shape" (or its, their shape) as another, "reproduces", "agrees", "matches",
 "repeats the <curve, result, ...>" or is "consistent with" it. Each such sentence
-must either be negated or qualified (not, no, never, cannot, disagrees, unlike, ...) or name a status of
+must either be negated or qualified (not, no, never, cannot, disagrees, unlike, by construction, restates an
+input, ...) or name a status of
 the book's vocabulary that lets it say so (nvmelab.results.coverage.HITS: ``model hit``, ``measured
 here``). Terms of art that contain these words (completion matching, a phase tag that matches) are in
 TERMS_OF_ART and removed before the scan. Inline code, roles, links' targets and fenced code are not prose
@@ -30,7 +31,9 @@ CLAIM = re.compile(
     re.I,
 )
 #: A negation or qualification that makes the sentence say the opposite, or less.
-NEGATED = re.compile(r"\b(?:not|no|never|nor|neither|nothing|cannot|unlike|disagree\w*)\b|n't\b", re.I)
+NEGATED = re.compile(
+    r"\b(?:not|no|never|nor|neither|nothing|cannot|unlike|disagree\w*|by construction|restates?)\b|n't\b", re.I
+)
 #: A status of the vocabulary that lets a sentence claim agreement.
 HIT = re.compile("|".join(re.escape(s) for s in coverage.HITS), re.I)
 #: Terms of art that contain a claim word but claim nothing (removed before the scan).
@@ -141,6 +144,7 @@ def test_the_scanner_sees_claims_and_lets_negations_and_hits_pass() -> None:
     assert not flagged("The emulated sweep does not reproduce the published peak.")
     assert not flagged("It never matches the seed; the status is emulated — disagrees.")
     assert not flagged("The prediction matches the published depth (model hit).")
+    assert not flagged("An agreement at a calibration point is by construction.")
     assert not flagged("This book is a reproducible artifact.")
     assert not flagged("The GPU does completion matching in three modes. See `match_shape`.")
     assert not flagged("```python\nx.reproduces()\n```\n")

@@ -173,3 +173,22 @@ def test_built_coverage_page_links_every_chapter() -> None:
         stem = h.split("/")[1].split(".")[0]
         assert stem in stems and (HTML / "notebooks" / f"{stem}.html").is_file(), f"broken chapter link {h}"
     assert Path(HTML / "coverage.html").read_text(encoding="utf-8").count("model hit") >= 1
+
+
+def test_other_modules_speak_the_vocabulary() -> None:
+    """Status words other modules define as constants (cpu_submit, answer, model_validation, ...) are words of
+    coverage's vocabulary, so the chapters, the answer table and this page use the same ones."""
+    import importlib
+    import pkgutil
+
+    import nvmelab.results as pkg
+
+    heads = ("measured here", "emulated", "model hit", "model miss", "calibration input", "published —", "not testable")
+    for info in pkgutil.iter_modules(pkg.__path__):
+        mod = importlib.import_module(f"nvmelab.results.{info.name}")
+        for name, value in vars(mod).items():
+            if isinstance(value, str) and name.isupper() and value.startswith(heads):
+                assert coverage.is_status(value), f"nvmelab.results.{info.name}.{name} = {value!r}: not a status word"
+    from nvmelab.results import model_validation as mv
+
+    assert {mv.status(0.0), mv.status(1.0)} == {coverage.MODEL_HIT, coverage.MODEL_MISS}
