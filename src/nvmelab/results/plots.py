@@ -674,7 +674,7 @@ def vram_throughput(agg: pd.DataFrame) -> alt.FacetChart:
     bars = base.mark_errorbar().encode(
         x=x, y=alt.Y("lo:Q", title="effective throughput (MiB/s)"), y2="hi:Q", color=enc["color"]
     )
-    return _two_per_row((lines + bars).properties(width=HALF_WIDTH, height=240), "rw:N", "workload").resolve_scale(
+    return _two_per_row((lines + bars).properties(width=HALF_WIDTH, height=200), "rw:N", "workload").resolve_scale(
         y="independent"
     )
 
@@ -702,7 +702,7 @@ def vram_striping(nc: pd.DataFrame, fractions: Sequence[str]) -> alt.FacetChart:
             strokeDash=enc["strokeDash"],
             tooltip=["rw", "fraction", "ndevs", alt.Tooltip("speedup:Q", format=".2f")],
         )
-        .properties(width=HALF_WIDTH, height=220)
+        .properties(width=HALF_WIDTH, height=190)
     )
     return _two_per_row(chart, "rw:N", "workload")
 
@@ -758,7 +758,7 @@ def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
             strokeDash=wdash,
             tooltip=["config", "rw", "fraction", alt.Tooltip("hit_ratio_mean:Q", format=".3f")],
         )
-        .properties(width=260, height=220)
+        .properties(width=260, height=180)
     )
     req = (
         alt.Chart(agg)
@@ -771,7 +771,7 @@ def vram_cache(agg: pd.DataFrame) -> alt.VConcatChart:
             strokeDash=wdash,
             tooltip=["config", "rw", "fraction", alt.Tooltip("mean_request_bytes_mean:Q", format=",.0f")],
         )
-        .properties(width=260, height=220)
+        .properties(width=260, height=180)
     )
     return alt.vconcat(hit, req).resolve_scale(color="shared", shape="shared", strokeDash="shared")
 
