@@ -175,3 +175,13 @@ def test_table_grouped_header() -> None:
 def test_numbers_in_text_are_aligned_as_numbers() -> None:
     h = pub.table(pd.DataFrame({"t": ["0.763 ± 0.022", "1.262 ± 0.003"], "who": ["a", "b"]}), "c")._repr_html_()
     assert '<td class="num">0.763 ± 0.022</td>' in h and '<td class="text">a</td>' in h
+
+
+def test_declarations_print_nothing_as_a_cell_s_last_expression() -> None:
+    """declare_sources/declare_used return a dict that IPython shows as nothing (no dict on a page)."""
+    from IPython.core.formatters import DisplayFormatter
+
+    decl = pub.declare_sources(glue=False)
+    assert decl == {"records": [], "published": []}
+    assert DisplayFormatter().format(decl) == ({}, {})
+    assert DisplayFormatter().format(pub.declare_used(glue=False)) == ({}, {})

@@ -16,11 +16,19 @@ chart's own area; a panel background outside the chart area (a clipped facet); a
 legend with no entries; tick labels of one axis that overlap; a results table
 (``nvmelab.results.publication.table``) or any other table of the page wider than the
 column. Per chart also: text rendered below ``MIN_TEXT_PX`` once the chart is scaled into
-the column, no numbered caption, two legend entries that look alike (or differ in colour
+the column (the font size times the smaller scale of the text's own axes), and a label turned on
+its side whose box on the page is less than ``MIN_TEXT_PX`` tall (a one-digit tick label rotated
+by 270 degrees is as tall as one glyph is wide: about 6 px at an 11 px font, which the font size
+alone never showed), no numbered caption, two legend entries that look alike (or differ in colour
 only, except a bar chart's filled squares), a legend entry whose colour or dash no mark
 uses, a fraction printed as a long decimal. A chart drawn to a
 ``<canvas>`` cannot be inspected and is reported as such: the book renders SVG. And
 it can save a screenshot of the whole page (PNG).
+
+For the page as a whole (``PAGE_PROBE``) it reports the page's height in CSS pixels at
+the viewport's width, and any Python repr the page prints where a reader sees it (a dict
+such as ``{'key': ...}`` or ``{"key": ...}``, ``np.float64(...)``) in a cell's output or
+in the prose; code cells' sources are not looked at.
 """
 
 from __future__ import annotations
@@ -49,8 +57,8 @@ CHART_PROBE = """
 """
 
 
-#: Browser window (CSS pixels) in which layout is measured and screenshots are taken.
-VIEWPORT = (1280, 900)
+#: Browser window (CSS pixels) in which layout and page height are measured and screenshots are taken.
+VIEWPORT = (1400, 900)
 #: Screenshots stop at this page height (CSS pixels).
 MAX_SCREENSHOT_HEIGHT = 30000
 
@@ -104,14 +112,21 @@ LAYOUT_PROBE = r"""
     });
     if (!(embed.closest('figure') && embed.closest('figure').querySelector('figcaption .caption-number')))
       out.push(`${who}: chart has no numbered caption (show it with publication.figure)`);
-    const small = new Map();
+    const small = new Map(), turned = new Map();
     g.querySelectorAll('text').forEach(t => {
       if (!visible(t)) return;
       const m = t.getScreenCTM();
-      const px = parseFloat(getComputedStyle(t).fontSize) * (m ? Math.hypot(m.a, m.b) : 1);
+      // the font size as drawn: the smaller of the two scales of the text's own axes (a chart scaled
+      // into the column shrinks both)
+      const px = parseFloat(getComputedStyle(t).fontSize) * (m ? Math.min(Math.hypot(m.a, m.b), Math.hypot(m.c, m.d)) : 1);
+      const k = t.textContent.trim();
       if (px < MIN_TEXT_PX - 0.05) {
-        const k = t.textContent.trim();
         if (!small.has(k)) small.set(k, px);
+      } else if (m && Math.abs(m.b) > 0.01 * Math.hypot(m.a, m.b) && t.closest('g.role-axis-label')) {
+        // a tick label turned off the horizontal: what a reader sees is its box on the page, which for a
+        // short label on its side is the label's length, not the font's size (a rotated axis title is usual)
+        const h = R(t).height;
+        if (h > 0 && h < MIN_TEXT_PX - 0.05 && !turned.has(k)) turned.set(k, h);
       }
       if (/^-?0\.\d{4,}$/.test(t.textContent.trim()))
         out.push(`${who}: the fraction "${t.textContent.trim()}" is printed as a long decimal (write 1/64)`);
@@ -120,6 +135,11 @@ LAYOUT_PROBE = r"""
       const [k, px] = small.entries().next().value;
       out.push(`${who}: ${small.size} text(s) render below ${MIN_TEXT_PX} px, e.g. "${k}" at ${px.toFixed(1)} px `
                + `(too wide for the column: stack or facet the panels)`);
+    }
+    if (turned.size) {
+      const [k, h] = turned.entries().next().value;
+      out.push(`${who}: ${turned.size} text(s) turned on their side render below ${MIN_TEXT_PX} px tall, e.g. "${k}" `
+               + `${h.toFixed(1)} px (draw short labels horizontally: labelAngle 0)`);
     }
     const marks = {colours: new Set(), dashes: new Set()};
     g.querySelectorAll('path, line, rect, circle').forEach(p => {
@@ -212,6 +232,31 @@ LAYOUT_PROBE = r"""
 """.replace("%MIN_TEXT_PX%", str(MIN_TEXT_PX))
 
 
+PAGE_PROBE = r"""
+(() => {
+  const REPR = /\{\s*'[^'\n]{1,80}'\s*:|\{\s*"[^"\n]{1,80}"\s*:\s|\bnp\.(?:float|int|uint|bool_?)\d*\(|\bnumpy\.\w+\(/;
+  const found = [];
+  const look = (el, where) => {
+    const text = (el.innerText || '').replace(/\s+/g, ' ');
+    const m = text.match(REPR);
+    if (!m) return;
+    const at = Math.max(0, m.index - 30);
+    found.push(`${where}: "${text.slice(at, m.index + 60).trim()}"`);
+  };
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  article.querySelectorAll('.cell_output').forEach(o => look(o, 'cell output'));
+  article.querySelectorAll('p, li, td, th, dd, dt, figcaption, h1, h2, h3, h4').forEach(el => {
+    if (el.closest('.cell_output, .cell_input, .highlight, pre, li li, td td')) return;
+    if (el.tagName === 'LI' && el.querySelector('p')) return;  // its paragraphs are looked at one by one
+    look(el, el.tagName.toLowerCase());
+  });
+  const doc = document.scrollingElement || document.documentElement;
+  return JSON.stringify({height: Math.ceil(Math.max(doc.scrollHeight, document.body.scrollHeight)),
+                         reprs: found});
+})()
+"""
+
+
 def chromium_binary() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)
@@ -232,6 +277,10 @@ class PageReport:
     error_divs: list[str]
     layout: list[str] = dataclasses.field(default_factory=list)
     screenshot: str | None = None
+    #: Height of the whole page (CSS pixels) at the viewport's width.
+    height: int = 0
+    #: Python reprs the page prints where a reader sees them (see PAGE_PROBE).
+    reprs: list[str] = dataclasses.field(default_factory=list)
 
     def problems(self) -> list[str]:
         return self.console_errors + self.exceptions + self.log_errors + self.error_divs
@@ -378,6 +427,10 @@ def open_page(url: str, binary: str | None = None, screenshot: str | os.PathLike
             if "exceptionDetails" in layout:
                 raise RuntimeError(f"layout probe failed: {layout['exceptionDetails']}")
             layout_problems = json.loads(layout["result"]["value"])
+            whole = pipe.call("Runtime.evaluate", {"expression": PAGE_PROBE, "returnByValue": True}, session=session)
+            if "exceptionDetails" in whole:
+                raise RuntimeError(f"page probe failed: {whole['exceptionDetails']}")
+            page_facts = json.loads(whole["result"]["value"])
             shot = None
             if screenshot is not None:
                 shot = str(screenshot)
@@ -410,6 +463,8 @@ def open_page(url: str, binary: str | None = None, screenshot: str | os.PathLike
         charts["error_divs"],
         layout_problems,
         shot,
+        page_facts["height"],
+        page_facts["reprs"],
     )
 
 

@@ -16,12 +16,17 @@
   drawn, no fraction prints as a long decimal, no table is wider than the column
   (browser.LAYOUT_PROBE); the other chapters are opened too, and a screenshot of every page
   is saved under book/_build/screenshots/ (CI keeps it);
+* every page's height at the browser's width (1,400 px) is written to page-heights.txt beside the
+  screenshots; a chapter of the reader's path (the study pages, introduction, conclusions) taller than
+  8,000 px fails, any other page taller than 12,000 px fails; no chapter prints a Python repr (a dict,
+  ``np.float64(...)``) in an output or its prose;
 * every study page opens with the banner of the records it shows, and every page's footer
   names the build commit and links its data files, which exist in the site.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -263,18 +268,25 @@ def _need_chromium():
     return browser
 
 
+@functools.cache
+def page_report(uri: str):
+    """The browser's report of one built page (opened once per test session), with its screenshot."""
+    browser = _need_chromium()
+    page = HTML / uri
+    assert page.is_file(), f"{uri} was not built"
+    return browser.open_page(page.as_uri(), screenshot=SCREENSHOTS / f"{Path(uri).stem}.png")
+
+
 @pytest.mark.parametrize("label", sorted(BROWSER_PAGES))
 def test_study_page_renders_charts_offline(label: str) -> None:
     """Charts render offline with no console error and a clean layout; a screenshot is saved."""
-    browser = _need_chromium()
     uri = std_labels().get(label)
     assert uri, f"label {label} is missing"
     stem = BROWSER_PAGES[label]
     assert uri == f"notebooks/{stem}.html", (
         f"{label} is the placeholder page {uri}: notebooks/{stem}.ipynb is not in the book yet"
     )
-    page = HTML / uri
-    report = browser.open_page(page.as_uri(), screenshot=SCREENSHOTS / f"{stem}.png")
+    report = page_report(uri)
     remote = [u for u in report.requests if not u.startswith(("file:", "data:", "blob:", "about:"))]
     assert not remote, f"{uri} requested from the network: {remote}"
     assert not report.problems(), f"{uri}: browser reported {report.problems()}"
@@ -299,19 +311,59 @@ CHAPTERS = (
     "conclusions",
     "references",
 )
+#: The reader's path: the study pages and the two chapters around them. Each must stay shorter than
+#: CHAPTER_MAX_PX at the browser's width (browser.VIEWPORT) and print no Python repr.
+READER_PATH = ("introduction", "conclusions")
+CHAPTER_MAX_PX = 8000
+#: Every other page (the appendix: method, engineering, coverage, references).
+APPENDIX_MAX_PX = 12000
 
 
 @pytest.mark.parametrize("stem", CHAPTERS)
 def test_chapter_renders_cleanly_and_is_screenshot(stem: str) -> None:
     """Every other chapter: no browser error, no chart or table problem, a screenshot saved."""
-    browser = _need_chromium()
-    page = HTML / f"{stem}.html"
-    assert page.is_file(), f"{stem}.html was not built"
-    report = browser.open_page(page.as_uri(), screenshot=SCREENSHOTS / f"{stem}.png")
+    report = page_report(f"{stem}.html")
     assert not report.problems(), f"{stem}: browser reported {report.problems()}"
     assert report.rendered == report.containers, f"{stem}: a chart did not render"
     assert not report.layout, f"{stem}: layout problems:\n  " + "\n  ".join(report.layout)
     assert (SCREENSHOTS / f"{stem}.png").stat().st_size > 0
+
+
+def _chapter_uris() -> list[str]:
+    return [f"notebooks/{stem}.html" for stem in BROWSER_PAGES.values()] + [f"{s}.html" for s in READER_PATH]
+
+
+def test_page_heights() -> None:
+    """Every page measured at the browser's width; the heights are written to page-heights.txt beside
+    the screenshots. A chapter (a study page, the introduction, the conclusions) may be at most
+    CHAPTER_MAX_PX tall, any other page APPENDIX_MAX_PX."""
+    chapters = set(_chapter_uris())
+    uris = sorted(chapters | {f"{s}.html" for s in CHAPTERS})
+    rows, over = [], []
+    for uri in uris:
+        height = page_report(uri).height
+        limit = CHAPTER_MAX_PX if uri in chapters else APPENDIX_MAX_PX
+        rows.append(f"{uri}\t{height}\t{limit}")
+        if height > limit:
+            over.append(f"{uri}: {height:,} px tall (limit {limit:,} px)")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    (SCREENSHOTS / "page-heights.txt").write_text(
+        f"# page\theight_px\tlimit_px (at {browser_width()} px width)\n" + "\n".join(rows) + "\n"
+    )
+    assert not over, f"pages taller than their limit at {browser_width()} px width:\n  " + "\n  ".join(over)
+
+
+def browser_width() -> int:
+    import browser
+
+    return browser.VIEWPORT[0]
+
+
+def test_no_chapter_prints_a_python_repr() -> None:
+    """No chapter shows a Python dict, list of numpy scalars or similar repr in an output or its prose."""
+    found = {uri: page_report(uri).reprs for uri in _chapter_uris()}
+    found = {uri: r for uri, r in found.items() if r}
+    assert not found, "chapters print Python reprs:\n  " + "\n  ".join(f"{u}: {r}" for u, r in found.items())
 
 
 # ------------------------------------------------------- banner and footer ---

@@ -4,7 +4,7 @@
 Each page holds one Vega-Lite chart in a 500 px text column, rendered by the vendored
 Vega bundle the book uses. A well-behaved chart must pass; a chart wider than the
 column, a legend label cut by its limit, overlapping tick labels, an empty legend, a
-chart drawn to a canvas, text the book's CSS shrinks below 10 px, a chart without a
+chart drawn to a canvas, text the book's CSS shrinks below 10 px, a short label turned on its side (its box under 10 px tall), a chart without a
 numbered caption, legend entries that differ in colour only, a legend entry for a
 series not drawn and a fraction printed as a long decimal must each be reported.
 Needs Chromium (skipped otherwise).
@@ -156,6 +156,26 @@ def test_text_shrunk_below_the_legible_size_fails(tmp_path: Path) -> None:
     css = (Path(__file__).resolve().parents[2] / "book" / "_static" / "nvmelab.css").read_text()
     problems = _layout(_page(tmp_path, _spec(width=1400), css=css))  # scaled to a third: 10 px text at ~3.5 px
     assert any(f"render below {browser.MIN_TEXT_PX} px" in p for p in problems), problems
+
+
+def _bars(angle: int) -> dict:
+    return _spec(
+        mark="bar",
+        data={"values": [{"d": "0", "y": 2}, {"d": "1", "y": 3}, {"d": "2", "y": 1}]},
+        encoding={
+            "x": {"field": "d", "type": "nominal", "axis": {"labelAngle": angle}},
+            "y": {"field": "y", "type": "quantitative"},
+        },
+    )
+
+
+def test_a_short_label_turned_on_its_side_fails(tmp_path: Path) -> None:
+    """An 11 px one-digit tick label rotated by 270 degrees is as tall on the page as a digit is wide
+    (about 6-7 px): the font-size check alone passed it (issue 34's 6.1 px text on the vram_cache page)."""
+    problems = _layout(_page(tmp_path, _bars(270)))
+    assert any("turned on their side" in p for p in problems), problems
+    (tmp_path / "flat").mkdir()
+    assert not _layout(_page(tmp_path / "flat", _bars(0))), "horizontal labels of legible size were reported"
 
 
 def test_chart_without_a_numbered_caption_fails(tmp_path: Path) -> None:

@@ -85,6 +85,14 @@ def repo_path(path: str | os.PathLike) -> str:
         return p.as_posix()
 
 
+class Declared(dict):
+    """What declare_sources/declare_used return: a plain dict that shows nothing when it is the last
+    expression of a notebook cell (a chapter must never print a Python dict)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
 # ------------------------------------------------------- data files read ---
 #: Absolute paths of the data files this process read (the registry declare_used glues).
 _USED: set[str] = set()
@@ -161,7 +169,7 @@ def declare_used(*extra: str | os.PathLike, glue: bool = True) -> dict[str, list
     into ``records``, ``published`` and ``data``; call it in the notebook's last code cell. The book
     lists them on the banner, links them in the footer and copies them into the site."""
     note_used(*extra)
-    decl: dict[str, list[str]] = {"records": [], "published": [], "data": []}
+    decl = Declared(records=[], published=[], data=[])
     for rel in used_files():
         decl[_kind(rel)].append(rel)
     if glue:
@@ -358,7 +366,9 @@ def declare_sources(
     (files under data/reference). In a book build the list is glued under ``SOURCES_KEY``; the
     extension turns it into the page banner (from the records' provenance) and the footer links.
     Returns the declaration; outside a book build nothing else happens."""
-    decl = {"records": sorted({repo_path(p) for p in records}), "published": sorted({repo_path(p) for p in published})}
+    decl = Declared(
+        records=sorted({repo_path(p) for p in records}), published=sorted({repo_path(p) for p in published})
+    )
     for p in decl["records"] + decl["published"]:
         full = Path(p) if Path(p).is_absolute() else repo_root() / p
         if not full.is_file():
