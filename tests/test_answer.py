@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nvmelab.results import answer, reference
+from nvmelab.results import answer, cpu_submit, reference
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +45,7 @@ def test_cpu_threads_follow_the_published_records(monkeypatch: pytest.MonkeyPatc
         return df
 
     monkeypatch.setattr(reference, "published", fewer)
+    monkeypatch.setattr(cpu_submit, "published", fewer)
     answer._cpu_iops_row.cache_clear()
     assert int(answer._cpu_iops_row()["threads"].split()[0]) > n
 

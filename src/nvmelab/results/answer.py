@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import analysis, reference
+from . import analysis, cpu_submit, reference
 
 #: The three ceilings, as the first column shows them.
 CEILING_IOPS = "16-drive roofline of 512 B random reads"
@@ -36,7 +36,6 @@ RECORDS = "published — per-run records at a commit"
 SEED_TEXT = "published — text of a seed"
 REVISION_TEXT = "published — text of a later revision"
 OURS = "measured here"
-POLLING_COST_FILE = "aisio-polling-cost.csv"
 COLUMNS = ["ceiling", "initiator", "threads", "queues", "drives", "initiator cost", "status", "caveat"]
 
 
@@ -46,19 +45,15 @@ def _n(x: float) -> str:
 
 @cache
 def _cpu_iops_row() -> dict[str, str]:
+    n, roof = cpu_submit.published_threads_to_roofline("upcie")
     pub = reference.published("cpu-initiated-upcie")
-    pub = pub[pub["backend"] == "upcie"]
-    roof = analysis.roofline(constant=reference.headline_value("cpu-initiated", "roofline_iops"))
-    sat = analysis.saturation(analysis.aggregate(pub, by=["ncpus"]), "ncpus", roof)
-    n = int(sat.saturating_x[0])
-    at = pub[pub["ncpus"] == n]
-    ndevs, qd = int(at["ndevs"].iloc[0]), int(at["qdepth"].iloc[0])
+    ndevs, qd = int(pub["ndevs"].iloc[0]), int(pub["qdepth"].iloc[0])
     busy = reference.seed004_value("busy_poll_cpu_utilisation_per_logical_cpu")
     return {
         "ceiling": CEILING_IOPS,
         "initiator": "CPU (xnvmeperf + upcie, payload in host memory)",
-        "threads": f"{n} CPU threads",
-        "queues": f"{n * ndevs} (one per thread per drive), depth {qd}",
+        "threads": "none of the published runs" if n is None else f"{n} CPU threads",
+        "queues": "–" if n is None else f"{n * ndevs} (one per thread per drive), depth {qd}",
         "drives": str(ndevs),
         "initiator cost": f"each thread polls: about {busy:.0f} % of a logical CPU (seed 004)",
         "status": RECORDS,
@@ -70,12 +65,10 @@ def _cpu_iops_row() -> dict[str, str]:
 
 
 def polling_cost() -> pd.DataFrame:
-    """The published GPU polling-kernel costs (a later revision of the device-initiated pages), or an
-    empty frame when data/reference holds none."""
-    path = reference.reference_dir() / POLLING_COST_FILE
-    if not path.is_file():
+    """The published GPU polling-kernel costs (reference.polling_cost), or an empty frame without the file."""
+    if not (reference.reference_dir() / reference.POLLING_COST_FILE).is_file():
         return pd.DataFrame()
-    return pd.read_csv(path, dtype=str)
+    return reference.polling_cost("cuda-qdepth")
 
 
 def _gpu_cost(nqueues: int, qdepth: int) -> str:
@@ -84,9 +77,7 @@ def _gpu_cost(nqueues: int, qdepth: int) -> str:
         return "not stated by the seeds"
     parts = []
     for quantity, text in (("sm_active", "of the SMs active"), ("occupancy", "of the warp slots")):
-        sel = pc[(pc["quantity"] == quantity) & (pc["nqueues"] == str(nqueues))]
-        exact = sel[sel["qdepth"] == str(qdepth)]
-        sel = exact if not exact.empty else sel[sel["qdepth"].fillna("").isin(["", "all"])]
+        sel = pc[(pc["quantity"] == quantity) & (pc["nqueues"] == nqueues) & (pc["qdepth"] == qdepth)]
         if not sel.empty:
             parts.append(f"{float(sel['value'].iloc[0]):g} % {text}")
     return ", ".join(parts) + " (DCGM)" if parts else "not stated"
@@ -128,7 +119,8 @@ def _pcie_cpu_row() -> dict[str, str]:
         "initiator cost": "one polling CPU thread",
         "status": RECORDS,
         "caveat": (
-            f"mean payload {at['gbps'].mean():.1f} GB/s over {len(at)} repetitions; four drives, not sixteen: "
+            f"mean payload {cpu_submit.published_p2p_payload_gbps(4096):.1f} GB/s over {len(at)} repetitions; "
+            f"{int(at['ndevs'].iloc[0])} drives, not sixteen: "
             "how the CPU side scales to the GPU rows' drive count is not measured"
         ),
     }
@@ -241,6 +233,6 @@ def sources(gpu_files: Sequence[Path] = ()) -> list[Path]:
         ref / "model-calibration.csv",
         *gpu_files,
     ]
-    if (ref / POLLING_COST_FILE).is_file():
-        files.append(ref / POLLING_COST_FILE)
+    if (ref / reference.POLLING_COST_FILE).is_file():
+        files.append(ref / reference.POLLING_COST_FILE)
     return sorted(set(files))
