@@ -14,7 +14,7 @@ not testable here, with the reason in its note) or names its ``basis``, and the 
   held-out fact is a ``model hit`` or ``model miss`` by ``model_validation.is_hit`` of its worst row. A
   fact the file lacks raises KeyError.
 * ``emulated: <check>``: a comparator of ``CHECKS`` over our emulated records
-  (data/results/cpu_initiated/vm/standard.jsonl) and the pm1753 profile
+  (data/results/cpu_initiated/vm/standard.jsonl, vram_cache/vm/standard.jsonl) and the pm1753 profile
   (data/results/model/pm1753-profile.csv): a value within ``model_validation.AT_CAP`` of a profile
   input times the scale ``restates an input``; otherwise it is set beside the seed's number and either
   ``emulated`` (same) or ``emulated — disagrees``.
@@ -258,6 +258,31 @@ def _check_peak_iops() -> tuple[str, str]:
     return _beside(best * e["scale"] / 1e6, _stated("peak_iops")[0], "peak IOPS (M, scaled back)")
 
 
+def vram_records_file() -> Path:
+    return repo_root() / "data" / "results" / "vram_cache" / "vm" / "standard.jsonl"
+
+
+def _check_vram_balance() -> tuple[str, str]:
+    """The vram_cache chapter's balance verdict (analysis.vram_seed_findings: the load spread over the
+    largest array's devices, reads and writes, against BALANCED_SPREAD) beside the seed's mdadm sticks."""
+    from . import analysis, records, reference
+
+    df = analysis.to_frame(records.load_records(vram_records_file()))
+    ok = df[df["status"] == "ok"] if "status" in df.columns else df
+    disk, st, bc = reference.seed003_disk_io(), reference.seed003_statements(), reference.seed003_bcache()
+    f = analysis.vram_seed_findings(analysis.vram_summary(ok), analysis.vram_per_device(ok), disk, st, bc)
+    sticks = disk[(disk["setup"] == "mdadm-raid0-swap") & ~disk["partition"] & disk["device"].str.startswith("nvme")]
+    seed = {k: float(sticks[f"{k}_bytes_s"].max() / sticks[f"{k}_bytes_s"].min()) for k in ("read", "write")}
+    limit = f["balanced_spread"]
+    ours_even = max(f["stripe_spread_read_max"], f["stripe_spread_write_max"]) <= limit
+    status = EMULATED if ours_even == (max(seed.values()) <= limit) else EMU_DISAGREES
+    return status, (
+        f"busiest over least busy device: ours {f['stripe_spread_read_max']:.2f}× reading, "
+        f"{f['stripe_spread_write_max']:.2f}× writing; the seed's sticks {seed['read']:.2f}× and {seed['write']:.2f}×; "
+        f"even up to {limit:.2f}×"
+    )
+
+
 def _check_iops_drop() -> tuple[str, str]:
     e = _emulated()
     iops = e["agg"]["iosize"]["iops_mean"].sort_index()
@@ -284,6 +309,7 @@ CHECKS: dict[str, Callable[[], tuple[str, str]]] = {
     "bandwidth_4096": lambda: _verdict(
         "iosize", "4096 B over 512 B bandwidth: ours {ours:.2f}, the seed's {published:.2f}"
     ),
+    "vram_balance": _check_vram_balance,
     "cap_qdepth": _check_cap_qdepth,
     "peak_iops": _check_peak_iops,
     "iops_drop": _check_iops_drop,
@@ -330,7 +356,7 @@ def typed_emulated() -> list[str]:
 
 def sources() -> list[Path]:
     files = {seeds_dir() / ln["file"] for ln in _read(coverage_file())}
-    return [coverage_file(), validation_file(), profile_file(), cpu_records_file()] + sorted(files)
+    return [coverage_file(), validation_file(), profile_file(), cpu_records_file(), vram_records_file()] + sorted(files)
 
 
 def quotes(line: dict[str, str]) -> list[str]:
