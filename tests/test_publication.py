@@ -185,3 +185,17 @@ def test_declarations_print_nothing_as_a_cell_s_last_expression() -> None:
     assert decl == {"records": [], "published": []}
     assert DisplayFormatter().format(decl) == ({}, {})
     assert DisplayFormatter().format(pub.declare_used(glue=False)) == ({}, {})
+
+
+def test_legend_symbols_are_drawn_at_full_strength() -> None:
+    """A faint band under each line must not make the legend's symbols faint (plot_style's theme)."""
+    import altair as alt
+
+    from nvmelab.results import plot_style  # noqa: F401  (registers and enables the theme)
+
+    df = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1, 2, 2, 3], "lo": [0, 1, 1, 2], "hi": [2, 3, 3, 4], "s": list("aabb")})
+    band = alt.Chart(df).mark_area(opacity=0.2).encode(x="x:Q", y="lo:Q", y2="hi:Q", color="s:N")
+    line = alt.Chart(df).mark_line(point=True).encode(x="x:Q", y="y:Q", color="s:N")
+    vega = alt.layer(band, line).to_dict(format="vega")
+    assert vega["config"]["legend"]["symbolOpacity"] == 1
+    assert not any((lg.get("encode") or {}).get("symbols") for lg in vega["legends"]), vega["legends"]

@@ -73,7 +73,9 @@ THEME = "nvmelab"
 def _theme() -> alt.theme.ThemeConfig:
     return {
         "config": {
-            "legend": {"labelLimit": 0, "titleLimit": 0, "labelFontSize": 11, "titleFontSize": 12},
+            # symbolOpacity: a legend symbol drawn at full strength, not at the opacity of the first layer that
+            # uses the scale (a 20 % band under each line made every symbol of its legend faint)
+            "legend": {"labelLimit": 0, "titleLimit": 0, "labelFontSize": 11, "titleFontSize": 12, "symbolOpacity": 1},
             "axis": {"labelLimit": 0, "titleLimit": 0, "labelOverlap": True, "labelFontSize": 11, "titleFontSize": 12},
             "header": {"labelLimit": 0, "titleLimit": 0, "labelFontSize": 12, "titleFontSize": 12},
             "title": {"limit": 0, "fontSize": 13},
