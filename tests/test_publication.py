@@ -199,3 +199,22 @@ def test_legend_symbols_are_drawn_at_full_strength() -> None:
     vega = alt.layer(band, line).to_dict(format="vega")
     assert vega["config"]["legend"]["symbolOpacity"] == 1
     assert not any((lg.get("encode") or {}).get("symbols") for lg in vega["legends"]), vega["legends"]
+
+
+def test_environments_page_states_unsettable_variables_in_plain_words() -> None:
+    """The environments page names what a host would not let a sweep set without sysfs paths or raw values."""
+    from nvmelab.results import environments
+
+    env = environments.HostEnvironment("h")
+    env.uncontrolled = {
+        "governor": "no cpufreq in sysfs (no scaling_governor)",
+        "turbo": "no intel_pstate/no_turbo or cpufreq/boost in sysfs",
+        "smt": "SMT control is notsupported on this host",
+        "odd": "something else",
+    }
+    text = env.uncontrolled_text()
+    assert text == (
+        "CPU governor: the host exposes no CPU frequency control; turbo boost: the host exposes no turbo control; "
+        "SMT: the host offers no SMT control; odd: something else"
+    )
+    assert "sysfs" not in text and "notsupported" not in text

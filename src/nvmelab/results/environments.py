@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,6 +33,38 @@ from .records import load_records, validate
 UNKNOWN = "unknown"
 #: Package versions listed per host, in this order, when the records name them.
 KEY_PACKAGES = ("nvmelab", "numpy", "pandas", "altair", "cupy", "python")
+
+
+#: The host variables of the CPU-side sweeps as a reader names them (the records' keys are short).
+VARIABLE_NAMES = {
+    "governor": "CPU governor",
+    "fixed_freq": "fixed clock",
+    "freq_samples": "clock samples",
+    "turbo": "turbo boost",
+    "smt": "SMT",
+    "thr_sib": "thread siblings",
+    "stress": "load on unused CPUs",
+}
+#: A record's reason (kernel interface names, raw sysfs values) -> the same fact in plain words.
+_PLAIN_REASONS = (
+    (
+        re.compile(r"no cpufreq|scaling_governor|no userspace governor", re.I),
+        "the host exposes no CPU frequency control",
+    ),
+    (re.compile(r"scaling_cur_freq", re.I), "the host exposes no CPU clock to sample"),
+    (re.compile(r"no_turbo|cpufreq/boost", re.I), "the host exposes no turbo control"),
+    (re.compile(r"SMT control is (notsupported|notimplemented|forceoff)", re.I), "the host offers no SMT control"),
+    (re.compile(r"no siblings", re.I), "one logical CPU per core, so no siblings to use"),
+    (re.compile(r"stress-ng is not installed", re.I), "stress-ng is not installed"),
+)
+
+
+def plain_reason(why: str) -> str:
+    """A record's reason for an unsettable variable in plain words (unknown reasons as recorded)."""
+    for pattern, plain in _PLAIN_REASONS:
+        if pattern.search(why):
+            return plain
+    return why.replace("notsupported", "not supported")
 
 
 @dataclasses.dataclass
@@ -98,8 +131,13 @@ class HostEnvironment:
         return f"{known} ({n} older records predate the field: {which}{tail})"
 
     def uncontrolled_text(self) -> str:
-        """'governor (no cpufreq in sysfs), smt (...)', or 'none' when every variable was settable."""
-        return "; ".join(f"{k}: {v}" for k, v in self.uncontrolled.items()) or "none"
+        """The host variables a sweep could not set, grouped by the reason in plain words ('CPU governor,
+        fixed clock, turbo boost: the host exposes no CPU frequency control; SMT: ...'), or 'none'.
+        The records' own reasons (sysfs paths and values) stay in the records."""
+        by_reason: dict[str, list[str]] = {}
+        for var, why in self.uncontrolled.items():
+            by_reason.setdefault(plain_reason(why), []).append(VARIABLE_NAMES.get(var, var.replace("_", " ")))
+        return "; ".join(f"{', '.join(names)}: {why}" for why, names in by_reason.items()) or "none"
 
     def cpu_model(self) -> str:
         return " / ".join(self.cpu_models) or UNKNOWN
