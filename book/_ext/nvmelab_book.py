@@ -17,7 +17,8 @@ What it adds (all configured from book/conf.py):
   CDN; every such URL in a page's raw HTML is pointed at the vendored bundle
   ``_static/vega/vega-bundle.js`` (see ``vendor_vega.py``).
 * ``{nvmelab-environments}`` directive: the hosts that produced the committed records
-  under ``data/results`` (from their provenance; code in ``nvmelab.results.environments``).
+  under ``data/results`` (from their provenance; code in ``nvmelab.results.environments``);
+  with ``:published:``, the published experiments' environments from ``data/reference/methods.csv``.
 * ``{published}`` role: a published number from ``data/reference/headline.csv``,
   written ``{published}`experiment|quantity|config|format```` (config and format
   optional), so that prose never types a published figure by hand.
@@ -218,14 +219,39 @@ def _counts(d: dict[str, int]) -> str:
 
 
 class EnvironmentsDirective(SphinxDirective):
-    """Tables of the hosts behind the committed records (nvmelab.results.environments)."""
+    """Tables of the hosts behind the committed records (nvmelab.results.environments); with
+    ``:published:``, the published experiments' environments as their sources state them (the
+    ``environment`` rows of data/reference/methods.csv, one per study chapter)."""
 
     has_content = False
-    option_spec = {"results": directives.unchanged}
+    option_spec = {"results": directives.unchanged, "published": directives.flag}
+
+    def _published(self) -> list[nodes.Node]:
+        import pandas as pd
+
+        from nvmelab.results import publication, reference
+
+        path = reference.reference_dir() / publication.METHODS_FILE
+        note_data_file(self.env, path)
+        df = pd.read_csv(path, dtype=str).fillna("")
+        rows = df[df["aspect"] == "environment"]
+        titles = {stem: title for stem, _, title in self.config.nvmelab_studies}
+        order = {stem: i for i, stem in enumerate(titles)}
+        rows = rows.assign(order=rows["study"].map(order).fillna(len(order))).sort_values("order", kind="stable")
+        return [
+            _table(
+                ["chapter", "environment, as the source states it", "source"],
+                [[titles.get(r.study, r.study), r.published, r.source] for r in rows.itertuples()],
+                [2, 5, 2],
+            )
+        ]
 
     def run(self) -> list[nodes.Node]:
         from nvmelab.results import environments
         from nvmelab.results.records import RecordError
+
+        if "published" in self.options:
+            return self._published()
 
         root = Path(self.options.get("results") or self.config.nvmelab_results_dir)
         if not root.is_absolute():

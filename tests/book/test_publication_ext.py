@@ -359,3 +359,26 @@ def test_every_study_notebook_glues_the_files_it_read() -> None:
         if "declare_used(" not in last:
             missing.append(f"notebooks/{stem}.ipynb")
     assert not missing, f"no publication.declare_used() in the last code cell of: {', '.join(missing)}"
+
+
+def test_published_environments_are_generated_from_the_method_rows(tmp_path: Path) -> None:
+    """``{nvmelab-environments}`` with ``:published:`` lists each study's published environment from
+    data/reference/methods.csv (no environment typed into the page), under the chapter's title."""
+    root = tmp_path / "p"
+    (root / "_static" / "vega").mkdir(parents=True)
+    (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
+    (root / "conf.py").write_text(
+        CONF.replace(
+            'nvmelab_studies = [("study", "sec-study", "A study")]',
+            'nvmelab_studies = [("vram_cache", "sec-v", "The vRAM chapter")]',
+        )
+    )
+    (root / "index.md").write_text("# Book\n\n```{nvmelab-environments}\n:published:\n```\n")
+    proc = _build(root)
+    assert proc.returncode == 0, proc.stderr
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (root / "_build" / "index.html").read_text()))
+    methods = pd.read_csv(BOOK.parent / "data" / "reference" / "methods.csv", dtype=str).fillna("")
+    env = methods[methods["aspect"] == "environment"]
+    assert "The vRAM chapter" in text
+    for row in env.itertuples():
+        assert row.published.replace("-", "-\u200b") in text or row.published in text, row.published
