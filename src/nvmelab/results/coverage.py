@@ -77,7 +77,9 @@ HEADER = ["seed", "what the seed says", "status", "chapter", "note"]
 #: The columns the page shows (rows of one seed follow a heading row that names the seed and links its chapter).
 SHOWN = ["what the seed says", "status", "note"]
 #: A quote on the page is cut to this many characters (the seed CSVs hold it whole).
-QUOTE_CHARS = 40
+QUOTE_CHARS = 36
+#: The name of the section a table stands in is cut to this many characters.
+SECTION_CHARS = 30
 WIDTHS = [9, 3, 9]
 
 
@@ -241,8 +243,7 @@ def _check_cap_qdepth() -> tuple[str, str]:
     depths = [int(q) for q in _stated("device_cap_qdepth")]
     if all(_near(float(iops[q]), e["roof"].value) for q in depths):
         return EMU_RESTATES, (
-            f"at QD {', '.join(map(str, depths))} ours sits at the profile's device cap × {e['ndevs']} devices "
-            f"({e['roof'].value:,.0f} IOPS at scale {e['scale']:g})"
+            f"ours at QD {', '.join(map(str, depths))}: the device cap × {e['ndevs']} / scale {e['scale']:g}"
         )
     return EMU_DISAGREES, "ours stays below the profile's device cap at a depth where the seed reaches it"
 
@@ -251,10 +252,7 @@ def _check_peak_iops() -> tuple[str, str]:
     e = _emulated()
     best = float(max(a["iops_mean"].max() for a in e["agg"].values()))
     if _near(best, e["roof"].value):
-        return EMU_RESTATES, (
-            f"our best, {best:,.0f} IOPS × scale {e['scale']:g} = {best * e['scale'] / 1e6:.1f} M, is the profile's "
-            f"device cap × {e['ndevs']}"
-        )
+        return EMU_RESTATES, (f"our best × scale: {best * e['scale'] / 1e6:.1f} M IOPS, the device cap × {e['ndevs']}")
     return _beside(best * e["scale"] / 1e6, _stated("peak_iops")[0], "peak IOPS (M, scaled back)")
 
 
@@ -291,8 +289,7 @@ def _check_iops_drop() -> tuple[str, str]:
     implied = next((int(s) for s in iops.index if s > ratio), None)
     if ours is not None and ours == implied:
         return EMU_RESTATES, (
-            f"ours drops first at {ours} B, the first swept size above the profile's bandwidth cap over its "
-            f"IOPS cap ({ratio:,.0f} B)"
+            f"ours drops first at {ours} B, the first size above bandwidth cap / IOPS cap ({ratio:,.0f} B)"
         )
     return _beside(float(ours or 0), _stated("iops_drop_iosize")[0], "I/O size where IOPS drops")
 
@@ -359,12 +356,28 @@ def sources() -> list[Path]:
     return [coverage_file(), validation_file(), profile_file(), cpu_records_file(), vram_records_file()] + sorted(files)
 
 
+def place(line: dict[str, str]) -> tuple[str, str]:
+    """(what, section) of a table line: the seed's name for the table and the section it stands in."""
+    rows = _read(seeds_dir() / line["file"])
+    first = rows[0] if rows else {}
+    return first.get("locator", "table"), first.get("section", "?")
+
+
+def _places(tables: list[dict[str, str]]) -> list[str]:
+    """Where the tables of one row stand, one entry per kind of table: the sections it stands in, shortened."""
+    by: dict[str, list[str]] = {}
+    for ln in tables:
+        what, section = place(ln)
+        by.setdefault(what, []).append(f"“{short(section, SECTION_CHARS)}”")
+    return [f"the {what} under {', '.join(dict.fromkeys(secs))}" for what, secs in by.items()]
+
+
 def quotes(line: dict[str, str]) -> list[str]:
     """The seed's own words for a line: each place it states the quantity, or where the table is."""
     rows = _read(seeds_dir() / line["file"])
     if line["item"] == "table":
-        first = rows[0] if rows else {}
-        return [f"the {first.get('locator', 'table')} under “{first.get('section', '?')}”"]
+        what, section = place(line)
+        return [f"the {what} under “{section}”"]
     found = list(dict.fromkeys(f"“{r['quote']}”" for r in rows if r["quantity"] == line["item"]))
     if not found:
         raise KeyError(f"{line['file']} states no quantity {line['item']!r}")
@@ -382,7 +395,7 @@ def short(quote: str, limit: int = QUOTE_CHARS) -> str:
 def says(line: dict[str, str], shown: set[str] | frozenset[str] = frozenset()) -> str:
     """One quote for a line, shortened: the first not in `shown` (a sentence stating two quantities is
     quoted once)."""
-    q = [short(x) if x.startswith("“") else x for x in quotes(line)]  # a table's place is not cut
+    q = [short(x) for x in quotes(line)]
     return next((x for x in q if x not in shown), q[0])
 
 
@@ -400,8 +413,9 @@ def rows(chapters: dict[str, Any] | None = None) -> list[list[Any]]:
         groups.setdefault((ln["seed"], status_text(ln["statuses"]), ln["where"], ln["note"]), []).append(ln)
     out, shown = [], set()
     for (seed, status, where, note), g in groups.items():
-        said = [says(ln, shown) for ln in g]
+        said = [says(ln, shown) for ln in g if ln["item"] != "table"]
         shown.update(said)
+        said += _places([ln for ln in g if ln["item"] == "table"])
         details = [ln["detail"] for ln in g if ln["detail"]]
         facts = [f for d in details if d.startswith(FACTS) for f in d[len(FACTS) :].split(", ")]
         other = [d for d in details if not d.startswith(FACTS)]
