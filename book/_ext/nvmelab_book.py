@@ -46,7 +46,8 @@ What it adds (all configured from book/conf.py):
   ``publication`` notes each one, whichever loader read it), and the two lists are merged. Without a declaration the banner lists the
   study's records of the preset being built (and says so). Every page's footer names
   the commit and date the book was built from and links the data files the page uses
-  (declared and read files, ``{published}`` and ``{nvmelab-environments}`` inputs); those files
+  (declared and read files, ``{published}`` and ``{nvmelab-environments}`` inputs, and the files
+  of every notebook a ``{result}`` on the page quotes); those files
   are copied into the site under ``_data/`` so the links work offline.
 """
 
@@ -507,6 +508,10 @@ class ResolveResults(SphinxPostTransform):
                     )
                     text, cls = missing, "result-missing"
             node.replace_self(nodes.inline(text, text, classes=[cls]))
+            # the page quotes a number computed from the notebook's data: its footer links those files too
+            here = self.env.docname
+            if here != node["refdoc"]:
+                _data_map(self.env).setdefault(here, set()).update(_data_map(self.env).get(node["refdoc"], ()))
 
 
 # ------------------------------------------------------------- folded code ---

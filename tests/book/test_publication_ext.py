@@ -382,3 +382,27 @@ def test_published_environments_are_generated_from_the_method_rows(tmp_path: Pat
     assert "The vRAM chapter" in text
     for row in env.itertuples():
         assert row.published.replace("-", "-\u200b") in text or row.published in text, row.published
+
+
+def test_a_page_quoting_a_result_links_the_notebook_s_data_files(tmp_path: Path) -> None:
+    """A chapter that quotes a {result} of a study uses that study's data: its footer links them."""
+    data = tmp_path / "data" / "reference"
+    data.mkdir(parents=True)
+    headline = data / "headline.csv"
+    headline.write_text("experiment\nx\n")
+    rel = headline.relative_to(tmp_path).as_posix()
+    root = tmp_path / "p"
+    _used_notebook(root, {"records": [], "published": [rel]}, None)
+    nb_path = root / "notebooks" / "study.ipynb"
+    nb = json.loads(nb_path.read_text())
+    nb["cells"][1]["source"] = 'glue("rate", 2.5)\n'
+    nb["cells"][1]["outputs"].append(_glue_output("rate", "2.5"))
+    nb_path.write_text(json.dumps(nb))
+    (root / "quote.md").write_text("# Quote\n\nThe rate is {result}`notebooks/study.ipynb::rate:.1f`.\n")
+    (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\nquote\n```\n")
+    proc = _build(root)
+    assert proc.returncode == 0, proc.stderr
+    page = (root / "_build" / "quote.html").read_text()
+    assert "The rate is" in page and "2.5" in page
+    foot = page[page.index('class="nvmelab-footer"') :]
+    assert f'href="_data/{rel}"' in foot, "the quoting page's footer does not link the study's data file"
