@@ -56,6 +56,14 @@ def _status(file: str, item: str) -> list[str]:
     return line["statuses"]
 
 
+def test_every_line_has_exactly_the_header_fields() -> None:
+    with open(COVERAGE, newline="", encoding="utf-8") as f:
+        header, *body = list(csv.reader(f))
+    assert header == ["seed", "file", "item", "status", "basis", "where", "note"]
+    bad = [i + 2 for i, row in enumerate(body) if len(row) != len(header)]
+    assert not bad, f"book/coverage.csv lines {bad} do not have {len(header)} fields (an unquoted comma?)"
+
+
 def test_every_seed_statement_and_table_has_one_line() -> None:
     rows = _coverage()
     have = [(r["file"], r["item"]) for r in rows]
@@ -77,7 +85,7 @@ def test_every_line_has_a_status_or_a_basis_a_chapter_and_its_reason() -> None:
                 f"{who}: a model status is derived from validation.csv (basis 'model: <fact>'), never typed"
             )
         else:
-            assert re.fullmatch(r"(model|emulated): \S.*", r["basis"]), f"{who}: basis {r['basis']!r}"
+            assert re.fullmatch(r"(model|emulated|measured): \S.*", r["basis"]), f"{who}: basis {r['basis']!r}"
         assert r["where"] in chapters, f"{who}: no study chapter {r['where']!r} (chapters: {sorted(chapters)})"
         assert r["seed"] == re.match(r"seed(\d{3})_", r["file"]).group(1), f"{who}: seed {r['seed']} is not the file's"
         assert len(r["note"].strip()) > 20, f"{who}: the note must say what the book does with it"

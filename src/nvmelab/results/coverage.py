@@ -190,7 +190,7 @@ def _emulated() -> dict[str, Any]:
     roof = analysis.roofline(per_device=prof["DEV_IOPS"] / scale, ndevs=ndevs)
     verdicts = _sweep_verdicts(agg, roof.value, scale, ndevs, int(plan.sweeps["qdepth"][0]["ncpus"]))
     e = {"agg": agg, "prof": prof, "scale": scale, "ndevs": ndevs, "roof": roof, "analysis": analysis}
-    return {**e, "verdicts": verdicts}
+    return {**e, "verdicts": verdicts, "ours": ours}
 
 
 def _sweep_verdicts(agg: dict, roof: float, scale: float, ndevs: int, ncpus: int) -> dict[str, dict]:
@@ -281,6 +281,18 @@ def _check_vram_balance() -> tuple[str, str]:
     )
 
 
+def _check_busy_poll() -> tuple[str, str]:
+    """What each polling thread of our cpu_initiated runs used of its CPU (cpu_submit.polling_share)."""
+    from . import cpu_submit
+
+    ours = _emulated()["ours"]
+    share = cpu_submit.polling_share(ours).dropna()
+    return MEASURED, (
+        f"each polling thread of our {len(share)} runs got {share.min():.0%} to {share.max():.0%} of a CPU "
+        f"(median {share.median():.0%})"
+    )
+
+
 def _check_iops_drop() -> tuple[str, str]:
     e = _emulated()
     iops = e["agg"]["iosize"]["iops_mean"].sort_index()
@@ -294,7 +306,7 @@ def _check_iops_drop() -> tuple[str, str]:
     return _beside(float(ours or 0), _stated("iops_drop_iosize")[0], "I/O size where IOPS drops")
 
 
-#: Comparators an ``emulated: <check>`` basis may name: each returns (status, detail).
+#: Comparators an ``emulated: <check>`` or ``measured: <check>`` basis may name: each returns (status, detail).
 CHECKS: dict[str, Callable[[], tuple[str, str]]] = {
     "peak_qdepth": lambda: _verdict("qdepth", "saturating queue depth: ours {ours:g}, the seed's {published:g}"),
     "core_ratio": lambda: _verdict(
@@ -307,6 +319,7 @@ CHECKS: dict[str, Callable[[], tuple[str, str]]] = {
         "iosize", "4096 B over 512 B bandwidth: ours {ours:.2f}, the seed's {published:.2f}"
     ),
     "vram_balance": _check_vram_balance,
+    "busy_poll": _check_busy_poll,
     "cap_qdepth": _check_cap_qdepth,
     "peak_iops": _check_peak_iops,
     "iops_drop": _check_iops_drop,
@@ -324,11 +337,13 @@ def _derive(line: dict[str, str]) -> tuple[list[str], str]:
         return [line["status"]], ""
     kind, _, names = basis.partition(":")
     keys = [k.strip() for k in names.split(";") if k.strip()]
-    if kind == "emulated":
+    if kind in ("emulated", "measured"):
         status, detail = CHECKS[keys[0]]()
+        if status.startswith(EMULATED) != (kind == "emulated"):
+            raise ValueError(f"{line['file']}::{line['item']}: check {keys[0]} gives {status!r} on a {kind} basis")
         return [status], detail
     if kind != "model":
-        raise ValueError(f"{line['file']}::{line['item']}: basis {basis!r} is neither model: nor emulated:")
+        raise ValueError(f"{line['file']}::{line['item']}: basis {basis!r} is not model:, emulated: or measured:")
     derived = [(k, *fact_status(k)) for k in keys]
     statuses = sorted(dict.fromkeys(s for _, s, _ in derived), key=order().index)
     detail = ", ".join(
