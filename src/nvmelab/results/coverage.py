@@ -34,6 +34,7 @@ Caveat: only transcribed numbers are covered; a seed sentence without a number h
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -288,8 +289,8 @@ def _check_busy_poll() -> tuple[str, str]:
     ours = _emulated()["ours"]
     share = cpu_submit.polling_share(ours).dropna()
     return MEASURED, (
-        f"each polling thread of our {len(share)} runs got {share.min():.0%} to {share.max():.0%} of a CPU "
-        f"(median {share.median():.0%})"
+        f"each polling thread of our {len(share)} runs got {share.min():.0%} to {share.max():.0%} of a CPU"
+        f", median {share.median():.0%}"
     )
 
 
@@ -393,7 +394,8 @@ def quotes(line: dict[str, str]) -> list[str]:
     if line["item"] == "table":
         what, section = place(line)
         return [f"the {what} under “{section}”"]
-    found = list(dict.fromkeys(f"“{r['quote']}”" for r in rows if r["quantity"] == line["item"]))
+    plain = (re.sub(r"\\([*_`\\])", r"\1", r["quote"]) for r in rows if r["quantity"] == line["item"])  # as read
+    found = list(dict.fromkeys(f"“{q}”" for q in plain))
     if not found:
         raise KeyError(f"{line['file']} states no quantity {line['item']!r}")
     return found
