@@ -276,8 +276,9 @@ def emulated_sweep_verdicts(
                 input=need,
                 status=status,
                 why=(
-                    f"the profile's turnaround ({lat_s * 1e6:,.0f} µs at scale {scale:g}) with {ncpus} queues per "
-                    f"device asks each queue for a depth of {need:.1f} (Little's law)"
+                    f"the profile's turnaround ({lat_s * 1e6:,.0f} µs at scale {scale:g}) with {ncpus} "
+                    f"queue{'s' if ncpus != 1 else ''} per device asks each queue for a depth of {need:.1f} "
+                    "(Little's law)"
                 ),
             )
         )
