@@ -11,20 +11,22 @@ not testable here, with the reason in its note) or names its ``basis``, and the 
 * ``model: <fact>; <fact>``: the rows of data/results/model/validation.csv (written by
   ``python -m nvmelab.results.model_validation``) whose ``fact`` (or ``study/point_id``) is named. A
   calibration row, or a held-out row that restates an input, is a ``calibration input``; an informative
-  held-out fact is a ``model hit`` or ``model miss`` by ``model_validation.is_hit`` of its worst row. A
-  fact the file lacks raises KeyError.
-* ``emulated: <check>``: a comparator of ``CHECKS`` over our emulated records
-  (data/results/cpu_initiated/vm/standard.jsonl, vram_cache/vm/standard.jsonl) and the pm1753 profile
-  (data/results/model/pm1753-profile.csv): a value within ``model_validation.AT_CAP`` of a profile
-  input times the scale ``restates an input``; otherwise it is set beside the seed's number and either
-  ``emulated`` (same) or ``emulated — disagrees``.
+  held-out fact is what ``model_validation.status`` calls its worst row (``model hit`` or ``model miss``:
+  the model chapter's one definition of a hit). A fact the file lacks raises KeyError.
+* ``emulated: <check>``: a comparator of ``CHECKS`` over our records (data/results/cpu_initiated/vm and
+  vram_cache/vm, preset standard) and the pm1753 profile (data/results/model/pm1753-profile.csv). Where
+  a chapter derives the verdict itself, the check takes the chapter's (cpu_submit.emulated_sweep_verdicts,
+  analysis.vram_seed_findings); otherwise a value within ``model_validation.AT_CAP`` of a profile input
+  times the scale ``restates an input``, and any other value is set beside the seed's: ``emulated`` when
+  equal, else ``emulated — disagrees``.
+* ``measured: <check>``: a check of ``CHECKS`` that reads a quantity our own runs measure.
 
 Key functions:
     lines()         the coverage lines, each with its derived ``statuses`` and a computed ``detail``
-    rows()          the chapter's table: lines of one seed, status, chapter and note grouped into one row
+    rows()          the page's rows: lines of one seed sharing status and note merged into one row
     counts()        lines per status per seed
-    vocabulary()    (status, meaning) rows for the page
-    says()          the seed's own words for a line (its first quote, or the table's place)
+    vocabulary()    (status, meaning) rows for the page; order() every status word, is_status() checks one
+    quotes(), says()  the seed's own words for a line (every place it says it; one, shortened, for the page)
     typed_emulated()  emulated lines whose status is typed (no comparator can be written), for the test
     sources()       the files the page is built from
 
