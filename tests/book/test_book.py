@@ -382,6 +382,10 @@ def test_study_page_opens_with_banner(label: str) -> None:
     from nvmelab.studies import load_spec
 
     shown = body.split("Published sources")[0]
+    published = body.split("Published sources", 1)[1]
+    assert not ("published data only" in shown and published.lstrip(" .").startswith("none")), (
+        f"{stem}: the banner says the page shows published data only beside 'Published sources: none'"
+    )
     if load_spec(stem).engine == "cuda" and " none: " in shown:
         assert "not taken yet" in shown, f"{stem}: a GPU study without records must say so: {shown}"
     else:  # the committed measured records: host, preset, dates and commit named; a GPU study's come from a lease
