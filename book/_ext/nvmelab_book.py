@@ -326,7 +326,9 @@ class CoverageDirective(SphinxDirective):
 
         part = self.arguments[0] if self.arguments else "lines"
         if part == "vocabulary":
-            return [_table(["status", "meaning"], coverage.vocabulary(), [2, 7])]
+            table = _table(["status", "meaning"], coverage.vocabulary(), [3, 8])
+            table["classes"].append("colwidths-given")
+            return [table]
         if part == "counts":
             header, body = coverage.counts()
             return [_table(header, body, [4] + [1] * (len(header) - 1))]

@@ -64,15 +64,15 @@ STATUSES = {
     MODEL_HIT: "the analytical model, fitted elsewhere, predicts the held-out fact within the miss threshold",
     MODEL_MISS: "the model's prediction of the held-out fact is off by more than the miss threshold",
     CALIBRATION: "the model or profile was fitted to it (or it restates a fitted number): it tests nothing",
-    PUBLISHED: "shown as the source states it, not tested here; the origin class says where it comes from",
+    PUBLISHED: "shown as the source states it, not tested here",
     NOT_TESTABLE: "needs hardware or host control this book's hosts lack; the note says why",
 }
 #: The origin classes of a published number (status ``published — <origin>``).
 ORIGINS = {
-    "per-run records at a commit": "computed from the published per-run result files at a named commit",
-    "text of a seed": "a number stated in the text of one of the five seed documents",
-    "text of a later revision": "a number stated in a later revision of the published pages",
-    "plot drawn from synthetic data": "read off a figure the published pages drew from synthetic result files",
+    "per-run records at a commit": "computed from the published per-run result files",
+    "text of a seed": "stated in a seed's text",
+    "text of a later revision": "stated in a later revision of the published pages",
+    "plot drawn from synthetic data": "read off a published figure drawn from synthetic result files",
 }
 #: Statuses that let a sentence say a result agrees with a published one.
 HITS = (MODEL_HIT, MEASURED)
@@ -113,7 +113,11 @@ def vocabulary() -> list[list[str]]:
     rows = [[s, m] for s, m in STATUSES.items() if s != PUBLISHED]
     classes = "; ".join(f"{o}: {m}" for o, m in ORIGINS.items())
     at = [s for s, _ in rows].index(NOT_TESTABLE)
-    return rows[:at] + [[f"{PUBLISHED} — <origin class>", f"{STATUSES[PUBLISHED]}. {classes}"]] + rows[at:]
+    return (
+        rows[:at]
+        + [[f"{PUBLISHED} — <origin class>", f"{STATUSES[PUBLISHED]}; its origin class is one of these: {classes}"]]
+        + rows[at:]
+    )
 
 
 # --------------------------------------------------------------------------- files ---
