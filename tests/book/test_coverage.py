@@ -117,6 +117,30 @@ def test_typed_emulated_lines_are_the_listed_ones() -> None:
     )
 
 
+#: Run in a fresh interpreter: every file under data/ that coverage.lines() opens (an audit hook sees each).
+_OPENED = """
+import json, sys
+opened = set()
+sys.addaudithook(lambda ev, a: ev == "open" and isinstance(a[0], str) and "/data/" in a[0] and opened.add(a[0]))
+from nvmelab.results import coverage
+coverage.lines()
+print(json.dumps(sorted(opened)))
+"""
+
+
+def test_the_page_lists_every_file_it_reads() -> None:
+    """The directive links coverage.sources() from the page's footer: every data file lines() reads is there."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _OPENED], capture_output=True, text=True, check=True, cwd=ROOT)
+    opened = {str(Path(p).resolve()) for p in json.loads(out.stdout.strip().splitlines()[-1])}
+    assert opened, "the audit hook saw no file opened"
+    listed = {str(p.resolve()) for p in coverage.sources()}
+    assert not opened - listed, f"read but not in coverage.sources(): {sorted(opened - listed)}"
+
+
 def test_a_missing_fact_fails_loudly() -> None:
     with pytest.raises(KeyError, match="no fact"):
         coverage.fact_status("cuda_qdepth/no-such-fact")

@@ -374,8 +374,14 @@ def typed_emulated() -> list[str]:
 
 
 def sources() -> list[Path]:
-    files = {seeds_dir() / ln["file"] for ln in _read(coverage_file())}
-    return [coverage_file(), validation_file(), profile_file(), cpu_records_file(), vram_records_file()] + sorted(files)
+    """Every data file the page reads: this list, the model's files, our records the checks read, the
+    published files behind the cpu_initiated verdicts (records, headline table) and the seed files."""
+    from . import reference
+
+    ref = reference.reference_dir()
+    published = [ref / reference.PUBLISHED_FILES["cpu-initiated-upcie"], ref / "headline.csv"]
+    ours = [coverage_file(), validation_file(), profile_file(), cpu_records_file(), vram_records_file()]
+    return ours + published + sorted({seeds_dir() / ln["file"] for ln in _read(coverage_file())})
 
 
 def place(line: dict[str, str]) -> tuple[str, str]:
