@@ -304,7 +304,7 @@ class EnvironmentsDirective(SphinxDirective):
 
 class CoverageDirective(SphinxDirective):
     """``{nvmelab-coverage} vocabulary|counts|lines``: the status vocabulary, the lines per status per seed,
-    or the seed statements with their status (nvmelab.results.coverage); each seed's rows follow a heading
+    or the seed statements with their status (nvmelab.studies.coverage); each seed's rows follow a heading
     row that links its study chapter by the chapter's label, and a study without a chapter fails the build."""
 
     optional_arguments = 1
@@ -322,7 +322,7 @@ class CoverageDirective(SphinxDirective):
         return nodes.row("", nodes.entry("", para, morecols=ncols - 1), classes=["nvmelab-coverage-seed"])
 
     def run(self) -> list[nodes.Node]:
-        from nvmelab.results import coverage
+        from nvmelab.studies import coverage
 
         part = self.arguments[0] if self.arguments else "lines"
         if part == "vocabulary":

@@ -6,7 +6,7 @@ book/coverage.csv has one line per quantity a seed's text states (the ``quantity
 other transcribed table of a seed (item ``table``). A line types its status or names the basis it is
 derived from (``model: <validation facts>`` or ``emulated: <comparator>``), never both. Fails here: a
 statement or table without a line, a line for something no seed transcribes, a status outside the
-vocabulary of nvmelab.results.coverage, a basis that names a fact validation.csv lacks, a study without a
+vocabulary of nvmelab.studies.coverage, a basis that names a fact validation.csv lacks, a study without a
 chapter, an emulated line that does not say what its profile encodes, a typed emulated line this test does
 not list, and (on a built book) a line whose chapter cell is not a working link. The seed 004 verdicts of
 issue 34 are pinned: they must come out of the comparators, not out of the file.
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from test_book import HTML, ROOT
 
-from nvmelab.results import coverage
+from nvmelab.studies import coverage
 from nvmelab.studies.spec import book_studies
 
 SEEDS = ROOT / "data" / "reference" / "seeds"
@@ -122,7 +122,7 @@ _OPENED = """
 import json, sys
 opened = set()
 sys.addaudithook(lambda ev, a: ev == "open" and isinstance(a[0], str) and "/data/" in a[0] and opened.add(a[0]))
-from nvmelab.results import coverage
+from nvmelab.studies import coverage
 coverage.lines()
 print(json.dumps(sorted(opened)))
 """
@@ -199,7 +199,12 @@ def test_built_coverage_page_links_every_chapter() -> None:
     page = HTML / "coverage.html"
     if not page.is_file():
         pytest.skip(f"no built book at {HTML} (make book, or NVMELAB_BOOK_HTML=<a build>)")
-    inputs = [COVERAGE, ROOT / "src" / "nvmelab" / "results" / "coverage.py", ROOT / "book" / "coverage.md"]
+    inputs = [
+        COVERAGE,
+        ROOT / "src" / "nvmelab" / "studies" / "coverage.py",
+        ROOT / "src" / "nvmelab" / "results" / "status.py",
+        ROOT / "book" / "coverage.md",
+    ]
     if page.stat().st_mtime < max(p.stat().st_mtime for p in inputs):
         pytest.skip(f"{page} is older than the coverage sources: rebuild the book (make book)")
     parser = _Links()

@@ -25,17 +25,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import analysis, cpu_submit, reference
+from . import analysis, cpu_submit, reference, status
 
 #: The three ceilings, as the first column shows them.
 CEILING_IOPS = "16-drive roofline of 512 B random reads"
 CEILING_4K = "≈45 GB/s into GPU memory, 4 KiB reads"
 CEILING_64K = "≈45 GB/s into GPU memory, 64 KiB reads"
-#: Status words (the vocabulary of nvmelab.results.coverage).
-RECORDS = "published — per-run records at a commit"
-SEED_TEXT = "published — text of a seed"
-REVISION_TEXT = "published — text of a later revision"
-OURS = "measured here"
+#: Status words (the vocabulary of nvmelab.results.status).
+RECORDS = status.published("per-run records at a commit")
+SEED_TEXT = status.published("text of a seed")
+REVISION_TEXT = status.published("text of a later revision")
+#: Our GPU-lease runs drive emulated devices resident on the GPU: emulated, never measured on a drive.
+OURS = status.EMULATED
 COLUMNS = ["ceiling", "initiator", "threads", "queues", "drives", "initiator cost", "status", "caveat"]
 
 
@@ -154,7 +155,7 @@ def _cpu_64k_row() -> dict[str, str]:
         "queues": "unknown",
         "drives": "–",
         "initiator cost": "unknown",
-        "status": "not testable here (no published CPU-initiated run at 64 KiB; no drives or GPU here)",
+        "status": f"{status.NOT_TESTABLE} (no published CPU-initiated run at 64 KiB; no drives or GPU here)",
         "caveat": f"the published CPU-initiated runs into GPU memory stop at {_pcie_max_iosize():,} B",
     }
 
@@ -188,7 +189,7 @@ def _ours_gpu_row(df: pd.DataFrame, target: str, preset: str) -> dict[str, str] 
         "queues": queues,
         "drives": f"{ndevs} emulated, resident on the same GPU",
         "initiator cost": "see the device-initiated chapters (co-running kernel)",
-        "status": f"{OURS} (emulated device; records {gpu}, preset {preset})",
+        "status": f"{OURS}, ours (profile pm1753 on the GPU; records {gpu}, preset {preset})",
         "caveat": "our engine against a GPU-resident emulator whose rates are the fitted published caps: "
         f"it tests the software path, not a drive; the emulator limited {flagged} of {len(main.agg)} points",
     }

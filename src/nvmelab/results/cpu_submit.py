@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import status
 from .analysis import aggregate, roofline, saturation
 from .model import PROFILE_PATH
 from .reference import data_root, headline_value, published
@@ -221,9 +222,9 @@ def polling_share(df: pd.DataFrame) -> pd.Series:
 
 # --- what the emulated sweeps of study cpu_initiated are (issue 34) ---------------------------
 #: The status words of the book's one vocabulary that the emulated sweeps can take.
-EMULATED = "emulated"
-DISAGREES = "emulated — disagrees"
-RESTATES = "emulated — restates an input"
+EMULATED = status.EMULATED
+DISAGREES = status.EMU_DISAGREES
+RESTATES = status.EMU_RESTATES
 #: An emulated value restates an input when it is within this share of a profile input (x ndevs / scale).
 RESTATE_TOLERANCE = 0.02
 

@@ -49,6 +49,7 @@ from .model import (
     profile_rows,
     sweep,
 )
+from .status import CALIBRATION, MODEL_HIT, MODEL_MISS
 
 #: The one definition of a hit: a scored fact within this |relative error| is a model hit, beyond it a
 #: model miss (``is_hit``), and a miss must name the mechanism the model is conjectured to lack.
@@ -421,7 +422,7 @@ def is_hit(rel_error):
 
 def status(rel_error) -> str:
     """'model hit' or 'model miss' (the book's status words) for one scored fact's error."""
-    return "model hit" if is_hit(rel_error) else "model miss"
+    return MODEL_HIT if is_hit(rel_error) else MODEL_MISS
 
 
 def fact_errors(df: pd.DataFrame) -> pd.DataFrame:
@@ -446,7 +447,7 @@ def fact_table(df: pd.DataFrame) -> pd.DataFrame:
     f = fact_errors(df)
     out = f[["fact", "family", "model", "little", "roofline"]].copy()
     out["status"] = [status(e) for e in out["model"]]
-    mech = [MISSING_MECHANISMS.get(fam, ("", "")) if st == "model miss" else ("", "")
+    mech = [MISSING_MECHANISMS.get(fam, ("", "")) if st == MODEL_MISS else ("", "")
             for fam, st in zip(out["family"], out["status"])]  # fmt: skip
     out["conjecture"] = [m[0] for m in mech]
     out["would_decide"] = [m[1] for m in mech]
@@ -533,7 +534,7 @@ def min_qdepth_table(p: Params, study: str, validation: pd.DataFrame | None = No
     if validation is not None:
         fe = fact_errors(validation).set_index("fact")["model"]
         v = validation[(validation["study"] == study) & (validation["quantity"] == "min_qdepth")].set_index("point_id")
-        facts = {pid: ("calibration input" if r.role == "calibration" else status(fe.get(r.fact, np.inf)))
+        facts = {pid: (CALIBRATION if r.role == "calibration" else status(fe.get(r.fact, np.inf)))
                  for pid, r in v.iterrows()}  # fmt: skip
     rows = []
     for r in pub.itertuples():

@@ -42,40 +42,26 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .publication import repo_root
+from nvmelab.results.publication import repo_root
 
 # ------------------------------------------------------------------ the vocabulary ---
-MEASURED = "measured here"
-EMULATED = "emulated"
-EMU_RESTATES = "emulated — restates an input"
-EMU_DISAGREES = "emulated — disagrees"
-MODEL_HIT = "model hit"
-MODEL_MISS = "model miss"
-CALIBRATION = "calibration input"
-PUBLISHED = "published"
-NOT_TESTABLE = "not testable here"
+# (kept in nvmelab.results.status, the one place the words live; re-exported for the page and its tests)
+from nvmelab.results.status import (  # noqa: E402,F401
+    CALIBRATION,
+    EMU_DISAGREES,
+    EMU_RESTATES,
+    EMULATED,
+    HITS,
+    MEASURED,
+    MODEL_HIT,
+    MODEL_MISS,
+    NOT_TESTABLE,
+    ORIGINS,
+    PUBLISHED,
+    STATUSES,
+    published,
+)
 
-#: Every status word and its one-line meaning (shown on the coverage page).
-STATUSES = {
-    MEASURED: "our own runs on this book's hosts measure the same quantity",
-    EMULATED: "our runs drive emulated NVMe controllers; the note says what the device profile encodes",
-    EMU_RESTATES: "an emulated result that equals a number the profile was given (an input times the scale)",
-    EMU_DISAGREES: "an emulated result set beside the published one that differs from it",
-    MODEL_HIT: "the analytical model, fitted elsewhere, predicts the held-out fact within the miss threshold",
-    MODEL_MISS: "the model's prediction of the held-out fact is off by more than the miss threshold",
-    CALIBRATION: "the model or profile was fitted to it (or it restates a fitted number): it tests nothing",
-    PUBLISHED: "shown as the source states it, not tested here",
-    NOT_TESTABLE: "needs hardware or host control this book's hosts lack; the note says why",
-}
-#: The origin classes of a published number (status ``published — <origin>``).
-ORIGINS = {
-    "per-run records at a commit": "computed from the published per-run result files",
-    "text of a seed": "stated in a seed's text",
-    "text of a later revision": "stated in a later revision of the published pages",
-    "plot drawn from synthetic data": "read off a published figure drawn from synthetic result files",
-}
-#: Statuses that let a sentence say a result agrees with a published one.
-HITS = (MODEL_HIT, MEASURED)
 HEADER = ["seed", "what the seed says", "status", "chapter", "note"]
 #: The columns the page shows (rows of one seed follow a heading row that names the seed and links its chapter).
 SHOWN = ["what the seed says", "status", "note"]
@@ -84,13 +70,6 @@ QUOTE_CHARS = 36
 #: The name of the section a table stands in is cut to this many characters.
 SECTION_CHARS = 30
 WIDTHS = [9, 3, 9]
-
-
-def published(origin: str) -> str:
-    """The status word of a published number of origin class `origin`."""
-    if origin not in ORIGINS:
-        raise KeyError(f"published origin {origin!r} is not one of {sorted(ORIGINS)}")
-    return f"{PUBLISHED} — {origin}"
 
 
 def is_status(status: str) -> bool:
@@ -149,7 +128,7 @@ def _read(path: Path) -> list[dict[str, str]]:
 # ------------------------------------------------------------------------ the model ---
 def _model_status(rel_error: float) -> str:
     """The model chapter's own word for a scored error (model_validation.status: its one definition of a hit)."""
-    from . import model_validation as mv
+    from nvmelab.results import model_validation as mv
 
     word = mv.status(rel_error)
     if word not in (MODEL_HIT, MODEL_MISS):
@@ -180,9 +159,8 @@ def fact_status(key: str) -> tuple[str, str]:
 @cache
 def _emulated() -> dict[str, Any]:
     """Our emulated cpu_initiated sweeps (means per swept value), the profile inputs and the scale."""
+    from nvmelab.results import analysis, records
     from nvmelab.studies import load_spec
-
-    from . import analysis, records
 
     ours = analysis.to_frame(records.load_records(cpu_records_file()))
     plan = load_spec("cpu_initiated").plan("standard", target=str(ours["target"].iloc[0]))
@@ -202,7 +180,7 @@ def _emulated() -> dict[str, Any]:
 
 def _sweep_verdicts(agg: dict, roof: float, scale: float, ndevs: int, ncpus: int) -> dict[str, dict]:
     """The cpu_initiated chapter's own verdicts on its sweeps (cpu_submit.emulated_sweep_verdicts), by sweep."""
-    from . import cpu_submit, reference
+    from nvmelab.results import cpu_submit, reference
 
     threads, pub_roof = cpu_submit.published_threads_to_roofline("upcie")
     v = cpu_submit.emulated_sweep_verdicts(
@@ -234,7 +212,7 @@ def _stated(quantity: str) -> list[float]:
 
 
 def _near(value: float, target: float) -> bool:
-    from .model_validation import AT_CAP
+    from nvmelab.results.model_validation import AT_CAP
 
     return abs(value / target - 1) <= AT_CAP
 
@@ -270,7 +248,7 @@ def vram_records_file() -> Path:
 def _check_vram_balance() -> tuple[str, str]:
     """The vram_cache chapter's balance verdict (analysis.vram_seed_findings: the load spread over the
     largest array's devices, reads and writes, against BALANCED_SPREAD) beside the seed's mdadm sticks."""
-    from . import analysis, records, reference
+    from nvmelab.results import analysis, records, reference
 
     df = analysis.to_frame(records.load_records(vram_records_file()))
     ok = df[df["status"] == "ok"] if "status" in df.columns else df
@@ -290,7 +268,7 @@ def _check_vram_balance() -> tuple[str, str]:
 
 def _check_busy_poll() -> tuple[str, str]:
     """What each polling thread of our cpu_initiated runs used of its CPU (cpu_submit.polling_share)."""
-    from . import cpu_submit
+    from nvmelab.results import cpu_submit
 
     ours = _emulated()["ours"]
     share = cpu_submit.polling_share(ours).dropna()
@@ -376,7 +354,7 @@ def typed_emulated() -> list[str]:
 def sources() -> list[Path]:
     """Every data file the page reads: this list, the model's files, our records the checks read, the
     published files behind the cpu_initiated verdicts (records, headline table) and the seed files."""
-    from . import reference
+    from nvmelab.results import reference
 
     ref = reference.reference_dir()
     published = [ref / reference.PUBLISHED_FILES["cpu-initiated-upcie"], ref / "headline.csv"]
