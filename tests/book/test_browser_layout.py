@@ -222,3 +222,23 @@ def test_dashes_on_filled_legend_symbols_do_not_tell_entries_apart(tmp_path: Pat
     del spec["encoding"]["color"]  # one colour; the dash alone names the series, on filled circles
     problems = _layout(_page(tmp_path, spec))
     assert any("look alike" in p for p in problems), problems
+
+
+def test_a_printed_python_dict_is_reported_but_code_is_not(tmp_path: Path) -> None:
+    """PAGE_PROBE: a dict or numpy scalar repr in an output or a paragraph is reported; the same text in a
+    code cell's source is not; the page's height is measured."""
+    if browser.chromium_binary() is None:
+        pytest.skip("no Chromium on PATH: the browser check cannot run (`make test-browser` installs it)")
+    page = tmp_path / "page.html"
+    page.write_text(
+        """<!DOCTYPE html><html><body><main><article class="bd-article" style="width:500px">
+<div class="cell"><div class="cell_input"><pre>x = {'records': [1]}</pre></div>
+<div class="cell_output"><pre>{'records': ['data/results/a.jsonl']}</pre></div></div>
+<p>The mean was [np.float64(0.5)] here.</p><p>A set {1, 2} and a brace {x} are fine.</p>
+<div style="height:3000px"></div></article></main></body></html>"""
+    )
+    report = browser.open_page(page.as_uri())
+    assert len(report.reprs) == 2, report.reprs
+    assert report.reprs[0].startswith("cell output:") and "records" in report.reprs[0]
+    assert report.reprs[1].startswith("p:") and "np.float64" in report.reprs[1]
+    assert report.height >= 3000
