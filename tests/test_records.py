@@ -202,8 +202,9 @@ def test_records_that_are_not_utf8_name_the_file_and_line(tmp_path):
 
 
 def test_no_committed_record_comes_from_an_uncommitted_tree():
-    """Every record under data/results names a commit of a clean tree: a `+dirty` git_commit means the
-    code that made it is nowhere in the history (issue 34, item 6). The failure names each file."""
+    """Every record (and benchmark result) under data/results names a commit of a clean tree: a `+dirty`
+    git_commit means the code that made it is nowhere in the history (issue 34, item 6). The failure names
+    each file."""
     root = Path(__file__).resolve().parents[1] / "data" / "results"
     dirty = {}
     for path in sorted(root.rglob("*.jsonl")):
@@ -214,6 +215,11 @@ def test_no_committed_record_comes_from_an_uncommitted_tree():
                 commit = str((json.loads(line).get("provenance") or {}).get("git_commit") or "")
                 if commit.endswith("+dirty"):
                     dirty.setdefault(str(path.relative_to(root.parents[1])), []).append(n)
+    for path in sorted(root.rglob("*.json")):  # benchmark results: one object, its provenance at the top
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        prov = doc.get("provenance") if isinstance(doc, dict) else None
+        if str((prov or {}).get("git_commit") or "").endswith("+dirty"):
+            dirty.setdefault(str(path.relative_to(root.parents[1])), []).append(1)
     assert not dirty, "records from an uncommitted tree (+dirty), file: lines: " + "; ".join(
         f"{p}: {v[:5]}{' ...' if len(v) > 5 else ''}" for p, v in dirty.items()
     )
