@@ -21,7 +21,7 @@ def _fresh():
 def test_rows_cover_each_ceiling_with_both_initiators() -> None:
     rows = answer.rows()
     for ceiling in (answer.CEILING_IOPS, answer.CEILING_4K, answer.CEILING_64K):
-        inits = [r["initiator"] for r in rows if r["ceiling"] == ceiling]
+        inits = [r["initiator"] for r in rows if r["ceiling"] == ceiling]  # published rows only
         assert any(i.startswith("CPU") for i in inits), (ceiling, inits)
         assert any(i.startswith("GPU") for i in inits), (ceiling, inits)
     assert all(set(answer.COLUMNS) <= set(r) for r in rows)
@@ -86,3 +86,10 @@ def test_our_row_only_with_our_records() -> None:
 def test_sources_exist() -> None:
     files = answer.sources()
     assert files and all(f.is_file() for f in files), [str(f) for f in files if not f.is_file()]
+
+
+def test_the_shown_row_keeps_every_resource() -> None:
+    for r in answer.rows():
+        cells = answer.shown(r)
+        assert len(cells) == len(answer.SHOWN)
+        assert all(r[k] in cells[1] for k in ("threads", "queues", "drives")), cells

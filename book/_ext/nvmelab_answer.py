@@ -18,7 +18,7 @@ from nvmelab_book import _table, note_data_file
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-WIDTHS = [3, 3, 2, 3, 1, 3, 3, 4]
+WIDTHS = [3, 4, 3, 3, 4]
 #: The device-initiated study whose records of ours join the table.
 GPU_STUDY = "cuda_qdepth"
 
@@ -35,7 +35,20 @@ class AnswerDirective(SphinxDirective):
         for f in answer.sources(files):
             note_data_file(self.env, f)
         rows = answer.rows(runs, load_spec(GPU_STUDY).target, preset)
-        out: list[nodes.Node] = [_table(answer.COLUMNS, [[r[c] for c in answer.COLUMNS] for r in rows], WIDTHS)]
+        table = _table(answer.SHOWN, [answer.shown(r) for r in rows], WIDTHS)
+        table["classes"] += ["colwidths-given", "nvmelab-answer"]
+        tbody = next(iter(table.findall(nodes.tbody)))
+        body = list(tbody.children)
+        tbody.clear()
+        ceiling = None
+        for row, r in zip(body, rows):
+            if r["ceiling"] != ceiling:  # a heading row per ceiling, spanning the table
+                ceiling = r["ceiling"]
+                para = nodes.paragraph("", "", nodes.strong(text=ceiling))
+                entry = nodes.entry("", para, morecols=len(answer.SHOWN) - 1)
+                tbody += nodes.row("", entry, classes=["nvmelab-answer-ceiling"])
+            tbody += row
+        out: list[nodes.Node] = [table]
         if "unknowns" in self.options:
             para = nodes.paragraph()
             para += nodes.strong(text="Not known yet. ")
