@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Lease records of two emulated targets (the calibration A/B: pm1753 as derived, and with the fitted model's
 overrides) are split by target, never averaged: the analysis gives one aggregate per target, each labelled
-with its profile and overrides, the cuda_qdepth notebook shows one panel per target, and aggregate() still
+with its profile and overrides, the cuda_qdepth notebook names each target with its records, and aggregate() still
 refuses to average them when asked to."""
 
 from __future__ import annotations
@@ -77,10 +77,11 @@ def test_cuda_qdepth_notebook_shows_a_panel_per_target(tmp_path, monkeypatch):
         monkeypatch.setenv(k, v)  # the kernel inherits this environment
     nbclient.NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     text = json.dumps([c.get("outputs", []) for c in nb.cells])
+    # neither target is the study's own (blocks/warps differ): the page says so and names both as other
+    # targets, each with its profile and overrides
     assert (
         "4 records of our runs (nvmelab, emulated pm1753 with lat=14131ns, qiops=3683693 on gpu-emu:// (scale 1)"
         in text
     )
     assert "4 records of our runs (nvmelab, emulated pm1753 on gpu-emu:// (scale 1)" in text
-    # the records line and the panel's title (its lines broken after commas: plot_style.title_lines)
-    assert text.count("qiops=3683693") >= 2 and "fig-cudaq-targets" in text
+    assert "ran this study's own target at scale 1" in text
