@@ -173,12 +173,17 @@ def declare_used(*extra: str | os.PathLike, glue: bool = True) -> dict[str, list
     for rel in used_files():
         decl[_kind(rel)].append(rel)
     if glue:
-        try:
-            from myst_nb import glue as _glue
-        except ImportError:  # outside a MyST-NB environment
-            return decl
-        _glue(USED_KEY, json.dumps(decl), display=False)
+        _glue_json(USED_KEY, decl)
     return decl
+
+
+def _glue_json(key: str, value: Any) -> None:
+    """Glue `value` as JSON under `key` for the book extension (nothing outside a MyST-NB environment)."""
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return
+    glue(key, json.dumps(value), display=False)
 
 
 # ------------------------------------------------------------------ numbers ---
@@ -375,11 +380,7 @@ def declare_sources(
             raise FileNotFoundError(f"declare_sources: {p} does not exist")
         note_used(full)
     if glue:
-        try:
-            from myst_nb import glue as _glue
-        except ImportError:  # outside a MyST-NB environment
-            return decl
-        _glue(SOURCES_KEY, json.dumps(decl), display=False)
+        _glue_json(SOURCES_KEY, decl)
     return decl
 
 
