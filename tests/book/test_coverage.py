@@ -154,7 +154,7 @@ def test_issue_34_verdicts_come_from_the_data() -> None:
     for item in ("bandwidth_512", "bandwidth_4096", "peak_iops", "device_cap_qdepth"):
         assert _status(s4, item) == [coverage.EMU_RESTATES], item
     s0 = "seed000_statements.csv"
-    assert _status(s0, "fraction_of_roofline") == [coverage.CALIBRATION]  # 53.5 M at nq 1 / QD 512 is fitted
+    assert _status(s0, "fraction_of_roofline") == [coverage.CALIBRATION]  # the one-queue rate at depth 512 is fitted
     assert coverage.MODEL_MISS in _status(s0, "min_qdepth")  # the two-queue depth the model misses
     assert coverage.CALIBRATION in _status(s0, "min_qdepth")  # the 16-queue depth is fitted
 

@@ -55,11 +55,35 @@ def _display(obj) -> dict:
     return {"output_type": "display_data", "metadata": {}, "data": obj._repr_mimebundle_()}
 
 
-def _project(root: Path, records: Path, published: Path) -> Path:
+def _write_study(root: Path, cells: list[dict]) -> None:
+    """A book source folder with one study notebook of `cells` (outputs given) and an index naming it."""
     (root / "notebooks").mkdir(parents=True)
     (root / "_static" / "vega").mkdir(parents=True)
     (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
     (root / "conf.py").write_text(CONF)
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": cells,
+    }
+    (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
+    (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
+
+
+def _code(cid: str, source: str, outputs: list, n: int = 1, tags: list | None = None) -> dict:
+    meta = {"tags": tags} if tags else {}
+    return {
+        "cell_type": "code",
+        "id": cid,
+        "metadata": meta,
+        "execution_count": n,
+        "source": source,
+        "outputs": outputs,
+    }
+
+
+def _project(root: Path, records: Path, published: Path) -> Path:
     tab = publication.table(
         pd.DataFrame({"qdepth": [1, 2], "iops": [1234567.0, 2345678.0]}),
         "Rates by depth",
@@ -68,33 +92,16 @@ def _project(root: Path, records: Path, published: Path) -> Path:
     )
     fig = publication.figure("<svg width='10' height='10'></svg>", "A small picture")
     decl = {"records": [str(records)], "published": [str(published)]}
-    nb = {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-        "cells": [
+    sources = _glue_output(publication.SOURCES_KEY, repr(json.dumps(decl)))
+    _write_study(
+        root,
+        [
             {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n\nText.\n"},
-            {
-                "cell_type": "code",
-                "id": "c1",
-                "metadata": {},
-                "execution_count": 1,
-                "source": "SECRET_CODE_LINE = 1\n",
-                "outputs": [_display(tab)],
-            },
-            {
-                "cell_type": "code",
-                "id": "c2",
-                "metadata": {"tags": ["show-input"]},
-                "execution_count": 2,
-                "source": "OPEN_CODE_LINE = 2\n",
-                "outputs": [_display(fig), _glue_output(publication.SOURCES_KEY, repr(json.dumps(decl)))],
-            },
+            _code("c1", "SECRET_CODE_LINE = 1\n", [_display(tab)]),
+            _code("c2", "OPEN_CODE_LINE = 2\n", [_display(fig), sources], n=2, tags=["show-input"]),
             {"cell_type": "markdown", "id": "m2", "metadata": {}, "source": "See {numref}`tab-rates`.\n"},
         ],
-    }
-    (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
-    (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
+    )
     return root
 
 
@@ -224,31 +231,16 @@ def test_undeclared_study_banner_names_what_its_code_reads(tmp_path: Path) -> No
 
 
 def _used_notebook(root: Path, decl: dict, used: dict | None) -> None:
-    (root / "notebooks").mkdir(parents=True)
-    (root / "_static" / "vega").mkdir(parents=True)
-    (root / "_static" / "vega" / "vega-bundle.js").write_text("// placeholder\n")
-    (root / "conf.py").write_text(CONF)
     outputs = [_glue_output(publication.SOURCES_KEY, repr(json.dumps(decl)))]
     if used is not None:
         outputs.append(_glue_output(publication.USED_KEY, repr(json.dumps(used))))
-    nb = {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-        "cells": [
+    _write_study(
+        root,
+        [
             {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "(sec-study)=\n# The study\n"},
-            {
-                "cell_type": "code",
-                "id": "c",
-                "metadata": {},
-                "execution_count": 1,
-                "source": "x = 1\n",
-                "outputs": outputs,
-            },
+            _code("c", "x = 1\n", outputs),
         ],
-    }
-    (root / "notebooks" / "study.ipynb").write_text(json.dumps(nb))
-    (root / "index.md").write_text("# Book\n\n```{toctree}\nnotebooks/study\n```\n")
+    )
 
 
 def test_every_file_the_notebook_read_is_on_the_banner_linked_and_copied(tmp_path: Path) -> None:
