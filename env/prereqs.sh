@@ -128,8 +128,7 @@ check_nbd() {
 
 check_bench() {
     check_nbd
-    have meson || need "meson (builds the original blksum from BLKHASH_SRC)" meson
-    have ninja || need "ninja (builds the original blksum)" ninja-build
+    have ninja || need "ninja (builds earlier revisions of nvmelab for side-by-side benchmarks)" ninja-build
     have fio || need "fio (the kernel-path comparison)" fio
     { have valgrind && have callgrind_annotate; } || need "valgrind with callgrind_annotate (driver hot path)" valgrind
 }

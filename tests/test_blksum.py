@@ -322,7 +322,7 @@ def test_study_runs_through_the_runner_and_resumes(tmp_path, monkeypatch):
     if not uring:
         assert "io_uring" in reasons
     if not orig:
-        assert "not on PATH" in reasons
+        assert "is not given" in reasons
     recs = records.load_records(next(iter(rep.paths)), check=True)
     ours = [r for r in recs if r["tool"] == blksum.TOOL]
     assert len({r["hexdigest"] for r in ours}) == 1 and ours[0]["image_bytes"] == 2 * blksum.MIB

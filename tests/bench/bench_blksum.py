@@ -22,9 +22,8 @@ says that its wall-time ratios are no verdict on the goals ("quiet": false). Mak
 `make bench BENCH=blksum`.
 
 The original: BLKSUM_ORIGINAL (an NBD build, or any blksum) and BLKSUM_ORIGINAL_PREAD (a -Dnbd=disabled
-build), else build/original/{nbd,pread}/bin/blksum, else built there from BLKHASH_SRC (a blkhash source
-tree) by tests/bench/build_original.sh, else a `blksum` on PATH. Without any, only nvmelab is measured
-and the result says how to provide one. Nothing here is a stored figure.
+build), paths the user gives (the project builds no peer tool), else a `blksum` on PATH. Without any, only
+nvmelab is measured and the result says how to provide one. Nothing here is a stored figure.
 
 Rounds: 3 in file mode, 9 in NBD mode: an NBD run's wall time spreads more (two processes on the host's
 CPUs: at 3 rounds on the quiet host a configuration's paired ratios ranged as widely as 1.03-1.50, so a
@@ -69,8 +68,8 @@ GOAL_DEFAULTS = 0.67
 STARTUP_RUNS = 15
 HOST_WATCH_S = 2.0  # seconds the host is watched before the benchmark starts
 HOW_TO = (
-    "set BLKSUM_ORIGINAL=/path/to/blksum (and BLKSUM_ORIGINAL_PREAD for a -Dnbd=disabled build), or "
-    "BLKHASH_SRC=/path/to/blkhash (git clone https://gitlab.com/nirs/blkhash) to build both into build/original"
+    "set BLKSUM_ORIGINAL=/path/to/blksum (and BLKSUM_ORIGINAL_PREAD for a -Dnbd=disabled build): builds of "
+    "blkhash (https://gitlab.com/nirs/blkhash) made by you from its own sources"
 )
 
 
@@ -83,14 +82,6 @@ def find_originals() -> dict[str, Any]:
     nbd = _exe(os.environ.get("BLKSUM_ORIGINAL"))
     pread = _exe(os.environ.get("BLKSUM_ORIGINAL_PREAD"))
     how = "environment (BLKSUM_ORIGINAL / BLKSUM_ORIGINAL_PREAD)"
-    built = ROOT / "build" / "original"
-    if not nbd and not pread:
-        nbd, pread = _exe(built / "nbd" / "bin" / "blksum"), _exe(built / "pread" / "bin" / "blksum")
-        how = f"built from source in {built}"
-        if not nbd and not pread and os.environ.get("BLKHASH_SRC"):
-            subprocess.run(["bash", str(ROOT / "tests/bench/build_original.sh")], cwd=ROOT, check=True)
-            nbd, pread = _exe(built / "nbd" / "bin" / "blksum"), _exe(built / "pread" / "bin" / "blksum")
-            how = f"built now from BLKHASH_SRC={os.environ['BLKHASH_SRC']} in {built}"
     if not nbd and not pread and shutil.which("blksum"):
         nbd, how = shutil.which("blksum"), "on PATH (assumed an NBD build, as distributions ship it)"
     return {"nbd": nbd, "pread": pread, "how": how if (nbd or pread) else "absent: " + HOW_TO}

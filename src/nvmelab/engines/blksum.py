@@ -554,20 +554,15 @@ def _stop_servers() -> None:
 
 
 def original_blksum(mode: str = "file") -> str | None:
-    """The original blkhash `blksum` for a read mode, or None: for "file" its pread build
-    (BLKSUM_ORIGINAL_PREAD, else build/original/pread/bin/blksum: a -Dnbd=disabled build reads the
-    file itself, as the seed's "NBD disabled" tables did), for "nbd" its NBD build (BLKSUM_ORIGINAL,
-    else build/original/nbd/bin/blksum), else a `blksum` on PATH (tests/bench/build_original.sh
-    makes both builds from a blkhash source tree)."""
+    """The original blkhash `blksum` for a read mode, from a path the user gives, or None: for "file" its
+    pread build (BLKSUM_ORIGINAL_PREAD: a -Dnbd=disabled build reads the file itself, as the seed's "NBD
+    disabled" tables did), for "nbd" its NBD build (BLKSUM_ORIGINAL), else a `blksum` on PATH. The project
+    builds no peer tool: the user builds it from its own sources and names it here."""
     import shutil
 
-    from ..results.reference import data_root
-
     env = os.environ.get("BLKSUM_ORIGINAL_PREAD" if mode == "file" else "BLKSUM_ORIGINAL")
-    built = data_root().parent / "build" / "original" / ("pread" if mode == "file" else "nbd") / "bin" / "blksum"
-    for p in (env, built):
-        if p and os.path.isfile(p) and os.access(p, os.X_OK):
-            return str(p)
+    if env and os.path.isfile(env) and os.access(env, os.X_OK):
+        return env
     return shutil.which("blksum")
 
 
@@ -637,7 +632,8 @@ def study_run(
     exe = original_blksum(mode) if tool == ORIGINAL_TOOL else None
     if tool == ORIGINAL_TOOL and exe is None:
         raise ValueError(
-            "the original blkhash blksum is not on PATH nor built in build/original (tests/bench/build_original.sh)"
+            "the original blkhash blksum is not given: set BLKSUM_ORIGINAL (its NBD build) and BLKSUM_ORIGINAL_PREAD "
+            "(a -Dnbd=disabled build) to their paths, or put a `blksum` on PATH"
         )
     if mode not in STUDY_MODES:
         raise ValueError(f"mode must be one of {', '.join(STUDY_MODES)}, got {mode!r}")
