@@ -231,7 +231,7 @@ PARTS = ("emulator", "driver", "engine")
 
 def missed(rows: list[dict], met: dict[str, bool | None], measured: dict[str, Any], misses: dict[str, Any]) -> dict:
     """For each goal missed: by how much, and the profile that says why (from the measured rows and the
-    cache simulation; src/README.md, "Where the instructions of one I/O go", has the per-function account)."""
+    cache simulation; docs/lab-record.md, "Where the instructions of one I/O go", has the per-function account)."""
     b = _row(rows, 1, BUDGET_QD, True)
     out: dict[str, Any] = {}
     for part, key, goal in (
@@ -263,7 +263,7 @@ def missed(rows: list[dict], met: dict[str, bool | None], measured: dict[str, An
                 "ten function boundaries with their set-up and checks (extra_instr_per_io_at_qd1), and a queue "
                 "that shallow times every command, two clock reads per I/O (the records' Little's-law check "
                 "fails otherwise); the cuts left (the TSC as the latency's clock, one shared t4/t0 read) would "
-                "not reach the goal either (src/README.md, QD 1)"
+                "not reach the goal either (docs/lab-record.md, QD 1)"
             ),
         }
     if met.get("ndev16_time") is False:
@@ -287,7 +287,7 @@ def missed(rows: list[dict], met: dict[str, bool | None], measured: dict[str, An
                 "moved the time still grows by time_growth_no_data_moved: 16 devices at QD 128 hold 16 times "
                 "the commands in flight, and the lines each command touches (its SQ entry, tracker, engine slot, "
                 "a quarter of a CQ line) fit in L1d for one device's 128 but not for 2048, hence "
-                "extra_l1d_misses_per_io_no_data_moved, served from L2 (src/README.md, 16-device footprint)"
+                "extra_l1d_misses_per_io_no_data_moved, served from L2 (docs/lab-record.md, 16-device footprint)"
             ),
         }
     return out
