@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -262,6 +263,24 @@ static int open_backing(const struct emu_cfg *cfg, unsigned ci, unsigned nsi, ui
     return 0;
 }
 
+/* BAR memory, zeroed: a memfd mapped MAP_SHARED (a vfio-user server hands the fd to its client for the
+ * doorbells), anonymous memory when memfd_create is refused. NULL when neither works. */
+static uint8_t *bar_mem_new(size_t size, int *fd_out)
+{
+    int fd = memfd_create("nvmelab-emu-bar0", MFD_CLOEXEC);
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            *fd_out = fd;
+            return p;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 static void ctrl_fini(struct emu_ctrl *c)
 {
     if (c->svc_running) {
@@ -278,7 +297,10 @@ static void ctrl_fini(struct emu_ctrl *c)
     free(c->cqs);
     free(c->qstats);
     free(c->db_seen);
-    free(c->mem);
+    if (c->mem)
+        munmap(c->mem, c->memsize);
+    if (c->memfd >= 0)
+        close(c->memfd);
     pthread_mutex_destroy(&c->lock);
 }
 
@@ -286,6 +308,7 @@ static int ctrl_init(struct nvme_emu_set *set, unsigned idx, char *err, size_t e
 {
     struct emu_ctrl *c = &set->ctrls[idx];
     const struct emu_cfg *cfg = &set->cfg;
+    c->memfd = -1; /* first: ctrl_fini runs on a controller whose init failed */
     c->set = set;
     c->index = idx;
     c->cfg = cfg->c[idx];
@@ -298,7 +321,7 @@ static int ctrl_init(struct nvme_emu_set *set, unsigned idx, char *err, size_t e
     c->memsize = (dbend + EMU_PAGE_SIZE - 1) & ~(size_t)(EMU_PAGE_SIZE - 1);
     if (c->memsize < NVME_BAR0_MIN_SIZE)
         c->memsize = NVME_BAR0_MIN_SIZE;
-    c->mem = aligned_alloc(EMU_PAGE_SIZE, c->memsize);
+    c->mem = bar_mem_new(c->memsize, &c->memfd);
     c->sqs = calloc(c->cfg.nioq + 1, sizeof(*c->sqs));
     c->cqs = calloc(c->cfg.nioq + 1, sizeof(*c->cqs));
     c->qstats = calloc(c->cfg.nioq + 1, sizeof(*c->qstats));
@@ -306,7 +329,6 @@ static int ctrl_init(struct nvme_emu_set *set, unsigned idx, char *err, size_t e
         snprintf(err, errlen, "emu: out of memory creating controller %u", idx);
         return -ENOMEM;
     }
-    memset(c->mem, 0, c->memsize);
     for (unsigned i = 0; i < c->cfg.nns; i++) {
         int fd = -1, r;
         if (cfg->backing == EMU_BACKING_FILE && (r = open_backing(cfg, idx, i, c->cfg.nsze, &fd, err, errlen)))
@@ -431,6 +453,31 @@ void nvme_emu_set_close(struct nvme_emu_set *set)
     free(atomic_load(&set->dma_map)); /* no controller runs any more: no reader is left */
     pthread_mutex_destroy(&set->dma_lock);
     free(set);
+}
+
+int nvme_emu_set_bar_fd(const struct nvme_emu_set *set, unsigned i)
+{
+    if (!set || i >= set->n || set->ctrls[i].memfd < 0)
+        return -EINVAL;
+    return set->ctrls[i].memfd;
+}
+
+int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i)
+{
+    if (!set || i >= set->n)
+        return -EINVAL;
+    struct emu_ctrl *c = &set->ctrls[i];
+    unsigned e = emu_dma_enter(set, dma_shard(c, 0));
+    if (c->threaded)
+        pthread_mutex_lock(&c->lock);
+    ctrl_disable(c); /* every queue deleted, held commands dropped, doorbells 0, RDY/CFS/SHST clear */
+    c->cc = 0;
+    memset(c->mem, 0, NVME_REG_DBS); /* CC, AQA, ASQ, ACQ, INTMS ... back to 0 */
+    restore_ro(c);
+    if (c->threaded)
+        pthread_mutex_unlock(&c->lock);
+    emu_dma_exit(set, dma_shard(c, 0), e);
+    return 0;
 }
 
 unsigned nvme_emu_set_count(const struct nvme_emu_set *set)

@@ -15,6 +15,7 @@
  *   nvme_emu_target_open()     parse + validate an emu:// URI, create controllers
  *   nvme_emu_target_open_kv()  the same over a plain (key, value) array
  *   nvme_emu_set_count() / nvme_emu_set_bar() / nvme_emu_set_close()
+ *   nvme_emu_set_bar_fd() / nvme_emu_ctrl_reset()   for the vfio-user server (BAR memfd, power-cycle reset)
  *   nvme_emu_inject()          arm a fault (delay/drop completion, CSTS.CFS, status)
  *   nvme_emu_queue_stats()     per-queue command counters
  *   nvme_emu_set_describe()    profile, scale, mode (for record provenance)
@@ -65,6 +66,15 @@ int nvme_emu_target_open_kv(const struct nvme_emu_kv *kv, size_t nkv, struct nvm
 unsigned nvme_emu_set_count(const struct nvme_emu_set *set);
 /* BAR of controller i (0-based), NULL when i is out of range. */
 const struct nvme_bar *nvme_emu_set_bar(const struct nvme_emu_set *set, unsigned i);
+/* The memfd behind controller i's BAR memory (owned by the set, closed by nvme_emu_set_close(); for a
+ * vfio-user server, which passes it to its client for the doorbell page), -EINVAL when i is out of
+ * range or the BAR is anonymous memory (memfd_create refused). */
+int nvme_emu_set_bar_fd(const struct nvme_emu_set *set, unsigned i);
+/* Reset controller i as a power cycle would: what CC.EN 1->0 does (every queue deleted, commands held
+ * by the device model dropped, doorbells 0, CSTS.RDY/CFS/SHST clear), then every register back to its
+ * reset value. DMA windows are kept. For a vfio-user server whose client went away or asked for
+ * DEVICE_RESET; not from inside the controller. 0 or -EINVAL. */
+int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i);
 /* Stops service threads, frees queues state, namespaces and BAR memory. Host
  * memory (queues, buffers) belongs to the host and is never touched here. */
 void nvme_emu_set_close(struct nvme_emu_set *set);

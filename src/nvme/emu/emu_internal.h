@@ -255,8 +255,9 @@ struct emu_fault {
 
 struct emu_ctrl {
     struct nvme_bar bar;
-    uint8_t *mem;
+    uint8_t *mem; /* BAR memory: memsize bytes of memfd (MAP_SHARED), so a vfio-user server can pass it on */
     size_t memsize;
+    int memfd; /* -1 when memfd_create was refused (anonymous memory then) */
     struct nvme_emu_set *set;
     unsigned index;
     struct emu_ctrl_cfg cfg;
