@@ -15,19 +15,20 @@ int perf_target_open(const char *uri, const struct perf_target_opts *opts, struc
                      size_t errlen)
 {
     if (!uri || !*uri) {
-        snprintf(err, errlen, "target: empty URI (use emu://..., pci://..., file:///path or blk:///dev/X)");
+        snprintf(err, errlen,
+                 "target: empty URI (use emu://..., pci://..., vfio-user:///path, file:///path or blk:///dev/X)");
         return -EINVAL;
     }
     if (!strncmp(uri, "file://", 7) || !strncmp(uri, "blk://", 6))
         return kio_target_open(uri, opts, out, err, errlen);
-    if (!strncmp(uri, "emu://", 6) || !strncmp(uri, "pci://", 6)) {
+    if (!strncmp(uri, "emu://", 6) || !strncmp(uri, "pci://", 6) || !strncmp(uri, "vfio-user://", 12)) {
         if (opts && opts->backend && opts->backend[0]) {
             snprintf(err, errlen, "%s: backend=%s applies to file:// and blk:// only", uri, opts->backend);
             return -EINVAL;
         }
         return perf_nvme_target_open(uri, opts, out, err, errlen);
     }
-    snprintf(err, errlen, "%s: unknown target scheme (use emu://, pci://, file:// or blk://)", uri);
+    snprintf(err, errlen, "%s: unknown target scheme (use emu://, pci://, vfio-user://, file:// or blk://)", uri);
     return -EINVAL;
 }
 

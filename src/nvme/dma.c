@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* dma.c — DMA memory objects with identity, hugepage+pagemap and VFIO IOVA translation (see dma.h). */
+/* dma.c — DMA memory objects with identity, hugepage+pagemap, VFIO IOVA and vfio-user (memfd + IOVA)
+ * translation (see dma.h). */
 #include "nvme/dma.h"
 
 #include <errno.h>
@@ -30,7 +31,7 @@ int nvme_dma_domain_init(struct nvme_dma_domain *dom, struct nvme_target *t, enu
     memset(dom, 0, sizeof(*dom));
     dom->kind = kind;
     dom->vfio_container_fd = vfio_container_fd;
-    dom->next_iova = NVME_VFIO_IOVA_BASE;
+    dom->next_iova = kind == NVME_DMA_VFIO_USER ? NVME_VFU_IOVA_BASE : NVME_VFIO_IOVA_BASE;
     dom->target = t;
     return -pthread_mutex_init(&dom->lock, NULL);
 }
@@ -51,6 +52,12 @@ static void dma_release(struct nvme_dma *d)
         if (ioctl(dom->vfio_container_fd, VFIO_IOMMU_UNMAP_DMA, &unmap) != 0)
             nvme_log(NVME_LOG_WARN, "VFIO unmap of iova 0x%llx (%zu bytes) failed: %s", (unsigned long long)d->iova,
                      d->size, strerror(errno));
+    }
+    if (dom->kind == NVME_DMA_VFIO_USER && dom->fd_unmap) {
+        int rc = dom->fd_unmap(dom->fd_ctx, d->iova, d->size);
+        if (rc)
+            nvme_log(NVME_LOG_WARN, "vfio-user DMA_UNMAP of iova 0x%llx (%zu bytes) failed: %s",
+                     (unsigned long long)d->iova, d->size, strerror(-rc));
     }
     if (dom->kind == NVME_DMA_PAGEMAP)
         munlock(d->vaddr, d->size);
@@ -133,9 +140,24 @@ int nvme_dma_alloc_in(struct nvme_dma_domain *dom, size_t size, struct nvme_dma 
         free(d);
         return -ENOMEM;
     }
-    void *p = mmap(NULL, d->size, PROT_READ | PROT_WRITE, flags, -1, 0);
+    int memfd = -1;
+    if (dom->kind == NVME_DMA_VFIO_USER) {
+        /* shared memory the server can map: one memfd per object, closed once mapped on both sides */
+        memfd = memfd_create("nvmelab-dma", MFD_CLOEXEC);
+        if (memfd < 0 || ftruncate(memfd, (off_t)d->size) != 0) {
+            int e = errno;
+            if (memfd >= 0)
+                close(memfd);
+            free(d);
+            return e == ENOMEM ? -ENOMEM : -e;
+        }
+        flags = MAP_SHARED | MAP_POPULATE;
+    }
+    void *p = mmap(NULL, d->size, PROT_READ | PROT_WRITE, flags, memfd, 0);
     if (p == MAP_FAILED) {
         int e = errno;
+        if (memfd >= 0)
+            close(memfd);
         if (dom->kind == NVME_DMA_PAGEMAP)
             nvme_log(NVME_LOG_ERROR,
                      "no free 2 MiB hugepages for %zu bytes of DMA memory (%s); reserve some "
@@ -177,6 +199,14 @@ int nvme_dma_alloc_in(struct nvme_dma_domain *dom, size_t size, struct nvme_dma 
         }
         break;
     }
+    case NVME_DMA_VFIO_USER:
+        pthread_mutex_lock(&dom->lock);
+        d->iova = dom->next_iova;
+        dom->next_iova += d->size;
+        pthread_mutex_unlock(&dom->lock);
+        rc = dom->fd_map ? dom->fd_map(dom->fd_ctx, memfd, d->iova, d->size) : -ENODEV;
+        close(memfd); /* the mapping and the server's copy keep the memory */
+        break;
     }
     if (rc) {
         if (dom->kind == NVME_DMA_PAGEMAP)

@@ -10,6 +10,10 @@
  *                      address of each hugepage looked up in /proc/self/pagemap (needs CAP_SYS_ADMIN).
  *   NVME_DMA_VFIO      pci:// on vfio-pci: anonymous memory mapped into the VFIO type1 container at an
  *                      IOVA the domain hands out (bump allocator), unmapped on free.
+ *   NVME_DMA_VFIO_USER vfio-user://: one memfd per object, mapped shared here and handed to the server
+ *                      (the domain's fd_map hook: DMA_MAP with the fd) at an IOVA the domain hands out
+ *                      from NVME_VFU_IOVA_BASE up (bump allocator); fd_unmap (DMA_UNMAP) before the
+ *                      memory is released. The server maps the fd at virtual address == IOVA.
  *
  * Key functions: nvme_dma_domain_init/fini, nvme_dma_find (slow, locked registry lookup),
  * nvme_dma_iova_at (hot path: offset -> bus address, no locks, no division).
@@ -33,8 +37,11 @@
 #define NVME_HOST_PAGE_SHIFT 12u /* 4 KiB host pages */
 #define NVME_HOST_PAGE_SIZE  ((size_t)1 << NVME_HOST_PAGE_SHIFT)
 #define NVME_VFIO_IOVA_BASE  ((uint64_t)1 << 32) /* first IOVA handed out (keeps 0 unused) */
+/* vfio-user: first IOVA handed out (16 TiB), above where a server process keeps its own mappings, so
+ * the server can place each window at virtual address == IOVA (VFU_CLIENT_IOVA_BASE of the design) */
+#define NVME_VFU_IOVA_BASE ((uint64_t)1 << 44)
 
-enum nvme_dma_kind { NVME_DMA_IDENTITY, NVME_DMA_PAGEMAP, NVME_DMA_VFIO };
+enum nvme_dma_kind { NVME_DMA_IDENTITY, NVME_DMA_PAGEMAP, NVME_DMA_VFIO, NVME_DMA_VFIO_USER };
 
 struct nvme_dma_domain {
     enum nvme_dma_kind kind;
@@ -47,6 +54,11 @@ struct nvme_dma_domain {
     int (*iommu_map)(void *ctx, const void *vaddr, size_t len);
     int (*iommu_unmap)(void *ctx, const void *vaddr, size_t len);
     void *iommu_ctx;
+    /* NVME_DMA_VFIO_USER: hand the object's fd to the server at iova (DMA_MAP), take it back (DMA_UNMAP);
+     * set by target.c with fd_ctx; 0 or a negative errno */
+    int (*fd_map)(void *ctx, int fd, uint64_t iova, size_t len);
+    int (*fd_unmap)(void *ctx, uint64_t iova, size_t len);
+    void *fd_ctx;
 };
 
 struct nvme_dma {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* target.c — nvme_target_open: parse the URI (uri.c), dispatch on the scheme to its backend (emu:// ->
- * src/nvme/emu, pci:// -> pci.c), bring each controller up (ctrl.c); close unwinds in reverse. */
+ * src/nvme/emu, pci:// -> pci.c, vfio-user:// -> vfio_user_client.c), bring each controller up (ctrl.c);
+ * close unwinds in reverse. */
 #include "nvme/target.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 
 #include "nvme/ctrl.h"
 #include "nvme/pci.h"
+#include "nvme/vfio_user_client.h"
 
 #if defined(__has_include)
 #if __has_include("nvme/emu/emu.h")
@@ -36,6 +38,8 @@ static int emu_iommu_unmap(void *set, const void *va, size_t len)
     return nvme_emu_dma_unmap(set, va, len);
 }
 #endif
+
+#define MAX_CTRLS (NVME_URI_MAX_ITEMS * 4u)
 
 /* Ask the scheme's backend for the controllers' BARs and the DMA translation. */
 static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, unsigned *nbars, char *err, size_t errlen)
@@ -77,15 +81,33 @@ static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, uns
         *nbars = n;
         return nvme_dma_domain_init(&t->dma, t, nvme_pci_dma_kind(p), nvme_pci_vfio_container(p));
     }
+    if (strcmp(u->scheme, NVME_VFU_SCHEME) == 0) {
+        struct nvme_vfu_set *v = NULL;
+        int rc = nvme_vfu_open(u, &v, err, errlen);
+        if (rc)
+            return rc;
+        t->backend = v;
+        t->backend_close = nvme_vfu_close;
+        unsigned n = nvme_vfu_count(v);
+        if (n > MAX_CTRLS)
+            n = MAX_CTRLS;
+        for (unsigned i = 0; i < n; i++)
+            bars[i] = nvme_vfu_bar(v, i);
+        *nbars = n;
+        rc = nvme_dma_domain_init(&t->dma, t, NVME_DMA_VFIO_USER, -1);
+        t->dma.fd_map = nvme_vfu_dma_map;
+        t->dma.fd_unmap = nvme_vfu_dma_unmap;
+        t->dma.fd_ctx = v;
+        return rc;
+    }
     if (strcmp(u->scheme, "file") == 0 || strcmp(u->scheme, "blk") == 0)
         return nvme_errf(
             err, errlen, -EINVAL,
             "%s:// is a kernel I/O path (psync, io_uring): use it with the perf engine, not the NVMe driver",
             u->scheme);
-    return nvme_errf(err, errlen, -EINVAL, "unsupported scheme '%s://' (the driver takes emu:// or pci://)", u->scheme);
+    return nvme_errf(err, errlen, -EINVAL,
+                     "unsupported scheme '%s://' (the driver takes emu://, pci:// or vfio-user://)", u->scheme);
 }
-
-#define MAX_CTRLS (NVME_URI_MAX_ITEMS * 4u)
 
 int nvme_target_open(const char *uri, struct nvme_target **out, char *err, size_t errlen)
 {

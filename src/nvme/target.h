@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * target.h — target internals: what nvme_target_open builds from a URI. The scheme's backend (emu.c in
- * src/nvme/emu for emu://, pci.c for pci://) supplies one BAR per controller and the DMA translation;
+ * src/nvme/emu for emu://, pci.c for pci://, vfio_user_client.c for vfio-user://) supplies one BAR per
+ * controller and the DMA translation;
  * target.c brings each controller up through ctrl.c and tears everything down in reverse on close.
  *
  * Key items: struct nvme_target; nvme_target_dma (the DMA domain for a controller's queues).
@@ -21,7 +22,7 @@ struct nvme_target {
     struct nvme_ctrl **ctrls;
     struct nvme_dma_domain dma;
     bool dma_ready;
-    void *backend;                        /* struct nvme_emu_set * or struct nvme_pci * */
+    void *backend;                        /* struct nvme_emu_set *, struct nvme_pci * or struct nvme_vfu_set * */
     void (*backend_close)(void *backend); /* after every controller is detached and DMA released */
 };
 
