@@ -54,6 +54,8 @@ struct vfu_conn {
     uint8_t *win;      /* anonymous window of bar_size, doorbell areas mapped over it */
     uint64_t db_off;   /* the mapped doorbell area [db_off, db_off + db_len); db_len 0: none */
     uint64_t db_len;
+    pid_t peer_pid;   /* the server process (SO_PEERCRED); 0 when unknown */
+    int dma_rides_on; /* >= 0: the connection whose DMA maps this server shares with this one (below) */
     struct nvme_bar bar;
     uint8_t reply[VFU_REPLY_CAP];
 };
@@ -217,6 +219,10 @@ static int conn_connect(struct vfu_conn *c, char *err, size_t errlen)
     if (connect(c->sock, (const struct sockaddr *)&sa, sizeof(sa)) != 0)
         return nvme_errf(err, errlen, -errno, "vfio-user %s: connect: %s%s", c->path, strerror(errno),
                          errno == ECONNREFUSED ? " (no server listening)" : "");
+    struct ucred cred = {0};
+    socklen_t clen = sizeof(cred);
+    if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+        c->peer_pid = cred.pid;
     return 0;
 }
 
@@ -393,6 +399,7 @@ static int conn_open(const char *path, int timeout_ms, struct vfu_conn **out, ch
     if (!c)
         return -ENOMEM;
     c->sock = -1;
+    c->dma_rides_on = -1;
     c->timeout_ms = timeout_ms;
     c->next_id = 1;
     pthread_mutex_init(&c->lock, NULL);
@@ -507,18 +514,37 @@ static int dma_unmap_one(struct vfu_conn *c, uint64_t iova, size_t len)
     return request(c, VFU_CMD_DMA_UNMAP, &m, sizeof(m), NULL, 0, NULL, 0);
 }
 
+/* A server that maps every client's DMA regions into its one address space at VA == IOVA (ours,
+ * nvmelab-serve, for the controllers of one emu:// set) refuses the second connection's map of a range the
+ * first one mapped with EEXIST, and every controller of the set reaches the first one's maps. So an EEXIST
+ * from connection i, for the range connection j < i of the same server process has just mapped, means
+ * shared maps: from then on connection i sends no DMA_MAP/DMA_UNMAP of its own. A server with maps per
+ * connection (SPDK's target) never answers so, and every connection maps every object. */
+static int shared_with(const struct nvme_vfu_set *s, unsigned i, unsigned mapped_below)
+{
+    for (unsigned j = 0; j < mapped_below; j++)
+        if (s->c[j]->dma_rides_on < 0 && s->c[j]->peer_pid && s->c[j]->peer_pid == s->c[i]->peer_pid)
+            return (int)j;
+    return -1;
+}
+
 int nvme_vfu_dma_map(void *set, int fd, uint64_t iova, size_t len)
 {
     struct nvme_vfu_set *s = set;
     struct vfu_dma_map m = {
         .argsz = sizeof(m), .flags = VFU_DMA_F_READ | VFU_DMA_F_WRITE, .offset = 0, .addr = iova, .size = len};
     for (unsigned i = 0; i < s->n; i++) {
+        if (s->c[i]->dma_rides_on >= 0)
+            continue;
         int rc = request(s->c[i], VFU_CMD_DMA_MAP, &m, sizeof(m), &fd, 1, NULL, 0);
+        if (rc == -EEXIST && (s->c[i]->dma_rides_on = shared_with(s, i, i)) >= 0)
+            continue;
         if (rc) {
             nvme_log(NVME_LOG_ERROR, "vfio-user %s: DMA_MAP of iova 0x%llx (%zu bytes) failed: %s", s->c[i]->path,
                      (unsigned long long)iova, len, strerror(-rc));
             while (i-- > 0)
-                dma_unmap_one(s->c[i], iova, len);
+                if (s->c[i]->dma_rides_on < 0)
+                    dma_unmap_one(s->c[i], iova, len);
             return rc;
         }
     }
@@ -530,6 +556,8 @@ int nvme_vfu_dma_unmap(void *set, uint64_t iova, size_t len)
     struct nvme_vfu_set *s = set;
     int first = 0;
     for (unsigned i = 0; i < s->n; i++) {
+        if (s->c[i]->dma_rides_on >= 0)
+            continue;
         int rc = dma_unmap_one(s->c[i], iova, len);
         if (rc && !first)
             first = rc;
