@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* perf_nvme.c — the perf engine's backend on the nvmelab driver: emu:// and pci:// targets.
+/* perf_nvme.c — the perf engine's backend on the nvmelab driver: emu://, pci:// and vfio-user:// targets.
  *
  * One device = the first active namespace of one controller (or namespace opts.nsid).
  * One channel = one I/O qpair (depth qdepth + 1, the N-1 rule) with one DMA buffer
