@@ -66,6 +66,9 @@ int nvme_emu_target_open_kv(const struct nvme_emu_kv *kv, size_t nkv, struct nvm
 unsigned nvme_emu_set_count(const struct nvme_emu_set *set);
 /* BAR of controller i (0-based), NULL when i is out of range. */
 const struct nvme_bar *nvme_emu_set_bar(const struct nvme_emu_set *set, unsigned i);
+/* PCI vendor id the controllers report in Identify (VID and SSVID): QEMU's, an emulated device. */
+#define NVME_EMU_VID 0x1b36u
+
 /* The memfd behind controller i's BAR memory (owned by the set, closed by nvme_emu_set_close(); for a
  * vfio-user server, which passes it to its client for the doorbell page), -EINVAL when i is out of
  * range or the BAR is anonymous memory (memfd_create refused). */

@@ -77,8 +77,8 @@
 #define EMU_NS_PER_S        1000000000ull
 #define EMU_NS_PER_MS       1000000ull
 #define EMU_DUE_NEVER       UINT64_MAX
-#define EMU_VID             0x1b36u /* QEMU's PCI vendor id: an emulated device */
-#define EMU_SVC_IDLE_SPINS  256u    /* mode=thread: empty sweeps before sleeping */
+#define EMU_VID             NVME_EMU_VID /* QEMU's PCI vendor id: an emulated device */
+#define EMU_SVC_IDLE_SPINS  256u         /* mode=thread: empty sweeps before sleeping */
 #define EMU_SVC_SLEEP_NS    20000u
 
 enum emu_mode { EMU_MODE_INLINE = 0, EMU_MODE_THREAD = 1 };

@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* vfu_dev.c — one served controller: every vfio-user command a client may send, checked and answered
+ * (vfu_server.h), and the receive/handle/reply loop on one connection. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nvme/bar.h"
+#include "nvme/emu/emu.h"
+#include "nvme/spec.h"
+#include "tools/vfu_server.h"
+
+#define VFU_REG_END     NVME_REG_DBS /* registers below, doorbells from here on */
+#define VFU_PAGE_MASK   ((uint64_t)VFU_PAGE_SIZE - 1)
+#define VFU_JSON_REPLY  "{\"capabilities\":{\"max_msg_fds\":%u,\"max_data_xfer_size\":%u,\"pgsizes\":%u}}"
+#define VFU_BAR0_CAPLEN (sizeof(struct vfu_cap_sparse) + sizeof(struct vfu_sparse_area))
+
+struct vfu_dma {
+    uint64_t iova, size; /* mapped at VA == iova */
+};
+
+struct vfu_dev {
+    struct nvme_emu_set *set;
+    unsigned ctrl;
+    const struct nvme_bar *bar;
+    int bar_fd;        /* the emulator's BAR memfd, owned by the set; -1: no mmap area */
+    uint64_t bar_size; /* region 0: the emulator's BAR rounded up to a power of two */
+    bool negotiated;
+    struct vfu_caps caps;
+    struct vfu_pci_cfg cfg;
+    struct vfu_dma dma[VFU_MAX_DMA_MAPS];
+    unsigned ndma;
+    uint8_t *rbuf; /* reply, VFU_MAX_MSG */
+    uint8_t *ibuf; /* received message (vfu_dev_serve), VFU_MAX_MSG */
+    int reply_fds[1];
+};
+
+static uint64_t pow2_ceil(uint64_t v)
+{
+    uint64_t p = VFU_PAGE_SIZE;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+int vfu_dev_open(struct nvme_emu_set *set, unsigned ctrl, struct vfu_dev **out)
+{
+    const struct nvme_bar *bar = nvme_emu_set_bar(set, ctrl);
+    if (!bar || !out)
+        return -EINVAL;
+    struct vfu_dev *d = calloc(1, sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    d->rbuf = malloc(VFU_MAX_MSG);
+    d->ibuf = malloc(VFU_MAX_MSG);
+    if (!d->rbuf || !d->ibuf) {
+        free(d->rbuf);
+        free(d->ibuf);
+        free(d);
+        return -ENOMEM;
+    }
+    d->set = set;
+    d->ctrl = ctrl;
+    d->bar = bar;
+    d->bar_fd = nvme_emu_set_bar_fd(set, ctrl);
+    d->bar_size = pow2_ceil(bar->size);
+    vfu_pci_cfg_init(&d->cfg, d->bar_size, NVME_EMU_VID, NVME_EMU_VID);
+    *out = d;
+    return 0;
+}
+
+static void dma_drop(struct vfu_dev *d, unsigned i)
+{
+    void *va = (void *)(uintptr_t)d->dma[i].iova;
+    /* the emulator's unmap waits until no command can see the window; only then is the memory let go. A
+     * window the emulator would not remove stays mapped: the controller may still reach it. */
+    if (nvme_emu_dma_unmap(d->set, va, d->dma[i].size) == 0)
+        munmap(va, d->dma[i].size);
+    d->dma[i] = d->dma[--d->ndma];
+}
+
+void vfu_dev_disconnect(struct vfu_dev *d)
+{
+    nvme_emu_ctrl_reset(d->set, d->ctrl); /* no queue left: nothing of this client is reached any more */
+    while (d->ndma)
+        dma_drop(d, d->ndma - 1);
+    d->negotiated = false;
+    vfu_pci_cfg_init(&d->cfg, d->bar_size, NVME_EMU_VID, NVME_EMU_VID);
+}
+
+void vfu_dev_close(struct vfu_dev *d)
+{
+    if (!d)
+        return;
+    vfu_dev_disconnect(d);
+    free(d->rbuf);
+    free(d->ibuf);
+    free(d);
+}
+
+unsigned vfu_dev_dma_count(const struct vfu_dev *d)
+{
+    return d ? d->ndma : 0;
+}
+
+/* ---------------------------------------------------------------- commands
+ * Each returns 0 (reply payload of *rlen bytes written at p) or a positive errno for the error reply. */
+
+static int cmd_version(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)
+{
+    struct vfu_version v;
+    if (plen < sizeof(v) || d->negotiated)
+        return EINVAL;
+    memcpy(&v, pl, sizeof(v));
+    if (v.major != VFU_VERSION_MAJOR)
+        return ENOTSUP;
+    struct vfu_caps caps;
+    if (vfu_json_caps((const char *)pl + sizeof(v), plen - sizeof(v), &caps))
+        return EINVAL;
+    d->caps = caps;
+    d->negotiated = true;
+    v.major = VFU_VERSION_MAJOR;
+    v.minor = v.minor < VFU_VERSION_MINOR ? v.minor : VFU_VERSION_MINOR;
+    memcpy(p, &v, sizeof(v));
+    int n =
+        snprintf((char *)p + sizeof(v), VFU_MAX_JSON, VFU_JSON_REPLY, VFU_MAX_FDS, VFU_MAX_DATA_XFER, VFU_PAGE_SIZE);
+    *rlen = sizeof(v) + (size_t)n + 1; /* with its NUL */
+    return 0;
+}
+
+static int cmd_dma_map(struct vfu_dev *d, const uint8_t *pl, size_t plen, const int *fds, unsigned nfds)
+{
+    struct vfu_dma_map m;
+    if (plen < sizeof(m))
+        return EINVAL;
+    memcpy(&m, pl, sizeof(m));
+    if (m.argsz < sizeof(m) || m.argsz > plen || (m.flags & ~(VFU_DMA_F_READ | VFU_DMA_F_WRITE)))
+        return EINVAL;
+    if (nfds != 1) /* a region without fd would need DMA_READ/DMA_WRITE, which this server never sends */
+        return EINVAL;
+    if (!m.size || ((m.addr | m.size | m.offset) & VFU_PAGE_MASK) || m.addr + m.size < m.addr ||
+        m.offset + m.size < m.offset || m.offset > (uint64_t)INT64_MAX - m.size)
+        return EINVAL;
+    if (m.addr < VFU_MIN_IOVA)
+        return EEXIST; /* not placed there: a null pointer must stay invalid in this process */
+    if (d->ndma >= VFU_MAX_DMA_MAPS)
+        return ENOSPC;
+    struct stat st;
+    if (fstat(fds[0], &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < m.offset + m.size)
+        return EINVAL; /* beyond the end of the file a touch would be SIGBUS */
+    void *want = (void *)(uintptr_t)m.addr;
+    void *va = mmap(want, m.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fds[0], (off_t)m.offset);
+    if (va == MAP_FAILED) /* arguments were checked: what is left is a range that cannot be placed here */
+        return errno == EACCES ? EACCES : errno == ENODEV ? EINVAL : EEXIST;
+    if (va != want) { /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+        munmap(va, m.size);
+        return EEXIST;
+    }
+    int r = nvme_emu_dma_map(d->set, va, m.size);
+    if (r) {
+        munmap(va, m.size);
+        return -r;
+    }
+    d->dma[d->ndma++] = (struct vfu_dma){.iova = m.addr, .size = m.size};
+    return 0;
+}
+
+static int cmd_dma_unmap(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)
+{
+    struct vfu_dma_unmap u;
+    if (plen < sizeof(u))
+        return EINVAL;
+    memcpy(&u, pl, sizeof(u));
+    if (u.argsz < sizeof(u) || u.argsz > plen || (u.flags & ~(VFU_DMA_UNMAP_F_ALL | VFU_DMA_UNMAP_F_DIRTY_BITMAP)))
+        return EINVAL;
+    if (u.flags & VFU_DMA_UNMAP_F_DIRTY_BITMAP)
+        return ENOTSUP;
+    if (u.flags & VFU_DMA_UNMAP_F_ALL) {
+        if (u.addr || u.size)
+            return EINVAL;
+        while (d->ndma)
+            dma_drop(d, d->ndma - 1);
+    } else {
+        /* VFIO's rule: every region inside [addr, addr+size) goes; a region cut by an edge refuses it all */
+        uint64_t end = u.addr + u.size;
+        if (!u.size || end < u.addr)
+            return EINVAL;
+        unsigned inside = 0;
+        for (unsigned i = 0; i < d->ndma; i++) {
+            uint64_t b = d->dma[i].iova, e = b + d->dma[i].size;
+            if (b >= u.addr && e <= end)
+                inside++;
+            else if (b < end && e > u.addr)
+                return EINVAL;
+        }
+        if (!inside)
+            return ENOENT;
+        for (unsigned i = d->ndma; i-- > 0;)
+            if (d->dma[i].iova >= u.addr && d->dma[i].iova + d->dma[i].size <= end)
+                dma_drop(d, i);
+    }
+    u.argsz = sizeof(u);
+    memcpy(p, &u, sizeof(u));
+    *rlen = sizeof(u);
+    return 0;
+}
+
+static int cmd_device_info(const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)
+{
+    struct vfu_device_info i;
+    if (plen < sizeof(i))
+        return EINVAL;
+    memcpy(&i, pl, sizeof(i));
+    if (i.argsz < sizeof(i))
+        return EINVAL;
+    i = (struct vfu_device_info){.argsz = sizeof(i),
+                                 .flags = VFU_DEV_F_PCI | VFU_DEV_F_RESET,
+                                 .num_regions = VFU_PCI_NUM_REGIONS,
+                                 .num_irqs = VFU_PCI_NUM_IRQS};
+    memcpy(p, &i, sizeof(i));
+    *rlen = sizeof(i);
+    return 0;
+}
+
+static int cmd_region_info(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen, unsigned *nfds)
+{
+    struct vfu_region_info ri;
+    if (plen < sizeof(ri))
+        return EINVAL;
+    memcpy(&ri, pl, sizeof(ri));
+    if (ri.argsz < sizeof(ri) || ri.index >= VFU_PCI_NUM_REGIONS)
+        return EINVAL;
+    uint32_t room = ri.argsz;
+    struct vfu_region_info r = {.argsz = sizeof(r), .index = ri.index};
+    *rlen = sizeof(r);
+    if (ri.index == VFU_PCI_BAR0_REGION) {
+        r.size = d->bar_size;
+        r.flags = VFU_REGION_F_READ | VFU_REGION_F_WRITE;
+        if (d->bar_fd >= 0) {
+            r.flags |= VFU_REGION_F_MMAP | VFU_REGION_F_CAPS;
+            r.argsz = (uint32_t)(sizeof(r) + VFU_BAR0_CAPLEN);
+            if (room >= r.argsz) {
+                /* one sparse area: the doorbells, at the same offset in the BAR memfd (region offset 0) */
+                struct vfu_cap_sparse cap = {
+                    .hdr = {.id = VFU_CAP_SPARSE_MMAP, .version = VFU_CAP_SPARSE_MMAP_VERSION, .next = 0},
+                    .nr_areas = 1};
+                struct vfu_sparse_area a = {.offset = VFU_REG_END, .size = d->bar->size - VFU_REG_END};
+                r.cap_offset = sizeof(r);
+                memcpy(p + sizeof(r), &cap, sizeof(cap));
+                memcpy(p + sizeof(r) + sizeof(cap), &a, sizeof(a));
+                *rlen = r.argsz;
+                d->reply_fds[0] = d->bar_fd;
+                *nfds = 1;
+            }
+        }
+    } else if (ri.index == VFU_PCI_CONFIG_REGION) {
+        r.size = VFU_CFG_SIZE;
+        r.flags = VFU_REGION_F_READ | VFU_REGION_F_WRITE;
+    }
+    memcpy(p, &r, sizeof(r));
+    return 0;
+}
+
+static uint32_t irq_count(uint32_t index)
+{
+    return index == VFU_PCI_INTX_IRQ ? 1u : 0u; /* no MSI/MSI-X capability is declared */
+}
+
+static int cmd_irq_info(const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)
+{
+    struct vfu_irq_info i;
+    if (plen < sizeof(i))
+        return EINVAL;
+    memcpy(&i, pl, sizeof(i));
+    if (i.argsz < sizeof(i) || i.index >= VFU_PCI_NUM_IRQS)
+        return EINVAL;
+    i.argsz = sizeof(i);
+    i.count = irq_count(i.index);
+    i.flags =
+        VFU_IRQ_INFO_F_EVENTFD |
+        (i.index == VFU_PCI_INTX_IRQ ? VFU_IRQ_INFO_F_MASKABLE | VFU_IRQ_INFO_F_AUTOMASKED : VFU_IRQ_INFO_F_NORESIZE);
+    memcpy(p, &i, sizeof(i));
+    *rlen = sizeof(i);
+    return 0;
+}
+
+static int cmd_set_irqs(const uint8_t *pl, size_t plen, unsigned nfds)
+{
+    struct vfu_irq_set s;
+    if (plen < sizeof(s))
+        return EINVAL;
+    memcpy(&s, pl, sizeof(s));
+    uint32_t data = s.flags & VFU_IRQ_SET_DATA_TYPE_MASK, action = s.flags & VFU_IRQ_SET_ACTION_TYPE_MASK;
+    if (s.argsz < sizeof(s) || s.argsz > plen || s.index >= VFU_PCI_NUM_IRQS ||
+        (s.flags & ~(VFU_IRQ_SET_DATA_TYPE_MASK | VFU_IRQ_SET_ACTION_TYPE_MASK)) || __builtin_popcount(data) != 1 ||
+        __builtin_popcount(action) != 1)
+        return EINVAL;
+    if (s.count == 0) /* VFIO: DATA_NONE | ACTION_TRIGGER with count 0 turns the index off */
+        return data == VFU_IRQ_SET_DATA_NONE && action == VFU_IRQ_SET_ACTION_TRIGGER && !nfds ? 0 : EINVAL;
+    uint32_t n = irq_count(s.index);
+    if (s.start >= n || s.count > n - s.start)
+        return EINVAL;
+    if ((data == VFU_IRQ_SET_DATA_EVENTFD) != (nfds != 0) || (data == VFU_IRQ_SET_DATA_EVENTFD && nfds != s.count))
+        return EINVAL;
+    if (data == VFU_IRQ_SET_DATA_BOOL && s.argsz - sizeof(s) < s.count)
+        return EINVAL;
+    return 0; /* accepted; interrupts are not delivered (polled controllers), the eventfds are closed */
+}
+
+/* A BAR0 access of width 4 or 8 at an aligned offset (checked by the caller). */
+static uint64_t bar_load(const struct vfu_dev *d, uint64_t off, uint32_t width)
+{
+    if (off + width > d->bar->size)
+        return 0; /* inside the power-of-two region, beyond the emulator's BAR */
+    volatile uint8_t *b = d->bar->base + off;
+    if (width == sizeof(uint64_t))
+        return __atomic_load_n((volatile uint64_t *)(void *)b, __ATOMIC_ACQUIRE);
+    return __atomic_load_n((volatile uint32_t *)(void *)b, __ATOMIC_ACQUIRE);
+}
+
+static void bar_store(const struct vfu_dev *d, uint64_t off, uint64_t val, uint32_t width)
+{
+    if (off + width > d->bar->size)
+        return;
+    volatile uint8_t *b = d->bar->base + off;
+    /* as the driver does in-process (mmio.h): dword stores, low first, then one ops->write */
+    __atomic_store_n((volatile uint32_t *)(void *)b, (uint32_t)val, __ATOMIC_RELEASE);
+    if (width == sizeof(uint64_t))
+        __atomic_store_n((volatile uint32_t *)(void *)(b + sizeof(uint32_t)), (uint32_t)(val >> 32), __ATOMIC_RELEASE);
+    if (d->bar->ops && d->bar->ops->write)
+        d->bar->ops->write(d->bar->ctx, (uint32_t)off, val, width);
+}
+
+static int cmd_region_rw(struct vfu_dev *d, bool write, const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)
+{
+    struct vfu_region_access a;
+    if (plen < sizeof(a))
+        return EINVAL;
+    memcpy(&a, pl, sizeof(a));
+    if (a.count > VFU_MAX_DATA_XFER)
+        return EINVAL;
+    if (write ? plen - sizeof(a) != a.count : plen != sizeof(a))
+        return EINVAL;
+    const uint8_t *data = pl + sizeof(a);
+    uint8_t *out = p + sizeof(a);
+    if (a.region == VFU_PCI_CONFIG_REGION) {
+        if (a.offset > VFU_CFG_SIZE || a.count > VFU_CFG_SIZE - a.offset)
+            return EINVAL;
+        if (write)
+            vfu_pci_cfg_write(&d->cfg, (uint32_t)a.offset, data, a.count);
+        else
+            vfu_pci_cfg_read(&d->cfg, (uint32_t)a.offset, out, a.count);
+    } else if (a.region == VFU_PCI_BAR0_REGION) {
+        if (a.offset > d->bar_size || a.count > d->bar_size - a.offset ||
+            (a.count != sizeof(uint32_t) && a.count != sizeof(uint64_t)) || (a.offset & (a.count - 1)))
+            return EINVAL;
+        if (write) {
+            uint64_t v = 0;
+            memcpy(&v, data, a.count);
+            bar_store(d, a.offset, v, a.count);
+        } else {
+            uint64_t v = bar_load(d, a.offset, a.count);
+            memcpy(out, &v, a.count);
+        }
+    } else {
+        return EINVAL;
+    }
+    memcpy(p, &a, sizeof(a));
+    *rlen = sizeof(a) + (write ? 0 : a.count);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- one message */
+int vfu_dev_handle(struct vfu_dev *d, const void *msg, size_t len, int *fds, unsigned nfds, struct vfu_reply *out)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = 0;
+    struct vfu_hdr h;
+    if (!msg || len < VFU_HDR_SIZE || len > VFU_MAX_MSG) {
+        rc = -EPROTO;
+        goto done;
+    }
+    memcpy(&h, msg, sizeof(h));
+    if (h.size != len || (h.flags & VFU_F_TYPE_MASK) != VFU_F_TYPE_COMMAND) {
+        rc = -EPROTO; /* the stream is not what it claims: the specification lets the server close it */
+        goto done;
+    }
+    const uint8_t *pl = (const uint8_t *)msg + VFU_HDR_SIZE;
+    size_t plen = len - VFU_HDR_SIZE, rlen = 0;
+    uint8_t *p = d->rbuf + VFU_HDR_SIZE;
+    unsigned rfds = 0;
+    int err;
+    if (!d->negotiated && h.cmd != VFU_CMD_VERSION) {
+        err = EINVAL; /* VERSION comes first */
+    } else {
+        switch (h.cmd) {
+        case VFU_CMD_VERSION:
+            err = cmd_version(d, pl, plen, p, &rlen);
+            break;
+        case VFU_CMD_DMA_MAP:
+            err = cmd_dma_map(d, pl, plen, fds, nfds);
+            break;
+        case VFU_CMD_DMA_UNMAP:
+            err = cmd_dma_unmap(d, pl, plen, p, &rlen);
+            break;
+        case VFU_CMD_DEVICE_GET_INFO:
+            err = cmd_device_info(pl, plen, p, &rlen);
+            break;
+        case VFU_CMD_DEVICE_GET_REGION_INFO:
+            err = cmd_region_info(d, pl, plen, p, &rlen, &rfds);
+            break;
+        case VFU_CMD_DEVICE_GET_IRQ_INFO:
+            err = cmd_irq_info(pl, plen, p, &rlen);
+            break;
+        case VFU_CMD_DEVICE_SET_IRQS:
+            err = cmd_set_irqs(pl, plen, nfds);
+            break;
+        case VFU_CMD_REGION_READ:
+            err = cmd_region_rw(d, false, pl, plen, p, &rlen);
+            break;
+        case VFU_CMD_REGION_WRITE:
+            err = cmd_region_rw(d, true, pl, plen, p, &rlen);
+            break;
+        case VFU_CMD_DEVICE_RESET:
+            err = plen ? EINVAL : -nvme_emu_ctrl_reset(d->set, d->ctrl); /* DMA maps are kept */
+            break;
+        default:
+            err = ENOTSUP;
+            break; /* unknown, or a command this server does not implement */
+        }
+    }
+    if (h.flags & VFU_F_NO_REPLY)
+        goto done;
+    if (err) {
+        rlen = 0;
+        rfds = 0;
+    }
+    vfu_hdr_init((struct vfu_hdr *)(void *)d->rbuf, h.msg_id, h.cmd, (uint32_t)(VFU_HDR_SIZE + rlen),
+                 VFU_F_TYPE_REPLY | (err ? VFU_F_ERROR : 0u), (uint32_t)err);
+    out->msg = d->rbuf;
+    out->len = VFU_HDR_SIZE + rlen;
+    out->fds = d->reply_fds;
+    out->nfds = rfds;
+done:
+    if (fds)
+        vfu_close_fds(fds, nfds);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- one connection */
+int vfu_dev_serve(struct vfu_dev *d, int conn, int timeout_ms, const atomic_bool *stop)
+{
+    int rc = 0;
+    while (!(stop && atomic_load(stop))) {
+        struct pollfd pf = {.fd = conn, .events = POLLIN};
+        int n = poll(&pf, 1, VFU_POLL_MS);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (n == 0)
+            continue;
+        size_t len = 0;
+        int fds[VFU_MAX_FDS];
+        unsigned nfds = VFU_MAX_FDS;
+        int r = vfu_msg_recv(conn, d->ibuf, VFU_MAX_MSG, &len, fds, &nfds, timeout_ms);
+        if (r) {
+            rc = r == -ECONNRESET ? 0 : r;
+            break;
+        }
+        struct vfu_reply rep;
+        r = vfu_dev_handle(d, d->ibuf, len, fds, nfds, &rep);
+        if (!r && rep.len)
+            r = vfu_msg_send(conn, rep.msg, rep.len, rep.fds, rep.nfds, timeout_ms);
+        if (r) {
+            rc = r == -ECONNRESET ? 0 : r;
+            break;
+        }
+    }
+    vfu_dev_disconnect(d);
+    return rc;
+}

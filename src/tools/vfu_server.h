@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * vfu_server.h — the vfio-user server of `nvmelab-serve`: the controllers of an emu:// target served as
+ * PCI NVMe functions over UNIX sockets (protocol: nvme/vfio_user.h, whose doc block says what is served
+ * and what is not).
+ *
+ * Two layers:
+ *   - struct vfu_dev: one served controller and the state of its one client (negotiated version, DMA
+ *     maps, config space). vfu_dev_handle() takes one received message and produces the reply, with no
+ *     socket involved (the fuzz harness and the tests drive it directly); vfu_dev_disconnect() undoes
+ *     everything a client did (controller reset as a power cycle, DMA windows unmapped, state back to
+ *     power-on). vfu_dev_serve() runs the receive/handle/send loop on one connected socket.
+ *   - struct vfu_server: an emu:// URI opened with mode=thread, one listening socket and one thread per
+ *     controller, each serving one client at a time.
+ *
+ * Key functions: vfu_dev_open/close/handle/disconnect/serve; vfu_server_open/start/stop, vfu_server_path.
+ *
+ * Caveats:
+ *   - The emu:// target must run mode=thread (its service thread polls the doorbell page the client
+ *     writes); vfu_server_open adds mode=thread when absent and refuses mode=inline.
+ *   - DMA maps are mapped into this process at VA == IOVA (the emulator's IOMMU is identity-addressed),
+ *     so every client of one server shares one address space: a client whose IOVAs collide with another
+ *     client's (or with anything else mapped here) is refused with EEXIST. The DMA windows belong to the
+ *     whole emu:// set, as in-process: a controller reaches every window registered by any client.
+ *   - Every DMA region is mapped readable and writable (the emulator's IOMMU has no per-direction
+ *     permission); an fd that cannot be mapped so is refused (EACCES). A client that shrinks its file
+ *     under a live mapping can make this process take SIGBUS: clients are trusted that far.
+ *   - No interrupts are delivered: controllers are polled (SET_IRQS is validated and accepted).
+ *   - Functions return 0 or a negative errno; vfu_server_open writes one message into err.
+ */
+#ifndef NVMELAB_TOOLS_VFU_SERVER_H
+#define NVMELAB_TOOLS_VFU_SERVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvme/vfio_user.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct nvme_emu_set;
+
+#define VFU_CFG_SIZE      4096u     /* config space region (PCI Express: extended space, all zero past 0x100) */
+#define VFU_MAX_DMA_MAPS  1024u     /* DMA regions one client may have mapped at once (ENOSPC beyond) */
+#define VFU_MIN_IOVA      0x10000u  /* DMA maps below are refused (EEXIST): Linux's default mmap_min_addr */
+#define VFU_POLL_MS       100       /* how often blocked server threads look at the stop flag */
+#define VFU_PCI_DEVICE_ID 0x0010u   /* with the emulator's vendor id (NVME_EMU_VID): QEMU's NVMe function */
+#define VFU_NVME_CLASS    0x010802u /* mass storage, NVM, NVMe I/O controller */
+
+/* The reply vfu_dev_handle() produced: len == 0 when none is to be sent (VFU_F_NO_REPLY). msg points
+ * into the device (valid until the next call); fds are the device's own (never closed by the caller). */
+struct vfu_reply {
+    const void *msg;
+    size_t len;
+    const int *fds;
+    unsigned nfds;
+};
+
+struct vfu_dev;
+
+/* Serve controller ctrl of set (which must run mode=thread and outlive the device). -EINVAL, -ENOMEM. */
+int vfu_dev_open(struct nvme_emu_set *set, unsigned ctrl, struct vfu_dev **out);
+/* vfu_dev_disconnect(), then free. NULL is a no-op. */
+void vfu_dev_close(struct vfu_dev *d);
+
+/* Handle one message of len bytes (header included) that came with fds[0..nfds); every fd is closed
+ * here, whatever the outcome (a DMA region stays mapped without it). Returns 0 with the reply (an
+ * error reply for a bad command, unknown number, bad size, region or offset) in *out, or -EPROTO when the
+ * message is malformed beyond a reply (header size field disagreeing with len or below the header, a
+ * reply-type message from the client): the connection is then to be closed. */
+int vfu_dev_handle(struct vfu_dev *d, const void *msg, size_t len, int *fds, unsigned nfds, struct vfu_reply *out);
+
+/* The client went away: controller reset (queues deleted, commands dropped, registers at reset values),
+ * every DMA region of this client unregistered (nvme_emu_dma_unmap, which waits for the command path)
+ * and unmapped, config space and version state back to power-on. */
+void vfu_dev_disconnect(struct vfu_dev *d);
+
+/* Receive, handle, reply on connected socket conn until the client closes it, sends something
+ * malformed, a reply cannot be sent within timeout_ms, or *stop becomes true (looked at every
+ * VFU_POLL_MS). Then vfu_dev_disconnect(); conn is left open for the caller. Returns 0 on a clean end
+ * (peer closed or stop), else the negative errno that ended it. */
+int vfu_dev_serve(struct vfu_dev *d, int conn, int timeout_ms, const atomic_bool *stop);
+
+/* Mapped DMA regions of the current client (tests). */
+unsigned vfu_dev_dma_count(const struct vfu_dev *d);
+
+/* ---- the server ---- */
+struct vfu_server;
+
+/* Open the emu:// target uri (mode=thread added when absent) and create one listening socket per
+ * controller: DIR/ctrl<i>.sock when dir is given, else socket_path (only for one controller). An existing
+ * socket file at a path is replaced; any other file there is refused. -EINVAL (bad URI or arguments),
+ * -errno of socket/bind/listen; err names what was wrong. */
+int vfu_server_open(const char *uri, const char *dir, const char *socket_path, int timeout_ms, struct vfu_server **out,
+                    char *err, size_t errlen);
+unsigned vfu_server_count(const struct vfu_server *s);
+const char *vfu_server_path(const struct vfu_server *s, unsigned i);
+/* The emu:// set being served (tests: fault injection, statistics). */
+struct nvme_emu_set *vfu_server_set(const struct vfu_server *s);
+/* Start one serving thread per socket. -errno of pthread_create; vfu_server_close() then stops the ones started. */
+int vfu_server_start(struct vfu_server *s, char *err, size_t errlen);
+/* Stop every thread, close every connection (each client disconnected as above), unlink every socket,
+ * close the emu:// target, free. NULL is a no-op. */
+void vfu_server_close(struct vfu_server *s);
+
+/* ---- config space (vfu_pci.c) ---- */
+struct vfu_pci_cfg {
+    uint8_t v[VFU_CFG_SIZE];     /* what reads return */
+    uint8_t wmask[VFU_CFG_SIZE]; /* bits a write may change */
+};
+/* Power-on config space of an NVMe function with a 64-bit memory BAR0 of bar0_size (a power of two). */
+void vfu_pci_cfg_init(struct vfu_pci_cfg *c, uint64_t bar0_size, uint16_t vid, uint16_t ssvid);
+/* Read/write count bytes at off (the caller checked off + count <= VFU_CFG_SIZE). Writes keep read-only
+ * bits, so writing all-ones to BAR0 reads back its size mask. */
+void vfu_pci_cfg_read(const struct vfu_pci_cfg *c, uint32_t off, void *buf, uint32_t count);
+void vfu_pci_cfg_write(struct vfu_pci_cfg *c, uint32_t off, const void *buf, uint32_t count);
+
+/* ---- VERSION's JSON (vfu_json.c) ---- */
+struct vfu_caps {
+    uint64_t max_msg_fds;        /* VFU_MAX_FDS when absent */
+    uint64_t max_data_xfer_size; /* VFU_MAX_DATA_XFER when absent */
+    uint64_t pgsizes;            /* VFU_PAGE_SIZE when absent */
+};
+/* Parse the capability object of a VERSION message: s[0..n) is the JSON text (a trailing NUL inside n is
+ * allowed; n == 0 means no JSON: defaults). Strict JSON; unknown keys are skipped whatever their value;
+ * the known ones must be non-negative integers. 0 or -EINVAL. */
+int vfu_json_caps(const char *s, size_t n, struct vfu_caps *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NVMELAB_TOOLS_VFU_SERVER_H */
