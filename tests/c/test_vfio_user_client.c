@@ -16,11 +16,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nvme/emu/emu.h"
+#include "nvme/spec.h"
 #include "nvme/vfio_user.h"
 #include "test_driver.h"
+#include "tools/vfu_server.h"
 
-#define KIB  1024u
-#define PAGE 4096u
+#define KIB        1024u
+#define PAGE       4096u
+#define NIOQ       4u /* I/O queues each served controller grants */
+#define SERVED_URI "emu://?ndev=2&mode=thread&nsze=32MiB&lbads=512&mdts=256KiB&nioq=4"
 
 static char tmpdir[64];
 
@@ -30,7 +35,72 @@ enum fake_mode {
     FAKE_CLOSE,     /* accept, close at once */
     FAKE_SILENT,    /* accept, read, never answer */
     FAKE_MAJOR_ONE, /* answer VERSION with major 1 */
+    FAKE_NOT_PCI,   /* a vfio-user device that is not a PCI function */
+    FAKE_NOT_NVME,  /* a PCI function of another class (AHCI) */
+    FAKE_SMALL_BAR, /* an NVMe function whose BAR0 cannot hold the doorbells */
 };
+
+#define FAKE_CLASS_AHCI 0x010601u
+
+/* Serve a minimal device until the client goes: what each FAKE_NOT_* / FAKE_SMALL_BAR mode needs. */
+static void fake_device(int s, enum fake_mode mode)
+{
+    uint8_t buf[512];
+    for (;;) {
+        size_t len = 0;
+        unsigned nfds = 0;
+        if (vfu_msg_recv(s, buf, sizeof(buf), &len, NULL, &nfds, 2000) != 0)
+            return;
+        const struct vfu_hdr *q = (const void *)buf;
+        struct {
+            struct vfu_hdr h;
+            uint8_t p[64];
+        } __attribute__((packed)) r;
+        memset(&r, 0, sizeof(r));
+        size_t plen = 0;
+        uint32_t error = 0;
+        if (q->cmd == VFU_CMD_VERSION) {
+            struct vfu_version v = {.major = 0, .minor = 1};
+            memcpy(r.p, &v, sizeof(v));
+            memcpy(r.p + sizeof(v), "{}", 3);
+            plen = sizeof(v) + 3;
+        } else if (q->cmd == VFU_CMD_DEVICE_GET_INFO) {
+            struct vfu_device_info di = {.argsz = sizeof(di),
+                                         .flags = mode == FAKE_NOT_PCI ? VFU_DEV_F_RESET : VFU_DEV_F_PCI,
+                                         .num_regions = VFU_PCI_NUM_REGIONS,
+                                         .num_irqs = VFU_PCI_NUM_IRQS};
+            memcpy(r.p, &di, sizeof(di));
+            plen = sizeof(di);
+        } else if (q->cmd == VFU_CMD_DEVICE_GET_REGION_INFO) {
+            struct vfu_region_info ri;
+            memcpy(&ri, buf + VFU_HDR_SIZE, sizeof(ri));
+            ri.argsz = sizeof(ri);
+            ri.flags = VFU_REGION_F_READ | VFU_REGION_F_WRITE;
+            ri.cap_offset = 0;
+            ri.size = ri.index == VFU_PCI_CONFIG_REGION ? 256 : mode == FAKE_SMALL_BAR ? PAGE : 4 * PAGE;
+            ri.offset = 0;
+            memcpy(r.p, &ri, sizeof(ri));
+            plen = sizeof(ri);
+        } else if (q->cmd == VFU_CMD_REGION_READ || q->cmd == VFU_CMD_REGION_WRITE) {
+            struct vfu_region_access a;
+            memcpy(&a, buf + VFU_HDR_SIZE, sizeof(a));
+            memcpy(r.p, &a, sizeof(a));
+            plen = sizeof(a);
+            if (q->cmd == VFU_CMD_REGION_READ && a.count <= 8) {
+                uint32_t cls = (mode == FAKE_NOT_NVME ? FAKE_CLASS_AHCI : 0x010802u) << 8;
+                if (a.region == VFU_PCI_CONFIG_REGION && a.offset == 8)
+                    memcpy(r.p + plen, &cls, sizeof(cls));
+                plen += a.count;
+            }
+        } else {
+            error = ENOSYS;
+        }
+        vfu_hdr_init(&r.h, q->msg_id, q->cmd, (uint32_t)(VFU_HDR_SIZE + plen),
+                     VFU_F_TYPE_REPLY | (error ? VFU_F_ERROR : 0), error);
+        if (vfu_msg_send(s, &r, VFU_HDR_SIZE + plen, NULL, 0, 2000) != 0)
+            return;
+    }
+}
 
 struct fake {
     int lsock;
@@ -60,6 +130,8 @@ static void *fake_main(void *arg)
             vfu_msg_send(s, &r, sizeof(r), NULL, 0, 2000);
         }
     }
+    if (f->mode >= FAKE_NOT_PCI)
+        fake_device(s, f->mode);
     if (f->mode == FAKE_SILENT) {
         char c;
         while (read(f->stop[0], &c, 1) > 0)
@@ -169,6 +241,267 @@ static void test_refusals(void)
     T_CONTAINS(err, "VERSION");
     T_CONTAINS(err, path);
     fake_stop(&f, path);
+
+    /* vfio-user devices that are not what the driver drives */
+    snprintf(uri, sizeof(uri), "vfio-user://%s", path);
+    fake_start(&f, path, FAKE_NOT_PCI);
+    T_EQ(open_err(uri, err, sizeof(err)), -ENODEV);
+    T_CONTAINS(err, "not a PCI device");
+    fake_stop(&f, path);
+    fake_start(&f, path, FAKE_NOT_NVME);
+    T_EQ(open_err(uri, err, sizeof(err)), -ENODEV);
+    T_CONTAINS(err, "not an NVMe controller (class code 0x010601)");
+    fake_stop(&f, path);
+    fake_start(&f, path, FAKE_SMALL_BAR);
+    T_EQ(open_err(uri, err, sizeof(err)), -ENODEV);
+    T_CONTAINS(err, "BAR0 missing or too small");
+    fake_stop(&f, path);
+}
+
+/* ------------------------------------------------------------------ against our own server, in process */
+
+static struct vfu_server *srv;
+static char srvdir[80];
+
+static void server_up(void)
+{
+    char err[256];
+    snprintf(srvdir, sizeof(srvdir), "%s/srv", tmpdir);
+    mkdir(srvdir, 0700);
+    int rc = vfu_server_open(SERVED_URI, srvdir, NULL, 2000, &srv, err, sizeof(err));
+    if (rc == 0)
+        rc = vfu_server_start(srv, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "server: %s (%d)\n", err, rc);
+        exit(1);
+    }
+}
+
+static struct nvme_target *open_served(void)
+{
+    char uri[160];
+    snprintf(uri, sizeof(uri), "vfio-user://%s", srvdir);
+    return t_open(uri);
+}
+
+static void rw_check(struct nvme_qpair *q, struct nvme_ns *ns, uint8_t *w, uint8_t *r, size_t woff, size_t roff,
+                     uint64_t slba, size_t len, uint64_t seed)
+{
+    struct nvme_cpl cpl = {0};
+    uint32_t nlb = (uint32_t)(len / nvme_ns_lba_size(ns));
+    t_fill(w + woff, len, seed);
+    T_EQ(t_io(q, ns, NVME_CMD_WRITE, slba, nlb, w + woff, len, &cpl), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    memset(r + roff, 0xa5, len);
+    T_EQ(t_io(q, ns, NVME_CMD_READ, slba, nlb, r + roff, len, &cpl), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    T_CHECK(memcmp(w + woff, r + roff, len) == 0);
+}
+
+static void expect_status(const struct nvme_cpl *cpl, uint8_t sct, uint8_t sc)
+{
+    char s[128];
+    if (cpl->err || cpl->sct != sct || cpl->sc != sc)
+        fprintf(stderr, "got %s, want %s\n", nvme_cpl_str(cpl, s, sizeof(s)), nvme_status_name(sct, sc));
+    T_CHECK(!cpl->err && cpl->sct == sct && cpl->sc == sc);
+}
+
+/* Both controllers of the directory come up and identify as the emulator does in process. */
+static void test_identify(void)
+{
+    struct nvme_target *t = open_served();
+    REQUIRE_EQ(nvme_target_nctrl(t), 2);
+    T_STREQ(nvme_target_scheme(t), "vfio-user");
+    struct nvme_target *e = t_open("emu://?ndev=2&nsze=32MiB&lbads=512&mdts=256KiB&nioq=4");
+    for (unsigned i = 0; i < 2; i++) {
+        const struct nvme_id_ctrl *id = nvme_ctrl_id(nvme_target_ctrl(t, i));
+        const struct nvme_id_ctrl *ie = nvme_ctrl_id(nvme_target_ctrl(e, i));
+        REQUIRE(id != NULL && ie != NULL);
+        T_EQ(id->vid, NVME_EMU_VID);
+        T_CHECK(memcmp(id->mn, ie->mn, sizeof(id->mn)) == 0);
+        T_CHECK(memcmp(id->sn, ie->sn, sizeof(id->sn)) == 0);
+        struct nvme_ns *ns = nvme_ctrl_ns(nvme_target_ctrl(t, i), 1);
+        REQUIRE(ns != NULL);
+        T_EQ(nvme_ns_nsze(ns), 32u * KIB * KIB / 512u);
+        T_EQ(nvme_ctrl_max_qpairs(nvme_target_ctrl(t, i)), NIOQ);
+    }
+    nvme_target_close(e);
+    nvme_target_close(t);
+}
+
+/* Write, read back, compare on both controllers over every PRP shape (PRP1 only, PRP2, a list). */
+static void test_rw(void)
+{
+    struct nvme_target *t = open_served();
+    REQUIRE_EQ(nvme_target_nctrl(t), 2);
+    struct nvme_dma *dw, *dr;
+    REQUIRE_EQ(nvme_dma_alloc(t, 1024 * KIB, &dw), 0);
+    REQUIRE_EQ(nvme_dma_alloc(t, 1024 * KIB, &dr), 0);
+    uint8_t *w = nvme_dma_vaddr(dw), *r = nvme_dma_vaddr(dr);
+    T_CHECK(nvme_dma_iova(dw, w) >= VFU_CLIENT_IOVA_BASE);
+    const size_t offs[] = {0, 4, 512, PAGE - 512};
+    const size_t lens[] = {512, PAGE, 2 * PAGE, PAGE + 512, 3 * PAGE, 17 * PAGE + 1024, 256 * KIB};
+    for (unsigned i = 0; i < 2; i++) {
+        struct nvme_ctrl *c = nvme_target_ctrl(t, i);
+        struct nvme_ns *ns = nvme_ctrl_ns(c, 1);
+        struct nvme_qpair *q;
+        struct nvme_qpair_opts o = {.depth = 16, .timeout_ms = 2000};
+        REQUIRE_EQ(nvme_qpair_create(c, &o, &q), 0);
+        uint64_t seed = 100 * i + 1, slba = 0;
+        for (size_t a = 0; a < sizeof(offs) / sizeof(offs[0]); a++)
+            for (size_t b = 0; b < sizeof(lens) / sizeof(lens[0]); b++) {
+                rw_check(q, ns, w, r, offs[a], offs[(a + b) % 4], slba, lens[b], seed++);
+                slba += lens[b] / 512 + 3;
+            }
+        /* a queue's worth in flight at once */
+        struct t_wait wt[8] = {0};
+        for (unsigned k = 0; k < 8; k++)
+            T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, k * 8, 8, r + k * PAGE, PAGE, t_cb, &wt[k]), 0);
+        unsigned done = 0;
+        for (unsigned spins = 0; done < 8 && spins < 10000000; spins++) {
+            int n = nvme_qpair_poll(q, 0);
+            if (n < 0)
+                break;
+            done += (unsigned)n;
+        }
+        T_EQ(done, 8);
+        T_EQ(nvme_qpair_destroy(q), 0);
+    }
+    nvme_dma_free(dw);
+    nvme_dma_free(dr);
+    nvme_target_close(t);
+}
+
+/* The controller's own statuses through the wire; the queue grant bounds queue creation. */
+static void test_queue_errors(void)
+{
+    struct nvme_target *t = open_served();
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns(c, 1);
+    struct nvme_dma *d;
+    REQUIRE_EQ(nvme_dma_alloc(t, 64 * KIB, &d), 0);
+    uint8_t *b = nvme_dma_vaddr(d);
+    struct nvme_qpair *q[NIOQ + 1];
+    struct nvme_qpair_opts o = {.depth = 8, .timeout_ms = 2000};
+    for (unsigned i = 0; i < NIOQ; i++)
+        REQUIRE_EQ(nvme_qpair_create(c, &o, &q[i]), 0);
+    T_EQ(nvme_qpair_create(c, &o, &q[NIOQ]), -EBUSY); /* the grant is used up */
+    struct nvme_cpl cpl = {0};
+    struct nvme_sqe s;
+    /* Create I/O CQ beyond the controller's queues: Invalid Queue Identifier */
+    memset(&s, 0, sizeof(s));
+    s.opc = NVME_ADM_CREATE_CQ;
+    s.prp1 = nvme_dma_iova(d, b);
+    s.cdw10 = NVME_CREATE_Q_CDW10(NIOQ + 1, 8);
+    s.cdw11 = NVME_CREATE_Q_PC;
+    T_EQ(nvme_ctrl_admin(c, &s, NULL, 0, &cpl, 2000), 0);
+    expect_status(&cpl, NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
+    /* a read past the namespace: LBA Out of Range */
+    memset(&s, 0, sizeof(s));
+    s.opc = NVME_CMD_READ;
+    s.nsid = 1;
+    s.cdw10 = (uint32_t)nvme_ns_nsze(ns);
+    T_EQ(t_raw(q[0], &s, b, 512, &cpl), 0);
+    expect_status(&cpl, NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
+    /* an unknown namespace */
+    s.cdw10 = 0;
+    s.nsid = 9;
+    T_EQ(t_raw(q[0], &s, b, 512, &cpl), 0);
+    expect_status(&cpl, NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+    for (unsigned i = NIOQ; i-- > 0;)
+        T_EQ(nvme_qpair_destroy(q[i]), 0);
+    nvme_dma_free(d);
+    nvme_target_close(t);
+}
+
+/* Reset: old qpairs dead, new ones work, the data stays. */
+static void test_reset(void)
+{
+    struct nvme_target *t = open_served();
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 1);
+    struct nvme_ns *ns = nvme_ctrl_ns(c, 1);
+    struct nvme_dma *dw, *dr;
+    REQUIRE_EQ(nvme_dma_alloc(t, 64 * KIB, &dw), 0);
+    REQUIRE_EQ(nvme_dma_alloc(t, 64 * KIB, &dr), 0);
+    uint8_t *w = nvme_dma_vaddr(dw), *r = nvme_dma_vaddr(dr);
+    struct nvme_qpair *q;
+    struct nvme_qpair_opts o = {.depth = 8, .timeout_ms = 2000};
+    REQUIRE_EQ(nvme_qpair_create(c, &o, &q), 0);
+    rw_check(q, ns, w, r, 0, 0, 1000, 16 * KIB, 77);
+    T_EQ(nvme_ctrl_reset(c), 0);
+    T_EQ(nvme_qpair_submit(q, ns, NVME_CMD_READ, 0, 1, r, 512, NULL, NULL), -ENXIO);
+    T_EQ(nvme_qpair_destroy(q), 0);
+    REQUIRE_EQ(nvme_qpair_create(c, &o, &q), 0);
+    struct nvme_cpl cpl = {0};
+    memset(r, 0, 16 * KIB);
+    T_EQ(t_io(q, ns, NVME_CMD_READ, 1000, 32, r, 16 * KIB, &cpl), 0);
+    T_CHECK(nvme_cpl_ok(&cpl));
+    T_CHECK(memcmp(w, r, 16 * KIB) == 0);
+    T_EQ(nvme_qpair_destroy(q), 0);
+    nvme_dma_free(dw);
+    nvme_dma_free(dr);
+    nvme_target_close(t);
+}
+
+/* Close and open again: the server serves the next client, and the namespace kept what the last one wrote. */
+static void test_reopen(void)
+{
+    for (unsigned round = 0; round < 3; round++) {
+        struct nvme_target *t = open_served();
+        REQUIRE_EQ(nvme_target_nctrl(t), 2);
+        struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+        struct nvme_ns *ns = nvme_ctrl_ns(c, 1);
+        struct nvme_dma *d;
+        REQUIRE_EQ(nvme_dma_alloc(t, 2 * PAGE, &d), 0);
+        uint8_t *b = nvme_dma_vaddr(d), want[PAGE];
+        struct nvme_qpair *q;
+        struct nvme_qpair_opts o = {.depth = 4, .timeout_ms = 2000};
+        REQUIRE_EQ(nvme_qpair_create(c, &o, &q), 0);
+        struct nvme_cpl cpl = {0};
+        if (round > 0) {
+            t_fill(want, PAGE, 500 + round - 1);
+            T_EQ(t_io(q, ns, NVME_CMD_READ, 4096, 8, b, PAGE, &cpl), 0);
+            T_CHECK(nvme_cpl_ok(&cpl) && memcmp(b, want, PAGE) == 0);
+        }
+        t_fill(b, PAGE, 500 + round);
+        T_EQ(t_io(q, ns, NVME_CMD_WRITE, 4096, 8, b, PAGE, &cpl), 0);
+        T_CHECK(nvme_cpl_ok(&cpl));
+        T_EQ(nvme_qpair_destroy(q), 0);
+        nvme_dma_free(d);
+        nvme_target_close(t);
+    }
+}
+
+/* The server stops under an open target: commands end with an error, close returns, nothing hangs. */
+static void test_server_gone(void)
+{
+    char uri[160];
+    snprintf(uri, sizeof(uri), "vfio-user://%s?timeout_ms=500", srvdir);
+    struct nvme_target *t = t_open(uri);
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 0);
+    struct nvme_ns *ns = nvme_ctrl_ns(c, 1);
+    struct nvme_dma *d;
+    REQUIRE_EQ(nvme_dma_alloc(t, 2 * PAGE, &d), 0);
+    struct nvme_qpair *q;
+    struct nvme_qpair_opts o = {.depth = 4, .timeout_ms = 500};
+    REQUIRE_EQ(nvme_qpair_create(c, &o, &q), 0);
+    double t0 = now_s();
+    vfu_server_close(srv);
+    srv = NULL;
+    struct nvme_cpl cpl = {0};
+    int rc = t_io(q, ns, NVME_CMD_READ, 0, 8, nvme_dma_vaddr(d), PAGE, &cpl);
+    T_CHECK(rc != 0 || cpl.err != 0); /* the command times out: nobody serves the queue */
+    T_CHECK(nvme_ctrl_reset(c) < 0);  /* registers are gone */
+    struct nvme_dma *d2 = NULL;
+    T_CHECK(nvme_dma_alloc(t, PAGE, &d2) < 0); /* DMA_MAP finds no server */
+    nvme_qpair_destroy(q);
+    nvme_dma_free(d);
+    nvme_target_close(t);
+    T_CHECK(now_s() - t0 < 15.0);
+    /* and a new open names the socket */
+    char err[NVME_ERRLEN];
+    T_CHECK(open_err(uri, err, sizeof(err)) < 0);
+    T_CONTAINS(err, srvdir);
 }
 
 int main(void)
@@ -179,6 +512,15 @@ int main(void)
         return 1;
     }
     RUN_CASE(test_refusals);
+    server_up();
+    RUN_CASE(test_identify);
+    RUN_CASE(test_rw);
+    RUN_CASE(test_queue_errors);
+    RUN_CASE(test_reset);
+    RUN_CASE(test_reopen);
+    RUN_CASE(test_server_gone);
+    vfu_server_close(srv);
+    rmdir(srvdir);
     rmdir(tmpdir);
     return CHECK_DONE("test_vfio_user_client");
 }
