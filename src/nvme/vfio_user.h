@@ -30,9 +30,11 @@
  *     command's minimum size and argsz (the server: vfu_server.c).
  *
  * vfio-user server (nvmelab-serve, src/tools/vfu_server.h):
- *   - Served: one PCI NVMe function per emu:// controller: config space (region 7, class 01 08 02, a
- *     64-bit BAR0 with size probing, a PCI power-management, MSI-X and PCIe capability list) and BAR0
- *     (region 0, size = the emulator's BAR rounded up to a power of two). Registers below 0x1000 go
+ *   - Served: one PCI NVMe function per emu:// controller (vendor 1b36, device 0010, subsystem vendor
+ *     1b36: the ids the emulator's Identify reports): config space (region 7, 4 KiB, class 01 08 02, a
+ *     64-bit BAR0 with size probing, INTx pin A, PCI power-management and PCI Express capabilities; no
+ *     MSI/MSI-X capability) and BAR0 (region 0, size = the emulator's BAR rounded up to a power of two);
+ *     IRQ info: INTx 1 vector, every other index 0. Registers below 0x1000 go
  *     through REGION_READ/REGION_WRITE; the doorbells [0x1000, emulator BAR size) are a sparse-mmap area
  *     backed by the emulator's BAR memfd (passed with the GET_REGION_INFO reply, region offset 0, so the
  *     client maps the fd at area.offset); the emulator's service thread (mode=thread) polls them.
@@ -40,9 +42,12 @@
  *     MAP_FIXED_NOREPLACE) at virtual address == IOVA and registers it with nvme_emu_dma_map(). A range the
  *     server cannot place there or that overlaps a mapping: EEXIST; an address, size or offset not 4 KiB
  *     aligned, or a missing fd: EINVAL. Our client hands out IOVAs from VFU_CLIENT_IOVA_BASE up.
+ *   - A client that disconnects (or sends a header that lies) has its controller reset as a power cycle
+ *     would and its DMA regions unregistered and unmapped; the server then serves the next client.
  *   - Not implemented: interrupt delivery (controllers are polled; SET_IRQS is validated and accepted,
- *     eventfds closed), DMA_READ/DMA_WRITE (the server never initiates them), GET_REGION_IO_FDS,
- *     REGION_WRITE_MULTI, dirty-page logging, migration, DEVICE_FEATURE.
+ *     eventfds closed), DMA regions without an fd (they would need DMA_READ/DMA_WRITE, which the server
+ *     never sends: EINVAL), GET_REGION_IO_FDS, REGION_WRITE_MULTI, dirty-page logging, migration,
+ *     DEVICE_FEATURE (all ENOTSUP).
  *
  * Caveats: little-endian hosts only (the wire is little-endian and fields are used as stored). The
  * protocol's own structs mirror Linux's <linux/vfio.h>; this header includes nothing from it. VFU_MAX_MSG
