@@ -37,9 +37,11 @@
 #define NVME_HOST_PAGE_SHIFT 12u /* 4 KiB host pages */
 #define NVME_HOST_PAGE_SIZE  ((size_t)1 << NVME_HOST_PAGE_SHIFT)
 #define NVME_VFIO_IOVA_BASE  ((uint64_t)1 << 32) /* first IOVA handed out (keeps 0 unused) */
-/* vfio-user: first IOVA handed out (16 TiB), above where a server process keeps its own mappings, so
- * the server can place each window at virtual address == IOVA (VFU_CLIENT_IOVA_BASE of the design) */
-#define NVME_VFU_IOVA_BASE ((uint64_t)1 << 44)
+/* vfio-user: first IOVA handed out (32 TiB), above where a server process keeps its own mappings, so the
+ * server can place each window at virtual address == IOVA; and above AddressSanitizer's x86-64 shadow
+ * (which ends at 0x10007fff7fff), so a sanitized server (make test-sanitize serves in process) can too.
+ * The design's VFU_CLIENT_IOVA_BASE (vfio_user.h) says 16 TiB, which lies inside that shadow. */
+#define NVME_VFU_IOVA_BASE ((uint64_t)1 << 45)
 
 enum nvme_dma_kind { NVME_DMA_IDENTITY, NVME_DMA_PAGEMAP, NVME_DMA_VFIO, NVME_DMA_VFIO_USER };
 
