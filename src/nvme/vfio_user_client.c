@@ -508,10 +508,16 @@ const char *nvme_vfu_path(const struct nvme_vfu_set *s, unsigned i)
 
 /* ------------------------------------------------------------------ DMA */
 
+/* On a broken connection there is nothing to take back: a server drops a client's maps when the client
+ * goes, and ours is about to go (the failure that broke it was logged already). */
 static int dma_unmap_one(struct vfu_conn *c, uint64_t iova, size_t len)
 {
     struct vfu_dma_unmap m = {.argsz = sizeof(m), .flags = 0, .addr = iova, .size = len};
-    return request(c, VFU_CMD_DMA_UNMAP, &m, sizeof(m), NULL, 0, NULL, 0);
+    pthread_mutex_lock(&c->lock);
+    size_t rlen = 0;
+    int rc = c->broken ? 0 : request_locked(c, VFU_CMD_DMA_UNMAP, &m, sizeof(m), NULL, 0, &rlen, NULL);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
 /* A server that maps every client's DMA regions into its one address space at VA == IOVA (ours,

@@ -59,7 +59,8 @@ const struct nvme_bar *nvme_vfu_bar(const struct nvme_vfu_set *s, unsigned i);
 const char *nvme_vfu_path(const struct nvme_vfu_set *s, unsigned i);
 
 /* DMA_MAP [iova, iova + len) backed by fd (offset 0) on every connection; on a failure the maps already
- * made are undone. DMA_UNMAP on every connection (first error returned, all tried). ctx is the set. */
+ * made are undone. DMA_UNMAP on every connection (first error returned, all tried; a broken connection is
+ * skipped: its server dropped the maps with the client). ctx is the set. */
 int nvme_vfu_dma_map(void *set, int fd, uint64_t iova, size_t len);
 int nvme_vfu_dma_unmap(void *set, uint64_t iova, size_t len);
 
