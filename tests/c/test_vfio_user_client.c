@@ -3,7 +3,8 @@
  * each (bad URI, no socket, nobody listening, not a vfio-user server, a stalled server); then against an
  * in-process server (vfu_server.h) serving emu:// controllers: bring-up and identify of two controllers
  * through a directory, write/read/verify across PRP shapes, queue errors, reset, a second client after the
- * first closed, and a server stopped under the client (an error, never a hang). */
+ * first closed, DMA buffers allocated from several threads at once, the perf engine on the target (fill,
+ * verify, two threads and queues per device), and a server stopped under the client (an error, never a hang). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/perf.h"
 #include "nvme/emu/emu.h"
 #include "nvme/spec.h"
 #include "nvme/vfio_user.h"
@@ -472,6 +474,88 @@ static void test_reopen(void)
     }
 }
 
+/* DMA objects allocated and freed from several threads while another does I/O: each request is one
+ * critical section per connection. */
+struct alloc_arg {
+    struct nvme_target *t;
+    int failures;
+};
+
+static void *alloc_main(void *p)
+{
+    struct alloc_arg *a = p;
+    for (unsigned i = 0; i < 40; i++) {
+        struct nvme_dma *d = NULL;
+        if (nvme_dma_alloc(a->t, (1 + i % 5) * PAGE, &d) != 0) {
+            a->failures++;
+            continue;
+        }
+        memset(nvme_dma_vaddr(d), (int)i, PAGE);
+        nvme_dma_free(d);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    struct nvme_target *t = open_served();
+    struct alloc_arg a[3] = {{.t = t}, {.t = t}, {.t = t}};
+    pthread_t thr[3];
+    for (unsigned i = 0; i < 3; i++)
+        REQUIRE(pthread_create(&thr[i], NULL, alloc_main, &a[i]) == 0);
+    struct nvme_ctrl *c = nvme_target_ctrl(t, 1);
+    struct nvme_dma *dw, *dr;
+    REQUIRE_EQ(nvme_dma_alloc(t, 64 * KIB, &dw), 0);
+    REQUIRE_EQ(nvme_dma_alloc(t, 64 * KIB, &dr), 0);
+    struct nvme_qpair *q;
+    struct nvme_qpair_opts o = {.depth = 8, .timeout_ms = 2000};
+    REQUIRE_EQ(nvme_qpair_create(c, &o, &q), 0);
+    for (unsigned i = 0; i < 20; i++)
+        rw_check(q, nvme_ctrl_ns(c, 1), nvme_dma_vaddr(dw), nvme_dma_vaddr(dr), 0, 0, 64 * i, 32 * KIB, 900 + i);
+    for (unsigned i = 0; i < 3; i++) {
+        pthread_join(thr[i], NULL);
+        T_EQ(a[i].failures, 0);
+    }
+    T_EQ(nvme_qpair_destroy(q), 0);
+    nvme_dma_free(dw);
+    nvme_dma_free(dr);
+    nvme_target_close(t);
+}
+
+/* The perf engine takes vfio-user:// as it takes pci://: fill, then a verifying random mix. */
+static void test_perf(void)
+{
+    char uri[160], err[PERF_ERRLEN] = "";
+    snprintf(uri, sizeof(uri), "vfio-user://%s", srvdir);
+    struct perf_target *t = NULL;
+    struct perf_target_opts o = {.need_write = 1};
+    REQUIRE_EQ(perf_target_open(uri, &o, &t, err, sizeof(err)), 0);
+    T_EQ(t->ndevs, 2);
+    T_STREQ(t->backend, "nvmelab-vfio-user");
+    static struct perf_result res;
+    struct perf_config v = {.pattern = PERF_PAT_RANDRW,
+                            .rwmix = 50,
+                            .iosize = 8192,
+                            .qdepth = 8,
+                            .nqueues = 2,
+                            .nthreads = 2,
+                            .runtime_ns = 200000000ull,
+                            .seed = 7,
+                            .verify = 1,
+                            .lba_start = 0,
+                            .lba_count = 8192};
+    T_EQ(perf_fill(t, &v, &res, err, sizeof(err)), 0);
+    T_EQ(res.errors, 0);
+    int rc = perf_run(t, &v, &res, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "perf_run: %s\n", err);
+    T_EQ(rc, 0);
+    T_CHECK(res.ios > 0 && res.dev_ios[0] > 0 && res.dev_ios[1] > 0);
+    T_EQ(res.errors, 0);
+    T_EQ(res.verify_errors, 0);
+    perf_target_close(t);
+}
+
 /* The server stops under an open target: commands end with an error, close returns, nothing hangs. */
 static void test_server_gone(void)
 {
@@ -518,6 +602,8 @@ int main(void)
     RUN_CASE(test_queue_errors);
     RUN_CASE(test_reset);
     RUN_CASE(test_reopen);
+    RUN_CASE(test_threads);
+    RUN_CASE(test_perf);
     RUN_CASE(test_server_gone);
     vfu_server_close(srv);
     rmdir(srvdir);
