@@ -80,8 +80,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "vfio-user layouts here
 #define VFU_PAGE_SIZE          4096u                       /* DMA map granule (pgsizes we announce) */
 #define VFU_MAX_JSON           1024u                       /* VERSION capability string, NUL included */
 #define VFU_DEFAULT_TIMEOUT_MS 5000                        /* reply timeout of our client, by default */
-/* IOVAs our client hands out (bump allocator upwards): the server maps DMA regions at VA == IOVA. */
-#define VFU_CLIENT_IOVA_BASE (1ull << 44)
+/* IOVAs our client hands out (bump allocator upwards): the server maps DMA regions at VA == IOVA. 32 TiB:
+ * above where a process keeps its own mappings, and above AddressSanitizer's x86-64 shadow (which ends at
+ * 0x10007fff7fff), so a sanitized server can place them too (the first design said 16 TiB, inside it). */
+#define VFU_CLIENT_IOVA_BASE (1ull << 45)
 
 /* ---- commands (vfu_hdr.cmd) ---- */
 enum vfu_cmd {

@@ -55,11 +55,12 @@ static int open_target(const char *uri, struct nvme_emu_set **set, char *err, si
     }
     const char *mode = nvme_uri_get(u, "mode");
     if (mode && strcmp(mode, "thread") != 0) {
-        nvme_uri_free(u);
-        return nvme_errf(err, errlen, -EINVAL,
-                         "mode=%s cannot be served: the server needs mode=thread (the controller's service thread "
-                         "polls the doorbell page the client writes)",
-                         mode);
+        nvme_errf(err, errlen, -EINVAL,
+                  "mode=%s cannot be served: the server needs mode=thread (the controller's service thread polls "
+                  "the doorbell page the client writes)",
+                  mode);
+        nvme_uri_free(u); /* mode points into it */
+        return -EINVAL;
     }
     if (!mode) {
         if (u->nparams >= NVME_URI_MAX_PARAMS) {
