@@ -235,7 +235,9 @@ static int conn_version(struct vfu_conn *c, char *err, size_t errlen)
     struct vfu_version r;
     int rc = request(c, VFU_CMD_VERSION, p, sizeof(p), NULL, 0, &r, sizeof(r));
     if (rc == -ETIMEDOUT)
-        return nvme_errf(err, errlen, rc, "vfio-user %s: VERSION: no reply within %d ms (not a vfio-user server?)",
+        return nvme_errf(err, errlen, rc,
+                         "vfio-user %s: VERSION: no reply within %d ms (not a vfio-user server, or one serving another "
+                         "client: a device takes one at a time)",
                          c->path, c->timeout_ms);
     if (rc)
         return nvme_errf(err, errlen, -EPROTO, "vfio-user %s: not a vfio-user server (VERSION: %s)", c->path,

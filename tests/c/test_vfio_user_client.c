@@ -445,6 +445,23 @@ static void test_reset(void)
     nvme_target_close(t);
 }
 
+/* One client per device: a second one waits, and gives up after its timeout_ms naming why. */
+static void test_second_client(void)
+{
+    struct nvme_target *t = open_served();
+    char uri[160], err[NVME_ERRLEN];
+    snprintf(uri, sizeof(uri), "vfio-user://%s/ctrl0.sock?timeout_ms=300", srvdir);
+    double t0 = now_s();
+    int rc = open_err(uri, err, sizeof(err));
+    T_CHECK(now_s() - t0 < 3.0);
+    T_CHECK(rc < 0);
+    if (rc == -ETIMEDOUT)
+        T_CONTAINS(err, "another client");
+    else
+        fprintf(stderr, "second client: %d %s\n", rc, err);
+    nvme_target_close(t);
+}
+
 /* Close and open again: the server serves the next client, and the namespace kept what the last one wrote. */
 static void test_reopen(void)
 {
@@ -601,6 +618,7 @@ int main(void)
     RUN_CASE(test_rw);
     RUN_CASE(test_queue_errors);
     RUN_CASE(test_reset);
+    RUN_CASE(test_second_client);
     RUN_CASE(test_reopen);
     RUN_CASE(test_threads);
     RUN_CASE(test_perf);
