@@ -40,7 +40,7 @@
 /* vfio-user: first IOVA handed out (32 TiB), above where a server process keeps its own mappings, so the
  * server can place each window at virtual address == IOVA; and above AddressSanitizer's x86-64 shadow
  * (which ends at 0x10007fff7fff), so a sanitized server (make test-sanitize serves in process) can too.
- * The design's VFU_CLIENT_IOVA_BASE (vfio_user.h) says 16 TiB, which lies inside that shadow. */
+ * The same as VFU_CLIENT_IOVA_BASE (vfio_user.h), which this header does not include. */
 #define NVME_VFU_IOVA_BASE ((uint64_t)1 << 45)
 
 enum nvme_dma_kind { NVME_DMA_IDENTITY, NVME_DMA_PAGEMAP, NVME_DMA_VFIO, NVME_DMA_VFIO_USER };

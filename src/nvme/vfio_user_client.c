@@ -25,7 +25,7 @@
 #include "nvme/spec.h"
 #include "nvme/vfio_user.h"
 
-static_assert(NVME_VFU_IOVA_BASE >= VFU_CLIENT_IOVA_BASE, "dma.h hands out IOVAs in the range the design names");
+static_assert(NVME_VFU_IOVA_BASE == VFU_CLIENT_IOVA_BASE, "dma.h hands out the IOVAs the design names");
 
 #define VFU_REPLY_CAP      4096u /* every reply we expect fits (region info with its capabilities included) */
 #define VFU_REQ_CAP        256u  /* every request we send fits (VERSION's JSON included) */
