@@ -30,6 +30,8 @@ struct vfu_slot {
     int lfd;
     bool bound, started;
     pthread_t thread;
+    pthread_mutex_t conn_lock; /* guards conn: vfu_server_close shuts it down to wake a blocked receive */
+    int conn;                  /* the connection being served, -1 when none */
 };
 
 struct vfu_server {
@@ -131,6 +133,8 @@ int vfu_server_open(const char *uri, const char *dir, const char *socket_path, i
         sl->s = s;
         sl->i = i;
         sl->lfd = -1;
+        sl->conn = -1;
+        pthread_mutex_init(&sl->conn_lock, NULL);
         int len = dir ? snprintf(sl->path, sizeof(sl->path), "%s/" VFU_SOCK_NAME, dir, i)
                       : snprintf(sl->path, sizeof(sl->path), "%s", socket_path);
         if (len < 0 || (size_t)len >= sizeof(sl->path)) {
@@ -163,8 +167,14 @@ static void *slot_main(void *arg)
         int conn = accept4(sl->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0)
             continue;
+        pthread_mutex_lock(&sl->conn_lock);
+        sl->conn = conn;
+        pthread_mutex_unlock(&sl->conn_lock);
         vfu_dev_serve(sl->dev, conn, s->timeout_ms, &s->stop); /* one client at a time */
+        pthread_mutex_lock(&sl->conn_lock);
+        sl->conn = -1;
         close(conn);
+        pthread_mutex_unlock(&sl->conn_lock);
     }
     return NULL;
 }
@@ -200,6 +210,13 @@ void vfu_server_close(struct vfu_server *s)
     if (!s)
         return;
     atomic_store(&s->stop, true);
+    for (unsigned i = 0; i < s->n && s->slots; i++) { /* a thread waiting inside a message wakes up now */
+        struct vfu_slot *sl = &s->slots[i];
+        pthread_mutex_lock(&sl->conn_lock);
+        if (sl->conn >= 0)
+            shutdown(sl->conn, SHUT_RDWR);
+        pthread_mutex_unlock(&sl->conn_lock);
+    }
     for (unsigned i = 0; i < s->n && s->slots; i++) {
         struct vfu_slot *sl = &s->slots[i];
         if (sl->started)
@@ -209,6 +226,7 @@ void vfu_server_close(struct vfu_server *s)
         if (sl->bound)
             unlink(sl->path);
         vfu_dev_close(sl->dev);
+        pthread_mutex_destroy(&sl->conn_lock);
     }
     free(s->slots);
     nvme_emu_set_close(s->set);

@@ -560,11 +560,23 @@ static void server_arguments(void)
     CHECK_EQ(vfu_server_open("pci://0000:01:00.0", NULL, sock, 1000, &s, err, sizeof(err)), -EINVAL);
     CHECK_EQ(vfu_server_open("emu://?nope=1", NULL, sock, 1000, &s, err, sizeof(err)), -EINVAL);
     CHECK_CONTAINS(err, "nope");
-    CHECK_EQ(vfu_server_open("emu://", NULL, sock, 1000, &s, err, sizeof(err)), 0);
+    REQUIRE_EQ(vfu_server_open("emu://", NULL, sock, T_TIMEOUT_MS, &s, err, sizeof(err)), 0);
     CHECK_STREQ(vfu_server_path(s, 0), sock);
     CHECK(access(sock, F_OK) == 0);
+    REQUIRE_EQ(vfu_server_start(s, err, sizeof(err)), 0);
+    /* a client stopped halfway through a message does not hold up the server's close */
+    int fd = connect_to(sock);
+    REQUIRE(fd >= 0);
+    CHECK_EQ(version(fd, 0, NULL), 0);
+    struct vfu_hdr h;
+    vfu_hdr_init(&h, 9, VFU_CMD_REGION_READ, VFU_HDR_SIZE + sizeof(struct vfu_region_access), VFU_F_TYPE_COMMAND, 0);
+    CHECK(send(fd, &h, sizeof(h), MSG_NOSIGNAL) == (ssize_t)sizeof(h));
+    sleep_ms(2 * VFU_POLL_MS);
+    long long t0 = now_ms();
     vfu_server_close(s);
+    CHECK(now_ms() - t0 < T_TIMEOUT_MS / 2);
     CHECK(access(sock, F_OK) != 0); /* unlinked */
+    close(fd);
 }
 
 int main(void)
