@@ -534,6 +534,52 @@ static void disconnect_then_next_client(void)
     close(memfd);
 }
 
+/* DMA_UNMAP of the region that holds the admin queues while a command is held by the device model: the
+ * unmap returns once no command can see the window, nothing is written into the client's memory after
+ * it, and the queue fails with CSTS.CFS at its next doorbell (the emulator's rule); the server lives on. */
+static void unmap_with_command_in_flight(void)
+{
+    int memfd = memfd_create("t-dma", MFD_CLOEXEC);
+    REQUIRE(memfd >= 0 && ftruncate(memfd, T_DMA_SIZE) == 0);
+    uint8_t *mem = mmap(NULL, T_DMA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    REQUIRE(mem != MAP_FAILED);
+    int fd = connect_ready();
+    REQUIRE(fd >= 0);
+    volatile uint32_t *db = NULL;
+    size_t dblen = 0;
+    REQUIRE_EQ(bring_up(fd, memfd, mem, &db, &dblen), 0);
+    CHECK_EQ(identify(mem, db, 0), 0);
+    struct nvme_emu_fault f = {.kind = NVME_EMU_FAULT_DELAY, .qid = 0, .nth = 1, .count = 1, .delay_ms = 300};
+    CHECK_EQ(nvme_emu_inject(vfu_server_set(g_srv), 0, &f), 0);
+    struct nvme_sqe *sq = (struct nvme_sqe *)(void *)(mem + T_ASQ_OFF);
+    volatile struct nvme_cqe *cq = (volatile struct nvme_cqe *)(void *)(mem + T_ACQ_OFF);
+    sq[1] = sq[0];
+    sq[1].cid = 201;
+    db[0] = 2;
+    sleep_ms(50); /* fetched, its completion held for 300 ms */
+    CHECK_EQ(dma_unmap(fd, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0), 0);
+    CHECK_EQ(nvme_emu_dma_count(vfu_server_set(g_srv)), 0);
+    sleep_ms(400);
+    CHECK(cq[1].cid != 201); /* never posted into memory the server no longer maps */
+    sq[2] = sq[0];
+    db[0] = 3;
+    long long end = now_ms() + T_TIMEOUT_MS;
+    uint64_t csts = 0;
+    while (!((csts = rd(fd, VFU_PCI_BAR0_REGION, NVME_REG_CSTS, 4)) & NVME_CSTS_CFS) && now_ms() < end)
+        sleep_ms(10);
+    CHECK(csts & NVME_CSTS_CFS);
+    close(fd);
+    munmap((void *)db, dblen);
+    munmap(mem, T_DMA_SIZE);
+    close(memfd);
+    nvme_emu_inject(vfu_server_set(g_srv), 0, &(struct nvme_emu_fault){.kind = NVME_EMU_FAULT_CLEAR});
+    sleep_ms(2 * VFU_POLL_MS);
+    fd = connect_ready(); /* the next client finds a fresh controller */
+    REQUIRE(fd >= 0);
+    CHECK_EQ(rd(fd, VFU_PCI_BAR0_REGION, NVME_REG_CSTS, 4) & (NVME_CSTS_CFS | NVME_CSTS_RDY), 0);
+    close(fd);
+}
+
 static void second_controller_independent(void)
 {
     /* controller 1 answers while controller 0 has a client */
@@ -601,6 +647,7 @@ int main(void)
     RUN_CASE(dma_errors);
     RUN_CASE(malformed_messages);
     RUN_CASE(disconnect_then_next_client);
+    RUN_CASE(unmap_with_command_in_flight);
     RUN_CASE(second_controller_independent);
     vfu_server_close(g_srv);
     RUN_CASE(server_arguments);
