@@ -11,7 +11,8 @@
  *     everything a client did (controller reset as a power cycle, DMA windows unmapped, state back to
  *     power-on). vfu_dev_serve() runs the receive/handle/send loop on one connected socket.
  *   - struct vfu_server: an emu:// URI opened with mode=thread, one listening socket and one thread per
- *     controller, each serving one client at a time.
+ *     controller, each serving one client at a time (a second client waits in the listen backlog until
+ *     the first one leaves).
  *
  * Key functions: vfu_dev_open/close/handle/disconnect/serve; vfu_server_open/start/stop, vfu_server_path.
  *
@@ -92,8 +93,10 @@ unsigned vfu_dev_dma_count(const struct vfu_dev *d);
 struct vfu_server;
 
 /* Open the emu:// target uri (mode=thread added when absent) and create one listening socket per
- * controller: DIR/ctrl<i>.sock when dir is given, else socket_path (only for one controller). An existing
- * socket file at a path is replaced; any other file there is refused. -EINVAL (bad URI or arguments),
+ * controller: with dir, DIR/ctrl<i>/cntrl (the directory made when absent and removed at close when empty:
+ * SPDK's client takes traddr = DIR/ctrl<i> and connects to traddr/cntrl) plus a symbolic link
+ * DIR/ctrl<i>.sock to it; else socket_path (only for one controller). An existing socket file or link at
+ * a path is replaced; any other file there is refused. -EINVAL (bad URI or arguments),
  * -errno of socket/bind/listen; err names what was wrong. */
 int vfu_server_open(const char *uri, const char *dir, const char *socket_path, int timeout_ms, struct vfu_server **out,
                     char *err, size_t errlen);

@@ -204,9 +204,13 @@ static void version_negotiation(void)
     CHECK_CONTAINS((const char *)rep + sizeof(v), "\"pgsizes\":4096");
     CHECK_EQ(version(fd, 0, NULL), EINVAL); /* negotiated once per connection */
     close(fd);
-    /* a client that sends no JSON at all (SPDK's) */
+    /* a client that sends no JSON at all (SPDK's), through the link DIR/ctrl0.sock */
+    char path[96];
+    snprintf(path, sizeof(path), "%s/ctrl0/cntrl", g_dir);
+    CHECK_STREQ(vfu_server_path(g_srv, 0), path);
+    snprintf(path, sizeof(path), "%s/ctrl0.sock", g_dir);
     sleep_ms(2 * VFU_POLL_MS);
-    fd = connect_to(vfu_server_path(g_srv, 0));
+    fd = connect_to(path);
     REQUIRE(fd >= 0);
     CHECK_EQ(version(fd, 0, NULL), 0);
     close(fd);
@@ -651,6 +655,6 @@ int main(void)
     RUN_CASE(second_controller_independent);
     vfu_server_close(g_srv);
     RUN_CASE(server_arguments);
-    rmdir(g_dir);
+    CHECK(rmdir(g_dir) == 0); /* sockets, links and the ctrl<i> directories are gone */
     return CHECK_DONE("test_vfio_user_server");
 }
