@@ -10,9 +10,12 @@
  * otherwise unused flag bit FUZZ_F_FD (so DMA_MAP and SET_IRQS see 0 or 1 descriptors). Mode bit 0 set:
  * a valid VERSION is handled first, so the rest reaches every command. After a message the server would
  * close the connection for (-EPROTO), or at the end of the input, the client is disconnected, which must
- * leave the controller reset and no DMA window behind. Checked: every reply is a well-formed reply to the
- * message (same id and command, size = header + payload, an error reply carries an errno and nothing
- * else), and no descriptor leaks (every received fd is closed by the handler).
+ * leave the controller reset and no DMA window behind. Mode bit 1 set (stream mode): the bytes are written
+ * into a socketpair instead (with one memfd as SCM_RIGHTS on the first byte when mode bit 2 is set) and
+ * taken apart by the framing code, vfu_msg_recv(), as the server's connection loop does. Checked: every
+ * reply is a well-formed reply to the message (same id and command, size = header + payload, an error
+ * reply carries an errno and nothing else), no descriptor leaks (every received fd is closed by the
+ * handler), and the framing refuses only with -ECONNRESET, -EPROTO or -EMSGSIZE.
  * Seeds: corpus/vfio_user/, written by make_vfio_user_seeds.py.
  */
 #include <errno.h>
@@ -22,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "nvme/emu/emu.h"
@@ -29,11 +34,15 @@
 #include "nvme/vfio_user.h"
 #include "tools/vfu_server.h"
 
-#define FUZZ_URI        "emu://?mode=thread&nsze=1M&nioq=2&mqes=64"
-#define FUZZ_MEMFD_SIZE (64u << 10)
-#define FUZZ_F_FD       0x80u /* header flag bit (unused by the protocol) asking the harness for one fd */
-#define FUZZ_MODE_VER   0x01u
-#define FUZZ_MAX_MSGS   64u
+#define FUZZ_URI         "emu://?mode=thread&nsze=1M&nioq=2&mqes=64"
+#define FUZZ_MEMFD_SIZE  (64u << 10)
+#define FUZZ_F_FD        0x80u /* header flag bit (unused by the protocol) asking the harness for one fd */
+#define FUZZ_MODE_VER    0x01u
+#define FUZZ_MAX_MSGS    64u
+#define FUZZ_MODE_STREAM 0x02u
+#define FUZZ_MODE_FD     0x04u
+#define FUZZ_MAX_STREAM  (64u << 10) /* below a socketpair's buffer: the one write never blocks */
+#define FUZZ_RECV_MS     1000        /* never waited for: the whole input is in the socket, then EOF */
 
 static struct nvme_emu_set *g_set;
 static struct vfu_dev *g_dev;
@@ -85,6 +94,29 @@ static int memfd_new(void)
     return fd;
 }
 
+/* Hand one message and its descriptors to the server; every descriptor must be closed afterwards. */
+static void handle_with(const uint8_t *msg, size_t len, int *fds, unsigned nfds, bool *closed)
+{
+    struct vfu_hdr h = {0};
+    memcpy(&h, msg, len < sizeof(h) ? len : sizeof(h));
+    int probe[VFU_MAX_FDS];
+    if (nfds)
+        memcpy(probe, fds, nfds * sizeof(int));
+    struct vfu_reply r;
+    int rc = vfu_dev_handle(g_dev, msg, len, fds, nfds, &r);
+    for (unsigned i = 0; i < nfds; i++)
+        if (fcntl(probe[i], F_GETFD) != -1)
+            fail("a received fd was left open");
+    if (rc == -EPROTO) {
+        *closed = true;
+        return;
+    }
+    if (rc)
+        fail("vfu_dev_handle: neither 0 nor -EPROTO");
+    check_reply(&h, &r);
+}
+
+/* A message cut from the input, with a memfd when its header asks for one. */
 static void handle(const uint8_t *msg, size_t len, bool *closed)
 {
     struct vfu_hdr h = {0};
@@ -95,18 +127,58 @@ static void handle(const uint8_t *msg, size_t len, bool *closed)
         fds[0] = memfd_new();
         nfds = 1;
     }
-    int probe = fds[0];
-    struct vfu_reply r;
-    int rc = vfu_dev_handle(g_dev, msg, len, fds, nfds, &r);
-    if (probe >= 0 && fcntl(probe, F_GETFD) != -1)
-        fail("a received fd was left open");
-    if (rc == -EPROTO) {
-        *closed = true;
-        return;
+    handle_with(msg, len, fds, nfds, closed);
+}
+
+/* The input as a byte stream through a socketpair and the framing code. */
+static void stream(const uint8_t *data, size_t size, bool with_fd)
+{
+    static uint8_t *buf;
+    if (!buf && !(buf = malloc(VFU_MAX_MSG)))
+        fail("malloc");
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+        fail("socketpair");
+    if (size > FUZZ_MAX_STREAM)
+        size = FUZZ_MAX_STREAM;
+    if (size) {
+        union {
+            char b[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
+        struct iovec iov = {.iov_base = (void *)(uintptr_t)data, .iov_len = size};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        int mfd = with_fd ? memfd_new() : -1;
+        if (with_fd) {
+            memset(&ctl, 0, sizeof(ctl));
+            mh.msg_control = ctl.b;
+            mh.msg_controllen = sizeof(ctl.b);
+            struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(c), &mfd, sizeof(int));
+        }
+        if (sendmsg(sv[0], &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)size)
+            fail("sendmsg");
+        if (mfd >= 0)
+            close(mfd);
     }
-    if (rc)
-        fail("vfu_dev_handle: neither 0 nor -EPROTO");
-    check_reply(&h, &r);
+    shutdown(sv[0], SHUT_WR);
+    bool closed = false;
+    for (unsigned n = 0; n < FUZZ_MAX_MSGS && !closed; n++) {
+        int fds[VFU_MAX_FDS];
+        unsigned nfds = VFU_MAX_FDS;
+        size_t len = 0;
+        int r = vfu_msg_recv(sv[1], buf, VFU_MAX_MSG, &len, fds, &nfds, FUZZ_RECV_MS);
+        if (r == -ECONNRESET || r == -EPROTO || r == -EMSGSIZE)
+            break;
+        if (r)
+            fail("vfu_msg_recv: an unexpected error");
+        handle_with(buf, len, fds, nfds, &closed);
+    }
+    close(sv[0]);
+    close(sv[1]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -127,6 +199,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(v, &h, sizeof(h));
         memcpy(v + sizeof(h), &ver, sizeof(ver));
         handle(v, sizeof(v), &closed);
+    }
+    if (mode & FUZZ_MODE_STREAM) {
+        stream(data, size, mode & FUZZ_MODE_FD);
+        size = 0;
     }
     for (unsigned n = 0; n < FUZZ_MAX_MSGS && size && !closed; n++) {
         size_t len = size;

@@ -24,6 +24,8 @@ BAR0, CONFIG = 0, 7
 IOVA = 1 << 45  # VFU_CLIENT_IOVA_BASE
 NEG = 1  # mode byte: negotiate VERSION first
 RAW = 0
+STREAM = 2  # mode byte: the messages go through a socketpair and the framing code
+FD = 4  # mode byte, with STREAM: one memfd rides with the first byte
 
 
 def msg(cmd: int, payload: bytes = b"", flags: int = 0, msg_id: int = 1, size: int | None = None) -> bytes:
@@ -119,6 +121,11 @@ SEEDS: dict[str, tuple[int, list[bytes]]] = {
     "header-small": (NEG, [msg(GET_INFO, size=8)]),
     "header-reply": (NEG, [msg(GET_INFO, flags=F_REPLY)]),
     "before-version": (RAW, [rd(CONFIG, 0, 4), version()]),
+    "stream-version": (STREAM, [version(caps={"max_msg_fds": 8}), rd(CONFIG, 0, 4), msg(RESET)]),
+    "stream-dma": (NEG | STREAM | FD, [dma_map(IOVA, 0x4000, fd=False), rd(BAR0, 0, 8), dma_unmap(IOVA, 0x4000)]),
+    "stream-truncated": (NEG | STREAM, [rd(CONFIG, 0, 4), rd(CONFIG, 8, 4)[:20]]),
+    "stream-oversized": (NEG | STREAM, [msg(GET_INFO, size=(1 << 20) + 4097)]),
+    "stream-small": (NEG | STREAM, [msg(GET_INFO, size=4)]),
 }
 
 
