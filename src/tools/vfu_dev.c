@@ -3,6 +3,7 @@
  * (vfu_server.h), and the receive/handle/reply loop on one connection. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,20 @@
 #define VFU_JSON_REPLY  "{\"capabilities\":{\"max_msg_fds\":%u,\"max_data_xfer_size\":%u,\"pgsizes\":%u}}"
 #define VFU_BAR0_CAPLEN (sizeof(struct vfu_cap_sparse) + sizeof(struct vfu_sparse_area))
 
+/* A DMA region mapped at VA == IOVA. A client attached to several controllers of one server maps each of
+ * its buffers on each connection, with the same file range at the same IOVA: the connections then share
+ * one mapping and one emulator window, which stays until the last of them unmaps it or goes away. Every
+ * region of the process is on one list (the address space is the process's), under one lock. */
 struct vfu_dma {
-    uint64_t iova, size; /* mapped at VA == iova */
+    struct vfu_dma *next;
+    struct nvme_emu_set *set;
+    uint64_t iova, size, offset;
+    dev_t fdev; /* the file mapped (st_dev, st_ino) */
+    ino_t fino;
+    unsigned refs; /* connections holding it */
 };
+static pthread_mutex_t g_dma_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vfu_dma *g_dma;
 
 struct vfu_dev {
     struct nvme_emu_set *set;
@@ -33,7 +45,7 @@ struct vfu_dev {
     bool negotiated;
     struct vfu_caps caps;
     struct vfu_pci_cfg cfg;
-    struct vfu_dma dma[VFU_MAX_DMA_MAPS];
+    struct vfu_dma *dma[VFU_MAX_DMA_MAPS]; /* the regions this client holds */
     unsigned ndma;
     uint8_t *rbuf; /* reply, VFU_MAX_MSG */
     uint8_t *ibuf; /* received message (vfu_dev_serve), VFU_MAX_MSG */
@@ -76,12 +88,23 @@ int vfu_dev_open(struct nvme_emu_set *set, unsigned ctrl, struct vfu_dev **out)
 
 static void dma_drop(struct vfu_dev *d, unsigned i)
 {
-    void *va = (void *)(uintptr_t)d->dma[i].iova;
-    /* the emulator's unmap waits until no command can see the window; only then is the memory let go. A
-     * window the emulator would not remove stays mapped: the controller may still reach it. */
-    if (nvme_emu_dma_unmap(d->set, va, d->dma[i].size) == 0)
-        munmap(va, d->dma[i].size);
+    struct vfu_dma *m = d->dma[i];
     d->dma[i] = d->dma[--d->ndma];
+    pthread_mutex_lock(&g_dma_lock);
+    if (--m->refs == 0) {
+        for (struct vfu_dma **pp = &g_dma; *pp; pp = &(*pp)->next)
+            if (*pp == m) {
+                *pp = m->next;
+                break;
+            }
+        void *va = (void *)(uintptr_t)m->iova;
+        /* the emulator's unmap waits until no command can see the window; only then is the memory let go.
+         * A window the emulator would not remove stays mapped: the controller may still reach it. */
+        if (nvme_emu_dma_unmap(m->set, va, m->size) == 0)
+            munmap(va, m->size);
+        free(m);
+    }
+    pthread_mutex_unlock(&g_dma_lock);
 }
 
 void vfu_dev_disconnect(struct vfu_dev *d)
@@ -133,6 +156,57 @@ static int cmd_version(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint8_
     return 0;
 }
 
+/* DMA_MAP after its checks, under g_dma_lock: share the region another connection mapped from the same
+ * file range at the same IOVA, else map it here. 0 or a positive errno. */
+static int dma_map_locked(struct vfu_dev *d, const struct vfu_dma_map *m, int fd, const struct stat *st)
+{
+    for (struct vfu_dma *e = g_dma; e; e = e->next) {
+        if (e->iova >= m->addr + m->size || m->addr >= e->iova + e->size)
+            continue;
+        if (e->set != d->set || e->iova != m->addr || e->size != m->size || e->offset != m->offset ||
+            e->fdev != st->st_dev || e->fino != st->st_ino)
+            return EEXIST; /* overlaps something else */
+        for (unsigned i = 0; i < d->ndma; i++)
+            if (d->dma[i] == e)
+                return EEXIST; /* this client mapped it already */
+        e->refs++;
+        d->dma[d->ndma++] = e;
+        return 0;
+    }
+    struct vfu_dma *e = calloc(1, sizeof(*e));
+    if (!e)
+        return ENOMEM;
+    void *want = (void *)(uintptr_t)m->addr;
+    void *va = mmap(want, m->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)m->offset);
+    if (va == MAP_FAILED) { /* arguments were checked: what is left is a range that cannot be placed here */
+        int err = errno == EACCES ? EACCES : errno == ENODEV ? EINVAL : EEXIST;
+        free(e);
+        return err;
+    }
+    if (va != want) { /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+        munmap(va, m->size);
+        free(e);
+        return EEXIST;
+    }
+    int r = nvme_emu_dma_map(d->set, va, m->size);
+    if (r) {
+        munmap(va, m->size);
+        free(e);
+        return -r;
+    }
+    *e = (struct vfu_dma){.next = g_dma,
+                          .set = d->set,
+                          .iova = m->addr,
+                          .size = m->size,
+                          .offset = m->offset,
+                          .fdev = st->st_dev,
+                          .fino = st->st_ino,
+                          .refs = 1};
+    g_dma = e;
+    d->dma[d->ndma++] = e;
+    return 0;
+}
+
 static int cmd_dma_map(struct vfu_dev *d, const uint8_t *pl, size_t plen, const int *fds, unsigned nfds)
 {
     struct vfu_dma_map m;
@@ -153,21 +227,10 @@ static int cmd_dma_map(struct vfu_dev *d, const uint8_t *pl, size_t plen, const 
     struct stat st;
     if (fstat(fds[0], &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < m.offset + m.size)
         return EINVAL; /* beyond the end of the file a touch would be SIGBUS */
-    void *want = (void *)(uintptr_t)m.addr;
-    void *va = mmap(want, m.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fds[0], (off_t)m.offset);
-    if (va == MAP_FAILED) /* arguments were checked: what is left is a range that cannot be placed here */
-        return errno == EACCES ? EACCES : errno == ENODEV ? EINVAL : EEXIST;
-    if (va != want) { /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
-        munmap(va, m.size);
-        return EEXIST;
-    }
-    int r = nvme_emu_dma_map(d->set, va, m.size);
-    if (r) {
-        munmap(va, m.size);
-        return -r;
-    }
-    d->dma[d->ndma++] = (struct vfu_dma){.iova = m.addr, .size = m.size};
-    return 0;
+    pthread_mutex_lock(&g_dma_lock);
+    int err = dma_map_locked(d, &m, fds[0], &st);
+    pthread_mutex_unlock(&g_dma_lock);
+    return err;
 }
 
 static int cmd_dma_unmap(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)
@@ -192,7 +255,7 @@ static int cmd_dma_unmap(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint
             return EINVAL;
         unsigned inside = 0;
         for (unsigned i = 0; i < d->ndma; i++) {
-            uint64_t b = d->dma[i].iova, e = b + d->dma[i].size;
+            uint64_t b = d->dma[i]->iova, e = b + d->dma[i]->size;
             if (b >= u.addr && e <= end)
                 inside++;
             else if (b < end && e > u.addr)
@@ -201,7 +264,7 @@ static int cmd_dma_unmap(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint
         if (!inside)
             return ENOENT;
         for (unsigned i = d->ndma; i-- > 0;)
-            if (d->dma[i].iova >= u.addr && d->dma[i].iova + d->dma[i].size <= end)
+            if (d->dma[i]->iova >= u.addr && d->dma[i]->iova + d->dma[i]->size <= end)
                 dma_drop(d, i);
     }
     u.argsz = sizeof(u);

@@ -111,14 +111,19 @@ static int version(int fd, uint16_t major, const char *json)
     return simple(fd, VFU_CMD_VERSION, b, sizeof(v) + n);
 }
 
-static int connect_ready(void)
+static int connect_ready_to(unsigned ctrl)
 {
-    int fd = connect_to(vfu_server_path(g_srv, 0));
+    int fd = connect_to(vfu_server_path(g_srv, ctrl));
     if (fd >= 0 && version(fd, VFU_VERSION_MAJOR, "{\"capabilities\":{\"max_msg_fds\":8}}") != 0) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+static int connect_ready(void)
+{
+    return connect_ready_to(0);
 }
 
 static int reg_rw(int fd, bool write, uint32_t region, uint64_t off, uint64_t *val, uint32_t width)
@@ -584,6 +589,43 @@ static void unmap_with_command_in_flight(void)
     close(fd);
 }
 
+/* One client process on two controllers maps the same buffer on both connections: they share the
+ * window, which outlives the first connection and goes with the last. */
+static void shared_dma_between_controllers(void)
+{
+    int memfd = memfd_create("t-dma", MFD_CLOEXEC), other = memfd_create("t-other", MFD_CLOEXEC);
+    REQUIRE(memfd >= 0 && ftruncate(memfd, T_DMA_SIZE) == 0 && other >= 0 && ftruncate(other, T_DMA_SIZE) == 0);
+    uint8_t *mem = mmap(NULL, T_DMA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    REQUIRE(mem != MAP_FAILED);
+    memset(mem, 0, T_DMA_SIZE);
+    int a = connect_ready_to(0), b = connect_ready_to(1);
+    REQUIRE(a >= 0 && b >= 0);
+    struct nvme_emu_set *set = vfu_server_set(g_srv);
+    CHECK_EQ(dma_map(a, memfd, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0, 1), 0);
+    CHECK_EQ(dma_map(b, other, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0, 1), EEXIST);     /* another file */
+    CHECK_EQ(dma_map(b, memfd, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE / 2, 0, 1), EEXIST); /* another range */
+    CHECK_EQ(dma_map(b, memfd, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0, 1), 0);          /* the same: shared */
+    CHECK_EQ(nvme_emu_dma_count(set), 1);
+    close(a);
+    sleep_ms(3 * VFU_POLL_MS); /* controller 0's client is gone; the window stays for controller 1 */
+    CHECK_EQ(nvme_emu_dma_count(set), 1);
+    volatile uint32_t *db = NULL;
+    size_t dblen = 0;
+    CHECK_EQ(dma_unmap(b, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0), 0); /* and back: bring_up maps it again */
+    CHECK_EQ(nvme_emu_dma_count(set), 0);
+    REQUIRE_EQ(bring_up(b, memfd, mem, &db, &dblen), 0);
+    CHECK_EQ(identify(mem, db, 0), 0);
+    close(b);
+    munmap((void *)db, dblen);
+    long long end = now_ms() + T_TIMEOUT_MS;
+    while (nvme_emu_dma_count(set) && now_ms() < end)
+        sleep_ms(10);
+    CHECK_EQ(nvme_emu_dma_count(set), 0);
+    munmap(mem, T_DMA_SIZE);
+    close(memfd);
+    close(other);
+}
+
 static void second_controller_independent(void)
 {
     /* controller 1 answers while controller 0 has a client */
@@ -652,6 +694,7 @@ int main(void)
     RUN_CASE(malformed_messages);
     RUN_CASE(disconnect_then_next_client);
     RUN_CASE(unmap_with_command_in_flight);
+    RUN_CASE(shared_dma_between_controllers);
     RUN_CASE(second_controller_independent);
     vfu_server_close(g_srv);
     RUN_CASE(server_arguments);
