@@ -27,16 +27,19 @@
 
 static_assert(NVME_VFU_IOVA_BASE == VFU_CLIENT_IOVA_BASE, "dma.h hands out the IOVAs the design names");
 
-#define VFU_REPLY_CAP      4096u /* every reply we expect fits (region info with its capabilities included) */
-#define VFU_REQ_CAP        256u  /* every request we send fits (VERSION's JSON included) */
-#define CFG_SPACE_MIN      256u  /* PCI config space header + capabilities */
-#define CFG_VENDOR_ID      0x00u
-#define CFG_COMMAND        0x04u
-#define CFG_CLASS_REV      0x08u /* revision (7:0), class code (31:8) */
-#define CFG_CMD_MEMORY     0x0002u
-#define CFG_CMD_MASTER     0x0004u
-#define CFG_CMD_INTX_OFF   0x0400u
-#define CTRL_SOCK_FMT      "%s/ctrl%u.sock"
+#define VFU_REPLY_CAP    4096u /* every reply we expect fits (region info with its capabilities included) */
+#define VFU_REQ_CAP      256u  /* every request we send fits (VERSION's JSON included) */
+#define CFG_SPACE_MIN    256u  /* PCI config space header + capabilities */
+#define CFG_VENDOR_ID    0x00u
+#define CFG_COMMAND      0x04u
+#define CFG_CLASS_REV    0x08u /* revision (7:0), class code (31:8) */
+#define CFG_CMD_MEMORY   0x0002u
+#define CFG_CMD_MASTER   0x0004u
+#define CFG_CMD_INTX_OFF 0x0400u
+#ifndef VFU_SOCKET_NAME
+#define VFU_SOCKET_NAME "cntrl"
+#endif
+#define CTRL_SOCK_FMT      "%s/ctrl%u/" VFU_SOCKET_NAME
 #define CLIENT_VERSION_CAP "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576}}"
 
 static_assert(sizeof(CLIENT_VERSION_CAP) + sizeof(struct vfu_version) + VFU_HDR_SIZE <= VFU_REQ_CAP,
@@ -54,8 +57,6 @@ struct vfu_conn {
     uint8_t *win;      /* anonymous window of bar_size, doorbell areas mapped over it */
     uint64_t db_off;   /* the mapped doorbell area [db_off, db_off + db_len); db_len 0: none */
     uint64_t db_len;
-    pid_t peer_pid;   /* the server process (SO_PEERCRED); 0 when unknown */
-    int dma_rides_on; /* >= 0: the connection whose DMA maps this server shares with this one (below) */
     struct nvme_bar bar;
     uint8_t reply[VFU_REPLY_CAP];
 };
@@ -219,10 +220,6 @@ static int conn_connect(struct vfu_conn *c, char *err, size_t errlen)
     if (connect(c->sock, (const struct sockaddr *)&sa, sizeof(sa)) != 0)
         return nvme_errf(err, errlen, -errno, "vfio-user %s: connect: %s%s", c->path, strerror(errno),
                          errno == ECONNREFUSED ? " (no server listening)" : "");
-    struct ucred cred = {0};
-    socklen_t clen = sizeof(cred);
-    if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
-        c->peer_pid = cred.pid;
     return 0;
 }
 
@@ -401,7 +398,6 @@ static int conn_open(const char *path, int timeout_ms, struct vfu_conn **out, ch
     if (!c)
         return -ENOMEM;
     c->sock = -1;
-    c->dma_rides_on = -1;
     c->timeout_ms = timeout_ms;
     c->next_id = 1;
     pthread_mutex_init(&c->lock, NULL);
@@ -440,10 +436,11 @@ int nvme_vfu_open(const struct nvme_uri *u, struct nvme_vfu_set **out, char *err
                          (unsigned long long)tmo);
     const char *path = u->path;
     if (u->authority[0] || path[0] != '/')
-        return nvme_errf(err, errlen, -EINVAL,
-                         "%s: a vfio-user target names an absolute path: vfio-user:///path/ctrl0.sock or "
-                         "vfio-user:///dir (three slashes)",
-                         u->raw);
+        return nvme_errf(
+            err, errlen, -EINVAL,
+            "%s: a vfio-user target names an absolute path: vfio-user:///dir/ctrl0 (a directory holding the "
+            "socket " VFU_SOCKET_NAME "), vfio-user:///dir (every ctrl<i>) or a socket (three slashes)",
+            u->raw);
     size_t sun_max = sizeof(((struct sockaddr_un *)0)->sun_path);
     struct stat st;
     if (stat(path, &st) != 0)
@@ -451,21 +448,31 @@ int nvme_vfu_open(const struct nvme_uri *u, struct nvme_vfu_set **out, char *err
     struct nvme_vfu_set *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
+    /* A socket; a directory holding the socket `cntrl` (SPDK's traddr: one controller); or a directory holding
+     * ctrl<i>/cntrl for i = 0, 1, ... (every controller nvmelab-serve --dir serves). */
     char sock[PATH_MAX];
+    bool one = !S_ISDIR(st.st_mode);
+    if (!one) {
+        snprintf(sock, sizeof(sock), "%s/" VFU_SOCKET_NAME, path);
+        one = access(sock, F_OK) == 0;
+    }
     for (unsigned i = 0; i < NVME_VFU_MAX_CTRLS; i++) {
-        if (S_ISDIR(st.st_mode)) {
+        if (one && i > 0)
+            break;
+        if (one && !S_ISDIR(st.st_mode)) {
+            snprintf(sock, sizeof(sock), "%s", path);
+        } else if (!one) {
             snprintf(sock, sizeof(sock), CTRL_SOCK_FMT, path, i);
             if (access(sock, F_OK) != 0) {
                 if (i == 0) {
                     nvme_vfu_close(s);
-                    return nvme_errf(err, errlen, -ENOENT, "vfio-user %s: no ctrl0.sock in this directory", path);
+                    return nvme_errf(err, errlen, -ENOENT,
+                                     "vfio-user %s: neither a socket '" VFU_SOCKET_NAME "' nor ctrl0/" VFU_SOCKET_NAME
+                                     " in this directory",
+                                     path);
                 }
                 break;
             }
-        } else {
-            if (i > 0)
-                break;
-            snprintf(sock, sizeof(sock), "%s", path);
         }
         if (strlen(sock) >= sun_max) {
             nvme_vfu_close(s);
@@ -522,37 +529,20 @@ static int dma_unmap_one(struct vfu_conn *c, uint64_t iova, size_t len)
     return rc;
 }
 
-/* A server that maps every client's DMA regions into its one address space at VA == IOVA (ours,
- * nvmelab-serve, for the controllers of one emu:// set) refuses the second connection's map of a range the
- * first one mapped with EEXIST, and every controller of the set reaches the first one's maps. So an EEXIST
- * from connection i, for the range connection j < i of the same server process has just mapped, means
- * shared maps: from then on connection i sends no DMA_MAP/DMA_UNMAP of its own. A server with maps per
- * connection (SPDK's target) never answers so, and every connection maps every object. */
-static int shared_with(const struct nvme_vfu_set *s, unsigned i, unsigned mapped_below)
-{
-    for (unsigned j = 0; j < mapped_below; j++)
-        if (s->c[j]->dma_rides_on < 0 && s->c[j]->peer_pid && s->c[j]->peer_pid == s->c[i]->peer_pid)
-            return (int)j;
-    return -1;
-}
-
+/* Every connection maps every DMA object: each served controller is a device of its own. (nvmelab-serve keeps
+ * one VA == IOVA address space for the controllers of a set and shares identical maps between connections.) */
 int nvme_vfu_dma_map(void *set, int fd, uint64_t iova, size_t len)
 {
     struct nvme_vfu_set *s = set;
     struct vfu_dma_map m = {
         .argsz = sizeof(m), .flags = VFU_DMA_F_READ | VFU_DMA_F_WRITE, .offset = 0, .addr = iova, .size = len};
     for (unsigned i = 0; i < s->n; i++) {
-        if (s->c[i]->dma_rides_on >= 0)
-            continue;
         int rc = request(s->c[i], VFU_CMD_DMA_MAP, &m, sizeof(m), &fd, 1, NULL, 0);
-        if (rc == -EEXIST && (s->c[i]->dma_rides_on = shared_with(s, i, i)) >= 0)
-            continue;
         if (rc) {
             nvme_log(NVME_LOG_ERROR, "vfio-user %s: DMA_MAP of iova 0x%llx (%zu bytes) failed: %s", s->c[i]->path,
                      (unsigned long long)iova, len, strerror(-rc));
             while (i-- > 0)
-                if (s->c[i]->dma_rides_on < 0)
-                    dma_unmap_one(s->c[i], iova, len);
+                dma_unmap_one(s->c[i], iova, len);
             return rc;
         }
     }
@@ -564,8 +554,6 @@ int nvme_vfu_dma_unmap(void *set, uint64_t iova, size_t len)
     struct nvme_vfu_set *s = set;
     int first = 0;
     for (unsigned i = 0; i < s->n; i++) {
-        if (s->c[i]->dma_rides_on >= 0)
-            continue;
         int rc = dma_unmap_one(s->c[i], iova, len);
         if (rc && !first)
             first = rc;

@@ -27,10 +27,10 @@
  * at once with the same code (register reads then return all-ones, as a PCI function that is gone).
  * Register accesses through the bar ops cannot return an error: their failures go to nvme_log, one line
  * per connection naming the socket and the command. Interrupts are not used (the driver polls).
- * A server that keeps one address space for all its controllers' DMA maps (nvmelab-serve: VA == IOVA)
- * answers a second connection's map of the same range with EEXIST; such a connection then shares the
- * first one's maps (nvme_vfu_dma_map). Two client processes on one such server collide the same way,
- * since every client hands out IOVAs from NVME_VFU_IOVA_BASE: one client process per server.
+ * Every connection maps every DMA object (nvme_vfu_dma_map). nvmelab-serve keeps one address space for
+ * the DMA maps of all its controllers (VA == IOVA) and shares a map that several connections make of the
+ * same memory; two client processes on one server collide there, since every client hands out IOVAs from
+ * NVME_VFU_IOVA_BASE: one client process per nvmelab-serve at a time.
  */
 #ifndef NVME_VFIO_USER_CLIENT_H
 #define NVME_VFIO_USER_CLIENT_H

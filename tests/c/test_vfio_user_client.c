@@ -197,10 +197,10 @@ static void test_refusals(void)
     snprintf(uri, sizeof(uri), "vfio-user://%s?bogus=1", tmpdir);
     T_EQ(open_err(uri, err, sizeof(err)), -EINVAL);
     T_CONTAINS(err, "bogus");
-    /* a directory without ctrl0.sock */
+    /* a directory holding neither cntrl nor ctrl0/cntrl */
     snprintf(uri, sizeof(uri), "vfio-user://%s", tmpdir);
     T_EQ(open_err(uri, err, sizeof(err)), -ENOENT);
-    T_CONTAINS(err, "ctrl0.sock");
+    T_CONTAINS(err, "ctrl0/cntrl");
     /* a regular file */
     snprintf(path, sizeof(path), "%s/plain", tmpdir);
     FILE *fp = fopen(path, "w");
@@ -450,7 +450,7 @@ static void test_second_client(void)
 {
     struct nvme_target *t = open_served();
     char uri[160], err[NVME_ERRLEN];
-    snprintf(uri, sizeof(uri), "vfio-user://%s/ctrl0.sock?timeout_ms=300", srvdir);
+    snprintf(uri, sizeof(uri), "vfio-user://%s/ctrl0?timeout_ms=300", srvdir);
     double t0 = now_s();
     int rc = open_err(uri, err, sizeof(err));
     T_CHECK(now_s() - t0 < 3.0);
