@@ -72,7 +72,7 @@ READ_MODES = ("auto", "file", "nbd", "qcow2")
 #: URI schemes read with libnbd.
 NBD_SCHEMES = ("nbd", "nbds", "nbd+unix", "nbds+unix", "nbd+vsock", "nbds+vsock")
 #: Target schemes read through the user-space NVMe driver.
-DRIVER_SCHEMES = ("emu", "pci")
+DRIVER_SCHEMES = ("emu", "pci", "vfio-user")
 #: Study name and tool label in run records.
 STUDY = "blksum_qdepth"
 TOOL = "nvmelab-blksum"

@@ -11,7 +11,7 @@ per core, or every thread sibling with thr_sib=True; or the explicit `cpus`), ru
 CPUs every 0.5 s, and returns one record that passes nvmelab.results.records.validate.
 Ctrl-C stops the run cleanly and raises KeyboardInterrupt: no partial record.
 
-Targets: emu://..., pci://... (the user-space driver), file:///path and
+Targets: emu://..., pci://..., vfio-user:///socket (the user-space driver), file:///path and
 blk:///dev/X (kernel paths, backend "io_uring" (default) or "psync"; psync keeps
 one I/O in flight per thread, so qdepth must be 1).
 
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 PATTERNS = ("read", "randread", "write", "randwrite", "randrw")
 KERNEL_BACKENDS = ("psync", "io_uring")
-SCHEMES = ("emu://", "pci://", "file://", "blk://", "gpu-emu://")
+SCHEMES = ("emu://", "pci://", "vfio-user://", "file://", "blk://", "gpu-emu://")
 PERCENT = 100.0
 #: Chunk written by make_file.
 MAKE_FILE_CHUNK = 1 << 20
@@ -55,6 +55,8 @@ def backend_name(target: str, backend: str | None) -> str:
         return "nvmelab-emu"
     if target.startswith("pci://"):
         return "nvmelab-pci"
+    if target.startswith("vfio-user://"):
+        return "nvmelab-vfio-user"
     return backend or "?"
 
 
@@ -110,7 +112,9 @@ def check_params(
     The engine's own parameters are checked by the one C check of the parameter table
     (perf_params.h); this adds only what the engine does not see: the URI, the CPUs, the backend."""
     if not isinstance(target, str) or not target.startswith(SCHEMES):
-        raise ValueError(f"target={target!r}: use emu://..., pci://..., file:///path or blk:///dev/X")
+        raise ValueError(
+            f"target={target!r}: use emu://..., pci://..., vfio-user:///socket, file:///path or blk:///dev/X"
+        )
     if target.startswith("gpu-emu://"):
         raise ValueError(
             f"target={target!r}: GPU-emulated targets are driven by the device-initiated engine, not perf.run"
