@@ -40,8 +40,11 @@
  *     client maps the fd at area.offset); the emulator's service thread (mode=thread) polls them.
  *   - IOVA rule: the emulator's IOMMU is identity-addressed, so the server maps each DMA_MAP fd (MAP_SHARED,
  *     MAP_FIXED_NOREPLACE) at virtual address == IOVA and registers it with nvme_emu_dma_map(). A range the
- *     server cannot place there or that overlaps a mapping: EEXIST; an address, size or offset not 4 KiB
- *     aligned, or a missing fd: EINVAL. Our client hands out IOVAs from VFU_CLIENT_IOVA_BASE up.
+ *     server cannot place there (below 64 KiB, or taken in the server's address space) or that overlaps a
+ *     mapping: EEXIST (the same file range at the same IOVA from another connection is shared instead);
+ *     an address, size or offset not 4 KiB aligned, or a missing fd: EINVAL. Our client hands out IOVAs
+ *     from VFU_CLIENT_IOVA_BASE up; SPDK's are its hugepage addresses. A client whose IOVAs are guest-
+ *     physical addresses from 0 (QEMU's vfio-user-pci) cannot be served under this rule.
  *   - A client that disconnects (or sends a header that lies) has its controller reset as a power cycle
  *     would and its DMA regions unregistered and unmapped; the server then serves the next client.
  *   - Not implemented: interrupt delivery (controllers are polled; SET_IRQS is validated and accepted,

@@ -20,9 +20,13 @@
  *   - The emu:// target must run mode=thread (its service thread polls the doorbell page the client
  *     writes); vfu_server_open adds mode=thread when absent and refuses mode=inline.
  *   - DMA maps are mapped into this process at VA == IOVA (the emulator's IOMMU is identity-addressed),
- *     so every client of one server shares one address space: a client whose IOVAs collide with another
- *     client's (or with anything else mapped here) is refused with EEXIST. The DMA windows belong to the
- *     whole emu:// set, as in-process: a controller reaches every window registered by any client.
+ *     so every client of one server shares one address space: a DMA_MAP that overlaps another client's
+ *     region (or anything else mapped here) is refused with EEXIST, unless it is the very same file range
+ *     at the same IOVA (one client process on several controllers): then the connections share the
+ *     mapping, kept until the last of them unmaps it or goes away. IOVAs below VFU_MIN_IOVA are refused,
+ *     so a client whose IOVAs start at 0 (QEMU: guest-physical addresses) cannot be served. The DMA
+ *     windows belong to the whole emu:// set, as in-process: a controller reaches every window
+ *     registered by any client.
  *   - Every DMA region is mapped readable and writable (the emulator's IOMMU has no per-direction
  *     permission); an fd that cannot be mapped so is refused (EACCES). A client that shrinks its file
  *     under a live mapping can make this process take SIGBUS: clients are trusted that far.
