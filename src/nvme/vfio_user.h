@@ -61,6 +61,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Where a server listens: DIR/ctrl<i>/cntrl for controller i. The socket's name is the one SPDK's client
+ * connects to inside its traddr directory (trtype:VFIOUSER traddr:DIR/ctrl<i>). */
+#define VFU_CTRL_DIR    "ctrl%u"
+#define VFU_SOCKET_NAME "cntrl"
 #ifndef __cplusplus
 #include <assert.h>
 #endif

@@ -27,19 +27,16 @@
 
 static_assert(NVME_VFU_IOVA_BASE == VFU_CLIENT_IOVA_BASE, "dma.h hands out the IOVAs the design names");
 
-#define VFU_REPLY_CAP    4096u /* every reply we expect fits (region info with its capabilities included) */
-#define VFU_REQ_CAP      256u  /* every request we send fits (VERSION's JSON included) */
-#define CFG_SPACE_MIN    256u  /* PCI config space header + capabilities */
-#define CFG_VENDOR_ID    0x00u
-#define CFG_COMMAND      0x04u
-#define CFG_CLASS_REV    0x08u /* revision (7:0), class code (31:8) */
-#define CFG_CMD_MEMORY   0x0002u
-#define CFG_CMD_MASTER   0x0004u
-#define CFG_CMD_INTX_OFF 0x0400u
-#ifndef VFU_SOCKET_NAME
-#define VFU_SOCKET_NAME "cntrl"
-#endif
-#define CTRL_SOCK_FMT      "%s/ctrl%u/" VFU_SOCKET_NAME
+#define VFU_REPLY_CAP      4096u /* every reply we expect fits (region info with its capabilities included) */
+#define VFU_REQ_CAP        256u  /* every request we send fits (VERSION's JSON included) */
+#define CFG_SPACE_MIN      256u  /* PCI config space header + capabilities */
+#define CFG_VENDOR_ID      0x00u
+#define CFG_COMMAND        0x04u
+#define CFG_CLASS_REV      0x08u /* revision (7:0), class code (31:8) */
+#define CFG_CMD_MEMORY     0x0002u
+#define CFG_CMD_MASTER     0x0004u
+#define CFG_CMD_INTX_OFF   0x0400u
+#define CTRL_SOCK_FMT      "%s/" VFU_CTRL_DIR "/" VFU_SOCKET_NAME
 #define CLIENT_VERSION_CAP "{\"capabilities\":{\"max_msg_fds\":8,\"max_data_xfer_size\":1048576}}"
 
 static_assert(sizeof(CLIENT_VERSION_CAP) + sizeof(struct vfu_version) + VFU_HDR_SIZE <= VFU_REQ_CAP,

@@ -5,7 +5,7 @@
  *   nvmelab-serve [--dir DIR | --socket PATH] [--timeout-ms N] URI
  *
  * --dir DIR (made when absent): DIR/ctrl<i>/cntrl for controller i (SPDK: trtype:VFIOUSER
- * traddr:DIR/ctrl<i>), with a symbolic link DIR/ctrl<i>.sock to it; --socket PATH: one controller only.
+ * traddr:DIR/ctrl<i>); --socket PATH: one controller only.
  * When every socket listens it prints `listening <path>` per controller, then `ready`. SIGINT/SIGTERM:
  * every connection closed, every socket removed, exit 0. Bad arguments or URI: one line on stderr, exit
  * 2; a system error (socket, bind, threads): exit 1. */

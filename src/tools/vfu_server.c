@@ -19,21 +19,17 @@
 #include "nvme/errbuf.h"
 #include "nvme/uri.h"
 
-#define VFU_CTRL_DIR  "ctrl%u"      /* DIR/ctrl<i>: one controller's directory (SPDK's traddr) */
-#define VFU_SOCK_NAME "cntrl"       /* the socket in it: the name SPDK's vfio-user client connects to */
-#define VFU_COMPAT    "ctrl%u.sock" /* DIR/ctrl<i>.sock: a symbolic link to ctrl<i>/cntrl (the first layout) */
-#define VFU_BACKLOG   4
-#define VFU_DIR_MODE  0700
+#define VFU_BACKLOG  4
+#define VFU_DIR_MODE 0700
 
 struct vfu_slot {
     struct vfu_server *s;
     unsigned i;
     struct vfu_dev *dev;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    char sub[sizeof(((struct sockaddr_un *)0)->sun_path)];  /* DIR/ctrl<i> (--dir only) */
-    char link[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* DIR/ctrl<i>.sock (--dir only) */
+    char sub[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* DIR/ctrl<i> (--dir only) */
     int lfd;
-    bool bound, started, made_sub, linked;
+    bool bound, started, made_sub;
     pthread_t thread;
     pthread_mutex_t conn_lock; /* guards conn: vfu_server_close shuts it down to wake a blocked receive */
     int conn;                  /* the connection being served, -1 when none */
@@ -83,46 +79,26 @@ static int open_target(const char *uri, struct nvme_emu_set **set, char *err, si
     return 0;
 }
 
-/* Where controller i listens: DIR/ctrl<i>/cntrl (and the link DIR/ctrl<i>.sock), or socket_path. */
+/* Where controller i listens: DIR/ctrl<i>/cntrl, or socket_path. */
 static int slot_paths(struct vfu_slot *sl, const char *dir, const char *socket_path, char *err, size_t errlen)
 {
     char name[32];
     snprintf(name, sizeof(name), VFU_CTRL_DIR, sl->i);
-    int len = dir ? snprintf(sl->path, sizeof(sl->path), "%s/%s/" VFU_SOCK_NAME, dir, name)
+    int len = dir ? snprintf(sl->path, sizeof(sl->path), "%s/%s/" VFU_SOCKET_NAME, dir, name)
                   : snprintf(sl->path, sizeof(sl->path), "%s", socket_path);
     if (len < 0 || (size_t)len >= sizeof(sl->path))
         return nvme_errf(err, errlen, -ENAMETOOLONG, "socket path too long (at most %zu bytes): %s%s%s",
                          sizeof(sl->path) - 1, dir ? dir : socket_path, dir ? "/ctrl<i>/" : "",
-                         dir ? VFU_SOCK_NAME : "");
+                         dir ? VFU_SOCKET_NAME : "");
     if (!dir)
         return 0;
     snprintf(sl->sub, sizeof(sl->sub), "%s/%s", dir, name);
-    len = snprintf(sl->link, sizeof(sl->link), "%s/" VFU_COMPAT, dir, sl->i);
-    if (len < 0 || (size_t)len >= sizeof(sl->link))
-        return nvme_errf(err, errlen, -ENAMETOOLONG, "socket path too long: %s/" VFU_COMPAT, dir, sl->i);
     struct stat st;
     if (mkdir(sl->sub, VFU_DIR_MODE) == 0)
         sl->made_sub = true;
     else if (errno != EEXIST || stat(sl->sub, &st) || !S_ISDIR(st.st_mode))
         return nvme_errf(err, errlen, errno == EEXIST ? -EEXIST : -errno, "cannot make directory %s: %s", sl->sub,
                          errno == EEXIST ? "something else is there" : strerror(errno));
-    return 0;
-}
-
-/* DIR/ctrl<i>.sock -> ctrl<i>/cntrl, replacing an old link or socket there. */
-static int link_compat(struct vfu_slot *sl, char *err, size_t errlen)
-{
-    struct stat st;
-    if (lstat(sl->link, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode) && !S_ISLNK(st.st_mode))
-            return nvme_errf(err, errlen, -EEXIST, "%s exists and is not a socket", sl->link);
-        unlink(sl->link);
-    }
-    char target[64];
-    snprintf(target, sizeof(target), VFU_CTRL_DIR "/" VFU_SOCK_NAME, sl->i);
-    if (symlink(target, sl->link))
-        return nvme_errf(err, errlen, -errno, "symlink %s: %s", sl->link, strerror(errno));
-    sl->linked = true;
     return 0;
 }
 
@@ -191,7 +167,7 @@ int vfu_server_open(const char *uri, const char *dir, const char *socket_path, i
             vfu_server_close(s);
             return nvme_errf(err, errlen, r, "controller %u cannot be served: %s", i, strerror(-r));
         }
-        if ((r = listen_at(sl, err, errlen)) || (dir && (r = link_compat(sl, err, errlen)))) {
+        if ((r = listen_at(sl, err, errlen))) {
             vfu_server_close(s);
             return r;
         }
@@ -270,8 +246,6 @@ void vfu_server_close(struct vfu_server *s)
             close(sl->lfd);
         if (sl->bound)
             unlink(sl->path);
-        if (sl->linked)
-            unlink(sl->link);
         if (sl->made_sub)
             rmdir(sl->sub); /* only when empty: anything a user put there stays */
         vfu_dev_close(sl->dev);

@@ -98,8 +98,8 @@ struct vfu_server;
 
 /* Open the emu:// target uri (mode=thread added when absent) and create one listening socket per
  * controller: with dir, DIR/ctrl<i>/cntrl (the directory made when absent and removed at close when empty:
- * SPDK's client takes traddr = DIR/ctrl<i> and connects to traddr/cntrl) plus a symbolic link
- * DIR/ctrl<i>.sock to it; else socket_path (only for one controller). An existing socket file or link at
+ * SPDK's client takes traddr = DIR/ctrl<i> and connects to traddr/cntrl); else socket_path (only for one
+ * controller). An existing socket file at
  * a path is replaced; any other file there is refused. -EINVAL (bad URI or arguments),
  * -errno of socket/bind/listen; err names what was wrong. */
 int vfu_server_open(const char *uri, const char *dir, const char *socket_path, int timeout_ms, struct vfu_server **out,

@@ -209,11 +209,10 @@ static void version_negotiation(void)
     CHECK_CONTAINS((const char *)rep + sizeof(v), "\"pgsizes\":4096");
     CHECK_EQ(version(fd, 0, NULL), EINVAL); /* negotiated once per connection */
     close(fd);
-    /* a client that sends no JSON at all (SPDK's), through the link DIR/ctrl0.sock */
+    /* a client that sends no JSON at all (SPDK's), on the socket DIR/ctrl0/cntrl */
     char path[96];
     snprintf(path, sizeof(path), "%s/ctrl0/cntrl", g_dir);
     CHECK_STREQ(vfu_server_path(g_srv, 0), path);
-    snprintf(path, sizeof(path), "%s/ctrl0.sock", g_dir);
     sleep_ms(2 * VFU_POLL_MS);
     fd = connect_to(path);
     REQUIRE(fd >= 0);

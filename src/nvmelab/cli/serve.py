@@ -12,9 +12,10 @@ COMMAND = "serve"
 HELP = "serve the controllers of an emu:// URI as vfio-user PCI devices, one UNIX socket each"
 DESCRIPTION = (
     "Start nvmelab-serve, a process of its own, serving every controller of URI as a vfio-user device on "
-    "DIR/ctrl<i>.sock until SIGINT or SIGTERM (which close every connection and remove the sockets). "
-    "Any vfio-user client attaches: nvmelab itself (vfio-user://DIR), SPDK's NVMe driver "
-    "(-r 'trtype:VFIOUSER traddr:DIR'), QEMU's vfio-user-pci device. The emulator runs with mode=thread: "
+    "DIR/ctrl<i>/cntrl until SIGINT or SIGTERM (which close every connection and remove the sockets). "
+    "Clients: nvmelab itself (vfio-user://DIR, or vfio-user://DIR/ctrl<i> for one controller) and SPDK's NVMe "
+    "driver (-r 'trtype:VFIOUSER traddr:DIR/ctrl<i>'); not QEMU's vfio-user-pci, whose DMA addresses are "
+    "guest-physical (the server maps DMA at IOVA == its own address). The emulator runs with mode=thread: "
     "its service thread polls the doorbell page the client writes. "
     "Example: nvmelab serve --dir /tmp/nvl 'emu://?ndev=2&nsze=64MiB'"
 )
@@ -23,7 +24,7 @@ DESCRIPTION = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("uri", help="emu:// URI of the controllers to serve, e.g. 'emu://?ndev=2&nsze=64MiB'")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--dir", help="directory for the sockets (ctrl0.sock, ctrl1.sock, ...)")
+    g.add_argument("--dir", help="directory for the sockets (ctrl0/cntrl, ctrl1/cntrl, ...)")
     g.add_argument("--socket", help="the socket path (one controller only)")
     p.add_argument("--timeout-ms", type=int, default=None, help="how long a client may leave a reply unread")
 

@@ -5,11 +5,13 @@
     Server(uri, dir=None)       a context manager: starts the server on ``uri`` (an ``emu://`` URI),
                                 waits until every socket listens, stops it (SIGTERM) on exit
       .uri                      ``vfio-user://DIR``: every controller, for nvmelab.open / perf / studies
-      .sockets                  one UNIX socket per controller, ``DIR/ctrl<i>.sock``
+      .sockets                  one UNIX socket per controller, ``DIR/ctrl<i>/cntrl``
 
-Any vfio-user client can attach to a socket: our driver (``vfio-user://`` targets), SPDK's NVMe driver
-(``trtype:VFIOUSER traddr:DIR``) or QEMU's ``vfio-user-pci`` device. The protocol, the IOVA rule and what
-the server does not implement are described in ``src/nvme/vfio_user.h`` and src/README.md.
+A vfio-user client whose DMA addresses the server can map at the same virtual addresses attaches: our driver
+(``vfio-user://DIR`` for every controller, ``vfio-user://DIR/ctrl<i>`` for one) and SPDK's NVMe driver
+(``trtype:VFIOUSER traddr:DIR/ctrl<i>``). QEMU's ``vfio-user-pci`` does not: its DMA addresses are guest-physical,
+from 0. The protocol, this IOVA rule and what the server does not implement are described in
+``src/nvme/vfio_user.h`` and src/README.md.
 """
 
 from __future__ import annotations
