@@ -83,6 +83,9 @@ CASES = [
     (["identify", "bogus://x"], "bogus://x"),
     (["identify", "emu://?nsze=12Q"], "nsze"),
     (["identify", "emu://?ndev=1&wat=1"], "wat"),
+    (["identify", "vfio-user://{missing}"], "{missing}"),
+    (["serve", "--dir", "{dir}", "pci://0000:00:00.0"], "emu://"),
+    (["serve", "--dir", "{dir}", "emu://?bogus=1"], "bogus"),
     (["perf", "run", "--target", "nfs://x"], "nfs://x"),
     (["blksum", "emu://?nsze=1MiB&bogus=1"], "bogus"),
     # a missing file

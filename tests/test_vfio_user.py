@@ -211,6 +211,12 @@ SPDK_DIR = os.environ.get("SPDK_DIR")
 needs_spdk = pytest.mark.skipif(not SPDK_DIR, reason="SPDK_DIR is not set: SPDK's tools are used from a user's build")
 
 
+def _trid(s: serve.Server) -> str:
+    """SPDK's transport ID of the server's first controller (a subsystem NQN, so that SPDK takes it for an NVM
+    subsystem, not a discovery controller)."""
+    return f"trtype:VFIOUSER traddr:{s.dir / 'ctrl0'} subnqn:nqn.2026-11.io.nvmelab:ctrl0"
+
+
 def _spdk_tool(*names: str) -> Path:
     for n in names:
         for sub in ("build/bin", "build/examples", "test/nvme/compliance", "build/test/nvme/compliance"):
@@ -244,18 +250,20 @@ def _keep_log(name: str, argv: list[str], r: subprocess.CompletedProcess, served
 def test_spdk_nvme_identify_against_our_server():
     exe = _spdk_tool("spdk_nvme_identify", "identify")
     with serve.Server("emu://?nsze=64MiB&profile=null") as s:
-        argv = [str(exe), "-r", f"trtype:VFIOUSER traddr:{s.dir / 'ctrl0'}"]
+        argv = [str(exe), "-r", _trid(s)]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         _keep_log("spdk_nvme_identify.log", argv, r, s.target)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "NVMe Controller at" in r.stdout and "Namespace ID:1" in r.stdout
+    assert "Controller at VFIOUSER" in r.stdout and "Model Number:" in r.stdout
+    assert "Namespace ID:1" in r.stdout, "SPDK's driver finds the active namespace"
+    assert "failed" not in r.stdout + r.stderr, "every Identify and log page SPDK asks for is answered"
 
 
 @needs_spdk
 def test_spdk_nvme_compliance_against_our_server():
     exe = _spdk_tool("nvme_compliance")
     with serve.Server("emu://?nsze=64MiB&profile=null") as s:
-        argv = [str(exe), "-g", "-r", f"trtype:VFIOUSER traddr:{s.dir / 'ctrl0'}"]
+        argv = [str(exe), "-g", "-r", _trid(s)]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
         _keep_log("nvme_compliance.log", argv, r, s.target)
     assert "Run Summary" in r.stdout, r.stderr[-2000:]
