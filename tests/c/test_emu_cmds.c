@@ -60,10 +60,12 @@ static void test_queue_management(void)
     CHECK_EQ(th_sc(&e), GEN(NVME_SC_CMD_SEQ_ERROR));
 
     /* Create I/O SQ validation */
-    e = th_create_sq(&t, 1, 16, 2);
+    e = th_create_sq(&t, 1, 16, 2); /* CQ 2 in range, not created */
     CHECK_EQ(th_sc(&e), CSP(NVME_SC_CQ_INVALID));
-    e = th_create_sq(&t, 1, 16, 0);
-    CHECK_EQ(th_sc(&e), CSP(NVME_SC_CQ_INVALID));
+    e = th_create_sq(&t, 1, 16, 0); /* the admin CQ: Invalid Queue Identifier (CQID field) */
+    CHECK_EQ(th_sc(&e), CSP(NVME_SC_QID_INVALID));
+    e = th_create_sq(&t, 1, 16, 5); /* beyond the 4 CQs allocated */
+    CHECK_EQ(th_sc(&e), CSP(NVME_SC_QID_INVALID));
     e = th_create_sq(&t, 0, 16, 1);
     CHECK_EQ(th_sc(&e), CSP(NVME_SC_QID_INVALID));
     e = th_create_sq(&t, 1, 300, 1);
@@ -104,6 +106,64 @@ static void test_queue_management(void)
     c = (struct nvme_sqe){.opc = NVME_ADM_KEEP_ALIVE};
     e = th_cmd(&t, 0, c);
     CHECK_EQ(th_status(&e), 0);
+    th_close(&t);
+}
+
+/* The rules SPDK's nvme_compliance checks (issue 35), in-process, so that none can regress without SPDK:
+ * Identify CNS 03h and the Firmware Slot Information log. */
+static void test_compliance_rules(void)
+{
+    struct th t;
+    th_open(&t, "emu://?nioq=4&mqes=256");
+    CHECK(th_enable(&t, 16));
+    uint8_t *buf = th_alloc(TH_PAGE);
+
+    /* Identify CNS 03h: the EUI-64 and the NGUID of Identify Namespace, as descriptors */
+    struct nvme_sqe c = {.opc = NVME_ADM_IDENTIFY, .nsid = 1, .prp1 = (uintptr_t)buf, .cdw10 = NVME_CNS_NS};
+    struct nvme_cqe e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    struct nvme_id_ns ns;
+    memcpy(&ns, buf, sizeof(ns));
+    CHECK(ns.ncap != 0);
+    memset(buf, 0x5a, TH_PAGE);
+    c.cdw10 = NVME_CNS_NS_DESC_LIST;
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    CHECK_EQ(buf[0], 1); /* NIDT EUI-64 */
+    CHECK_EQ(buf[1], 8);
+    CHECK(memcmp(buf + 4, ns.eui64, 8) == 0);
+    CHECK_EQ(buf[12], 2); /* NIDT NGUID */
+    CHECK_EQ(buf[13], 16);
+    CHECK(memcmp(buf + 16, ns.nguid, 16) == 0);
+    CHECK_EQ(buf[32], 0); /* end of the list */
+    c.nsid = 0;
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_sc(&e), GEN(NVME_SC_INVALID_NS));
+    c.nsid = 2;
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_sc(&e), GEN(NVME_SC_INVALID_NS));
+
+    /* Firmware Slot Information (mandatory log page): slot 1 active, holding Identify's FR */
+    c = (struct nvme_sqe){.opc = NVME_ADM_IDENTIFY, .prp1 = (uintptr_t)buf, .cdw10 = NVME_CNS_CTRL};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    struct nvme_id_ctrl ic;
+    memcpy(&ic, buf, sizeof(ic));
+    c = (struct nvme_sqe){
+        .opc = NVME_ADM_GET_LOG_PAGE, .prp1 = (uintptr_t)buf, .cdw10 = NVME_LOGPAGE_FW_SLOT | ((512u / 4 - 1) << 16)};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    CHECK_EQ(buf[0] & 7, 1);
+    CHECK(memcmp(buf + 8, ic.fr, NVME_FR_LEN) == 0);
+    c.cdw12 = 512 + 4; /* offset past the page */
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_sc(&e), GEN(NVME_SC_INVALID_FIELD));
+    c.cdw12 = 4; /* inside: the rest reads as zero */
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    CHECK(memcmp(buf + 4, ic.fr, NVME_FR_LEN) == 0);
+
+    th_free(buf);
     th_close(&t);
 }
 
@@ -594,6 +654,7 @@ static void test_ram_budget(void)
 int main(void)
 {
     RUN_CASE(test_queue_management);
+    RUN_CASE(test_compliance_rules);
     RUN_CASE(test_io_status_and_data);
     RUN_CASE(test_phase_and_cq_full);
     RUN_CASE(test_stats_exact);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* admin.c — the emulated controller's admin command set and its I/O queue management.
  *
- * Identify (CNS 00h/01h/02h), Get Log Page (Error Information, SMART / Health), Set/Get Features,
- * Create/Delete I/O CQ/SQ, Keep Alive, Asynchronous Event Request (held), Abort (not aborted), with
+ * Identify (CNS 00h/01h/02h/03h), Get Log Page (Error Information, SMART / Health, Firmware Slot
+ * Information), Set/Get Features, Create/Delete I/O CQ/SQ, Keep Alive,
+ * Asynchronous Event Request (held), Abort (not aborted), with
  * the statuses the specification names; and the queue objects behind them (emu_cq_new/emu_sq_new/
  * emu_sq_delete/emu_queues_reset), which controller reset (ctrl.c) uses too. Calls down into prp.c,
  * complete.c and ns.c only, so io.c -> admin.c and ctrl.c -> admin.c form no cycle.
@@ -43,6 +44,14 @@
 #define EMU_SMART_SPARE_OFF     3u
 #define EMU_SMART_SPARE_THR     4u
 #define EMU_FULL_PERCENT        100u
+#define EMU_NIDT_EUI64          0x01u /* Namespace Identification Descriptor types and lengths */
+#define EMU_NIDL_EUI64          8u
+#define EMU_NIDT_NGUID          0x02u
+#define EMU_NIDL_NGUID          16u
+#define EMU_NID_HDR             4u
+#define EMU_FW_LOG_SIZE         512u /* Firmware Slot Information log page */
+#define EMU_FW_AFI_SLOT1        0x01u
+#define EMU_FW_FRS1_OFF         8u
 #define EMU_SPARE_THRESHOLD     10u
 
 /* ---------------------------------------------------------------- queues */
@@ -190,6 +199,11 @@ static void pad_copy(char *dst, size_t n, const char *src)
     memcpy(dst, src, l < n ? l : n);
 }
 
+static uint64_t ns_eui64(const struct emu_ctrl *c, uint32_t nsid)
+{
+    return (c->set->cfg.seed << 24) ^ ((uint64_t)c->index << 8) ^ nsid;
+}
+
 static uint16_t admin_identify(struct emu_ctrl *c, const struct nvme_sqe *cmd)
 {
     uint8_t cns = cmd->cdw10 & 0xffu;
@@ -243,9 +257,25 @@ static uint16_t admin_identify(struct emu_ctrl *c, const struct nvme_sqe *cmd)
         in->flbas = 0;
         in->dlfeat = EMU_DLFEAT;
         in->lbaf[0].lbads = (uint8_t)ns->lba_shift;
-        uint64_t eui = (c->set->cfg.seed << 24) ^ ((uint64_t)c->index << 8) ^ ns->nsid;
+        uint64_t eui = ns_eui64(c, ns->nsid);
         memcpy(in->eui64, &eui, sizeof(in->eui64));
         memcpy(in->nguid, &eui, sizeof(eui));
+        break;
+    }
+    case NVME_CNS_NS_DESC_LIST: {
+        /* Namespace Identification Descriptor list (mandatory from NVMe 1.3 on; this controller reports 1.4):
+         * the EUI-64 and the NGUID of Identify Namespace, each as {NIDT, NIDL, 2 reserved, NID}; zeros end it */
+        if (cmd->nsid == 0 || cmd->nsid > c->cfg.nns)
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+        uint64_t eui = ns_eui64(c, cmd->nsid);
+        uint8_t *d = id.raw;
+        d[0] = EMU_NIDT_EUI64;
+        d[1] = EMU_NIDL_EUI64;
+        memcpy(d + EMU_NID_HDR, &eui, sizeof(eui));
+        d += EMU_NID_HDR + EMU_NIDL_EUI64;
+        d[0] = EMU_NIDT_NGUID;
+        d[1] = EMU_NIDL_NGUID;
+        memcpy(d + EMU_NID_HDR, &eui, sizeof(eui)); /* as in Identify Namespace: the EUI-64, then zeros */
         break;
     }
     case NVME_CNS_ACTIVE_NS_LIST: {
@@ -300,6 +330,11 @@ static uint16_t admin_get_log(struct emu_ctrl *c, const struct nvme_sqe *cmd)
         plen = EMU_SMART_LOG_SIZE;
         break;
     }
+    case NVME_LOGPAGE_FW_SLOT: /* mandatory: slot 1 (the only one, FRMW) active, holding revision FR */
+        page[0] = EMU_FW_AFI_SLOT1;
+        pad_copy((char *)page + EMU_FW_FRS1_OFF, NVME_FR_LEN, EMU_FR);
+        plen = EMU_FW_LOG_SIZE;
+        break;
     default:
         return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_LOG_PAGE);
     }
@@ -405,7 +440,11 @@ static uint16_t admin_create_sq(struct emu_ctrl *c, const struct nvme_sqe *cmd)
         return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
     if (size < NVME_QUEUE_MIN_ENTRIES || size > c->cfg.mqes)
         return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_QUEUE_SIZE);
-    if (cqid == 0 || cqid > c->cfg.nioq || !c->cqs[cqid])
+    /* CQID 0 (the admin CQ) or beyond the CQs allocated (Number of Queues): Invalid Queue Identifier, as the
+     * CQID field's description asks; a CQID in range whose CQ was not created: Completion Queue Invalid */
+    if (cqid == 0 || cqid > c->ncq_alloc)
+        return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
+    if (!c->cqs[cqid])
         return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_CQ_INVALID);
     if (!(cmd->cdw11 & NVME_CREATE_Q_PC) || nvme_cc_iosqes(c->cc) != NVME_SQES_LOG2)
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
