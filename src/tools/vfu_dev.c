@@ -20,6 +20,7 @@
 #define VFU_PAGE_MASK   ((uint64_t)VFU_PAGE_SIZE - 1)
 #define VFU_JSON_REPLY  "{\"capabilities\":{\"max_msg_fds\":%u,\"max_data_xfer_size\":%u,\"pgsizes\":%u}}"
 #define VFU_BAR0_CAPLEN (sizeof(struct vfu_cap_sparse) + sizeof(struct vfu_sparse_area))
+#define VFU_MSIX_VCTRL  12u /* Vector Control's offset in a table entry */
 
 /* A DMA region mapped at VA == IOVA. A client attached to several controllers of one server maps each of
  * its buffers on each connection, with the same file range at the same IOVA: the connections then share
@@ -40,8 +41,10 @@ struct vfu_dev {
     struct nvme_emu_set *set;
     unsigned ctrl;
     const struct nvme_bar *bar;
-    int bar_fd;        /* the emulator's BAR memfd, owned by the set; -1: no mmap area */
-    uint64_t bar_size; /* region 0: the emulator's BAR rounded up to a power of two */
+    int bar_fd;                        /* the emulator's BAR memfd, owned by the set; -1: no mmap area */
+    uint64_t bar_size;                 /* region 0: the emulator's BAR and the MSI-X table and PBA, a power of two */
+    uint64_t msix_off;                 /* BAR0 offset of the MSI-X table (the emulator's BAR rounded up to a page) */
+    uint8_t msix[VFU_MSIX_TABLE_SIZE]; /* MSI-X table as the client wrote it (never used to signal) */
     bool negotiated;
     struct vfu_caps caps;
     struct vfu_pci_cfg cfg;
@@ -58,6 +61,14 @@ static uint64_t pow2_ceil(uint64_t v)
     while (p < v)
         p <<= 1;
     return p;
+}
+
+/* MSI-X table at reset: addresses and data 0, every vector masked (Vector Control bit 0) */
+static void msix_reset(struct vfu_dev *d)
+{
+    memset(d->msix, 0, sizeof(d->msix));
+    for (uint32_t v = 0; v < VFU_MSIX_VECTORS; v++)
+        d->msix[v * VFU_MSIX_ENTRY + VFU_MSIX_VCTRL] = 1;
 }
 
 int vfu_dev_open(struct nvme_emu_set *set, unsigned ctrl, struct vfu_dev **out)
@@ -80,8 +91,17 @@ int vfu_dev_open(struct nvme_emu_set *set, unsigned ctrl, struct vfu_dev **out)
     d->ctrl = ctrl;
     d->bar = bar;
     d->bar_fd = nvme_emu_set_bar_fd(set, ctrl);
-    d->bar_size = pow2_ceil(bar->size);
-    vfu_pci_cfg_init(&d->cfg, d->bar_size, NVME_EMU_VID, NVME_EMU_VID);
+    d->msix_off = (bar->size + VFU_PAGE_MASK) & ~VFU_PAGE_MASK;
+    d->bar_size = pow2_ceil(d->msix_off + VFU_MSIX_TABLE_SIZE + VFU_MSIX_PBA_SIZE);
+    int r = nvme_emu_ctrl_set_vectors(set, ctrl, VFU_MSIX_VECTORS);
+    if (r) {
+        free(d->rbuf);
+        free(d->ibuf);
+        free(d);
+        return r;
+    }
+    msix_reset(d);
+    vfu_pci_cfg_init(&d->cfg, d->bar_size, d->msix_off, NVME_EMU_VID, NVME_EMU_VID);
     *out = d;
     return 0;
 }
@@ -113,7 +133,8 @@ void vfu_dev_disconnect(struct vfu_dev *d)
     while (d->ndma)
         dma_drop(d, d->ndma - 1);
     d->negotiated = false;
-    vfu_pci_cfg_init(&d->cfg, d->bar_size, NVME_EMU_VID, NVME_EMU_VID);
+    msix_reset(d);
+    vfu_pci_cfg_init(&d->cfg, d->bar_size, d->msix_off, NVME_EMU_VID, NVME_EMU_VID);
 }
 
 void vfu_dev_close(struct vfu_dev *d)
@@ -331,7 +352,7 @@ static int cmd_region_info(struct vfu_dev *d, const uint8_t *pl, size_t plen, ui
 
 static uint32_t irq_count(uint32_t index)
 {
-    return index == VFU_PCI_INTX_IRQ ? 1u : 0u; /* no MSI/MSI-X capability is declared */
+    return index == VFU_PCI_INTX_IRQ ? 1u : index == VFU_PCI_MSIX_IRQ ? VFU_MSIX_VECTORS : 0u; /* no MSI capability */
 }
 
 static int cmd_irq_info(const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)
@@ -378,16 +399,25 @@ static int cmd_set_irqs(const uint8_t *pl, size_t plen, unsigned nfds)
 /* A BAR0 access of width 4 or 8 at an aligned offset (checked by the caller). */
 static uint64_t bar_load(const struct vfu_dev *d, uint64_t off, uint32_t width)
 {
-    if (off + width > d->bar->size)
-        return 0; /* inside the power-of-two region, beyond the emulator's BAR */
+    if (off >= d->msix_off && off + width <= d->msix_off + VFU_MSIX_TABLE_SIZE) {
+        uint64_t v = 0;
+        memcpy(&v, d->msix + (off - d->msix_off), width);
+        return v;
+    }
+    if (off + width > d->bar->size) /* the PBA reads 0: nothing is ever pending */
+        return 0;                   /* inside the power-of-two region, beyond the emulator's BAR */
     volatile uint8_t *b = d->bar->base + off;
     if (width == sizeof(uint64_t))
         return __atomic_load_n((volatile uint64_t *)(void *)b, __ATOMIC_ACQUIRE);
     return __atomic_load_n((volatile uint32_t *)(void *)b, __ATOMIC_ACQUIRE);
 }
 
-static void bar_store(const struct vfu_dev *d, uint64_t off, uint64_t val, uint32_t width)
+static void bar_store(struct vfu_dev *d, uint64_t off, uint64_t val, uint32_t width)
 {
+    if (off >= d->msix_off && off + width <= d->msix_off + VFU_MSIX_TABLE_SIZE) {
+        memcpy(d->msix + (off - d->msix_off), &val, width);
+        return;
+    }
     if (off + width > d->bar->size)
         return;
     volatile uint8_t *b = d->bar->base + off;

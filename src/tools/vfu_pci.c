@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* vfu_pci.c — the PCI config space of a served NVMe function (vfu_server.h): header type 0, class 01 08 02,
  * a 64-bit non-prefetchable memory BAR0 with size probing, INTx pin A, and a capability list of PCI power
- * management (D0 only) and PCI Express (v2 endpoint, x1 2.5 GT/s). No MSI/MSI-X capability: the server
- * delivers no interrupts. Extended config space (0x100 on) reads as zero: no extended capability. */
+ * management (D0 only), PCI Express (v2 endpoint, x1 2.5 GT/s) and MSI-X (VFU_MSIX_VECTORS vectors, table
+ * and PBA in BAR0; declared so that interrupt vectors exist for Create I/O CQ, never signalled: the
+ * controllers are polled). Extended config space (0x100 on) reads as zero: no extended capability. */
 #include <stdint.h>
 #include <string.h>
 
@@ -47,6 +48,12 @@
 #define CAP_PCIE_LINKCTL       0x10u
 #define CAP_PCIE_LINKSTA_OFF   0x12u
 #define CAP_PCIE_DEVCTL2       0x28u
+#define CAP_MSIX_OFF           0x90u /* after the 60-byte PCI Express capability */
+#define CAP_MSIX_ID            0x11u
+#define CAP_MSIX_CTRL_WMASK    0xc000u /* MSI-X Enable, Function Mask */
+#define CAP_MSIX_CTRL          0x02u
+#define CAP_MSIX_TABLE         0x04u /* offset | BIR 0 */
+#define CAP_MSIX_PBA           0x08u
 
 static void put16(uint8_t *p, uint32_t off, uint16_t v)
 {
@@ -57,7 +64,7 @@ static void put32(uint8_t *p, uint32_t off, uint32_t v)
     memcpy(p + off, &v, sizeof(v));
 }
 
-void vfu_pci_cfg_init(struct vfu_pci_cfg *c, uint64_t bar0_size, uint16_t vid, uint16_t ssvid)
+void vfu_pci_cfg_init(struct vfu_pci_cfg *c, uint64_t bar0_size, uint64_t msix_off, uint16_t vid, uint16_t ssvid)
 {
     memset(c, 0, sizeof(*c));
     uint8_t *v = c->v, *w = c->wmask;
@@ -89,13 +96,20 @@ void vfu_pci_cfg_init(struct vfu_pci_cfg *c, uint64_t bar0_size, uint16_t vid, u
     put16(w, CAP_PM_OFF + 4, CAP_PM_PMCSR_PS);
     /* PCI Express */
     v[CAP_PCIE_OFF] = CAP_PCIE_ID;
-    v[CAP_PCIE_OFF + 1] = 0;
+    v[CAP_PCIE_OFF + 1] = CAP_MSIX_OFF;
     put16(v, CAP_PCIE_OFF + 2, CAP_PCIE_FLAGS);
     put16(w, CAP_PCIE_OFF + CAP_PCIE_DEVCTL, CAP_PCIE_DEVCTL_WMASK);
     put32(v, CAP_PCIE_OFF + CAP_PCIE_LINKCAP_OFF, CAP_PCIE_LINKCAP);
     put16(w, CAP_PCIE_OFF + CAP_PCIE_LINKCTL, CAP_PCIE_LINKCTL_WMASK);
     put16(v, CAP_PCIE_OFF + CAP_PCIE_LINKSTA_OFF, CAP_PCIE_LINKSTA);
     put16(w, CAP_PCIE_OFF + CAP_PCIE_DEVCTL2, 0xffffu);
+    /* MSI-X: Table Size is N - 1; table and PBA in BAR0 (BIR 0, offsets 8-byte aligned) */
+    v[CAP_MSIX_OFF] = CAP_MSIX_ID;
+    v[CAP_MSIX_OFF + 1] = 0;
+    put16(v, CAP_MSIX_OFF + CAP_MSIX_CTRL, (uint16_t)(VFU_MSIX_VECTORS - 1u));
+    put16(w, CAP_MSIX_OFF + CAP_MSIX_CTRL, CAP_MSIX_CTRL_WMASK);
+    put32(v, CAP_MSIX_OFF + CAP_MSIX_TABLE, (uint32_t)msix_off);
+    put32(v, CAP_MSIX_OFF + CAP_MSIX_PBA, (uint32_t)(msix_off + VFU_MSIX_TABLE_SIZE));
 }
 
 void vfu_pci_cfg_read(const struct vfu_pci_cfg *c, uint32_t off, void *buf, uint32_t count)

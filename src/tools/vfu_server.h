@@ -30,7 +30,9 @@
  *   - Every DMA region is mapped readable and writable (the emulator's IOMMU has no per-direction
  *     permission); an fd that cannot be mapped so is refused (EACCES). A client that shrinks its file
  *     under a live mapping can make this process take SIGBUS: clients are trusted that far.
- *   - No interrupts are delivered: controllers are polled (SET_IRQS is validated and accepted).
+ *   - No interrupts are delivered: controllers are polled (SET_IRQS is validated and accepted). An MSI-X
+ *     capability of VFU_MSIX_VECTORS vectors is declared, so that Create I/O CQ accepts the vectors a
+ *     driver picks (the NVMe rule: IV within the MSI-X table), but none is ever signalled.
  *   - Functions return 0 or a negative errno; vfu_server_open writes one message into err.
  */
 #ifndef NVMELAB_TOOLS_VFU_SERVER_H
@@ -119,8 +121,16 @@ struct vfu_pci_cfg {
     uint8_t v[VFU_CFG_SIZE];     /* what reads return */
     uint8_t wmask[VFU_CFG_SIZE]; /* bits a write may change */
 };
-/* Power-on config space of an NVMe function with a 64-bit memory BAR0 of bar0_size (a power of two). */
-void vfu_pci_cfg_init(struct vfu_pci_cfg *c, uint64_t bar0_size, uint16_t vid, uint16_t ssvid);
+/* MSI-X: VFU_MSIX_VECTORS vectors (the most an 11-bit Table Size allows), table and PBA in BAR0 past the
+ * emulator's registers and doorbells. The table is kept (reads return what was written, Mask bits set at
+ * reset) but no vector is ever signalled: the controllers are polled. */
+#define VFU_MSIX_VECTORS    2048u
+#define VFU_MSIX_ENTRY      16u /* bytes of one table entry */
+#define VFU_MSIX_TABLE_SIZE (VFU_MSIX_VECTORS * VFU_MSIX_ENTRY)
+#define VFU_MSIX_PBA_SIZE   (VFU_MSIX_VECTORS / 8u)
+/* Power-on config space of an NVMe function with a 64-bit memory BAR0 of bar0_size (a power of two), its
+ * MSI-X table at BAR0 offset msix_off and its PBA right after the table. */
+void vfu_pci_cfg_init(struct vfu_pci_cfg *c, uint64_t bar0_size, uint64_t msix_off, uint16_t vid, uint16_t ssvid);
 /* Read/write count bytes at off (the caller checked off + count <= VFU_CFG_SIZE). Writes keep read-only
  * bits, so writing all-ones to BAR0 reads back its size mask. */
 void vfu_pci_cfg_read(const struct vfu_pci_cfg *c, uint32_t off, void *buf, uint32_t count);

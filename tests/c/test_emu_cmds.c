@@ -110,7 +110,7 @@ static void test_queue_management(void)
 }
 
 /* The rules SPDK's nvme_compliance checks (issue 35), in-process, so that none can regress without SPDK:
- * Identify CNS 03h and the Firmware Slot Information log. */
+ * Identify CNS 03h, the Firmware Slot Information log, interrupt vectors of Create I/O CQ. */
 static void test_compliance_rules(void)
 {
     struct th t;
@@ -162,6 +162,26 @@ static void test_compliance_rules(void)
     e = th_cmd(&t, 0, c);
     CHECK_EQ(th_status(&e), 0);
     CHECK(memcmp(buf + 4, ic.fr, NVME_FR_LEN) == 0);
+
+    /* interrupt vectors: IV below the host's vector count (1 in-process, the MSI-X table over vfio-user) */
+    CHECK_EQ(nvme_emu_ctrl_set_vectors(t.set, 0, 0), -EINVAL);
+    CHECK_EQ(nvme_emu_ctrl_set_vectors(t.set, 0, NVME_EMU_MAX_VECTORS + 1), -EINVAL);
+    CHECK_EQ(nvme_emu_ctrl_set_vectors(t.set, 1, 4), -EINVAL); /* no controller 1 */
+    CHECK_EQ(nvme_emu_ctrl_set_vectors(t.set, 0, 4), 0);
+    void *cqm = th_alloc(TH_PAGE);
+    c = (struct nvme_sqe){.opc = NVME_ADM_CREATE_CQ,
+                          .prp1 = (uintptr_t)cqm,
+                          .cdw10 = NVME_CREATE_Q_CDW10(1, 16),
+                          .cdw11 = NVME_CREATE_Q_PC | NVME_CREATE_CQ_IEN | (4u << NVME_CREATE_CQ_IV_SHIFT)};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_sc(&e), CSP(NVME_SC_INVALID_VECTOR));
+    c.cdw11 = NVME_CREATE_Q_PC | NVME_CREATE_CQ_IEN | (3u << NVME_CREATE_CQ_IV_SHIFT);
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    c = (struct nvme_sqe){.opc = NVME_ADM_DELETE_CQ, .cdw10 = 1};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    th_free(cqm);
 
     th_free(buf);
     th_close(&t);

@@ -284,7 +284,15 @@ static void device_and_region_info(void)
         .argsz = sizeof(is), .flags = VFU_IRQ_SET_DATA_NONE | VFU_IRQ_SET_ACTION_TRIGGER, .index = VFU_PCI_MSIX_IRQ};
     CHECK_EQ(simple(fd, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is)), 0); /* count 0: off */
     is.count = 1;
-    CHECK_EQ(simple(fd, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is)), EINVAL); /* no MSI-X vector */
+    CHECK_EQ(simple(fd, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is)), 0); /* MSI-X vector 0: accepted, never signalled */
+    is.start = VFU_MSIX_VECTORS - 1;
+    is.count = 2;
+    CHECK_EQ(simple(fd, VFU_CMD_DEVICE_SET_IRQS, &is, sizeof(is)), EINVAL); /* past the table */
+    is.start = 0;
+    is.count = 1;
+    ii.index = VFU_PCI_MSIX_IRQ;
+    CHECK_EQ(xact(fd, VFU_CMD_DEVICE_GET_IRQ_INFO, &ii, sizeof(ii), NULL, 0, &ii, sizeof(ii), NULL, NULL, NULL), 0);
+    CHECK_EQ(ii.count, VFU_MSIX_VECTORS);
     is.index = VFU_PCI_INTX_IRQ;
     is.flags = VFU_IRQ_SET_DATA_EVENTFD | VFU_IRQ_SET_ACTION_TRIGGER;
     int efd = memfd_create("t-eventfd-stand-in", MFD_CLOEXEC);
@@ -424,6 +432,75 @@ static void bringup_and_identify(void)
     while (nvme_emu_dma_count(vfu_server_set(g_srv)) && now_ms() < end)
         sleep_ms(10);
     CHECK_EQ(nvme_emu_dma_count(vfu_server_set(g_srv)), 0); /* the client went: its windows went */
+}
+
+/* Admin command `n` (0-based) of the admin queue: its status (SCT << 8 | SC), or -1 on no completion. */
+static int admin_cmd(uint8_t *mem, volatile uint32_t *db, unsigned n, struct nvme_sqe c)
+{
+    struct nvme_sqe *sq = (struct nvme_sqe *)(void *)(mem + T_ASQ_OFF);
+    volatile struct nvme_cqe *cq = (volatile struct nvme_cqe *)(void *)(mem + T_ACQ_OFF);
+    unsigned slot = n % T_QENTRIES;
+    c.cid = (uint16_t)(100 + n);
+    sq[slot] = c;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    db[0] = (slot + 1) % T_QENTRIES;
+    uint8_t phase = (uint8_t)(((n / T_QENTRIES) + 1) & 1);
+    long long end = now_ms() + T_TIMEOUT_MS;
+    while (nvme_cqe_phase(cq[slot].status) != phase)
+        if (now_ms() > end)
+            return -1;
+    db[1] = (slot + 1) % T_QENTRIES;
+    return (int)((nvme_cqe_sct(cq[slot].status) << 8) | nvme_cqe_sc(cq[slot].status));
+}
+
+/* MSI-X: the capability (VFU_MSIX_VECTORS vectors, table and PBA in BAR0), the table kept as written, and
+ * Create I/O CQ taking any vector of the table (the NVMe rule: IV within the MSI-X table; none signalled). */
+static void msix_vectors(void)
+{
+    int fd = connect_ready();
+    REQUIRE(fd >= 0);
+    unsigned cap = (unsigned)rd(fd, VFU_PCI_CONFIG_REGION, 0x34, 1), hops = 0;
+    while (cap && rd(fd, VFU_PCI_CONFIG_REGION, cap, 1) != 0x11 && hops++ < 8)
+        cap = (unsigned)rd(fd, VFU_PCI_CONFIG_REGION, cap + 1, 1);
+    REQUIRE(cap != 0 && hops < 8);
+    CHECK_EQ(rd(fd, VFU_PCI_CONFIG_REGION, cap + 2, 2), VFU_MSIX_VECTORS - 1); /* Table Size, disabled */
+    uint32_t tbl = (uint32_t)rd(fd, VFU_PCI_CONFIG_REGION, cap + 4, 4);
+    uint32_t pba = (uint32_t)rd(fd, VFU_PCI_CONFIG_REGION, cap + 8, 4);
+    CHECK_EQ(tbl & 7, 0); /* BIR 0 */
+    CHECK_EQ(pba & 7, 0);
+    CHECK_EQ(pba, tbl + VFU_MSIX_TABLE_SIZE);
+    CHECK(tbl >= NVME_REG_DBS + 8);                                 /* past the registers and doorbells */
+    CHECK_EQ(wr(fd, VFU_PCI_CONFIG_REGION, cap + 2, 0xffff, 2), 0); /* Enable and Function Mask only */
+    CHECK_EQ(rd(fd, VFU_PCI_CONFIG_REGION, cap + 2, 2), 0xc000u | (VFU_MSIX_VECTORS - 1));
+    CHECK_EQ(rd(fd, VFU_PCI_BAR0_REGION, tbl + 5 * 16 + 12, 4), 1); /* masked at reset */
+    CHECK_EQ(wr(fd, VFU_PCI_BAR0_REGION, tbl + 5 * 16, 0xfee00000u, 8), 0);
+    CHECK_EQ(rd(fd, VFU_PCI_BAR0_REGION, tbl + 5 * 16, 8), 0xfee00000u);
+    CHECK_EQ(rd(fd, VFU_PCI_BAR0_REGION, pba, 8), 0); /* nothing pending */
+
+    int memfd = memfd_create("t-dma", MFD_CLOEXEC);
+    REQUIRE(memfd >= 0 && ftruncate(memfd, T_DMA_SIZE) == 0);
+    uint8_t *mem = mmap(NULL, T_DMA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    REQUIRE(mem != MAP_FAILED);
+    volatile uint32_t *db = NULL;
+    size_t dblen = 0;
+    REQUIRE_EQ(bring_up(fd, memfd, mem, &db, &dblen), 0);
+    struct nvme_sqe c = {.opc = NVME_ADM_CREATE_CQ,
+                         .prp1 = VFU_CLIENT_IOVA_BASE + T_BUF_OFF,
+                         .cdw10 = NVME_CREATE_Q_CDW10(1, T_QENTRIES),
+                         .cdw11 =
+                             NVME_CREATE_Q_PC | NVME_CREATE_CQ_IEN | (VFU_MSIX_VECTORS << NVME_CREATE_CQ_IV_SHIFT)};
+    CHECK_EQ(admin_cmd(mem, db, 0, c), (NVME_SCT_CMD_SPECIFIC << 8) | NVME_SC_INVALID_VECTOR);
+    c.cdw11 = NVME_CREATE_Q_PC | NVME_CREATE_CQ_IEN | ((VFU_MSIX_VECTORS - 1) << NVME_CREATE_CQ_IV_SHIFT);
+    CHECK_EQ(admin_cmd(mem, db, 1, c), 0);
+    c = (struct nvme_sqe){.opc = NVME_ADM_DELETE_CQ, .cdw10 = 1};
+    CHECK_EQ(admin_cmd(mem, db, 2, c), 0);
+    close(fd);
+    munmap((void *)db, dblen);
+    munmap(mem, T_DMA_SIZE);
+    close(memfd);
+    long long end = now_ms() + T_TIMEOUT_MS;
+    while (nvme_emu_dma_count(vfu_server_set(g_srv)) && now_ms() < end)
+        sleep_ms(10);
 }
 
 static void dma_errors(void)
@@ -689,6 +766,7 @@ int main(void)
     RUN_CASE(device_and_region_info);
     RUN_CASE(config_space);
     RUN_CASE(bringup_and_identify);
+    RUN_CASE(msix_vectors);
     RUN_CASE(dma_errors);
     RUN_CASE(malformed_messages);
     RUN_CASE(disconnect_then_next_client);

@@ -2,8 +2,8 @@
 /* admin.c — the emulated controller's admin command set and its I/O queue management.
  *
  * Identify (CNS 00h/01h/02h/03h), Get Log Page (Error Information, SMART / Health, Firmware Slot
- * Information), Set/Get Features, Create/Delete I/O CQ/SQ, Keep Alive,
- * Asynchronous Event Request (held), Abort (not aborted), with
+ * Information), Set/Get Features, Create/Delete I/O CQ/SQ (IV below the host's vector count,
+ * nvme_emu_ctrl_set_vectors), Keep Alive, Asynchronous Event Request (held), Abort (not aborted), with
  * the statuses the specification names; and the queue objects behind them (emu_cq_new/emu_sq_new/
  * emu_sq_delete/emu_queues_reset), which controller reset (ctrl.c) uses too. Calls down into prp.c,
  * complete.c and ns.c only, so io.c -> admin.c and ctrl.c -> admin.c form no cycle.
@@ -419,7 +419,7 @@ static uint16_t admin_create_cq(struct emu_ctrl *c, const struct nvme_sqe *cmd)
         return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_QUEUE_SIZE);
     if (!(cmd->cdw11 & NVME_CREATE_Q_PC) || nvme_cc_iocqes(c->cc) != NVME_CQES_LOG2)
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-    if ((cmd->cdw11 & NVME_CREATE_CQ_IEN) && (cmd->cdw11 >> NVME_CREATE_CQ_IV_SHIFT) != 0)
+    if ((cmd->cdw11 & NVME_CREATE_CQ_IEN) && (cmd->cdw11 >> NVME_CREATE_CQ_IV_SHIFT) >= c->nvec)
         return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_VECTOR);
     if (!cmd->prp1 || !emu_dma_ok(c->set, cmd->prp1, (uint64_t)size * NVME_CQE_SIZE))
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);

@@ -341,6 +341,7 @@ static int ctrl_init(struct nvme_emu_set *set, unsigned idx, char *err, size_t e
     c->cap = NVME_CAP_MQES(c->cfg.mqes - 1) | NVME_CAP_CQR | NVME_CAP_TO(EMU_CAP_TO_UNITS) |
              NVME_CAP_DSTRD(c->cfg.dstrd) | NVME_CAP_CSS(NVME_CAP_CSS_NVM) | NVME_CAP_MPSMIN(0) | NVME_CAP_MPSMAX(0);
     c->nsq_alloc = c->ncq_alloc = c->cfg.nioq;
+    c->nvec = 1; /* in-process: one vector (vector 0), as a function without MSI-X */
     restore_ro(c);
     c->bar.base = c->mem;
     c->bar.size = c->memsize;
@@ -477,6 +478,14 @@ int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i)
     if (c->threaded)
         pthread_mutex_unlock(&c->lock);
     emu_dma_exit(set, dma_shard(c, 0), e);
+    return 0;
+}
+
+int nvme_emu_ctrl_set_vectors(struct nvme_emu_set *set, unsigned i, uint32_t nvec)
+{
+    if (!set || i >= set->n || nvec < 1 || nvec > NVME_EMU_MAX_VECTORS)
+        return -EINVAL;
+    set->ctrls[i].nvec = nvec;
     return 0;
 }
 

@@ -16,6 +16,7 @@
  *   nvme_emu_target_open_kv()  the same over a plain (key, value) array
  *   nvme_emu_set_count() / nvme_emu_set_bar() / nvme_emu_set_close()
  *   nvme_emu_set_bar_fd() / nvme_emu_ctrl_reset()   for the vfio-user server (BAR memfd, power-cycle reset)
+ *   nvme_emu_ctrl_set_vectors()  for the vfio-user server: interrupt vectors its MSI-X table offers
  *   nvme_emu_inject()          arm a fault (delay/drop completion, CSTS.CFS, status)
  *   nvme_emu_queue_stats()     per-queue command counters
  *   nvme_emu_set_describe()    profile, scale, mode (for record provenance)
@@ -78,6 +79,12 @@ int nvme_emu_set_bar_fd(const struct nvme_emu_set *set, unsigned i);
  * reset value. DMA windows are kept. For a vfio-user server whose client went away or asked for
  * DEVICE_RESET; not from inside the controller. 0 or -EINVAL. */
 int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i);
+/* The number of interrupt vectors the host side of controller i offers (a vfio-user server: its MSI-X
+ * table size), 1..NVME_EMU_MAX_VECTORS; 1 (vector 0 only) until set. Create I/O Completion Queue with
+ * interrupts enabled and IV >= nvec fails with Invalid Interrupt Vector. Call before a client attaches;
+ * no interrupt is ever raised (controllers are polled). 0 or -EINVAL. */
+#define NVME_EMU_MAX_VECTORS 2048u /* MSI-X Table Size is an 11-bit count */
+int nvme_emu_ctrl_set_vectors(struct nvme_emu_set *set, unsigned i, uint32_t nvec);
 /* Stops service threads, frees queues state, namespaces and BAR memory. Host
  * memory (queues, buffers) belongs to the host and is never touched here. */
 void nvme_emu_set_close(struct nvme_emu_set *set);

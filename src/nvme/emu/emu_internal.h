@@ -273,6 +273,7 @@ struct emu_ctrl {
     bool enabled;
     _Atomic bool cfs;
     uint32_t nsq_alloc, ncq_alloc; /* Number of Queues (1-based counts) */
+    uint32_t nvec;                 /* interrupt vectors the host side offers (Create I/O CQ IV < nvec), >= 1 */
     bool nq_set;
     uint32_t feat[EMU_NFEATURES];
     struct emu_sq *_Atomic *sqs;   /* nioq + 1 */
