@@ -1,12 +1,17 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""A fake run function for testing the runner (NOT a measurement).
+"""A fake study for the tests of the study runner (NOT a measurement; not part of the package).
 
 `fake_run` has the signature of nvmelab.engines.perf.run and returns a valid record
 computed from a closed-form model (Little's law with per-device and per-core
 caps) plus deterministic noise. Records say ``tool="fake"`` and target
 ``fake://``, so they can never be mistaken for measured data. The targets ``fake://hang``,
-``fake://crash`` and ``fake://error`` hang, abort the process, or raise OSError (isolation tests). Used by the
-tests of the sweep runner and the Dask executor only.
+``fake://crash`` and ``fake://error`` hang, abort the process, or raise OSError (isolation tests).
+
+`fake_spec` writes the TOML text of a small study spec over ``fake://dev`` for those tests to run
+with `fake_run`; `preset` and `sweep` build its presets.
+
+Import it as ``tests.fake_study``: the isolated executors name the run function by its module
+(``tests.fake_study:fake_run``) and import it back in a child process started in the repository root.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: Model constants of the fake device (arbitrary, for tests only).
@@ -106,3 +112,59 @@ def fake_run(
             "utc": "1970-01-01T00:00:00Z",
         },
     }
+
+
+#: The [fixed] table every fake spec starts from (`fake_spec(fixed=...)` adds keys or replaces values).
+FIXED: dict[str, Any] = {"rw": "randread", "iosize": 512, "ncpus": 1, "runtime": 0.01}
+
+
+def sweep(name: str, **axes: Any) -> dict[str, Any]:
+    """One sweep table: its name, then each variable (a list of values is swept, a scalar fixed)."""
+    return {"name": name, **axes}
+
+
+def preset(*sweeps: Mapping[str, Any], **keys: Any) -> dict[str, Any]:
+    """One preset table: its keys (``repetitions=...``), then its sweeps."""
+    return {**keys, "sweeps": [dict(s) for s in sweeps]}
+
+
+#: The standard and paper presets of a fake spec unless given: one run at qdepth 1.
+ONE = preset(sweep("one", qdepth=1))
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a TOML basic string, for the plain text used here
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"fake_spec: no TOML for {v!r}")
+
+
+def _toml_table(header: str, table: Mapping[str, Any]) -> list[str]:
+    return [header, *(f"{k} = {_toml_value(v)}" for k, v in table.items())]
+
+
+def fake_spec(
+    study: str,
+    quick: Mapping[str, Any],
+    *,
+    fixed: Mapping[str, Any] | None = None,
+    exclude: Sequence[Mapping[str, Any]] = (),
+    standard: Mapping[str, Any] = ONE,
+    paper: Mapping[str, Any] = ONE,
+) -> str:
+    """The TOML text of a study spec: engine cpu, target fake://dev, [fixed] as FIXED updated by `fixed`,
+    the `exclude` tables, and the three presets (each a `preset(...)`; standard and paper default to ONE)."""
+    lines = [f"study = {_toml_value(study)}", 'engine = "cpu"', 'target = "fake://dev"']
+    lines += _toml_table("[fixed]", {**FIXED, **(fixed or {})})
+    for ex in exclude:
+        lines += _toml_table("[[exclude]]", ex)
+    for name, pre in (("quick", quick), ("standard", standard), ("paper", paper)):
+        lines += _toml_table(f"[presets.{name}]", {k: v for k, v in pre.items() if k != "sweeps"})
+        for sw in pre["sweeps"]:
+            lines += _toml_table(f"[[presets.{name}.sweeps]]", sw)
+    return "\n".join(lines) + "\n"

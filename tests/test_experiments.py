@@ -10,46 +10,17 @@ import pytest
 
 from nvmelab.results import records
 from nvmelab.studies import HostControl, SpecError, list_specs, load_results, load_spec, parse_spec, run_study
-from nvmelab.studies.fake import fake_run
 from nvmelab.studies.runner import LocalExecutor
+from tests.fake_study import fake_run, fake_spec, preset, sweep
 
-SPEC = """
-study = "t_study"
-engine = "cpu"
-target = "fake://dev"
-[fixed]
-rw = "randread"
-iosize = 512
-ncpus = 1
-runtime = 0.01
-warmup = 0.0
-[[exclude]]
-smt = 0
-thr_sib = 1
-[presets.quick]
-repetitions = 2
-[[presets.quick.sweeps]]
-name = "qdepth"
-qdepth = [1, 4]
-ndevs = 1
-[[presets.quick.sweeps]]
-name = "ndevs"
-qdepth = 4
-ndevs = [1, 2]
-[presets.standard]
-[[presets.standard.sweeps]]
-name = "host"
-qdepth = 4
-governor = ["performance", "powersave"]
-smt = [0, 1]
-thr_sib = [0, 1]
-[presets.paper]
-[[presets.paper.sweeps]]
-name = "stress"
-qdepth = 4
-ncpus = 1
-stress = [0, 1]
-"""
+SPEC = fake_spec(
+    "t_study",
+    preset(sweep("qdepth", qdepth=[1, 4], ndevs=1), sweep("ndevs", qdepth=4, ndevs=[1, 2]), repetitions=2),
+    fixed={"warmup": 0.0},
+    exclude=[{"smt": 0, "thr_sib": 1}],
+    standard=preset(sweep("host", qdepth=4, governor=["performance", "powersave"], smt=[0, 1], thr_sib=[0, 1])),
+    paper=preset(sweep("stress", qdepth=4, ncpus=1, stress=[0, 1])),
+)
 
 
 @pytest.fixture
@@ -84,9 +55,9 @@ def test_every_study_has_a_valid_spec_with_all_presets():
     assert set(list_specs()) >= {"cpu_initiated", "tool_comparison", "pcie_saturation", "cuda_iosize", "cuda_qdepth"}
     for name in list_specs():
         s = load_spec(name)
-        for preset in ("quick", "standard", "paper"):
-            plan = s.plan(preset)
-            assert plan.runs, (name, preset)
+        for pname in ("quick", "standard", "paper"):
+            plan = s.plan(pname)
+            assert plan.runs, (name, pname)
             assert len({r.key for r in plan.runs}) == len(plan.runs)
 
 

@@ -8,38 +8,21 @@ import pytest
 
 from nvmelab.results import records
 from nvmelab.studies import load_results, load_spec, run_study
-from nvmelab.studies.fake import fake_run
 from nvmelab.studies.isolate import IsolatedExecutor
+from tests.fake_study import fake_run, fake_spec, preset, sweep
 
 LIMIT_S = 15
 
-SPEC = """
-study = "t_iso"
-engine = "cpu"
-target = "fake://dev"
-[fixed]
-rw = "randread"
-iosize = 512
-ncpus = 1
-ndevs = 1
-qdepth = 4
-runtime = 0.01
-warmup = 0.0
-[presets.quick]
-repetitions = 1
-[[presets.quick.sweeps]]
-name = "grid"
-target = ["fake://dev", "fake://hang", "fake://crash", "fake://error", "fake://other"]
-[presets.standard]
-repetitions = 1
-[[presets.standard.sweeps]]
-name = "grid"
-qdepth = [1, 2, 4]
-[presets.paper]
-[[presets.paper.sweeps]]
-name = "grid"
-qdepth = [1]
-"""
+SPEC = fake_spec(
+    "t_iso",
+    preset(
+        sweep("grid", target=["fake://dev", "fake://hang", "fake://crash", "fake://error", "fake://other"]),
+        repetitions=1,
+    ),
+    fixed={"ndevs": 1, "qdepth": 4, "warmup": 0.0},
+    standard=preset(sweep("grid", qdepth=[1, 2, 4]), repetitions=1),
+    paper=preset(sweep("grid", qdepth=[1])),
+)
 
 
 @pytest.fixture

@@ -156,7 +156,7 @@ def _good_out(tmp_path: Path, step: int = 2) -> Path:
     out = tmp_path / "out"
     res = tmp_path / "res" / "cuda_qdepth" / "rehearsal"
     res.mkdir(parents=True)
-    from nvmelab.studies.fake import fake_run
+    from tests.fake_study import fake_run
 
     rec = fake_run(target="fake://x")
     rec.update(study="cuda_qdepth", preset="lease", run_key="k#0")

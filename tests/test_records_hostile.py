@@ -19,6 +19,7 @@ import pytest
 from test_records import GOOD
 
 from nvmelab.results import records
+from tests.fake_study import fake_spec, preset, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -277,28 +278,7 @@ def test_json_nested_too_deeply_is_a_record_error_not_a_recursion_error(tmp_path
         records.append_records(q, [_rec("b")])
 
 
-SPEC = """
-study = "t_hostile"
-engine = "cpu"
-target = "fake://dev"
-[fixed]
-rw = "randread"
-iosize = 512
-ncpus = 1
-runtime = 0.01
-[presets.quick]
-[[presets.quick.sweeps]]
-name = "qdepth"
-qdepth = [1, 2]
-[presets.standard]
-[[presets.standard.sweeps]]
-name = "one"
-qdepth = 1
-[presets.paper]
-[[presets.paper.sweeps]]
-name = "one"
-qdepth = 1
-"""
+SPEC = fake_spec("t_hostile", preset(sweep("qdepth", qdepth=[1, 2])))
 
 
 @pytest.mark.parametrize("plant", ["lock-symlink", "records-symlink", "records-fifo"])
@@ -306,8 +286,8 @@ def test_a_sweep_refuses_a_planted_path_before_any_run(tmp_path, plant):
     """The issue's case: a sweep whose `.<records>.lock` (or records file) someone replaced with a link to their
     file, or a FIFO: refused with one error naming the path before any run, the link's target untouched."""
     from nvmelab.studies import load_spec, run_study
-    from nvmelab.studies.fake import fake_run
     from nvmelab.studies.paths import host_id, results_path
+    from tests.fake_study import fake_run
 
     (tmp_path / "t_hostile.toml").write_text(SPEC)
     spec = load_spec(tmp_path / "t_hostile.toml")

@@ -21,41 +21,19 @@ from test_records import GOOD
 
 from nvmelab.results import analysis, records
 from nvmelab.studies import load_results, load_spec, run_study
-from nvmelab.studies.fake import fake_run
+from tests.fake_study import fake_run, fake_spec, preset, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-SPEC = """
-study = "t_lock"
-engine = "cpu"
-target = "fake://dev"
-[fixed]
-rw = "randread"
-iosize = 512
-ncpus = 1
-runtime = 0.01
-[presets.quick]
-repetitions = 3
-[[presets.quick.sweeps]]
-name = "qdepth"
-qdepth = [1, 2, 3, 4, 5, 6, 7, 8]
-[presets.standard]
-[[presets.standard.sweeps]]
-name = "one"
-qdepth = 1
-[presets.paper]
-[[presets.paper.sweeps]]
-name = "one"
-qdepth = 1
-"""
+SPEC = fake_spec("t_lock", preset(sweep("qdepth", qdepth=[1, 2, 3, 4, 5, 6, 7, 8]), repetitions=3))
 
 SWEEP = textwrap.dedent(
     """
     import logging, os, sys, time
     from nvmelab.results.records import RecordsBusyError
     from nvmelab.studies import load_spec, run_study
-    from nvmelab.studies.fake import fake_run
+    from tests.fake_study import fake_run
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     spec_path, root, mode, release = sys.argv[1:5]

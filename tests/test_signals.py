@@ -17,36 +17,19 @@ import pytest
 
 from nvmelab.host import scratch, signals
 from nvmelab.results import records
+from tests.fake_study import fake_spec, preset, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
 NVMELAB = [sys.executable, "-m", "nvmelab"]
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
-SPEC = """
-study = "t_sig"
-engine = "cpu"
-target = "fake://dev"
-[fixed]
-rw = "randread"
-iosize = 512
-ncpus = 1
-runtime = 0.01
-stress = 1
-{governor}
-[presets.quick]
-[[presets.quick.sweeps]]
-name = "qdepth"
-qdepth = [1, 2, 3, 4]
-[presets.standard]
-[[presets.standard.sweeps]]
-name = "one"
-qdepth = 1
-[presets.paper]
-[[presets.paper.sweeps]]
-name = "one"
-qdepth = 1
-"""
+
+def _spec(governor: str | None = None) -> str:
+    """The sweep's spec: every run under stress, and asking for `governor` if given."""
+    fixed = {"stress": 1, **({"governor": governor} if governor else {})}
+    return fake_spec("t_sig", preset(sweep("qdepth", qdepth=[1, 2, 3, 4])), fixed=fixed)
+
 
 #: A stand-in for stress-ng: logs its arguments and pid, forks a worker (as stress-ng does) and sleeps.
 FAKE_STRESS = """#!{python}
@@ -66,8 +49,8 @@ SWEEP = textwrap.dedent(
     from nvmelab.host import scratch, signals
     from nvmelab.host.hostvars import HostControl
     from nvmelab.studies import load_spec, run_study
-    from nvmelab.studies.fake import fake_run
     from nvmelab.studies.runner import LocalExecutor
+    from tests.fake_study import fake_run
 
     spec_path, root, sysroot, marks, hold = sys.argv[1:6]
     n = []
@@ -123,7 +106,7 @@ def _dead_pid() -> int:
 def test_a_signal_mid_sweep_leaves_nothing_behind(tmp_path, sig, hold, sigint):
     root = os.geteuid() == 0  # governor changes need root (on a fake sysfs here)
     spec = tmp_path / "t_sig.toml"
-    spec.write_text(SPEC.format(governor='governor = "powersave"' if root else ""))
+    spec.write_text(_spec("powersave" if root else None))
     sysroot = _fake_sys(tmp_path / "sys")
     bindir, log, marks, scr = (tmp_path / d for d in ("bin", "stresslog", "marks", "scratch"))
     for d in (bindir, log, marks, scr):
@@ -267,14 +250,14 @@ def test_a_run_that_outlives_stress_ng_is_not_labelled_stress(tmp_path):
 
     from nvmelab.host.hostvars import HostControl
     from nvmelab.studies import load_spec, run_study
-    from nvmelab.studies.fake import fake_run
     from nvmelab.studies.runner import LocalExecutor
+    from tests.fake_study import fake_run
 
     true = shutil.which("true")
     if true is None:
         pytest.skip("no `true` command")
     spec = tmp_path / "t_sig.toml"
-    spec.write_text(SPEC.format(governor=""))
+    spec.write_text(_spec())
     host = HostControl(root=_fake_sys(tmp_path / "sys"), stress_cmd=true)  # a "stress-ng" that ends at once
 
     def run_fn(**kw):

@@ -13,7 +13,7 @@ import pytest
 
 from nvmelab.results import analysis, plots
 from nvmelab.studies import load_results
-from nvmelab.studies.fake import fake_run
+from tests.fake_study import fake_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_A = "gpu-emu://?profile=pm1753&ndev=16"
