@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_emu_cmds.c — admin and NVM command semantics of emu://: every status code, data, phases, CQ full. */
+#include <time.h>
+
 #include "emu_testhost.h"
 
 #define GEN(sc) TH_ST(NVME_SCT_GENERIC, sc)
@@ -110,7 +112,8 @@ static void test_queue_management(void)
 }
 
 /* The rules SPDK's nvme_compliance checks (issue 35), in-process, so that none can regress without SPDK:
- * Identify CNS 03h, the Firmware Slot Information log, interrupt vectors of Create I/O CQ. */
+ * Identify CNS 03h, the Firmware Slot Information log, interrupt vectors of Create I/O CQ, the Keep Alive
+ * Timer and Host Behavior Support features. */
 static void test_compliance_rules(void)
 {
     struct th t;
@@ -149,6 +152,9 @@ static void test_compliance_rules(void)
     CHECK_EQ(th_status(&e), 0);
     struct nvme_id_ctrl ic;
     memcpy(&ic, buf, sizeof(ic));
+    uint16_t kas;
+    memcpy(&kas, buf + 320, sizeof(kas));
+    CHECK_EQ(kas, 1); /* Keep Alive supported, 100 ms granularity */
     c = (struct nvme_sqe){
         .opc = NVME_ADM_GET_LOG_PAGE, .prp1 = (uintptr_t)buf, .cdw10 = NVME_LOGPAGE_FW_SLOT | ((512u / 4 - 1) << 16)};
     e = th_cmd(&t, 0, c);
@@ -182,6 +188,59 @@ static void test_compliance_rules(void)
     e = th_cmd(&t, 0, c);
     CHECK_EQ(th_status(&e), 0);
     th_free(cqm);
+
+    /* Host Behavior Support: 512 bytes, ACRE (byte 0) kept, reserved bytes refused */
+    memset(buf, 0x5a, TH_PAGE);
+    c = (struct nvme_sqe){.opc = NVME_ADM_GET_FEATURES, .prp1 = (uintptr_t)buf, .cdw10 = 0x16};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    for (unsigned i = 0; i < 512; i++)
+        CHECK_EQ(buf[i], 0);
+    buf[0] = 1;
+    c.opc = NVME_ADM_SET_FEATURES;
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    buf[7] = 1;
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_sc(&e), GEN(NVME_SC_INVALID_FIELD));
+    memset(buf, 0, TH_PAGE);
+    c.opc = NVME_ADM_GET_FEATURES;
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    CHECK_EQ(buf[0], 1);
+
+    /* Keep Alive Timer: off (0) at reset, KATO rounded up to 100 ms, a Keep Alive restarts it, and without
+     * one for longer than KATO the controller stops with CSTS.CFS */
+    c = (struct nvme_sqe){.opc = NVME_ADM_GET_FEATURES, .cdw10 = 0x0f};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    CHECK_EQ(e.cdw0, 0);
+    c = (struct nvme_sqe){.opc = NVME_ADM_SET_FEATURES, .cdw10 = 0x0f, .cdw11 = 150};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(th_status(&e), 0);
+    c = (struct nvme_sqe){.opc = NVME_ADM_GET_FEATURES, .cdw10 = 0x0f};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(e.cdw0, 200);
+    for (int i = 0; i < 6; i++) { /* 6 x 50 ms, each followed by a Keep Alive: no timeout */
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        c = (struct nvme_sqe){.opc = NVME_ADM_KEEP_ALIVE};
+        e = th_cmd(&t, 0, c);
+        CHECK_EQ(th_status(&e), 0);
+    }
+    CHECK_EQ(th_r32(&t, NVME_REG_CSTS) & NVME_CSTS_CFS, 0);
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    struct nvme_cqe none;
+    CHECK(!th_poll1(&t, 0, &none, false)); /* the host polls: the timer is looked at */
+    CHECK(th_r32(&t, NVME_REG_CSTS) & NVME_CSTS_CFS);
+    th_w32(&t, NVME_REG_CC, 0); /* CC.EN 1 -> 0 -> 1: CFS clear, KATO back to 0 */
+    CHECK(th_wait_rdy(&t, false));
+    CHECK(th_enable(&t, 16));
+    CHECK_EQ(th_r32(&t, NVME_REG_CSTS) & NVME_CSTS_CFS, 0);
+    c = (struct nvme_sqe){.opc = NVME_ADM_GET_FEATURES, .cdw10 = 0x0f};
+    e = th_cmd(&t, 0, c);
+    CHECK_EQ(e.cdw0, 0);
 
     th_free(buf);
     th_close(&t);

@@ -78,6 +78,8 @@ static void random_sqe(struct nvme_sqe *c, bool admin)
         c->opc = NVME_ADM_KEEP_ALIVE; /* would hand the emulator a random ring to fetch from */
     if (admin && (c->opc == NVME_ADM_DELETE_SQ || c->opc == NVME_ADM_DELETE_CQ) && (c->cdw10 & 0xffff) == 1)
         c->cdw10 = 2; /* keep the I/O queue under test */
+    if (admin && c->opc == NVME_ADM_SET_FEATURES && (c->cdw10 & 0xff) == 0x0f)
+        c->cdw11 = 0; /* a Keep Alive Timer nobody feeds would stop the controller (CSTS.CFS) mid-test */
 }
 
 static bool status_valid(uint16_t st)

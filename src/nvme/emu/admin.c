@@ -2,11 +2,12 @@
 /* admin.c — the emulated controller's admin command set and its I/O queue management.
  *
  * Identify (CNS 00h/01h/02h/03h), Get Log Page (Error Information, SMART / Health, Firmware Slot
- * Information), Set/Get Features, Create/Delete I/O CQ/SQ (IV below the host's vector count,
- * nvme_emu_ctrl_set_vectors), Keep Alive, Asynchronous Event Request (held), Abort (not aborted), with
- * the statuses the specification names; and the queue objects behind them (emu_cq_new/emu_sq_new/
- * emu_sq_delete/emu_queues_reset), which controller reset (ctrl.c) uses too. Calls down into prp.c,
- * complete.c and ns.c only, so io.c -> admin.c and ctrl.c -> admin.c form no cycle.
+ * Information), Set/Get Features (the mandatory ones, Keep Alive Timer with its timeout, Host Behavior
+ * Support), Create/Delete I/O CQ/SQ (IV below the host's vector count, nvme_emu_ctrl_set_vectors), Keep
+ * Alive, Asynchronous Event Request (held), Abort (not aborted), with the statuses the specification
+ * names; and the queue objects behind them (emu_cq_new/emu_sq_new/emu_sq_delete/emu_queues_reset), which
+ * controller reset (ctrl.c) uses too. Calls down into prp.c, complete.c and ns.c only, so io.c -> admin.c
+ * and ctrl.c -> admin.c form no cycle.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,6 +53,12 @@
 #define EMU_FW_LOG_SIZE         512u /* Firmware Slot Information log page */
 #define EMU_FW_AFI_SLOT1        0x01u
 #define EMU_FW_FRS1_OFF         8u
+#define EMU_FEAT_KATO           0x0fu /* Keep Alive Timer */
+#define EMU_FEAT_HBS            0x16u /* Host Behavior Support */
+#define EMU_HBS_SIZE            512u
+#define EMU_KAS_OFF             (320u - 270u) /* Identify Controller KAS (bytes 321:320) in rsvd270 */
+#define EMU_KAS_UNITS           1u            /* KAS: 100 ms granularity */
+#define EMU_KAS_MS              100u
 #define EMU_SPARE_THRESHOLD     10u
 
 /* ---------------------------------------------------------------- queues */
@@ -192,6 +199,18 @@ static uint16_t copy_out(struct emu_ctrl *c, const struct nvme_sqe *cmd, const v
     return emu_prp_walk(c->set, cmd->prp1, cmd->prp2, len, seg_out, &o);
 }
 
+static int seg_in(void *arg, uint8_t *host, size_t len, uint64_t xo)
+{
+    memcpy((uint8_t *)arg + xo, host, len);
+    return 0;
+}
+
+/* len bytes of host memory (PRP1/PRP2) into dst */
+static uint16_t copy_in(struct emu_ctrl *c, const struct nvme_sqe *cmd, void *dst, uint64_t len)
+{
+    return emu_prp_walk(c->set, cmd->prp1, cmd->prp2, len, seg_in, dst);
+}
+
 static void pad_copy(char *dst, size_t n, const char *src)
 {
     memset(dst, ' ', n);
@@ -238,6 +257,8 @@ static uint16_t admin_identify(struct emu_ctrl *c, const struct nvme_sqe *cmd)
         ic->cqes = EMU_CQES;
         ic->nn = c->cfg.nns;
         ic->oncs = NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES;
+        uint16_t kas = EMU_KAS_UNITS; /* Keep Alive supported, KATO in 100 ms steps */
+        memcpy(ic->rsvd270 + EMU_KAS_OFF, &kas, sizeof(kas));
         snprintf(ic->subnqn, sizeof(ic->subnqn), "nqn.2024-01.org.nvmelab:emu:%llu:%u",
                  (unsigned long long)c->set->cfg.seed, c->index);
         break;
@@ -355,6 +376,8 @@ static bool feature_known(uint8_t fid)
     case NVME_FEAT_IRQ_CONFIG:
     case NVME_FEAT_WRITE_ATOMIC:
     case NVME_FEAT_ASYNC_EVENT:
+    case EMU_FEAT_KATO:
+    case EMU_FEAT_HBS:
         return true;
     default:
         return false;
@@ -388,6 +411,27 @@ static uint16_t admin_set_features(struct emu_ctrl *c, const struct nvme_sqe *cm
         *dw0 = NVME_NUM_QUEUES(c->nsq_alloc, c->ncq_alloc);
         return EMU_ST_OK;
     }
+    if (fid == EMU_FEAT_KATO) {
+        /* KATO in ms, rounded up to the KAS granularity; the timer restarts now (0 turns it off) */
+        uint64_t kato = ((uint64_t)cmd->cdw11 + EMU_KAS_MS - 1) / EMU_KAS_MS * EMU_KAS_MS;
+        c->kato = kato > UINT32_MAX ? UINT32_MAX / EMU_KAS_MS * EMU_KAS_MS : (uint32_t)kato;
+        c->ka_last = emu_now_ns(c->set);
+        return EMU_ST_OK;
+    }
+    if (fid == EMU_FEAT_HBS) {
+        /* a 512-byte data structure; NVMe 1.4 defines byte 0 (ACRE, 0 or 1), the rest is reserved */
+        uint8_t hbs[EMU_HBS_SIZE];
+        uint16_t st = copy_in(c, cmd, hbs, sizeof(hbs));
+        if (st)
+            return st;
+        for (unsigned i = 1; i < sizeof(hbs); i++)
+            if (hbs[i])
+                return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+        if (hbs[0] > 1)
+            return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+        c->acre = hbs[0];
+        return EMU_ST_OK;
+    }
     c->feat[fid] = cmd->cdw11;
     return EMU_ST_OK;
 }
@@ -405,6 +449,15 @@ static uint16_t admin_get_features(struct emu_ctrl *c, const struct nvme_sqe *cm
     if (fid == NVME_FEAT_NUM_QUEUES) {
         *dw0 = sel == 0 ? NVME_NUM_QUEUES(c->nsq_alloc, c->ncq_alloc) : NVME_NUM_QUEUES(c->cfg.nioq, c->cfg.nioq);
         return EMU_ST_OK;
+    }
+    if (fid == EMU_FEAT_KATO) {
+        *dw0 = sel == 0 ? c->kato : 0;
+        return EMU_ST_OK;
+    }
+    if (fid == EMU_FEAT_HBS) {
+        uint8_t hbs[EMU_HBS_SIZE] = {0};
+        hbs[0] = sel == 0 ? c->acre : 0;
+        return copy_out(c, cmd, hbs, sizeof(hbs), 0, sizeof(hbs));
     }
     *dw0 = sel == 0 ? c->feat[fid] : 0;
     return EMU_ST_OK;
@@ -480,6 +533,13 @@ static uint16_t admin_delete_cq(struct emu_ctrl *c, const struct nvme_sqe *cmd)
     return EMU_ST_OK;
 }
 
+bool emu_keep_alive_expired(struct emu_ctrl *c)
+{
+    if (!c->kato || !c->enabled || atomic_load_explicit(&c->cfs, memory_order_relaxed))
+        return false;
+    return emu_now_ns(c->set) - c->ka_last > (uint64_t)c->kato * EMU_NS_PER_MS;
+}
+
 void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status, uint32_t *dw0,
                     bool *hold)
 {
@@ -512,7 +572,8 @@ void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe
     case NVME_ADM_DELETE_CQ:
         *status = admin_delete_cq(c, cmd);
         break;
-    case NVME_ADM_KEEP_ALIVE:
+    case NVME_ADM_KEEP_ALIVE: /* restarts the Keep Alive Timer */
+        c->ka_last = emu_now_ns(c->set);
         *status = EMU_ST_OK;
         break;
     case NVME_ADM_ABORT: {

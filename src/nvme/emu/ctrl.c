@@ -57,6 +57,8 @@ static void ctrl_disable(struct emu_ctrl *c)
     c->nq_set = false;
     c->nsq_alloc = c->ncq_alloc = c->cfg.nioq;
     memset(c->feat, 0, sizeof(c->feat));
+    c->kato = 0;
+    c->acre = 0;
     atomic_store(&c->cfs, false);
     atomic_store(&c->iops_tat, 0);
     atomic_store(&c->bw_tat, 0);
@@ -142,10 +144,21 @@ static void reg_write(struct emu_ctrl *c, uint32_t off, uint64_t val)
         pthread_mutex_unlock(&c->lock);
 }
 
+/* Keep Alive Timeout: the controller stops fetching and reports CSTS.CFS until CC.EN 1->0 */
+static void ka_check(struct emu_ctrl *c)
+{
+    if (emu_keep_alive_expired(c)) {
+        atomic_store(&c->cfs, true);
+        csts_set(c, NVME_CSTS_CFS, 0);
+    }
+}
+
 static void bar_write(void *ctx, uint32_t off, uint64_t val, unsigned width)
 {
     struct emu_ctrl *c = ctx;
     (void)width;
+    if (c->kato && !c->threaded) /* mode=inline: the timer is looked at when the host touches the controller */
+        ka_check(c);
     if (off >= NVME_REG_DBS) {
         /* a doorbell, checked before the section: mode=thread's service thread reads the words itself; beyond the
          * BAR, off the stride, beyond the queues or while disabled it is ignored */
@@ -167,6 +180,8 @@ static void bar_idle(void *ctx, uint16_t cqid)
     struct emu_ctrl *c = ctx;
     if (c->threaded || cqid > c->cfg.nioq || !c->enabled)
         return;
+    if (c->kato)
+        ka_check(c);
     struct emu_cq *cq = c->cqs[cqid];
     if (cq) {
         unsigned e = emu_dma_enter(c->set, dma_shard(c, cqid));
@@ -187,6 +202,8 @@ static void *svc_main(void *arg)
         bool work = false;
         unsigned e = emu_dma_enter(c->set, dma_shard(c, 0));
         pthread_mutex_lock(&c->lock);
+        if (c->kato)
+            ka_check(c);
         if (c->enabled && !atomic_load_explicit(&c->cfs, memory_order_relaxed)) {
             for (uint32_t q = 0; q <= c->cfg.nioq; q++) {
                 struct emu_cq *cq = c->cqs[q];

@@ -274,6 +274,9 @@ struct emu_ctrl {
     _Atomic bool cfs;
     uint32_t nsq_alloc, ncq_alloc; /* Number of Queues (1-based counts) */
     uint32_t nvec;                 /* interrupt vectors the host side offers (Create I/O CQ IV < nvec), >= 1 */
+    uint32_t kato;                 /* Keep Alive Timer feature (0Fh): KATO in ms, 0 = disabled */
+    uint64_t ka_last;              /* emu_now_ns() of the last Keep Alive (or of Set Features KATO) */
+    uint8_t acre;                  /* Host Behavior Support feature (16h): ACRE, byte 0 */
     bool nq_set;
     uint32_t feat[EMU_NFEATURES];
     struct emu_sq *_Atomic *sqs;   /* nioq + 1 */
@@ -373,6 +376,11 @@ uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t pr
 
 /* ctrl.c */
 /* Execute one admin command; *hold = true keeps it outstanding (Async Event Request). */
+/* Keep Alive Timer (admin.c): with KATO set and no Keep Alive for longer than KATO, the controller
+ * stops (CSTS.CFS), as the specification asks of a PCIe controller on a Keep Alive Timeout. True when it
+ * expired now. Called by the service thread (mode=thread) and on the host's register writes and polls
+ * (mode=inline); costs one compare while KATO is 0. */
+bool emu_keep_alive_expired(struct emu_ctrl *c);
 void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status, uint32_t *dw0,
                     bool *hold);
 
