@@ -32,9 +32,9 @@
  * vfio-user server (nvmelab-serve, src/tools/vfu_server.h):
  *   - Served: one PCI NVMe function per emu:// controller (vendor 1b36, device 0010, subsystem vendor
  *     1b36: the ids the emulator's Identify reports): config space (region 7, 4 KiB, class 01 08 02, a
- *     64-bit BAR0 with size probing, INTx pin A, PCI power-management and PCI Express capabilities; no
- *     MSI/MSI-X capability) and BAR0 (region 0, size = the emulator's BAR rounded up to a power of two);
- *     IRQ info: INTx 1 vector, every other index 0. Registers below 0x1000 go
+ *     64-bit BAR0 with size probing, INTx pin A, PCI power-management, PCI Express and MSI-X capabilities,
+ *     VFU_MSIX_VECTORS vectors with table and PBA in BAR0 past the doorbells) and BAR0 (region 0, size = a
+ *     power of two); IRQ info: INTx 1 vector, MSI-X VFU_MSIX_VECTORS, others 0. Registers below 0x1000 go
  *     through REGION_READ/REGION_WRITE; the doorbells [0x1000, emulator BAR size) are a sparse-mmap area
  *     backed by the emulator's BAR memfd (passed with the GET_REGION_INFO reply, region offset 0, so the
  *     client maps the fd at area.offset); the emulator's service thread (mode=thread) polls them.
@@ -47,7 +47,8 @@
  *     physical addresses from 0 (QEMU's vfio-user-pci) cannot be served under this rule.
  *   - A client that disconnects (or sends a header that lies) has its controller reset as a power cycle
  *     would and its DMA regions unregistered and unmapped; the server then serves the next client.
- *   - Not implemented: interrupt delivery (controllers are polled; SET_IRQS is validated and accepted,
+ *   - Not implemented: interrupt delivery (controllers are polled: MSI-X is declared so that Create I/O CQ
+ *     takes the vectors a host asks for, but nothing is signalled; SET_IRQS is validated and accepted,
  *     eventfds closed), DMA regions without an fd (they would need DMA_READ/DMA_WRITE, which the server
  *     never sends: EINVAL), GET_REGION_IO_FDS, REGION_WRITE_MULTI, dirty-page logging, migration,
  *     DEVICE_FEATURE (all ENOTSUP).
