@@ -226,7 +226,7 @@ def _spdk_tool(*names: str) -> Path:
     pytest.fail(f"SPDK_DIR={SPDK_DIR}: none of {names} is built there")
 
 
-def _keep_log(name: str, argv: list[str], r: subprocess.CompletedProcess, served_uri: str) -> None:
+def _keep_log(name: str, argv: list[str], r: subprocess.CompletedProcess, served_by: str) -> None:
     """The run's log with what it tested: our commit, the SPDK build, the served URI, the command."""
     out = os.environ.get("NVMELAB_CONFORMANCE_LOG_DIR")
     if not out:
@@ -237,7 +237,7 @@ def _keep_log(name: str, argv: list[str], r: subprocess.CompletedProcess, served
     head = [
         f"# nvmelab commit: {provenance.git_commit()}",
         f"# SPDK: {SPDK_DIR} at {spdk_commit}",
-        f"# served: nvmelab-serve '{served_uri}'",
+        f"# served by: {served_by}",
         f"# command: {' '.join(argv)}",
         f"# exit status: {r.returncode}",
         f"# date: {provenance.utc_now()}",
@@ -252,7 +252,7 @@ def test_spdk_nvme_identify_against_our_server():
     with serve.Server("emu://?nsze=64MiB&profile=null") as s:
         argv = [str(exe), "-r", _trid(s)]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-        _keep_log("spdk_nvme_identify.log", argv, r, s.target)
+        _keep_log("spdk_nvme_identify.log", argv, r, f"nvmelab-serve '{s.target}'")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Controller at VFIOUSER" in r.stdout and "Model Number:" in r.stdout
     assert "Namespace ID:1" in r.stdout, "SPDK's driver finds the active namespace"
@@ -265,6 +265,49 @@ def test_spdk_nvme_compliance_against_our_server():
     with serve.Server("emu://?nsze=64MiB&profile=null") as s:
         argv = [str(exe), "-g", "-r", _trid(s)]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-        _keep_log("nvme_compliance.log", argv, r, s.target)
+        _keep_log("nvme_compliance.log", argv, r, f"nvmelab-serve '{s.target}'")
     assert "Run Summary" in r.stdout, r.stderr[-2000:]
     assert r.returncode == 0, r.stdout[-4000:]
+
+
+@needs_spdk
+def test_our_driver_against_spdks_own_target(tmp_path):
+    """Our vfio-user client on SPDK's vfio-user NVMe target (nvmf_tgt with a malloc bdev): bring-up, identify,
+    and the perf engine's verified random read/write."""
+    tgt, rpc = _spdk_tool("nvmf_tgt"), Path(SPDK_DIR) / "scripts" / "rpc.py"
+    sock, traddr, nqn = tmp_path / "spdk.sock", tmp_path / "vfu", "nqn.2026-11.io.nvmelab:spdk0"
+    traddr.mkdir()
+    p = subprocess.Popen([str(tgt), "-m", "0x1", "-r", str(sock)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert p.poll() is None and time.monotonic() < deadline, "nvmf_tgt did not start"
+            time.sleep(0.2)
+        for args in (
+            ["nvmf_create_transport", "-t", "VFIOUSER"],
+            ["bdev_malloc_create", "64", "512", "-b", "malloc0"],
+            ["nvmf_create_subsystem", nqn, "-a", "-s", "nvmelab", "-m", "32"],
+            ["nvmf_subsystem_add_ns", nqn, "malloc0"],
+            ["nvmf_subsystem_add_listener", nqn, "-t", "VFIOUSER", "-a", str(traddr), "-s", "0"],
+        ):
+            subprocess.run(
+                [sys.executable, str(rpc), "-s", str(sock), *args], check=True, capture_output=True, timeout=60
+            )
+        uri = f"vfio-user://{traddr}"
+        argv = [sys.executable, "-m", "nvmelab", "identify", uri]
+        ident = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        _keep_log("nvmelab_identify_on_spdk_nvmf_tgt.log", argv, ident, "SPDK nvmf_tgt, VFIOUSER, malloc bdev 64 MiB")
+        assert ident.returncode == 0, ident.stderr
+        assert "1 controller(s)" in ident.stdout and "nsid 1:" in ident.stdout
+        argv = [sys.executable, "-m", "nvmelab", "perf", "run", "--target", uri, "--rw", "randrw", "--iosize", "4096",
+                "--qdepth", "16", "--runtime", "1", "--verify"]  # fmt: skip
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        _keep_log("nvmelab_perf_verify_on_spdk_nvmf_tgt.log", argv, run, "SPDK nvmf_tgt, VFIOUSER, malloc bdev 64 MiB")
+        assert run.returncode == 0, run.stderr
+    finally:
+        p.terminate()
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
