@@ -18,6 +18,7 @@ void bind_blksum(pybind11::module_ &m);  // blksum.cpp: blkhash-compatible check
 void bind_cuda(pybind11::module_ &m);    // cuda.cpp: device-initiated engine, gpu-emu
 void bind_devices(pybind11::module_ &m); // devices.cpp: the driver's PCI in-use check
 void bind_gpuq(pybind11::module_ &m);    // gpuq.cpp: the CPU stand-in of the device-initiated engine
+void bind_uri(pybind11::module_ &m);     // uri.cpp: the driver's target-URI parser
 } // namespace nvmelab
 
 namespace nvmelab {

@@ -17,6 +17,7 @@ PYBIND11_MODULE(_native, m)
     nvmelab::bind_cuda(m);
     nvmelab::bind_devices(m);
     nvmelab::bind_gpuq(m);
+    nvmelab::bind_uri(m);
 
     m.def(
         "build_info",
