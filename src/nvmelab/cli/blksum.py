@@ -12,6 +12,7 @@ import signal
 import stat
 import sys
 
+from ..driver import uri as _uri
 from . import UsageError
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         image = "-"
     if args.read_size < blksum.BLOCK_SIZE or args.read_size % blksum.BLOCK_SIZE:
         raise UsageError(f"--read-size must be a positive multiple of 64 KiB, got {args.read_size}")
-    if args.mode == "nbd" and "://" not in image:
+    if args.mode == "nbd" and not _uri.kind(image):
         _warn_if_padded(image)
     progress = _Progress() if args.progress else None
     try:  # an OSError names the image (its filename) in nvmelab.cli.main's one-line message

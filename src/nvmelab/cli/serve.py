@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..driver import uri as _uri
 from . import UsageError
 
 COMMAND = "serve"
@@ -32,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..host import serve
 
-    if not args.uri.startswith("emu://"):
+    if _uri.kind(args.uri) != "emu":
         raise UsageError(f"{args.uri!r}: nvmelab serve serves emulated controllers (emu://...)")
     exe = serve.command()
     if exe is None:

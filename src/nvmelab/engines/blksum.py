@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..driver import uri as _uri
 from ..host import cpus as _cpus
 from ..host import provenance as _prov
 from ..results.records import MIB, engine_record
@@ -200,15 +201,13 @@ def run(
     spath = os.fspath(path)
     if not isinstance(spath, str) or not spath:
         raise ValueError(f"path must be a non-empty string, got {path!r}")
-    scheme = spath.split("://", 1)[0] if "://" in spath else ""
+    scheme = _uri.kind(spath)
     if mode not in READ_MODES:
         raise ValueError(f"mode must be one of {', '.join(READ_MODES)}, got {mode!r}")
     if scheme in NBD_SCHEMES:
         mode = "auto"
-    elif scheme == "file":
-        spath = spath[len("file://") :]
-    elif scheme == "blk":
-        spath = spath[len("blk://") :]
+    elif scheme in ("file", "blk"):
+        spath = _uri.tail(spath)  # any file name, as written
     elif scheme and scheme not in DRIVER_SCHEMES:
         raise ValueError(
             f"{spath}: blksum cannot read {scheme}:// targets (files, block devices, pipes, NBD URIs, "
@@ -409,7 +408,7 @@ def to_record(
     ``runtime_s`` the elapsed time; ``iops`` counts read requests per second and ``mibs``
     image MiB per second. Digest, image description and counters go in extra keys.
     """
-    target = res.path if "://" in res.path else "file://" + os.path.abspath(res.path)
+    target = res.path if _uri.kind(res.path) else "file://" + os.path.abspath(res.path)
     prov = dict(prov if prov is not None else provenance())
     desc = res.extra.get("target_describe") or ""
     if desc:  # an emulated target: name its profile and scale (records require it)
@@ -567,8 +566,8 @@ def original_blksum(mode: str = "file") -> str | None:
 
 
 def _study_image(target: str, image_mib: int | None) -> tuple[Path, dict[str, Any]]:
-    if target.startswith("file://"):
-        path = Path(target[len("file://") :])
+    if _uri.kind(target) == "file":
+        path = Path(_uri.tail(target))
         if not path.is_file():
             raise FileNotFoundError(f"{target}: no such image")
         size = path.stat().st_size

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..driver import uri as _uri
 from ..host import provenance as _prov
 from ..results import checks as _checks
 from ..results.records import engine_record, measured_fields, validate
@@ -139,9 +140,9 @@ def check_params(target: str, ndevs: int | None = None, **table: Any) -> None:
     (rw, iosize, qdepth, nqueues, runtime, warmup, rounds, timeout, poll, occupancy, ...) by the engine's
     own check (_native.crun_params_check, the table in src/engine/crun_params.h). ValueError names the
     first bad one."""
-    if not isinstance(target, str) or not target.startswith(("gpu-emu://", "pci://", "emu://")):
+    if not isinstance(target, str) or _uri.kind(target) not in ("gpu-emu", "pci", "emu"):
         raise ValueError(f"target={target!r}: cuda-run drives gpu-emu://..., pci://... or emu://?mode=thread&...")
-    if target.startswith("emu://") and "mode=thread" not in target:  # as the host driver, but before any CUDA call
+    if _uri.kind(target) == "emu" and _uri.get(target, "mode") != "thread":  # as the driver, before any CUDA call
         raise ValueError(
             f"target={target!r}: the CPU emulator needs mode=thread (a service thread polls the doorbells)"
         )
@@ -559,7 +560,7 @@ def read_and_checksum(
     checksum kernel, compile excluded), "matches" (rows whose checksum equals the expected one), "gpu"}."""
     import time
 
-    if "fill=stamp" not in target:
+    if _uri.get(target, "fill") != "stamp":
         raise ValueError(f"target={target!r}: needs fill=stamp so that the expected data is known")
     require_gpu("read_and_checksum")
     from numba import cuda

@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
+from ..driver import uri as _uri
 from ..host import cpus as _cpus
 from ..host import provenance as _prov
 from ..results.records import validate
@@ -42,13 +42,13 @@ _GPU_ONLY_KEYS = ("blocks", "warps", "data", "fill", "ooo", "drop", "ndev", "mod
 def standin_target(target: str, ndevs: int | None) -> tuple[str, int]:
     """(the emu:// URI the stand-in drives for a gpu-emu:// target, or for the GPU engine's emu://?mode=thread
     target, and its device count)."""
-    if not str(target).startswith(("gpu-emu://", "emu://")):
+    if not _uri.is_emulated(str(target)):
         raise ValueError(f"target={target!r}: the CPU stand-in replaces gpu-emu:// and emu:// targets only")
-    q = parse_qs(urlsplit(target).query)
-    n = int(ndevs or (q.get("ndev") or ["16"])[0])
+    u = _uri.parse(target)
+    n = int(ndevs or u.get("ndev", "16"))
     n = max(1, min(n, STANDIN_MAX_NDEVS))
-    keep = [f"{k}={v[0]}" for k, v in q.items() if k not in _GPU_ONLY_KEYS]
-    return "emu://?" + "&".join([*keep, f"ndev={n}"]), n
+    keep = {k: v for k, v in u.params if k not in _GPU_ONLY_KEYS}
+    return _uri.with_params("emu://", **keep, ndev=n), n
 
 
 def run_cuda_standin(
@@ -120,8 +120,7 @@ def run_cuda_standin(
         t1 = time.monotonic()
     corun_raw = co.finish(t0, t1) if co else None
     raw["sq_readback"] = bool(sq_readback)
-    q = parse_qs(urlsplit(uri).query)
-    info = {"backend": TOOL, "profile": (q.get("profile") or ["nominal"])[0], "scale": 1.0, "devices": n}
+    info = {"backend": TOOL, "profile": _uri.get(uri, "profile", "nominal"), "scale": 1.0, "devices": n}
     rec = _gpu.make_record(
         standin_result(raw, iosize=int(iosize), qdepth=int(qdepth), profile=info["profile"], corun=int(corun or 0)),
         target=target,
@@ -220,8 +219,8 @@ def match_grid(
     counters of the queue code (looks, CQ bytes, misattributed statuses), never a GPU's rates."""
     out = []
     for w in windows:
-        target = f"gpu-emu://?profile={profile}&ndev=1&err_every={int(err_every)}" + (
-            f"&ooo_win={int(w)}" if w > 1 else ""
+        target = _uri.with_params(
+            "gpu-emu://", profile=profile, ndev=1, err_every=int(err_every), ooo_win=int(w) if w > 1 else None
         )
         for qd in qdepths:
             for mode in modes:

@@ -26,6 +26,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from ..driver import uri as _uri
 from ..host import cpus as _cpus
 from ..host import provenance as _prov
 from ..results import checks as _checks
@@ -35,7 +36,12 @@ log = logging.getLogger(__name__)
 
 PATTERNS = ("read", "randread", "write", "randwrite", "randrw")
 KERNEL_BACKENDS = ("psync", "io_uring")
-SCHEMES = ("emu://", "pci://", "vfio-user://", "file://", "blk://", "gpu-emu://")
+#: The schemes perf.run takes (nvmelab.driver.uri.kind); gpu-emu:// is named to refuse it with the reason.
+SCHEMES = ("emu", "pci", "vfio-user", "file", "blk", "gpu-emu")
+#: The kernel paths (a backend: io_uring or psync).
+KERNEL_SCHEMES = ("file", "blk")
+#: The driver's schemes and the backend name their records carry.
+_DRIVER_BACKENDS = {"emu": "nvmelab-emu", "pci": "nvmelab-pci", "vfio-user": "nvmelab-vfio-user"}
 PERCENT = 100.0
 #: Chunk written by make_file.
 MAKE_FILE_CHUNK = 1 << 20
@@ -49,15 +55,10 @@ def _native():
 
 def backend_name(target: str, backend: str | None) -> str:
     """The backend a target/backend pair runs on ("nvmelab-emu", "io_uring", ...)."""
-    if target.startswith(("file://", "blk://")):
+    scheme = _uri.kind(target)
+    if scheme in KERNEL_SCHEMES:
         return backend or "io_uring"
-    if target.startswith("emu://"):
-        return "nvmelab-emu"
-    if target.startswith("pci://"):
-        return "nvmelab-pci"
-    if target.startswith("vfio-user://"):
-        return "nvmelab-vfio-user"
-    return backend or "?"
+    return _DRIVER_BACKENDS.get(scheme) or backend or "?"
 
 
 def _int(name: str, v: Any, lo: int = 1, hi: int | None = None) -> int:
@@ -111,11 +112,11 @@ def check_params(
 
     The engine's own parameters are checked by the one C check of the parameter table
     (perf_params.h); this adds only what the engine does not see: the URI, the CPUs, the backend."""
-    if not isinstance(target, str) or not target.startswith(SCHEMES):
+    if not isinstance(target, str) or _uri.kind(target) not in SCHEMES:
         raise ValueError(
             f"target={target!r}: use emu://..., pci://..., vfio-user:///socket, file:///path or blk:///dev/X"
         )
-    if target.startswith("gpu-emu://"):
+    if _uri.kind(target) == "gpu-emu":
         raise ValueError(
             f"target={target!r}: GPU-emulated targets are driven by the device-initiated engine, not perf.run"
         )
@@ -133,11 +134,11 @@ def check_params(
         ndevs=ndevs or 0,
     )
     if backend is not None:
-        if not target.startswith(("file://", "blk://")):
+        if _uri.kind(target) not in KERNEL_SCHEMES:
             raise ValueError(f"backend={backend!r}: only file:// and blk:// targets take a backend")
         if backend not in KERNEL_BACKENDS:
             raise ValueError(f"backend={backend!r}: must be one of {', '.join(KERNEL_BACKENDS)}")
-    if (backend or "io_uring") == "psync" and target.startswith(("file://", "blk://")) and qdepth != 1:
+    if (backend or "io_uring") == "psync" and _uri.kind(target) in KERNEL_SCHEMES and qdepth != 1:
         raise ValueError(
             f"qdepth={qdepth}: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend='io_uring'"
         )

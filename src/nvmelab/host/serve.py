@@ -26,6 +26,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ..driver import uri as _uri
+
 log = logging.getLogger(__name__)
 
 TOOL = "nvmelab-serve"
@@ -56,7 +58,7 @@ class Server:
     its message."""
 
     def __init__(self, uri: str, dir: str | os.PathLike | None = None, extra: list[str] | None = None):
-        if not isinstance(uri, str) or not uri.startswith("emu://"):
+        if not isinstance(uri, str) or _uri.kind(uri) != "emu":
             raise ValueError(f"uri={uri!r}: nvmelab serve serves emulated controllers (emu://...)")
         self.target = uri
         self._own_dir = dir is None

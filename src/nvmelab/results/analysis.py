@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..driver import uri as _uri
 from .records import MIB  # bytes in a MiB (records carry bandwidth as MiB/s)
 
 log = logging.getLogger(__name__)
@@ -154,9 +155,7 @@ def aggregate(
 
 def _target_sans_ndev(target: str) -> str:
     """An emulated target without its device count (``ndev``), which the ``ndevs`` column carries."""
-    head, _, query = str(target).partition("?")
-    keep = [kv for kv in query.split("&") if kv and not kv.startswith("ndev=")]
-    return head + ("?" + "&".join(sorted(keep)) if keep else "")
+    return _uri.canonical(str(target), drop=("ndev",))
 
 
 def check_one_target(df: pd.DataFrame, by: Sequence[str]) -> None:
@@ -166,7 +165,7 @@ def check_one_target(df: pd.DataFrame, by: Sequence[str]) -> None:
     if df.empty or "target" not in df.columns or "target" in by:
         return
     tgt = df["target"].astype(str)
-    emu = tgt.str.startswith(("emu://", "gpu-emu://"))
+    emu = tgt.map(_uri.is_emulated).astype(bool)
     if not emu.any():
         return
     sub = df[emu]

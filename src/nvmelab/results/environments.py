@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..driver import uri as _uri
 from .records import load_records, validate
 
 #: Shown where no record of a host names a value.
@@ -237,7 +238,7 @@ def host_environments(records: Iterable[dict[str, Any]]) -> list[HostEnvironment
                 _add(seen, ver)
         studies[str(rec.get("study", UNKNOWN))] += 1
         target = str(rec.get("target", UNKNOWN))
-        scheme = target.split("://", 1)[0] + "://" if "://" in target else target
+        scheme = f"{k}://" if (k := _uri.kind(target)) else target
         targets[scheme] += 1
         if prov.get("profile"):
             emulation[f"{prov['profile']} @ scale {prov.get('scale')}"] += 1

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import altair as alt
 import pandas as pd
+
+from ..driver import uri as _uri
 
 #: Matching modes in the order the figure and tables show them (src/nvme/nvme_gpuq_match.h).
 MODES = ("cid", "positional", "scan")
@@ -27,7 +28,7 @@ PER = 1000
 
 def order_of(target: str) -> str:
     """``in order`` or ``out of order (window W)`` from a target URI's ooo_win key."""
-    win = int((parse_qs(urlsplit(str(target)).query).get("ooo_win") or ["0"])[0])
+    win = int(_uri.get(str(target), "ooo_win", "0"))
     return f"out of order (window {win})" if win > 1 else "in order"
 
 

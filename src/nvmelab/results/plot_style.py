@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
+from ..driver import uri as _uri
+
 #: Width (CSS pixels) of the book's text column at its default window (1280 px): a chart wider
 #: than this is scaled down by the book's CSS and its text shrinks below the legible size.
 COLUMN_PX = 740
@@ -115,15 +117,18 @@ def source_label(row: pd.Series | dict) -> str:
     """A panel or legend label naming where data came from; emulated targets give profile and scale."""
     src = row.get("source", "nvmelab")
     tgt = str(row.get("target", "") or "")
-    if tgt.startswith(("emu://", "gpu-emu://")):
+    if _uri.is_emulated(tgt):
         scale = row.get("scale")
         sc = f"{float(scale):g}" if scale is not None and scale == scale else "?"
         model = ("lat", "lat_sigma", "iops", "qiops", "bw", "link", "fetch")  # emu/model_keys.c, emu/params.c
-        query = tgt.partition("?")[2].split("&")
-        keys = [kv for kv in query if kv.split("=")[0] in model]
-        named = [kv.split("=", 1)[1] for kv in query if kv.startswith("profile=")]  # the URI's word over the engine's
-        prof = (named[0] if named else f"{row.get('profile')}") + (f" with {', '.join(keys)}" if keys else "")
-        where = f"{tgt.partition('://')[0]}://"  # gpu-emu:// (on the GPU) or emu:// (host memory, CPU threads)
+        try:
+            params = _uri.parse(tgt).params
+        except ValueError:  # a record's target the grammar refuses: name no overrides
+            params = ()
+        keys = [f"{k}={v}" for k, v in params if k in model]
+        named = dict(params).get("profile")  # the URI's word over the engine's
+        prof = (named if named else f"{row.get('profile')}") + (f" with {', '.join(keys)}" if keys else "")
+        where = f"{_uri.kind(tgt)}://"  # gpu-emu:// (on the GPU) or emu:// (host memory, CPU threads)
         # the host's records folder (a GPU lease names its GPU there), else the hostname in the provenance
         host = row.get("results_host") or row.get("host") or "this host"
         return f"nvmelab, emulated {prof} on {where} (scale {sc}), {host}"

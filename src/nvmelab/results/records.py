@@ -57,6 +57,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..driver import uri as _uri
+
 log = logging.getLogger(__name__)
 
 #: Required keys and the types they may hold (None allowed where listed).
@@ -212,7 +214,7 @@ def validate(rec: dict[str, Any], where: str = "record") -> dict[str, Any]:
         if not isinstance(f, dict) or not {"kind", "reason"} <= set(f):
             raise RecordError(f"{where}: field 'failed' must be an object with kind and reason")
         return rec  # a failed point measured nothing: no profile/scale was reported
-    if rec["target"].startswith(("emu://", "gpu-emu://")):
+    if _uri.is_emulated(rec["target"]):
         prov = rec["provenance"]
         if not prov.get("profile") or prov.get("scale") is None:
             raise RecordError(f"{where}: an emulated target must name its profile and scale in provenance")

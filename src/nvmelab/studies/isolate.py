@@ -58,8 +58,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
+from ..driver import uri as _uri
 from ..results import records as _records
 from .paths import host_id, results_path
 from .spec import Run
@@ -96,7 +96,10 @@ def failed_record(run: Run, kind: str, reason: str, seconds: float) -> dict[str,
 
     p = run.params
     target = str(p.get("target", ""))
-    profile = (parse_qs(urlsplit(target).query).get("profile") or [None])[0]
+    try:
+        profile = _uri.get(target, "profile")
+    except ValueError:  # the run may have failed on its target: a record all the same
+        profile = None
     rec = _records.engine_record(
         study=run.study,
         tool=f"nvmelab-{run.engine}",

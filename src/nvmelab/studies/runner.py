@@ -52,6 +52,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..driver import uri as _uri
 from ..host import cpus as _cpus
 from ..host.hostvars import HostControl, used_cpus
 from ..host.signals import signal_name
@@ -175,10 +176,17 @@ class Outcome:
 
 
 def _prepare_target(target: str, file_mib: int) -> None:
-    """Create the data file of a file:// target when it does not exist (real data, no holes)."""
-    if not target.startswith("file://"):
+    """Create the data file of a file:// target when it does not exist (real data, no holes). A URI the
+    engine will refuse (no absolute path, not the grammar) is left to the engine to name."""
+    if _uri.kind(target) != "file":
         return
-    path = Path(target[len("file://") :].split("?", 1)[0])
+    try:
+        u = _uri.parse(target)
+    except ValueError:
+        return
+    if u.authority or not u.path.startswith("/"):
+        return
+    path = Path(u.path)
     if path.exists():
         return
     from ..engines import perf

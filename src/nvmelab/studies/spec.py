@@ -42,6 +42,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..driver import uri as _uri
+
 #: Parameters passed to the engine's run function.
 ENGINE_PARAMS = (
     "target",
@@ -359,13 +361,9 @@ def emu_target_for(target: str, ndevs: Any) -> str:
     """An emulated target sized for the run: ``emu://?profile=x`` with ndevs=4 becomes
     ``emu://?profile=x&ndev=4`` (the emulator creates as many controllers as ``ndev`` says).
     A URI that already names ``ndev``, and every other scheme, is left as it is."""
-    if ndevs is None or not str(target).startswith(("emu://", "gpu-emu://")):
+    if ndevs is None or not _uri.is_emulated(str(target)) or _uri.get(target, "ndev") is not None:
         return target
-    head, _, query = target.partition("?")
-    keys = [kv.split("=", 1)[0] for kv in query.split("&") if kv]
-    if "ndev" in keys:
-        return target
-    return f"{head}?{query}&ndev={int(ndevs)}" if query else f"{head}?ndev={int(ndevs)}"
+    return _uri.with_params(target, ndev=int(ndevs))
 
 
 def _expand(v: Any, scratch: str | None) -> Any:

@@ -32,6 +32,7 @@ import time
 from fractions import Fraction
 from typing import Any
 
+from ...driver import uri as _uri
 from ...host import cpus as _cpus
 from ...host import provenance as _prov
 from ...results.records import MIB, engine_record
@@ -79,11 +80,10 @@ def config_key(rw: str, fraction: str, ndevs: int, cache: str = "none", policy: 
 
 def target_uri(target: str, state: W.StateLayout, chunk: int) -> str:
     """An emulated target sized for the state (``nsze``, 4 KiB blocks); other targets as given."""
-    if not target.startswith("emu://") or "nsze=" in target:
+    if _uri.kind(target) != "emu" or _uri.get(target, "nsze") is not None:
         return target
     nsze = -(-state.nbytes // chunk) * chunk + chunk
-    head, _, query = target.partition("?")
-    return f"{head}?{query}&nsze={nsze}&lbads=4096" if query else f"{head}?nsze={nsze}&lbads=4096"
+    return _uri.with_params(target, nsze=nsze, lbads=4096)
 
 
 # -- references (in-memory runs), cached per process --
@@ -115,7 +115,7 @@ def emu_info(uri: str) -> dict:
     """Profile, scale and device model of an emulated URI as the native layer resolves them."""
     from ... import _native
 
-    if not uri.startswith("emu://"):
+    if _uri.kind(uri) != "emu":
         return {"profile": None, "scale": None, "model": None}
     from ...driver.errors import check_uri
 
@@ -164,7 +164,7 @@ def run(
             f"{state.page} bytes; a budget needs at least {MIN_BUDGET_PAGES}"
         )
     uri = target_uri(target, state, chunk)
-    if not uri.startswith("emu://") and not allow_write:
+    if _uri.kind(uri) != "emu" and not allow_write:
         raise ValueError(
             f"target {uri!r}: the study overwrites namespace 1 of the devices it uses; "
             "set allow_write = true in the run's parameters to permit it"
@@ -181,7 +181,7 @@ def run(
         study=study,
         tool=TOOL,
         target=uri,
-        backend="nvmelab-emu" if uri.startswith("emu://") else "nvmelab-pci",
+        backend="nvmelab-emu" if _uri.kind(uri) == "emu" else "nvmelab-pci",
         rw=rw,
         iosize=state.page,
         qdepth=qdepth,
