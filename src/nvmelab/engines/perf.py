@@ -45,6 +45,44 @@ _DRIVER_BACKENDS = {"emu": "nvmelab-emu", "pci": "nvmelab-pci", "vfio-user": "nv
 PERCENT = 100.0
 #: Chunk written by make_file.
 MAKE_FILE_CHUNK = 1 << 20
+#: A run's keys beyond the engine's C table (perf_params.h, `params()`): the target and what Python resolves
+#: before the engine: the kernel backend, the CPUs to pin (ncpus cores, thr_sib: every thread sibling, or
+#: the explicit cpus), the prefill of a verified read. The study specs admit these and every table row.
+PYTHON_PARAMS = ("target", "backend", "ncpus", "thr_sib", "cpus", "prefill")
+#: A call's keywords that label its record or give consent, not run parameters (a spec does not set them).
+CALL_KEYS = ("study", "repetition", "stress", "allow_write")
+#: Defaults of the keys above (the target's is run's).
+_PY_DEFAULTS = {
+    "backend": None,
+    "ncpus": 1,
+    "thr_sib": False,
+    "cpus": None,
+    "prefill": None,
+    "study": "adhoc",
+    "repetition": 0,
+    "stress": False,
+    "allow_write": False,
+}
+#: Table rows Python derives from the pinned CPUs (checked there, not by the table's check).
+_PINNED = ("nthreads",)
+#: The run's keys a record carries as given (make_record; the CPUs, runtime and host are added by run).
+_RECORD_KEYS = (
+    "target",
+    "rw",
+    "iosize",
+    "qdepth",
+    "nqueues",
+    "alldevs",
+    "ncpus",
+    "thr_sib",
+    "stress",
+    "study",
+    "repetition",
+    "seed",
+    "rwmix",
+    "verify",
+    "warmup",
+)
 
 
 def _native():
@@ -93,25 +131,12 @@ def params_markdown() -> str:
     return "\n".join(rows)
 
 
-def check_params(
-    target: str,
-    rw: str,
-    iosize: int,
-    qdepth: int,
-    nqueues: int,
-    ncpus: int,
-    runtime: float,
-    warmup: float,
-    rwmix: int,
-    backend: str | None,
-    cpus: list[int] | None,
-    ndevs: int | None,
-    thr_sib: bool,
-) -> list[int]:
-    """Validate the target-independent parameters; returns the CPU list to pin to.
+def check_params(p: dict[str, Any]) -> list[int]:
+    """Validate a run's mapping (see `resolve`); returns the CPU list to pin to.
 
     The engine's own parameters are checked by the one C check of the parameter table
     (perf_params.h); this adds only what the engine does not see: the URI, the CPUs, the backend."""
+    target, backend, qdepth = p["target"], p["backend"], p["qdepth"]
     if not isinstance(target, str) or _uri.kind(target) not in SCHEMES:
         raise ValueError(
             f"target={target!r}: use emu://..., pci://..., vfio-user:///socket, file:///path or blk:///dev/X"
@@ -120,19 +145,8 @@ def check_params(
         raise ValueError(
             f"target={target!r}: GPU-emulated targets are driven by the device-initiated engine, not perf.run"
         )
-    _int("ncpus", ncpus, 1, 256)
-    if ndevs is not None:
-        _int("ndevs", ndevs)
-    _native().perf_params_check(
-        rw=rw,
-        iosize=iosize,
-        qdepth=qdepth,
-        nqueues=nqueues,
-        rwmix=rwmix,
-        runtime=runtime,
-        warmup=warmup,
-        ndevs=ndevs or 0,
-    )
+    ncpus = _int("ncpus", p["ncpus"], 1, 256)
+    _native().perf_params_check(**{k: v for k, v in p.items() if k in _table() and k not in _PINNED})
     if backend is not None:
         if _uri.kind(target) not in KERNEL_SCHEMES:
             raise ValueError(f"backend={backend!r}: only file:// and blk:// targets take a backend")
@@ -142,12 +156,19 @@ def check_params(
         raise ValueError(
             f"qdepth={qdepth}: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend='io_uring'"
         )
+    cpus = p["cpus"]
     if cpus is not None:
         cpus = _cpus.check_cpus(list(cpus))
-        if not thr_sib and len(cpus) != ncpus:
+        if not p["thr_sib"] and len(cpus) != ncpus:
             raise ValueError(f"cpus: {len(cpus)} CPU ids given for ncpus={ncpus} (thr_sib=False: one CPU per core)")
-        return cpus
-    return _cpus.cpumask(ncpus, bool(thr_sib))
+    else:
+        cpus = _cpus.cpumask(ncpus, bool(p["thr_sib"]))
+    if p.get("nthreads") is not None and p["nthreads"] != len(cpus):
+        raise ValueError(
+            f"nthreads={p['nthreads']!r}: one thread per pinned CPU, and ncpus={ncpus} thr_sib={p['thr_sib']}"
+            f" cpus={p['cpus']} pin {len(cpus)}"
+        )
+    return cpus
 
 
 def make_file(path: str | os.PathLike, size: int, *, seed: int = 0) -> Path:
@@ -214,36 +235,37 @@ def fill(
         )
 
 
-def run(
-    target: str = "emu://",
-    rw: str | None = None,
-    iosize: int | None = None,
-    qdepth: int | None = None,
-    nqueues: int | None = None,
-    ncpus: int = 1,
-    thr_sib: bool = False,
-    runtime: float | None = None,
-    warmup: float | None = None,
-    cpus: list[int] | None = None,
-    ndevs: int | None = None,
-    backend: str | None = None,
-    verify: bool | None = None,
-    rwmix: int | None = None,
-    seed: int | None = None,
-    study: str = "adhoc",
-    repetition: int = 0,
-    stress: bool = False,
-    lat: bool | None = None,
-    bd: bool | None = None,
-    prefill: bool | None = None,
-    allow_write: bool = False,
-    lba_start: int | None = None,
-    lba_count: int | None = None,
-    align: int | None = None,
-    batch: int | None = None,
-    alldevs: bool = False,
-) -> dict:
+def _table() -> dict[str, Any]:
+    """The engine's table: each run parameter's default, by name (perf_params.h)."""
+    return {p["name"]: p["default"] for p in _native().PERF_PARAMS}
+
+
+def resolve(target: str = "emu://", **given: Any) -> dict[str, Any]:
+    """One run's parameters as one mapping: every table row (its default where not given or None), every
+    key of PYTHON_PARAMS and CALL_KEYS (theirs, _PY_DEFAULTS), seed 1 + repetition unless given. A key that
+    is none of these is refused (TypeError naming it): the engine cannot honour it. Values are checked by
+    `check_params`, not here."""
+    table = _table()
+    unknown = sorted(set(given) - set(table) - set(PYTHON_PARAMS) - set(CALL_KEYS))
+    if unknown:
+        raise TypeError(
+            f"perf.run: unknown parameter(s) {', '.join(unknown)}; it takes the table's "
+            f"({', '.join(table)}) and {', '.join(PYTHON_PARAMS + CALL_KEYS)}"
+        )
+    p = {**table, **_PY_DEFAULTS, "nthreads": None}
+    p.update({k: v for k, v in given.items() if v is not None}, target=target)
+    if given.get("seed") is None:
+        p["seed"] = 1 + p["repetition"] if isinstance(p["repetition"], int) else None
+    return p
+
+
+def run(target: str = "emu://", **params: Any) -> dict:
     """One closed-loop run -> one record (see the module docstring and DESIGN.md "Records").
+
+    Keywords: every row of the engine's table (`params()`, src/engine/perf_params.h: rw, iosize, qdepth,
+    nqueues, ndevs, runtime, warmup, rwmix, batch, seed, ...; None or absent: the table's default), the
+    Python-only keys of PYTHON_PARAMS (backend, ncpus, thr_sib, cpus, prefill) and the call's CALL_KEYS
+    (study, repetition, stress, allow_write). Any other keyword is refused (TypeError naming it).
 
     verify: stamp every written LBA and check every read one; mismatches are
     counted in `verify_errors` with the first bad (device, LBA) in `verify_first_bad`.
@@ -258,66 +280,20 @@ def run(
     batch: commands queued per submission (doorbell write or io_uring_enter); 0 = the
     target's default: each I/O submitted at once on io_uring (as fio does), the whole
     refill per doorbell on emu:// and pci://.
-    Engine parameters left at None take the default of the parameter table (`params()`).
+    nthreads: one worker thread per pinned CPU; given, it must be the number ncpus/thr_sib/cpus pin.
+    seed: default 1 + repetition.
     """
-    d = {p["name"]: p["default"] for p in _native().PERF_PARAMS}
-    given = dict(
-        rw=rw,
-        iosize=iosize,
-        qdepth=qdepth,
-        nqueues=nqueues,
-        runtime=runtime,
-        warmup=warmup,
-        verify=verify,
-        rwmix=rwmix,
-        lat=lat,
-        bd=bd,
-        lba_start=lba_start,
-        lba_count=lba_count,
-        align=align,
-        batch=batch,
-    )
-    v = {k: d[k] if x is None else x for k, x in given.items()}
-    rw, iosize, qdepth, nqueues, runtime, warmup = (
-        v[k] for k in ("rw", "iosize", "qdepth", "nqueues", "runtime", "warmup")
-    )
-    verify, rwmix, lat, bd, lba_start, lba_count, align, batch = (
-        v[k] for k in ("verify", "rwmix", "lat", "bd", "lba_start", "lba_count", "align", "batch")
-    )
-    pinned = check_params(
-        target, rw, iosize, qdepth, nqueues, ncpus, runtime, warmup, rwmix, backend, cpus, ndevs, thr_sib
-    )
-    _int("repetition", repetition, 0)
-    if seed is None:
-        seed = 1 + repetition
-    _int("seed", seed, 0)
-    reads = rw in ("read", "randread", "randrw")
-    writes = rw in ("write", "randwrite", "randrw")
-    if prefill is None:
-        prefill = bool(verify and reads)
-    engine = dict(
-        rw=rw,
-        rwmix=rwmix,
-        iosize=iosize,
-        qdepth=qdepth,
-        nqueues=nqueues,
-        nthreads=len(pinned),
-        cpus=pinned,
-        ndevs=ndevs or 0,
-        runtime=float(runtime),
-        warmup=float(warmup),
-        seed=seed,
-        verify=bool(verify),
-        lat=bool(lat),
-        bd=bool(bd),
-        lba_start=lba_start,
-        lba_count=lba_count,
-        align=align,
-        batch=batch,
-        alldevs=bool(alldevs),
-    )
+    p = resolve(target, **params)
+    _int("repetition", p["repetition"], 0)
+    pinned = check_params(p)
+    _int("seed", p["seed"], 0)
+    reads = p["rw"] in ("read", "randread", "randrw")
+    writes = p["rw"] in ("write", "randwrite", "randrw")
+    prefill = bool(p["verify"] and reads) if p["prefill"] is None else p["prefill"]
+    engine = {k: bool(p[k]) if isinstance(d, bool) else p[k] for k, d in _table().items()}
+    engine.update(nthreads=len(pinned), cpus=pinned, runtime=float(p["runtime"]), warmup=float(p["warmup"]))
     host = _cpus.host_state()
-    with open_target(target, backend, allow_write=allow_write, need_write=writes or prefill) as t:
+    with open_target(target, p["backend"], allow_write=p["allow_write"], need_write=writes or prefill) as t:
         info = t.info()
         t.check(**engine)  # every parameter against the target, before any I/O
         if prefill:
@@ -329,25 +305,11 @@ def run(
     return make_record(
         res,
         info,
-        target=target,
-        rw=rw,
-        iosize=iosize,
-        qdepth=qdepth,
-        nqueues=nqueues,
-        alldevs=alldevs,
-        ncpus=ncpus,
-        thr_sib=thr_sib,
-        stress=stress,
-        study=study,
-        repetition=repetition,
+        **{k: p[k] for k in _RECORD_KEYS},
+        runtime=float(p["runtime"]),
         cpus=pinned,
         cpu_freqs=sampler.result(),
         host=host,
-        seed=seed,
-        rwmix=rwmix,
-        verify=verify,
-        warmup=warmup,
-        runtime=float(runtime),
     )
 
 
