@@ -45,6 +45,12 @@ PAYLOADS = ("host", "gpu")
 DEFAULT_TARGET = "gpu-emu://?profile=null"
 #: Devices when neither the call nor the URI says (the published server's count).
 DEFAULT_NDEVS = 16
+#: run_cuda's keys beyond cuda-run's C table (crun_params.h, `params()`): the target, and what lets a study
+#: spec shared with the CPU engine call it (ncpus 1, thr_sib, backend: one host thread, one backend) and
+#: where the real-controller path keeps its payload. The study specs admit these and every table row.
+PYTHON_PARAMS = ("target", "backend", "ncpus", "thr_sib", "payload")
+#: A call's keywords that label its record, not run parameters (a spec does not set them).
+CALL_KEYS = ("study", "repetition", "stress")
 #: LBA size of the stamps and read_lbas (the engine's bounds are its table, params()).
 LBA_SIZE = 512
 #: Threads per block of the checksum kernel.

@@ -4,7 +4,9 @@
     rec = nvmelab.engines.gpu_standin.run_cuda_standin(target="gpu-emu://?profile=pm1753&ndev=16",
                                                        iosize=512, qdepth=128, nqueues=2, runtime=0.5)
 
-Same parameters as nvmelab.engines.gpu.run_cuda (the study runner calls either with a run's parameters);
+Same parameters as nvmelab.engines.gpu.run_cuda, taken from cuda-run's table (``_native.CRUN_PARAMS``; the
+study runner calls either with a run's parameters): a row the stand-in cannot honour (a GPU ordinal, a poll
+backoff, verify, ...) or a key neither declares is refused with its name, never ignored;
 the gpu-emu:// target becomes the CPU emulator with the same profile, ``emu://?profile=P&ndev=N``
 (``STANDIN_MAX_NDEVS`` devices at most: one CPU thread drives them all), and the native stand-in
 (src/engine/gpuq_standin.h) drives lock-step rounds on its queue pairs with the queue code of the GPU
@@ -37,6 +39,41 @@ STANDIN_MAX_NDEVS = 4
 #: gpu-emu:// keys the CPU emulator does not take (GPU launch shape, payload handling); `mode`: an emu:// target
 #: of the GPU engine serves from a thread of its own (mode=thread), the stand-in drives it inline.
 _GPU_ONLY_KEYS = ("blocks", "warps", "data", "fill", "ooo", "drop", "ndev", "mode")
+#: cuda-run's table rows (src/engine/crun_params.h) the stand-in runs as asked (rw: reads only, checked).
+HONOURED = (
+    "rw",
+    "iosize",
+    "qdepth",
+    "nqueues",
+    "ndevs",
+    "runtime",
+    "warmup",
+    "rounds",
+    "seed",
+    "timeout",
+    "sample_every",
+    "match",
+    "corun",
+)
+#: The rows it runs one way only: accepted at that value (or absent), refused at any other. Its one thread
+#: spins on the completion queues (poll "spin"); the rows in AS_DEFAULT it runs at the table's default only:
+#: no GPU (gpu 0, occupancy never limits), the target's whole namespace, neither stamps nor read-back. Any
+#: other table row (a new one) is refused when given.
+AS_RUN = {"poll": "spin"}
+AS_DEFAULT = ("gpu", "occupancy", "lba_count", "verify", "readback")
+_NEVER = object()
+#: The stand-in's own keywords (fault injection, the missing-fence model) and their defaults.
+OWN_PARAMS = {"idle_pair": None, "unordered": 0, "fence": True, "sq_readback": True}
+#: Defaults of cuda-run's Python-only keys and the call's labels.
+_CALL_DEFAULTS = {
+    "ncpus": 1,
+    "thr_sib": False,
+    "backend": None,
+    "payload": "host",
+    "study": "adhoc",
+    "repetition": 0,
+    "stress": False,
+}
 
 
 def standin_target(target: str, ndevs: int | None) -> tuple[str, int]:
@@ -45,48 +82,62 @@ def standin_target(target: str, ndevs: int | None) -> tuple[str, int]:
     if not _uri.is_emulated(str(target)):
         raise ValueError(f"target={target!r}: the CPU stand-in replaces gpu-emu:// and emu:// targets only")
     u = _uri.parse(target)
-    n = int(ndevs or u.get("ndev", "16"))
+    n = int(ndevs or u.get("ndev", _gpu.DEFAULT_NDEVS))
     n = max(1, min(n, STANDIN_MAX_NDEVS))
     keep = {k: v for k, v in u.params if k not in _GPU_ONLY_KEYS}
     return _uri.with_params("emu://", **keep, ndev=n), n
 
 
-def run_cuda_standin(
-    target: str = "gpu-emu://?profile=null",
-    rw: str = "randread",
-    iosize: int = 512,
-    qdepth: int = 128,
-    nqueues: int = 1,
-    ndevs: int | None = None,
-    runtime: float = 5.0,
-    warmup: float = 1.0,
-    *,
-    study: str = "adhoc",
-    repetition: int = 0,
-    seed: int | None = None,
-    stress: bool = False,
-    thr_sib: bool = False,
-    corun: int = 0,
-    match: str = "cid",
-    rounds: int = 0,
-    timeout: float = 0.0,
-    unordered: int = 0,
-    fence: bool = True,
-    sq_readback: bool = True,
-    **kw: Any,
-) -> dict:
-    """One stand-in run -> one record (see the module docstring). ValueError for a parameter it refuses.
+def resolve(target: str = _gpu.DEFAULT_TARGET, **given: Any) -> dict[str, Any]:
+    """One stand-in run's parameters as one mapping: cuda-run's table (``_native.CRUN_PARAMS``, its defaults;
+    ``sample_every`` absent: the rule of nvme/bd_sample.h, as cuda-run), cuda-run's Python-only keys
+    (gpu.PYTHON_PARAMS), the call's labels (gpu.CALL_KEYS) and the stand-in's own (OWN_PARAMS). A key that is
+    none of these is refused (TypeError naming it); so is a value the stand-in cannot run: a table row outside
+    HONOURED given at another value than the one it runs (AS_RUN; a new row: any value), ncpus other than 1,
+    another backend, payload other than host (ValueError naming the key)."""
+    table = {p["name"]: p["default"] for p in _gpu.params()}
+    known = set(table) | set(_gpu.PYTHON_PARAMS) | set(_gpu.CALL_KEYS) | set(OWN_PARAMS)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise TypeError(f"CPU stand-in: unknown parameter(s) {', '.join(unknown)}; it takes {', '.join(sorted(known))}")
+    asked = {k: v for k, v in given.items() if v is not None}
+    as_run = {**AS_RUN, **{k: table[k] for k in AS_DEFAULT}}
+    cannot = [f"{k}={v!r}" for k, v in asked.items() if k in table and k not in HONOURED and v != as_run.get(k, _NEVER)]
+    if cannot:
+        raise ValueError(
+            f"CPU stand-in: cannot honour {', '.join(cannot)}; it runs "
+            + ", ".join(f"{k}={v!r}" for k, v in as_run.items())
+            + f" and takes as asked {', '.join(HONOURED)}"
+        )
+    if asked.get("ncpus", 1) != 1:
+        raise ValueError(f"ncpus={asked['ncpus']!r}: the stand-in, as cuda-run, drives every queue from one thread")
+    if asked.get("backend") not in (None, _gpu.BACKEND):
+        raise ValueError(f"backend={asked['backend']!r}: cuda-run has one backend, {_gpu.BACKEND!r}")
+    if asked.get("payload", "host") != "host":
+        raise ValueError(f"payload={asked['payload']!r}: the stand-in's payload is host memory (payload='host')")
+    p = {**table, "sample_every": None, "seed": None, "ndevs": None, **_CALL_DEFAULTS, **OWN_PARAMS, **asked}
+    p["target"] = target
+    return p
+
+
+def run_cuda_standin(target: str = _gpu.DEFAULT_TARGET, **params: Any) -> dict:
+    """One stand-in run -> one record (see the module docstring). Keywords: those of gpu.run_cuda (cuda-run's
+    table and its Python-only keys; see `resolve` for what is refused) and OWN_PARAMS. ValueError for a
+    parameter it refuses.
 
     sample_every: stamp one command in N for the record's breakdown (0: off). timeout: per-completion
-    deadline in s (0: the stand-in's 2 s; a lost completion raises TimeoutError). idle_pair: fault injection
+    deadline in s (a lost completion raises TimeoutError). idle_pair: fault injection
     for tests (pair idle_pair - 1 never runs; its record fails the kernel_ran check). match: "cid" |
     "positional" | "scan" (src/nvme/nvme_gpuq_match.h); rounds > 0: exactly that many rounds per queue pair
     instead of the timed window. unordered, fence, sq_readback: the missing-fence model (src/nvme/gpuq_ctrl.h
     nvme_gpuq_round_opt): the last ``unordered`` SQE stores of a round land after the doorbell unless the
     fence orders them; the read-back of the last SQE refuses to ring for SQEs that have not landed (OSError
-    EIO). Other run_cuda keywords are ignored."""
+    EIO)."""
     from .. import _native
 
+    p = resolve(target, **params)
+    rw, iosize, qdepth, nqueues, ndevs = p["rw"], int(p["iosize"]), int(p["qdepth"]), p["nqueues"], p["ndevs"]
+    runtime, warmup, corun, seed = p["runtime"], p["warmup"], p["corun"], p["seed"]
     if rw not in ("read", "randread"):
         raise ValueError(f"rw={rw!r}: the CPU stand-in reads only (read, randread)")
     uri, n = standin_target(target, ndevs)
@@ -95,6 +146,7 @@ def run_cuda_standin(
 
     host = _cpus.host_state()
     co = gpu_corun.CpuCorun(corun, warmup, runtime, _native.CRUN_CORUN_SHARE) if corun else None
+    knobs = {k: p[k] for k in ("sample_every", "idle_pair") if p[k] is not None}
     with _nvml.SmSampler() as sampler:
         t0 = time.monotonic()
         if co:
@@ -103,37 +155,37 @@ def run_cuda_standin(
             _native.gpuq_standin_run(
                 uri,
                 int(nqueues),
-                int(qdepth),
-                int(iosize),
+                qdepth,
+                iosize,
                 float(runtime),
                 float(warmup),
                 seed or 1,
-                match=str(match),
-                rounds=int(rounds),
-                timeout=float(timeout),
-                unordered=int(unordered),
-                fence=bool(fence),
-                readback=bool(sq_readback),
-                **_knobs(kw),
+                match=str(p["match"]),
+                rounds=int(p["rounds"]),
+                timeout=float(p["timeout"]),
+                unordered=int(p["unordered"]),
+                fence=bool(p["fence"]),
+                readback=bool(p["sq_readback"]),
+                **knobs,
             )
         )
         t1 = time.monotonic()
     corun_raw = co.finish(t0, t1) if co else None
-    raw["sq_readback"] = bool(sq_readback)
+    raw["sq_readback"] = bool(p["sq_readback"])
     info = {"backend": TOOL, "profile": _uri.get(uri, "profile", "nominal"), "scale": 1.0, "devices": n}
     rec = _gpu.make_record(
-        standin_result(raw, iosize=int(iosize), qdepth=int(qdepth), profile=info["profile"], corun=int(corun or 0)),
+        standin_result(raw, iosize=iosize, qdepth=qdepth, profile=info["profile"], corun=int(corun or 0)),
         target=target,
         rw=rw,
-        iosize=int(iosize),
-        qdepth=int(qdepth),
+        iosize=iosize,
+        qdepth=qdepth,
         nqueues=int(nqueues),
-        study=study,
-        repetition=repetition,
+        study=p["study"],
+        repetition=p["repetition"],
         seed=seed,
         warmup=warmup,
-        stress=stress,
-        thr_sib=thr_sib,
+        stress=p["stress"],
+        thr_sib=p["thr_sib"],
         host=host,
         verify=False,
         tool=TOOL,
@@ -157,15 +209,6 @@ def run_cuda_standin(
     )
     rec["match"]["expected_errors"] = raw["expected_errors"]
     return validate(rec)
-
-
-def _knobs(kw: dict[str, Any]) -> dict[str, Any]:
-    """The stand-in's own keywords among run_cuda's (the rest are the GPU's and ignored)."""
-    out = {}
-    for k in ("sample_every", "idle_pair"):
-        if kw.get(k) is not None:
-            out[k] = kw[k]
-    return out
 
 
 def standin_result(raw: dict, *, iosize: int, qdepth: int, profile: str, corun: int = 0) -> dict:
