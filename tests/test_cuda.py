@@ -233,11 +233,11 @@ def test_record_without_profile_is_refused():
 
 
 def test_engine_is_reachable_from_perf_and_the_study_runner():
-    from nvmelab.engines import perf
+    from nvmelab.engines import gpu, perf
     from nvmelab.studies import runner
 
     assert callable(perf.run_cuda)
-    assert runner.resolve_engine("cuda") is perf.run_cuda
+    assert runner.resolve_engine("cuda") is gpu.run_cuda  # the real function, not perf's alias
     with pytest.raises(ValueError, match="qdepth"):
         perf.run_cuda(target="gpu-emu://", qdepth=0)
 

@@ -15,9 +15,11 @@ Key names:
 
 Parameters a run may carry (anything else is an error naming the key):
     engine parameters  those of the spec's engine (``ENGINES[engine].params``): for
-                       cpu and cuda target, backend, rw, iosize, qdepth, nqueues,
-                       ndevs, ncpus, thr_sib, runtime, warmup; blksum and tier name
-                       their own (image and digest; volume, cache and workload)
+                       cpu and cuda every row of the engine's C table (perf_params.h,
+                       crun_params.h: the module's ``params()``) plus its Python-only
+                       keys (the module's ``PYTHON_PARAMS``: target, backend, ncpus, ...);
+                       blksum and tier name their own (image and digest; volume, cache
+                       and workload)
     host variables     governor, turbo, smt, stress (applied by hostvars; a
                        variable a preset does not name is recorded as found)
 Book keys: ``label`` (the chapter's label) and ``order`` (its place among the
@@ -31,6 +33,8 @@ Strings may use ``{scratch}`` (the scratch folder for file targets).
 
 from __future__ import annotations
 
+import functools
+import importlib
 import itertools
 import json
 import re
@@ -44,20 +48,6 @@ import pandas as pd
 
 from ..driver import uri as _uri
 
-#: Parameters passed to the engine's run function.
-ENGINE_PARAMS = (
-    "target",
-    "backend",
-    "rw",
-    "iosize",
-    "qdepth",
-    "nqueues",
-    "ndevs",
-    "ncpus",
-    "thr_sib",
-    "runtime",
-    "warmup",
-)
 #: Most runs a preset may expand to (the paper grid of cpu_initiated has 14,640): a larger plan is
 #: refused before it is built, since every run is held in memory (and a sweep that long is a typo).
 MAX_PLAN_RUNS = 200_000
@@ -67,7 +57,6 @@ STUDY_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 HOST_VARS = ("governor", "fixed_freq", "turbo", "smt", "stress")
 #: Preset-level settings that are not run parameters.
 SETTINGS = ("repetitions",)
-KNOWN = set(ENGINE_PARAMS) | set(HOST_VARS)
 #: Presets every spec defines.
 PRESETS = ("quick", "standard", "paper")
 #: Presets only some specs define: ``lease``, the device-initiated grids sized to fit a GPU lease
@@ -81,21 +70,34 @@ DEFAULT_REPETITIONS = 5
 class Engine:
     """An engine the runner can call: ``module.function(study=..., **params)`` returns one record.
 
-    ``params`` are the run parameters it takes; ``cleanup`` (optional) names a function of the
-    module the runner calls once a sweep ends (the blksum engine deletes its generated image)."""
+    ``params`` are the run parameters it takes: ``own`` for an engine without a C table; for one with a
+    table (``table=True``) the module hands them up, every row of ``module.params()`` (the C table, from
+    nvmelab._native) and the keys of ``module.PYTHON_PARAMS`` (what Python resolves before the engine),
+    so a new table row can be swept from a spec with no edit here. ``cleanup`` (optional) names a function
+    of the module the runner calls once a sweep ends (the blksum engine deletes its generated image)."""
 
     module: str
     function: str
-    params: tuple[str, ...]
+    own: tuple[str, ...] = ()
     cleanup: str | None = None
+    table: bool = False
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return _table_params(self.module) if self.table else self.own
+
+
+@functools.cache
+def _table_params(module: str) -> tuple[str, ...]:
+    """The run parameters an engine module hands up: its Python-only keys, then its C table's rows."""
+    mod = importlib.import_module(module)
+    return (*mod.PYTHON_PARAMS, *(p["name"] for p in mod.params()))
 
 
 #: Engines by name.
 ENGINES = {
-    "cpu": Engine("nvmelab.engines.perf", "run", (*ENGINE_PARAMS, "alldevs")),
-    # cuda-run's poll discipline, occupancy margin, co-runner and completion matching are run parameters too
-    # (src/engine/crun_params.h)
-    "cuda": Engine("nvmelab.engines.perf", "run_cuda", (*ENGINE_PARAMS, "poll", "occupancy", "corun", "match")),
+    "cpu": Engine("nvmelab.engines.perf", "run", table=True),
+    "cuda": Engine("nvmelab.engines.gpu", "run_cuda", table=True),
     "blksum": Engine(
         "nvmelab.engines.blksum",
         "study_run",
