@@ -138,3 +138,25 @@ def test_the_standin_knows_every_cuda_run_row():
         assert rec["standin"] is True, p["name"]
     rec = gpu_standin.run_cuda_standin(**STANDIN, poll="spin", ncpus=1, thr_sib=False, backend=gpu.BACKEND)
     assert rec["ios"] > 0
+
+
+def test_every_cli_option_of_the_table_reaches_perf_run(monkeypatch):
+    """`nvmelab perf run` hands every option made from the table to perf.run (--alldevs was made but dropped)."""
+    import argparse
+
+    from nvmelab.cli import perf as cli_perf
+
+    parser = argparse.ArgumentParser()
+    cli_perf.add_arguments(parser)
+    args = parser.parse_args(["run", "--alldevs", "--batch", "4", "--align", "4096", "--rwmix", "30"])
+    seen: dict = {}
+
+    def fake(**kw):
+        seen.update(kw)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(perf, "run", fake)
+    with pytest.raises(RuntimeError, match="stop"):
+        cli_perf.run(args)
+    assert {p["name"] for p in perf.params()} - {"nthreads"} <= set(seen)
+    assert (seen["alldevs"], seen["batch"], seen["align"], seen["rwmix"]) == (True, 4, 4096, 30)

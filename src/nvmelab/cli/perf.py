@@ -126,29 +126,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--no-prefill only makes sense with --verify")
     if args.json and args.json != "-":
         check_path(args.json)  # a link or a FIFO is refused before the run, not after it
+    table = {prm["name"]: getattr(args, prm["name"]) for prm in perf.params() if prm["name"] not in _OWN}
     rec = perf.run(
         target=args.target,
-        rw=args.rw,
-        rwmix=args.rwmix,
-        iosize=args.iosize,
-        qdepth=args.qdepth,
-        nqueues=args.nqueues,
+        **table,  # every option made from the engine's table (_add_engine_options), as given
+        lat=not args.no_lat,
+        bd=not args.no_bd,
         ncpus=args.ncpus,
         thr_sib=args.thr_sib,
         cpus=args.cpus,
-        ndevs=args.ndevs,
         backend=args.backend,
-        runtime=args.runtime,
-        warmup=args.warmup,
-        verify=args.verify,
         prefill=False if args.no_prefill else None,
-        lat=not args.no_lat,
-        bd=not args.no_bd,
-        seed=args.seed,
-        lba_start=args.lba_start,
-        lba_count=args.lba_count,
-        align=args.align,
-        batch=args.batch,
         allow_write=args.allow_write,
         study=args.study,
         repetition=args.repetition,
