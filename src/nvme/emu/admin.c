@@ -414,8 +414,9 @@ static uint16_t admin_set_features(struct emu_ctrl *c, const struct nvme_sqe *cm
     if (fid == EMU_FEAT_KATO) {
         /* KATO in ms, rounded up to the KAS granularity; the timer restarts now (0 turns it off) */
         uint64_t kato = ((uint64_t)cmd->cdw11 + EMU_KAS_MS - 1) / EMU_KAS_MS * EMU_KAS_MS;
-        c->kato = kato > UINT32_MAX ? UINT32_MAX / EMU_KAS_MS * EMU_KAS_MS : (uint32_t)kato;
-        c->ka_last = emu_now_ns(c->set);
+        atomic_store_explicit(&c->ka_last, emu_now_ns(c->set), memory_order_relaxed);
+        atomic_store_explicit(&c->kato, kato > UINT32_MAX ? UINT32_MAX / EMU_KAS_MS * EMU_KAS_MS : (uint32_t)kato,
+                              memory_order_relaxed);
         return EMU_ST_OK;
     }
     if (fid == EMU_FEAT_HBS) {
@@ -451,7 +452,7 @@ static uint16_t admin_get_features(struct emu_ctrl *c, const struct nvme_sqe *cm
         return EMU_ST_OK;
     }
     if (fid == EMU_FEAT_KATO) {
-        *dw0 = sel == 0 ? c->kato : 0;
+        *dw0 = sel == 0 ? atomic_load_explicit(&c->kato, memory_order_relaxed) : 0;
         return EMU_ST_OK;
     }
     if (fid == EMU_FEAT_HBS) {
@@ -535,9 +536,11 @@ static uint16_t admin_delete_cq(struct emu_ctrl *c, const struct nvme_sqe *cmd)
 
 bool emu_keep_alive_expired(struct emu_ctrl *c)
 {
-    if (!c->kato || !c->enabled || atomic_load_explicit(&c->cfs, memory_order_relaxed))
+    uint32_t kato = atomic_load_explicit(&c->kato, memory_order_relaxed);
+    if (!kato || !c->enabled || atomic_load_explicit(&c->cfs, memory_order_relaxed))
         return false;
-    return emu_now_ns(c->set) - c->ka_last > (uint64_t)c->kato * EMU_NS_PER_MS;
+    return emu_now_ns(c->set) - atomic_load_explicit(&c->ka_last, memory_order_relaxed) >
+           (uint64_t)kato * EMU_NS_PER_MS;
 }
 
 void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe *cmd, uint16_t *status, uint32_t *dw0,
@@ -573,7 +576,7 @@ void emu_admin_exec(struct emu_ctrl *c, struct emu_sq *sq, const struct nvme_sqe
         *status = admin_delete_cq(c, cmd);
         break;
     case NVME_ADM_KEEP_ALIVE: /* restarts the Keep Alive Timer */
-        c->ka_last = emu_now_ns(c->set);
+        atomic_store_explicit(&c->ka_last, emu_now_ns(c->set), memory_order_relaxed);
         *status = EMU_ST_OK;
         break;
     case NVME_ADM_ABORT: {

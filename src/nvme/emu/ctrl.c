@@ -57,7 +57,7 @@ static void ctrl_disable(struct emu_ctrl *c)
     c->nq_set = false;
     c->nsq_alloc = c->ncq_alloc = c->cfg.nioq;
     memset(c->feat, 0, sizeof(c->feat));
-    c->kato = 0;
+    atomic_store_explicit(&c->kato, 0, memory_order_relaxed);
     c->acre = 0;
     atomic_store(&c->cfs, false);
     atomic_store(&c->iops_tat, 0);
@@ -157,7 +157,10 @@ static void bar_write(void *ctx, uint32_t off, uint64_t val, unsigned width)
 {
     struct emu_ctrl *c = ctx;
     (void)width;
-    if (c->kato && !c->threaded) /* mode=inline: the timer is looked at when the host touches the controller */
+    if (!c->threaded &&
+        atomic_load_explicit(
+            &c->kato,
+            memory_order_relaxed)) /* mode=inline: the timer is looked at when the host touches the controller */
         ka_check(c);
     if (off >= NVME_REG_DBS) {
         /* a doorbell, checked before the section: mode=thread's service thread reads the words itself; beyond the
@@ -180,7 +183,7 @@ static void bar_idle(void *ctx, uint16_t cqid)
     struct emu_ctrl *c = ctx;
     if (c->threaded || cqid > c->cfg.nioq || !c->enabled)
         return;
-    if (c->kato)
+    if (atomic_load_explicit(&c->kato, memory_order_relaxed))
         ka_check(c);
     struct emu_cq *cq = c->cqs[cqid];
     if (cq) {
@@ -202,7 +205,7 @@ static void *svc_main(void *arg)
         bool work = false;
         unsigned e = emu_dma_enter(c->set, dma_shard(c, 0));
         pthread_mutex_lock(&c->lock);
-        if (c->kato)
+        if (atomic_load_explicit(&c->kato, memory_order_relaxed))
             ka_check(c);
         if (c->enabled && !atomic_load_explicit(&c->cfs, memory_order_relaxed)) {
             for (uint32_t q = 0; q <= c->cfg.nioq; q++) {

@@ -274,9 +274,11 @@ struct emu_ctrl {
     _Atomic bool cfs;
     uint32_t nsq_alloc, ncq_alloc; /* Number of Queues (1-based counts) */
     uint32_t nvec;                 /* interrupt vectors the host side offers (Create I/O CQ IV < nvec), >= 1 */
-    uint32_t kato;                 /* Keep Alive Timer feature (0Fh): KATO in ms, 0 = disabled */
-    uint64_t ka_last;              /* emu_now_ns() of the last Keep Alive (or of Set Features KATO) */
-    uint8_t acre;                  /* Host Behavior Support feature (16h): ACRE, byte 0 */
+    /* Keep Alive Timer feature (0Fh): KATO in ms, 0 = disabled; set by admin commands, read by every host thread
+     * that touches the controller (relaxed atomics: a late view only delays the timeout by one touch) */
+    _Atomic uint32_t kato;
+    _Atomic uint64_t ka_last; /* emu_now_ns() of the last Keep Alive (or of Set Features KATO) */
+    uint8_t acre;             /* Host Behavior Support feature (16h): ACRE, byte 0 */
     bool nq_set;
     uint32_t feat[EMU_NFEATURES];
     struct emu_sq *_Atomic *sqs;   /* nioq + 1 */
