@@ -91,7 +91,12 @@ add_module() { # depth-first: dependencies before the module
 for m in $GUEST_MODULES; do add_module "$m"; done
 
 # --- 3. the guest program, static ---
-GUEST_SRC=("$ROOT"/src/tools/*.c)
+# the guest program's sources: the ones src/tools/CMakeLists.txt names for nvmelab-guest (one list, not a glob:
+# src/tools also holds other programs, each with its own main)
+read -r -a GUEST_NAMES < <(sed -n 's/^add_executable(nvmelab-guest \(.*\))$/\1/p' "$ROOT/src/tools/CMakeLists.txt")
+[ "${#GUEST_NAMES[@]}" -gt 0 ] || die "src/tools/CMakeLists.txt names no sources for nvmelab-guest"
+GUEST_SRC=()
+for f in "${GUEST_NAMES[@]}"; do GUEST_SRC+=("$ROOT/src/tools/$f"); done
 DRIVER_SRC=()
 for f in "$ROOT"/src/nvme/*.c "$ROOT"/src/nvme/emu/*.c; do
     [ -e "$f" ] || continue
