@@ -6,6 +6,9 @@
                                 waits until every socket listens, stops it (SIGTERM) on exit
       .uri                      ``vfio-user://DIR``: every controller, for nvmelab.open / perf / studies
       .sockets                  one UNIX socket per controller, ``DIR/ctrl<i>/cntrl``
+      .cpu_s                    after stop: the CPU seconds the server used (user + system, every thread)
+      .stats                    after stop: what it printed of each controller's service thread at exit
+                                (``stats ctrl<i> key=value ...``: sweeps, busy sweeps, commands), by ctrl
 
 A vfio-user client whose DMA addresses the server can map at the same virtual addresses attaches: our driver
 (``vfio-user://DIR`` for every controller, ``vfio-user://DIR/ctrl<i>`` for one) and SPDK's NVMe driver
@@ -46,6 +49,29 @@ def command() -> str | None:
     return shutil.which(TOOL)
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) process `pid` used so far; None when /proc does not say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
+def parse_stats(text: str) -> dict[int, dict[str, int]]:
+    """The ``stats ctrl<i> key=value ...`` lines the server prints at exit, by controller index."""
+    out: dict[int, dict[str, int]] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 2 or words[0] != "stats" or not words[1].startswith("ctrl"):
+            continue
+        try:
+            out[int(words[1][4:])] = {k: int(v) for k, v in (w.split("=", 1) for w in words[2:])}
+        except ValueError:
+            log.warning("%s: unreadable stats line %r", TOOL, line)
+    return out
+
+
 class ServeError(RuntimeError):
     """The server did not start, or stopped with an error; the message carries its stderr."""
 
@@ -57,13 +83,22 @@ class Server:
     stderr is kept and logged; a server that exits before it is ready raises :class:`ServeError` with
     its message."""
 
-    def __init__(self, uri: str, dir: str | os.PathLike | None = None, extra: list[str] | None = None):
+    def __init__(
+        self,
+        uri: str,
+        dir: str | os.PathLike | None = None,
+        extra: list[str] | None = None,
+        cpus: list[int] | None = None,
+    ):
         if not isinstance(uri, str) or _uri.kind(uri) != "emu":
             raise ValueError(f"uri={uri!r}: nvmelab serve serves emulated controllers (emu://...)")
         self.target = uri
         self._own_dir = dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="nvmelab-serve.")) if dir is None else Path(dir)
         self.extra = list(extra or [])
+        self.cpus = sorted(cpus) if cpus else None  # the server's CPUs (every thread of it), None: any
+        self.cpu_s: float | None = None
+        self.stats: dict[int, dict[str, int]] = {}
         self.sockets: list[Path] = []
         self.proc: subprocess.Popen | None = None
         self._stderr: list[str] = []
@@ -85,7 +120,9 @@ class Server:
         self.dir.mkdir(parents=True, exist_ok=True)
         argv = [exe, "--dir", str(self.dir), *self.extra, self.target]
         log.info("starting %s", " ".join(argv))
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cpus = self.cpus
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None  # inherited by every thread it starts
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=pin)
         self._reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._reader.start()
         ready = threading.Event()
@@ -118,6 +155,7 @@ class Server:
         p, rc = self.proc, None
         if p is not None:
             if p.poll() is None:
+                self.cpu_s = process_cpu_s(p.pid)
                 p.send_signal(signal.SIGTERM)
                 try:
                     p.wait(STOP_TIMEOUT_S)
@@ -127,6 +165,7 @@ class Server:
                     p.wait()
             rc = p.returncode
             if p.stdout:
+                self.stats = parse_stats(p.stdout.read())
                 p.stdout.close()
             if self._reader:
                 self._reader.join(1.0)

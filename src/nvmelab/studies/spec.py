@@ -18,6 +18,7 @@ Parameters a run may carry (anything else is an error naming the key):
                        cpu and cuda every row of the engine's C table (perf_params.h,
                        crun_params.h: the module's ``params()``) plus its Python-only
                        keys (the module's ``PYTHON_PARAMS``: target, backend, ncpus, ...);
+                       stacks hands up its PYTHON_PARAMS only (tool, via, ...; no C table);
                        blksum and tier name their own (image and digest; volume, cache
                        and workload)
     host variables     governor, turbo, smt, stress (applied by hostvars; a
@@ -98,6 +99,7 @@ def _table_params(module: str) -> tuple[str, ...]:
 ENGINES = {
     "cpu": Engine("nvmelab.engines.perf", "run", table=True),
     "cuda": Engine("nvmelab.engines.gpu", "run_cuda", table=True),
+    "stacks": Engine("nvmelab.engines.stacks", "run", table=True),
     "blksum": Engine(
         "nvmelab.engines.blksum",
         "study_run",
