@@ -93,3 +93,44 @@ def test_the_shown_row_keeps_every_resource() -> None:
         cells = answer.shown(r)
         assert len(cells) == len(answer.SHOWN)
         assert all(r[k] in cells[1] for k in ("threads", "queues", "drives")), cells
+
+
+def _costs(host: str = "h1") -> pd.DataFrame:
+    """Records of study tool_costs as the runner loads them: three stacks at 512 B, QD 128, two repetitions."""
+    from nvmelab.results import tool_costs
+
+    rows = []
+    for stack, iops in ((tool_costs.BDEVPERF, 2e6), (tool_costs.SPDK_PERF, 4e6), (tool_costs.NVMELAB, 8e6)):
+        for rep, f in enumerate((0.99, 1.01)):
+            rows.append(
+                dict(
+                    stack=stack,
+                    iosize=512,
+                    qdepth=128,
+                    ncpus=1,
+                    iops=iops * f,
+                    cpu_usage=100.0,
+                    server_cpu_usage=20.0,
+                    repetition=rep,
+                    run_key=f"{stack}-{rep}",
+                    results_host=host,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def test_our_cpu_row_derives_cores_from_the_measured_cost() -> None:
+    costs = _costs()
+    mine = [
+        r
+        for r in answer.rows(cpu_costs=costs, cpu_preset="standard")
+        if r["initiator"].startswith("CPU threads, measured")
+    ]
+    assert len(mine) == 1
+    row = mine[0]
+    roof = reference.headline_value("cpu-initiated", "roofline_iops")
+    # bdevperf: 2 M IOPS per core -> 500 ns per I/O -> roofline / 2 M cores, rounded up
+    assert f"bdevperf {-(-roof // 2e6):.0f}" in row["threads"] and "bdevperf 500 ns" in row["initiator cost"]
+    assert f"nvmelab {-(-roof // 8e6):.0f}" in row["threads"] and "h1" in row["initiator cost"]
+    assert row["status"].startswith(answer.status.MEASURED) and "standard" in row["status"]
+    assert not [r for r in answer.rows(cpu_costs=pd.DataFrame()) if r["initiator"].startswith("CPU threads, measured")]

@@ -10,6 +10,7 @@ of open points under the table.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from docutils import nodes
@@ -21,6 +22,8 @@ from sphinx.util.docutils import SphinxDirective
 WIDTHS = [3, 4, 3, 3, 4]
 #: The device-initiated study whose records of ours join the table.
 GPU_STUDY = "cuda_qdepth"
+#: The study of each CPU stack's cost per I/O (SPDK's tools and ours on one served controller).
+CPU_STUDY = "tool_costs"
 
 
 class AnswerDirective(SphinxDirective):
@@ -29,12 +32,15 @@ class AnswerDirective(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         from nvmelab.results import answer
-        from nvmelab.studies import load_gpu_results, load_spec
+        from nvmelab.studies import load_gpu_results, load_spec, study_results
 
-        runs, preset, files = load_gpu_results(GPU_STUDY, os.environ.get("NVMELAB_PRESET", "standard"))
-        for f in answer.sources(files):
+        want = os.environ.get("NVMELAB_PRESET", "standard")
+        runs, preset, files = load_gpu_results(GPU_STUDY, want)
+        costs, _ = study_results(CPU_STUDY, want, mode="never", progress=False)
+        cpu_files = sorted({Path(p) for p in costs.get("results_path", [])})
+        for f in answer.sources([*files, *cpu_files]):
             note_data_file(self.env, f)
-        rows = answer.rows(runs, load_spec(GPU_STUDY).target, preset)
+        rows = answer.rows(runs, load_spec(GPU_STUDY).target, preset, costs, want)
         table = _table(answer.SHOWN, [answer.shown(r) for r in rows], WIDTHS)
         table["classes"] += ["colwidths-given", "nvmelab-answer"]
         tbody = next(iter(table.findall(nodes.tbody)))

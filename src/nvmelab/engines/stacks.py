@@ -344,8 +344,9 @@ def run(
             host=host,
             repetition=repetition,
             warmup=float(warmup if tool == "spdk_nvme_perf" else 0.0),
-            provenance=_prov.capture(info, spdk_dir=os.environ.get("SPDK_DIR"), spdk_commit=_spdk_commit()),
+            provenance=_prov.capture(info, spdk_dir=os.environ.get("SPDK_DIR")),
         )
+        rec["spdk_commit"] = _spdk_commit()  # the SPDK build's commit (flat: the notebooks name it)
         rec["cpu_usage"] = spdk["cpu_usage"]  # the tool process from its first I/O to its results
         rec["tool_latency_us"] = {k[4:-3]: tot[k] for k in ("lat_avg_us", "lat_min_us", "lat_max_us")}
         rec["tool_argv"] = spdk["argv"]
@@ -362,6 +363,7 @@ def run(
         cpus=tool_cpus,
         ns_per_io=round(ncpus * NS_PER_S / rec["iops"], 2) if rec["iops"] > 0 else None,
         server=server_info,
+        server_cpu_usage=None if server_info is None else server_info["cpu_usage"],  # flat, for the frames
         stack=stack_label(tool, via, lat_track),
     )
     rec["stress"] = stress

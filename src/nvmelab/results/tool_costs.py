@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The seeds' own tools measured here (study ``tool_costs``): what each I/O stack's core costs per I/O.
+
+Every stack drove the same emulated controller (profile ``null``), served over vfio-user on a core of its own
+(engines/stacks.py), so a stack's rate is what its own core manages and its cost per I/O is
+``ncpus / IOPS`` (every stack polls: its core is busy for the whole run).
+
+Key functions:
+    summary(df)                   per stack, I/O size and queue depth: IOPS, ns per I/O (mean, population std),
+                                  the stack's measured CPU use and the server's, repetitions
+    ratios(summ, iosize, qdepth)  our ratios between stacks beside the published ones at one thread
+    cores_for_roofline(summ)      per stack: the cores its measured cost per I/O needs for the sixteen-drive
+                                  roofline (61.7 M IOPS), beside what the published runs needed
+    server_headroom(summ)         the highest share of its core the server used in any configuration
+
+The published tool comparison ran on real drives and another CPU; what is compared is ratios between stacks
+and orders of magnitude, never one host's nanoseconds against another's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from . import analysis, reference
+
+#: Our stacks as the tables name them (engines.stacks.stack_label), in the order they are shown.
+STACKS = (
+    "spdk_nvme_perf (spdk, vfio-user)",
+    "spdk_nvme_perf -L (spdk, vfio-user)",
+    "bdevperf (spdk, vfio-user)",
+    "nvmelab (nvmelab, vfio-user)",
+    "nvmelab (nvmelab-emu, in-process)",
+)
+SPDK_PERF, SPDK_PERF_L, BDEVPERF, NVMELAB, NVMELAB_INPROC = STACKS
+#: The published stacks (reference.published("tool-comparison")["stack"]).
+PUB_SPDK_PERF = "spdk_nvme_perf (SPDK driver)"
+PUB_BDEVPERF = "bdevperf (SPDK driver)"
+PUB_XNVME_SPDK = "xnvmeperf + spdk"
+PUB_LEANEST = "xnvmeperf + upcie"
+#: The comparisons: (what is compared, our numerator and denominator, the published ones or None).
+COMPARISONS = (
+    ("SPDK's perf tool against its bdev layer, same driver", SPDK_PERF, BDEVPERF, PUB_SPDK_PERF, PUB_BDEVPERF),
+    ("the leanest stack against bdevperf", NVMELAB, BDEVPERF, PUB_LEANEST, PUB_BDEVPERF),
+    ("the leanest stack against spdk_nvme_perf", NVMELAB, SPDK_PERF, PUB_LEANEST, PUB_SPDK_PERF),
+    ("spdk_nvme_perf without against with its latency histogram (-L)", SPDK_PERF, SPDK_PERF_L, None, None),
+    ("another tool on SPDK's driver against spdk_nvme_perf", None, None, PUB_XNVME_SPDK, PUB_SPDK_PERF),
+    ("our driver in process against over vfio-user", NVMELAB_INPROC, NVMELAB, None, None),
+)
+NS_PER_S = 1e9
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean and population std over repetitions per stack, I/O size and queue depth (IOPS, ns per I/O, the
+    stack's CPU use and the server's, in percent of one CPU)."""
+    if df.empty:
+        return pd.DataFrame()
+    df = df.assign(
+        ns_per_io=NS_PER_S * df["ncpus"].astype(float) / df["iops"].astype(float),
+        cpu_usage=pd.to_numeric(df["cpu_usage"], errors="coerce"),
+        server_cpu_usage=pd.to_numeric(df.get("server_cpu_usage"), errors="coerce"),
+    )
+    out = analysis.aggregate(
+        df, by=["stack", "iosize", "qdepth"], metrics=["iops", "ns_per_io", "cpu_usage", "server_cpu_usage"]
+    )
+    order = {s: i for i, s in enumerate(STACKS)}
+    return out.sort_values(["iosize", "qdepth", "stack"], key=lambda c: c.map(order) if c.name == "stack" else c)
+
+
+def _ours(summ: pd.DataFrame, stack: str | None, iosize: int, qdepth: int) -> float:
+    if stack is None:
+        return math.nan
+    sel = summ[(summ["stack"] == stack) & (summ["iosize"] == iosize) & (summ["qdepth"] == qdepth)]
+    return float(sel["iops_mean"].iloc[0]) if not sel.empty else math.nan
+
+
+def _published_one_thread() -> pd.Series:
+    pub = analysis.aggregate(reference.published("tool-comparison"), by=["stack", "ncpus"])
+    one = pub[pub["ncpus"] == pub["ncpus"].min()]
+    return one.set_index("stack")["iops_mean"]
+
+
+def ratios(summ: pd.DataFrame, iosize: int = 512, qdepth: int = 128) -> pd.DataFrame:
+    """One row per comparison: our IOPS ratio (same core count, so also the inverse ratio of the costs per I/O)
+    at `iosize`/`qdepth`, and the published one at one thread (512 B, QD 128, 16 drives); NaN where a side has
+    no such pair."""
+    pub = _published_one_thread()
+    rows = []
+    for what, a, b, pa, pb in COMPARISONS:
+        ours = _ours(summ, a, iosize, qdepth) / _ours(summ, b, iosize, qdepth) if a else math.nan
+        published = float(pub[pa] / pub[pb]) if pa and pa in pub and pb in pub else math.nan
+        rows.append({"comparison": what, "ours": ours, "published": published})
+    return pd.DataFrame(rows)
+
+
+def roofline_iops() -> float:
+    """The sixteen-drive roofline of 512 B random reads (headline.csv: the published plot constant)."""
+    return reference.headline_value("cpu-initiated", "roofline_iops")
+
+
+#: What the published runs needed for the roofline, per stack of ours that stands for it: (the published
+#: stack, where that number comes from).
+PUBLISHED_FOR = {BDEVPERF: PUB_BDEVPERF, SPDK_PERF: PUB_SPDK_PERF, NVMELAB: PUB_LEANEST}
+
+
+#: The headline row of seed 004 whose configuration names the cores bdevperf needed for the roofline.
+SEED004_BEST = "A: siblings used; stress off; qd128; 512B; 8 cores; 16 devs"
+
+
+def _published_threads_to(stack: str, roof: float) -> str:
+    pub = analysis.aggregate(reference.published("tool-comparison"), by=["stack", "ncpus"])
+    sel = pub[(pub["stack"] == stack) & (pub["iops_mean"] >= analysis.SATURATION_FRACTION * roof)]
+    if sel.empty:
+        top = pub[pub["stack"] == stack].sort_values("ncpus").iloc[-1]
+        text = f"not reached with {int(top['ncpus'])} threads ({top['iops_mean'] / 1e6:.1f} M)"
+    else:
+        text = f"{int(sel['ncpus'].min())} threads"
+    if stack == PUB_BDEVPERF:  # seed 004's search ran bdevperf on more cores than the tool comparison did
+        cores = re.search(r"(\d+) cores", SEED004_BEST)
+        iops = reference.headline_value("cpu-initiated", "iops", SEED004_BEST)
+        text += f"; seed 004: {cores.group(1)} cores with their siblings gave {iops / 1e6:.1f} M"
+    return text
+
+
+def cores_for_roofline(summ: pd.DataFrame, iosize: int = 512, qdepth: int = 128) -> pd.DataFrame:
+    """Per stack: the cost per I/O measured here at `iosize`/`qdepth`, the cores that cost needs for the
+    roofline on this host's CPU (rounded up; perfect scaling assumed, so a lower bound), and what the
+    published runs of the matching stack needed (tool-comparison records, one thread = one core with its
+    sibling; saturation = analysis.SATURATION_FRACTION of the roofline)."""
+    roof = roofline_iops()
+    sel = summ[(summ["iosize"] == iosize) & (summ["qdepth"] == qdepth)]
+    rows = []
+    for r in sel.itertuples():
+        need = roof * r.ns_per_io_mean / NS_PER_S
+        pub = PUBLISHED_FOR.get(r.stack)
+        rows.append(
+            {
+                "stack": r.stack,
+                "ns_per_io": r.ns_per_io_mean,
+                "cores": math.ceil(need),
+                "published": f"{pub}: {_published_threads_to(pub, roof)}" if pub else "–",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def server_headroom(summ: pd.DataFrame) -> float:
+    """The largest share of one CPU (percent) the server used over any configuration's I/O (mean over
+    repetitions); NaN without server readings."""
+    col = summ.get("server_cpu_usage_mean")
+    return float(col.max()) if col is not None and col.notna().any() else math.nan
