@@ -124,8 +124,8 @@ with nvmelab.open(sys.argv[1]) as t:
     print("attached", flush=True)
     with t[0].qpair(depth=32) as q, t[0].alloc(1 << 20) as buf:
         while True:
-            for i in range(32):
-                q.submit_write(ns, i * 64, 64, buf, offset=(i % 32) * 32768)
+            for i in range(31):  # a queue of depth 32 holds 31 commands
+                q.submit_write(ns, i * 64, 64, buf, offset=i * 32768)
             q.wait_all(timeout=5, check=True)
 """
 

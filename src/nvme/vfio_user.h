@@ -38,18 +38,22 @@
  *     through REGION_READ/REGION_WRITE; the doorbells [0x1000, emulator BAR size) are a sparse-mmap area
  *     backed by the emulator's BAR memfd (passed with the GET_REGION_INFO reply, region offset 0, so the
  *     client maps the fd at area.offset); the emulator's service thread (mode=thread) polls them.
- *   - IOVA rule: the emulator's IOMMU is identity-addressed, so the server maps each DMA_MAP fd (MAP_SHARED,
- *     MAP_FIXED_NOREPLACE) at virtual address == IOVA and registers it with nvme_emu_dma_map(). A range the
- *     server cannot place there (below 64 KiB, or taken in the server's address space) or that overlaps a
- *     mapping: EEXIST (the same file range at the same IOVA from another connection is shared instead);
- *     an address, size or offset not 4 KiB aligned, or a missing fd: EINVAL. Our client hands out IOVAs
- *     from VFU_CLIENT_IOVA_BASE up; SPDK's are its hugepage addresses. A client whose IOVAs are guest-
- *     physical addresses from 0 (QEMU's vfio-user-pci) cannot be served under this rule.
+ *   - IOVA rule: the server maps each DMA_MAP fd (MAP_SHARED) at virtual address == IOVA where it can
+ *     (MAP_FIXED_NOREPLACE) and registers an identity window (nvme_emu_dma_map); a range it cannot place
+ *     there (below 64 KiB, or taken in the server's address space: QEMU's vfio-user-pci, whose IOVAs are
+ *     guest-physical addresses from 0) is mapped wherever mmap puts it and registered as a translated window
+ *     (nvme_emu_dma_map_at: iova -> va). A range overlapping another region's IOVAs: EEXIST (the same file
+ *     range at the same IOVA from another connection is shared instead); an address, size or offset not
+ *     4 KiB aligned, or a missing fd: EINVAL. Our client hands out IOVAs from VFU_CLIENT_IOVA_BASE up;
+ *     SPDK's are its hugepage addresses.
+ *   - Interrupts: SET_IRQS (ACTION_TRIGGER with DATA_EVENTFD, one fd per vector or none to unset them;
+ *     DATA_NONE count 0 turns an index off; MASK/UNMASK with DATA_NONE or DATA_BOOL; TRIGGER with DATA_NONE
+ *     or DATA_BOOL fires) keeps an eventfd per MSI-X vector and INTx's; completions posted to a CQ with
+ *     interrupts enabled write the eventfd of its vector (vfu_irq.c in the server).
  *   - A client that disconnects (or sends a header that lies) has its controller reset as a power cycle
- *     would and its DMA regions unregistered and unmapped; the server then serves the next client.
- *   - Not implemented: interrupt delivery (controllers are polled: MSI-X is declared so that Create I/O CQ
- *     takes the vectors a host asks for, but nothing is signalled; SET_IRQS is validated and accepted,
- *     eventfds closed), DMA regions without an fd (they would need DMA_READ/DMA_WRITE, which the server
+ *     would, its DMA regions unregistered and unmapped and its eventfds closed; the server then serves the
+ *     next client.
+ *   - Not implemented: DMA regions without an fd (they would need DMA_READ/DMA_WRITE, which the server
  *     never sends: EINVAL), GET_REGION_IO_FDS, REGION_WRITE_MULTI, dirty-page logging, migration,
  *     DEVICE_FEATURE (all ENOTSUP).
  *

@@ -22,14 +22,16 @@
 #define VFU_BAR0_CAPLEN (sizeof(struct vfu_cap_sparse) + sizeof(struct vfu_sparse_area))
 #define VFU_MSIX_VCTRL  12u /* Vector Control's offset in a table entry */
 
-/* A DMA region mapped at VA == IOVA. A client attached to several controllers of one server maps each of
- * its buffers on each connection, with the same file range at the same IOVA: the connections then share
+/* A DMA region, mapped at VA == IOVA when possible (an identity window), else wherever mmap put it (va: a
+ * translated window, iova -> va; the IOVA rule in vfu_server.h). A client attached to several controllers of one server
+ * maps each of its buffers on each connection, with the same file range at the same IOVA: the connections then share
  * one mapping and one emulator window, which stays until the last of them unmaps it or goes away. Every
  * region of the process is on one list (the address space is the process's), under one lock. */
 struct vfu_dma {
     struct vfu_dma *next;
     struct nvme_emu_set *set;
     uint64_t iova, size, offset;
+    void *va;   /* where it is mapped here: (void *)iova for an identity window */
     dev_t fdev; /* the file mapped (st_dev, st_ino) */
     ino_t fino;
     unsigned refs; /* connections holding it */
@@ -44,7 +46,8 @@ struct vfu_dev {
     int bar_fd;                        /* the emulator's BAR memfd, owned by the set; -1: no mmap area */
     uint64_t bar_size;                 /* region 0: the emulator's BAR and the MSI-X table and PBA, a power of two */
     uint64_t msix_off;                 /* BAR0 offset of the MSI-X table (the emulator's BAR rounded up to a page) */
-    uint8_t msix[VFU_MSIX_TABLE_SIZE]; /* MSI-X table as the client wrote it (never used to signal) */
+    uint8_t msix[VFU_MSIX_TABLE_SIZE]; /* MSI-X table as the client wrote it (not consulted: vfu_irqs masks) */
+    struct vfu_irqs irqs;              /* eventfds of INTx and the MSI-X vectors (vfu_irq.c) */
     bool negotiated;
     struct vfu_caps caps;
     struct vfu_pci_cfg cfg;
@@ -69,6 +72,13 @@ static void msix_reset(struct vfu_dev *d)
     memset(d->msix, 0, sizeof(d->msix));
     for (uint32_t v = 0; v < VFU_MSIX_VECTORS; v++)
         d->msix[v * VFU_MSIX_ENTRY + VFU_MSIX_VCTRL] = 1;
+}
+
+/* The emulator's interrupt hook (its service thread): completions were posted to a CQ of vector iv. */
+static void dev_irq_hook(void *ctx, unsigned ctrl, uint16_t iv)
+{
+    (void)ctrl;
+    vfu_irqs_raise(&((struct vfu_dev *)ctx)->irqs, iv);
 }
 
 int vfu_dev_open(struct nvme_emu_set *set, unsigned ctrl, struct vfu_dev **out)
@@ -101,7 +111,9 @@ int vfu_dev_open(struct nvme_emu_set *set, unsigned ctrl, struct vfu_dev **out)
         return r;
     }
     msix_reset(d);
+    vfu_irqs_init(&d->irqs);
     vfu_pci_cfg_init(&d->cfg, d->bar_size, d->msix_off, NVME_EMU_VID, NVME_EMU_VID);
+    nvme_emu_set_irq_hook(set, ctrl, dev_irq_hook, d);
     *out = d;
     return 0;
 }
@@ -117,11 +129,10 @@ static void dma_drop(struct vfu_dev *d, unsigned i)
                 *pp = m->next;
                 break;
             }
-        void *va = (void *)(uintptr_t)m->iova;
         /* the emulator's unmap waits until no command can see the window; only then is the memory let go.
          * A window the emulator would not remove stays mapped: the controller may still reach it. */
-        if (nvme_emu_dma_unmap(m->set, va, m->size) == 0)
-            munmap(va, m->size);
+        if (nvme_emu_dma_unmap_at(m->set, m->iova, m->size) == 0)
+            munmap(m->va, m->size);
         free(m);
     }
     pthread_mutex_unlock(&g_dma_lock);
@@ -130,6 +141,7 @@ static void dma_drop(struct vfu_dev *d, unsigned i)
 void vfu_dev_disconnect(struct vfu_dev *d)
 {
     nvme_emu_ctrl_reset(d->set, d->ctrl); /* no queue left: nothing of this client is reached any more */
+    vfu_irqs_reset(&d->irqs);             /* its eventfds closed: nothing is signalled to a client gone */
     while (d->ndma)
         dma_drop(d, d->ndma - 1);
     d->negotiated = false;
@@ -142,6 +154,8 @@ void vfu_dev_close(struct vfu_dev *d)
     if (!d)
         return;
     vfu_dev_disconnect(d);
+    nvme_emu_set_irq_hook(d->set, d->ctrl, NULL, NULL); /* once it returns, no call of the hook is running */
+    vfu_irqs_destroy(&d->irqs);
     free(d->rbuf);
     free(d->ibuf);
     free(d);
@@ -179,13 +193,38 @@ static int cmd_version(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint8_
 
 /* DMA_MAP after its checks, under g_dma_lock: share the region another connection mapped from the same
  * file range at the same IOVA, else map it here. 0 or a positive errno. */
+/* Map the region: at VA == IOVA when that placement is possible, else anywhere (the IOVA rule, vfu_server.h).
+ * MAP_FAILED with *err set when it cannot be mapped at all. */
+static void *dma_place(const struct vfu_dma_map *m, int fd, int *err)
+{
+    const int prot = PROT_READ | PROT_WRITE;
+    void *want = (void *)(uintptr_t)m->addr;
+    if (m->addr >= VFU_MIN_IOVA) {
+        void *va = mmap(want, m->size, prot, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)m->offset);
+        if (va == want)
+            return va;
+        if (va != MAP_FAILED) /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+            munmap(va, m->size);
+        else if (errno == EACCES || errno == ENODEV) { /* the file cannot be mapped so, anywhere */
+            *err = errno == EACCES ? EACCES : EINVAL;
+            return MAP_FAILED;
+        }
+        /* EEXIST (taken here), ENOMEM (beyond the address space), EPERM (below mmap_min_addr): elsewhere */
+    }
+    void *va = mmap(NULL, m->size, prot, MAP_SHARED, fd, (off_t)m->offset);
+    if (va == MAP_FAILED)
+        *err = errno == EACCES ? EACCES : errno == ENOMEM ? ENOMEM : EINVAL;
+    return va;
+}
+
 static int dma_map_locked(struct vfu_dev *d, const struct vfu_dma_map *m, int fd, const struct stat *st)
 {
     for (struct vfu_dma *e = g_dma; e; e = e->next) {
-        if (e->iova >= m->addr + m->size || m->addr >= e->iova + e->size)
+        /* IOVAs are disjoint within one emu:// set (its windows); another set's windows are its own */
+        if (e->set != d->set || e->iova >= m->addr + m->size || m->addr >= e->iova + e->size)
             continue;
-        if (e->set != d->set || e->iova != m->addr || e->size != m->size || e->offset != m->offset ||
-            e->fdev != st->st_dev || e->fino != st->st_ino)
+        if (e->iova != m->addr || e->size != m->size || e->offset != m->offset || e->fdev != st->st_dev ||
+            e->fino != st->st_ino)
             return EEXIST; /* overlaps something else */
         for (unsigned i = 0; i < d->ndma; i++)
             if (d->dma[i] == e)
@@ -197,19 +236,14 @@ static int dma_map_locked(struct vfu_dev *d, const struct vfu_dma_map *m, int fd
     struct vfu_dma *e = calloc(1, sizeof(*e));
     if (!e)
         return ENOMEM;
-    void *want = (void *)(uintptr_t)m->addr;
-    void *va = mmap(want, m->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, (off_t)m->offset);
-    if (va == MAP_FAILED) { /* arguments were checked: what is left is a range that cannot be placed here */
-        int err = errno == EACCES ? EACCES : errno == ENODEV ? EINVAL : EEXIST;
+    int err = 0;
+    void *va = dma_place(m, fd, &err);
+    if (va == MAP_FAILED) {
         free(e);
         return err;
     }
-    if (va != want) { /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
-        munmap(va, m->size);
-        free(e);
-        return EEXIST;
-    }
-    int r = nvme_emu_dma_map(d->set, va, m->size);
+    int r = va == (void *)(uintptr_t)m->addr ? nvme_emu_dma_map(d->set, va, m->size)
+                                             : nvme_emu_dma_map_at(d->set, m->addr, va, m->size);
     if (r) {
         munmap(va, m->size);
         free(e);
@@ -220,6 +254,7 @@ static int dma_map_locked(struct vfu_dev *d, const struct vfu_dma_map *m, int fd
                           .iova = m->addr,
                           .size = m->size,
                           .offset = m->offset,
+                          .va = va,
                           .fdev = st->st_dev,
                           .fino = st->st_ino,
                           .refs = 1};
@@ -241,8 +276,6 @@ static int cmd_dma_map(struct vfu_dev *d, const uint8_t *pl, size_t plen, const 
     if (!m.size || ((m.addr | m.size | m.offset) & VFU_PAGE_MASK) || m.addr + m.size < m.addr ||
         m.offset + m.size < m.offset || m.offset > (uint64_t)INT64_MAX - m.size)
         return EINVAL;
-    if (m.addr < VFU_MIN_IOVA)
-        return EEXIST; /* not placed there: a null pointer must stay invalid in this process */
     if (d->ndma >= VFU_MAX_DMA_MAPS)
         return ENOSPC;
     struct stat st;
@@ -365,15 +398,16 @@ static int cmd_irq_info(const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen
         return EINVAL;
     i.argsz = sizeof(i);
     i.count = irq_count(i.index);
-    i.flags =
-        VFU_IRQ_INFO_F_EVENTFD |
-        (i.index == VFU_PCI_INTX_IRQ ? VFU_IRQ_INFO_F_MASKABLE | VFU_IRQ_INFO_F_AUTOMASKED : VFU_IRQ_INFO_F_NORESIZE);
+    /* MSI-X is resizable: QEMU then sets one vector's eventfd at a time instead of turning the index off and on
+     * (which would drop the interrupts of the moment between) */
+    i.flags = VFU_IRQ_INFO_F_EVENTFD | VFU_IRQ_INFO_F_MASKABLE |
+              (i.index == VFU_PCI_INTX_IRQ ? VFU_IRQ_INFO_F_AUTOMASKED : 0u);
     memcpy(p, &i, sizeof(i));
     *rlen = sizeof(i);
     return 0;
 }
 
-static int cmd_set_irqs(const uint8_t *pl, size_t plen, unsigned nfds)
+static int cmd_set_irqs(struct vfu_dev *d, const uint8_t *pl, size_t plen, int *fds, unsigned nfds)
 {
     struct vfu_irq_set s;
     if (plen < sizeof(s))
@@ -384,28 +418,37 @@ static int cmd_set_irqs(const uint8_t *pl, size_t plen, unsigned nfds)
         (s.flags & ~(VFU_IRQ_SET_DATA_TYPE_MASK | VFU_IRQ_SET_ACTION_TYPE_MASK)) || __builtin_popcount(data) != 1 ||
         __builtin_popcount(action) != 1)
         return EINVAL;
-    if (s.count == 0) /* VFIO: DATA_NONE | ACTION_TRIGGER with count 0 turns the index off */
-        return data == VFU_IRQ_SET_DATA_NONE && action == VFU_IRQ_SET_ACTION_TRIGGER && !nfds ? 0 : EINVAL;
+    if (s.count == 0) { /* VFIO: DATA_NONE | ACTION_TRIGGER with count 0 turns the index off */
+        if (data != VFU_IRQ_SET_DATA_NONE || action != VFU_IRQ_SET_ACTION_TRIGGER || nfds)
+            return EINVAL;
+        return irq_count(s.index) ? vfu_irqs_set(&d->irqs, &s, NULL, fds, 0) : 0;
+    }
     uint32_t n = irq_count(s.index);
     if (s.start >= n || s.count > n - s.start)
         return EINVAL;
-    if ((data == VFU_IRQ_SET_DATA_EVENTFD) != (nfds != 0) || (data == VFU_IRQ_SET_DATA_EVENTFD && nfds != s.count))
+    /* DATA_EVENTFD: one fd per vector, or none at all (QEMU sends unset vectors, its -1s, without fds) */
+    if ((data != VFU_IRQ_SET_DATA_EVENTFD && nfds) || (nfds && nfds != s.count))
         return EINVAL;
     if (data == VFU_IRQ_SET_DATA_BOOL && s.argsz - sizeof(s) < s.count)
         return EINVAL;
-    return 0; /* accepted; interrupts are not delivered (polled controllers), the eventfds are closed */
+    return vfu_irqs_set(&d->irqs, &s, pl + sizeof(s), fds, nfds);
 }
 
 /* A BAR0 access of width 4 or 8 at an aligned offset (checked by the caller). */
-static uint64_t bar_load(const struct vfu_dev *d, uint64_t off, uint32_t width)
+static uint64_t bar_load(struct vfu_dev *d, uint64_t off, uint32_t width)
 {
     if (off >= d->msix_off && off + width <= d->msix_off + VFU_MSIX_TABLE_SIZE) {
         uint64_t v = 0;
         memcpy(&v, d->msix + (off - d->msix_off), width);
         return v;
     }
-    if (off + width > d->bar->size) /* the PBA reads 0: nothing is ever pending */
-        return 0;                   /* inside the power-of-two region, beyond the emulator's BAR */
+    const uint64_t pba = d->msix_off + VFU_MSIX_TABLE_SIZE;
+    if (off >= pba && off + width <= pba + VFU_MSIX_PBA_SIZE) { /* the pending bits of vfu_irq.c */
+        uint64_t bits = vfu_irqs_pba(&d->irqs, (uint32_t)((off - pba) * 8u));
+        return width == sizeof(uint64_t) ? bits : (uint32_t)bits;
+    }
+    if (off + width > d->bar->size) /* inside the power-of-two region, beyond the emulator's BAR */
+        return 0;
     volatile uint8_t *b = d->bar->base + off;
     if (width == sizeof(uint64_t))
         return __atomic_load_n((volatile uint64_t *)(void *)b, __ATOMIC_ACQUIRE);
@@ -511,7 +554,7 @@ int vfu_dev_handle(struct vfu_dev *d, const void *msg, size_t len, int *fds, uns
             err = cmd_irq_info(pl, plen, p, &rlen);
             break;
         case VFU_CMD_DEVICE_SET_IRQS:
-            err = cmd_set_irqs(pl, plen, nfds);
+            err = cmd_set_irqs(d, pl, plen, fds, nfds);
             break;
         case VFU_CMD_REGION_READ:
             err = cmd_region_rw(d, false, pl, plen, p, &rlen);
@@ -521,6 +564,8 @@ int vfu_dev_handle(struct vfu_dev *d, const void *msg, size_t len, int *fds, uns
             break;
         case VFU_CMD_DEVICE_RESET:
             err = plen ? EINVAL : -nvme_emu_ctrl_reset(d->set, d->ctrl); /* DMA maps are kept */
+            if (!err)
+                vfu_irqs_reset(&d->irqs); /* eventfds closed (QEMU turns interrupts off before, on after) */
             break;
         default:
             err = ENOTSUP;

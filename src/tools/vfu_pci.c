@@ -2,8 +2,8 @@
 /* vfu_pci.c — the PCI config space of a served NVMe function (vfu_server.h): header type 0, class 01 08 02,
  * a 64-bit non-prefetchable memory BAR0 with size probing, INTx pin A, and a capability list of PCI power
  * management (D0 only), PCI Express (v2 endpoint, x1 2.5 GT/s) and MSI-X (VFU_MSIX_VECTORS vectors, table
- * and PBA in BAR0; declared so that interrupt vectors exist for Create I/O CQ, never signalled: the
- * controllers are polled). Extended config space (0x100 on) reads as zero: no extended capability. */
+ * and PBA in BAR0; its vectors signalled through SET_IRQS's eventfds, vfu_irq.c). Extended config space (0x100
+ * on) reads as zero: no extended capability. */
 #include <stdint.h>
 #include <string.h>
 

@@ -19,25 +19,32 @@
  * Caveats:
  *   - The emu:// target must run mode=thread (its service thread polls the doorbell page the client
  *     writes); vfu_server_open adds mode=thread when absent and refuses mode=inline.
- *   - DMA maps are mapped into this process at VA == IOVA (the emulator's IOMMU is identity-addressed),
- *     so every client of one server shares one address space: a DMA_MAP that overlaps another client's
- *     region (or anything else mapped here) is refused with EEXIST, unless it is the very same file range
+ *   - DMA maps (the IOVA rule): a region is mapped into this process at VA == IOVA when that placement is
+ *     possible (our driver's and SPDK's IOVAs are their own addresses) and registered as an identity window;
+ *     when it is not (an IOVA below VFU_MIN_IOVA, or the range taken here: QEMU's guest-physical addresses
+ *     from 0) it is mapped wherever mmap puts it and registered as a translated window (iova -> va,
+ *     nvme_emu_dma_map_at). Windows are disjoint in IOVAs across every client of one server: a DMA_MAP
+ *     that overlaps another client's region is refused with EEXIST, unless it is the very same file range
  *     at the same IOVA (one client process on several controllers): then the connections share the
- *     mapping, kept until the last of them unmaps it or goes away. IOVAs below VFU_MIN_IOVA are refused,
- *     so a client whose IOVAs start at 0 (QEMU: guest-physical addresses) cannot be served. The DMA
- *     windows belong to the whole emu:// set, as in-process: a controller reaches every window
- *     registered by any client.
+ *     mapping, kept until the last of them unmaps it or goes away. The DMA windows belong to the whole
+ *     emu:// set, as in-process: a controller reaches every window registered by any client.
  *   - Every DMA region is mapped readable and writable (the emulator's IOMMU has no per-direction
  *     permission); an fd that cannot be mapped so is refused (EACCES). A client that shrinks its file
  *     under a live mapping can make this process take SIGBUS: clients are trusted that far.
- *   - No interrupts are delivered: controllers are polled (SET_IRQS is validated and accepted). An MSI-X
- *     capability of VFU_MSIX_VECTORS vectors is declared, so that Create I/O CQ accepts the vectors a
- *     driver picks (the NVMe rule: IV within the MSI-X table), but none is ever signalled.
+ *   - Interrupts (vfu_irq.c): SET_IRQS gives an eventfd per MSI-X vector (or INTx's one); whenever the
+ *     emulator posts completions to a CQ with interrupts enabled it calls this server's hook with the CQ's
+ *     vector, which writes that eventfd (MSI-X when the client turned that index on, else INTx, automasked
+ *     as VFIO's). Mask/unmask (DATA_NONE, DATA_BOOL) are honoured; an interrupt raised while its vector is
+ *     masked or has no eventfd is kept pending and delivered at the unmask or when an eventfd comes, and
+ *     the PBA reads those pending bits. The MSI-X table's own Mask bits are kept but not consulted (QEMU
+ *     emulates the table itself and masks in its own MSI-X core). A client that sets no eventfd (our
+ *     driver, SPDK) polls: nothing is signalled. Reset and the client's departure close every eventfd.
  *   - Functions return 0 or a negative errno; vfu_server_open writes one message into err.
  */
 #ifndef NVMELAB_TOOLS_VFU_SERVER_H
 #define NVMELAB_TOOLS_VFU_SERVER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,7 +60,7 @@ struct nvme_emu_set;
 
 #define VFU_CFG_SIZE      4096u     /* config space region (PCI Express: extended space, all zero past 0x100) */
 #define VFU_MAX_DMA_MAPS  1024u     /* DMA regions one client may have mapped at once (ENOSPC beyond) */
-#define VFU_MIN_IOVA      0x10000u  /* DMA maps below are refused (EEXIST): Linux's default mmap_min_addr */
+#define VFU_MIN_IOVA      0x10000u  /* DMA maps below are never placed at VA == IOVA (translated): mmap_min_addr */
 #define VFU_POLL_MS       100       /* how often blocked server threads look at the stop flag */
 #define VFU_PCI_DEVICE_ID 0x0010u   /* with the emulator's vendor id (NVME_EMU_VID): QEMU's NVMe function */
 #define VFU_NVME_CLASS    0x010802u /* mass storage, NVM, NVMe I/O controller */
@@ -123,7 +130,7 @@ struct vfu_pci_cfg {
 };
 /* MSI-X: VFU_MSIX_VECTORS vectors (the most an 11-bit Table Size allows), table and PBA in BAR0 past the
  * emulator's registers and doorbells. The table is kept (reads return what was written, Mask bits set at
- * reset) but no vector is ever signalled: the controllers are polled. */
+ * reset); vectors are signalled through the eventfds of SET_IRQS (vfu_irq.c), the PBA reads their pending bits. */
 #define VFU_MSIX_VECTORS    2048u
 #define VFU_MSIX_ENTRY      16u /* bytes of one table entry */
 #define VFU_MSIX_TABLE_SIZE (VFU_MSIX_VECTORS * VFU_MSIX_ENTRY)
@@ -135,6 +142,32 @@ void vfu_pci_cfg_init(struct vfu_pci_cfg *c, uint64_t bar0_size, uint64_t msix_o
  * bits, so writing all-ones to BAR0 reads back its size mask. */
 void vfu_pci_cfg_read(const struct vfu_pci_cfg *c, uint32_t off, void *buf, uint32_t count);
 void vfu_pci_cfg_write(struct vfu_pci_cfg *c, uint32_t off, const void *buf, uint32_t count);
+
+/* ---- interrupts (vfu_irq.c) ---- */
+struct vfu_irq_vec {
+    int fd;       /* eventfd the client gave, -1: none */
+    bool masked;  /* VFIO mask (INTx: automasked once delivered) */
+    bool pending; /* raised while masked or without eventfd: delivered at unmask / when an eventfd comes */
+};
+struct vfu_irqs {
+    pthread_mutex_t lock;  /* the emulator's hook (service thread) against SET_IRQS (connection thread) */
+    bool intx_on, msix_on; /* index turned on by an eventfd trigger, off by DATA_NONE count 0 */
+    struct vfu_irq_vec intx;
+    struct vfu_irq_vec msix[VFU_MSIX_VECTORS];
+};
+void vfu_irqs_init(struct vfu_irqs *q);
+/* Every eventfd closed, both indexes off, masks and pending bits cleared. */
+void vfu_irqs_reset(struct vfu_irqs *q);
+void vfu_irqs_destroy(struct vfu_irqs *q);
+/* One SET_IRQS the caller checked (index INTx or MSI-X, vectors in range, fds present only with DATA_EVENTFD and
+ * then count of them or none, data holding count bools with DATA_BOOL, count 0 only as DATA_NONE|TRIGGER). The
+ * fds kept are set to -1 in fds[]. 0 or a positive errno for the error reply (ENOTSUP: an eventfd for mask or
+ * unmask). */
+int vfu_irqs_set(struct vfu_irqs *q, const struct vfu_irq_set *s, const uint8_t *data, int *fds, unsigned nfds);
+/* The emulator's hook: the CQ of vector iv got completions. */
+void vfu_irqs_raise(struct vfu_irqs *q, uint16_t iv);
+/* The PBA's 64 pending bits of vectors first..first+63. */
+uint64_t vfu_irqs_pba(struct vfu_irqs *q, uint32_t first);
 
 /* ---- VERSION's JSON (vfu_json.c) ---- */
 struct vfu_caps {

@@ -15,7 +15,8 @@
  * taken apart by the framing code, vfu_msg_recv(), as the server's connection loop does. Checked: every
  * reply is a well-formed reply to the message (same id and command, size = header + payload, an error
  * reply carries an errno and nothing else), no descriptor leaks (every received fd is closed by the
- * handler), and the framing refuses only with -ECONNRESET, -EPROTO or -EMSGSIZE.
+ * handler, except SET_IRQS's eventfds, which the device keeps: those by the disconnect at the latest), and
+ * the framing refuses only with -ECONNRESET, -EPROTO or -EMSGSIZE.
  * Seeds: corpus/vfio_user/, written by make_vfio_user_seeds.py.
  */
 #include <errno.h>
@@ -44,8 +45,12 @@
 #define FUZZ_MAX_STREAM  (64u << 10) /* below a socketpair's buffer: the one write never blocks */
 #define FUZZ_RECV_MS     1000        /* never waited for: the whole input is in the socket, then EOF */
 
+#define FUZZ_MAX_KEPT    (FUZZ_MAX_MSGS * VFU_MAX_FDS) /* SET_IRQS descriptors the device may keep in one input */
+
 static struct nvme_emu_set *g_set;
 static struct vfu_dev *g_dev;
+static int g_kept[FUZZ_MAX_KEPT]; /* descriptors SET_IRQS may have kept: closed by the disconnect */
+static unsigned g_nkept;
 
 static void fail(const char *what)
 {
@@ -104,8 +109,11 @@ static void handle_with(const uint8_t *msg, size_t len, int *fds, unsigned nfds,
         memcpy(probe, fds, nfds * sizeof(int));
     struct vfu_reply r;
     int rc = vfu_dev_handle(g_dev, msg, len, fds, nfds, &r);
+    bool irqs = len >= sizeof(h) && h.cmd == VFU_CMD_DEVICE_SET_IRQS; /* its eventfds are the device's now */
     for (unsigned i = 0; i < nfds; i++)
-        if (fcntl(probe[i], F_GETFD) != -1)
+        if (irqs && g_nkept < FUZZ_MAX_KEPT)
+            g_kept[g_nkept++] = probe[i];
+        else if (fcntl(probe[i], F_GETFD) != -1)
             fail("a received fd was left open");
     if (rc == -EPROTO) {
         *closed = true;
@@ -225,5 +233,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vfu_dev_disconnect(g_dev);
     if (vfu_dev_dma_count(g_dev) || nvme_emu_dma_count(g_set))
         fail("a DMA window outlived its client");
+    for (unsigned i = 0; i < g_nkept; i++)
+        if (fcntl(g_kept[i], F_GETFD) != -1)
+            fail("an eventfd outlived its client");
+    g_nkept = 0;
     return 0;
 }

@@ -86,7 +86,9 @@ struct emu_cq *emu_cq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint3
         return NULL;
     cq->id = qid;
     cq->size = size;
-    cq->ring = (volatile struct nvme_cqe *)(uintptr_t)base;
+    cq->ring_iova = base;
+    cq->ring = (volatile struct nvme_cqe *)(void *)emu_dma_ptr(c->set, base, (uint64_t)size * NVME_CQE_SIZE);
+    cq->ien = qid == 0; /* the admin CQ: interrupts always enabled, vector 0; I/O CQs: admin_create_cq */
     cq->phase = NVME_CQE_P;
     atomic_flag_clear(&cq->lock);
     emu_reg_w32(c, nvme_db_cq_off(qid, c->cfg.dstrd), 0);
@@ -118,7 +120,9 @@ struct emu_sq *emu_sq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint3
     }
     sq->id = qid;
     sq->size = size;
-    sq->ring = (const volatile struct nvme_sqe *)(uintptr_t)base;
+    sq->ring_iova = base;
+    sq->ring =
+        (const volatile struct nvme_sqe *)(const void *)emu_dma_ptr(c->set, base, (uint64_t)size * NVME_SQE_SIZE);
     sq->cq = cq;
     sq->ring_gen = UINT64_MAX; /* rings checked against the DMA windows at the first service (prp.c) */
     sq->st = &c->qstats[qid];
@@ -154,7 +158,8 @@ void emu_sq_delete(struct emu_ctrl *c, uint16_t qid, bool post)
             sq->heap[i].due = 0;
             sq->heap[i].status = EMU_ST(NVME_SCT_GENERIC, NVME_SC_ABORT_SQ_DELETED);
         }
-        emu_sq_drain(c, sq, 1);
+        if (emu_sq_drain(c, sq, 1))
+            emu_cq_irq(c, sq->cq);
     }
     atomic_store_explicit(&sq->st->inflight, 0, memory_order_relaxed);
     cq_unbind(sq->cq, qid);
@@ -482,6 +487,8 @@ static uint16_t admin_create_cq(struct emu_ctrl *c, const struct nvme_sqe *cmd)
     struct emu_cq *cq = emu_cq_new(c, (uint16_t)qid, cmd->prp1, size);
     if (!cq)
         return EMU_ST(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
+    cq->ien = (cmd->cdw11 & NVME_CREATE_CQ_IEN) != 0;
+    cq->iv = cq->ien ? (uint16_t)(cmd->cdw11 >> NVME_CREATE_CQ_IV_SHIFT) : 0;
     c->cqs[qid] = cq;
     return EMU_ST_OK;
 }

@@ -62,10 +62,10 @@ static inline void cid_clear(struct emu_sq *sq, uint16_t cid)
     sq->cid_bits[cid >> 6] &= ~(1ull << (cid & 63));
 }
 
-void emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now)
+uint64_t emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now)
 {
     if (!sq->nheap)
-        return;
+        return 0;
     struct emu_cq *cq = sq->cq;
     uint64_t posted = 0, errors = 0, held = 0;
     cq_lock(cq);
@@ -92,6 +92,7 @@ void emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now)
     emu_st_add(&sq->st->errors, errors);
     emu_st_add(&sq->st->cq_full_held, held);
     atomic_store_explicit(&sq->st->inflight, sq->nheap, memory_order_relaxed);
+    return posted;
 }
 
 void emu_complete(struct emu_ctrl *c, struct emu_sq *sq, uint16_t cid, uint16_t status, uint32_t dw0, uint64_t due)

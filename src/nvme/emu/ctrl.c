@@ -501,6 +501,21 @@ int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i)
     return 0;
 }
 
+int nvme_emu_set_irq_hook(struct nvme_emu_set *set, unsigned i, nvme_emu_irq_fn fn, void *ctx)
+{
+    if (!set || i >= set->n)
+        return -EINVAL;
+    struct emu_ctrl *c = &set->ctrls[i];
+    if (c->threaded) /* the service thread calls the hook holding the lock: none is running once we hold it */
+        pthread_mutex_lock(&c->lock);
+    atomic_store_explicit(&c->irq_fn, NULL, memory_order_release);
+    atomic_store_explicit(&c->irq_ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&c->irq_fn, fn, memory_order_release);
+    if (c->threaded)
+        pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
 int nvme_emu_ctrl_set_vectors(struct nvme_emu_set *set, unsigned i, uint32_t nvec)
 {
     if (!set || i >= set->n || nvec < 1 || nvec > NVME_EMU_MAX_VECTORS)

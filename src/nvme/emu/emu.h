@@ -17,15 +17,20 @@
  *   nvme_emu_set_count() / nvme_emu_set_bar() / nvme_emu_set_close()
  *   nvme_emu_set_bar_fd() / nvme_emu_ctrl_reset()   for the vfio-user server (BAR memfd, power-cycle reset)
  *   nvme_emu_ctrl_set_vectors()  for the vfio-user server: interrupt vectors its MSI-X table offers
+ *   nvme_emu_set_irq_hook()  for the vfio-user server: told the vector of every CQ with interrupts that got CQEs
+ *   nvme_emu_dma_map_at()    a DMA window whose controller addresses (IOVAs) differ from the host's (QEMU)
  *   nvme_emu_inject()          arm a fault (delay/drop completion, CSTS.CFS, status)
  *   nvme_emu_queue_stats()     per-queue command counters
  *   nvme_emu_set_describe()    profile, scale, mode (for record provenance)
  *
  * Caveats:
- *   - DMA addresses are identity: PRP entries are process virtual addresses,
- *     reachable only inside the DMA windows the host registered (below);
- *     outside them a command fails with Data Transfer Error and touches no
- *     memory.  Null PRPs are refused (Data Transfer Error).
+ *   - DMA addresses are controller addresses (IOVAs) inside the DMA windows the
+ *     host registered (below); outside them a command fails with Data Transfer
+ *     Error and touches no memory.  A window registered with nvme_emu_dma_map()
+ *     is identity (IOVA == process virtual address: the driver, our vfio-user
+ *     client); one registered with nvme_emu_dma_map_at() translates (IOVA ->
+ *     wherever the memory is mapped here: QEMU's guest-physical addresses).
+ *     Null PRPs are refused (Data Transfer Error).
  *   - mode=inline (default): commands run on the thread that rings the SQ
  *     doorbell or polls an empty CQ.  Different host threads may drive
  *     different qpairs of one controller concurrently; one qpair belongs to
@@ -81,10 +86,18 @@ int nvme_emu_set_bar_fd(const struct nvme_emu_set *set, unsigned i);
 int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i);
 /* The number of interrupt vectors the host side of controller i offers (a vfio-user server: its MSI-X
  * table size), 1..NVME_EMU_MAX_VECTORS; 1 (vector 0 only) until set. Create I/O Completion Queue with
- * interrupts enabled and IV >= nvec fails with Invalid Interrupt Vector. Call before a client attaches;
- * no interrupt is ever raised (controllers are polled). 0 or -EINVAL. */
+ * interrupts enabled and IV >= nvec fails with Invalid Interrupt Vector. Call before a client attaches.
+ * 0 or -EINVAL. */
 #define NVME_EMU_MAX_VECTORS 2048u /* MSI-X Table Size is an 11-bit count */
 int nvme_emu_ctrl_set_vectors(struct nvme_emu_set *set, unsigned i, uint32_t nvec);
+/* Interrupts: fn(ctx, ctrl, iv) is called whenever completions were posted to a CQ of controller ctrl with
+ * interrupts enabled (the admin CQ always, vector 0; an I/O CQ created with IEN, its IV), after the entries are
+ * visible, from the thread that posted them (mode=thread: the service thread), once per batch of entries (at
+ * least once for every entry; a call may cover several). fn must be quick and must not call into the
+ * emulator. NULL removes the hook; with mode=thread, once this returns no call of the old hook is running
+ * (mode=inline: the caller makes sure no host thread is inside the controller). 0 or -EINVAL. */
+typedef void (*nvme_emu_irq_fn)(void *ctx, unsigned ctrl, uint16_t iv);
+int nvme_emu_set_irq_hook(struct nvme_emu_set *set, unsigned ctrl, nvme_emu_irq_fn fn, void *ctx);
 /* Stops service threads, frees queues state, namespaces and BAR memory. Host
  * memory (queues, buffers) belongs to the host and is never touched here. */
 void nvme_emu_set_close(struct nvme_emu_set *set);
@@ -129,15 +142,21 @@ int nvme_emu_inject(struct nvme_emu_set *set, unsigned ctrl, const struct nvme_e
  * host memory is read or written (queue creation: Invalid Field; admin queues at CC.EN: CSTS.CFS; a
  * queue whose ring is unmapped later: CSTS.CFS at its next doorbell).  With no window registered the
  * controller reaches nothing.  The driver registers every nvme_dma object of an emu:// target (dma.c).
- *   nvme_emu_dma_map()    [addr, addr+len) becomes reachable; -EEXIST when it overlaps a window,
- *                         -EINVAL for a null or wrapping range, -ENOMEM.
+ *   nvme_emu_dma_map()    [addr, addr+len) becomes reachable at the same controller addresses (identity);
+ *                         -EEXIST when it overlaps a window, -EINVAL for a null or wrapping range, -ENOMEM.
+ *   nvme_emu_dma_map_at() controller addresses [iova, iova+len) reach host memory [va, va+len) (translated;
+ *                         iova may be 0, windows are disjoint in controller addresses); errors as above.
+ *                         Identity windows pay nothing for it (the translation adds 0).
  *   nvme_emu_dma_unmap()  remove the window registered with exactly (addr, len) (-ENOENT otherwise); when
  *                         it returns, no command that could still see the window is running, so the
  *                         memory may be freed at once.  Must not be called from inside the controller.
+ *   nvme_emu_dma_unmap_at() the same by controller address (for nvme_emu_dma_map_at windows, iova 0 too).
  *   nvme_emu_dma_allow()  the same as nvme_emu_dma_map() (older name).
  *   nvme_emu_dma_clear()  remove every window. */
 int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len);
 int nvme_emu_dma_unmap(struct nvme_emu_set *set, const void *addr, size_t len);
+int nvme_emu_dma_map_at(struct nvme_emu_set *set, uint64_t iova, void *va, size_t len);
+int nvme_emu_dma_unmap_at(struct nvme_emu_set *set, uint64_t iova, size_t len);
 int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len);
 void nvme_emu_dma_clear(struct nvme_emu_set *set);
 /* Windows registered now. */

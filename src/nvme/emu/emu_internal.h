@@ -177,8 +177,12 @@ struct emu_sq;
 
 /* ---- DMA windows ---- */
 #define EMU_DMA_SHARDS 64u /* reader counters, one cache line each (by controller and queue) */
+/* [lo, hi) in controller addresses (IOVAs); the host pointer of address a is a + delta (mod 2^64): 0 for an
+ * identity window (the driver's, our vfio-user client's), va - iova for a translated one (QEMU's guest-physical
+ * addresses, nvme_emu_dma_map_at) */
 struct emu_dma_win {
-    uintptr_t lo, hi; /* [lo, hi) */
+    uint64_t lo, hi;
+    uint64_t delta;
 };
 struct emu_dma_map {
     unsigned n;
@@ -217,7 +221,10 @@ struct emu_qstats_int {
 struct emu_cq {
     uint16_t id;
     uint32_t size;
-    volatile struct nvme_cqe *ring;
+    volatile struct nvme_cqe *ring; /* ring_iova translated through its DMA window (emu_sq_rings_ok renews it) */
+    uint64_t ring_iova;
+    bool ien;      /* interrupts enabled (the admin CQ always): completions posted call the controller's irq hook */
+    uint16_t iv;   /* its interrupt vector */
     uint32_t tail; /* next slot the controller writes */
     uint32_t head; /* last head the host reported */
     uint16_t phase;
@@ -230,7 +237,8 @@ struct emu_cq {
 struct emu_sq {
     uint16_t id;
     uint32_t size;
-    const volatile struct nvme_sqe *ring;
+    const volatile struct nvme_sqe *ring; /* ring_iova translated (as emu_cq.ring) */
+    uint64_t ring_iova;
     uint32_t head, tail;
     struct emu_cq *cq;
     struct emu_qstats_int *st;
@@ -244,7 +252,7 @@ struct emu_sq {
     uint64_t ring_gen; /* dma_gen at which the rings were last found inside windows */
     /* the DMA window the last fast-path PRP1 fell in, [win_lo, win_hi) (empty: none); valid while ring_gen
      * is current: emu_sq_rings_ok empties it when the windows change (io.c prp1_direct) */
-    uintptr_t win_lo, win_hi;
+    uint64_t win_lo, win_hi, win_delta;
 };
 
 struct emu_fault {
@@ -274,6 +282,9 @@ struct emu_ctrl {
     _Atomic bool cfs;
     uint32_t nsq_alloc, ncq_alloc; /* Number of Queues (1-based counts) */
     uint32_t nvec;                 /* interrupt vectors the host side offers (Create I/O CQ IV < nvec), >= 1 */
+    /* interrupt hook (nvme_emu_set_irq_hook): ctx stored before fn (release), read after it (acquire) */
+    _Atomic(nvme_emu_irq_fn) irq_fn;
+    void *_Atomic irq_ctx;
     /* Keep Alive Timer feature (0Fh): KATO in ms, 0 = disabled; set by admin commands, read by every host thread
      * that touches the controller (relaxed atomics: a late view only delays the timeout by one touch) */
     _Atomic uint32_t kato;
@@ -330,6 +341,7 @@ static inline void emu_dma_exit(struct nvme_emu_set *set, unsigned shard, unsign
 }
 
 bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end);
+uint8_t *emu_dma_ptr_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end);
 
 /* true when [addr, addr+len) lies inside one registered window (false with none registered).
  * Only inside a read-side section. The last window hit is tried first: O(1) for the common case. */
@@ -343,6 +355,21 @@ static inline bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uin
     if (h < m->n && addr >= m->w[h].lo && end <= m->w[h].hi)
         return true;
     return emu_dma_ok_slow(m, addr, end);
+}
+
+/* The host pointer of controller address range [addr, addr+len) (len 0 taken as 1): addr translated through the
+ * one window that holds the range whole, NULL when none does (then no byte may be touched). The one place a
+ * controller address becomes a pointer. Only inside a read-side section; the pointer stays valid until it ends. */
+static inline uint8_t *emu_dma_ptr(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
+{
+    const struct emu_dma_map *m = atomic_load_explicit(&((struct nvme_emu_set *)set)->dma_map, memory_order_seq_cst);
+    uint64_t end = addr + (len ? len : 1);
+    if (!m || end < addr)
+        return NULL;
+    unsigned h = atomic_load_explicit(&((struct emu_dma_map *)m)->hint, memory_order_relaxed);
+    if (h < m->n && addr >= m->w[h].lo && end <= m->w[h].hi)
+        return (uint8_t *)(uintptr_t)(addr + m->w[h].delta);
+    return emu_dma_ptr_slow(m, addr, end);
 }
 
 /* The window holding [addr, addr+len) into *out; false when none does. Only inside a read-side section. */
@@ -367,7 +394,8 @@ static inline void emu_sq_doorbell(struct emu_ctrl *c, struct emu_sq *sq)
         emu_sq_service(c, sq);
 }
 void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq);
-void emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now);
+/* Post the held completions now due; returns how many were posted. */
+uint64_t emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now);
 /* complete a command: post now (or hold when the CQ is full / model says later) */
 void emu_complete(struct emu_ctrl *c, struct emu_sq *sq, uint16_t cid, uint16_t status, uint32_t dw0, uint64_t due);
 /* Walk the PRPs of a transfer of len bytes; calls fn for each contiguous host segment (fn returns a
@@ -449,11 +477,25 @@ static inline uint64_t emu_st_wr_cmds(const struct emu_qstats_int *s)
 }
 
 /* admin.c: queue objects (also used by controller enable/disable in ctrl.c) */
+/* base: the ring's controller address, translated here (only inside a read-side section; NULL when no window
+ * holds the ring). */
 struct emu_cq *emu_cq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint32_t size);
 struct emu_sq *emu_sq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint32_t size, struct emu_cq *cq);
 void emu_cq_free(struct emu_cq *cq);
 void emu_sq_delete(struct emu_ctrl *c, uint16_t qid, bool post);
 void emu_queues_reset(struct emu_ctrl *c);
+
+/* Completions were just posted to cq (visible: the CQEs' release stores came first): with interrupts enabled on
+ * it, tell the host side's hook its vector (nvme_emu_set_irq_hook). Called once per batch, from the thread that
+ * posted. */
+static inline void emu_cq_irq(struct emu_ctrl *c, const struct emu_cq *cq)
+{
+    if (!cq->ien)
+        return;
+    nvme_emu_irq_fn fn = atomic_load_explicit(&c->irq_fn, memory_order_acquire);
+    if (fn)
+        fn(atomic_load_explicit(&c->irq_ctx, memory_order_relaxed), c->index, cq->iv);
+}
 
 /* complete.c: a held completion (CQ full, not due yet, or out-of-order) */
 void emu_heap_push(struct emu_sq *sq, const struct emu_pend *p);

@@ -143,7 +143,8 @@ struct rw_batch {
     uint64_t mdts_max; /* mdts, or UINT64_MAX for no limit: one compare per command */
     bool data;
     const struct nvme_emu_set *set; /* the DMA windows (the emulator's IOMMU) */
-    uintptr_t win_lo, win_hi;       /* the queue's last window hit (sq->win_lo/hi, written back) */
+    uint64_t win_lo, win_hi;        /* the queue's last window hit (sq->win_lo/hi/delta, written back) */
+    uint64_t win_delta;             /* its translation: host pointer = controller address + win_delta */
     uint64_t nsid_last;             /* the last valid NSID seen (UINT64_MAX: none yet) and its namespace */
     struct emu_ns *ns_last;
 };
@@ -156,6 +157,7 @@ static __attribute__((noinline)) bool prp1_window(struct rw_batch *b, uint64_t p
         return false;
     b->win_lo = w.lo;
     b->win_hi = w.hi;
+    b->win_delta = w.delta;
     return true;
 }
 
@@ -166,6 +168,7 @@ static __attribute__((noinline)) void sq_window(const struct nvme_emu_set *set, 
     if (emu_dma_window(set, prp1, 1, &w)) {
         sq->win_lo = w.lo;
         sq->win_hi = w.hi;
+        sq->win_delta = w.delta;
     }
 }
 
@@ -216,8 +219,9 @@ static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const str
             return st;
         if (data) {
             struct xfer x = {ns, slba << ns->lba_shift, NULL};
-            st = cmd->opc == NVME_CMD_READ ? (uint16_t)seg_read(&x, (uint8_t *)(uintptr_t)prp1, (size_t)len, 0)
-                                           : (uint16_t)seg_write(&x, (uint8_t *)(uintptr_t)prp1, (size_t)len, 0);
+            uint8_t *host = (uint8_t *)(uintptr_t)(prp1 + b->win_delta); /* 0 for an identity window */
+            st = cmd->opc == NVME_CMD_READ ? (uint16_t)seg_read(&x, host, (size_t)len, 0)
+                                           : (uint16_t)seg_write(&x, host, (size_t)len, 0);
             if (st)
                 return st;
         }
@@ -238,6 +242,7 @@ static inline struct rw_batch rw_batch_of(struct emu_ctrl *c, const struct emu_s
         .set = c->set,
         .win_lo = sq->win_lo,
         .win_hi = sq->win_hi,
+        .win_delta = sq->win_delta,
         .nsid_last = UINT64_MAX, /* no NSID equals it */
         .ns_last = NULL,
     };
@@ -384,6 +389,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
         return;
     const struct emu_cfg *cfg = &c->set->cfg;
     struct emu_cq *cq = sq->cq;
+    const uint32_t ctail0 = cq->tail; /* moved at the end: completions were posted (interrupt, emu_cq_irq) */
     uint32_t head = sq->head, tail = sq->tail, size = sq->size;
     uint32_t avail = tail >= head ? tail - head : tail + size - head;
     uint32_t burst = cfg->model.fetch_burst;
@@ -450,6 +456,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
         posted = avail0 - avail - held;
         sq->win_lo = b.win_lo;
         sq->win_hi = b.win_hi;
+        sq->win_delta = b.win_delta;
         cq->tail = ctail;
         cq->phase = (uint16_t)((hi_base >> 48) & NVME_CQE_P);
         sq->head = head;
@@ -489,6 +496,8 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
     }
     if (sq->nheap) /* held completions (emu_sq_drain returns at once without) */
         emu_sq_drain(c, sq, now);
+    if (EMU_UNLIKELY(cq->ien) && cq->tail != ctail0) /* sq->cq: an admin command cannot delete its own SQ */
+        emu_cq_irq(c, cq);
 }
 
 void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq)
@@ -534,6 +543,8 @@ void emu_sq_one(struct emu_ctrl *c, struct emu_sq *sq)
             cq->tail = cnext;
             if (EMU_UNLIKELY(cnext == 0))
                 cq->phase ^= NVME_CQE_P;
+            if (EMU_UNLIKELY(cq->ien))
+                emu_cq_irq(c, cq);
             struct emu_qstats_int *const qs = sq->st;
             if (EMU_LIKELY(!st)) {
                 emu_st_add(opc == NVME_CMD_READ ? &qs->fast_rd : &qs->fast_wr, 1);

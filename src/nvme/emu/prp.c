@@ -47,6 +47,15 @@ bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end)
     return true;
 }
 
+uint8_t *emu_dma_ptr_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end)
+{
+    unsigned i = dma_find(m, addr, end);
+    if (!i)
+        return NULL;
+    atomic_store_explicit(&((struct emu_dma_map *)m)->hint, i - 1, memory_order_relaxed);
+    return (uint8_t *)(uintptr_t)(addr + m->w[i - 1].delta);
+}
+
 bool emu_dma_window(const struct nvme_emu_set *set, uint64_t addr, uint64_t len, struct emu_dma_win *out)
 {
     const struct emu_dma_map *m = atomic_load_explicit(&((struct nvme_emu_set *)set)->dma_map, memory_order_seq_cst);
@@ -89,11 +98,9 @@ static struct emu_dma_map *map_new(unsigned n)
     return m;
 }
 
-int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len)
+/* Insert window [lo, hi) -> lo + delta. */
+static int dma_insert(struct nvme_emu_set *set, uint64_t lo, uint64_t hi, uint64_t delta)
 {
-    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
-    if (!set || !addr || !len || hi < lo)
-        return -EINVAL;
     pthread_mutex_lock(&set->dma_lock);
     const struct emu_dma_map *cur = atomic_load_explicit(&set->dma_map, memory_order_relaxed);
     unsigned n = cur ? cur->n : 0, at = 0;
@@ -108,13 +115,29 @@ int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len)
     if (!rc) {
         if (at)
             memcpy(m->w, cur->w, at * sizeof(m->w[0]));
-        m->w[at] = (struct emu_dma_win){lo, hi};
+        m->w[at] = (struct emu_dma_win){lo, hi, delta};
         if (n > at)
             memcpy(m->w + at + 1, cur->w + at, (n - at) * sizeof(m->w[0]));
         dma_publish(set, m);
     }
     pthread_mutex_unlock(&set->dma_lock);
     return rc;
+}
+
+int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len)
+{
+    uint64_t lo = (uintptr_t)addr, hi = lo + len;
+    if (!set || !addr || !len || hi < lo)
+        return -EINVAL;
+    return dma_insert(set, lo, hi, 0);
+}
+
+int nvme_emu_dma_map_at(struct nvme_emu_set *set, uint64_t iova, void *va, size_t len)
+{
+    uint64_t hi = iova + len, vhi = (uintptr_t)va + len;
+    if (!set || !va || !len || hi < iova || vhi < (uintptr_t)va)
+        return -EINVAL;
+    return dma_insert(set, iova, hi, (uint64_t)(uintptr_t)va - iova);
 }
 
 int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len)
@@ -124,8 +147,15 @@ int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len)
 
 int nvme_emu_dma_unmap(struct nvme_emu_set *set, const void *addr, size_t len)
 {
-    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
-    if (!set || !addr || !len || hi < lo)
+    if (!addr)
+        return -EINVAL;
+    return nvme_emu_dma_unmap_at(set, (uintptr_t)addr, len);
+}
+
+int nvme_emu_dma_unmap_at(struct nvme_emu_set *set, uint64_t iova, size_t len)
+{
+    uint64_t lo = iova, hi = lo + len;
+    if (!set || !len || hi < lo)
         return -EINVAL;
     pthread_mutex_lock(&set->dma_lock);
     const struct emu_dma_map *cur = atomic_load_explicit(&set->dma_map, memory_order_relaxed);
@@ -172,14 +202,21 @@ unsigned nvme_emu_dma_count(const struct nvme_emu_set *set)
 bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq)
 {
     uint64_t gen = atomic_load_explicit(&c->set->dma_gen, memory_order_seq_cst);
-    bool ok = emu_dma_ok(c->set, (uintptr_t)sq->ring, (uint64_t)sq->size * NVME_SQE_SIZE) &&
-              emu_dma_ok(c->set, (uintptr_t)sq->cq->ring, (uint64_t)sq->cq->size * NVME_CQE_SIZE);
-    if (!ok) {
+    struct emu_cq *cq = sq->cq;
+    const uint8_t *s = emu_dma_ptr(c->set, sq->ring_iova, (uint64_t)sq->size * NVME_SQE_SIZE);
+    uint8_t *q = emu_dma_ptr(c->set, cq->ring_iova, (uint64_t)cq->size * NVME_CQE_SIZE);
+    if (!s || !q) {
         emu_ctrl_fatal(c);
         return false;
     }
+    /* a window mapped again at the same IOVA may lie elsewhere in this process: the rings follow it (stores
+     * only when they moved, so that queues sharing a CQ on other threads see no write with identity windows) */
+    if ((const volatile uint8_t *)sq->ring != s)
+        sq->ring = (const volatile struct nvme_sqe *)(const void *)s;
+    if ((volatile uint8_t *)cq->ring != q)
+        cq->ring = (volatile struct nvme_cqe *)(void *)q;
     sq->ring_gen = gen;
-    sq->win_lo = sq->win_hi = 0; /* the window the fast path remembered may be gone */
+    sq->win_lo = sq->win_hi = sq->win_delta = 0; /* the window the fast path remembered may be gone */
     return true;
 }
 
@@ -194,21 +231,25 @@ static uint16_t prp_pass(const struct nvme_emu_set *set, uint64_t prp1, uint64_t
     if ((st = nvme_cr_prp1_offset(prp1)))
         return st;
     uint64_t n = nvme_cr_prp_first(prp1, len, page);
-    if ((st = nvme_cr_addr(prp1, emu_dma_ok(set, prp1, n))))
+    uint8_t *h1 = emu_dma_ptr(set, prp1, n), *h;
+    if ((st = nvme_cr_addr(prp1, h1 != NULL)))
         return st;
     uint64_t done = n, rem = len - n;
     if (!rem)
-        return fn ? (uint16_t)fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0) : EMU_ST_OK;
+        return fn ? (uint16_t)fn(arg, h1, (size_t)n, 0) : EMU_ST_OK;
     if (rem <= page) {
-        if ((st = nvme_cr_prp_page(prp2, page)) || (st = nvme_cr_addr(prp2, emu_dma_ok(set, prp2, rem))))
+        if ((st = nvme_cr_prp_page(prp2, page)))
             return st;
-        if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
+        h = emu_dma_ptr(set, prp2, rem);
+        if ((st = nvme_cr_addr(prp2, h != NULL)))
+            return st;
+        if (fn && (r = fn(arg, h1, (size_t)n, 0)))
             return (uint16_t)r;
-        if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp2, (size_t)rem, done)))
+        if (fn && (r = fn(arg, h, (size_t)rem, done)))
             return (uint16_t)r;
         return EMU_ST_OK;
     }
-    if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)n, 0)))
+    if (fn && (r = fn(arg, h1, (size_t)n, 0)))
         return (uint16_t)r;
     /* PRP2 points at a PRP list (qword aligned, any offset in its page) */
     if ((st = nvme_cr_prp_list(prp2)))
@@ -218,9 +259,10 @@ static uint16_t prp_pass(const struct nvme_emu_set *set, uint64_t prp1, uint64_t
         if (++hops > max_hops) /* a chain that loops */
             return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
         uint64_t nent = nvme_cr_prp_list_room(list, page);
-        if ((st = nvme_cr_addr(list, emu_dma_ok(set, list, nent * NVME_PRP_ENTRY_SIZE))))
+        const volatile uint64_t *ent =
+            (const volatile uint64_t *)(void *)emu_dma_ptr(set, list, nent * NVME_PRP_ENTRY_SIZE);
+        if ((st = nvme_cr_addr(list, ent != NULL)))
             return st;
-        const volatile uint64_t *ent = (const volatile uint64_t *)(uintptr_t)list;
         uint64_t next = 0;
         for (uint64_t i = 0; i < nent && rem; i++) {
             uint64_t e = ent[i];
@@ -233,9 +275,10 @@ static uint16_t prp_pass(const struct nvme_emu_set *set, uint64_t prp1, uint64_t
             if ((st = nvme_cr_prp_page(e, page)))
                 return st;
             n = rem < page ? rem : page;
-            if ((st = nvme_cr_addr(e, emu_dma_ok(set, e, n))))
+            h = emu_dma_ptr(set, e, n);
+            if ((st = nvme_cr_addr(e, h != NULL)))
                 return st;
-            if (fn && (r = fn(arg, (uint8_t *)(uintptr_t)e, (size_t)n, done)))
+            if (fn && (r = fn(arg, h, (size_t)n, done)))
                 return (uint16_t)r;
             done += n, rem -= n;
         }
@@ -252,9 +295,10 @@ uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t pr
     const uint64_t in_page = EMU_PAGE_SIZE - (prp1 & (EMU_PAGE_SIZE - 1));
     if (len <= in_page) { /* the common case: one segment in PRP1's page */
         uint16_t st = nvme_cr_prp1_offset(prp1);
+        uint8_t *h = st ? NULL : emu_dma_ptr(set, prp1, len);
         if (!st)
-            st = nvme_cr_addr(prp1, emu_dma_ok(set, prp1, len));
-        return st || !fn ? st : (uint16_t)fn(arg, (uint8_t *)(uintptr_t)prp1, (size_t)len, 0);
+            st = nvme_cr_addr(prp1, h != NULL);
+        return st || !fn ? st : (uint16_t)fn(arg, h, (size_t)len, 0);
     }
     /* A transfer through a PRP list is checked whole before the first byte moves, so a refused command
      * touches no memory (the copy pass checks again: the host may change its lists meanwhile). */
