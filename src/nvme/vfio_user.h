@@ -44,7 +44,7 @@
  *     guest-physical addresses from 0) is mapped wherever mmap puts it and registered as a translated window
  *     (nvme_emu_dma_map_at: iova -> va). A range overlapping another region's IOVAs: EEXIST (the same file
  *     range at the same IOVA from another connection is shared instead); an address, size or offset not
- *     4 KiB aligned, or a missing fd: EINVAL. Our client hands out IOVAs from VFU_CLIENT_IOVA_BASE up;
+ *     4 KiB aligned: EINVAL. Our client hands out IOVAs from VFU_CLIENT_IOVA_BASE up;
  *     SPDK's are its hugepage addresses.
  *   - Interrupts: SET_IRQS (ACTION_TRIGGER with DATA_EVENTFD, one fd per vector or none to unset them;
  *     DATA_NONE count 0 turns an index off; MASK/UNMASK with DATA_NONE or DATA_BOOL; TRIGGER with DATA_NONE
@@ -53,9 +53,10 @@
  *   - A client that disconnects (or sends a header that lies) has its controller reset as a power cycle
  *     would, its DMA regions unregistered and unmapped and its eventfds closed; the server then serves the
  *     next client.
- *   - Not implemented: DMA regions without an fd (they would need DMA_READ/DMA_WRITE, which the server
- *     never sends: EINVAL), GET_REGION_IO_FDS, REGION_WRITE_MULTI, dirty-page logging, migration,
- *     DEVICE_FEATURE (all ENOTSUP).
+ *   - Not implemented: DMA through regions without an fd (they would need DMA_READ/DMA_WRITE, which the
+ *     server never sends: such a map is accepted and kept for its unmap, with no emulator window, so a PRP
+ *     into it completes with Data Transfer Error; QEMU maps its ROMs so), GET_REGION_IO_FDS, REGION_WRITE_MULTI,
+ * dirty-page logging, migration, DEVICE_FEATURE (all ENOTSUP).
  *
  * Caveats: little-endian hosts only (the wire is little-endian and fields are used as stored). The
  * protocol's own structs mirror Linux's <linux/vfio.h>; this header includes nothing from it. VFU_MAX_MSG

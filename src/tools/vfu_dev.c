@@ -31,7 +31,7 @@ struct vfu_dma {
     struct vfu_dma *next;
     struct nvme_emu_set *set;
     uint64_t iova, size, offset;
-    void *va;   /* where it is mapped here: (void *)iova for an identity window */
+    void *va;   /* where it is mapped here ((void *)iova: identity window); NULL: no fd, unmapped, not on g_dma */
     dev_t fdev; /* the file mapped (st_dev, st_ino) */
     ino_t fino;
     unsigned refs; /* connections holding it */
@@ -131,7 +131,7 @@ static void dma_drop(struct vfu_dev *d, unsigned i)
             }
         /* the emulator's unmap waits until no command can see the window; only then is the memory let go.
          * A window the emulator would not remove stays mapped: the controller may still reach it. */
-        if (nvme_emu_dma_unmap_at(m->set, m->iova, m->size) == 0)
+        if (m->va && nvme_emu_dma_unmap_at(m->set, m->iova, m->size) == 0) /* va NULL: never mapped (no fd) */
             munmap(m->va, m->size);
         free(m);
     }
@@ -263,6 +263,21 @@ static int dma_map_locked(struct vfu_dev *d, const struct vfu_dma_map *m, int fd
     return 0;
 }
 
+/* A region without fd: the controller would reach it only through DMA_READ/DMA_WRITE, which this server never
+ * sends, so it gets no emulator window (a PRP into it: Data Transfer Error); kept so that its DMA_UNMAP succeeds. */
+static int dma_map_unreachable(struct vfu_dev *d, const struct vfu_dma_map *m)
+{
+    for (unsigned i = 0; i < d->ndma; i++)
+        if (d->dma[i]->iova < m->addr + m->size && m->addr < d->dma[i]->iova + d->dma[i]->size)
+            return EEXIST;
+    struct vfu_dma *e = calloc(1, sizeof(*e));
+    if (!e)
+        return ENOMEM;
+    *e = (struct vfu_dma){.set = d->set, .iova = m->addr, .size = m->size, .offset = m->offset, .refs = 1};
+    d->dma[d->ndma++] = e;
+    return 0;
+}
+
 static int cmd_dma_map(struct vfu_dev *d, const uint8_t *pl, size_t plen, const int *fds, unsigned nfds)
 {
     struct vfu_dma_map m;
@@ -271,13 +286,15 @@ static int cmd_dma_map(struct vfu_dev *d, const uint8_t *pl, size_t plen, const 
     memcpy(&m, pl, sizeof(m));
     if (m.argsz < sizeof(m) || m.argsz > plen || (m.flags & ~(VFU_DMA_F_READ | VFU_DMA_F_WRITE)))
         return EINVAL;
-    if (nfds != 1) /* a region without fd would need DMA_READ/DMA_WRITE, which this server never sends */
+    if (nfds > 1)
         return EINVAL;
     if (!m.size || ((m.addr | m.size | m.offset) & VFU_PAGE_MASK) || m.addr + m.size < m.addr ||
         m.offset + m.size < m.offset || m.offset > (uint64_t)INT64_MAX - m.size)
         return EINVAL;
     if (d->ndma >= VFU_MAX_DMA_MAPS)
         return ENOSPC;
+    if (!nfds) /* QEMU's memory that is no shared file (ROMs): accepted, never reachable (vfu_dma.va) */
+        return dma_map_unreachable(d, &m);
     struct stat st;
     if (fstat(fds[0], &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < m.offset + m.size)
         return EINVAL; /* beyond the end of the file a touch would be SIGBUS */
@@ -361,13 +378,13 @@ static int cmd_region_info(struct vfu_dev *d, const uint8_t *pl, size_t plen, ui
         if (d->bar_fd >= 0) {
             r.flags |= VFU_REGION_F_MMAP | VFU_REGION_F_CAPS;
             r.argsz = (uint32_t)(sizeof(r) + VFU_BAR0_CAPLEN);
+            r.cap_offset = sizeof(r); /* also when the caps do not fit: QEMU refuses CAPS with a smaller offset */
             if (room >= r.argsz) {
                 /* one sparse area: the doorbells, at the same offset in the BAR memfd (region offset 0) */
                 struct vfu_cap_sparse cap = {
                     .hdr = {.id = VFU_CAP_SPARSE_MMAP, .version = VFU_CAP_SPARSE_MMAP_VERSION, .next = 0},
                     .nr_areas = 1};
                 struct vfu_sparse_area a = {.offset = VFU_REG_END, .size = d->bar->size - VFU_REG_END};
-                r.cap_offset = sizeof(r);
                 memcpy(p + sizeof(r), &cap, sizeof(cap));
                 memcpy(p + sizeof(r) + sizeof(cap), &a, sizeof(a));
                 *rlen = r.argsz;

@@ -258,12 +258,12 @@ static void device_and_region_info(void)
     CHECK_EQ(rd(fd, VFU_PCI_BAR0_REGION, NVME_REG_DBS, 4), 0);
     munmap((void *)db, area.size);
 
-    /* argsz too small for the capability: the size needed, no capability, no fd */
+    /* argsz too small for the capability: the size needed, no capability, no fd (cap_offset where it would be) */
     CHECK_EQ(bar0_info(fd, sizeof(ri), rep, sizeof(rep), &rlen, &bfd), 0);
     memcpy(&ri, rep, sizeof(ri));
     CHECK_EQ(rlen, sizeof(ri));
     CHECK_EQ(ri.argsz, sizeof(ri) + sizeof(struct vfu_cap_sparse) + sizeof(struct vfu_sparse_area));
-    CHECK_EQ(ri.cap_offset, 0);
+    CHECK_EQ(ri.cap_offset, sizeof(ri));
     CHECK_EQ(bfd, -1);
 
     struct vfu_region_info q = {.argsz = sizeof(q), .index = VFU_PCI_CONFIG_REGION};
@@ -516,7 +516,7 @@ static void dma_errors(void)
     CHECK_EQ(dma_map(fd, memfd, base + 0x10001, 0x1000, 0, 1), EINVAL);         /* unaligned address */
     CHECK_EQ(dma_map(fd, memfd, base + 0x10000, 0x1001, 0, 1), EINVAL);         /* unaligned size */
     CHECK_EQ(dma_map(fd, memfd, base + 0x10000, 0x1000, 0x10, 1), EINVAL);      /* unaligned offset */
-    CHECK_EQ(dma_map(fd, memfd, base + 0x10000, 0x1000, 0, 0), EINVAL);         /* no fd */
+    CHECK_EQ(dma_map(fd, memfd, base + 0x30000, 0x1000, 0, 0), 0);              /* no fd: kept, unreachable */
     CHECK_EQ(dma_map(fd, memfd, base + 0x10000, 0x1000, 0, 2), EINVAL);         /* two fds */
     CHECK_EQ(dma_map(fd, memfd, base + 0x10000, 2 * T_DMA_SIZE, 0, 1), EINVAL); /* beyond the file */
     CHECK_EQ(dma_map(fd, memfd, 0, 0x1000, 0, 1), 0);                           /* IOVA 0: a translated window */
@@ -527,6 +527,7 @@ static void dma_errors(void)
     CHECK_EQ(dma_unmap(fd, base, 0x1000, VFU_DMA_UNMAP_F_ALL), EINVAL);
     CHECK_EQ(dma_unmap(fd, 0, 0, VFU_DMA_UNMAP_F_DIRTY_BITMAP), ENOTSUP);
     CHECK_EQ(dma_unmap(fd, base, 0x4000, 0), 0);
+    CHECK_EQ(dma_unmap(fd, base + 0x30000, 0x1000, 0), 0); /* the region without fd */
     CHECK_EQ(nvme_emu_dma_count(vfu_server_set(g_srv)), 2);
     CHECK_EQ(dma_unmap(fd, 0, 0, VFU_DMA_UNMAP_F_ALL), 0);
     CHECK_EQ(nvme_emu_dma_count(vfu_server_set(g_srv)), 0);
