@@ -112,6 +112,13 @@ test-sanitize: check-sanitize env
 test-qemu: check-qemu build
 	bash env/qemu/run.sh $(QEMU_ARGS)
 
+# The Linux kernel's nvme driver on our controller (issue 36): QEMU >= 10.1 built from Debian's source package
+# (cached in env/qemu/work), a TCG guest on nvmelab-serve through vfio-user-pci; its log goes to
+# data/results/conformance/kernel-nvme.log. Root on Debian; not a CI leg (the first run builds QEMU: 7 min on 2 cores).
+.PHONY: test-kernel
+test-kernel: build
+	bash env/qemu/kernel.sh $(KERNEL_ARGS)
+
 # SPDK's own NVMe driver against `nvmelab serve` (issue 35): spdk_nvme_identify and the conformance suite
 # nvme_compliance, from the SPDK build SPDK_DIR names (the project never builds SPDK). Their logs, headed by
 # both commits, go to data/results/conformance/. SPDK's environment wants hugepages on a hugetlbfs mount.

@@ -24,6 +24,8 @@ ROOT=$(cd "$HERE/../.." && pwd)
 WORK=${NVMELAB_QEMU_WORK:-$HERE/work}
 # shellcheck source=config.sh
 source "$HERE/config.sh"
+# shellcheck source=guest-lib.sh
+source "$HERE/guest-lib.sh"
 
 SHORT=0
 KEEP=0
@@ -48,47 +50,12 @@ mkdir -p "$WORK/debs"
 exec 9>"$WORK/.lock"
 flock -n 9 || die "another test-qemu run is using $WORK"
 
-# --- 1. kernel: the Debian image package, downloaded once ---
-KPKG=$(apt-cache depends "$QEMU_KERNEL_META" 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
-[ -n "$KPKG" ] || die "cannot resolve $QEMU_KERNEL_META to a kernel image package (apt-get update?)"
-KDEB=$(ls "$WORK"/debs/"${KPKG}"_*.deb 2>/dev/null | head -n1 || true)
-if [ -z "$KDEB" ]; then
-    log "downloading $KPKG"
-    (cd "$WORK/debs" && apt-get download -q -o APT::Sandbox::User=root "$KPKG" >/dev/null) || die "apt-get download $KPKG failed"
-    KDEB=$(ls "$WORK"/debs/"${KPKG}"_*.deb | head -n1)
-fi
-KX="$WORK/kernel/$(basename "$KDEB" .deb)"
-if [ ! -f "$KX/.extracted" ]; then
-    log "extracting $(basename "$KDEB")"
-    rm -rf "$KX"; mkdir -p "$KX"
-    dpkg-deb -x "$KDEB" "$KX"
-    touch "$KX/.extracted"
-fi
-KVER=$(ls "$KX/lib/modules" | head -n1)
-VMLINUZ="$KX/boot/vmlinuz-$KVER"
-[ -f "$VMLINUZ" ] || die "no vmlinuz in $KDEB"
-log "kernel $KVER"
+# --- 1. kernel: the Debian image package, downloaded once (guest-lib.sh) ---
+guest_kernel "$QEMU_KERNEL_META"
 
 # --- 2. modules: the ones we load, closed over `modinfo -F depends`, in load order ---
 GUEST_MODULES="uio_pci_generic vfio_pci vfio_iommu_type1 nvme ext4 crc32c_generic"
-declare -A MODPATH=()
-while IFS= read -r f; do
-    b=$(basename "$f"); b=${b%%.ko*}; MODPATH[${b//-/_}]=$f
-done < <(find "$KX/lib/modules/$KVER/kernel" -name '*.ko*')
-MODORDER=()
-declare -A MODSEEN=()
-add_module() { # depth-first: dependencies before the module
-    local m=${1//-/_} d
-    [ -n "${MODSEEN[$m]:-}" ] && return 0
-    MODSEEN[$m]=1
-    if [ -z "${MODPATH[$m]:-}" ]; then
-        grep -q "/${m}.ko\|/${1}.ko" "$KX/lib/modules/$KVER/modules.builtin" 2>/dev/null && return 0
-        die "kernel module $1 is neither a module nor built in"
-    fi
-    for d in $(modinfo -F depends "${MODPATH[$m]}" | tr ',' ' '); do add_module "$d"; done
-    MODORDER+=("$m")
-}
-for m in $GUEST_MODULES; do add_module "$m"; done
+guest_modules "$GUEST_MODULES"
 
 # --- 3. the guest program, static ---
 # the guest program's sources: the ones src/tools/CMakeLists.txt names for nvmelab-guest (one list, not a glob:
@@ -120,23 +87,9 @@ mv "$BIN.tmp" "$BIN"
 
 # --- 4. initramfs (newc + gzip): busybox, modules, init, the guest program and its test script ---
 IRD="$WORK/initramfs"
-rm -rf "$IRD"; mkdir -p "$IRD"/{bin,sbin,etc/nvmelab,proc,sys,dev,mnt,tmp,run,lib/modules}
-cp /bin/busybox "$IRD/bin/busybox"
-printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' > "$IRD/etc/passwd"   # a non-root user
-printf 'root:x:0:\nnogroup:x:65534:\n' > "$IRD/etc/group"
-cp "$HERE/init" "$IRD/init"; chmod 755 "$IRD/init"
+guest_initramfs_base "$IRD"
 cp "$HERE/guest-tests.sh" "$IRD/etc/nvmelab/guest-tests.sh"
 cp "$BIN" "$IRD/bin/nvmelab-guest"
-: > "$IRD/etc/nvmelab/modules"
-for m in "${MODORDER[@]}"; do
-    src=${MODPATH[$m]}
-    case "$src" in
-        *.ko.xz) xz -dc "$src" > "$IRD/lib/modules/$m.ko" ;;
-        *.ko.zst) zstd -dqc "$src" > "$IRD/lib/modules/$m.ko" ;;
-        *) cp "$src" "$IRD/lib/modules/$m.ko" ;;
-    esac
-    echo "$m" >> "$IRD/etc/nvmelab/modules"
-done
 {
     echo "CTRL_A=0000:00:${CTRL_A_SLOT}.0"; echo "CTRL_B=0000:00:${CTRL_B_SLOT}.0"
     echo "CTRL_C=0000:00:${CTRL_C_SLOT}.0"; echo "CTRL_D=0000:00:${CTRL_D_SLOT}.0"
@@ -145,26 +98,11 @@ done
     echo "HUGEPAGES=$QEMU_HUGEPAGES"; echo "SHORT=$SHORT"
 } > "$IRD/etc/nvmelab/config"
 INITRD="$WORK/initramfs.cpio.gz"
-(cd "$IRD" && find . -print0 | sort -z | cpio --null -o -H newc --quiet | gzip -1 > "$INITRD.tmp")
-mv "$INITRD.tmp" "$INITRD"
+guest_initramfs_pack "$IRD" "$INITRD"
 log "initramfs $(du -h "$INITRD" | cut -f1): ${#MODORDER[@]} modules (${MODORDER[*]})"
 
 # --- 5. accelerator: KVM only when it really runs this guest (a nested /dev/kvm can open and still hang) ---
-accel() {
-    case "$QEMU_ACCEL" in
-        tcg|kvm) echo "$QEMU_ACCEL"; return ;;
-    esac
-    if [ -r /dev/kvm ] && [ -w /dev/kvm ] && \
-       timeout 15 qemu-system-x86_64 -accel kvm -machine q35 -cpu max -smp 1 -m 512M -nodefaults -display none \
-           -no-reboot -serial stdio -monitor none -kernel "$VMLINUZ" -initrd "$INITRD" \
-           -append "console=ttyS0 panic=-1 loglevel=1 nvmelab.leg=probe" </dev/null 2>/dev/null | \
-           grep -q '^NVMELAB-LEG probe'; then
-        echo kvm
-    else
-        echo tcg
-    fi
-}
-ACCEL=$(accel)
+ACCEL=$(guest_accel qemu-system-x86_64 "$INITRD")
 log "accelerator: $ACCEL"
 
 # --- 6. one guest boot per leg ---

@@ -1,0 +1,171 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# nvmelab guest: the kernel leg of `make test-kernel` (env/qemu/kernel.sh), run by /init (busybox sh) as
+# /etc/nvmelab/guest-tests.sh. One NVMe controller, ours: an emu:// controller served by nvmelab-serve on the
+# host, reached through QEMU's vfio-user-pci device at $CTRL; the Linux nvme driver binds it.
+# Checks, each "NVMELAB-TEST kernel.<name> PASS|FAIL <detail>": the driver binds (dmesg), its interrupts
+# arrive, nvme-cli's list / id-ctrl / id-ns / smart-log, a write-read-compare pass through the block layer
+# and one through NVMe passthrough, fio with crc32c verify, controller reset, namespace rescan, PCI remove
+# and rescan (each followed by reading the pattern back), a clean kernel log. Then the whole dmesg, and
+# "NVMELAB-LEG kernel PASS|FAIL ...", which kernel.sh reads.
+leg=$1
+case "$leg" in
+    probe) echo "NVMELAB-LEG probe PASS (the accelerator runs the guest)"; exit 0 ;;
+    kernel) ;;
+    *) echo "NVMELAB-LEG $leg FAIL (unknown leg)"; exit 1 ;;
+esac
+. /etc/nvmelab/config   # CTRL, LBA, NSZE (bytes), FIO_MIB
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin   # nvme-cli and fio sit where the host has them
+LOG=/tmp/leg.log
+OUT=/tmp/out
+CMD_TIMEOUT_S=120   # one hung command fails its check instead of the whole leg
+WAIT_S=90           # for the driver to (re)bind: Linux's admin timeout is 60 s
+PAT_OFF_BLOCKS=2048 # where the patterns go: 1 MiB in at 512 B blocks, 8 MiB at 4 KiB
+PAT_KIB=256
+: > "$LOG"
+
+say() { echo "$*" | tee -a "$LOG"; }
+record() { # record NAME OK DETAIL
+    if [ "$2" = 1 ]; then say "NVMELAB-TEST kernel.$1 PASS $3"; else say "NVMELAB-TEST kernel.$1 FAIL $3"; fi
+}
+show() { sed 's/^/  | /' "$OUT"; }
+run() { # run CMD...: into $OUT, shown, status returned
+    echo "  \$ $*"
+    timeout -s KILL $CMD_TIMEOUT_S "$@" > "$OUT" 2>&1; rc=$?
+    show
+    return $rc
+}
+wait_for() { # wait_for SECONDS CMD...: poll until CMD succeeds
+    n=$(( $1 * 10 )); shift
+    while [ $n -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; usleep 100000; n=$((n - 1)); done
+    return 1
+}
+ctrl_of() { # the nvme controller (nvme0) on the PCI function $CTRL, if the driver has it
+    for c in /sys/bus/pci/devices/$CTRL/nvme/nvme*; do [ -e "$c" ] && { echo "${c##*/}"; return; }; done
+}
+blk_of() { # its first namespace's block device (nvme0n1)
+    c=$(ctrl_of)
+    [ -n "$c" ] || return
+    for n in /sys/class/nvme/$c/${c}n* /sys/class/nvme/$c/nvme*c*n*; do
+        [ -e "$n" ] || continue
+        echo "${n##*/}" | sed 's/c[0-9]*n/n/'; return
+    done
+}
+has_blk() { b=$(blk_of); [ -n "$b" ] && [ -b "/dev/$b" ]; }
+live() { c=$(ctrl_of); [ -n "$c" ] && [ "$(cat /sys/class/nvme/$c/state 2>/dev/null)" = live ]; }
+gone() { [ ! -e "/sys/bus/pci/devices/$CTRL" ]; }
+read_back() { # read_back NAME: the pattern written by the block-layer pass reads back unchanged
+    b=$(blk_of)
+    if [ -n "$b" ] && run dd if="/dev/$b" of=/tmp/back bs=1024 skip=$(( PAT_OFF_BLOCKS * LBA / 1024 )) \
+        count=$PAT_KIB iflag=direct && cmp /tmp/pat /tmp/back > "$OUT" 2>&1; then
+        record "$1" 1 "/dev/$b: $PAT_KIB KiB at block $PAT_OFF_BLOCKS read back equal"
+    else
+        record "$1" 0 "/dev/$b: the pattern did not read back: $(tail -n1 "$OUT")"
+    fi
+}
+
+T0=$(date +%s)
+say "[guest] kernel leg: our controller at $CTRL (LBA $LBA B, namespace $NSZE B)"
+
+# --- 1. the Linux nvme driver binds our controller ---
+wait_for $WAIT_S has_blk
+ok=$?
+dmesg | grep -iE 'nvme|vfio' | sed 's/^/  | /'
+C=$(ctrl_of); B=$(blk_of)
+record bind $([ $ok = 0 ] && echo 1 || echo 0) "$C on $CTRL ($(readlink /sys/bus/pci/devices/$CTRL/driver | sed 's,.*/,driver ,')), /dev/$B; $(dmesg | grep -m1 -E 'nvme nvme[0-9]+: [0-9]+/[0-9]+/[0-9]+ default/read/poll queues' | sed 's/^\[[^]]*\] //')"
+if [ $ok != 0 ]; then
+    dmesg | sed 's/^/  dmesg| /'
+    echo "NVMELAB-LEG kernel FAIL (the nvme driver did not bind our controller within $WAIT_S s)"
+    exit 1
+fi
+# MSI-X (or INTx) interrupts arrived: the admin queue's vector counted some
+irqs=$(grep -E "${C}q[0-9]+" /proc/interrupts | awk '{n = 0; for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) n += $i; else break; print $NF "=" n}' | tr '\n' ' ')
+q0=$(echo "$irqs" | tr ' ' '\n' | sed -n "s/^${C}q0=//p")
+record interrupts $([ "${q0:-0}" -gt 0 ] && echo 1 || echo 0) "$irqs($(grep -m1 "${C}q0" /proc/interrupts | awk '{for (i = 2; i <= NF; i++) if ($i !~ /^[0-9]+$/) {print $i; exit}}'))"
+
+# --- 2. nvme-cli ---
+run nvme list; rc=$?
+record nvme-list $([ $rc = 0 ] && grep -q "/dev/$B" "$OUT" && echo 1 || echo 0) "$(grep "/dev/$B" "$OUT" | tr -s ' ')"
+run nvme id-ctrl "/dev/$C"; rc=$?
+record id-ctrl $([ $rc = 0 ] && grep -q '^mn ' "$OUT" && echo 1 || echo 0) \
+    "$(grep -E '^(vid|sn|mn|fr|mdts|nn|ver) ' "$OUT" | tr -s ' ' | tr '\n' ';')"
+run nvme id-ns "/dev/$B"; rc=$?
+nsze=$(sed -n 's/^nsze *: *//p' "$OUT")
+inuse=$(grep 'in use' "$OUT" | sed -n 's/.*lbads:\([0-9]*\).*/\1/p')
+record id-ns $([ $rc = 0 ] && [ $((nsze)) = $((NSZE / LBA)) ] && [ $((1 << ${inuse:-0})) = "$LBA" ] && echo 1 || echo 0) \
+    "nsze $nsze (want $((NSZE / LBA)) blocks), in-use LBA format lbads:$inuse (want $LBA B)"
+run nvme smart-log "/dev/$C"; rc=$?
+record smart-log $([ $rc = 0 ] && grep -q '^critical_warning' "$OUT" && echo 1 || echo 0) \
+    "$(grep -E '^(critical_warning|temperature|available_spare|data_units_read|data_units_written|host_read_commands|host_write_commands)[[:space:]]' "$OUT" | tr -s ' \t' ' ' | tr '\n' ';')"
+
+# --- 3. write a pattern, read it back, compare: through the block layer (O_DIRECT) and as NVMe commands ---
+dd if=/dev/urandom of=/tmp/pat bs=1024 count=$PAT_KIB 2>/dev/null
+if run dd if=/tmp/pat of="/dev/$B" bs=1024 seek=$(( PAT_OFF_BLOCKS * LBA / 1024 )) oflag=direct conv=fsync; then
+    read_back rw-verify-block
+else
+    record rw-verify-block 0 "the write failed: $(tail -n1 "$OUT")"
+fi
+# nvme-cli passthrough (Write/Read commands of our making, 64 KiB each) after the block-layer pattern; then the
+# block layer reads what the passthrough wrote
+NLB=$(( 65536 / LBA )); SLBA=$(( PAT_OFF_BLOCKS * 2 ))
+dd if=/dev/urandom of=/tmp/pat2 bs=1024 count=64 2>/dev/null
+ok=0
+if run nvme write "/dev/$B" --start-block=$SLBA --block-count=$((NLB - 1)) --data-size=65536 --data=/tmp/pat2 &&
+   run nvme read "/dev/$B" --start-block=$SLBA --block-count=$((NLB - 1)) --data-size=65536 --data=/tmp/back2 &&
+   cmp /tmp/pat2 /tmp/back2 > "$OUT" 2>&1 &&
+   run dd if="/dev/$B" of=/tmp/back3 bs=1024 skip=$(( SLBA * LBA / 1024 )) count=64 iflag=direct &&
+   cmp /tmp/pat2 /tmp/back3 > "$OUT" 2>&1; then
+    ok=1
+fi
+if [ $ok = 1 ]; then
+    record rw-verify-passthru 1 "nvme write + nvme read of $NLB blocks at block $SLBA equal, and equal read through the block layer"
+else
+    record rw-verify-passthru 0 "nvme write/read of $NLB blocks at block $SLBA: $(tail -n1 "$OUT")"
+fi
+
+# --- 4. fio: random writes, every block verified by its crc32c header (a region of its own) ---
+FIO_OFF=$(( NSZE / 2 ))
+run fio --name=kernel-verify --filename="/dev/$B" --ioengine=libaio --direct=1 --thread --rw=randwrite --bs=4k \
+    --iodepth=8 --offset=$FIO_OFF --size=${FIO_MIB}M --verify=crc32c --do_verify=1 --verify_fatal=1 \
+    --verify_backlog=0 --randrepeat=0; rc=$?
+wio=$(grep -m1 -E '^ +write: IOPS=' "$OUT" | tr -s ' ')
+rio=$(grep -m1 -E '^ +read: IOPS=' "$OUT" | tr -s ' ')
+errs=$(sed -n 's/.*: err= *\([0-9]*\):.*/\1/p' "$OUT" | head -n1)
+record fio-verify $([ $rc = 0 ] && [ "$errs" = 0 ] && [ -n "$rio" ] && echo 1 || echo 0) \
+    "exit $rc, err=$errs, ${FIO_MIB} MiB written then verified: $wio /$rio"
+
+# --- 5. controller reset, namespace rescan ---
+run nvme reset "/dev/$C"; rc=$?
+wait_for $WAIT_S live; ok=$?
+record reset $([ $rc = 0 ] && [ $ok = 0 ] && echo 1 || echo 0) \
+    "nvme reset exit $rc, $C state $(cat /sys/class/nvme/$C/state 2>/dev/null); $(dmesg | grep -E "$C: .*(reset|queues)" | tail -n1 | sed 's/^\[[^]]*\] //')"
+wait_for $WAIT_S has_blk
+read_back reset-read-back
+run nvme ns-rescan "/dev/$C"; rc=$?
+wait_for $WAIT_S has_blk; ok=$?
+record ns-rescan $([ $rc = 0 ] && [ $ok = 0 ] && echo 1 || echo 0) "exit $rc, /dev/$(blk_of) present"
+read_back ns-rescan-read-back
+
+# --- 6. PCI remove and rescan: the driver lets go of the function, then binds it anew ---
+echo 1 > "/sys/bus/pci/devices/$CTRL/remove"
+wait_for $WAIT_S gone; ok=$?
+record pci-remove $([ $ok = 0 ] && [ ! -b "/dev/$B" ] && echo 1 || echo 0) "$CTRL $(gone && echo removed || echo 'still present'), /dev/$B $([ -b "/dev/$B" ] && echo 'still present' || echo gone)"
+echo 1 > /sys/bus/pci/rescan
+wait_for $WAIT_S has_blk; ok=$?
+record pci-rescan $([ $ok = 0 ] && echo 1 || echo 0) "$CTRL back as $(ctrl_of), /dev/$(blk_of); $(dmesg | grep -E 'nvme nvme[0-9]+: pci function' | tail -n1 | sed 's/^\[[^]]*\] //')"
+read_back pci-rescan-read-back
+
+# --- 7. the kernel saw nothing wrong ---
+bad=$(dmesg | grep -E 'BUG:|Oops|WARNING: CPU|general protection|I/O error|timeout|[Cc]ontroller is down|Removing after probe failure|Abort status' | head -n 3)
+record kernel-log-clean $([ -z "$bad" ] && echo 1 || echo 0) "$bad"
+
+echo "[guest] the kernel log, whole:"
+dmesg | sed 's/^/  dmesg| /'
+npass=$(grep -c '^NVMELAB-TEST .* PASS' "$LOG")
+nfail=$(grep -c '^NVMELAB-TEST .* FAIL' "$LOG")
+secs=$(( $(date +%s) - T0 ))
+if [ "$nfail" = 0 ] && [ "$npass" -gt 0 ]; then
+    echo "NVMELAB-LEG kernel PASS ($npass checks passed in $secs s)"
+else
+    echo "NVMELAB-LEG kernel FAIL ($nfail of $((npass + nfail)) checks failed in $secs s)"
+fi
