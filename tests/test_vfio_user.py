@@ -148,6 +148,19 @@ def test_a_client_killed_mid_io_leaves_the_server_serving():
         assert s.stop() == 0
 
 
+def test_the_server_reports_its_service_threads_work_at_exit():
+    with serve.Server("emu://?ndev=2&nsze=1MiB") as s:
+        with nvmelab.open(f"vfio-user://{s.dir}/ctrl0") as t:
+            ns = t[0].namespace(1)
+            for lba in range(20):
+                ns.write(lba, np.full(ns.lba_size, lba, np.uint8))
+                assert (ns.read(lba, 1) == lba).all()
+    st = s.stats  # one `stats ctrl<i> sweeps= busy= commands=` line per controller, printed at exit
+    assert set(st) == {0, 1}
+    assert st[0]["commands"] >= 40 and 0 < st[0]["busy"] <= st[0]["sweeps"]
+    assert st[1]["commands"] == st[1]["busy"] == 0 < st[1]["sweeps"], "an idle controller's thread only sweeps"
+
+
 def test_sigint_and_sigterm_close_and_remove_the_sockets():
     for sig in (signal.SIGTERM, signal.SIGINT):
         s = serve.Server("emu://?nsze=1MiB", dir=None)

@@ -7,8 +7,9 @@
  * --dir DIR (made when absent): DIR/ctrl<i>/cntrl for controller i (SPDK: trtype:VFIOUSER
  * traddr:DIR/ctrl<i>); --socket PATH: one controller only.
  * When every socket listens it prints `listening <path>` per controller, then `ready`. SIGINT/SIGTERM:
- * every connection closed, every socket removed, exit 0. Bad arguments or URI: one line on stderr, exit
- * 2; a system error (socket, bind, threads): exit 1. */
+ * every connection closed, one line `stats ctrl<i> sweeps=N busy=N commands=N` per controller (its service
+ * thread's passes, the busy ones, commands fetched: nvme_emu_svc_stats), every socket removed, exit 0. Bad arguments or
+ * URI: one line on stderr, exit 2; a system error (socket, bind, threads): exit 1. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "nvme/emu/emu.h"
 #include "nvme/uri.h"
 #include "tools/vfu_server.h"
 
@@ -108,6 +110,15 @@ int main(int argc, char **argv)
         if (sigwait(&sigs, &sig) == 0 && (sig == SIGINT || sig == SIGTERM))
             break;
     }
+    /* stopped serving: what each controller's service thread did (nvmelab.host.serve reads these lines) */
+    vfu_server_stop(s);
+    for (unsigned i = 0; i < vfu_server_count(s); i++) {
+        struct nvme_emu_svc_stats st;
+        if (!nvme_emu_svc_stats(vfu_server_set(s), i, &st))
+            printf("stats ctrl%u sweeps=%llu busy=%llu commands=%llu\n", i, (unsigned long long)st.sweeps,
+                   (unsigned long long)st.busy, (unsigned long long)st.commands);
+    }
+    fflush(stdout);
     vfu_server_close(s);
     return 0;
 }

@@ -226,7 +226,7 @@ struct nvme_emu_set *vfu_server_set(const struct vfu_server *s)
     return s ? s->set : NULL;
 }
 
-void vfu_server_close(struct vfu_server *s)
+void vfu_server_stop(struct vfu_server *s)
 {
     if (!s)
         return;
@@ -242,6 +242,17 @@ void vfu_server_close(struct vfu_server *s)
         struct vfu_slot *sl = &s->slots[i];
         if (sl->started)
             pthread_join(sl->thread, NULL); /* its connection is closed and its client disconnected */
+        sl->started = false;
+    }
+}
+
+void vfu_server_close(struct vfu_server *s)
+{
+    if (!s)
+        return;
+    vfu_server_stop(s);
+    for (unsigned i = 0; i < s->n && s->slots; i++) {
+        struct vfu_slot *sl = &s->slots[i];
         if (sl->lfd >= 0)
             close(sl->lfd);
         if (sl->bound)

@@ -14,7 +14,7 @@
  *     controller, each serving one client at a time (a second client waits in the listen backlog until
  *     the first one leaves).
  *
- * Key functions: vfu_dev_open/close/handle/disconnect/serve; vfu_server_open/start/stop, vfu_server_path.
+ * Key functions: vfu_dev_open/close/handle/disconnect/serve; vfu_server_open/start/stop/close, vfu_server_path.
  *
  * Caveats:
  *   - The emu:// target must run mode=thread (its service thread polls the doorbell page the client
@@ -119,6 +119,9 @@ const char *vfu_server_path(const struct vfu_server *s, unsigned i);
 struct nvme_emu_set *vfu_server_set(const struct vfu_server *s);
 /* Start one serving thread per socket. -errno of pthread_create; vfu_server_close() then stops the ones started. */
 int vfu_server_start(struct vfu_server *s, char *err, size_t errlen);
+/* Stop every serving thread and close every connection (each client disconnected as above); the sockets and
+ * the emu:// target stay until vfu_server_close (which stops first when this was not called). NULL: no-op. */
+void vfu_server_stop(struct vfu_server *s);
 /* Stop every thread, close every connection (each client disconnected as above), unlink every socket,
  * close the emu:// target, free. NULL is a no-op. */
 void vfu_server_close(struct vfu_server *s);

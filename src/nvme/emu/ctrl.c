@@ -202,7 +202,8 @@ static void *svc_main(void *arg)
     unsigned spins = 0;
     const uint32_t dstrd = c->cfg.dstrd;
     while (!atomic_load_explicit(&c->svc_stop, memory_order_acquire)) {
-        bool work = false;
+        bool work = false, busy = false; /* busy: commands fetched or completed (nvme_emu_svc_stats) */
+        uint64_t cmds = 0;
         unsigned e = emu_dma_enter(c->set, dma_shard(c, 0));
         pthread_mutex_lock(&c->lock);
         if (atomic_load_explicit(&c->kato, memory_order_relaxed))
@@ -226,18 +227,25 @@ static void *svc_main(void *arg)
                         sq->tail = v;
                     }
                     if (sq->tail != sq->head || sq->nheap) {
-                        uint64_t before = emu_st_completed(sq->st) + emu_st_fetched(sq->st);
+                        uint64_t fetched = emu_st_fetched(sq->st), before = emu_st_completed(sq->st) + fetched;
                         emu_sq_service(c, sq);
                         /* sq may be gone if an admin command deleted it */
                         struct emu_sq *again = atomic_load_explicit(&c->sqs[q], memory_order_relaxed);
-                        if (again == sq && emu_st_completed(sq->st) + emu_st_fetched(sq->st) != before)
-                            work = true;
+                        if (again == sq && emu_st_completed(sq->st) + emu_st_fetched(sq->st) != before) {
+                            work = busy = true;
+                            cmds += emu_st_fetched(sq->st) - fetched;
+                        }
                     }
                 }
             }
         }
         pthread_mutex_unlock(&c->lock);
         emu_dma_exit(c->set, dma_shard(c, 0), e);
+        emu_st_add(&c->svc_sweeps, 1);
+        if (busy) {
+            emu_st_add(&c->svc_busy, 1);
+            emu_st_add(&c->svc_cmds, cmds);
+        }
         if (work) {
             spins = 0;
         } else if (++spins > EMU_SVC_IDLE_SPINS) {
@@ -498,6 +506,16 @@ int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i)
     if (c->threaded)
         pthread_mutex_unlock(&c->lock);
     emu_dma_exit(set, dma_shard(c, 0), e);
+    return 0;
+}
+
+int nvme_emu_svc_stats(const struct nvme_emu_set *set, unsigned i, struct nvme_emu_svc_stats *out)
+{
+    if (!set || i >= set->n || !out)
+        return -EINVAL;
+    const struct emu_ctrl *c = &set->ctrls[i];
+    *out = (struct nvme_emu_svc_stats){
+        .sweeps = emu_st_get(&c->svc_sweeps), .busy = emu_st_get(&c->svc_busy), .commands = emu_st_get(&c->svc_cmds)};
     return 0;
 }
 

@@ -20,7 +20,7 @@
  *   nvme_emu_set_irq_hook()  for the vfio-user server: told the vector of every CQ with interrupts that got CQEs
  *   nvme_emu_dma_map_at()    a DMA window whose controller addresses (IOVAs) differ from the host's (QEMU)
  *   nvme_emu_inject()          arm a fault (delay/drop completion, CSTS.CFS, status)
- *   nvme_emu_queue_stats()     per-queue command counters
+ *   nvme_emu_queue_stats()     per-queue command counters; nvme_emu_svc_stats() the service thread's sweeps
  *   nvme_emu_set_describe()    profile, scale, mode (for record provenance)
  *
  * Caveats:
@@ -174,6 +174,14 @@ struct nvme_emu_qstats {
 /* Counters of SQ sqid (0 = admin) of controller ctrl; counters survive queue
  * deletion until the qid is created again. -EINVAL for a bad ctrl/sqid. */
 int nvme_emu_queue_stats(const struct nvme_emu_set *set, unsigned ctrl, uint16_t sqid, struct nvme_emu_qstats *out);
+
+/* mode=thread: what the service thread of controller ctrl did since the set was opened: sweeps (passes over the
+ * controller's doorbells), busy (passes that fetched or completed a command) and commands (fetched); all 0 with
+ * mode=inline. A server shows with them that the emulator was not the limit (busy well below sweeps). 0 or -EINVAL. */
+struct nvme_emu_svc_stats {
+    uint64_t sweeps, busy, commands;
+};
+int nvme_emu_svc_stats(const struct nvme_emu_set *set, unsigned ctrl, struct nvme_emu_svc_stats *out);
 
 /* Commands still held by the device model (fetched, completion not yet posted)
  * on controller ctrl, all queues. */

@@ -305,7 +305,8 @@ struct emu_ctrl {
     pthread_t svc;
     bool svc_running;
     atomic_bool svc_stop;
-    uint32_t *db_seen; /* last doorbell values seen by the service thread (2 per qid) */
+    uint32_t *db_seen;                               /* last doorbell values seen by the service thread (2 per qid) */
+    _Atomic uint64_t svc_sweeps, svc_busy, svc_cmds; /* the service thread's passes, busy ones, commands fetched */
 };
 
 struct nvme_emu_set {
