@@ -34,10 +34,11 @@
  *     1b36: the ids the emulator's Identify reports): config space (region 7, 4 KiB, class 01 08 02, a
  *     64-bit BAR0 with size probing, INTx pin A, PCI power-management, PCI Express and MSI-X capabilities,
  *     VFU_MSIX_VECTORS vectors with table and PBA in BAR0 past the doorbells) and BAR0 (region 0, size = a
- *     power of two); IRQ info: INTx 1 vector, MSI-X VFU_MSIX_VECTORS, others 0. Registers below 0x1000 go
- *     through REGION_READ/REGION_WRITE; the doorbells [0x1000, emulator BAR size) are a sparse-mmap area
- *     backed by the emulator's BAR memfd (passed with the GET_REGION_INFO reply, region offset 0, so the
- *     client maps the fd at area.offset); the emulator's service thread (mode=thread) polls them.
+ *     power of two); IRQ info: INTx 1 vector, MSI-X VFU_MSIX_VECTORS, error (AER) 1 (never signalled),
+ *     others 0. Registers below 0x1000 go through REGION_READ/REGION_WRITE; the doorbells [0x1000, emulator
+ *     BAR size) are a sparse-mmap area backed by the emulator's BAR memfd (passed with the GET_REGION_INFO
+ *     reply, region offset 0, so the client maps the fd at area.offset); the emulator's service thread
+ *     (mode=thread) polls them.
  *   - IOVA rule: the server maps each DMA_MAP fd (MAP_SHARED) at virtual address == IOVA where it can
  *     (MAP_FIXED_NOREPLACE) and registers an identity window (nvme_emu_dma_map); a range it cannot place
  *     there (below 64 KiB, or taken in the server's address space: QEMU's vfio-user-pci, whose IOVAs are

@@ -400,9 +400,13 @@ static int cmd_region_info(struct vfu_dev *d, const uint8_t *pl, size_t plen, ui
     return 0;
 }
 
+/* Vectors per IRQ index: INTx 1, MSI-X the table's, no MSI capability, and one error (AER) vector, so that QEMU
+ * turns its error recovery on (the emulated function never reports an error: its eventfd is never signalled) */
 static uint32_t irq_count(uint32_t index)
 {
-    return index == VFU_PCI_INTX_IRQ ? 1u : index == VFU_PCI_MSIX_IRQ ? VFU_MSIX_VECTORS : 0u; /* no MSI capability */
+    return index == VFU_PCI_INTX_IRQ || index == VFU_PCI_ERR_IRQ ? 1u
+           : index == VFU_PCI_MSIX_IRQ                           ? VFU_MSIX_VECTORS
+                                                                 : 0u;
 }
 
 static int cmd_irq_info(const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)
@@ -438,7 +442,8 @@ static int cmd_set_irqs(struct vfu_dev *d, const uint8_t *pl, size_t plen, int *
     if (s.count == 0) { /* VFIO: DATA_NONE | ACTION_TRIGGER with count 0 turns the index off */
         if (data != VFU_IRQ_SET_DATA_NONE || action != VFU_IRQ_SET_ACTION_TRIGGER || nfds)
             return EINVAL;
-        return irq_count(s.index) ? vfu_irqs_set(&d->irqs, &s, NULL, fds, 0) : 0;
+        return s.index == VFU_PCI_INTX_IRQ || s.index == VFU_PCI_MSIX_IRQ ? vfu_irqs_set(&d->irqs, &s, NULL, fds, 0)
+                                                                          : 0;
     }
     uint32_t n = irq_count(s.index);
     if (s.start >= n || s.count > n - s.start)
@@ -448,6 +453,8 @@ static int cmd_set_irqs(struct vfu_dev *d, const uint8_t *pl, size_t plen, int *
         return EINVAL;
     if (data == VFU_IRQ_SET_DATA_BOOL && s.argsz - sizeof(s) < s.count)
         return EINVAL;
+    if (s.index == VFU_PCI_ERR_IRQ) /* accepted, never signalled: its eventfd is closed with the message */
+        return 0;
     return vfu_irqs_set(&d->irqs, &s, pl + sizeof(s), fds, nfds);
 }
 

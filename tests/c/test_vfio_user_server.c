@@ -278,6 +278,9 @@ static void device_and_region_info(void)
     struct vfu_irq_info ii = {.argsz = sizeof(ii), .index = VFU_PCI_INTX_IRQ};
     CHECK_EQ(xact(fd, VFU_CMD_DEVICE_GET_IRQ_INFO, &ii, sizeof(ii), NULL, 0, &ii, sizeof(ii), NULL, NULL, NULL), 0);
     CHECK_EQ(ii.count, 1);
+    ii.index = VFU_PCI_ERR_IRQ; /* one error vector: QEMU turns its error recovery on */
+    CHECK_EQ(xact(fd, VFU_CMD_DEVICE_GET_IRQ_INFO, &ii, sizeof(ii), NULL, 0, &ii, sizeof(ii), NULL, NULL, NULL), 0);
+    CHECK_EQ(ii.count, 1);
     ii.index = VFU_PCI_NUM_IRQS;
     CHECK_EQ(simple(fd, VFU_CMD_DEVICE_GET_IRQ_INFO, &ii, sizeof(ii)), EINVAL);
     struct vfu_irq_set is = {
