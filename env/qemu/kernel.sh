@@ -2,18 +2,20 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # nvmelab — `make test-kernel`: the Linux kernel's own nvme driver on our controller.
 #
-# nvmelab-serve serves an emu:// controller over vfio-user; a TCG guest of QEMU >= 10.1 (built from Debian's
-# source package by qemu-build.sh, cached) sees it as a PCI function through QEMU's vfio-user-pci device, guest
-# RAM a shared memfd the server maps; the Debian kernel of `make test-qemu` (guest-lib.sh, same cache) binds
-# it with its nvme driver, and the guest (kernel-tests.sh) runs nvme-cli (list, id-ctrl, id-ns, smart-log), a
-# write-read-compare pass, fio with crc32c verify, reset, namespace rescan, PCI remove + rescan. nvme-cli and fio
-# are the host's (Debian 12, like the guest), copied in with their shared libraries.
+# nvmelab-serve serves the controllers of an emu:// URI over vfio-user; a TCG guest of QEMU >= 10.1 (built from
+# Debian's source package by qemu-build.sh, cached) sees each as a PCI function through QEMU's vfio-user-pci
+# device, guest RAM a shared memfd the server maps; the Debian kernel of `make test-qemu` (guest-lib.sh, same
+# cache) binds them with its nvme driver, and the guest (kernel-tests.sh) runs on each nvme-cli (list, id-ctrl,
+# id-ns, smart-log), write-read-compare passes, fio with crc32c verify, reset, namespace rescan, PCI remove +
+# rescan. nvme-cli and fio are the host's (Debian 12, like the guest), copied in with their shared libraries.
 # The console, under a header (commit, QEMU and its Debian source version, kernel, URI, date), is written to
 # data/results/conformance/kernel-nvme.log (--log elsewhere).
 #
-# Usage: env/qemu/kernel.sh [--uri URI] [--log PATH] [--reference]      (make test-kernel KERNEL_ARGS="...")
-#   --uri        the served controller (default below; one controller, one namespace)
+# Usage: env/qemu/kernel.sh [--uri URI] [--log PATH] [--commit REV] [--reference]      (make test-kernel KERNEL_ARGS="...")
+#   --uri        the served controllers (default below; 1 to 4 controllers, one namespace each)
 #   --log        where the log goes (default data/results/conformance/kernel-nvme.log)
+#   --commit REV serve with nvmelab-serve built from `git archive REV` (cached in env/qemu/work/serve/<sha>),
+#                not the working tree's (make build): the log then names a commit exactly
 #   --reference  the same guest and checks against QEMU's own NVMe controller instead of ours (shapes from the
 #                URI): the checks themselves are known good; its log stays in the run folder unless --log
 # The run folder env/qemu/work/runs/kernel-<time>/ keeps the console, QEMU's and the server's output.
@@ -29,22 +31,25 @@ source "$HERE/config.sh"
 # shellcheck source=guest-lib.sh
 source "$HERE/guest-lib.sh"
 
-URI=${NVMELAB_KERNEL_URI:-"emu://?nsze=64M&lbads=512&nioq=8&mdts=128K"}
+# two controllers of different shapes: 512 B LBAs and MDTS 128 KiB, 4 KiB LBAs and MDTS 32 KiB
+URI=${NVMELAB_KERNEL_URI:-"emu://?ndev=2&nsze=64M&lbads=512,4096&mdts=128K,32K&nioq=8"}
 LOGFILE=${NVMELAB_KERNEL_LOG:-$ROOT/data/results/conformance/kernel-nvme.log}
 MEM=${NVMELAB_KERNEL_MEM:-1G}   # guest RAM = the memfd the server maps
 SMP=${NVMELAB_KERNEL_SMP:-2}
 TIMEOUT_S=${NVMELAB_KERNEL_TIMEOUT_S:-1200}   # the whole guest run; each guest command has its own
 FIO_MIB=${NVMELAB_KERNEL_FIO_MIB:-4}
-SLOT=06   # the controller's PCI slot in the guest
+FIRST_SLOT=6   # controller i sits in the guest's PCI slot 6 + i
 SERVE=${NVMELAB_SERVE:-$ROOT/.venv/bin/nvmelab-serve}
 REFERENCE=0
 LOG_SET=0
+COMMIT=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --uri) URI=$2; shift 2 ;;
         --log) LOGFILE=$2; LOG_SET=1; shift 2 ;;
         --reference) REFERENCE=1; shift ;;
-        -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
+        --commit) COMMIT=$2; shift 2 ;;
+        -h|--help) sed -n '3,24p' "$0"; exit 0 ;;
         *) echo "kernel.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -52,11 +57,16 @@ done
 log() { printf '[kernel] %s\n' "$*" >&2; }
 die() { printf '[kernel] error: %s\n' "$*" >&2; exit 2; }
 
-# --- 0. what the URI must be: one controller; its LBA size and namespace size go to the guest's checks ---
+# --- 0. what the URI must be: 1-4 controllers, one namespace each; their shapes go to the guest's checks ---
 uri_param() { # uri_param KEY DEFAULT
     local v
     v=$(sed -n "s/.*[?&]$1=\([^&]*\).*/\1/p" <<<"$URI")
     echo "${v:-$2}"
+}
+per_ctrl() { # per_ctrl KEY DEFAULT I: controller I's value of a key that takes one value or a comma list
+    local v
+    v=$(uri_param "$1" "$2")
+    case "$v" in *,*) cut -d, -f$(( $3 + 1 )) <<<"$v" ;; *) echo "$v" ;; esac
 }
 bytes() { # bytes 64M -> 67108864 (K, M, G with or without iB)
     local n=${1%iB} m=1
@@ -65,11 +75,18 @@ bytes() { # bytes 64M -> 67108864 (K, M, G with or without iB)
     echo $(( n * m ))
 }
 case "$URI" in emu://*) ;; *) die "--uri must be an emu:// URI (got $URI)" ;; esac
-[ "$(uri_param ndev 1)" = 1 ] || die "the kernel leg serves one controller: ndev=1 (got $URI)"
-[ "$(uri_param nns 1)" = 1 ] || die "the kernel leg checks one namespace: nns=1 (got $URI)"
-LBA=$(uri_param lbads 512)
-NSZE=$(bytes "$(uri_param nsze 1G)")
-[ $(( NSZE / 2 )) -ge $(( (FIO_MIB << 20) + (4 << 20) )) ] || die "namespace too small for a $FIO_MIB MiB fio run past the patterns"
+NDEV=$(uri_param ndev 1)
+[[ "$NDEV" =~ ^[1-4]$ ]] || die "the kernel leg serves 1 to 4 controllers: ndev=1..4 (got $URI)"
+[ "$(uri_param nns 1)" = 1 ] || die "the kernel leg checks one namespace per controller: nns=1 (got $URI)"
+CTRLS=(); LBAS=(); NSZES=(); MDTSES=()
+for ((i = 0; i < NDEV; i++)); do
+    CTRLS+=("0000:00:$(printf %02x $((FIRST_SLOT + i))).0")
+    LBAS+=("$(per_ctrl lbads 512 "$i")")
+    NSZES+=("$(bytes "$(per_ctrl nsze 1G "$i")")")
+    MDTSES+=("$(bytes "$(per_ctrl mdts 128K "$i")")")
+    [ $(( NSZES[i] / 2 )) -ge $(( (FIO_MIB << 20) + (4 << 20) )) ] || \
+        die "controller $i: namespace too small for a $FIO_MIB MiB fio run past the patterns"
+done
 
 # --- 1. system packages, named before anything is installed ---
 PKGS=(
@@ -93,7 +110,29 @@ if [ ${#missing[@]} -gt 0 ]; then
     } || die "apt-get install ${missing[*]} failed"
 fi
 bash "$ROOT/env/prereqs.sh" --install qemu || die "host tools missing (above)"
-[ "$REFERENCE" = 1 ] || [ -x "$SERVE" ] || die "no $SERVE: run make build first"
+# the server: the working tree's (make build), or one commit's, built here from `git archive`
+if [ -n "$COMMIT" ]; then
+    rev=$(git -C "$ROOT" rev-parse --verify "$COMMIT^{commit}" 2>/dev/null) || die "--commit $COMMIT: no such commit"
+    SB="$WORK/serve/$rev"
+    if [ ! -x "$SB/build/src/tools/nvmelab-serve" ]; then
+        log "building nvmelab-serve of $rev (git archive -> $SB)"
+        rm -rf "$SB"; mkdir -p "$SB/src"
+        git -C "$ROOT" archive "$rev" | tar -x -C "$SB/src"
+        cmk=cmake; [ ! -x "$ROOT/.venv/bin/cmake" ] || cmk="$ROOT/.venv/bin/cmake"
+        PATH="$ROOT/.venv/bin:$PATH" "$cmk" -S "$SB/src" -B "$SB/build" -G Ninja -DNVMELAB_PYTHON=OFF \
+            -DNVMELAB_CUDA=OFF > "$SB/configure.log" 2>&1 || { tail -n 20 "$SB/configure.log" >&2; die "configure failed"; }
+        PATH="$ROOT/.venv/bin:$PATH" "$cmk" --build "$SB/build" --target nvmelab-serve > "$SB/build.log" 2>&1 || {
+            tail -n 20 "$SB/build.log" >&2; die "building nvmelab-serve of $rev failed"; }
+    fi
+    SERVE="$SB/build/src/tools/nvmelab-serve"
+    SERVE_FROM="nvmelab-serve built from git archive $rev"
+    NVMELAB_COMMIT=$rev
+else
+    [ "$REFERENCE" = 1 ] || [ -x "$SERVE" ] || die "no $SERVE: run make build first"
+    SERVE_FROM="nvmelab-serve of the working tree (make build)"
+    NVMELAB_COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+    git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || NVMELAB_COMMIT="$NVMELAB_COMMIT + uncommitted changes in src/"
+fi
 
 mkdir -p "$WORK"
 exec 9>"$WORK/.lock"
@@ -115,7 +154,8 @@ guest_initramfs_base "$IRD"
 cp "$HERE/kernel-tests.sh" "$IRD/etc/nvmelab/guest-tests.sh"
 guest_copy_program "$IRD" "$(command -v nvme)"
 guest_copy_program "$IRD" "$(command -v fio)"
-printf 'CTRL=0000:00:%s.0\nLBA=%s\nNSZE=%s\nFIO_MIB=%s\n' "$SLOT" "$LBA" "$NSZE" "$FIO_MIB" > "$IRD/etc/nvmelab/config"
+printf 'CTRLS="%s"\nLBAS="%s"\nNSZES="%s"\nMDTSES="%s"\nFIO_MIB=%s\n' "${CTRLS[*]}" "${LBAS[*]}" "${NSZES[*]}" \
+    "${MDTSES[*]}" "$FIO_MIB" > "$IRD/etc/nvmelab/config"
 INITRD="$WORK/kernel-initramfs.cpio.gz"
 guest_initramfs_pack "$IRD" "$INITRD"
 log "initramfs $(du -h "$INITRD" | cut -f1): modules ${MODORDER[*]}, nvme-cli, fio"
@@ -139,11 +179,15 @@ cleanup() {
 }
 trap cleanup EXIT
 if [ "$REFERENCE" = 1 ]; then
-    truncate -s "$NSZE" "$RUN/reference.img"
-    DEVICE=(-drive "file=$RUN/reference.img,if=none,id=d0,format=raw"
-        -device "nvme,serial=nvmelab-reference,id=n0,addr=$SLOT.0"
-        -device "nvme-ns,drive=d0,bus=n0,nsid=1,logical_block_size=$LBA,physical_block_size=$LBA")
-    URI="QEMU's nvme device (--reference), $NSZE B namespace, $LBA B LBA"
+    DEVICE=()
+    for ((i = 0; i < NDEV; i++)); do   # QEMU's mdts counts 4 KiB pages as a power of two (0: none)
+        mdts=0; while [ "${MDTSES[i]}" != 0 ] && [ $(( 4096 << mdts )) -lt "${MDTSES[i]}" ]; do mdts=$((mdts + 1)); done
+        truncate -s "${NSZES[i]}" "$RUN/reference$i.img"
+        DEVICE+=(-drive "file=$RUN/reference$i.img,if=none,id=d$i,format=raw"
+            -device "nvme,serial=nvmelab-reference$i,id=n$i,addr=${CTRLS[i]:8:2}.0,mdts=$mdts"
+            -device "nvme-ns,drive=d$i,bus=n$i,nsid=1,logical_block_size=${LBAS[i]},physical_block_size=${LBAS[i]}")
+    done
+    URI="QEMU's nvme device (--reference) shaped like $URI"
 else
     SOCK_DIR="$RUN/vfu"
     "$SERVE" --dir "$SOCK_DIR" "$URI" > "$RUN/serve.out" 2> "$RUN/serve.err" &
@@ -154,9 +198,12 @@ else
         sleep 0.1
     done
     grep -qx ready "$RUN/serve.out" || die "nvmelab-serve did not say ready within 10 s"
-    SOCK="$SOCK_DIR/ctrl0/cntrl"
-    [ -S "$SOCK" ] || die "no socket $SOCK"
-    DEVICE=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$SOCK\",\"type\":\"unix\"},\"addr\":\"$SLOT.0\"}")
+    DEVICE=()
+    for ((i = 0; i < NDEV; i++)); do
+        sock="$SOCK_DIR/ctrl$i/cntrl"
+        [ -S "$sock" ] || die "no socket $sock"
+        DEVICE+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$sock\",\"type\":\"unix\"},\"addr\":\"${CTRLS[i]:8:2}.0\"}")
+    done
 fi
 
 APPEND="console=ttyS0 panic=-1 loglevel=4 nvmelab.leg=kernel"
@@ -193,8 +240,6 @@ elif ! grep -q ' PASS' <<<"$summary"; then
 fi
 while IFS= read -r l; do fails+=("  $l"); done < <(grep -E '^NVMELAB-TEST .* FAIL' "$RUN/console.txt" || true)
 verdict=PASS; [ ${#fails[@]} = 0 ] || verdict=FAIL
-commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
-git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || commit="$commit (src/ modified)"
 [ "$REFERENCE" = 0 ] || [ "$LOG_SET" = 1 ] || LOGFILE="$RUN/kernel-reference.log"   # never the committed log
 mkdir -p "$(dirname "$LOGFILE")"
 {
@@ -203,9 +248,10 @@ mkdir -p "$(dirname "$LOGFILE")"
     else
         echo "# nvmelab make test-kernel: the Linux nvme driver on our controller (env/qemu/kernel.sh)"
     fi
-    echo "# verdict:      ${summary:+${summary#NVMELAB-LEG kernel }}${summary:-$verdict}"
+    detail=${summary#NVMELAB-LEG kernel }; detail=${detail#PASS }; detail=${detail#FAIL }
+    echo "# verdict:      $verdict${detail:+ $detail}"
     echo "# date:         $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "# nvmelab:      $commit"
+    echo "# nvmelab:      $NVMELAB_COMMIT ($([ "$REFERENCE" = 1 ] && echo 'no server: --reference' || echo "$SERVE_FROM"))"
     echo "# QEMU:         $QEMU_VERSION, built from Debian's source package qemu $QEMU_SRC (env/qemu/qemu-build.sh)"
     echo "# guest kernel: Debian $KVER ($QEMU_KERNEL_META), modules ${MODORDER[*]}"
     echo "# guest tools:  $(nvme version | head -n1), $(fio --version) (the host's, Debian $(cat /etc/debian_version))"
