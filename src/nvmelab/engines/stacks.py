@@ -364,6 +364,7 @@ def run(
         ns_per_io=round(ncpus * NS_PER_S / rec["iops"], 2) if rec["iops"] > 0 else None,
         server=server_info,
         server_cpu_usage=None if server_info is None else server_info["cpu_usage"],  # flat, for the frames
+        server_busy_fraction=None if server_info is None else server_info["busy_sweep_fraction"],
         stack=stack_label(tool, via, lat_track),
     )
     rec["stress"] = stress

@@ -11,7 +11,8 @@ Key functions:
     ratios(summ, iosize, qdepth)  our ratios between stacks beside the published ones at one thread
     cores_for_roofline(summ)      per stack: the cores its measured cost per I/O needs for the sixteen-drive
                                   roofline (61.7 M IOPS), beside what the published runs needed
-    server_headroom(summ)         the highest share of its core the server used in any configuration
+    server_headroom(summ)         the highest share of its core the server used (or of its sweeps that found
+                                  work) in any configuration
 
 The published tool comparison ran on real drives and another CPU; what is compared is ratios between stacks
 and orders of magnitude, never one host's nanoseconds against another's.
@@ -54,16 +55,21 @@ NS_PER_S = 1e9
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Mean and population std over repetitions per stack, I/O size and queue depth (IOPS, ns per I/O, the
-    stack's CPU use and the server's, in percent of one CPU)."""
+    stack's CPU use and the server's, in percent of one CPU, and the share of the server's service-thread sweeps
+    that found work)."""
     if df.empty:
         return pd.DataFrame()
+    nan = pd.Series(math.nan, index=df.index)
     df = df.assign(
         ns_per_io=NS_PER_S * df["ncpus"].astype(float) / df["iops"].astype(float),
         cpu_usage=pd.to_numeric(df["cpu_usage"], errors="coerce"),
-        server_cpu_usage=pd.to_numeric(df.get("server_cpu_usage"), errors="coerce"),
+        server_cpu_usage=pd.to_numeric(df.get("server_cpu_usage", nan), errors="coerce"),
+        server_busy_fraction=pd.to_numeric(df.get("server_busy_fraction", nan), errors="coerce"),
     )
     out = analysis.aggregate(
-        df, by=["stack", "iosize", "qdepth"], metrics=["iops", "ns_per_io", "cpu_usage", "server_cpu_usage"]
+        df,
+        by=["stack", "iosize", "qdepth"],
+        metrics=["iops", "ns_per_io", "cpu_usage", "server_cpu_usage", "server_busy_fraction"],
     )
     order = {s: i for i, s in enumerate(STACKS)}
     return out.sort_values(["iosize", "qdepth", "stack"], key=lambda c: c.map(order) if c.name == "stack" else c)
@@ -127,7 +133,7 @@ def _published_threads_to(stack: str, roof: float) -> str:
 def cores_for_roofline(summ: pd.DataFrame, iosize: int = 512, qdepth: int = 128) -> pd.DataFrame:
     """Per stack: the cost per I/O measured here at `iosize`/`qdepth`, the cores that cost needs for the
     roofline on this host's CPU (rounded up; perfect scaling assumed, so a lower bound), and what the
-    published runs of the matching stack needed (tool-comparison records, one thread = one core with its
+    published runs of the corresponding stack needed (tool-comparison records, one thread = one core with its
     sibling; saturation = analysis.SATURATION_FRACTION of the roofline)."""
     roof = roofline_iops()
     sel = summ[(summ["iosize"] == iosize) & (summ["qdepth"] == qdepth)]
@@ -146,8 +152,8 @@ def cores_for_roofline(summ: pd.DataFrame, iosize: int = 512, qdepth: int = 128)
     return pd.DataFrame(rows)
 
 
-def server_headroom(summ: pd.DataFrame) -> float:
-    """The largest share of one CPU (percent) the server used over any configuration's I/O (mean over
-    repetitions); NaN without server readings."""
-    col = summ.get("server_cpu_usage_mean")
+def server_headroom(summ: pd.DataFrame, column: str = "server_cpu_usage_mean") -> float:
+    """The largest mean over any configuration of a server reading: its CPU use (percent of one CPU) or, with
+    ``column="server_busy_fraction_mean"``, the share of its sweeps that found work; NaN without readings."""
+    col = summ.get(column)
     return float(col.max()) if col is not None and col.notna().any() else math.nan
