@@ -139,15 +139,14 @@ int vfu_irqs_set(struct vfu_irqs *q, const struct vfu_irq_set *s, const uint8_t 
             vec_flush(v);
         }
     }
-    if (dtype == VFU_IRQ_SET_DATA_EVENTFD) {
-        if (intx)
-            q->intx_on = true;
-        else
-            q->msix_on = true;
-        for (uint32_t k = 0; k < s->count; k++) /* an interrupt raised while the vector had none is delivered now */
-            intx ? (void)0 : vec_flush(&q->msix[s->start + k]);
-        if (intx && q->intx.pending && q->intx.fd >= 0 && !q->intx.masked)
+    if (dtype == VFU_IRQ_SET_DATA_EVENTFD && intx) {
+        q->intx_on = true;
+        if (q->intx.pending && q->intx.fd >= 0 && !q->intx.masked) /* raised while it had no eventfd */
             intx_fire(&q->intx);
+    } else if (dtype == VFU_IRQ_SET_DATA_EVENTFD) {
+        q->msix_on = true;
+        for (uint32_t k = 0; k < s->count; k++) /* an interrupt raised while the vector had none is delivered now */
+            vec_flush(&q->msix[s->start + k]);
     }
 out:
     pthread_mutex_unlock(&q->lock);
