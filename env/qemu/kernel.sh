@@ -232,6 +232,10 @@ tr -d '\r' < "$RUN/console.log" > "$RUN/console.txt"
 fails=()
 timed_out=""; [ "$rc" != 124 ] || timed_out=" (timeout after ${TIMEOUT_S}s)"
 [ "$rc" = 0 ] || fails+=("qemu exited with status $rc$timed_out")
+# QEMU's complaints about the device (error replies to its vfio-user requests, failed region or IRQ set-up) fail
+# the leg even when the guest copes; its warnings do not
+qerr=$(grep -i 'error' "$RUN/qemu.stderr" | grep -v 'warning:' | head -n1 || true)
+[ -z "$qerr" ] || fails+=("qemu: $qerr ($(grep -i 'error' "$RUN/qemu.stderr" | grep -vc 'warning:' || true) such lines)")
 summary=$(grep -E '^NVMELAB-LEG kernel ' "$RUN/console.txt" | tail -n1 || true)
 if [ -z "$summary" ]; then
     fails+=("the guest did not finish (no NVMELAB-LEG line)")
@@ -246,7 +250,7 @@ mkdir -p "$(dirname "$LOGFILE")"
     if [ "$REFERENCE" = 1 ]; then
         echo "# nvmelab make test-kernel --reference: the Linux nvme driver on QEMU's own NVMe controller (env/qemu/kernel.sh)"
     else
-        echo "# nvmelab make test-kernel: the Linux nvme driver on our controller (env/qemu/kernel.sh)"
+        echo "# nvmelab make test-kernel: the Linux nvme driver on our controllers (env/qemu/kernel.sh)"
     fi
     detail=${summary#NVMELAB-LEG kernel }; detail=${detail#PASS }; detail=${detail#FAIL }
     echo "# verdict:      $verdict${detail:+ $detail}"
