@@ -91,3 +91,6 @@ def test_committed_log_is_a_passing_run_on_our_controllers() -> None:
     assert results.get("kernel.kernel-log-clean") == "PASS"
     assert re.search(r"dmesg\| \[ *[0-9.]+\] nvme nvme0: pci function 0000:00:06\.0", text)
     assert "NVMELAB-LEG kernel PASS" in text
+    qemu_stderr = text.split("# --- QEMU stderr ---", 1)[1].split("# --- nvmelab-serve", 1)[0]
+    errors = [ln for ln in qemu_stderr.splitlines() if "error" in ln.lower() and "warning:" not in ln]
+    assert not errors, f"QEMU complained about the device: {errors[:3]}"
