@@ -110,6 +110,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     } || die "apt-get install ${missing[*]} failed"
 fi
 bash "$ROOT/env/prereqs.sh" --install qemu || die "host tools missing (above)"
+mkdir -p "$WORK"
+exec 9>"$WORK/.lock"
+flock -n 9 || die "another test-qemu or test-kernel run is using $WORK"
+
 # the server: the working tree's (make build), or one commit's, built here from `git archive`
 if [ -n "$COMMIT" ]; then
     rev=$(git -C "$ROOT" rev-parse --verify "$COMMIT^{commit}" 2>/dev/null) || die "--commit $COMMIT: no such commit"
@@ -134,9 +138,6 @@ else
     git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || NVMELAB_COMMIT="$NVMELAB_COMMIT + uncommitted changes in src/"
 fi
 
-mkdir -p "$WORK"
-exec 9>"$WORK/.lock"
-flock -n 9 || die "another test-qemu or test-kernel run is using $WORK"
 
 # --- 2. QEMU >= 10.1 with the vfio-user client (cached) ---
 t0=$(date +%s)
