@@ -39,14 +39,13 @@
  *     BAR size) are a sparse-mmap area backed by the emulator's BAR memfd (passed with the GET_REGION_INFO
  *     reply, region offset 0, so the client maps the fd at area.offset); the emulator's service thread
  *     (mode=thread) polls them.
- *   - IOVA rule: the server maps each DMA_MAP fd (MAP_SHARED) at virtual address == IOVA where it can
- *     (MAP_FIXED_NOREPLACE) and registers an identity window (nvme_emu_dma_map); a range it cannot place
- *     there (below 64 KiB, or taken in the server's address space: QEMU's vfio-user-pci, whose IOVAs are
- *     guest-physical addresses from 0) is mapped wherever mmap puts it and registered as a translated window
- *     (nvme_emu_dma_map_at: iova -> va). A range overlapping another region's IOVAs: EEXIST (the same file
- *     range at the same IOVA from another connection is shared instead); an address, size or offset not
- *     4 KiB aligned: EINVAL. Our client hands out IOVAs from VFU_CLIENT_IOVA_BASE up;
- *     SPDK's are its hugepage addresses.
+ *   - IOVA rule: each connection has an IOVA space of its own (its controller's IOMMU domain). The server
+ *     maps each DMA_MAP fd (MAP_SHARED) at virtual address == IOVA where it can (MAP_FIXED_NOREPLACE), an
+ *     identity window; a range it cannot place there (below 64 KiB, or taken in the server's address space:
+ *     QEMU's vfio-user-pci, whose IOVAs are guest-physical addresses from 0, or another connection's) is
+ *     mapped wherever mmap puts it, a translated window (iova -> va). A range overlapping another region of
+ *     the same connection: EEXIST; an address, size or offset not 4 KiB aligned: EINVAL. Our client hands
+ *     out IOVAs from VFU_CLIENT_IOVA_BASE up; SPDK's are its hugepage addresses.
  *   - Interrupts: SET_IRQS (ACTION_TRIGGER with DATA_EVENTFD, one fd per vector or none to unset them;
  *     DATA_NONE count 0 turns an index off; MASK/UNMASK with DATA_NONE or DATA_BOOL; TRIGGER with DATA_NONE
  *     or DATA_BOOL fires) keeps an eventfd per MSI-X vector and INTx's; completions posted to a CQ with

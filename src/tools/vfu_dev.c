@@ -22,22 +22,13 @@
 #define VFU_BAR0_CAPLEN (sizeof(struct vfu_cap_sparse) + sizeof(struct vfu_sparse_area))
 #define VFU_MSIX_VCTRL  12u /* Vector Control's offset in a table entry */
 
-/* A DMA region, mapped at VA == IOVA when possible (an identity window), else wherever mmap put it (va: a
- * translated window, iova -> va; the IOVA rule in vfu_server.h). A client attached to several controllers of one server
- * maps each of its buffers on each connection, with the same file range at the same IOVA: the connections then share
- * one mapping and one emulator window, which stays until the last of them unmaps it or goes away. Every
- * region of the process is on one list (the address space is the process's), under one lock. */
+/* A DMA region of the client: mapped at VA == IOVA when possible (an identity window), else wherever mmap put it
+ * (a translated window, iova -> va; the IOVA rule in vfu_server.h), registered in the controller's own IOMMU
+ * domain (nvme_emu_ctrl_dma_private: each client has its own IOVA space, as each vfio container has). */
 struct vfu_dma {
-    struct vfu_dma *next;
-    struct nvme_emu_set *set;
-    uint64_t iova, size, offset;
-    void *va;   /* where it is mapped here ((void *)iova: identity window); NULL: no fd, unmapped, not on g_dma */
-    dev_t fdev; /* the file mapped (st_dev, st_ino) */
-    ino_t fino;
-    unsigned refs; /* connections holding it */
+    uint64_t iova, size;
+    void *va; /* where it is mapped here ((void *)iova: identity window); NULL: no fd, not mapped, no window */
 };
-static pthread_mutex_t g_dma_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct vfu_dma *g_dma;
 
 struct vfu_dev {
     struct nvme_emu_set *set;
@@ -104,6 +95,8 @@ int vfu_dev_open(struct nvme_emu_set *set, unsigned ctrl, struct vfu_dev **out)
     d->msix_off = (bar->size + VFU_PAGE_MASK) & ~VFU_PAGE_MASK;
     d->bar_size = pow2_ceil(d->msix_off + VFU_MSIX_TABLE_SIZE + VFU_MSIX_PBA_SIZE);
     int r = nvme_emu_ctrl_set_vectors(set, ctrl, VFU_MSIX_VECTORS);
+    if (!r) /* the client's IOVA space is its own (the IOVA rule) */
+        r = nvme_emu_ctrl_dma_private(set, ctrl);
     if (r) {
         free(d->rbuf);
         free(d->ibuf);
@@ -122,20 +115,11 @@ static void dma_drop(struct vfu_dev *d, unsigned i)
 {
     struct vfu_dma *m = d->dma[i];
     d->dma[i] = d->dma[--d->ndma];
-    pthread_mutex_lock(&g_dma_lock);
-    if (--m->refs == 0) {
-        for (struct vfu_dma **pp = &g_dma; *pp; pp = &(*pp)->next)
-            if (*pp == m) {
-                *pp = m->next;
-                break;
-            }
-        /* the emulator's unmap waits until no command can see the window; only then is the memory let go.
-         * A window the emulator would not remove stays mapped: the controller may still reach it. */
-        if (m->va && nvme_emu_dma_unmap_at(m->set, m->iova, m->size) == 0) /* va NULL: never mapped (no fd) */
-            munmap(m->va, m->size);
-        free(m);
-    }
-    pthread_mutex_unlock(&g_dma_lock);
+    /* the emulator's unmap waits until no command can see the window; only then is the memory let go. A window
+     * the emulator would not remove stays mapped: the controller may still reach it. */
+    if (m->va && nvme_emu_ctrl_dma_unmap_at(d->set, d->ctrl, m->iova, m->size) == 0)
+        munmap(m->va, m->size);
+    free(m);
 }
 
 void vfu_dev_disconnect(struct vfu_dev *d)
@@ -191,8 +175,6 @@ static int cmd_version(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint8_
     return 0;
 }
 
-/* DMA_MAP after its checks, under g_dma_lock: share the region another connection mapped from the same
- * file range at the same IOVA, else map it here. 0 or a positive errno. */
 /* Map the region: at VA == IOVA when that placement is possible, else anywhere (the IOVA rule, vfu_server.h).
  * MAP_FAILED with *err set when it cannot be mapped at all. */
 static void *dma_place(const struct vfu_dma_map *m, int fd, int *err)
@@ -217,22 +199,12 @@ static void *dma_place(const struct vfu_dma_map *m, int fd, int *err)
     return va;
 }
 
-static int dma_map_locked(struct vfu_dev *d, const struct vfu_dma_map *m, int fd, const struct stat *st)
+/* DMA_MAP of a region with its fd, after its checks: mapped here and registered. 0 or a positive errno. */
+static int dma_map_fd(struct vfu_dev *d, const struct vfu_dma_map *m, int fd)
 {
-    for (struct vfu_dma *e = g_dma; e; e = e->next) {
-        /* IOVAs are disjoint within one emu:// set (its windows); another set's windows are its own */
-        if (e->set != d->set || e->iova >= m->addr + m->size || m->addr >= e->iova + e->size)
-            continue;
-        if (e->iova != m->addr || e->size != m->size || e->offset != m->offset || e->fdev != st->st_dev ||
-            e->fino != st->st_ino)
-            return EEXIST; /* overlaps something else */
-        for (unsigned i = 0; i < d->ndma; i++)
-            if (d->dma[i] == e)
-                return EEXIST; /* this client mapped it already */
-        e->refs++;
-        d->dma[d->ndma++] = e;
-        return 0;
-    }
+    for (unsigned i = 0; i < d->ndma; i++) /* a region without window overlapping is refused here */
+        if (d->dma[i]->iova < m->addr + m->size && m->addr < d->dma[i]->iova + d->dma[i]->size)
+            return EEXIST;
     struct vfu_dma *e = calloc(1, sizeof(*e));
     if (!e)
         return ENOMEM;
@@ -242,23 +214,13 @@ static int dma_map_locked(struct vfu_dev *d, const struct vfu_dma_map *m, int fd
         free(e);
         return err;
     }
-    int r = va == (void *)(uintptr_t)m->addr ? nvme_emu_dma_map(d->set, va, m->size)
-                                             : nvme_emu_dma_map_at(d->set, m->addr, va, m->size);
+    int r = nvme_emu_ctrl_dma_map_at(d->set, d->ctrl, m->addr, va, m->size); /* identity when va == iova */
     if (r) {
         munmap(va, m->size);
         free(e);
         return -r;
     }
-    *e = (struct vfu_dma){.next = g_dma,
-                          .set = d->set,
-                          .iova = m->addr,
-                          .size = m->size,
-                          .offset = m->offset,
-                          .va = va,
-                          .fdev = st->st_dev,
-                          .fino = st->st_ino,
-                          .refs = 1};
-    g_dma = e;
+    *e = (struct vfu_dma){.iova = m->addr, .size = m->size, .va = va};
     d->dma[d->ndma++] = e;
     return 0;
 }
@@ -273,7 +235,7 @@ static int dma_map_unreachable(struct vfu_dev *d, const struct vfu_dma_map *m)
     struct vfu_dma *e = calloc(1, sizeof(*e));
     if (!e)
         return ENOMEM;
-    *e = (struct vfu_dma){.set = d->set, .iova = m->addr, .size = m->size, .offset = m->offset, .refs = 1};
+    *e = (struct vfu_dma){.iova = m->addr, .size = m->size, .va = NULL};
     d->dma[d->ndma++] = e;
     return 0;
 }
@@ -298,10 +260,7 @@ static int cmd_dma_map(struct vfu_dev *d, const uint8_t *pl, size_t plen, const 
     struct stat st;
     if (fstat(fds[0], &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < m.offset + m.size)
         return EINVAL; /* beyond the end of the file a touch would be SIGBUS */
-    pthread_mutex_lock(&g_dma_lock);
-    int err = dma_map_locked(d, &m, fds[0], &st);
-    pthread_mutex_unlock(&g_dma_lock);
-    return err;
+    return dma_map_fd(d, &m, fds[0]);
 }
 
 static int cmd_dma_unmap(struct vfu_dev *d, const uint8_t *pl, size_t plen, uint8_t *p, size_t *rlen)

@@ -19,15 +19,14 @@
  * Caveats:
  *   - The emu:// target must run mode=thread (its service thread polls the doorbell page the client
  *     writes); vfu_server_open adds mode=thread when absent and refuses mode=inline.
- *   - DMA maps (the IOVA rule): a region is mapped into this process at VA == IOVA when that placement is
- *     possible (our driver's and SPDK's IOVAs are their own addresses) and registered as an identity window;
- *     when it is not (an IOVA below VFU_MIN_IOVA, or the range taken here: QEMU's guest-physical addresses
- *     from 0) it is mapped wherever mmap puts it and registered as a translated window (iova -> va,
- *     nvme_emu_dma_map_at). Windows are disjoint in IOVAs across every client of one server: a DMA_MAP
- *     that overlaps another client's region is refused with EEXIST, unless it is the very same file range
- *     at the same IOVA (one client process on several controllers): then the connections share the
- *     mapping, kept until the last of them unmaps it or goes away. The DMA windows belong to the whole
- *     emu:// set, as in-process: a controller reaches every window registered by any client.
+ *   - DMA maps (the IOVA rule): every client has an IOVA space of its own (its controller's own IOMMU domain,
+ *     nvme_emu_ctrl_dma_private, as every vfio container has). A region is mapped into this process at
+ *     VA == IOVA when that placement is possible (our driver's and SPDK's IOVAs are their own addresses) and
+ *     registered as an identity window; when it is not (an IOVA below VFU_MIN_IOVA, or the range taken here:
+ *     QEMU's guest-physical addresses from 0, or the same IOVAs mapped by another connection) it is mapped
+ *     wherever mmap puts it and registered as a translated window (iova -> va, nvme_emu_ctrl_dma_map_at).
+ *     A DMA_MAP overlapping a region of the same client is refused with EEXIST; another client's regions
+ *     are no concern (QEMU remaps guest memory on each of its devices' connections in its own order).
  *   - Every DMA region is mapped readable and writable (the emulator's IOMMU has no per-direction
  *     permission); an fd that cannot be mapped so is refused (EACCES). A client that shrinks its file
  *     under a live mapping can make this process take SIGBUS: clients are trusted that far.

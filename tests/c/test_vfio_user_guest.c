@@ -289,8 +289,11 @@ static void guest_physical_iovas(void)
     CHECK_EQ(cmd(&g, 1, T_IOSQ, T_IOCQ, rd2), 0);
     CHECK(memcmp(m2, g.mem + T_WBUF, T_PAGE) == 0);
     CHECK_EQ(g.mem[T_WBUF], 3); /* the guest memory at the same address of this process untouched */
-    /* the emulator's windows are disjoint in IOVAs */
-    CHECK_EQ(nvme_emu_dma_map_at(set, T_PAGE, m2, T_PAGE), -EEXIST);
+    /* the windows of the controller's IOMMU domain are disjoint in IOVAs; the set's own domain is apart */
+    CHECK_EQ(nvme_emu_ctrl_dma_map_at(set, 0, T_PAGE, m2, T_PAGE), -EEXIST);
+    CHECK_EQ(nvme_emu_dma_map_at(set, T_PAGE, m2, T_PAGE), 0);
+    CHECK_EQ(nvme_emu_dma_count(set), 3);
+    CHECK_EQ(nvme_emu_dma_unmap_at(set, T_PAGE, T_PAGE), 0);
     CHECK_EQ(dma_unmap(g.fd, taken, T_XFER), 0);
     CHECK_EQ(nvme_emu_dma_count(set), 1);
     CHECK_EQ(cmd(&g, 1, T_IOSQ, T_IOCQ, rd2), (NVME_SCT_GENERIC << 8) | NVME_SC_DATA_XFER_ERROR);

@@ -671,7 +671,7 @@ static void unmap_with_command_in_flight(void)
 
 /* One client process on two controllers maps the same buffer on both connections: they share the
  * window, which outlives the first connection and goes with the last. */
-static void shared_dma_between_controllers(void)
+static void own_iova_space_per_client(void)
 {
     int memfd = memfd_create("t-dma", MFD_CLOEXEC), other = memfd_create("t-other", MFD_CLOEXEC);
     REQUIRE(memfd >= 0 && ftruncate(memfd, T_DMA_SIZE) == 0 && other >= 0 && ftruncate(other, T_DMA_SIZE) == 0);
@@ -682,16 +682,16 @@ static void shared_dma_between_controllers(void)
     REQUIRE(a >= 0 && b >= 0);
     struct nvme_emu_set *set = vfu_server_set(g_srv);
     CHECK_EQ(dma_map(a, memfd, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0, 1), 0);
-    CHECK_EQ(dma_map(b, other, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0, 1), EEXIST);     /* another file */
-    CHECK_EQ(dma_map(b, memfd, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE / 2, 0, 1), EEXIST); /* another range */
-    CHECK_EQ(dma_map(b, memfd, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0, 1), 0);          /* the same: shared */
-    CHECK_EQ(nvme_emu_dma_count(set), 1);
+    /* the same IOVAs on another connection: its own IOVA space (VA == IOVA is taken: a translated window) */
+    CHECK_EQ(dma_map(b, other, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0, 1), 0);
+    CHECK_EQ(dma_map(b, memfd, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE / 2, 0, 1), EEXIST); /* overlaps its own */
+    CHECK_EQ(nvme_emu_dma_count(set), 2);
     close(a);
-    sleep_ms(3 * VFU_POLL_MS); /* controller 0's client is gone; the window stays for controller 1 */
+    sleep_ms(3 * VFU_POLL_MS); /* controller 0's client is gone, with its window; controller 1's stays */
     CHECK_EQ(nvme_emu_dma_count(set), 1);
     volatile uint32_t *db = NULL;
     size_t dblen = 0;
-    CHECK_EQ(dma_unmap(b, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0), 0); /* and back: bring_up maps it again */
+    CHECK_EQ(dma_unmap(b, VFU_CLIENT_IOVA_BASE, T_DMA_SIZE, 0), 0); /* and back: bring_up maps memfd there */
     CHECK_EQ(nvme_emu_dma_count(set), 0);
     REQUIRE_EQ(bring_up(b, memfd, mem, &db, &dblen), 0);
     CHECK_EQ(identify(mem, db, 0), 0);
@@ -775,7 +775,7 @@ int main(void)
     RUN_CASE(malformed_messages);
     RUN_CASE(disconnect_then_next_client);
     RUN_CASE(unmap_with_command_in_flight);
-    RUN_CASE(shared_dma_between_controllers);
+    RUN_CASE(own_iova_space_per_client);
     RUN_CASE(second_controller_independent);
     vfu_server_close(g_srv);
     RUN_CASE(server_arguments);

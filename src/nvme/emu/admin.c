@@ -87,7 +87,7 @@ struct emu_cq *emu_cq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint3
     cq->id = qid;
     cq->size = size;
     cq->ring_iova = base;
-    cq->ring = (volatile struct nvme_cqe *)(void *)emu_dma_ptr(c->set, base, (uint64_t)size * NVME_CQE_SIZE);
+    cq->ring = (volatile struct nvme_cqe *)(void *)emu_dma_ptr(c->dma, base, (uint64_t)size * NVME_CQE_SIZE);
     cq->ien = qid == 0; /* the admin CQ: interrupts always enabled, vector 0; I/O CQs: admin_create_cq */
     cq->phase = NVME_CQE_P;
     atomic_flag_clear(&cq->lock);
@@ -122,7 +122,7 @@ struct emu_sq *emu_sq_new(struct emu_ctrl *c, uint16_t qid, uint64_t base, uint3
     sq->size = size;
     sq->ring_iova = base;
     sq->ring =
-        (const volatile struct nvme_sqe *)(const void *)emu_dma_ptr(c->set, base, (uint64_t)size * NVME_SQE_SIZE);
+        (const volatile struct nvme_sqe *)(const void *)emu_dma_ptr(c->dma, base, (uint64_t)size * NVME_SQE_SIZE);
     sq->cq = cq;
     sq->ring_gen = UINT64_MAX; /* rings checked against the DMA windows at the first service (prp.c) */
     sq->st = &c->qstats[qid];
@@ -201,7 +201,7 @@ static uint16_t copy_out(struct emu_ctrl *c, const struct nvme_sqe *cmd, const v
                          uint64_t skip, uint64_t len)
 {
     struct outbuf o = {src, srclen, skip};
-    return emu_prp_walk(c->set, cmd->prp1, cmd->prp2, len, seg_out, &o);
+    return emu_prp_walk(c->dma, cmd->prp1, cmd->prp2, len, seg_out, &o);
 }
 
 static int seg_in(void *arg, uint8_t *host, size_t len, uint64_t xo)
@@ -213,7 +213,7 @@ static int seg_in(void *arg, uint8_t *host, size_t len, uint64_t xo)
 /* len bytes of host memory (PRP1/PRP2) into dst */
 static uint16_t copy_in(struct emu_ctrl *c, const struct nvme_sqe *cmd, void *dst, uint64_t len)
 {
-    return emu_prp_walk(c->set, cmd->prp1, cmd->prp2, len, seg_in, dst);
+    return emu_prp_walk(c->dma, cmd->prp1, cmd->prp2, len, seg_in, dst);
 }
 
 static void pad_copy(char *dst, size_t n, const char *src)
@@ -480,7 +480,7 @@ static uint16_t admin_create_cq(struct emu_ctrl *c, const struct nvme_sqe *cmd)
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
     if ((cmd->cdw11 & NVME_CREATE_CQ_IEN) && (cmd->cdw11 >> NVME_CREATE_CQ_IV_SHIFT) >= c->nvec)
         return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_VECTOR);
-    if (!cmd->prp1 || !emu_dma_ok(c->set, cmd->prp1, (uint64_t)size * NVME_CQE_SIZE))
+    if (!cmd->prp1 || !emu_dma_ok(c->dma, cmd->prp1, (uint64_t)size * NVME_CQE_SIZE))
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
     if (cmd->prp1 & (EMU_PAGE_SIZE - 1))
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
@@ -509,7 +509,7 @@ static uint16_t admin_create_sq(struct emu_ctrl *c, const struct nvme_sqe *cmd)
         return EMU_ST_DNR(NVME_SCT_CMD_SPECIFIC, NVME_SC_CQ_INVALID);
     if (!(cmd->cdw11 & NVME_CREATE_Q_PC) || nvme_cc_iosqes(c->cc) != NVME_SQES_LOG2)
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-    if (!cmd->prp1 || !emu_dma_ok(c->set, cmd->prp1, (uint64_t)size * NVME_SQE_SIZE))
+    if (!cmd->prp1 || !emu_dma_ok(c->dma, cmd->prp1, (uint64_t)size * NVME_SQE_SIZE))
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
     if (cmd->prp1 & (EMU_PAGE_SIZE - 1))
         return EMU_ST_DNR(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);

@@ -73,8 +73,8 @@ static void ctrl_enable(struct emu_ctrl *c, uint32_t cc)
     bool ok = asqs >= NVME_QUEUE_MIN_ENTRIES && acqs >= NVME_QUEUE_MIN_ENTRIES && asqs <= c->cfg.mqes &&
               acqs <= c->cfg.mqes && asq && acq && !(asq & (EMU_PAGE_SIZE - 1)) && !(acq & (EMU_PAGE_SIZE - 1)) &&
               nvme_cc_mps(cc) == 0 && nvme_cc_css(cc) == NVME_CC_CSS_NVM && nvme_cc_ams(cc) == 0 &&
-              emu_dma_ok(c->set, asq, (uint64_t)asqs * NVME_SQE_SIZE) &&
-              emu_dma_ok(c->set, acq, (uint64_t)acqs * NVME_CQE_SIZE);
+              emu_dma_ok(c->dma, asq, (uint64_t)asqs * NVME_SQE_SIZE) &&
+              emu_dma_ok(c->dma, acq, (uint64_t)acqs * NVME_CQE_SIZE);
     if (!ok) {
         /* the host asked for something this controller cannot run: fatal status, RDY stays 0 */
         atomic_store(&c->cfs, true);
@@ -168,14 +168,14 @@ static void bar_write(void *ctx, uint32_t off, uint64_t val, unsigned width)
         const uint32_t rel = off - NVME_REG_DBS, idx = rel >> c->db_shift, qid = idx >> 1;
         if (c->threaded || off >= c->memsize || (rel & c->db_mask) || qid > c->cfg.nioq || !c->enabled)
             return;
-        unsigned e = emu_dma_enter(c->set, dma_shard(c, qid));
+        unsigned e = emu_dma_enter(c->dma, dma_shard(c, qid));
         db_write(c, idx, qid, val);
-        emu_dma_exit(c->set, dma_shard(c, qid), e);
+        emu_dma_exit(c->dma, dma_shard(c, qid), e);
         return;
     }
-    unsigned e = emu_dma_enter(c->set, dma_shard(c, 0));
+    unsigned e = emu_dma_enter(c->dma, dma_shard(c, 0));
     reg_write(c, off, val);
-    emu_dma_exit(c->set, dma_shard(c, 0), e);
+    emu_dma_exit(c->dma, dma_shard(c, 0), e);
 }
 
 static void bar_idle(void *ctx, uint16_t cqid)
@@ -187,9 +187,9 @@ static void bar_idle(void *ctx, uint16_t cqid)
         ka_check(c);
     struct emu_cq *cq = c->cqs[cqid];
     if (cq) {
-        unsigned e = emu_dma_enter(c->set, dma_shard(c, cqid));
+        unsigned e = emu_dma_enter(c->dma, dma_shard(c, cqid));
         emu_cq_service(c, cq);
-        emu_dma_exit(c->set, dma_shard(c, cqid), e);
+        emu_dma_exit(c->dma, dma_shard(c, cqid), e);
     }
 }
 
@@ -204,8 +204,9 @@ static void *svc_main(void *arg)
     while (!atomic_load_explicit(&c->svc_stop, memory_order_acquire)) {
         bool work = false, busy = false; /* busy: commands fetched or completed (nvme_emu_svc_stats) */
         uint64_t cmds = 0;
-        unsigned e = emu_dma_enter(c->set, dma_shard(c, 0));
-        pthread_mutex_lock(&c->lock);
+        pthread_mutex_lock(&c->lock); /* first: the controller's domain is switched under it (dma private) */
+        struct emu_dma_dom *dom = c->dma;
+        unsigned e = emu_dma_enter(dom, dma_shard(c, 0));
         if (atomic_load_explicit(&c->kato, memory_order_relaxed))
             ka_check(c);
         if (c->enabled && !atomic_load_explicit(&c->cfs, memory_order_relaxed)) {
@@ -239,8 +240,8 @@ static void *svc_main(void *arg)
                 }
             }
         }
+        emu_dma_exit(dom, dma_shard(c, 0), e);
         pthread_mutex_unlock(&c->lock);
-        emu_dma_exit(c->set, dma_shard(c, 0), e);
         emu_st_add(&c->svc_sweeps, 1);
         if (busy) {
             emu_st_add(&c->svc_busy, 1);
@@ -325,6 +326,10 @@ static void ctrl_fini(struct emu_ctrl *c)
     free(c->cqs);
     free(c->qstats);
     free(c->db_seen);
+    if (c->dma && c->dma != &c->set->dma) { /* its own domain (nvme_emu_ctrl_dma_private) */
+        emu_dma_dom_fini(c->dma);
+        free(c->dma);
+    }
     if (c->mem)
         munmap(c->mem, c->memsize);
     if (c->memfd >= 0)
@@ -338,6 +343,7 @@ static int ctrl_init(struct nvme_emu_set *set, unsigned idx, char *err, size_t e
     const struct emu_cfg *cfg = &set->cfg;
     c->memfd = -1; /* first: ctrl_fini runs on a controller whose init failed */
     c->set = set;
+    c->dma = &set->dma;
     c->index = idx;
     c->cfg = cfg->c[idx];
     c->threaded = cfg->mode == EMU_MODE_THREAD;
@@ -418,7 +424,7 @@ int nvme_emu_target_open_kv(const struct nvme_emu_kv *kv, size_t nkv, struct nvm
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     set->epoch_ns = (uint64_t)ts.tv_sec * EMU_NS_PER_S + (uint64_t)ts.tv_nsec;
-    pthread_mutex_init(&set->dma_lock, NULL);
+    emu_dma_dom_init(&set->dma);
     set->ctrls = calloc(set->cfg.ndev, sizeof(*set->ctrls));
     if (!set->ctrls) {
         free(set);
@@ -479,8 +485,7 @@ void nvme_emu_set_close(struct nvme_emu_set *set)
     for (unsigned i = 0; i < set->n; i++)
         ctrl_fini(&set->ctrls[i]);
     free(set->ctrls);
-    free(atomic_load(&set->dma_map)); /* no controller runs any more: no reader is left */
-    pthread_mutex_destroy(&set->dma_lock);
+    emu_dma_dom_fini(&set->dma);
     free(set);
 }
 
@@ -496,7 +501,7 @@ int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i)
     if (!set || i >= set->n)
         return -EINVAL;
     struct emu_ctrl *c = &set->ctrls[i];
-    unsigned e = emu_dma_enter(set, dma_shard(c, 0));
+    unsigned e = emu_dma_enter(c->dma, dma_shard(c, 0));
     if (c->threaded)
         pthread_mutex_lock(&c->lock);
     ctrl_disable(c); /* every queue deleted, held commands dropped, doorbells 0, RDY/CFS/SHST clear */
@@ -505,8 +510,33 @@ int nvme_emu_ctrl_reset(struct nvme_emu_set *set, unsigned i)
     restore_ro(c);
     if (c->threaded)
         pthread_mutex_unlock(&c->lock);
-    emu_dma_exit(set, dma_shard(c, 0), e);
+    emu_dma_exit(c->dma, dma_shard(c, 0), e);
     return 0;
+}
+
+int nvme_emu_ctrl_dma_private(struct nvme_emu_set *set, unsigned i)
+{
+    if (!set || i >= set->n)
+        return -EINVAL;
+    struct emu_ctrl *c = &set->ctrls[i];
+    if (c->dma != &set->dma)
+        return 0; /* has one already */
+    struct emu_dma_dom *d = malloc(sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    emu_dma_dom_init(d);
+    if (c->threaded) /* the service thread enters its section holding the lock: none is inside once we hold it */
+        pthread_mutex_lock(&c->lock);
+    int rc = c->enabled ? -EBUSY : 0; /* queues of the shared domain would be reached through the new one */
+    if (!rc)
+        c->dma = d;
+    if (c->threaded)
+        pthread_mutex_unlock(&c->lock);
+    if (rc) {
+        emu_dma_dom_fini(d);
+        free(d);
+    }
+    return rc;
 }
 
 int nvme_emu_svc_stats(const struct nvme_emu_set *set, unsigned i, struct nvme_emu_svc_stats *out)

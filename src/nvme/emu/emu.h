@@ -152,11 +152,19 @@ int nvme_emu_inject(struct nvme_emu_set *set, unsigned ctrl, const struct nvme_e
  *                         memory may be freed at once.  Must not be called from inside the controller.
  *   nvme_emu_dma_unmap_at() the same by controller address (for nvme_emu_dma_map_at windows, iova 0 too).
  *   nvme_emu_dma_allow()  the same as nvme_emu_dma_map() (older name).
- *   nvme_emu_dma_clear()  remove every window. */
+ *   nvme_emu_dma_clear()  remove every window.
+ * These are the set's windows, shared by its controllers. A controller may instead have an IOMMU domain of its
+ * own, as every vfio-user client has (nvme_emu_ctrl_dma_private(), before the controller is enabled; mode=thread,
+ * or no host thread inside the controller); then only nvme_emu_ctrl_dma_map_at()/unmap_at() reach it (rules as
+ * above, windows disjoint within the domain only), and the set's windows no longer do. nvme_emu_dma_count()
+ * counts the windows of every domain of the set. */
 int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len);
 int nvme_emu_dma_unmap(struct nvme_emu_set *set, const void *addr, size_t len);
 int nvme_emu_dma_map_at(struct nvme_emu_set *set, uint64_t iova, void *va, size_t len);
 int nvme_emu_dma_unmap_at(struct nvme_emu_set *set, uint64_t iova, size_t len);
+int nvme_emu_ctrl_dma_private(struct nvme_emu_set *set, unsigned ctrl); /* 0, -EBUSY (enabled), -EINVAL, -ENOMEM */
+int nvme_emu_ctrl_dma_map_at(struct nvme_emu_set *set, unsigned ctrl, uint64_t iova, void *va, size_t len);
+int nvme_emu_ctrl_dma_unmap_at(struct nvme_emu_set *set, unsigned ctrl, uint64_t iova, size_t len);
 int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len);
 void nvme_emu_dma_clear(struct nvme_emu_set *set);
 /* Windows registered now. */

@@ -192,6 +192,17 @@ struct emu_dma_map {
 struct emu_dma_shard {
     _Alignas(64) _Atomic unsigned long n[2]; /* sections in progress, by epoch parity */
 };
+/* One IOMMU domain (prp.c): an immutable sorted snapshot of windows replaced under lock, read inside a read-side
+ * section (emu_dma_enter/exit); a replaced snapshot and an unmapped range are released only after every section
+ * that could see them has ended. The set has one, shared by its controllers (the in-process driver's windows);
+ * a controller may have its own (nvme_emu_ctrl_dma_private: a vfio-user server, one domain per client). */
+struct emu_dma_dom {
+    pthread_mutex_t lock;
+    struct emu_dma_map *_Atomic map; /* NULL: no window, no DMA */
+    _Atomic uint64_t gen;            /* bumped by every map/unmap: queues revalidate their rings */
+    _Atomic unsigned epoch;          /* bit 0: which reader counter new sections take */
+    struct emu_dma_shard rd[EMU_DMA_SHARDS];
+};
 
 /* ---- model ---- */
 uint64_t emu_now_ns(const struct nvme_emu_set *set);
@@ -249,7 +260,7 @@ struct emu_sq {
     uint64_t q_tat; /* per-queue GCRA (fixed point) */
     uint64_t rng;
     uint32_t aers;     /* admin SQ: outstanding async event requests */
-    uint64_t ring_gen; /* dma_gen at which the rings were last found inside windows */
+    uint64_t ring_gen; /* dma->gen at which the rings were last found inside windows */
     /* the DMA window the last fast-path PRP1 fell in, [win_lo, win_hi) (empty: none); valid while ring_gen
      * is current: emu_sq_rings_ok empties it when the windows change (io.c prp1_direct) */
     uint64_t win_lo, win_hi, win_delta;
@@ -263,6 +274,8 @@ struct emu_fault {
 
 struct emu_ctrl {
     struct nvme_bar bar;
+    /* its IOMMU domain: &set->dma, or its own (nvme_emu_ctrl_dma_private; switched under lock before use) */
+    struct emu_dma_dom *dma;
     uint8_t *mem; /* BAR memory: memsize bytes of memfd (MAP_SHARED), so a vfio-user server can pass it on */
     size_t memsize;
     int memfd; /* -1 when memfd_create was refused (anonymous memory then) */
@@ -316,39 +329,34 @@ struct nvme_emu_set {
     uint64_t epoch_ns; /* CLOCK_MONOTONIC at open */
     _Atomic uint64_t link_tat;
     char desc[256];
-    /* DMA windows (the emulator's IOMMU, prp.c): an immutable sorted snapshot replaced under dma_lock,
-     * read inside a read-side section (emu_dma_enter/exit); a replaced snapshot and an unmapped range are
-     * released only after every section that could see them has ended. */
-    pthread_mutex_t dma_lock;
-    struct emu_dma_map *_Atomic dma_map; /* NULL: no window, no DMA */
-    _Atomic uint64_t dma_gen;            /* bumped by every map/unmap: queues revalidate their rings */
-    _Atomic unsigned dma_epoch;          /* bit 0: which reader counter new sections take */
-    struct emu_dma_shard dma_rd[EMU_DMA_SHARDS];
+    struct emu_dma_dom dma; /* DMA windows shared by the controllers (the emulator's IOMMU, prp.c) */
 };
 
 /* ---- DMA windows (prp.c) ----
  * Every host address the controller touches (queue rings, PRP entries, PRP lists, admin and DSM data) is
  * checked with emu_dma_ok() inside a read-side section: enter/exit bracket every entry into the
  * controller from the host (a doorbell or register store, an idle poll, a service-thread sweep). */
-static inline unsigned emu_dma_enter(struct nvme_emu_set *set, unsigned shard)
+static inline unsigned emu_dma_enter(struct emu_dma_dom *d, unsigned shard)
 {
-    unsigned e = atomic_load_explicit(&set->dma_epoch, memory_order_seq_cst) & 1u;
-    atomic_fetch_add_explicit(&set->dma_rd[shard % EMU_DMA_SHARDS].n[e], 1, memory_order_seq_cst);
+    unsigned e = atomic_load_explicit(&d->epoch, memory_order_seq_cst) & 1u;
+    atomic_fetch_add_explicit(&d->rd[shard % EMU_DMA_SHARDS].n[e], 1, memory_order_seq_cst);
     return e;
 }
-static inline void emu_dma_exit(struct nvme_emu_set *set, unsigned shard, unsigned e)
+static inline void emu_dma_exit(struct emu_dma_dom *d, unsigned shard, unsigned e)
 {
-    atomic_fetch_sub_explicit(&set->dma_rd[shard % EMU_DMA_SHARDS].n[e], 1, memory_order_release);
+    atomic_fetch_sub_explicit(&d->rd[shard % EMU_DMA_SHARDS].n[e], 1, memory_order_release);
 }
 
+void emu_dma_dom_init(struct emu_dma_dom *d);
+void emu_dma_dom_fini(struct emu_dma_dom *d); /* frees its snapshot: no reader may be left */
 bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end);
 uint8_t *emu_dma_ptr_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end);
 
 /* true when [addr, addr+len) lies inside one registered window (false with none registered).
  * Only inside a read-side section. The last window hit is tried first: O(1) for the common case. */
-static inline bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
+static inline bool emu_dma_ok(const struct emu_dma_dom *d, uint64_t addr, uint64_t len)
 {
-    const struct emu_dma_map *m = atomic_load_explicit(&((struct nvme_emu_set *)set)->dma_map, memory_order_seq_cst);
+    const struct emu_dma_map *m = atomic_load_explicit(&((struct emu_dma_dom *)d)->map, memory_order_seq_cst);
     uint64_t end = addr + (len ? len : 1);
     if (!m || end < addr)
         return false;
@@ -361,9 +369,9 @@ static inline bool emu_dma_ok(const struct nvme_emu_set *set, uint64_t addr, uin
 /* The host pointer of controller address range [addr, addr+len) (len 0 taken as 1): addr translated through the
  * one window that holds the range whole, NULL when none does (then no byte may be touched). The one place a
  * controller address becomes a pointer. Only inside a read-side section; the pointer stays valid until it ends. */
-static inline uint8_t *emu_dma_ptr(const struct nvme_emu_set *set, uint64_t addr, uint64_t len)
+static inline uint8_t *emu_dma_ptr(const struct emu_dma_dom *d, uint64_t addr, uint64_t len)
 {
-    const struct emu_dma_map *m = atomic_load_explicit(&((struct nvme_emu_set *)set)->dma_map, memory_order_seq_cst);
+    const struct emu_dma_map *m = atomic_load_explicit(&((struct emu_dma_dom *)d)->map, memory_order_seq_cst);
     uint64_t end = addr + (len ? len : 1);
     if (!m || end < addr)
         return NULL;
@@ -374,7 +382,7 @@ static inline uint8_t *emu_dma_ptr(const struct nvme_emu_set *set, uint64_t addr
 }
 
 /* The window holding [addr, addr+len) into *out; false when none does. Only inside a read-side section. */
-bool emu_dma_window(const struct nvme_emu_set *set, uint64_t addr, uint64_t len, struct emu_dma_win *out);
+bool emu_dma_window(const struct emu_dma_dom *d, uint64_t addr, uint64_t len, struct emu_dma_win *out);
 
 /* Rings of sq (and of its CQ) still inside windows after a map change; false: the controller is
  * put in fatal status (a real device whose queue fetch faults in the IOMMU). */
@@ -402,7 +410,7 @@ void emu_complete(struct emu_ctrl *c, struct emu_sq *sq, uint16_t cid, uint16_t 
 /* Walk the PRPs of a transfer of len bytes; calls fn for each contiguous host segment (fn returns a
  * status too, e.g. Capacity Exceeded). Returns a status without phase (EMU_ST) or EMU_ST_OK. */
 typedef int (*emu_seg_fn)(void *arg, uint8_t *host, size_t len, uint64_t xfer_off);
-uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
+uint16_t emu_prp_walk(const struct emu_dma_dom *d, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
                       void *arg);
 
 /* ctrl.c */

@@ -86,7 +86,7 @@ static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t
             return st;
         struct xfer x = {ns, slba << ns->lba_shift, NULL};
         emu_seg_fn fn = !data ? NULL : cmd->opc == NVME_CMD_READ ? seg_read : seg_write;
-        st = emu_prp_walk(c->set, cmd->prp1, cmd->prp2, len, fn, &x);
+        st = emu_prp_walk(c->dma, cmd->prp1, cmd->prp2, len, fn, &x);
         if (!st)
             *bytes = len;
         return st;
@@ -111,7 +111,7 @@ static uint16_t io_exec(struct emu_ctrl *c, const struct nvme_sqe *cmd, uint64_t
         uint32_t nr = (cmd->cdw10 & NVME_DSM_NR_MASK) + 1u;
         uint8_t buf[EMU_DSM_BUF];
         struct xfer x = {ns, 0, buf};
-        st = emu_prp_walk(c->set, cmd->prp1, cmd->prp2, (uint64_t)nr * NVME_DSM_RANGE_SIZE, seg_copy_in, &x);
+        st = emu_prp_walk(c->dma, cmd->prp1, cmd->prp2, (uint64_t)nr * NVME_DSM_RANGE_SIZE, seg_copy_in, &x);
         if (st)
             return st;
         const struct nvme_dsm_range *r = (const struct nvme_dsm_range *)buf;
@@ -142,10 +142,10 @@ struct rw_batch {
     uint64_t mdts;
     uint64_t mdts_max; /* mdts, or UINT64_MAX for no limit: one compare per command */
     bool data;
-    const struct nvme_emu_set *set; /* the DMA windows (the emulator's IOMMU) */
-    uint64_t win_lo, win_hi;        /* the queue's last window hit (sq->win_lo/hi/delta, written back) */
-    uint64_t win_delta;             /* its translation: host pointer = controller address + win_delta */
-    uint64_t nsid_last;             /* the last valid NSID seen (UINT64_MAX: none yet) and its namespace */
+    const struct emu_dma_dom *dom; /* the DMA windows (the controller's IOMMU domain) */
+    uint64_t win_lo, win_hi;       /* the queue's last window hit (sq->win_lo/hi/delta, written back) */
+    uint64_t win_delta;            /* its translation: host pointer = controller address + win_delta */
+    uint64_t nsid_last;            /* the last valid NSID seen (UINT64_MAX: none yet) and its namespace */
     struct emu_ns *ns_last;
 };
 
@@ -153,7 +153,7 @@ struct rw_batch {
 static __attribute__((noinline)) bool prp1_window(struct rw_batch *b, uint64_t prp1, uint64_t len)
 {
     struct emu_dma_win w;
-    if (!emu_dma_window(b->set, prp1, len, &w))
+    if (!emu_dma_window(b->dom, prp1, len, &w))
         return false;
     b->win_lo = w.lo;
     b->win_hi = w.hi;
@@ -162,10 +162,10 @@ static __attribute__((noinline)) bool prp1_window(struct rw_batch *b, uint64_t p
 }
 
 /* emu_sq_one's look-up: the window PRP1 lies in becomes the queue's (none: it keeps its own). */
-static __attribute__((noinline)) void sq_window(const struct nvme_emu_set *set, struct emu_sq *sq, uint64_t prp1)
+static __attribute__((noinline)) void sq_window(const struct emu_dma_dom *dom, struct emu_sq *sq, uint64_t prp1)
 {
     struct emu_dma_win w;
-    if (emu_dma_window(set, prp1, 1, &w)) {
+    if (emu_dma_window(dom, prp1, 1, &w)) {
         sq->win_lo = w.lo;
         sq->win_hi = w.hi;
         sq->win_delta = w.delta;
@@ -212,7 +212,7 @@ static inline uint16_t rw_fast(struct emu_ctrl *c, struct rw_batch *b, const str
     if (EMU_UNLIKELY(!prp1_direct(b, prp1, len, look_up))) {
         struct xfer x = {ns, slba << ns->lba_shift, NULL};
         emu_seg_fn fn = !data ? NULL : cmd->opc == NVME_CMD_READ ? seg_read : seg_write;
-        if ((st = emu_prp_walk(c->set, prp1, cmd->prp2, len, fn, &x)))
+        if ((st = emu_prp_walk(c->dma, prp1, cmd->prp2, len, fn, &x)))
             return st;
     } else {
         if (EMU_UNLIKELY((st = nvme_cr_prp1_offset(prp1)) || (st = nvme_cr_addr(prp1, true))))
@@ -239,7 +239,7 @@ static inline struct rw_batch rw_batch_of(struct emu_ctrl *c, const struct emu_s
         .mdts = c->cfg.mdts,
         .mdts_max = c->cfg.mdts ? c->cfg.mdts : UINT64_MAX,
         .data = c->set->cfg.data,
-        .set = c->set,
+        .dom = c->dma,
         .win_lo = sq->win_lo,
         .win_hi = sq->win_hi,
         .win_delta = sq->win_delta,
@@ -384,7 +384,7 @@ void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq)
     if (atomic_load_explicit(&c->cfs, memory_order_relaxed))
         return;
     /* a DMA window changed since the rings were checked: are they still reachable? (prp.c) */
-    if (EMU_UNLIKELY(sq->ring_gen != atomic_load_explicit(&c->set->dma_gen, memory_order_relaxed)) &&
+    if (EMU_UNLIKELY(sq->ring_gen != atomic_load_explicit(&c->dma->gen, memory_order_relaxed)) &&
         !emu_sq_rings_ok(c, sq))
         return;
     const struct emu_cfg *cfg = &c->set->cfg;
@@ -522,7 +522,7 @@ void emu_sq_one(struct emu_ctrl *c, struct emu_sq *sq)
     const struct nvme_sqe *cmd = (const struct nvme_sqe *)(uintptr_t)&sq->ring[head];
     if (EMU_LIKELY(cnext != cq->head && c->fast_cfg && sq->id && !sq->nheap && cq->nsq == 1 &&
                    !atomic_load_explicit(&c->cfs, memory_order_relaxed) &&
-                   sq->ring_gen == atomic_load_explicit(&c->set->dma_gen, memory_order_relaxed) &&
+                   sq->ring_gen == atomic_load_explicit(&c->dma->gen, memory_order_relaxed) &&
                    !atomic_load_explicit(&c->nfaults, memory_order_relaxed))) {
         /* the host wrote the SQE before its tail doorbell: read it as plain memory after this fence */
         atomic_thread_fence(memory_order_acquire);
@@ -533,7 +533,7 @@ void emu_sq_one(struct emu_ctrl *c, struct emu_sq *sq)
              * address (the state then stays in registers) */
             const uint64_t prp1 = cmd->prp1;
             if (EMU_UNLIKELY(prp1 < sq->win_lo || prp1 >= sq->win_hi))
-                sq_window(c->set, sq, prp1);
+                sq_window(c->dma, sq, prp1);
             struct rw_batch b = rw_batch_of(c, sq);
             uint64_t bytes = 0;
             const uint16_t st = rw_fast(c, &b, cmd, &bytes, false);

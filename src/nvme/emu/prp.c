@@ -3,9 +3,10 @@
  * prp.c — the emulator's IOMMU (DMA windows) and PRP walk (rules in cmd_rules.h, shared with the GPU
  * emulator).
  *
- * Windows: an immutable snapshot (sorted, disjoint) published through set->dma_map. Readers (every entry
+ * Windows: per IOMMU domain (struct emu_dma_dom: the set's, shared by its controllers, or a controller's own), an
+ * immutable snapshot (sorted, disjoint) published through dom->map. Readers (every entry
  * of the host into the controller, emu_dma_enter/exit in ctrl.c) take no lock: they count themselves in
- * one of two per-shard counters chosen by the epoch's parity. A writer (map/unmap, under dma_lock)
+ * one of two per-shard counters chosen by the epoch's parity. A writer (map/unmap, under dom->lock)
  * publishes the new snapshot, flips the epoch and waits until the counters of the old parity drain;
  * then no section can still hold the old snapshot or be copying through a removed window, and the old
  * snapshot (and, for unmap, the caller's memory) may go. Readers that start after the flip count in the
@@ -56,9 +57,9 @@ uint8_t *emu_dma_ptr_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t e
     return (uint8_t *)(uintptr_t)(addr + m->w[i - 1].delta);
 }
 
-bool emu_dma_window(const struct nvme_emu_set *set, uint64_t addr, uint64_t len, struct emu_dma_win *out)
+bool emu_dma_window(const struct emu_dma_dom *d, uint64_t addr, uint64_t len, struct emu_dma_win *out)
 {
-    const struct emu_dma_map *m = atomic_load_explicit(&((struct nvme_emu_set *)set)->dma_map, memory_order_seq_cst);
+    const struct emu_dma_map *m = atomic_load_explicit(&((struct emu_dma_dom *)d)->map, memory_order_seq_cst);
     uint64_t end = addr + (len ? len : 1);
     if (!m || end < addr)
         return false;
@@ -69,22 +70,22 @@ bool emu_dma_window(const struct nvme_emu_set *set, uint64_t addr, uint64_t len,
     return true;
 }
 
-/* Wait until no read-side section that began before this call is still running (dma_lock held). */
-static void dma_synchronize(struct nvme_emu_set *set)
+/* Wait until no read-side section that began before this call is still running (d->lock held). */
+static void dma_synchronize(struct emu_dma_dom *d)
 {
-    unsigned old = atomic_fetch_xor_explicit(&set->dma_epoch, 1u, memory_order_seq_cst) & 1u;
+    unsigned old = atomic_fetch_xor_explicit(&d->epoch, 1u, memory_order_seq_cst) & 1u;
     for (unsigned i = 0; i < EMU_DMA_SHARDS; i++)
-        for (unsigned spin = 0; atomic_load_explicit(&set->dma_rd[i].n[old], memory_order_seq_cst); spin++)
+        for (unsigned spin = 0; atomic_load_explicit(&d->rd[i].n[old], memory_order_seq_cst); spin++)
             if (spin > EMU_DMA_SPINS)
                 sched_yield();
 }
 
-/* Publish m (may be NULL), wait for readers of the old snapshot, free it. dma_lock held. */
-static void dma_publish(struct nvme_emu_set *set, struct emu_dma_map *m)
+/* Publish m (may be NULL), wait for readers of the old snapshot, free it. d->lock held. */
+static void dma_publish(struct emu_dma_dom *d, struct emu_dma_map *m)
 {
-    struct emu_dma_map *old = atomic_exchange_explicit(&set->dma_map, m, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&set->dma_gen, 1, memory_order_seq_cst);
-    dma_synchronize(set);
+    struct emu_dma_map *old = atomic_exchange_explicit(&d->map, m, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&d->gen, 1, memory_order_seq_cst);
+    dma_synchronize(d);
     free(old);
 }
 
@@ -99,10 +100,10 @@ static struct emu_dma_map *map_new(unsigned n)
 }
 
 /* Insert window [lo, hi) -> lo + delta. */
-static int dma_insert(struct nvme_emu_set *set, uint64_t lo, uint64_t hi, uint64_t delta)
+static int dma_insert(struct emu_dma_dom *d, uint64_t lo, uint64_t hi, uint64_t delta)
 {
-    pthread_mutex_lock(&set->dma_lock);
-    const struct emu_dma_map *cur = atomic_load_explicit(&set->dma_map, memory_order_relaxed);
+    pthread_mutex_lock(&d->lock);
+    const struct emu_dma_map *cur = atomic_load_explicit(&d->map, memory_order_relaxed);
     unsigned n = cur ? cur->n : 0, at = 0;
     while (at < n && cur->w[at].lo < lo)
         at++;
@@ -118,47 +119,17 @@ static int dma_insert(struct nvme_emu_set *set, uint64_t lo, uint64_t hi, uint64
         m->w[at] = (struct emu_dma_win){lo, hi, delta};
         if (n > at)
             memcpy(m->w + at + 1, cur->w + at, (n - at) * sizeof(m->w[0]));
-        dma_publish(set, m);
+        dma_publish(d, m);
     }
-    pthread_mutex_unlock(&set->dma_lock);
+    pthread_mutex_unlock(&d->lock);
     return rc;
 }
 
-int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len)
+/* Remove the window [lo, hi) exactly. */
+static int dma_remove(struct emu_dma_dom *d, uint64_t lo, uint64_t hi)
 {
-    uint64_t lo = (uintptr_t)addr, hi = lo + len;
-    if (!set || !addr || !len || hi < lo)
-        return -EINVAL;
-    return dma_insert(set, lo, hi, 0);
-}
-
-int nvme_emu_dma_map_at(struct nvme_emu_set *set, uint64_t iova, void *va, size_t len)
-{
-    uint64_t hi = iova + len, vhi = (uintptr_t)va + len;
-    if (!set || !va || !len || hi < iova || vhi < (uintptr_t)va)
-        return -EINVAL;
-    return dma_insert(set, iova, hi, (uint64_t)(uintptr_t)va - iova);
-}
-
-int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len)
-{
-    return nvme_emu_dma_map(set, addr, len);
-}
-
-int nvme_emu_dma_unmap(struct nvme_emu_set *set, const void *addr, size_t len)
-{
-    if (!addr)
-        return -EINVAL;
-    return nvme_emu_dma_unmap_at(set, (uintptr_t)addr, len);
-}
-
-int nvme_emu_dma_unmap_at(struct nvme_emu_set *set, uint64_t iova, size_t len)
-{
-    uint64_t lo = iova, hi = lo + len;
-    if (!set || !len || hi < lo)
-        return -EINVAL;
-    pthread_mutex_lock(&set->dma_lock);
-    const struct emu_dma_map *cur = atomic_load_explicit(&set->dma_map, memory_order_relaxed);
+    pthread_mutex_lock(&d->lock);
+    const struct emu_dma_map *cur = atomic_load_explicit(&d->map, memory_order_relaxed);
     unsigned n = cur ? cur->n : 0, at = 0;
     while (at < n && cur->w[at].lo != lo)
         at++;
@@ -173,38 +144,112 @@ int nvme_emu_dma_unmap_at(struct nvme_emu_set *set, uint64_t iova, size_t len)
             memcpy(m->w, cur->w, at * sizeof(m->w[0]));
             memcpy(m->w + at, cur->w + at + 1, (n - at - 1) * sizeof(m->w[0]));
         }
-        dma_publish(set, m);
+        dma_publish(d, m);
     }
-    pthread_mutex_unlock(&set->dma_lock);
+    pthread_mutex_unlock(&d->lock);
     return rc;
+}
+
+static unsigned dma_count(struct emu_dma_dom *d)
+{
+    pthread_mutex_lock(&d->lock);
+    const struct emu_dma_map *m = atomic_load_explicit(&d->map, memory_order_relaxed);
+    unsigned n = m ? m->n : 0;
+    pthread_mutex_unlock(&d->lock);
+    return n;
+}
+
+/* [iova, iova+len) -> va in domain d: identity when va == iova. */
+static int dma_map_at(struct emu_dma_dom *d, uint64_t iova, const void *va, size_t len)
+{
+    uint64_t hi = iova + len, vhi = (uintptr_t)va + len;
+    if (!va || !len || hi < iova || vhi < (uintptr_t)va)
+        return -EINVAL;
+    return dma_insert(d, iova, hi, (uint64_t)(uintptr_t)va - iova);
+}
+
+static int dma_unmap_at(struct emu_dma_dom *d, uint64_t iova, size_t len)
+{
+    uint64_t hi = iova + len;
+    if (!len || hi < iova)
+        return -EINVAL;
+    return dma_remove(d, iova, hi);
+}
+
+void emu_dma_dom_init(struct emu_dma_dom *d)
+{
+    memset(d, 0, sizeof(*d));
+    pthread_mutex_init(&d->lock, NULL);
+}
+
+void emu_dma_dom_fini(struct emu_dma_dom *d)
+{
+    free(atomic_load(&d->map)); /* no controller runs any more: no reader is left */
+    pthread_mutex_destroy(&d->lock);
+}
+
+int nvme_emu_dma_map(struct nvme_emu_set *set, const void *addr, size_t len)
+{
+    return set && addr ? dma_map_at(&set->dma, (uintptr_t)addr, addr, len) : -EINVAL;
+}
+
+int nvme_emu_dma_map_at(struct nvme_emu_set *set, uint64_t iova, void *va, size_t len)
+{
+    return set ? dma_map_at(&set->dma, iova, va, len) : -EINVAL;
+}
+
+int nvme_emu_dma_allow(struct nvme_emu_set *set, const void *addr, size_t len)
+{
+    return nvme_emu_dma_map(set, addr, len);
+}
+
+int nvme_emu_dma_unmap(struct nvme_emu_set *set, const void *addr, size_t len)
+{
+    return set && addr ? dma_unmap_at(&set->dma, (uintptr_t)addr, len) : -EINVAL;
+}
+
+int nvme_emu_dma_unmap_at(struct nvme_emu_set *set, uint64_t iova, size_t len)
+{
+    return set ? dma_unmap_at(&set->dma, iova, len) : -EINVAL;
+}
+
+int nvme_emu_ctrl_dma_map_at(struct nvme_emu_set *set, unsigned ctrl, uint64_t iova, void *va, size_t len)
+{
+    return set && ctrl < set->n ? dma_map_at(set->ctrls[ctrl].dma, iova, va, len) : -EINVAL;
+}
+
+int nvme_emu_ctrl_dma_unmap_at(struct nvme_emu_set *set, unsigned ctrl, uint64_t iova, size_t len)
+{
+    return set && ctrl < set->n ? dma_unmap_at(set->ctrls[ctrl].dma, iova, len) : -EINVAL;
 }
 
 void nvme_emu_dma_clear(struct nvme_emu_set *set)
 {
     if (!set)
         return;
-    pthread_mutex_lock(&set->dma_lock);
-    dma_publish(set, NULL);
-    pthread_mutex_unlock(&set->dma_lock);
+    pthread_mutex_lock(&set->dma.lock);
+    dma_publish(&set->dma, NULL);
+    pthread_mutex_unlock(&set->dma.lock);
 }
 
 unsigned nvme_emu_dma_count(const struct nvme_emu_set *set)
 {
     if (!set)
         return 0;
-    pthread_mutex_lock(&((struct nvme_emu_set *)set)->dma_lock);
-    const struct emu_dma_map *m = atomic_load_explicit(&set->dma_map, memory_order_relaxed);
-    unsigned n = m ? m->n : 0;
-    pthread_mutex_unlock(&((struct nvme_emu_set *)set)->dma_lock);
+    struct nvme_emu_set *s = (struct nvme_emu_set *)set;
+    unsigned n = dma_count(&s->dma);
+    for (unsigned i = 0; i < s->n; i++)
+        if (s->ctrls[i].dma != &s->dma)
+            n += dma_count(s->ctrls[i].dma);
     return n;
 }
 
 bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq)
 {
-    uint64_t gen = atomic_load_explicit(&c->set->dma_gen, memory_order_seq_cst);
+    uint64_t gen = atomic_load_explicit(&c->dma->gen, memory_order_seq_cst);
     struct emu_cq *cq = sq->cq;
-    const uint8_t *s = emu_dma_ptr(c->set, sq->ring_iova, (uint64_t)sq->size * NVME_SQE_SIZE);
-    uint8_t *q = emu_dma_ptr(c->set, cq->ring_iova, (uint64_t)cq->size * NVME_CQE_SIZE);
+    const uint8_t *s = emu_dma_ptr(c->dma, sq->ring_iova, (uint64_t)sq->size * NVME_SQE_SIZE);
+    uint8_t *q = emu_dma_ptr(c->dma, cq->ring_iova, (uint64_t)cq->size * NVME_CQE_SIZE);
     if (!s || !q) {
         emu_ctrl_fatal(c);
         return false;
@@ -222,7 +267,7 @@ bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq)
 
 /* ---------------------------------------------------------------- PRPs */
 /* One pass over the PRPs: every address is checked before fn sees it. */
-static uint16_t prp_pass(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
+static uint16_t prp_pass(const struct emu_dma_dom *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
                          void *arg)
 {
     const uint64_t page = EMU_PAGE_SIZE;
@@ -287,7 +332,7 @@ static uint16_t prp_pass(const struct nvme_emu_set *set, uint64_t prp1, uint64_t
     return EMU_ST_OK;
 }
 
-uint16_t emu_prp_walk(const struct nvme_emu_set *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
+uint16_t emu_prp_walk(const struct emu_dma_dom *set, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
                       void *arg)
 {
     if (!len)
