@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -192,3 +194,31 @@ def test_spdk_tools_for_real(tool: str, lat: int) -> None:
     rec = stacks.run(tool=tool, lat_track=lat, qdepth=32, runtime=1, warmup=0, study="t")
     _check_record(rec, tool, "vfio-user")
     assert rec["errors"] == 0 and rec["mibs_check"] < 0.01
+
+
+def test_ctrl_c_during_a_tool_run_leaves_no_tool_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if serve.command() is None or _cpus.topology().nphysical < 2:
+        pytest.skip("needs nvmelab-serve and two cores")
+    exe = tmp_path / stacks.SPDK_PATHS["spdk_nvme_perf"]
+    exe.parent.mkdir(parents=True)
+    exe.write_text(f"#!/bin/sh\necho $$ > {tmp_path}/pid\nexec sleep 60\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("SPDK_DIR", str(tmp_path))
+    monkeypatch.setattr(stacks, "_mounts", lambda: ["nodev /dev/hugepages hugetlbfs rw 0 0"])
+    real_wait = subprocess.Popen.wait
+
+    def interrupted(self, timeout=None):  # the first wait for the tool is where Ctrl-C lands
+        if timeout is not None and timeout > 30:
+            for _ in range(100):
+                if (tmp_path / "pid").exists():
+                    break
+                time.sleep(0.05)
+            raise KeyboardInterrupt
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        stacks.run(tool="spdk_nvme_perf", runtime=1, warmup=0)
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

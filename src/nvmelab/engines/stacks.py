@@ -228,6 +228,10 @@ def _run_spdk(p: dict[str, Any], server: _serve.Server, tool_cpus: list[int]) ->
             proc.kill()
             proc.wait()
             raise RuntimeError(f"{p['tool']}: no result within {TOOL_SLACK_S:g} s beyond its runtime") from None
+        except BaseException:  # Ctrl-C (or any error here): the tool never outlives the run
+            proc.kill()
+            proc.wait()
+            raise
         finally:
             reader.join(5.0)
             proc.stdout.close()
