@@ -15,9 +15,10 @@ DESCRIPTION = (
     "Start nvmelab-serve, a process of its own, serving every controller of URI as a vfio-user device on "
     "DIR/ctrl<i>/cntrl until SIGINT or SIGTERM (which close every connection and remove the sockets). "
     "Clients: nvmelab itself (vfio-user://DIR, or vfio-user://DIR/ctrl<i> for one controller) and SPDK's NVMe "
-    "driver (-r 'trtype:VFIOUSER traddr:DIR/ctrl<i>'); not QEMU's vfio-user-pci, whose DMA addresses are "
-    "guest-physical (the server maps DMA at IOVA == its own address). The emulator runs with mode=thread: "
-    "its service thread polls the doorbell page the client writes. "
+    "driver (-r 'trtype:VFIOUSER traddr:DIR/ctrl<i>'), and QEMU's vfio-user-pci, whose guest's Linux nvme "
+    "driver binds it (make test-kernel; guest-physical DMA addresses become translated windows, interrupts are "
+    "delivered by the eventfds QEMU hands over). The emulator runs with mode=thread: its service thread polls "
+    "the doorbell page the client writes. "
     "Example: nvmelab serve --dir /tmp/nvl 'emu://?ndev=2&nsze=64MiB'"
 )
 

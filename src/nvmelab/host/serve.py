@@ -10,11 +10,11 @@
       .stats                    after stop: what it printed of each controller's service thread at exit
                                 (``stats ctrl<i> key=value ...``: sweeps, busy sweeps, commands), by ctrl
 
-A vfio-user client whose DMA addresses the server can map at the same virtual addresses attaches: our driver
-(``vfio-user://DIR`` for every controller, ``vfio-user://DIR/ctrl<i>`` for one) and SPDK's NVMe driver
-(``trtype:VFIOUSER traddr:DIR/ctrl<i>``). QEMU's ``vfio-user-pci`` does not: its DMA addresses are guest-physical,
-from 0. The protocol, this IOVA rule and what the server does not implement are described in
-``src/nvme/vfio_user.h`` and src/README.md.
+Clients: our driver (``vfio-user://DIR`` for every controller, ``vfio-user://DIR/ctrl<i>`` for one), SPDK's NVMe
+driver (``trtype:VFIOUSER traddr:DIR/ctrl<i>``) and QEMU's ``vfio-user-pci`` (a guest's Linux nvme driver:
+``make test-kernel``). A DMA region is mapped at the client's IOVA where it can be, else anywhere and handed to
+the emulator as a translated window (QEMU's guest-physical addresses start at 0). The protocol, this IOVA rule
+and what the server does not implement are described in ``src/nvme/vfio_user.h`` and src/README.md.
 """
 
 from __future__ import annotations
@@ -164,12 +164,12 @@ class Server:
                     p.kill()
                     p.wait()
             rc = p.returncode
-            if p.stdout:
+            if p.stdout and not p.stdout.closed:  # stop() may run twice (an explicit stop, then __exit__)
                 self.stats = parse_stats(p.stdout.read())
                 p.stdout.close()
             if self._reader:
                 self._reader.join(1.0)
-            if p.stderr:
+            if p.stderr and not p.stderr.closed:
                 p.stderr.close()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
