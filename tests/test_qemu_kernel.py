@@ -69,7 +69,7 @@ def test_own_make_target_not_a_ci_leg() -> None:
 
 #: what every served controller's section of the log must show passing
 REQUIRED = ("bind", "interrupts", "id-ctrl", "id-ns", "smart-log", "rw-verify-block", "fio-verify", "reset")
-REQUIRED += ("ns-rescan", "pci-remove", "pci-rescan", "pci-rescan-read-back")
+REQUIRED += ("io-interrupts", "smart-counts-writes", "ns-rescan", "pci-remove", "pci-rescan", "pci-rescan-read-back")
 
 
 def test_committed_log_is_a_passing_run_on_our_controllers() -> None:

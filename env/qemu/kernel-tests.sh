@@ -23,6 +23,7 @@ CMD_TIMEOUT_S=120   # one hung command fails its check instead of the whole leg
 WAIT_S=90           # for the driver to (re)bind: Linux's admin timeout is 60 s
 PAT_OFF_BLOCKS=2048 # where the patterns go: 1 MiB in at 512 B blocks, 8 MiB at 4 KiB
 PAT_KIB=256
+DIO=4096            # O_DIRECT transfers: a multiple of either LBA size (busybox dd quietly drops O_DIRECT otherwise)
 : > "$LOG"
 
 say() { echo "$*" | tee -a "$LOG"; }
@@ -56,6 +57,9 @@ blk_of() { # its first namespace's block device (nvme0n1)
         echo "${n##*/}" | sed 's/c[0-9]*n/n/'; return
     done
 }
+smart_field() { # smart_field NAME: a number of the smart-log in $OUT (thousands separators dropped)
+    sed -n "s/^$1[[:space:]]*:[[:space:]]*\([0-9,]*\).*/\1/p" "$OUT" | tr -d ,
+}
 has_blk() { b=$(blk_of); [ -n "$b" ] && [ -b "/dev/$b" ]; }
 has_all() { # every controller of CTRLS has its block device (the driver probes them asynchronously)
     for CTRL in $CTRLS; do has_blk || return 1; done
@@ -64,8 +68,8 @@ live() { c=$(ctrl_of); [ -n "$c" ] && [ "$(cat /sys/class/nvme/$c/state 2>/dev/n
 gone() { [ ! -e "/sys/bus/pci/devices/$CTRL" ]; }
 read_back() { # read_back NAME: the pattern written by the block-layer pass reads back unchanged
     b=$(blk_of)
-    if [ -n "$b" ] && run dd if="/dev/$b" of=/tmp/back bs=1024 skip=$(( PAT_OFF_BLOCKS * LBA / 1024 )) \
-        count=$PAT_KIB iflag=direct && cmp /tmp/pat /tmp/back > "$OUT" 2>&1; then
+    if [ -n "$b" ] && run dd if="/dev/$b" of=/tmp/back bs=$DIO skip=$(( PAT_OFF_BLOCKS * LBA / DIO )) \
+        count=$(( PAT_KIB * 1024 / DIO )) iflag=direct && cmp /tmp/pat /tmp/back > "$OUT" 2>&1; then
         record "$1" 1 "/dev/$b: $PAT_KIB KiB at block $PAT_OFF_BLOCKS read back equal"
     else
         record "$1" 0 "/dev/$b: the pattern did not read back: $(tail -n1 "$OUT")"
@@ -99,12 +103,13 @@ check_controller() { # check_controller I: every check on controller I (CTRL, LB
     record id-ns $([ $rc = 0 ] && [ $((nsze)) = $((NSZE / LBA)) ] && [ $((1 << ${inuse:-0})) = "$LBA" ] && echo 1 || echo 0) \
         "nsze $nsze (want $((NSZE / LBA)) blocks), in-use LBA format lbads:$inuse (want $LBA B)"
     run nvme smart-log "/dev/$C"; rc=$?
+    writes0=$(smart_field host_write_commands)
     record smart-log $([ $rc = 0 ] && grep -q '^critical_warning' "$OUT" && echo 1 || echo 0) \
         "$(grep -E '^(critical_warning|temperature|available_spare|data_units_read|data_units_written|host_read_commands|host_write_commands)[[:space:]]' "$OUT" | tr -s ' \t' ' ' | tr '\n' ';')"
 
     # --- 3. write a pattern, read it back, compare: through the block layer (O_DIRECT) and as NVMe commands ---
     dd if=/dev/urandom of=/tmp/pat bs=1024 count=$PAT_KIB 2>/dev/null
-    if run dd if=/tmp/pat of="/dev/$B" bs=1024 seek=$(( PAT_OFF_BLOCKS * LBA / 1024 )) oflag=direct conv=fsync; then
+    if run dd if=/tmp/pat of="/dev/$B" bs=$DIO seek=$(( PAT_OFF_BLOCKS * LBA / DIO )) oflag=direct conv=fsync; then
         read_back rw-verify-block
     else
         record rw-verify-block 0 "the write failed: $(tail -n1 "$OUT")"
@@ -119,7 +124,7 @@ check_controller() { # check_controller I: every check on controller I (CTRL, LB
     if run nvme write "/dev/$B" --start-block=$SLBA --block-count=$((NLB - 1)) --data-size=$PT --data=/tmp/pat2 &&
        run nvme read "/dev/$B" --start-block=$SLBA --block-count=$((NLB - 1)) --data-size=$PT --data=/tmp/back2 &&
        cmp /tmp/pat2 /tmp/back2 > "$OUT" 2>&1 &&
-       run dd if="/dev/$B" of=/tmp/back3 bs=1024 skip=$(( SLBA * LBA / 1024 )) count=$((PT / 1024)) iflag=direct &&
+       run dd if="/dev/$B" of=/tmp/back3 bs=$DIO skip=$(( SLBA * LBA / DIO )) count=$(( PT / DIO )) iflag=direct &&
        cmp /tmp/pat2 /tmp/back3 > "$OUT" 2>&1; then
         ok=1
     fi
@@ -139,6 +144,16 @@ check_controller() { # check_controller I: every check on controller I (CTRL, LB
     errs=$(sed -n 's/.*: err= *\([0-9]*\):.*/\1/p' "$OUT" | head -n1)
     record fio-verify $([ $rc = 0 ] && [ "$errs" = 0 ] && [ -n "$rio" ] && echo 1 || echo 0) \
         "exit $rc, err=$errs, ${FIO_MIB} MiB written then verified: $wio /$rio"
+
+    # the I/O queues' vectors fired (completions interrupt-driven, not polled), and SMART counted the writes
+    ioirqs=$(grep -E "${C}q[1-9][0-9]*\$" /proc/interrupts | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) n += $i; else break} END {print n + 0}')
+    record io-interrupts $([ "$ioirqs" -gt 0 ] && echo 1 || echo 0) "$ioirqs interrupts on ${C}'s I/O queue vectors"
+    run nvme smart-log "/dev/$C"; rc=$?
+    writes1=$(smart_field host_write_commands)
+    # Write commands since the first smart-log: the pattern's O_DIRECT writes, one passthrough, fio's 4 KiB writes
+    want=$(( PAT_KIB * 1024 / DIO + 1 + (FIO_MIB << 8) ))
+    record smart-counts-writes $([ $rc = 0 ] && [ "${writes1:-0}" = $(( ${writes0:-0} + want )) ] && echo 1 || echo 0) \
+        "host_write_commands $writes0 -> $writes1 (want $want more: $(( PAT_KIB * 1024 / DIO )) + 1 + $((FIO_MIB << 8)))"
 
     # --- 5. controller reset, namespace rescan ---
     run nvme reset "/dev/$C"; rc=$?
