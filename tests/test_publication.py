@@ -144,6 +144,23 @@ def test_describe_records_reports_the_other_load_of_unstressed_runs(tmp_path: Pa
     assert old.quiet() is None and "rest of the host" not in old.summary()
 
 
+def test_the_device_of_a_served_or_embedded_controller_is_not_other_load(tmp_path: Path) -> None:
+    prov = {"host": "vm", "utc": "2026-11-28T01:00:00Z"}
+    recs = [  # study tool_costs: the server (or the in-process emulator's thread) is the run's device
+        {"provenance": prov, "cpu_usage": 99.0, "host_cpu_usage": 199.0, "server_cpu_usage": 98.0, "stress": 0},
+        {
+            "provenance": prov,
+            "cpu_usage": 99.0,
+            "host_cpu_usage": 200.0,
+            "process_cpu_usage": 198.0,
+            "via": "in-process",
+        },
+        {"provenance": prov, "cpu_usage": 99.0, "host_cpu_usage": 200.0, "process_cpu_usage": 198.0},  # no device said
+    ]
+    (src,) = pub.describe_records([_records(tmp_path / "standard.jsonl", recs)])
+    assert src.other_load == [2.0, 2.0, 101.0]
+
+
 def test_describe_records_names_a_corrupt_line(tmp_path: Path) -> None:
     f = tmp_path / "standard.jsonl"
     f.write_text('{"provenance": {}}\n{not json\n')

@@ -63,3 +63,16 @@ def test_cores_for_the_roofline_round_up_and_name_the_published_need() -> None:
     assert "seed 004: 8 cores" in c.loc[tool_costs.BDEVPERF, "published"]
     assert c.loc[tool_costs.NVMELAB_INPROC, "published"] == "–"
     assert tool_costs.cores_for_roofline(s, qdepth=32).empty
+
+
+def test_server_paced_and_pair_ratios() -> None:
+    df = _records({tool_costs.SPDK_PERF: 2e6, tool_costs.SPDK_PERF_L: 1e6, tool_costs.NVMELAB: 4e6})
+    df["server_busy_fraction"] = df["stack"].map({tool_costs.NVMELAB: 0.9}).fillna(0.1)
+    s = tool_costs.summary(df)
+    paced = tool_costs.server_paced(s)
+    assert list(paced["stack"]) == [tool_costs.NVMELAB]
+    assert paced["server_busy_fraction_mean"].iloc[0] == pytest.approx(0.9)
+    r = tool_costs.pair_ratios(s, tool_costs.SPDK_PERF, tool_costs.SPDK_PERF_L)
+    assert list(r["ratio"]) == [pytest.approx(2.0)] and list(r["qdepth"]) == [128]
+    assert tool_costs.pair_ratios(s, tool_costs.SPDK_PERF, tool_costs.BDEVPERF).empty
+    assert tool_costs.server_paced(tool_costs.summary(_records({tool_costs.BDEVPERF: 1e6}))).empty

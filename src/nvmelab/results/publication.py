@@ -407,8 +407,9 @@ class RecordSource:
     def quiet(self) -> str | None:
         """'the rest of the host used a median 0.4 % of a CPU (max 3.1 %)', or None when unknown.
 
-        "The rest" is everything beside the measured engine during the run: other processes, and
-        this process's own work around the timed window (provenance, image checks)."""
+        "The rest" is everything beside the measured engine (and the server of a served controller, the run's
+        device) during the run: other processes, and this process's own work around the timed window
+        (provenance, image checks)."""
         if not self.other_load:
             return None
         v = sorted(self.other_load)
@@ -441,6 +442,19 @@ class RecordSource:
 def _add(seen: list[str], value: Any) -> None:
     if value not in (None, "") and str(value) not in seen:
         seen.append(str(value))
+
+
+def _device_usage(rec: dict[str, Any]) -> float:
+    """The CPU (percent of one) a record's emulated device used beside the measured stack, where the record
+    says (study tool_costs): the served controller's process, or the in-process emulator's service thread
+    (the engine process's use beyond its own threads); 0 otherwise."""
+    served = rec.get("server_cpu_usage")
+    if isinstance(served, (int, float)):
+        return float(served)
+    proc, own = rec.get("process_cpu_usage"), rec.get("cpu_usage")
+    if rec.get("via") == "in-process" and isinstance(proc, (int, float)) and isinstance(own, (int, float)):
+        return max(0.0, float(proc) - float(own))
+    return 0.0
 
 
 def describe_records(paths: Iterable[str | os.PathLike], *, commit_chars: int = 12) -> list[RecordSource]:
@@ -477,7 +491,7 @@ def describe_records(paths: Iterable[str | os.PathLike], *, commit_chars: int = 
                 src.last_utc = max(src.last_utc or utc, utc)
             used, own = rec.get("host_cpu_usage"), rec.get("cpu_usage")
             if isinstance(used, (int, float)) and isinstance(own, (int, float)) and not rec.get("stress"):
-                src.other_load.append(max(0.0, float(used) - float(own)))
+                src.other_load.append(max(0.0, float(used) - float(own) - _device_usage(rec)))
             if prov.get("profile"):
                 scale = prov.get("scale")
                 _add(

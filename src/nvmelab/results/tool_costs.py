@@ -13,6 +13,8 @@ Key functions:
                                   roofline (61.7 M IOPS), beside what the published runs needed
     server_headroom(summ)         the highest share of its core the server used (or of its sweeps that found
                                   work) in any configuration
+    server_paced(summ)            the configurations whose server found work on SERVER_BUSY_FLAG of its sweeps
+    pair_ratios(summ, a, b)       stack a's IOPS over stack b's in every configuration both ran
 
 The published tool comparison ran on real drives and another CPU; what is compared is ratios between stacks
 and orders of magnitude, never one host's nanoseconds against another's.
@@ -51,6 +53,9 @@ COMPARISONS = (
     ("our driver in process against over vfio-user", NVMELAB_INPROC, NVMELAB, None, None),
 )
 NS_PER_S = 1e9
+#: A configuration whose server found a command on at least this share of its sweeps rarely waited for the
+#: stack: the server may have set the pace there, so the stack's rate is a lower bound (its cost an upper one).
+SERVER_BUSY_FLAG = 0.5
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -157,3 +162,29 @@ def server_headroom(summ: pd.DataFrame, column: str = "server_cpu_usage_mean") -
     ``column="server_busy_fraction_mean"``, the share of its sweeps that found work; NaN without readings."""
     col = summ.get(column)
     return float(col.max()) if col is not None and col.notna().any() else math.nan
+
+
+def server_paced(summ: pd.DataFrame) -> pd.DataFrame:
+    """The configurations (stack, iosize, qdepth, share of sweeps with work) whose server found a command on at
+    least SERVER_BUSY_FLAG of its sweeps: there it may have set the pace."""
+    col = "server_busy_fraction_mean"
+    if summ.empty or col not in summ:
+        return pd.DataFrame(columns=["stack", "iosize", "qdepth", col])
+    return summ[summ[col] >= SERVER_BUSY_FLAG][["stack", "iosize", "qdepth", col]].reset_index(drop=True)
+
+
+def at(summ: pd.DataFrame, iosize: int, qdepth: int) -> pd.DataFrame:
+    """The rows of one configuration."""
+    return summ[(summ["iosize"] == iosize) & (summ["qdepth"] == qdepth)]
+
+
+def pair_ratios(summ: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Stack `a`'s mean IOPS over stack `b`'s, per I/O size and queue depth both ran (columns iosize, qdepth,
+    ratio)."""
+    if summ.empty:
+        return pd.DataFrame(columns=["iosize", "qdepth", "ratio"])
+    key = ["iosize", "qdepth"]
+    x = summ[summ["stack"] == a].set_index(key)["iops_mean"]
+    y = summ[summ["stack"] == b].set_index(key)["iops_mean"]
+    r = (x / y).dropna()
+    return r.rename("ratio").reset_index()
