@@ -223,9 +223,18 @@ def _ours_cpu_row(costs: pd.DataFrame, preset: str) -> dict[str, str] | None:
         "initiator cost": f"CPU time per I/O on {host}: "
         + ", ".join(f"{short[r.stack]} {r.ns_per_io:,.0f} ns" for r in cores.itertuples()),
         "status": f"{status.MEASURED} (per-I/O cost, host {host}, preset {preset}); the core counts are derived",
-        "caveat": "one core per stack polling a served controller that was not the limit; the counts assume "
-        "perfect scaling over cores and drives (lower bounds) and this host's CPU, not the published server's",
+        "caveat": f"one core per stack; {_server_note(summ, list(cores['stack']))}; the counts assume perfect "
+        "scaling over cores and drives (lower bounds) and this host's CPU, not the published server's",
     }
+
+
+def _server_note(summ: pd.DataFrame, stacks: list[str]) -> str:
+    """Whether the served controller could have set these stacks' rates at 512 B, QD 128 (its sweeps with work)."""
+    busy = tool_costs.at(summ, 512, 128).set_index("stack").reindex(stacks).get("server_busy_fraction_mean")
+    if busy is None or busy.isna().all():
+        return "the server's sweep counts were not recorded"
+    verdict = "it was waiting for them" if busy.max() < tool_costs.SERVER_BUSY_FLAG else "it may have set the pace"
+    return f"the served controller found a new command on at most {busy.max():.0%} of its sweeps ({verdict})"
 
 
 def rows(
