@@ -15,6 +15,7 @@ Key functions:
                                   work) in any configuration
     server_paced(summ)            the configurations whose server found work on SERVER_BUSY_FLAG of its sweeps
     pair_ratios(summ, a, b)       stack a's IOPS over stack b's in every configuration both ran
+    pivot(summ, value)            one value per stack and configuration, for a compact table
 
 The published tool comparison ran on real drives and another CPU; what is compared is ratios between stacks
 and orders of magnitude, never one host's nanoseconds against another's.
@@ -188,3 +189,15 @@ def pair_ratios(summ: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     y = summ[summ["stack"] == b].set_index(key)["iops_mean"]
     r = (x / y).dropna()
     return r.rename("ratio").reset_index()
+
+
+def pivot(summ: pd.DataFrame, value: str) -> pd.DataFrame:
+    """One value per stack (rows, in STACKS order) and configuration (two-level columns: I/O size, queue depth),
+    for a compact table; stacks without that value anywhere are left out."""
+    if summ.empty:
+        return pd.DataFrame()
+    d = summ.assign(size=summ["iosize"].map(lambda b: f"{b:,} B"), qd=summ["qdepth"].map(lambda q: f"QD {q}"))
+    t = d.pivot(index="stack", columns=["size", "qd"], values=value).dropna(how="all")
+    cols = sorted(t.columns, key=lambda c: (int(c[0][:-2].replace(",", "")), int(c[1][3:])))
+    order = [s for s in STACKS if s in t.index] + [s for s in t.index if s not in STACKS]
+    return t.loc[order, cols]
