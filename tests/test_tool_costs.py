@@ -76,3 +76,19 @@ def test_server_paced_and_pair_ratios() -> None:
     assert list(r["ratio"]) == [pytest.approx(2.0)] and list(r["qdepth"]) == [128]
     assert tool_costs.pair_ratios(s, tool_costs.SPDK_PERF, tool_costs.BDEVPERF).empty
     assert tool_costs.server_paced(tool_costs.summary(_records({tool_costs.BDEVPERF: 1e6}))).empty
+
+
+def test_pivot_orders_stacks_and_configurations() -> None:
+    df = pd.concat(
+        [
+            _records({tool_costs.NVMELAB: 4e6, tool_costs.BDEVPERF: 1e6}, iosize=4096, qdepth=32),
+            _records({tool_costs.NVMELAB: 5e6, tool_costs.BDEVPERF: 2e6}, iosize=512, qdepth=128),
+            _records({tool_costs.BDEVPERF: 3e6}, iosize=512, qdepth=1),
+        ]
+    )
+    t = tool_costs.pivot(tool_costs.summary(df), "iops_mean")
+    assert list(t.index) == [tool_costs.BDEVPERF, tool_costs.NVMELAB]
+    assert list(t.columns) == [("512 B", "QD 1"), ("512 B", "QD 128"), ("4,096 B", "QD 32")]
+    assert t.loc[tool_costs.NVMELAB, ("512 B", "QD 128")] == pytest.approx(5e6)
+    assert math.isnan(t.loc[tool_costs.NVMELAB, ("512 B", "QD 1")])
+    assert tool_costs.pivot(pd.DataFrame(), "iops_mean").empty
