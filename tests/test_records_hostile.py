@@ -278,6 +278,27 @@ def test_json_nested_too_deeply_is_a_record_error_not_a_recursion_error(tmp_path
         records.append_records(q, [_rec("b")])
 
 
+def _nested(depth: int) -> bytes:
+    """One record line whose 'x' holds lists nested so the line nests `depth` containers deep."""
+    inner = depth - 1
+    return b'{"run_key": "deep", "x": ' + b"[" * inner + b"]" * inner + b"}\n"
+
+
+def test_json_nesting_is_judged_by_a_fixed_bound_not_by_the_callers_stack(tmp_path):
+    """A line nested just under the interpreter's recursion limit was read by iter_records and refused
+    by load_records (a deeper stack): the fuzzer's finding of CI. Every reader now gives one answer."""
+    p = tmp_path / "runs.jsonl"
+    p.write_bytes(_nested(records.MAX_NESTING))
+    assert [r["run_key"] for r in records.iter_records(p)] == ["deep"]
+    assert [r["run_key"] for r in records.load_records(p)] == ["deep"]
+    for depth in (records.MAX_NESTING + 1, 990, 3000):
+        p.write_bytes(_nested(depth))
+        with pytest.raises(records.RecordError, match="nested too deeply"):
+            list(records.iter_records(p))
+        with pytest.raises(records.RecordError, match="nested too deeply"):
+            records.load_records(p)
+
+
 SPEC = fake_spec("t_hostile", preset(sweep("qdepth", qdepth=[1, 2])))
 
 

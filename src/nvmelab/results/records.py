@@ -61,6 +61,43 @@ from ..driver import uri as _uri
 
 log = logging.getLogger(__name__)
 
+#: How deeply a line's JSON may nest (the records here nest 5 levels). A fixed bound, not the
+#: interpreter's recursion limit: that one depends on how deep the caller's stack already is, so the
+#: same line would be read by one reader and refused by another.
+MAX_NESTING = 64
+
+
+class _TooDeep(ValueError):
+    """JSON nested deeper than MAX_NESTING (a ValueError, so tail checks treat it as 'not a record')."""
+
+
+def _nesting_ok(obj: Any, text: str) -> bool:
+    """Whether obj, parsed from text, nests at most MAX_NESTING containers deep (no recursion)."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return True
+    stack = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if d > MAX_NESTING:
+            return False
+        children = o.values() if isinstance(o, dict) else o
+        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return True
+
+
+def _loads(text: str, pos: int | None = None) -> Any:
+    """json.loads(text) (or, with pos, raw_decode from pos: (obj, end)) with the nesting bound:
+    _TooDeep whatever the caller's stack depth."""
+    try:
+        got = json.loads(text) if pos is None else json.JSONDecoder().raw_decode(text, pos)
+    except RecursionError:
+        raise _TooDeep(f"JSON nested more than {MAX_NESTING} levels deep") from None
+    obj = got if pos is None else got[0]
+    if not _nesting_ok(obj, text if pos is None else text[pos : got[1]]):
+        raise _TooDeep(f"JSON nested more than {MAX_NESTING} levels deep")
+    return got
+
+
 #: Required keys and the types they may hold (None allowed where listed).
 SCHEMA: dict[str, tuple[type, ...]] = {
     "study": (str,),
@@ -298,8 +335,8 @@ def _finish_tail(fd: int, path: Path, size: int) -> int:
     if not tail:
         return size
     try:  # decoded first: json.loads(bytes) would guess UTF-16 or skip a BOM, which no reader here accepts
-        whole = isinstance(json.loads(tail.decode("utf-8")), dict)
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        whole = isinstance(_loads(tail.decode("utf-8")), dict)
+    except ValueError:  # UnicodeDecodeError is a ValueError
         whole = False
     if whole:
         os.write(fd, b"\n")
@@ -355,11 +392,11 @@ def _whole_objects(tail: bytes) -> int:
         text = tail.decode()
     except UnicodeDecodeError:
         return 0
-    dec, pos, n = json.JSONDecoder(), 0, 0
+    pos, n = 0, 0
     while pos < len(text):
         try:
-            obj, pos = dec.raw_decode(text, pos)
-        except (ValueError, RecursionError):
+            obj, pos = _loads(text, pos)
+        except ValueError:
             break
         if not isinstance(obj, dict):
             break
@@ -572,8 +609,8 @@ def iter_records(path: str | os.PathLike, *, check: bool = False) -> Iterator[di
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
-            except RecursionError:
+                rec = _loads(line)
+            except _TooDeep:
                 raise RecordError(f"{path}:{lineno}: JSON nested too deeply to be a record") from None
             except json.JSONDecodeError as exc:
                 if not line.endswith("\n"):
