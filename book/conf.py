@@ -136,6 +136,6 @@ html_copy_source = False
 
 nitpicky = True
 # Figures and results tables are numbered book-wide (the study toctree is not numbered);
-# outputs of nvmelab.results.publication.figure/table become such nodes (see _ext/nvmelab_book.py).
+# outputs of nvmelab.book.publication.figure/table become such nodes (see _ext/nvmelab_book.py).
 numfig = True
 numfig_format = {"figure": "Figure %s", "table": "Table %s", "code-block": "Listing %s", "section": "Section %s"}

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The answer table (nvmelab.results.answer): every cell computed from the data, statuses from one vocabulary."""
+"""The answer table (nvmelab.book.answer): every cell computed from the data, statuses from one vocabulary."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from nvmelab.results import answer, cpu_submit, reference
+from nvmelab.book import answer
+from nvmelab.results import cpu_submit, reference
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +29,7 @@ def test_rows_cover_each_ceiling_with_both_initiators() -> None:
 
 
 def test_every_status_comes_from_the_vocabulary() -> None:
-    from nvmelab.studies import coverage
+    from nvmelab.book import coverage
 
     for r in answer.rows():
         word = r["status"].split(" (")[0].split(", ours")[0].split(" (threads)")[0]

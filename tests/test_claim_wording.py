@@ -7,7 +7,7 @@ that say a result has "the same shape" (or its, their shape) as another, "reprod
 "repeats the <curve, result, ...>" or is "consistent with" it. Each such sentence
 must either be negated before the claim word in its own clause (not, no, never, cannot, unlike, ...), be
 qualified anywhere in it (disagrees, by construction, restates an input, calibration input) or name a status of
-the book's vocabulary that lets it say so (nvmelab.studies.coverage.HITS: ``model hit``, ``measured
+the book's vocabulary that lets it say so (nvmelab.book.coverage.HITS: ``model hit``, ``measured
 here``). Terms of art that contain these words (completion matching, a phase tag that matches) are in
 TERMS_OF_ART and removed before the scan. Inline code, roles, links' targets and fenced code are not prose
 and are skipped. A failure prints every offending file and sentence.
@@ -20,7 +20,7 @@ import json
 import re
 from pathlib import Path
 
-from nvmelab.studies import coverage
+from nvmelab.book import coverage
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Words that claim agreement (issue 34): a sentence holding one needs a negation or a hit status.

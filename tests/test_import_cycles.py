@@ -151,11 +151,11 @@ def layer_violations(graph: dict[str, set[str]], layers: list[str]) -> list[str]
 
 
 def test_imports_follow_the_documented_layers() -> None:
-    """driver < host < results < engines < studies < cli (nvmelab/__init__.py): a module imports
-    only its own layer and those below it (engines.blksum once took the scratch folder from
-    studies; it is in host.scratch now)."""
+    """driver < host < results < engines < studies < book < lease < cli (nvmelab/__init__.py): a
+    module imports only its own layer and those below it (engines.blksum once took the scratch folder
+    from studies; it is in host.scratch now). Book rendering reads the studies, the lease plan runs them."""
     layers = documented_layers()
-    assert layers == ["driver", "host", "results", "engines", "studies", "cli"], layers
+    assert layers == ["driver", "host", "results", "engines", "studies", "book", "lease", "cli"], layers
     assert layer_violations(import_graph(), layers) == []
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_reference_seeds import SEEDS
 
-from nvmelab.results import publication
+from nvmelab.book import publication
 from nvmelab.studies import list_specs
 
 ROOT = Path(__file__).resolve().parents[1]

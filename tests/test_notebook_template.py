@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab.results import publication
+from nvmelab.book import publication
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""nvmelab.results.publication: rendered tables, captioned figures, declared sources, record summaries."""
+"""nvmelab.book.publication: rendered tables, captioned figures, declared sources, record summaries."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nvmelab.results import publication as pub
+from nvmelab.book import publication as pub
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The ``{nvmelab-answer}`` directive: the book's side-by-side answer (nvmelab.results.answer).
+"""The ``{nvmelab-answer}`` directive: the book's side-by-side answer (nvmelab.book.answer).
 
 One table, one row per ceiling and initiator (threads, queues, drives, what the initiator costs, the
 status of the numbers, the caveat), then what the table cannot say yet. Every data file the table reads
@@ -31,7 +31,7 @@ class AnswerDirective(SphinxDirective):
     option_spec = {"unknowns": directives.flag}
 
     def run(self) -> list[nodes.Node]:
-        from nvmelab.results import answer
+        from nvmelab.book import answer
         from nvmelab.studies import load_gpu_results, load_spec, study_results
 
         want = os.environ.get("NVMELAB_PRESET", "standard")

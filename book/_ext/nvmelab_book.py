@@ -34,7 +34,7 @@ What it adds (all configured from book/conf.py):
 * Folded code. Every notebook code cell is shown folded ("Show code cell source"), as
   MyST-NB's ``hide-input`` tag would; the notebooks carry no tags, so they stay plain
   and fully executable in JupyterLab. A cell tagged ``show-input`` stays open.
-* Numbered captions. An output made by ``nvmelab.results.publication.figure`` or ``.table``
+* Numbered captions. An output made by ``nvmelab.book.publication.figure`` or ``.table``
   carries a ``data-nvmelab-kind`` marker; it becomes a Sphinx figure or an enumerable
   table node with its caption, so ``numfig`` numbers it ("Figure 3", "Table 2") and
   ``{numref}`` can point at it by its name.
@@ -217,7 +217,8 @@ class EnvironmentsDirective(SphinxDirective):
     def _published(self) -> list[nodes.Node]:
         import pandas as pd
 
-        from nvmelab.results import publication, reference
+        from nvmelab.book import publication
+        from nvmelab.results import reference
 
         path = reference.reference_dir() / publication.METHODS_FILE
         note_data_file(self.env, path)
@@ -304,7 +305,7 @@ class EnvironmentsDirective(SphinxDirective):
 
 class CoverageDirective(SphinxDirective):
     """``{nvmelab-coverage} vocabulary|counts|lines``: the status vocabulary, the lines per status per seed,
-    or the seed statements with their status (nvmelab.studies.coverage); each seed's rows follow a heading
+    or the seed statements with their status (nvmelab.book.coverage); each seed's rows follow a heading
     row that links its study chapter by the chapter's label, and a study without a chapter fails the build."""
 
     optional_arguments = 1
@@ -322,7 +323,7 @@ class CoverageDirective(SphinxDirective):
         return nodes.row("", nodes.entry("", para, morecols=ncols - 1), classes=["nvmelab-coverage-seed"])
 
     def run(self) -> list[nodes.Node]:
-        from nvmelab.studies import coverage
+        from nvmelab.book import coverage
 
         part = self.arguments[0] if self.arguments else "lines"
         if part == "vocabulary":
@@ -359,8 +360,8 @@ class PublishedRole(SphinxRole):
     """``{published}`experiment|quantity|config|format```: a number from headline.csv."""
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        from nvmelab.book.publication import plain_number
         from nvmelab.results import reference
-        from nvmelab.results.publication import plain_number
 
         parts = self.text.split("|")
         if len(parts) < 2 or len(parts) > 4:
@@ -458,7 +459,7 @@ class ResolveResults(SphinxPostTransform):
         from myst_nb.core.variables import format_plain_text
         from myst_nb.ext.glue.crossref import read_glue_cache
 
-        from nvmelab.results.publication import plain_number
+        from nvmelab.book.publication import plain_number
 
         folder = self.env.mystnb_config.output_folder  # type: ignore[attr-defined]
         for node in list(self.document.findall(pending_result)):
@@ -528,7 +529,7 @@ class FoldCode(SphinxPostTransform):
 
 
 # -------------------------------------------------------- numbered captions ---
-#: The marker nvmelab.results.publication writes around a captioned output.
+#: The marker nvmelab.book.publication writes around a captioned output.
 CAPTIONED_RE = re.compile(
     r'<div class="nvmelab-captioned[^"]*" data-nvmelab-kind="(figure|table)"'
     r'(?: data-nvmelab-name="([^"]*)")? data-nvmelab-caption="([^"]*)">'
@@ -562,7 +563,7 @@ def _depart_captioned_table_other(self, node: captioned_table) -> None:
 
 
 class CaptionOutputs(SphinxTransform):
-    """Turn outputs of nvmelab.results.publication.figure/table into numbered figure/table nodes."""
+    """Turn outputs of nvmelab.book.publication.figure/table into numbered figure/table nodes."""
 
     default_priority = 500
 

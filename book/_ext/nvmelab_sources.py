@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The nvmelab book's banner and footer: which data files each page uses (part of the nvmelab_book extension).
 
-A study notebook declares the data files it shows (``nvmelab.results.publication.declare_sources``,
+A study notebook declares the data files it shows (``nvmelab.book.publication.declare_sources``,
 glued as ``nvmelab_sources``) and, in its last code cell, every data file its kernel opened
 (``declare_used``, glued as ``nvmelab_used``: an audit hook in ``publication`` notes each file,
 whichever loader read it); the two are merged. The page opens with a banner naming those records
@@ -78,7 +78,7 @@ def _glued_sources(app: Sphinx, docname: str) -> dict[str, list[str]] | None:
     or None when it glued neither."""
     import ast
 
-    from nvmelab.results.publication import SOURCES_KEY, USED_KEY
+    from nvmelab.book.publication import SOURCES_KEY, USED_KEY
 
     folder = Path(app.env.mystnb_config.output_folder)  # type: ignore[attr-defined]
     path = folder.joinpath(*docname.split("/")[:-1]) / f"{docname.split('/')[-1]}.glue.json"
@@ -164,7 +164,7 @@ def _no_records_text(stem: str, published: bool) -> str:
 
 
 def _banner(app: Sphinx, docname: str, decl: dict[str, list[str]] | None, stem: str) -> nodes.container:
-    from nvmelab.results.publication import describe_records
+    from nvmelab.book.publication import describe_records
 
     root = _repo_root(app)
     declared = decl is not None

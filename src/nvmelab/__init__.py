@@ -9,9 +9,11 @@ Entry points:
 Packages, by concern (each imports only those listed before it, and the driver nothing of ours):
     driver    open(), Target, Controller, Namespace, QPair, DmaBuffer, errors, the NVMe spec
     host      cpus, hostvars, devices, provenance, scratch (temporary files), signals (SIGTERM as Ctrl-C)
-    results   records, reference, analysis, plots, publication, environments
+    results   records, reference, checks, status, aggregation (analysis), plot style and helpers, bench
     engines   perf, gpu, blksum, tier (what makes a measurement)
-    studies   spec, runner, distributed, paths, specs/*.toml (the studies, run by one runner)
+    studies   spec, runner, distributed, paths, and one folder per study (<name>/spec.toml, its analysis)
+    book      how results appear in the book: publication, coverage, answer
+    lease     the GPU lease plan (lease, lease_host, lease_pytest)
     cli       the `nvmelab` command
 """
 

@@ -14,7 +14,7 @@ container that hides or scrolls its overflow; a label Vega cut short (it ends in
 ellipsis, which is what a legend's or axis's label limit does) or drawn outside the
 chart's own area; a panel background outside the chart area (a clipped facet); a
 legend with no entries; tick labels of one axis that overlap; a results table
-(``nvmelab.results.publication.table``) or any other table of the page wider than the
+(``nvmelab.book.publication.table``) or any other table of the page wider than the
 column. Per chart also: text rendered below ``MIN_TEXT_PX`` once the chart is scaled into
 the column (the font size times the smaller scale of the text's own axes), and a label turned on
 its side whose box on the page is less than ``MIN_TEXT_PX`` tall (a one-digit tick label rotated

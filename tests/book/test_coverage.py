@@ -6,7 +6,7 @@ book/coverage.csv has one line per quantity a seed's text states (the ``quantity
 other transcribed table of a seed (item ``table``). A line types its status or names the basis it is
 derived from (``model: <validation facts>`` or ``emulated: <comparator>``), never both. Fails here: a
 statement or table without a line, a line for something no seed transcribes, a status outside the
-vocabulary of nvmelab.studies.coverage, a basis that names a fact validation.csv lacks, a study without a
+vocabulary of nvmelab.book.coverage, a basis that names a fact validation.csv lacks, a study without a
 chapter, an emulated line that does not say what its profile encodes, a typed emulated line this test does
 not list, and (on a built book) a line whose chapter cell is not a working link. The seed 004 verdicts of
 issue 34 are pinned: they must come out of the comparators, not out of the file.
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from test_book import HTML, ROOT
 
-from nvmelab.studies import coverage
+from nvmelab.book import coverage
 from nvmelab.studies.spec import book_studies
 
 SEEDS = ROOT / "data" / "reference" / "seeds"
@@ -122,7 +122,7 @@ _OPENED = """
 import json, sys
 opened = set()
 sys.addaudithook(lambda ev, a: ev == "open" and isinstance(a[0], str) and "/data/" in a[0] and opened.add(a[0]))
-from nvmelab.studies import coverage
+from nvmelab.book import coverage
 coverage.lines()
 print(json.dumps(sorted(opened)))
 """
@@ -201,7 +201,7 @@ def test_built_coverage_page_links_every_chapter() -> None:
         pytest.skip(f"no built book at {HTML} (make book, or NVMELAB_BOOK_HTML=<a build>)")
     inputs = [
         COVERAGE,
-        ROOT / "src" / "nvmelab" / "studies" / "coverage.py",
+        ROOT / "src" / "nvmelab" / "book" / "coverage.py",
         ROOT / "src" / "nvmelab" / "results" / "status.py",
         ROOT / "book" / "coverage.md",
     ]
@@ -226,14 +226,20 @@ def test_other_modules_speak_the_vocabulary() -> None:
     import importlib
     import pkgutil
 
-    import nvmelab.results as pkg
+    import nvmelab.book
+    import nvmelab.results
+    import nvmelab.studies
 
     heads = ("measured here", "emulated", "model hit", "model miss", "calibration input", "published —", "not testable")
-    for info in pkgutil.iter_modules(pkg.__path__):
-        mod = importlib.import_module(f"nvmelab.results.{info.name}")
-        for name, value in vars(mod).items():
-            if isinstance(value, str) and name.isupper() and value.startswith(heads):
-                assert coverage.is_status(value), f"nvmelab.results.{info.name}.{name} = {value!r}: not a status word"
+    seen = 0
+    for pkg in (nvmelab.results, nvmelab.book, nvmelab.studies):  # shared results, book rendering, each study's own
+        for info in pkgutil.walk_packages(pkg.__path__, prefix=pkg.__name__ + "."):
+            mod = importlib.import_module(info.name)
+            seen += 1
+            for name, value in vars(mod).items():
+                if isinstance(value, str) and name.isupper() and value.startswith(heads):
+                    assert coverage.is_status(value), f"{info.name}.{name} = {value!r}: not a status word"
+    assert seen > 20, "the module walk found too few modules"
     from nvmelab.results import model_validation as mv
 
     assert {mv.status(0.0), mv.status(1.0)} == {coverage.MODEL_HIT, coverage.MODEL_MISS}

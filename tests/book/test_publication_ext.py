@@ -2,7 +2,7 @@
 """The book extension's publication features on a small Sphinx project (no notebook execution).
 
 A study notebook with stored outputs shows a table and a figure made by
-``nvmelab.results.publication`` and declares its records and published sources. The built page
+``nvmelab.book.publication`` and declares its records and published sources. The built page
 must: number both captions ("Table 1", "Figure 1"), fold the code cells, open with a
 banner naming the records' host, preset, date and commit (from their provenance) and
 the published source, and end with a footer that names the build commit and links
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from test_result_role import _build, _glue_output  # the same stored-output notebook and -W build
 
-from nvmelab.results import publication
+from nvmelab.book import publication
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 

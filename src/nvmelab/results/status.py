@@ -2,7 +2,7 @@
 """The book's one status vocabulary: what every number of ours or of the published sources is.
 
 Every claim in the book carries one of these words (issue 34): the chapters, the coverage page
-(nvmelab.studies.coverage), the answer table (nvmelab.results.answer), the emulated sweeps' verdicts
+(nvmelab.book.coverage), the answer table (nvmelab.book.answer), the emulated sweeps' verdicts
 (nvmelab.results.cpu_submit) and the model's scoring (nvmelab.results.model_validation) import them
 from here, so no module types a status of its own.
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import analysis, cpu_submit, reference, status, tool_costs
+from ..results import analysis, cpu_submit, reference, status, tool_costs
 
 #: The three ceilings, as the first column shows them.
 CEILING_IOPS = "16-drive roofline of 512 B random reads"
@@ -169,8 +169,8 @@ def _cpu_64k_row() -> dict[str, str]:
 
 
 def _ours_gpu_row(df: pd.DataFrame, target: str, preset: str) -> dict[str, str] | None:
-    from . import model
-    from . import model_validation as mv
+    from ..results import model
+    from ..results import model_validation as mv
 
     if df.empty:
         return None

@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nvmelab.results.publication import repo_root
+from nvmelab.book.publication import repo_root
 
 # ------------------------------------------------------------------ the vocabulary ---
 # (kept in nvmelab.results.status, the one place the words live; re-exported for the page and its tests)
