@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrl.c — controller bring-up per spec, admin commands, I/O queue creation/deletion, reset, shutdown,
- * and the synchronous I/O helper. See ctrl.h for the order of steps. */
-#include "nvme/ctrl.h"
-
+ * and the synchronous I/O helper. See ctrl_internal.h for the order of steps. */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -11,6 +9,7 @@
 #include <time.h>
 
 #include "nvme/barrier.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/errbuf.h"
 #include "nvme/mmio.h"
 #include "nvme/target.h"

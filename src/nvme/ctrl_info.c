@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ctrl_info.c — the public accessors of a controller's and a namespace's facts (identify data, limits,
- * registers read at bring-up, namespaces), over the state ctrl.c keeps (ctrl.h). No side effects, except
+ * registers read at bring-up, namespaces), over the state ctrl.c keeps (ctrl_internal.h). No side effects, except
  * nvme_ctrl_csts, which reads the CSTS register. */
 #include <stddef.h>
 
-#include "nvme/ctrl.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/mmio.h"
 
 const struct nvme_id_ctrl *nvme_ctrl_id(const struct nvme_ctrl *c)

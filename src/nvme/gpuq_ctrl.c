@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "nvme/barrier.h"
-#include "nvme/ctrl.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/mmio.h"
 #include "nvme/nvme_gpuq.h"
 #include "nvme/spec.h"

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "nvme/ctrl.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/errbuf.h"
 #include "nvme/inuse.h"
 

@@ -12,7 +12,7 @@
  * which takes its general path and reports the precise error; the batch resumes after it. */
 #include <errno.h>
 
-#include "nvme/ctrl.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/qpair.h"
 
 #define likely(x)   __builtin_expect(!!(x), 1)

@@ -22,7 +22,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "nvme/ctrl.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/errbuf.h"
 #include "nvme/qpair.h"
 #include "nvme/target.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nvme/ctrl.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/qpair.h"
 #include "nvme/target.h"
 

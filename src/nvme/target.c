@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nvme/ctrl.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/pci.h"
 #include "nvme/vfio_user_client.h"
 

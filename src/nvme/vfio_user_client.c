@@ -17,7 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "nvme/ctrl.h"
+#include "nvme/ctrl_internal.h"
 #include "nvme/dma.h"
 #include "nvme/errbuf.h"
 #include "nvme/mmio.h"

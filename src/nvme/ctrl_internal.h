@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * ctrl.h — controller internals: the state ctrl.c keeps per controller, bring-up / shutdown entry points
- * used by target.c, and the log helper every driver file uses. Public calls are in nvme.h.
+ * ctrl_internal.h — controller internals: the state ctrl.c keeps per controller, bring-up / shutdown entry
+ * points used by target.c, and the log helper every driver file uses. Private to the driver: only the
+ * driver's own .c files include it (and the white-box unit test tests/c/test_driver_units.c); callers use
+ * nvme.h. tests/test_public_headers.py fails when a file elsewhere includes it (the public list of the
+ * driver's headers: NVMELAB_DRIVER_PUBLIC_HEADERS in src/nvme/CMakeLists.txt).
  *
  * Bring-up order (nvme_ctrl_attach): read CAP/VS; disable (CC.EN=0, wait CSTS.RDY=0 within CAP.TO);
  * AQA/ASQ/ACQ; CC (CSS, MPS, AMS, IOSQES, IOCQES) then CC.EN=1; wait RDY=1 within CAP.TO (CFS -> error);
@@ -11,8 +14,8 @@
  *
  * Key functions: nvme_ctrl_attach, nvme_ctrl_detach, nvme_log.
  */
-#ifndef NVME_CTRL_H
-#define NVME_CTRL_H
+#ifndef NVME_CTRL_INTERNAL_H
+#define NVME_CTRL_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -86,4 +89,4 @@ void nvme_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 int nvme_prp_build(struct nvme_qpair *q, struct nvme_tracker *t, struct nvme_dma *d, const void *buf, size_t len,
                    struct nvme_sqe *sqe);
 
-#endif /* NVME_CTRL_H */
+#endif /* NVME_CTRL_INTERNAL_H */
