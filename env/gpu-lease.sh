@@ -11,10 +11,10 @@
 #   run(command="bash env/gpu-lease.sh 2 $OUT", timeout_s=300, carry=[...same...])   at once, while warm
 # then give the machine back. No `make`: the GPU image is not known to have it.
 #
-# What each call runs, its parts' limits and the cost model are in nvmelab.studies.lease (CALLS; `python -m
-# nvmelab.studies.lease plan` prints them and the budget: start + call 1 + warm gap + call 2 + give-back within
+# What each call runs, its parts' limits and the cost model are in nvmelab.lease.plan (CALLS; `python -m
+# nvmelab.lease plan` prints them and the budget: start + call 1 + warm gap + call 2 + give-back within
 # 900 s). This script installs the carried wheels (the only part before our Python can run) and hands the rest
-# to `python -m nvmelab.studies.lease call N`. One time knob per call: NVMELAB_LEASE_CALL_S (default CALL1_S /
+# to `python -m nvmelab.lease call N`. One time knob per call: NVMELAB_LEASE_CALL_S (default CALL1_S /
 # CALL2_S below); every part's limit derives from it. OUT gets exactly three files, rewritten after every part:
 # lease-N.log, summary-N.json, records-N.tar.gz (every record so far, <study>/<host>/<preset>.jsonl inside, the
 # bench JSON under bench/, the probe, the GPU tests' junit and per-test JSON under lease/), so a call killed at
@@ -196,10 +196,10 @@ run_call() {
         tar -czf "$out/records-$n.tar.gz" -C "$RESULTS" .
         return 1
     fi
-    "$PY" -m nvmelab.studies.lease call "$n" --results "$RESULTS" --out "$out" --parts "$PARTS" \
+    "$PY" -m nvmelab.lease call "$n" --results "$RESULTS" --out "$out" --parts "$PARTS" \
         --started "$T0" --seconds "$seconds" "${sa[@]}" ${NVMELAB_LEASE_ONLY:+--only "$NVMELAB_LEASE_ONLY"} \
         || part calls 1 0 "the lease's call runner stopped (see the log)"
-    "$PY" -m nvmelab.studies.lease pack "$n" --results "$RESULTS" --out "$out" --parts "$PARTS" "${sa[@]}" >/dev/null
+    "$PY" -m nvmelab.lease pack "$n" --results "$RESULTS" --out "$out" --parts "$PARTS" "${sa[@]}" >/dev/null
     echo "== call $n done in $(elapsed) s (its time: $seconds s); outputs: $(ls "$out" | xargs)"
 }
 

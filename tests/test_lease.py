@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The GPU lease plan (nvmelab.studies.lease, env/gpu-lease.sh): every step fits one device command and
+"""The GPU lease plan (nvmelab.lease.plan, env/gpu-lease.sh): every step fits one device command and
 the whole plan its budget by the cost model; the lease presets exist; the output check refuses what the
 device tool would not hand back; and, after `make rehearse-gpu-host`, the rehearsal's outputs pass it."""
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab.studies import lease, load_spec
+from nvmelab.lease import plan as lease
+from nvmelab.studies import load_spec
 from nvmelab.studies.spec import OPTIONAL_PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,7 +195,7 @@ def _call(tmp_path: Path, number: int, only: str, *, kill_after: int = 0) -> tup
     env = {**os.environ, "NVMELAB_HOST_ID": "t", "NVMELAB_LEASE_ROOT": str(ROOT)}
     if kill_after:
         env["NVMELAB_LEASE_KILL_AFTER"] = str(kill_after)
-    cmd = [sys.executable, "-m", "nvmelab.studies.lease", "call", str(number), "--results", str(tmp_path / "res"),
+    cmd = [sys.executable, "-m", "nvmelab.lease", "call", str(number), "--results", str(tmp_path / "res"),
            "--out", str(out), "--parts", str(tmp_path / "parts.jsonl"), "--started", str(time.time()), "--standin",
            "--only", only]  # fmt: skip
     rc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600).returncode

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The lease's GPU-test runner (nvmelab.studies.lease_pytest): every test's outcome as it happens, a junit file,
+"""The lease's GPU-test runner (nvmelab.lease.gpu_tests): every test's outcome as it happens, a junit file,
 and a hung test that costs that test only: pytest-timeout ends pytest, the runner records the test as hung and
 starts pytest again without the tests already decided."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab.studies.lease_pytest import run_gpu_tests
+from nvmelab.lease.gpu_tests import run_gpu_tests
 
 pytest.importorskip("pytest_timeout")
 

@@ -442,7 +442,7 @@ def load_results(study: str, preset: str | None = None, root: str | Path | None 
     return to_frame(recs)
 
 
-#: The preset a GPU lease records (nvmelab.studies.lease): short windows, one repetition.
+#: The preset a GPU lease records (nvmelab.lease.plan): short windows, one repetition.
 LEASE_PRESET = "lease"
 
 

@@ -61,7 +61,7 @@ SETTINGS = ("repetitions",)
 #: Presets every spec defines.
 PRESETS = ("quick", "standard", "paper")
 #: Presets only some specs define: ``lease``, the device-initiated grids sized to fit a GPU lease
-#: (env/gpu-lease.sh; nvmelab.studies.lease holds the plan and its time budget).
+#: (env/gpu-lease.sh; nvmelab.lease.plan holds the plan and its time budget).
 OPTIONAL_PRESETS = ("lease",)
 #: Repetitions per configuration unless a spec says otherwise (as published).
 DEFAULT_REPETITIONS = 5

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """What a lease call finds on its host before it measures: the GPU as the driver reports it, and the installed
-extension (nvmelab.studies.lease's probe and native-check parts).
+extension (nvmelab.lease.plan's probe and native-check parts).
 
     probe(out_json) -> dict           nvidia-smi's facts and one bare CUDA driver initialisation, timed
     native_check(want_cuda) -> dict   the installed extension: imports, CUDA code, no driver linked

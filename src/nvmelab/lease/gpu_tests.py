@@ -5,7 +5,7 @@
 
 Why not one plain pytest run: after a genuinely hung kernel, the next test's cudaFree blocks every later
 test until the call's limit, and a pytest killed at its limit writes no junit file and names no outcome.
-Here pytest runs with this module as a plugin (``-p nvmelab.studies.lease_pytest``), which appends one JSON
+Here pytest runs with this module as a plugin (``-p nvmelab.lease.gpu_tests``), which appends one JSON
 line per test event (start, each phase's report, finish) to $NVMELAB_LEASE_TEST_EVENTS as it happens, and
 with pytest-timeout's thread method, which after ``per_test_s`` dumps every thread's stack to the log and
 ends the process. The runner then records the test that started and did not finish as ``hung`` (its stack
@@ -159,7 +159,7 @@ def run_gpu_tests(
     outcome). Returns {"rc", "detail", "counts", "runs"}: rc 0 when no test failed, errored or hung."""
     import tempfile
 
-    from .isolate import end_process_group
+    from ..studies.isolate import end_process_group
 
     end = time.monotonic() + limit_s
     tests: dict[str, dict[str, Any]] = {}
@@ -184,7 +184,7 @@ def run_gpu_tests(
                 "-o",
                 "addopts=",
                 "-p",
-                "nvmelab.studies.lease_pytest",
+                "nvmelab.lease.gpu_tests",
                 f"--timeout={per_test_s:g}",
                 "--timeout-method=thread",
             ]

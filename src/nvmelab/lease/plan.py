@@ -25,10 +25,10 @@ own time limit; if that child hangs or dies, the rest run isolated, one process 
 when its *estimated* cost fits before the deadline; every point of the plan ends with a record, a
 failed-point record naming why, or counted "not started" (the next call of the same number resumes).
 
-    python -m nvmelab.studies.lease plan [--standin]     the two calls, their parts and estimates, the budget
-    python -m nvmelab.studies.lease call N --out OUT --results DIR --started EPOCH [--seconds S] [--only P,..]
-    python -m nvmelab.studies.lease pack N --results DIR --out OUT [--parts F]
-    python -m nvmelab.studies.lease native-check [--want-cuda]   the installed extension
+    python -m nvmelab.lease plan [--standin]     the two calls, their parts and estimates, the budget
+    python -m nvmelab.lease call N --out OUT --results DIR --started EPOCH [--seconds S] [--only P,..]
+    python -m nvmelab.lease pack N --results DIR --out OUT [--parts F]
+    python -m nvmelab.lease native-check [--want-cuda]   the installed extension
 
 ``--standin`` (make rehearse-gpu-host): the cuda engine is replaced by its CPU stand-in
 (engines/gpu_standin.py), which drives the same queue code on the CPU emulator.
@@ -60,9 +60,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .lease_host import native_check, probe
-from .paths import host_id
-from .spec import Run, load_spec
+from ..studies.paths import host_id
+from ..studies.spec import Run, load_spec
+from .host import native_check, probe
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ def _sub(
     cmd: list[str], limit: float, *, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> tuple[int, str]:
     """Run cmd under a time limit in its own process group, its output into ours; (exit code, detail)."""
-    from .isolate import end_process_group
+    from ..studies.isolate import end_process_group
 
     sys.stdout.flush()
     sys.stderr.flush()
@@ -336,8 +336,8 @@ class _CallState:
 
 
 def _study_part(st: _CallState, part: Part) -> dict[str, Any]:
-    from .isolate import BatchExecutor
-    from .runner import resolve_engine, run_study
+    from ..studies.isolate import BatchExecutor
+    from ..studies.runner import resolve_engine, run_study
 
     task = part.task
     spec = load_spec(task.study)
@@ -405,11 +405,11 @@ def _fixed_part(st: _CallState, part: Part, limit: float) -> dict[str, Any]:
     if part.kind == "native-check":
         want = [] if st.standin and os.environ.get("NVMELAB_LEASE_CUDA") != "ON" else ["--want-cuda"]
         rc, detail = _sub(
-            [py, "-m", "nvmelab.studies.lease", "native-check", *want, "--json", str(work / "native-check.json")], limit
+            [py, "-m", "nvmelab.lease", "native-check", *want, "--json", str(work / "native-check.json")], limit
         )
         return {"rc": rc, "detail": detail}
     if part.kind == "gpu-tests":
-        from .lease_pytest import run_gpu_tests
+        from .gpu_tests import run_gpu_tests
 
         env = {"NUMBA_ENABLE_CUDASIM": "1"} if st.standin else {}
         files = gpu_test_files(root) + (["tests/test_gpu_standin.py"] if st.standin else [])
@@ -637,7 +637,7 @@ def check_out(out: Path, step: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nvmelab.studies.lease", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m nvmelab.lease", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="action", required=True)
     p = sub.add_parser("plan", help="both calls' parts, estimates and the lease's budget")
     p.add_argument("--standin", action="store_true", help="the rehearsal's estimates (no CUDA context)")
