@@ -587,6 +587,11 @@ int nvme_emu_set_describe(const struct nvme_emu_set *set, char *buf, size_t len)
     return snprintf(buf, len, "%s", set ? set->desc : "");
 }
 
+const char *nvme_emu_set_warnings(const struct nvme_emu_set *set)
+{
+    return set ? set->cfg.warn : "";
+}
+
 const char *nvme_emu_set_profile(const struct nvme_emu_set *set)
 {
     return set ? set->cfg.profile->name : "";

@@ -22,6 +22,7 @@
  *   nvme_emu_inject()          arm a fault (delay/drop completion, CSTS.CFS, status)
  *   nvme_emu_queue_stats()     per-queue command counters; nvme_emu_svc_stats() the service thread's sweeps
  *   nvme_emu_set_describe()    profile, scale, mode (for record provenance)
+ *   nvme_emu_set_warnings()    old key spellings the URI used (to log)
  *
  * Caveats:
  *   - DMA addresses are controller addresses (IOVAs) inside the DMA windows the
@@ -38,7 +39,7 @@
  *   - mode=thread: one service thread per controller polls the doorbell words.
  *   - Errors: functions return 0 or a negative errno; URI problems also write
  *     one message naming the key and the value into err.
- *   The URI parameter table lives in src/README.md ("Emulated controller").
+ *   The URI keys are one table for both emulators: emu_keys.h (docs: src/README.md).
  */
 #ifndef NVME_EMU_EMU_H
 #define NVME_EMU_EMU_H
@@ -106,6 +107,9 @@ void nvme_emu_set_close(struct nvme_emu_set *set);
  * length snprintf would have written. */
 int nvme_emu_set_describe(const struct nvme_emu_set *set, char *buf, size_t len);
 const char *nvme_emu_set_profile(const struct nvme_emu_set *set);
+/* What the URI spelled the old way (emu_keys.h: "emu: parameter 'ns' is now 'nsze' (...)"; several joined
+ * by "; "), "" when nothing: for the caller to log (the library does not print). */
+const char *nvme_emu_set_warnings(const struct nvme_emu_set *set);
 double nvme_emu_set_scale(const struct nvme_emu_set *set);
 
 /* ---- fault injection (tests) ---- */

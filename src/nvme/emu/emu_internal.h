@@ -30,6 +30,7 @@
 #include "nvme/bar.h"
 #include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu.h"
+#include "nvme/emu/emu_keys.h"
 #include "nvme/emu/profiles.h"
 #include "nvme/spec.h"
 
@@ -123,6 +124,7 @@ struct emu_cfg {
     struct nvme_cr_inj inj; /* err_every, err_status, ooo_win (cmd_rules.h) */
     bool data;              /* false: data=none, no data movement */
     struct emu_model_cfg model;
+    char warn[NVME_EMU_WARN_LEN]; /* old spellings the URI used (emu_keys.h), "" when none */
 };
 
 int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg, char *err, size_t errlen);

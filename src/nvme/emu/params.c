@@ -2,8 +2,8 @@
 /*
  * params.c — emu:// parameters: parse and validate every key=value into struct emu_cfg.
  *
- * The table of keys and their grammar is documented in src/README.md
- * ("Emulated controller (emu://)"); keep both in step.  Per-controller keys
+ * The keys are the rows of emu_keys.h that emu:// takes (their check, old spellings and the docs table
+ * come from there); profile and scale are parsed by nvme_emu_profile_scale(). Per-controller keys
  * take a comma list with one value (all controllers) or exactly ndev values.
  * Every failure writes one message naming the key and the value and returns
  * -EINVAL; nothing is created before all parameters passed.
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "nvme/emu/emu_internal.h"
+#include "nvme/emu/emu_keys.h"
 #include "nvme/emu/model_keys.h"
 #include "nvme/errbuf.h"
 #include "nvme/uri.h"
@@ -69,54 +70,14 @@ static int check_ram_budget(const struct emu_cfg *cfg, char *err, size_t errlen)
                      fmt_bytes(total, t, sizeof(t)), EMU_RAM_SHARE_PCT, fmt_bytes(mem, m, sizeof(m)));
 }
 
-static const char *const emu_keys[] = {
-    "ndev",
-    "nns",
-    "nsze",
-    "ncap",
-    "lbads",
-    "mdts",
-    "mqes",
-    "nioq",
-    "dstrd",
-    "backing",
-    "profile",
-    "scale",
-    "mode",
-    "seed",
-    "ooo",
-    "data",
-    "lat",
-    "lat_sigma",
-    "iops",
-    "bw",
-    "qiops",
-    "fetch",
-    "link",
-    /* fault model, parsed by model_keys.c (shared with gpu-emu://) */
-    "err_every",
-    "err_status",
-    "ooo_win",
-    NULL,
-};
-
+/* The value of canonical key `key`, given in its own spelling or the old one (emu_keys.h). */
 static const char *find(const struct nvme_emu_kv *kv, size_t n, const char *key)
 {
+    const struct nvme_emu_key *row = nvme_emu_key_find(key, NVME_EMU_CPU, NULL);
     for (size_t i = 0; i < n; i++)
-        if (strcmp(kv[i].key, key) == 0)
+        if (strcmp(kv[i].key, key) == 0 || (row && row->old && strcmp(kv[i].key, row->old) == 0))
             return kv[i].val ? kv[i].val : "1";
     return NULL;
-}
-
-static int parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(v))
-        return -EINVAL;
-    *out = v;
-    return 0;
 }
 
 /* Split a per-controller list and hand item i (or the only item) to the caller. */
@@ -143,24 +104,15 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
     if (err && errlen)
         err[0] = 0;
 
-    /* unknown and duplicate keys */
-    for (size_t i = 0; i < nkv; i++) {
-        if (!kv[i].key || !kv[i].key[0])
-            return nvme_errf(err, errlen, -EINVAL, "emu: empty parameter name");
-        bool known = false;
-        for (const char *const *k = emu_keys; *k; k++)
-            known |= strcmp(*k, kv[i].key) == 0;
-        if (!known)
-            return nvme_errf(
-                err, errlen, -EINVAL,
-                "emu: unknown parameter '%s' (known: ndev nns nsze ncap lbads mdts mqes nioq dstrd "
-                "backing profile scale mode seed ooo data lat lat_sigma iops bw qiops fetch link err_every "
-                "err_status ooo_win)",
-                kv[i].key);
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(kv[j].key, kv[i].key) == 0)
-                return nvme_errf(err, errlen, -EINVAL, "emu: parameter '%s' given twice", kv[i].key);
-    }
+    /* unknown and duplicate keys, old spellings (the table of emu_keys.h) */
+    const char *names[NVME_URI_MAX_PARAMS];
+    if (nkv > NVME_URI_MAX_PARAMS)
+        return nvme_errf(err, errlen, -EINVAL, "emu: more than %u parameters", NVME_URI_MAX_PARAMS);
+    for (size_t i = 0; i < nkv; i++)
+        names[i] = kv[i].key;
+    int rc = nvme_emu_keys_check("emu: ", NVME_EMU_CPU, names, nkv, cfg->warn, sizeof(cfg->warn), err, errlen);
+    if (rc)
+        return rc;
 
     const char *v;
     uint64_t u;
@@ -276,25 +228,9 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
                              (unsigned long long)lim);
     }
 
-    cfg->profile = nvme_emu_profile_find("null");
-    if ((v = find(kv, nkv, "profile"))) {
-        cfg->profile = nvme_emu_profile_find(v);
-        if (!cfg->profile) {
-            char names[256] = "";
-            const struct nvme_emu_profile *p;
-            for (unsigned i = 0; (p = nvme_emu_profile_at(i)); i++) {
-                strncat(names, i ? ", " : "", sizeof(names) - strlen(names) - 1);
-                strncat(names, p->name, sizeof(names) - strlen(names) - 1);
-            }
-            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'profile': unknown profile '%s' (known: %s)", v,
-                             names);
-        }
-    }
-    cfg->scale = cfg->profile->default_scale;
-    if ((v = find(kv, nkv, "scale"))) {
-        if (parse_double(v, &cfg->scale) || !(cfg->scale > 0) || cfg->scale > 1e6)
-            return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'scale': bad value '%s' (a number > 0)", v);
-    }
+    if ((rc = nvme_emu_profile_scale("emu: ", find(kv, nkv, "profile"), find(kv, nkv, "scale"), true, &cfg->profile,
+                                     &cfg->scale, err, errlen)))
+        return rc;
 
     cfg->mode = EMU_MODE_INLINE;
     if ((v = find(kv, nkv, "mode"))) {
@@ -311,7 +247,7 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
     if ((v = find(kv, nkv, "ooo")) && nvme_parse_bool(v, &cfg->ooo))
         return nvme_errf(err, errlen, -EINVAL, "emu: parameter 'ooo': bad value '%s' (0 or 1)", v);
     cfg->data = true;
-    if ((v = find(kv, nkv, "data"))) {
+    if ((v = nvme_emu_value("emu: ", "data", find(kv, nkv, "data"), cfg->warn, sizeof(cfg->warn)))) {
         if (strcmp(v, "copy") == 0)
             cfg->data = true;
         else if (strcmp(v, "none") == 0)

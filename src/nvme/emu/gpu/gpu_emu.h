@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "nvme/emu/cmd_rules.h"
+#include "nvme/emu/emu_keys.h"
 #include "nvme/spec.h"
 
 #define GEMU_MAX_DEVS       64u
@@ -169,7 +170,8 @@ struct gemu {
     int *stop_host;        /* mapped pinned stop flag */
     int *stop_dev;
     bool started;
-    bool hung; /* did not stop in time: memory is not freed (the kernel may touch it) */
+    bool hung;                    /* did not stop in time: memory is not freed (the kernel may touch it) */
+    char warn[NVME_EMU_WARN_LEN]; /* old spellings the URI used (emu_keys.h), "" when none: for the caller to log */
 };
 
 /* Parse and validate a gpu-emu:// URI without touching the GPU; *e receives the settings (no memory). */

@@ -1,23 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// gpu_emu_uri.cu — the gpu-emu:// URI: keys, values, the device model's constants, and the one-line
-// description that goes into every record (see gpu_emu.h; host code only, no GPU needed).
+// gpu_emu_uri.cu — the gpu-emu:// URI: values, the device model's constants, and the one-line description
+// that goes into every record (see gpu_emu.h; host code only, no GPU needed). The keys, their old spellings
+// and the key check are emu_keys.h's table, shared with emu://; profile and scale are parsed there too.
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "nvme/emu/emu_keys.h"
 #include "nvme/emu/gpu/gpu_emu.h"
 #include "nvme/emu/model_keys.h"
-#include "nvme/emu/profiles.h"
 #include "nvme/nvme_gpuq.h"
 #include "nvme/uri.h"
 
 #define GEMU_NS_PER_S 1e9
-
-static const char *const gemu_keys[] = {"ndev", "profile", "scale", "blocks",    "warps",      "ns",      "lba",
-                                        "data", "ooo",     "drop",  "mdts",      "fill",       "lat",     "iops",
-                                        "bw",   "qiops",   "link",  "err_every", "err_status", "ooo_win", NULL};
 
 static uint64_t gemu_gap_fp(double rate) // fixed-point ns between commands at `rate` per second
 {
@@ -33,11 +30,21 @@ static int gemu_model_key(const nvme_uri *u, const char *key, double nominal, do
     return v ? nvme_emu_model_key_parse("gpu-emu: ", key, v, out, err, errlen) : 0;
 }
 
+// The key check of emu_keys.h's table (old spellings named in e->warn), then the keys one by one.
 static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *err, size_t errlen)
 {
-    int rc = nvme_uri_check_keys(u, gemu_keys, err, errlen);
+    const char *names[NVME_URI_MAX_PARAMS];
+    for (unsigned i = 0; i < u->nparams; i++)
+        names[i] = u->params[i].key;
+    e->warn[0] = 0;
+    int rc = nvme_emu_keys_check("gpu-emu: ", NVME_EMU_GPU, names, u->nparams, e->warn, sizeof(e->warn), err, errlen);
     if (rc)
         return rc;
+    // the spelling the URI used for a canonical key (the old one is read the same way)
+    auto key = [&](const char *name) {
+        const char *k = nvme_emu_key_name(name, names, u->nparams);
+        return k ? k : name;
+    };
     uint64_t v;
     if ((rc = nvme_uri_get_u64(u, "ndev", ndev_default, &v, err, errlen)))
         return rc;
@@ -46,33 +53,16 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
         return -EINVAL;
     }
     e->ndev = (uint32_t)v;
-    const char *prof = nvme_uri_get(u, "profile");
-    if (!prof)
-        prof = "null";
-    const nvme_emu_profile *p = nvme_emu_profile_find(prof);
-    if (!p) {
-        size_t o = (size_t)snprintf(err, errlen, "parameter 'profile': unknown profile '%s' (known:", prof);
-        for (unsigned i = 0; nvme_emu_profile_at(i) && o < errlen; i++)
-            o += (size_t)snprintf(err + o, errlen - o, " %s", nvme_emu_profile_at(i)->name);
-        if (o < errlen)
-            snprintf(err + o, errlen - o, ")");
-        return -EINVAL;
-    }
+    const nvme_emu_profile *p = NULL;
+    if ((rc = nvme_emu_profile_scale("gpu-emu: ", nvme_uri_get(u, "profile"), nvme_uri_get(u, "scale"), false, &p,
+                                     &e->scale, err, errlen)))
+        return rc;
     if (p->lat_sigma > 0) {
-        snprintf(err, errlen, "parameter 'profile': '%s' has a lognormal latency, which gpu-emu does not model", prof);
+        snprintf(err, errlen, "parameter 'profile': '%s' has a lognormal latency, which gpu-emu does not model",
+                 p->name);
         return -EINVAL;
     }
     snprintf(e->profile, sizeof(e->profile), "%s", p->name);
-    e->scale = 1.0; // gpu-emu runs profiles unscaled unless asked
-    if (const char *s = nvme_uri_get(u, "scale")) {
-        char *end = NULL;
-        double d = strtod(s, &end);
-        if (!end || *end || !std::isfinite(d) || d <= 0) {
-            snprintf(err, errlen, "parameter 'scale': '%s' is not a number > 0", s);
-            return -EINVAL;
-        }
-        e->scale = d;
-    }
     if ((rc = nvme_uri_get_u64(u, "blocks", GEMU_DEFAULT_BLOCKS, &v, err, errlen)))
         return rc;
     if (v < 1 || v > 1024) {
@@ -88,28 +78,28 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
         return -EINVAL;
     }
     e->warps = (uint32_t)v;
-    if ((rc = nvme_uri_get_size(u, "ns", (uint64_t)GEMU_DEFAULT_NS_MIB * GEMU_MIB, &v, err, errlen)))
+    if ((rc = nvme_uri_get_size(u, key("nsze"), (uint64_t)GEMU_DEFAULT_NS_MIB * GEMU_MIB, &v, err, errlen)))
         return rc;
     if (v < GEMU_MIB || v % GEMU_MIB) {
-        snprintf(err, errlen, "parameter 'ns': %llu bytes is not a whole number of MiB >= 1 MiB",
+        snprintf(err, errlen, "parameter 'nsze': %llu bytes is not a whole number of MiB >= 1 MiB",
                  (unsigned long long)v);
         return -EINVAL;
     }
     e->ns_mib = (uint32_t)(v / GEMU_MIB);
-    if ((rc = nvme_uri_get_u64(u, "lba", NVME_GPUQ_LBA_SIZE_MIN, &v, err, errlen)))
+    if ((rc = nvme_uri_get_u64(u, key("lbads"), NVME_GPUQ_LBA_SIZE_MIN, &v, err, errlen)))
         return rc;
     if (v != 512 && v != 4096) {
-        snprintf(err, errlen, "parameter 'lba': %llu is not 512 or 4096", (unsigned long long)v);
+        snprintf(err, errlen, "parameter 'lbads': %llu is not 512 or 4096", (unsigned long long)v);
         return -EINVAL;
     }
     e->lba_size = (uint32_t)v;
-    const char *data = nvme_uri_get(u, "data");
-    if (!data || !strcmp(data, "ram"))
+    const char *data = nvme_emu_value("gpu-emu: ", "data", nvme_uri_get(u, "data"), e->warn, sizeof(e->warn));
+    if (!data || !strcmp(data, "copy"))
         e->data = 1;
     else if (!strcmp(data, "none"))
         e->data = 0;
     else {
-        snprintf(err, errlen, "parameter 'data': '%s' is not ram or none", data);
+        snprintf(err, errlen, "parameter 'data': '%s' is not copy or none", data);
         return -EINVAL;
     }
     const char *fill = nvme_uri_get(u, "fill");
@@ -122,7 +112,7 @@ static int gemu_parse(gemu *e, const nvme_uri *u, uint32_t ndev_default, char *e
         return -EINVAL;
     }
     if (e->fill_stamp && !e->data) {
-        snprintf(err, errlen, "parameter 'fill': stamp needs data=ram");
+        snprintf(err, errlen, "parameter 'fill': stamp needs data=copy");
         return -EINVAL;
     }
     bool b;
