@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* image.c — pick the reader for a name (image.h): an NBD URI, an engine URI, a qcow2 file (direct
- * reader or qemu-nbd), or the raw bytes of a file, block device or pipe; and the NBD parts' stand-ins
- * when libnbd was not found at configure time. */
+/* image.c — pick the reader for a name (image.h): an NBD URI, an engine URI (both told by their scheme's
+ * row, nvme/scheme.h), a qcow2 file (direct reader or qemu-nbd), or the raw bytes of a file, block device
+ * or pipe; and the NBD parts' stand-ins when libnbd was not found at configure time. */
 #include "blksum/image.h"
 
 #include <errno.h>
@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "nvme/scheme.h"
 
 #define QCOW2_MAGIC_BYTES 4u
 
@@ -27,18 +29,14 @@ int blksum_mode_parse(const char *name, enum blksum_mode *out)
 
 bool blksum_is_nbd_uri(const char *name)
 {
-    static const char *const schemes[] = {"nbd://",       "nbds://",      "nbd+unix://",
-                                          "nbds+unix://", "nbd+vsock://", "nbds+vsock://"};
-    for (unsigned i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
-        if (strncmp(name, schemes[i], strlen(schemes[i])) == 0)
-            return true;
-    return false;
+    const struct nvme_scheme *row = nvme_scheme_of_uri(name);
+    return row && (row->flags & NVME_SCHEME_NBD_EXPORT);
 }
 
 static bool is_engine_uri(const char *name)
 {
-    return !strncmp(name, "emu://", 6) || !strncmp(name, "pci://", 6) || !strncmp(name, "file://", 7) ||
-           !strncmp(name, "blk://", 6);
+    const struct nvme_scheme *row = nvme_scheme_of_uri(name);
+    return row && (row->flags & NVME_SCHEME_IMAGE);
 }
 
 /* Whether the regular file at fd starts with qcow2's magic. */

@@ -56,7 +56,8 @@ enum blksum_mode {
 
 /** "auto", "file", "nbd", "qcow2" -> mode; -EINVAL for anything else. */
 int blksum_mode_parse(const char *name, enum blksum_mode *out);
-/** True for the URI schemes libnbd reads (nbd://, nbds://, nbd+unix://, nbds+unix://, nbd+vsock://). */
+/** True for the URI schemes libnbd reads: the NVME_SCHEME_NBD_EXPORT rows of nvme/scheme.h (nbd://, nbds://,
+ * nbd+unix://, nbds+unix://, nbd+vsock://, nbds+vsock://; any case). */
 bool blksum_is_nbd_uri(const char *name);
 
 /** Open name for reading by mode. The source's io must then be BLKSUM_IO_TARGET when src->target is

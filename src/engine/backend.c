@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* backend.c — targets of the engine layer: open by URI scheme, close, cold-path write (see backend.h). */
+/* backend.c — targets of the engine layer: open by the URI scheme's row (nvme/scheme.h), close, cold-path write (see
+ * backend.h). */
 #include "engine/backend.h"
 
 #include <errno.h>
@@ -8,27 +9,33 @@
 #include <string.h>
 
 #include "engine/kio.h"
+#include "nvme/scheme.h"
 
 /* ------------------------------------------------------------------ targets */
 
 int perf_target_open(const char *uri, const struct perf_target_opts *opts, struct perf_target **out, char *err,
                      size_t errlen)
 {
+    char list[NVME_SCHEME_LIST_LEN];
     if (!uri || !*uri) {
-        snprintf(err, errlen,
-                 "target: empty URI (use emu://..., pci://..., vfio-user:///path, file:///path or blk:///dev/X)");
+        snprintf(err, errlen, "target: empty URI (use %s)",
+                 nvme_scheme_list(NVME_SCHEME_PERF, NVME_SCHEME_LIST_EXAMPLES, list, sizeof(list)));
         return -EINVAL;
     }
-    if (!strncmp(uri, "file://", 7) || !strncmp(uri, "blk://", 6))
+    /* the row of the URI's scheme (nvme/scheme.h) picks the backend: the kernel paths or the NVMe driver */
+    const struct nvme_scheme *row = nvme_scheme_of_uri(uri);
+    if (row && (row->flags & NVME_SCHEME_KIO))
         return kio_target_open(uri, opts, out, err, errlen);
-    if (!strncmp(uri, "emu://", 6) || !strncmp(uri, "pci://", 6) || !strncmp(uri, "vfio-user://", 12)) {
+    if (row && (row->flags & NVME_SCHEME_DRIVER)) {
         if (opts && opts->backend && opts->backend[0]) {
-            snprintf(err, errlen, "%s: backend=%s applies to file:// and blk:// only", uri, opts->backend);
+            snprintf(err, errlen, "%s: backend=%s applies to %s only", uri, opts->backend,
+                     nvme_scheme_list(NVME_SCHEME_KIO, NVME_SCHEME_LIST_AND, list, sizeof(list)));
             return -EINVAL;
         }
         return perf_nvme_target_open(uri, opts, out, err, errlen);
     }
-    snprintf(err, errlen, "%s: unknown target scheme (use emu://, pci://, vfio-user://, file:// or blk://)", uri);
+    snprintf(err, errlen, "%s: unknown target scheme (use %s)", uri,
+             nvme_scheme_list(NVME_SCHEME_PERF, 0, list, sizeof(list)));
     return -EINVAL;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* target.c — nvme_target_open: parse the URI (uri.c), dispatch on the scheme to its backend (emu:// ->
- * src/nvme/emu, pci:// -> pci.c, vfio-user:// -> vfio_user_client.c), bring each controller up (ctrl.c);
- * close unwinds in reverse. */
+/* target.c — nvme_target_open: parse the URI (uri.c), dispatch on the kind of its scheme's row (scheme.h) to
+ * its backend (emu:// -> src/nvme/emu, pci:// -> pci.c, vfio-user:// -> vfio_user_client.c), bring each
+ * controller up (ctrl.c); close unwinds in reverse. */
 #include "nvme/target.h"
 
 #include <errno.h>
@@ -11,6 +11,7 @@
 
 #include "nvme/ctrl_internal.h"
 #include "nvme/pci.h"
+#include "nvme/scheme.h"
 #include "nvme/vfio_user_client.h"
 
 #if defined(__has_include)
@@ -41,72 +42,95 @@ static int emu_iommu_unmap(void *set, const void *va, size_t len)
 
 #define MAX_CTRLS (NVME_URI_MAX_ITEMS * 4u)
 
-/* Ask the scheme's backend for the controllers' BARs and the DMA translation. */
+static int open_emu(struct nvme_target *t, const struct nvme_bar **bars, unsigned *nbars, char *err, size_t errlen)
+{
+#ifdef NVME_HAVE_EMU
+    struct nvme_emu_set *set = NULL;
+    int rc = nvme_emu_target_open(t->parsed, &set, err, errlen);
+    if (rc)
+        return rc;
+    t->backend = set;
+    t->backend_close = emu_close;
+    unsigned n = nvme_emu_set_count(set);
+    if (n > MAX_CTRLS)
+        n = MAX_CTRLS;
+    for (unsigned i = 0; i < n; i++)
+        bars[i] = nvme_emu_set_bar(set, i);
+    *nbars = n;
+    rc = nvme_dma_domain_init(&t->dma, t, NVME_DMA_IDENTITY, -1);
+    t->dma.iommu_map = emu_iommu_map;
+    t->dma.iommu_unmap = emu_iommu_unmap;
+    t->dma.iommu_ctx = set;
+    return rc;
+#else
+    (void)t, (void)bars, (void)nbars;
+    return nvme_errf(err, errlen, -ENOSYS, "emu:// is not compiled into this build");
+#endif
+}
+
+static int open_pci(struct nvme_target *t, const struct nvme_bar **bars, unsigned *nbars, char *err, size_t errlen)
+{
+    struct nvme_pci *p = NULL;
+    int rc = nvme_pci_open(t->parsed, &p, err, errlen);
+    if (rc)
+        return rc;
+    t->backend = p;
+    t->backend_close = nvme_pci_close;
+    unsigned n = nvme_pci_count(p);
+    for (unsigned i = 0; i < n; i++)
+        bars[i] = nvme_pci_bar(p, i);
+    *nbars = n;
+    return nvme_dma_domain_init(&t->dma, t, nvme_pci_dma_kind(p), nvme_pci_vfio_container(p));
+}
+
+static int open_vfio_user(struct nvme_target *t, const struct nvme_bar **bars, unsigned *nbars, char *err,
+                          size_t errlen)
+{
+    struct nvme_vfu_set *v = NULL;
+    int rc = nvme_vfu_open(t->parsed, &v, err, errlen);
+    if (rc)
+        return rc;
+    t->backend = v;
+    t->backend_close = nvme_vfu_close;
+    unsigned n = nvme_vfu_count(v);
+    if (n > MAX_CTRLS)
+        n = MAX_CTRLS;
+    for (unsigned i = 0; i < n; i++)
+        bars[i] = nvme_vfu_bar(v, i);
+    *nbars = n;
+    rc = nvme_dma_domain_init(&t->dma, t, NVME_DMA_VFIO_USER, -1);
+    t->dma.fd_map = nvme_vfu_dma_map;
+    t->dma.fd_unmap = nvme_vfu_dma_unmap;
+    t->dma.fd_ctx = v;
+    return rc;
+}
+
+/* Ask the scheme's backend (its row in scheme.h: the NVME_SCHEME_DRIVER rows) for the controllers' BARs and
+ * the DMA translation. */
 static int backend_open(struct nvme_target *t, const struct nvme_bar **bars, unsigned *nbars, char *err, size_t errlen)
 {
     const struct nvme_uri *u = t->parsed;
-    if (strcmp(u->scheme, "emu") == 0) {
-#ifdef NVME_HAVE_EMU
-        struct nvme_emu_set *set = NULL;
-        int rc = nvme_emu_target_open(u, &set, err, errlen);
-        if (rc)
-            return rc;
-        t->backend = set;
-        t->backend_close = emu_close;
-        unsigned n = nvme_emu_set_count(set);
-        if (n > NVME_URI_MAX_ITEMS * 4u)
-            n = NVME_URI_MAX_ITEMS * 4u;
-        for (unsigned i = 0; i < n; i++)
-            bars[i] = nvme_emu_set_bar(set, i);
-        *nbars = n;
-        rc = nvme_dma_domain_init(&t->dma, t, NVME_DMA_IDENTITY, -1);
-        t->dma.iommu_map = emu_iommu_map;
-        t->dma.iommu_unmap = emu_iommu_unmap;
-        t->dma.iommu_ctx = set;
-        return rc;
-#else
-        return nvme_errf(err, errlen, -ENOSYS, "emu:// is not compiled into this build");
-#endif
+    const struct nvme_scheme *row = nvme_scheme_find(u->scheme);
+    if (row && (row->flags & NVME_SCHEME_DRIVER)) {
+        switch (row->kind) {
+        case NVME_SCHEME_EMU:
+            return open_emu(t, bars, nbars, err, errlen);
+        case NVME_SCHEME_PCI:
+            return open_pci(t, bars, nbars, err, errlen);
+        case NVME_SCHEME_VFIO_USER:
+            return open_vfio_user(t, bars, nbars, err, errlen);
+        default:
+            return nvme_errf(err, errlen, -ENOSYS, "%s:// has no driver backend in this build", u->scheme);
+        }
     }
-    if (strcmp(u->scheme, "pci") == 0) {
-        struct nvme_pci *p = NULL;
-        int rc = nvme_pci_open(u, &p, err, errlen);
-        if (rc)
-            return rc;
-        t->backend = p;
-        t->backend_close = nvme_pci_close;
-        unsigned n = nvme_pci_count(p);
-        for (unsigned i = 0; i < n; i++)
-            bars[i] = nvme_pci_bar(p, i);
-        *nbars = n;
-        return nvme_dma_domain_init(&t->dma, t, nvme_pci_dma_kind(p), nvme_pci_vfio_container(p));
-    }
-    if (strcmp(u->scheme, NVME_VFU_SCHEME) == 0) {
-        struct nvme_vfu_set *v = NULL;
-        int rc = nvme_vfu_open(u, &v, err, errlen);
-        if (rc)
-            return rc;
-        t->backend = v;
-        t->backend_close = nvme_vfu_close;
-        unsigned n = nvme_vfu_count(v);
-        if (n > MAX_CTRLS)
-            n = MAX_CTRLS;
-        for (unsigned i = 0; i < n; i++)
-            bars[i] = nvme_vfu_bar(v, i);
-        *nbars = n;
-        rc = nvme_dma_domain_init(&t->dma, t, NVME_DMA_VFIO_USER, -1);
-        t->dma.fd_map = nvme_vfu_dma_map;
-        t->dma.fd_unmap = nvme_vfu_dma_unmap;
-        t->dma.fd_ctx = v;
-        return rc;
-    }
-    if (strcmp(u->scheme, "file") == 0 || strcmp(u->scheme, "blk") == 0)
+    if (row && (row->flags & NVME_SCHEME_KIO))
         return nvme_errf(
             err, errlen, -EINVAL,
             "%s:// is a kernel I/O path (psync, io_uring): use it with the perf engine, not the NVMe driver",
             u->scheme);
-    return nvme_errf(err, errlen, -EINVAL,
-                     "unsupported scheme '%s://' (the driver takes emu://, pci:// or vfio-user://)", u->scheme);
+    char list[NVME_SCHEME_LIST_LEN];
+    return nvme_errf(err, errlen, -EINVAL, "unsupported scheme '%s://' (the driver takes %s)", u->scheme,
+                     nvme_scheme_list(NVME_SCHEME_DRIVER, 0, list, sizeof(list)));
 }
 
 int nvme_target_open(const char *uri, struct nvme_target **out, char *err, size_t errlen)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * target.h — target internals: what nvme_target_open builds from a URI. The scheme's backend (emu.c in
- * src/nvme/emu for emu://, pci.c for pci://, vfio_user_client.c for vfio-user://) supplies one BAR per
- * controller and the DMA translation;
+ * target.h — target internals: what nvme_target_open builds from a URI. The backend of the scheme's row
+ * (scheme.h, the NVME_SCHEME_DRIVER rows: emu.c in src/nvme/emu for emu://, pci.c for pci://,
+ * vfio_user_client.c for vfio-user://) supplies one BAR per controller and the DMA translation;
  * target.c brings each controller up through ctrl.c and tears everything down in reverse on close.
  *
  * Key items: struct nvme_target; nvme_target_dma (the DMA domain for a controller's queues).

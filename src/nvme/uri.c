@@ -57,6 +57,35 @@ static bool key_ok(const char *k)
     return true;
 }
 
+_Static_assert(NVME_URI_SCHEME_LEN == URI_SCHEME_MAX + 1u, "uri.h's scheme buffer holds the longest scheme");
+
+/* A scheme as the grammar takes it: 1..URI_SCHEME_MAX of [A-Za-z0-9+.-], lower-cased in place. -EINVAL
+ * otherwise (the characters before the first bad one are lower-cased: the parser's message quotes s). */
+static int scheme_take(char *s)
+{
+    if (!*s || strlen(s) > URI_SCHEME_MAX)
+        return -EINVAL;
+    for (char *p = s; *p; p++) {
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '+' && *p != '.')
+            return -EINVAL;
+        *p = (char)tolower((unsigned char)*p);
+    }
+    return 0;
+}
+
+int nvme_uri_scheme(const char *s, char *buf, size_t buflen)
+{
+    if (!s || !buf || buflen < NVME_URI_SCHEME_LEN)
+        return -EINVAL;
+    const char *sep = strstr(s, URI_SCHEME_SEP);
+    size_t n = sep ? (size_t)(sep - s) : strnlen(s, NVME_URI_SCHEME_LEN);
+    if (n == 0 || n > URI_SCHEME_MAX)
+        return -EINVAL;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return scheme_take(buf);
+}
+
 /* The parsed URI and all its strings live in one allocation: the header, a copy of the raw URI, a copy of
  * the authority (kept whole), and a working copy that is cut in place into scheme, items, path, params. */
 int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errlen)
@@ -91,16 +120,9 @@ int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errle
         goto bad;
     }
     *sep = '\0';
-    if (!*w || strlen(w) > URI_SCHEME_MAX) {
+    if (scheme_take(w)) {
         nvme_errf(err, errlen, -EINVAL, "URI '%s': bad scheme '%s'", s, w);
         goto bad;
-    }
-    for (char *p = w; *p; p++) {
-        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '+' && *p != '.') {
-            nvme_errf(err, errlen, -EINVAL, "URI '%s': bad scheme '%s'", s, w);
-            goto bad;
-        }
-        *p = (char)tolower((unsigned char)*p);
     }
     u->scheme = w;
 

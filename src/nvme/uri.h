@@ -14,7 +14,7 @@
  * 0x hex) and booleans (1/0, true/false, yes/no, on/off). Every error fills `err` with one line naming
  * the bad part ("parameter 'nsze': bad size '12Q'") and returns -EINVAL.
  *
- * Key functions: nvme_uri_parse, nvme_uri_free, nvme_uri_get, nvme_uri_get_u64/size/bool,
+ * Key functions: nvme_uri_parse, nvme_uri_free, nvme_uri_scheme, nvme_uri_get, nvme_uri_get_u64/size/bool,
  * nvme_uri_check_keys, nvme_uri_list_count/nvme_uri_list_item (comma lists inside one value),
  * nvme_parse_size/u64/bool (the value grammars on their own).
  *
@@ -54,6 +54,12 @@ struct nvme_uri {
 /* Parse; on success *out must be released with nvme_uri_free. -EINVAL (err filled) or -ENOMEM. */
 int nvme_uri_parse(const char *s, struct nvme_uri **out, char *err, size_t errlen);
 void nvme_uri_free(struct nvme_uri *u);
+
+/* The scheme of s (the text before its first "://", or all of s when it has none) checked and lower-cased
+ * by the parser's rules into buf (at least NVME_URI_SCHEME_LEN bytes); -EINVAL when it is not a scheme.
+ * Reads nothing after the scheme: the dispatchers' cheap look-up (nvme/scheme.h). */
+#define NVME_URI_SCHEME_LEN 16u /* a scheme and its NUL */
+int nvme_uri_scheme(const char *s, char *buf, size_t buflen);
 
 /* Raw value of key, or NULL when absent. */
 const char *nvme_uri_get(const struct nvme_uri *u, const char *key);

@@ -3,7 +3,8 @@
  * crun.h — internals of the cuda-run engine: the queue table and parameters the kernel reads (crun_kernel.cu),
  * the launch, the host-side wait with a watchdog, turning per-queue state into the run's result and error
  * message, and (C++ only) the target interface of the one host driver (cuda_run.cu): struct crun_target with
- * its gpu-emu:// and controller (pci://, emu://?mode=thread) halves in crun_target.cu.
+ * its gpu-emu:// and controller (pci://, emu://?mode=thread) halves in crun_target.cu, as two
+ * struct crun_target_ops.
  *
  * Key functions: crun_preload() (loads the kernel's module now and reports its occupancy), crun_launch(),
  * crun_collect() (fills nvme_cuda_run_result, checks that every queue made progress, and names the first
@@ -124,9 +125,28 @@ void crun_window_result(const struct crun_window *w, const struct nvme_cuda_run_
 
 enum crun_target_kind { CRUN_TGT_GPU_EMU, CRUN_TGT_PCI, CRUN_TGT_CPU_EMU };
 
+struct crun_target;
+/* What differs between cuda-run's targets: one table per kind (gpu-emu://; the controllers the driver opens),
+ * chosen once by crun_target_open from the URI's scheme row (nvme/scheme.h). The crun_target_* functions
+ * below call through it; a NULL grid or start has nothing to do. */
+struct crun_target_ops {
+    int (*precheck)(const struct nvme_cuda_run_params *p, enum crun_target_kind kind, char *err, size_t errlen);
+    int (*open)(struct crun_target *T, const struct nvme_cuda_run_params *p, char *err, size_t errlen);
+    int (*grid)(struct crun_target *T, uint32_t *blocks, int *per_sm, char *err, size_t errlen);
+    int (*payload)(struct crun_target *T, const struct nvme_cuda_run_params *p, uint64_t total, uint8_t **buf,
+                   std::vector<uint64_t> &lut, struct nvme_cuda_run_result *r, char *err, size_t errlen);
+    int (*queues)(struct crun_target *T, const struct nvme_cuda_run_params *p, std::vector<struct crun_queue> &hq,
+                  char *err, size_t errlen);
+    int (*start)(struct crun_target *T, char *err, size_t errlen);
+    int (*result)(struct crun_target *T, const struct nvme_cuda_run_params *p, struct nvme_cuda_run_result *r,
+                  char *err, size_t errlen);
+    int (*close)(struct crun_target *T, bool timed_out, char *err, size_t errlen);
+};
+
 /* One target of a run, whatever its kind; every pointer is released by crun_target_close. */
 struct crun_target {
     enum crun_target_kind kind = CRUN_TGT_GPU_EMU;
+    const struct crun_target_ops *ops = nullptr; // NULL until crun_target_open knows the kind
     uint32_t ndevs = 0, lba_size = 0;
     uint64_t ns_lbas = 0; // LBAs of the smallest namespace used
     int scope = 0;        // enum nvme_cuda_scope of the CQ polls

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 // crun_target.cu — what differs between the targets of the one cuda-run host driver (cuda_run.cu), behind
-// one interface (crun.h, struct crun_target):
+// one interface (crun.h, struct crun_target) and one ops table per kind (struct crun_target_ops, chosen once
+// from the URI's row in nvme/scheme.h: tgt_table at the end):
 //   gpu-emu://   the GPU-resident emulator (nvme/emu/gpu): rings and payload in GPU memory, registered as
 //                the emulator's DMA windows (its IOMMU rule) before the queues; a GPU page's DMA address is
 //                its device pointer; the emulator's persistent kernel starts before the engine's.
@@ -24,6 +25,7 @@
 #include "nvme/nvme.h"
 #include "nvme/nvme_cuda.cuh"
 #include "nvme/nvme_gpuq.h"
+#include "nvme/scheme.h"
 
 #define CRUN_NSID_FIRST    0u  // the first active namespace of each controller
 #define CRUN_DEFAULT_NDEVS 16u // gpu-emu://: the published server's device count
@@ -114,29 +116,13 @@ static int tgt_open_ctrl(crun_target *T, const nvme_cuda_run_params *p, char *er
     return 0;
 }
 
-static int tgt_kind(const char *target, crun_target_kind *kind, char *err, size_t errlen)
+static int tgt_precheck_emu(const nvme_cuda_run_params *p, crun_target_kind, char *err, size_t errlen)
 {
-    if (!strncmp(target, "gpu-emu://", 10))
-        *kind = CRUN_TGT_GPU_EMU;
-    else if (!strncmp(target, "pci://", 6))
-        *kind = CRUN_TGT_PCI;
-    else if (!strncmp(target, "emu://", 6))
-        *kind = CRUN_TGT_CPU_EMU;
-    else {
-        snprintf(err, errlen, "target '%s': cuda-run drives gpu-emu://, pci:// or emu://?mode=thread", target);
-        return -EINVAL;
-    }
-    return 0;
+    return nvme_cuda_target_check(p->target, p->ndevs ? p->ndevs : CRUN_DEFAULT_NDEVS, NULL, 0, err, errlen);
 }
 
-int crun_target_precheck(const nvme_cuda_run_params *p, char *err, size_t errlen)
+static int tgt_precheck_ctrl(const nvme_cuda_run_params *p, crun_target_kind kind, char *err, size_t errlen)
 {
-    crun_target_kind kind;
-    int rc = tgt_kind(p->target, &kind, err, errlen);
-    if (rc)
-        return rc;
-    if (kind == CRUN_TGT_GPU_EMU)
-        return nvme_cuda_target_check(p->target, p->ndevs ? p->ndevs : CRUN_DEFAULT_NDEVS, NULL, 0, err, errlen);
     const char *payload = p->payload && *p->payload ? p->payload : "host";
     if (!strcmp(payload, "gpu")) {
         snprintf(err, errlen, "%s", CRUN_GPU_PAYLOAD_MSG);
@@ -156,23 +142,9 @@ int crun_target_precheck(const nvme_cuda_run_params *p, char *err, size_t errlen
     return 0;
 }
 
-int crun_target_open(crun_target *T, const nvme_cuda_run_params *p, char *err, size_t errlen)
+// The emulator's persistent grid, which must be resident beside the engine's (controllers: none).
+static int tgt_grid_emu(crun_target *T, uint32_t *blocks, int *per_sm, char *err, size_t errlen)
 {
-    int rc = crun_target_precheck(p, err, errlen);
-    if (!rc)
-        rc = tgt_kind(p->target, &T->kind, err, errlen);
-    if (rc)
-        return rc;
-    return T->kind == CRUN_TGT_GPU_EMU ? tgt_open_emu(T, p, err, errlen) : tgt_open_ctrl(T, p, err, errlen);
-}
-
-// The emulator's persistent grid, which must be resident beside the engine's (0 blocks: none).
-int crun_target_grid(crun_target *T, uint32_t *blocks, int *per_sm, char *err, size_t errlen)
-{
-    *blocks = 0;
-    *per_sm = 0;
-    if (T->kind != CRUN_TGT_GPU_EMU)
-        return 0;
     int rc = gemu_preload(T->emu, err, errlen); // loads its module now (lazy loading)
     if (!rc)
         rc = gemu_occupancy(T->emu, per_sm);
@@ -181,34 +153,37 @@ int crun_target_grid(crun_target *T, uint32_t *blocks, int *per_sm, char *err, s
 }
 
 // --------------------------------------------------------------------------------------------- memory
-int crun_target_payload(crun_target *T, const nvme_cuda_run_params *p, uint64_t total, uint8_t **buf,
-                        std::vector<uint64_t> &lut, nvme_cuda_run_result *r, char *err, size_t errlen)
+// lut is sized (total / page entries) by crun_target_payload.
+static int tgt_payload_emu(crun_target *T, const nvme_cuda_run_params *p, uint64_t total, uint8_t **buf,
+                           std::vector<uint64_t> &lut, nvme_cuda_run_result *r, char *err, size_t errlen)
 {
     const uint64_t page = NVME_GPUQ_PAGE_SIZE;
-    lut.resize(total / page);
-    if (T->kind == CRUN_TGT_GPU_EMU) {
-        if (p->buf) {
-            if (p->buf_len < total + page) {
-                snprintf(err, errlen, "buf: %zu bytes given, this run needs %llu (nvme_cuda_buf_size)", p->buf_len,
-                         (unsigned long long)(total + page));
-                return -EINVAL;
-            }
-        } else {
-            cudaError_t ce = cudaMalloc((void **)&T->raw, total + page);
-            if (ce == cudaSuccess)
-                ce = cudaMemset(T->raw, 0, total + page);
-            if (ce != cudaSuccess)
-                return gemu_cuda_errno((int)ce, "allocating I/O buffers", err, errlen);
+    if (p->buf) {
+        if (p->buf_len < total + page) {
+            snprintf(err, errlen, "buf: %zu bytes given, this run needs %llu (nvme_cuda_buf_size)", p->buf_len,
+                     (unsigned long long)(total + page));
+            return -EINVAL;
         }
-        // the DMA address of a GPU page is its device pointer (identity lookup table)
-        uint8_t *start = p->buf ? (uint8_t *)p->buf : T->raw;
-        uint8_t *base = (uint8_t *)(((uintptr_t)start + page - 1u) & ~(uintptr_t)(page - 1u));
-        r->buf_offset = (uint64_t)(base - start);
-        for (size_t k = 0; k < lut.size(); k++)
-            lut[k] = (uint64_t)(uintptr_t)(base + k * page);
-        *buf = base;
-        return gemu_dma_allow(T->emu, base, total); // the I/O buffers: a DMA window of the emulator
+    } else {
+        cudaError_t ce = cudaMalloc((void **)&T->raw, total + page);
+        if (ce == cudaSuccess)
+            ce = cudaMemset(T->raw, 0, total + page);
+        if (ce != cudaSuccess)
+            return gemu_cuda_errno((int)ce, "allocating I/O buffers", err, errlen);
     }
+    // the DMA address of a GPU page is its device pointer (identity lookup table)
+    uint8_t *start = p->buf ? (uint8_t *)p->buf : T->raw;
+    uint8_t *base = (uint8_t *)(((uintptr_t)start + page - 1u) & ~(uintptr_t)(page - 1u));
+    r->buf_offset = (uint64_t)(base - start);
+    for (size_t k = 0; k < lut.size(); k++)
+        lut[k] = (uint64_t)(uintptr_t)(base + k * page);
+    *buf = base;
+    return gemu_dma_allow(T->emu, base, total); // the I/O buffers: a DMA window of the emulator
+}
+
+static int tgt_payload_ctrl(crun_target *T, const nvme_cuda_run_params *, uint64_t total, uint8_t **buf,
+                            std::vector<uint64_t> &lut, nvme_cuda_run_result *r, char *err, size_t errlen)
+{
     int rc = nvme_dma_alloc(T->t, total, &T->dma);
     if (rc) {
         snprintf(err, errlen, "allocating %llu bytes of DMA memory for the payload: %s", (unsigned long long)total,
@@ -305,17 +280,9 @@ static int tgt_queues_ctrl(crun_target *T, const nvme_cuda_run_params *p, std::v
     return 0;
 }
 
-int crun_target_queues(crun_target *T, const nvme_cuda_run_params *p, std::vector<crun_queue> &hq, char *err,
-                       size_t errlen)
-{
-    return T->kind == CRUN_TGT_GPU_EMU ? tgt_queues_emu(T, p, hq, err, errlen) : tgt_queues_ctrl(T, p, hq, err, errlen);
-}
-
 // ---------------------------------------------------------------------------------------- run and stop
-int crun_target_start(crun_target *T, char *err, size_t errlen)
+static int tgt_start_emu(crun_target *T, char *err, size_t errlen)
 {
-    if (T->kind != CRUN_TGT_GPU_EMU)
-        return 0;
     cudaStream_t st = NULL;
     cudaError_t ce = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
     T->s_emu = st;
@@ -339,17 +306,18 @@ int crun_target_stop(crun_target *T, char *err, size_t errlen)
 }
 
 // What the record says about the target, and the emulator's verdict on itself.
-int crun_target_result(crun_target *T, const nvme_cuda_run_params *p, nvme_cuda_run_result *r, char *err, size_t errlen)
+static int tgt_result_ctrl(crun_target *T, const nvme_cuda_run_params *p, nvme_cuda_run_result *r, char *, size_t)
 {
-    r->ndevs = T->ndevs;
-    if (T->kind != CRUN_TGT_GPU_EMU) {
-        snprintf(r->profile, sizeof(r->profile), "%s", T->kind == CRUN_TGT_CPU_EMU ? "emu-thread" : "hardware");
-        r->scale = 1.0;
-        snprintf(r->payload, sizeof(r->payload), "%s", T->payload);
-        snprintf(r->target_desc, sizeof(r->target_desc), "target=%s payload=%s queues=host-memory", p->target,
-                 T->payload);
-        return 0;
-    }
+    snprintf(r->profile, sizeof(r->profile), "%s", T->kind == CRUN_TGT_CPU_EMU ? "emu-thread" : "hardware");
+    r->scale = 1.0;
+    snprintf(r->payload, sizeof(r->payload), "%s", T->payload);
+    snprintf(r->target_desc, sizeof(r->target_desc), "target=%s payload=%s queues=host-memory", p->target, T->payload);
+    return 0;
+}
+
+static int tgt_result_emu(crun_target *T, const nvme_cuda_run_params *, nvme_cuda_run_result *r, char *err,
+                          size_t errlen)
+{
     const gemu *e = T->emu;
     snprintf(r->payload, sizeof(r->payload), "gpu");
     r->emu_blocks = e->blocks;
@@ -387,31 +355,33 @@ int crun_target_result(crun_target *T, const nvme_cuda_run_params *p, nvme_cuda_
 }
 
 // ------------------------------------------------------------------------------------------- teardown
-int crun_target_close(crun_target *T, bool timed_out, char *err, size_t errlen)
+static int tgt_close_emu(crun_target *T, bool, char *, size_t)
+{
+    if (T->emu_running && !T->hung) {
+        char tmp[NVME_CUDA_DESC_LEN];
+        crun_target_stop(T, tmp, sizeof(tmp));
+    }
+    if (T->hung) { // a kernel may still run: free nothing it may touch; the context takes it at exit
+        if (T->emu)
+            T->emu->hung = true;
+        gemu_close(T->emu);
+        return -ETIMEDOUT;
+    }
+    if (T->s_emu)
+        cudaStreamDestroy((cudaStream_t)T->s_emu);
+    if (T->raw)
+        cudaFree(T->raw);
+    if (T->cq)
+        cudaFree(T->cq);
+    if (T->sq)
+        cudaFree(T->sq);
+    gemu_close(T->emu);
+    return 0;
+}
+
+static int tgt_close_ctrl(crun_target *T, bool timed_out, char *err, size_t errlen)
 {
     int rc = 0;
-    if (T->kind == CRUN_TGT_GPU_EMU) {
-        if (T->emu_running && !T->hung) {
-            char tmp[NVME_CUDA_DESC_LEN];
-            crun_target_stop(T, tmp, sizeof(tmp));
-        }
-        if (T->hung) { // a kernel may still run: free nothing it may touch; the context takes it at exit
-            if (T->emu)
-                T->emu->hung = true;
-            gemu_close(T->emu);
-            return -ETIMEDOUT;
-        }
-        if (T->s_emu)
-            cudaStreamDestroy((cudaStream_t)T->s_emu);
-        if (T->raw)
-            cudaFree(T->raw);
-        if (T->cq)
-            cudaFree(T->cq);
-        if (T->sq)
-            cudaFree(T->sq);
-        gemu_close(T->emu);
-        return 0;
-    }
     for (size_t i = T->pairs.size(); i-- > 0;) { // 1. the controller stops: queues deleted or controller reset
         int q = nvme_gpuq_pair_quiesce(T->pairs[i], timed_out || T->hung);
         if (q && !rc) {
@@ -434,4 +404,96 @@ int crun_target_close(crun_target *T, bool timed_out, char *err, size_t errlen)
     nvme_dma_free(T->dma);
     nvme_target_close(T->t);
     return rc;
+}
+
+// ---------------------------------------------------------------------------- the ops tables, by scheme
+// NULL grid, start: nothing to do (a controller has no persistent grid and starts with its queues).
+static const crun_target_ops tgt_emu_ops = {tgt_precheck_emu, tgt_open_emu,  tgt_grid_emu,   tgt_payload_emu,
+                                            tgt_queues_emu,   tgt_start_emu, tgt_result_emu, tgt_close_emu};
+static const crun_target_ops tgt_ctrl_ops = {tgt_precheck_ctrl, tgt_open_ctrl, nullptr,         tgt_payload_ctrl,
+                                             tgt_queues_ctrl,   nullptr,       tgt_result_ctrl, tgt_close_ctrl};
+
+// cuda-run's targets: the rows of nvme/scheme.h with NVME_SCHEME_CUDA_RUN, each with its kind and ops.
+static const struct {
+    nvme_scheme_kind scheme;
+    crun_target_kind kind;
+    const crun_target_ops *ops;
+} tgt_table[] = {
+    {NVME_SCHEME_GPU_EMU, CRUN_TGT_GPU_EMU, &tgt_emu_ops},
+    {NVME_SCHEME_PCI, CRUN_TGT_PCI, &tgt_ctrl_ops},
+    {NVME_SCHEME_EMU, CRUN_TGT_CPU_EMU, &tgt_ctrl_ops},
+};
+
+static int tgt_kind(const char *target, crun_target_kind *kind, const crun_target_ops **ops, char *err, size_t errlen)
+{
+    const nvme_scheme *row = nvme_scheme_of_uri(target);
+    for (const auto &e : tgt_table) {
+        if (row && (row->flags & NVME_SCHEME_CUDA_RUN) && row->kind == e.scheme) {
+            *kind = e.kind;
+            *ops = e.ops;
+            return 0;
+        }
+    }
+    char list[NVME_SCHEME_LIST_LEN];
+    snprintf(err, errlen, "target '%s': cuda-run drives %s (emu:// with mode=thread)", target,
+             nvme_scheme_list(NVME_SCHEME_CUDA_RUN, 0, list, sizeof(list)));
+    return -EINVAL;
+}
+
+// ------------------------------------------------------------------------ crun.h: one call, one ops entry
+int crun_target_precheck(const nvme_cuda_run_params *p, char *err, size_t errlen)
+{
+    crun_target_kind kind;
+    const crun_target_ops *ops = nullptr;
+    int rc = tgt_kind(p->target, &kind, &ops, err, errlen);
+    return rc ? rc : ops->precheck(p, kind, err, errlen);
+}
+
+int crun_target_open(crun_target *T, const nvme_cuda_run_params *p, char *err, size_t errlen)
+{
+    int rc = crun_target_precheck(p, err, errlen);
+    if (!rc)
+        rc = tgt_kind(p->target, &T->kind, &T->ops, err, errlen);
+    if (rc)
+        return rc;
+    return T->ops->open(T, p, err, errlen);
+}
+
+int crun_target_grid(crun_target *T, uint32_t *blocks, int *per_sm, char *err, size_t errlen)
+{
+    *blocks = 0;
+    *per_sm = 0;
+    return T->ops->grid ? T->ops->grid(T, blocks, per_sm, err, errlen) : 0;
+}
+
+int crun_target_payload(crun_target *T, const nvme_cuda_run_params *p, uint64_t total, uint8_t **buf,
+                        std::vector<uint64_t> &lut, nvme_cuda_run_result *r, char *err, size_t errlen)
+{
+    lut.resize(total / NVME_GPUQ_PAGE_SIZE);
+    return T->ops->payload(T, p, total, buf, lut, r, err, errlen);
+}
+
+int crun_target_queues(crun_target *T, const nvme_cuda_run_params *p, std::vector<crun_queue> &hq, char *err,
+                       size_t errlen)
+{
+    return T->ops->queues(T, p, hq, err, errlen);
+}
+
+int crun_target_start(crun_target *T, char *err, size_t errlen)
+{
+    return T->ops->start ? T->ops->start(T, err, errlen) : 0;
+}
+
+int crun_target_result(crun_target *T, const nvme_cuda_run_params *p, nvme_cuda_run_result *r, char *err, size_t errlen)
+{
+    r->ndevs = T->ndevs;
+    return T->ops->result(T, p, r, err, errlen);
+}
+
+// Teardown in the only safe order (each ops' close); a target never opened holds nothing.
+int crun_target_close(crun_target *T, bool timed_out, char *err, size_t errlen)
+{
+    if (!T->ops)
+        return T->hung ? -ETIMEDOUT : 0;
+    return T->ops->close(T, timed_out, err, errlen);
 }
