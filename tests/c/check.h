@@ -12,10 +12,15 @@
  *   RUN_CASE(fn)        run `static void fn(void)` as the case named "fn", one line per failed case;
  *   CHECK_DONE(name)    print "name: N passed, N failed" (checks and cases) and return the exit status
  *                       for main: 0 when nothing failed, 1 otherwise.
+ *   `prog --case NAME`  run only the case NAME (what main does outside cases still runs: its fixture);
+ *                       a NAME that no RUN_CASE reached fails. ctest runs every case so, one entry each
+ *                       (tests/c/CMakeLists.txt lists a program's RUN_CASE(...) lines at configure time).
  *
  * Caveats: header-only, one per program (its counters are file statics); cases run in order on one
  * thread; a case ended by REQUIRE leaks what it allocated (test code). A check after a failed CHECK may
- * see a state the failed one did not expect: use REQUIRE where continuing would crash.
+ * see a state the failed one did not expect: use REQUIRE where continuing would crash. --case is read
+ * before main by a constructor (glibc hands it argc/argv), so mains keep `int main(void)`; every case
+ * must therefore stand alone, without state an earlier case left.
  */
 #ifndef NVMELAB_TEST_CHECK_H
 #define NVMELAB_TEST_CHECK_H
@@ -30,6 +35,16 @@ static unsigned long check_passed_n, check_failed_n;
 static unsigned check_cases_n, check_cases_failed_n;
 static const char *check_case; /* the case running now, NULL outside RUN_CASE */
 static jmp_buf check_case_jmp; /* where REQUIRE ends the current case */
+static const char *check_only; /* --case NAME: the one case to run; NULL: every case */
+static bool check_only_ran;    /* the --case NAME was reached */
+
+/* Before main (glibc passes init functions argc and argv): find `--case NAME`; other arguments are the program's. */
+__attribute__((constructor)) static void check_args(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--case") == 0)
+            check_only = argv[i + 1];
+}
 
 static inline bool check_report(bool ok, const char *file, int line, const char *what)
 {
@@ -72,6 +87,10 @@ static inline bool check_contains(const char *hay, const char *needle, const cha
 
 static inline int check_done(const char *name)
 {
+    if (check_only && !check_only_ran) {
+        fprintf(stderr, "%s: no case named \"%s\"\n", name, check_only);
+        check_failed_n++;
+    }
     printf("%s: %lu passed, %lu failed", name, check_passed_n, check_failed_n);
     if (check_cases_n)
         printf(" (%u cases, %u failed)", check_cases_n, check_cases_failed_n);
@@ -92,6 +111,9 @@ static inline void check_stop(void)
 
 static inline void check_run_case(void (*fn)(void), const char *name)
 {
+    if (check_only && strcmp(check_only, name) != 0)
+        return;
+    check_only_ran = true;
     unsigned long before = check_failed_n;
     check_cases_n++;
     check_case = name;
