@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """nvmelab.driver.uri, the one Python URI helper over the driver's parser (_native.uri_parse): parse, kind,
-get, with_params on the URIs of the repo's tests and docs; its cheap kind() agreeing with the parser; and
-a guard that no scheme test or URI string edit lives anywhere else in src/nvmelab (issue 37)."""
+get, with_params on the URIs of the repo's tests and docs; its cheap kind() agreeing with the parser; the
+scheme table read from C (_native.uri_schemes) and cuda-run's dispatcher held to it; and a guard that no scheme test or URI string edit lives anywhere else in src/nvmelab (issue 37)."""
 
 from __future__ import annotations
 
@@ -99,6 +99,54 @@ def test_kind() -> None:
     assert uri.kind("://x") == ""
     assert uri.is_emulated("emu://") and uri.is_emulated("gpu-emu://?ns=1") and not uri.is_emulated("pci://x")
     assert not uri.is_emulated("emu") and not uri.is_emulated("/emu://")
+
+
+def test_the_scheme_table_is_the_c_table() -> None:
+    """uri.SCHEMES, EMULATED and schemes() read the driver's one table (src/nvme/scheme.h) through
+    _native.uri_schemes: the lists each C dispatcher's messages name."""
+    rows = _native.uri_schemes()
+    assert [r["kind"] for r in rows] == list(range(len(rows)))
+    assert tuple(uri.SCHEMES) == tuple(r["name"] for r in rows)
+    assert uri.EMULATED == ("emu", "gpu-emu")
+    assert uri.schemes("driver") == ("emu", "pci", "vfio-user")
+    assert uri.schemes("kio") == ("file", "blk")
+    assert uri.schemes("cuda_run") == ("emu", "pci", "gpu-emu")
+    assert uri.schemes("image") == ("emu", "pci", "file", "blk")
+    assert uri.schemes("nbd") == ("nbd", "nbds", "nbd+unix", "nbds+unix", "nbd+vsock", "nbds+vsock")
+    with pytest.raises(ValueError, match="no scheme has it"):
+        uri.schemes("nope")
+    for name, row in uri.SCHEMES.items():
+        assert uri.parse(f"{name}://").scheme == name and uri.kind(f"{name.upper()}://x") == name
+        assert row.example.startswith(f"{name}://") and row.what
+        assert uri.scheme(f"{name}://?a=1") is row
+    assert uri.scheme("/tmp/emu://x") is None and uri.scheme("nope://x") is None
+    # the corpus's schemes are the table's (and the fixture's "image://")
+    assert {uri.kind(u) for u in CORPUS} - set(uri.SCHEMES) <= {"image"}
+
+
+def _has_cuda() -> bool:
+    try:
+        _native.cuda_target_check("gpu-emu://", 1)
+    except AttributeError:
+        return False
+    except (ValueError, OSError):
+        pass
+    return True
+
+
+@pytest.mark.skipif(not _has_cuda(), reason="a build without CUDA has no cuda-run dispatcher")
+def test_cuda_run_takes_exactly_its_rows() -> None:
+    """cuda-run's dispatcher (crun_target.cu) takes the rows flagged cuda_run, and names them for the rest. The
+    probe key is refused by every backend before it touches anything (no run starts, no PCI function opens)."""
+    want = "cuda-run drives emu://, pci:// or gpu-emu:// (emu:// with mode=thread)"
+    for name, row in uri.SCHEMES.items():
+        target = f"{name}://?nvmelab_probe=1"
+        with pytest.raises((ValueError, OSError)) as e:
+            _native.cuda_run(target=target, payload="host")
+        if "cuda_run" in row.flags:
+            assert "cuda-run drives" not in str(e.value), (target, e.value)
+        else:
+            assert str(e.value) == f"target '{target}': {want}", e.value
 
 
 def test_cheap_kind_agrees_with_the_parser_on_the_corpus() -> None:

@@ -1,18 +1,59 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 // uri.cpp — nvmelab._native.uri_parse: the driver's one target-URI grammar (nvme/uri.h) as a dict, so that
-// Python tells schemes apart and edits URIs with the C parser's rules (nvmelab/driver/uri.py).
+// Python tells schemes apart and edits URIs with the C parser's rules (nvmelab/driver/uri.py); and
+// nvmelab._native.uri_schemes: the one table of schemes (nvme/scheme.h) that the C dispatchers read.
 #include "nvme/uri.h"
 
 #include <memory>
 #include <string>
 
 #include "bindings.h"
+#include "nvme/scheme.h"
 
 namespace py = pybind11;
 
 namespace nvmelab {
+/* The row flags by the names Python reads (nvme/scheme.h). */
+static const struct {
+    unsigned flag;
+    const char *name;
+} scheme_flags[] = {
+    {NVME_SCHEME_DRIVER, "driver"},         {NVME_SCHEME_KIO, "kio"},
+    {NVME_SCHEME_CUDA_RUN, "cuda_run"},     {NVME_SCHEME_IMAGE, "image"},
+    {NVME_SCHEME_NBD_EXPORT, "nbd"},        {NVME_SCHEME_EMULATED, "emulated"},
+    {NVME_SCHEME_NEEDS_CUDA, "needs_cuda"}, {NVME_SCHEME_NEEDS_NBD, "needs_nbd"},
+};
+
+static void bind_uri_schemes(py::module_ &m)
+{
+    m.def(
+        "uri_schemes",
+        [] {
+            py::list rows;
+            for (unsigned i = 0; i < nvme_scheme_count(); i++) {
+                const struct nvme_scheme *r = nvme_scheme_at(i);
+                py::list flags;
+                for (const auto &f : scheme_flags)
+                    if (r->flags & f.flag)
+                        flags.append(py::str(f.name));
+                py::dict d;
+                d["name"] = py::str(r->name);
+                d["kind"] = (int)r->kind;
+                d["flags"] = py::tuple(flags);
+                d["what"] = py::str(r->what);
+                d["example"] = py::str(r->example);
+                rows.append(d);
+            }
+            return py::tuple(rows);
+        },
+        "The target-URI schemes of the driver's one table (nvme/scheme.h), in table order: a tuple of dicts "
+        "name (lower case, no \"://\"), kind (the row's index), flags (the serving layers and traits: driver, "
+        "kio, cuda_run, image, nbd, emulated, needs_cuda, needs_nbd), what (one line) and example (a URI shape).");
+}
+
 void bind_uri(py::module_ &m)
 {
+    bind_uri_schemes(m);
     m.def(
         "uri_parse",
         [](const py::object &uri_arg) {
@@ -46,4 +87,5 @@ void bind_uri(py::module_ &m)
         "params (ordered (key, value) pairs, values decoded; a bare key has the value \"1\"). A URI the "
         "grammar refuses raises ValueError with the parser's message; a non-str raises TypeError.");
 }
+
 } // namespace nvmelab

@@ -14,13 +14,19 @@ dispatchers read a URI the same way::
     uri.parse("pci://0000:4a:00.0?driver=vfio").authority  # ("0000:4a:00.0",)
     uri.canonical("emu://?ndev=4&profile=x&lat=5", drop=("ndev",))  # "emu://?lat=5&profile=x" (to compare)
     uri.tail("file:///tmp/my image")                 # "/tmp/my image" (as written: blksum's file names)
+    uri.scheme("gpu-emu://?ns=1").flags               # ("cuda_run", "emulated", "needs_cuda")
+
+The schemes and what serves them are the driver's one table (src/nvme/scheme.h, ``_native.uri_schemes``),
+read once: ``SCHEMES`` (name -> Scheme, in table order), ``EMULATED`` (the rows flagged emulated),
+``schemes(flag)`` (the names of the rows with a flag: "driver", "kio", "cuda_run", "image", "nbd", ...).
 
 ``parse`` (and everything that reads parameters) is the C parser (``_native.uri_parse``): a URI the
 grammar refuses raises ValueError with the parser's message, a non-str TypeError. ``kind`` and
 ``is_emulated`` take a cheap path (the text before the first "://", no call into C) so that they can
 run over every row of a records table; on every URI the parser accepts they give the parser's scheme.
 
-Imports only the standard library and nvmelab._native (the lowest Python layer).
+Imports only the standard library and nvmelab._native (the lowest Python layer), which it reads at import
+(the scheme table).
 """
 
 from __future__ import annotations
@@ -29,21 +35,44 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .. import _native
+
 __all__ = [
     "EMULATED",
+    "SCHEMES",
+    "Scheme",
     "Uri",
     "canonical",
     "get",
     "is_emulated",
     "kind",
     "parse",
+    "scheme",
+    "schemes",
     "tail",
     "with_params",
     "without_params",
 ]
 
+
+@dataclass(frozen=True)
+class Scheme:
+    """One row of the driver's scheme table (src/nvme/scheme.h): ``name`` (lower case, no "://"), ``flags``
+    (the layers that serve it and its traits: "driver", "kio", "cuda_run", "image", "nbd", "emulated",
+    "needs_cuda", "needs_nbd"), ``what`` (one line) and ``example`` (a URI shape)."""
+
+    name: str
+    flags: tuple[str, ...]
+    what: str
+    example: str
+
+
+#: Every scheme of the driver's table, by name, in table order.
+SCHEMES: dict[str, Scheme] = {
+    r["name"]: Scheme(r["name"], tuple(r["flags"]), r["what"], r["example"]) for r in _native.uri_schemes()
+}
 #: The schemes served by an emulated controller (host memory, CPU threads / GPU memory, GPU threads).
-EMULATED = ("emu", "gpu-emu")
+EMULATED = tuple(name for name, row in SCHEMES.items() if "emulated" in row.flags)
 
 _SEP = "://"
 #: A scheme as uri.c takes it: 1..15 of [A-Za-z0-9+.-] (it lower-cases the letters).
@@ -99,8 +128,6 @@ def _escape(s: str, chars: re.Pattern[str]) -> str:
 def parse(uri: str) -> Uri:
     """The URI as the driver's parser reads it; ValueError (the parser's message) when the grammar
     refuses it, TypeError when `uri` is not a str."""
-    from .. import _native
-
     d = _native.uri_parse(_text(uri))
     return Uri(
         scheme=d["scheme"],
@@ -119,6 +146,23 @@ def kind(uri: str) -> str:
     agreement). It does not validate the rest: parse() does."""
     head, sep, _ = _text(uri).partition(_SEP)
     return head.lower() if sep and _SCHEME.fullmatch(head) else ""
+
+
+def scheme(uri: str) -> Scheme | None:
+    """The table's row of `uri`'s scheme (the cheap path of kind()), or None for a file name or a scheme
+    outside the table."""
+    return SCHEMES.get(kind(uri))
+
+
+def schemes(flag: str) -> tuple[str, ...]:
+    """The names of the table's rows with `flag` ("driver", "kio", "cuda_run", "image", "nbd", "emulated",
+    ...), in table order; ValueError for a flag no row has."""
+    names = tuple(name for name, row in SCHEMES.items() if flag in row.flags)
+    if not names:
+        raise ValueError(
+            f"flag {flag!r}: no scheme has it (flags: {sorted({f for r in SCHEMES.values() for f in r.flags})})"
+        )
+    return names
 
 
 def is_emulated(uri: str) -> bool:
