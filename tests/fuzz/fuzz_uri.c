@@ -6,11 +6,12 @@
  * The input is one URI (cut at its first NUL, as a C string is). It is parsed with nvme_uri_parse(); a
  * parsed URI is checked against the grammar of uri.h (scheme in lower case, items and values non-empty,
  * keys [a-z0-9_] and unique, a path that starts with '/'), every value goes through the typed getters and
- * the comma-list helpers (whose items must put the value back together), the key sets of emu://, pci:// and
- * file:// are checked, and an emu:// URI's parameters go through emu_parse_cfg() as nvme_emu_target_open()
- * hands them over (no controller is created). The input is also given whole to the value grammars
- * (nvme_parse_u64/size/bool), whose answers are compared with a reference reading of uri.h's grammar.
- * A refusal must be -EINVAL with a message; anything else that goes wrong aborts (a finding).
+ * the comma-list helpers (whose items must put the value back together), the key sets of emu://, gpu-emu://
+ * (the rows of emu_keys.h's table), pci:// and file:// are checked, so is the table's own key check of both
+ * emulators (old spellings resolve and warn), and an emu:// URI's parameters go through emu_parse_cfg() as
+ * nvme_emu_target_open() hands them over (no controller is created). The input is also given whole to the value
+ * grammars (nvme_parse_u64/size/bool), whose answers are compared with a reference reading of uri.h's grammar. A
+ * refusal must be -EINVAL with a message; anything else that goes wrong aborts (a finding).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -20,9 +21,11 @@
 #include <string.h>
 
 #include "nvme/emu/emu_internal.h"
+#include "nvme/emu/emu_keys.h"
 #include "nvme/uri.h"
 
-#define FUZZ_MAX_INPUT (NVME_URI_MAX_LEN + 64u)
+#define FUZZ_MAX_INPUT    (NVME_URI_MAX_LEN + 64u)
+#define FUZZ_EMU_KEYS_MAX 64u /* rows of emu_keys.h at most (the key sets below) */
 
 static void fail(const char *what, const char *s)
 {
@@ -153,16 +156,49 @@ static void check_parsed(const struct nvme_uri *u, const char *s)
         check_list(v);
         check_value_grammars(v);
     }
-    static const char *const emu_like[] = {"ndev", "nsze", "profile", "scale", NULL};
+    /* the emulators' key sets: the rows of emu_keys.h's table (no key listed here by hand) */
+    static const char *emu_keys[FUZZ_EMU_KEYS_MAX + 1], *gpu_keys[FUZZ_EMU_KEYS_MAX + 1];
+    if (!emu_keys[0]) {
+        const struct nvme_emu_key *k;
+        for (unsigned i = 0, ne = 0, ng = 0; (k = nvme_emu_key_at(i)) && i < FUZZ_EMU_KEYS_MAX; i++) {
+            if (k->who & NVME_EMU_CPU)
+                emu_keys[ne++] = k->name;
+            if (k->who & NVME_EMU_GPU)
+                gpu_keys[ng++] = k->name;
+        }
+    }
     static const char *const pci_keys[] = {"driver", NULL};
     static const char *const kio_keys[] = {"backend", "allow_write", NULL};
     static const char *const none[] = {NULL};
-    const char *const *sets[] = {emu_like, pci_keys, kio_keys, none};
+    const char *const *sets[] = {emu_keys, gpu_keys, pci_keys, kio_keys, none};
     for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
         err[0] = '\0';
         int rc = nvme_uri_check_keys(u, sets[i], err, sizeof(err));
         if (rc != 0 && (rc != -EINVAL || !err[0]))
             fail("nvme_uri_check_keys: a refusal without -EINVAL and a message", s);
+    }
+    /* the table's key check of either emulator: a refusal has a message; what passes resolves to rows */
+    const char *names[NVME_URI_MAX_PARAMS];
+    for (unsigned i = 0; i < u->nparams; i++)
+        names[i] = u->params[i].key;
+    static const unsigned who[] = {NVME_EMU_CPU, NVME_EMU_GPU};
+    for (size_t w = 0; w < sizeof(who) / sizeof(who[0]); w++) {
+        char warn[NVME_EMU_WARN_LEN] = "";
+        err[0] = '\0';
+        int rc = nvme_emu_keys_check("fuzz: ", who[w], names, u->nparams, warn, sizeof(warn), err, sizeof(err));
+        if (rc != 0 && (rc != -EINVAL || !err[0]))
+            fail("nvme_emu_keys_check: a refusal without -EINVAL and a message", s);
+        bool old_used = false;
+        for (unsigned i = 0; !rc && i < u->nparams; i++) {
+            bool old = false;
+            const struct nvme_emu_key *k = nvme_emu_key_find(names[i], who[w], &old);
+            if (!k || nvme_emu_key_name(k->name, names, u->nparams) != names[i])
+                fail("nvme_emu_keys_check passed a key the table does not resolve", s);
+            old_used |= old;
+            (void)nvme_emu_value("fuzz: ", k->name, u->params[i].value, warn, sizeof(warn));
+        }
+        if (!rc && old_used && !warn[0])
+            fail("an old spelling passed without a warning", s);
     }
     if (strcmp(u->scheme, "emu") == 0) {
         struct nvme_emu_kv kv[NVME_URI_MAX_PARAMS];

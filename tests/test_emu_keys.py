@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The one key table of both emulators (src/nvme/emu/emu_keys.h, issue 37): the docs table in src/README.md is
+the C table rendered, the fuzz harness takes its key sets from the table, and both emulators take the canonical
+spellings and (for one release) the old ones. The C side (messages, warnings, profile and scale) is
+tests/c/test_emu_keys.c."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = ROOT / "src" / "nvme" / "emu" / "emu_keys.h"
+README = ROOT / "src" / "README.md"
+FUZZ = ROOT / "tests" / "fuzz" / "fuzz_uri.c"
+FIELDS = ("name", "old", "oldval", "newval", "who", "list", "values", "def_cpu", "def_gpu", "doc")
+
+
+def _split_args(text: str) -> list[str]:
+    """Top-level comma split of one X(...) row's arguments (commas inside string literals stay)."""
+    out, cur, in_str, esc = [], [], False, False
+    for ch in text:
+        if in_str:
+            cur.append(ch)
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+            cur.append(ch)
+        elif ch == ",":
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur).strip())
+    return out
+
+
+def _c_value(arg: str):
+    """A row field: NULL -> None, adjacent string literals joined and unescaped, else the bare token."""
+    if arg == "NULL":
+        return None
+    parts = re.findall(r'"((?:[^"\\]|\\.)*)"', arg)
+    if not parts:
+        return arg
+    return re.sub(r"\\(.)", r"\1", "".join(parts))
+
+
+def table() -> list[dict]:
+    """The rows of NVME_EMU_KEYS, as the compiler reads them (the macro's text, continuation lines joined)."""
+    src = HEADER.read_text(encoding="utf-8")
+    body = src.split("#define NVME_EMU_KEYS(X)", 1)[1].split("\n\n", 1)[0]
+    body = re.sub(r"\\\n", "\n", body)
+    rows = []
+    for m in re.finditer(r"\bX\((.*?)\)\s*(?=\bX\(|\Z)", body, re.S):
+        args = _split_args(m.group(1))
+        assert len(args) == len(FIELDS), args
+        rows.append(dict(zip(FIELDS, (_c_value(a) for a in args), strict=True)))
+    return rows
+
+
+def render() -> str:
+    """The docs table of src/README.md, rendered from the C table."""
+    lines = [
+        "| key | values | `emu://` default | `gpu-emu://` default | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for r in table():
+        key = f"`{r['name']}`" + (" ¹" if r["list"] == "1" else "")
+        if r["old"]:
+            key += f" (was `{r['old']}`)"
+        if r["oldval"]:
+            key += f" (`{r['oldval']}` is now `{r['newval']}`)"
+        cpu = r["def_cpu"] if "CPU" in r["who"] or "BOTH" in r["who"] else ""
+        gpu = r["def_gpu"] if "GPU" in r["who"] or "BOTH" in r["who"] else ""
+        lines.append(f"| {key} | {r['values']} | {cpu or '—'} | {gpu or '—'} | {r['doc']} |")
+    return "\n".join(lines) + "\n"
+
+
+def test_table_parses():
+    rows = table()
+    names = [r["name"] for r in rows]
+    assert len(names) == len(set(names)) >= 30
+    assert {r["name"]: r["old"] for r in rows if r["old"]} == {"nsze": "ns", "lbads": "lba"}
+    assert [(r["name"], r["oldval"], r["newval"]) for r in rows if r["oldval"]] == [("data", "ram", "copy")]
+
+
+def test_readme_table_is_the_c_table():
+    """The key table in src/README.md is the C table rendered (render() here prints it: paste it over the old)."""
+    assert render() in README.read_text(encoding="utf-8"), "src/README.md's emulator key table differs from:\n" + render()
+
+
+def test_fuzz_key_sets_come_from_the_table():
+    """fuzz_uri.c checks every URI's keys with the table of both emulators, and lists no emulator key by hand."""
+    src = FUZZ.read_text(encoding="utf-8")
+    assert "nvme_emu_keys_check" in src and "NVME_EMU_CPU" in src and "NVME_EMU_GPU" in src
+    hand = {r["name"] for r in table()} & set(re.findall(r'"([a-z_]+)"', src))
+    assert not hand, f"fuzz_uri.c lists emulator keys by hand: {sorted(hand)}"
+
+
+def test_fuzz_corpus_has_both_spellings():
+    corpus = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in (ROOT / "tests/fuzz/corpus/uri").iterdir())
+    for want in ("gpu-emu://?nsze=", "&lbads=", "data=ram", "emu://?ns="):
+        assert want in corpus, want
+
+
+def test_emu_takes_canonical_and_old_spellings():
+    from nvmelab import driver
+
+    with driver.open("emu://?nsze=4MiB&lbads=4096&data=copy") as t:
+        assert t.namespace(1).lba_size == 4096
+    with driver.open("emu://?ns=4MiB&lba=4096&data=ram") as t:  # old spellings: the same controller
+        assert t.namespace(1).lba_size == 4096 and t.namespace(1).nsze * 4096 == 4 << 20
+    with pytest.raises(ValueError, match=r"unknown parameter 'colour' \(known: ndev nns nsze ncap lbads"):
+        driver.open("emu://?colour=blue")
+    with pytest.raises(ValueError, match="parameter 'nsze' given twice"):
+        driver.open("emu://?nsze=4MiB&ns=4MiB")
+
+
+def test_gpu_emu_takes_canonical_and_old_spellings():
+    nat = pytest.importorskip("nvmelab._native")
+    if not hasattr(nat, "cuda_target_check"):
+        pytest.skip("built without the CUDA parts")
+    new = nat.cuda_target_check("gpu-emu://?ndev=2&nsze=4MiB&lbads=4096&data=copy")
+    old = nat.cuda_target_check("gpu-emu://?ndev=2&ns=4MiB&lba=4096&data=ram")
+    assert new == old and "ns=4MiB lba=4096 data=ram" in new  # the record's description is unchanged
+    gpu_keys = " ".join(r["name"] for r in table() if r["who"] in ("NVME_EMU_GPU", "NVME_EMU_BOTH"))
+    with pytest.raises(ValueError, match=re.escape(f"unknown parameter 'colour' (known: {gpu_keys})")):
+        nat.cuda_target_check("gpu-emu://?colour=blue")
+    with pytest.raises(ValueError, match="'nsze'"):
+        nat.cuda_target_check("gpu-emu://?nsze=1000")
