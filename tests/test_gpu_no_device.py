@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(
     gpu.available()[0] or gpu.simulated(), reason="a CUDA device (or numba's simulator) is here: nothing to refuse"
 )
 
-STAMPED = "gpu-emu://?ndev=1&profile=null&fill=stamp&ns=16MiB"
+STAMPED = "gpu-emu://?ndev=1&profile=null&fill=stamp&nsze=16MiB"
 ENTRY_POINTS = {
     "device_buffer": lambda: gpu.device_buffer(4096),
     "read_blocks": lambda: gpu.read_blocks("gpu-emu://?profile=null", qdepth=2),

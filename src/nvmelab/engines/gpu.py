@@ -551,7 +551,7 @@ def block_checksums(blocks: Any) -> Any:
 
 
 def read_and_checksum(
-    target: str = "gpu-emu://?ndev=2&profile=null&fill=stamp&ns=16MiB",
+    target: str = "gpu-emu://?ndev=2&profile=null&fill=stamp&nsze=16MiB",
     *,
     iosize: int = 4096,
     qdepth: int = 64,
