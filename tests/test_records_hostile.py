@@ -297,6 +297,16 @@ def test_json_nesting_is_judged_by_a_fixed_bound_not_by_the_callers_stack(tmp_pa
             list(records.iter_records(p))
         with pytest.raises(records.RecordError, match="nested too deeply"):
             records.load_records(p)
+    # a torn last line nested deeply: the same answer from every reader at every stack depth (the second finding)
+    p.write_bytes(b'{"a": 1}\n' + _nested(990)[:-40])
+
+    def at_depth(n, read):
+        return at_depth(n - 1, read) if n else read()
+
+    for n in (0, 300, 600, 900):
+        for read in (lambda: list(records.iter_records(p)), lambda: records.load_records(p)):
+            with pytest.raises(records.RecordError, match="nested too deeply"):
+                at_depth(n, read)
 
 
 SPEC = fake_spec("t_hostile", preset(sweep("qdepth", qdepth=[1, 2])))

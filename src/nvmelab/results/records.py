@@ -50,6 +50,7 @@ import json
 import logging
 import math
 import os
+import re
 import stat
 import tempfile
 import time
@@ -61,41 +62,39 @@ from ..driver import uri as _uri
 
 log = logging.getLogger(__name__)
 
-#: How deeply a line's JSON may nest (the records here nest 5 levels). A fixed bound, not the
-#: interpreter's recursion limit: that one depends on how deep the caller's stack already is, so the
-#: same line would be read by one reader and refused by another.
+#: How deeply a line's JSON may nest (the records here nest 5 levels). Judged on the text before parsing, never
+#: by the interpreter's recursion limit: that one depends on how deep the caller's stack already is, so the same
+#: line would be read by one reader and refused by another (or be refused as deep before it is seen torn).
 MAX_NESTING = 64
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class _TooDeep(ValueError):
     """JSON nested deeper than MAX_NESTING (a ValueError, so tail checks treat it as 'not a record')."""
 
 
-def _nesting_ok(obj: Any, text: str) -> bool:
-    """Whether obj, parsed from text, nests at most MAX_NESTING containers deep (no recursion)."""
+def _nests_too_deep(text: str) -> bool:
+    """Whether the brackets of text (outside its JSON strings) open more than MAX_NESTING deep."""
     if text.count("[") + text.count("{") <= MAX_NESTING:
-        return True
-    stack = [(obj, 1)]
-    while stack:
-        o, d = stack.pop()
-        if d > MAX_NESTING:
-            return False
-        children = o.values() if isinstance(o, dict) else o
-        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
-    return True
+        return False
+    depth = 0
+    for b in _JSON_BRACKET.findall(_JSON_STRING.sub("", text)):
+        depth += 1 if b in "[{" else -1
+        if depth > MAX_NESTING:
+            return True
+    return False
 
 
 def _loads(text: str, pos: int | None = None) -> Any:
-    """json.loads(text) (or, with pos, raw_decode from pos: (obj, end)) with the nesting bound:
-    _TooDeep whatever the caller's stack depth."""
-    try:
-        got = json.loads(text) if pos is None else json.JSONDecoder().raw_decode(text, pos)
-    except RecursionError:
-        raise _TooDeep(f"JSON nested more than {MAX_NESTING} levels deep") from None
-    obj = got if pos is None else got[0]
-    if not _nesting_ok(obj, text if pos is None else text[pos : got[1]]):
+    """json.loads(text) (or, with pos, raw_decode from pos: (obj, end)), refusing JSON nested more than
+    MAX_NESTING deep with _TooDeep before parsing, whatever the caller's stack depth."""
+    if _nests_too_deep(text if pos is None else text[pos:]):
         raise _TooDeep(f"JSON nested more than {MAX_NESTING} levels deep")
-    return got
+    try:
+        return json.loads(text) if pos is None else json.JSONDecoder().raw_decode(text, pos)
+    except RecursionError:  # a caller already near the interpreter's limit
+        raise _TooDeep(f"JSON nested more than {MAX_NESTING} levels deep") from None
 
 
 #: Required keys and the types they may hold (None allowed where listed).
