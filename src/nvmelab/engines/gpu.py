@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Device-initiated I/O from Python: the cuda-run engine, GPU buffers without copies, a numba-cuda kernel.
 
-    rec = nvmelab.engines.perf.run_cuda(target="gpu-emu://?profile=pm1753", iosize=512, qdepth=128,
+    rec = nvmelab.engines.gpu.run_cuda(target="gpu-emu://?profile=pm1753", iosize=512, qdepth=128,
                                 nqueues=2, ndevs=16, runtime=5, warmup=1)
 
 `run_cuda` checks every parameter before touching the GPU (ValueError naming it), runs the native
@@ -34,6 +34,7 @@ from ..driver import uri as _uri
 from ..host import provenance as _prov
 from ..results import checks as _checks
 from ..results.records import engine_record, measured_fields, validate
+from . import table as _tables
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,18 @@ DEFAULT_NDEVS = 16
 PYTHON_PARAMS = ("target", "backend", "ncpus", "thr_sib", "payload")
 #: A call's keywords that label its record, not run parameters (a spec does not set them).
 CALL_KEYS = ("study", "repetition", "stress")
+#: Defaults of the keys above.
+PY_DEFAULTS = {
+    "backend": None,
+    "ncpus": 1,
+    "thr_sib": False,
+    "payload": "host",
+    "study": "adhoc",
+    "repetition": 0,
+    "stress": False,
+}
+#: The engine's native parameter table (engines.table).
+TABLE = "CRUN_PARAMS"
 #: LBA size of the stamps and read_lbas (the engine's bounds are its table, params()).
 LBA_SIZE = 512
 #: Threads per block of the checksum kernel.
@@ -121,15 +134,12 @@ def device_info(gpu: int = 0) -> dict:
 def params() -> list[dict]:
     """cuda-run's run parameters as declared once in C (src/engine/crun_params.h): name, type, min, max,
     default, doc. The CLI options of `nvmelab perf cuda-run` are made from this list."""
-    return [dict(p) for p in _native().CRUN_PARAMS]
+    return _tables.rows(TABLE)
 
 
 def default(name: str) -> Any:
     """The table's default of one cuda-run parameter."""
-    for p in _native().CRUN_PARAMS:
-        if p["name"] == name:
-            return p["default"]
-    raise KeyError(name)
+    return _tables.default(TABLE, name)
 
 
 def _int(name: str, v: Any, lo: int, hi: int | None = None) -> int:
@@ -158,119 +168,94 @@ def check_params(target: str, ndevs: int | None = None, **table: Any) -> None:
 
 
 # ------------------------------------------------------------------------------------------ engine
-def run_cuda(
-    target: str = DEFAULT_TARGET,
-    rw: str = "randread",
-    iosize: int = 512,
-    qdepth: int = 128,
-    nqueues: int = 1,
-    ndevs: int | None = None,
-    runtime: float = 5.0,
-    warmup: float = 1.0,
-    *,
-    study: str = "adhoc",
-    repetition: int = 0,
-    seed: int | None = None,
-    verify: bool = False,
-    readback: bool = False,
-    rounds: int = 0,
-    timeout: float = 2.0,
-    gpu: int = 0,
-    lba_count: int = 0,
-    poll: str | None = None,
-    occupancy: int | None = None,
-    corun: int | None = None,
-    sample_every: int | None = None,
-    match: str | None = None,
-    stress: bool = False,
-    ncpus: int = 1,
-    thr_sib: bool = False,
-    backend: str | None = None,
-    payload: str = "host",
-) -> dict:
+def _table() -> dict[str, Any]:
+    """cuda-run's table: each run parameter's default, by name (crun_params.h)."""
+    return _tables.defaults(TABLE)
+
+
+def resolve(target: str = DEFAULT_TARGET, **given: Any) -> dict[str, Any]:
+    """One cuda-run run's parameters as one mapping (engines.table.resolve): every table row at its default
+    unless given (``ndevs`` None: the target's), the Python-only keys (PYTHON_PARAMS) and the call's labels
+    (CALL_KEYS), seed 1 + repetition unless given. A key that is none of these is refused (TypeError naming
+    it); values are checked by run_cuda (check_params), not here."""
+    extra = {**PY_DEFAULTS, "ndevs": None}
+    return _tables.resolve("run_cuda", _table(), extra, PYTHON_PARAMS + CALL_KEYS, target, given)
+
+
+def run_cuda(target: str = DEFAULT_TARGET, **params: Any) -> dict:
     """One cuda-run measurement -> one record (nvmelab.results.records format, tool "nvmelab-cuda").
+
+    Keywords: every row of cuda-run's table (`params()`, src/engine/crun_params.h: rw, iosize, qdepth, nqueues,
+    ndevs, runtime, warmup, rounds, seed, lba_count, timeout, verify, readback, gpu, poll, occupancy, corun,
+    sample_every, match; absent or None: the table's default), the Python-only keys of PYTHON_PARAMS (backend,
+    ncpus, thr_sib, payload) and the call's CALL_KEYS (study, repetition, stress). Any other keyword is refused
+    (TypeError naming it). The record's ``engine_params`` holds every row as run.
 
     target: gpu-emu://?ndev=N&profile=null|pm1753|pm1753-p2p&scale=S&blocks=B&... (src/README.md).
     ndevs: use the first N devices (default: the URI's ndev, else 16). rounds > 0 runs exactly that many
     lock-step rounds per queue instead of a timed window (tests). readback (write patterns, with rounds and
-    verify): after the write rounds every thread reads its LBAs back and checks the stamps. timeout: per-completion deadline in
-    seconds; a lost completion raises TimeoutError naming device and queue. poll: "spin" or "backoff:MAX_NS"
-    (the table's default when None); occupancy: refuse a run needing more than this % of the GPU's resident
-    capacity (default 95). sample_every: the per-I/O time breakdown, %globaltimer stamps on one command in N
-    (0: off; None: the table's default, the rule of src/nvme/bd_sample.h), in the record's ``breakdown``;
-    every record also carries its self-checks (``checks``, ``checks_ok``: nvmelab.results.checks); match: "cid" (default), "positional" or
-    "scan", how completions reach their commands (src/nvme/nvme_gpuq_match.h; the record's ``match`` block
-    holds its counters). ncpus/thr_sib/backend exist so that study specs shared with the CPU engine can
-    call this; the GPU engine uses one host thread. payload (pci:// and emu://?mode=thread, the
-    real-controller path): "host" = pinned host memory mapped into the GPU; "gpu" is refused with the reason
-    (no importer of GPU memory's DMA addresses; book/driver.md). corun: blocks per SM of a co-running
-    compute kernel timed alone and under the I/O load (record field ``corun``, engines/gpu_corun.py); NVML's
-    SM activity over the window is recorded where readable (field ``nvml``, host/nvml.py). Every table
-    parameter is in src/engine/crun_params.h.
+    verify): after the write rounds every thread reads its LBAs back and checks the stamps. timeout: per-completion
+    deadline in seconds; a lost completion raises TimeoutError naming device and queue. poll: "spin" or
+    "backoff:MAX_NS"; occupancy: refuse a run needing more than this % of the GPU's resident capacity.
+    sample_every: the per-I/O time breakdown, %globaltimer stamps on one command in N (0: off), in the record's
+    ``breakdown``; every record also carries its self-checks (``checks``, ``checks_ok``: nvmelab.results.checks);
+    match: "cid" (default), "positional" or "scan", how completions reach their commands
+    (src/nvme/nvme_gpuq_match.h; the record's ``match`` block holds its counters). ncpus/thr_sib/backend exist so
+    that study specs shared with the CPU engine can call this; the GPU engine uses one host thread. payload
+    (pci:// and emu://?mode=thread, the real-controller path): "host" = pinned host memory mapped into the GPU;
+    "gpu" is refused with the reason (no importer of GPU memory's DMA addresses; book/driver.md). corun: blocks
+    per SM of a co-running compute kernel timed alone and under the I/O load (record field ``corun``,
+    engines/gpu_corun.py); NVML's SM activity over the window is recorded where readable (field ``nvml``,
+    host/nvml.py).
     """
-    _int("ncpus", ncpus, 1, 1)
-    if backend not in (None, BACKEND):
-        raise ValueError(f"backend={backend!r}: cuda-run has one backend, {BACKEND!r}")
-    _int("repetition", repetition, 0)
-    if seed is None:
-        seed = 1 + repetition
-    if payload not in PAYLOADS:
-        raise ValueError(f"payload={payload!r}: must be one of {', '.join(PAYLOADS)}")
-    table = dict(
-        rw=rw,
-        iosize=iosize,
-        qdepth=qdepth,
-        nqueues=nqueues,
-        runtime=runtime,
-        warmup=warmup,
-        rounds=rounds,
-        seed=seed,
-        lba_count=lba_count,
-        timeout=timeout,
-        verify=bool(verify),
-        readback=bool(readback),
-        gpu=gpu,
-        poll=poll,
-        occupancy=occupancy,
-        corun=corun,
-        sample_every=sample_every,
-        match=match,
-    )
+    p = resolve(target, **params)
+    _int("ncpus", p["ncpus"], 1, 1)
+    if p["backend"] not in (None, BACKEND):
+        raise ValueError(f"backend={p['backend']!r}: cuda-run has one backend, {BACKEND!r}")
+    _int("repetition", p["repetition"], 0)
+    if p["payload"] not in PAYLOADS:
+        raise ValueError(f"payload={p['payload']!r}: must be one of {', '.join(PAYLOADS)}")
+    ndevs = p["ndevs"]
+    table = {k: p[k] for k in _table() if k != "ndevs"}
+    table.update(verify=bool(p["verify"]), readback=bool(p["readback"]))
     check_params(target, ndevs, **table)
     from ..host import cpus as _cpus
     from ..host import nvml as _nvml
 
     host = _cpus.host_state()
-    kw = {k: v for k, v in table.items() if v is not None}
+    gpu = table["gpu"]
     try:  # NVML finds the GPU by its PCI address (CUDA and NVML may number GPUs differently)
         pci = device_info(gpu)["pci"]
     except (OSError, RuntimeError, ValueError, AttributeError):
         pci = None  # no GPU: the engine names the reason below
     with _nvml.SmSampler(pci=pci, index=gpu) as sampler:
-        res = dict(_native().cuda_run(target=target, ndevs=ndevs or 0, payload=payload, **kw))
+        res = dict(_native().cuda_run(target=target, ndevs=ndevs or 0, payload=p["payload"], **table))
     res["nvml"] = sampler.window(res.get("window_t0_ns"), res.get("window_t1_ns"))
-    res["readback"] = bool(readback)  # write patterns read their LBAs back: the payload check applies
-    if rounds or verify:  # Little's law needs a steady window with no per-command work outside the rounds
+    res["readback"] = table["readback"]  # write patterns read their LBAs back: the payload check applies
+    if table["rounds"] or table["verify"]:  # Little's law needs a steady window, no per-command work outside it
         res["littles_law_na"] = (
-            "rounds run: the window is the whole kernel" if rounds else "verify: per-command work outside the rounds"
+            "rounds run: the window is the whole kernel"
+            if table["rounds"]
+            else "verify: per-command work outside the rounds"
         )
     return make_record(
         res,
         target=target,
-        rw=rw,
-        iosize=iosize,
-        qdepth=qdepth,
-        nqueues=nqueues,
-        study=study,
-        repetition=repetition,
-        seed=seed,
-        warmup=warmup,
-        stress=stress,
-        thr_sib=thr_sib,
+        rw=p["rw"],
+        iosize=p["iosize"],
+        qdepth=p["qdepth"],
+        nqueues=p["nqueues"],
+        study=p["study"],
+        repetition=p["repetition"],
+        seed=p["seed"],
+        warmup=p["warmup"],
+        stress=p["stress"],
+        thr_sib=p["thr_sib"],
         host=host,
-        verify=verify,
-        corun=corun or 0,
-        match=match or "cid",
+        verify=table["verify"],
+        corun=p["corun"],
+        match=p["match"],
+        engine_params={**table, "ndevs": ndevs or 0},
     )
 
 
@@ -313,11 +298,12 @@ def make_record(
     match: str = "cid",
     tool: str = TOOL,
     provenance: dict | None = None,
+    engine_params: dict | None = None,
 ) -> dict:
     """Turn a device-initiated engine's raw result into a validated record: the one place that builds
     them, for the cuda-run engine and its CPU stand-in (engines/gpu_standin.py, which passes its tool and
-    provenance and leaves the GPU-only fields None; ``match``: the run's matching mode). The self-checks and the breakdown come from
-    nvmelab.results.checks (`device_checks`)."""
+    provenance and leaves the GPU-only fields None; ``match``: the run's matching mode). The self-checks and the
+    breakdown come from nvmelab.results.checks (`device_checks`); ``engine_params``: the table's rows as run."""
     from .gpu_corun import corun_field
 
     emu = res.get("emulator")
@@ -388,6 +374,8 @@ def make_record(
             "provenance": provenance,
         }
     )
+    if engine_params is not None:  # every row of cuda-run's table as the run used it
+        rec["engine_params"] = dict(engine_params)
     if verify:
         rec["verify_errors"] = res["verify_errors"]
     _checks.device_checks(rec, res, verify=verify, rw=rw)

@@ -64,16 +64,6 @@ AS_DEFAULT = ("gpu", "occupancy", "lba_count", "verify", "readback")
 _NEVER = object()
 #: The stand-in's own keywords (fault injection, the missing-fence model) and their defaults.
 OWN_PARAMS = {"idle_pair": None, "unordered": 0, "fence": True, "sq_readback": True}
-#: Defaults of cuda-run's Python-only keys and the call's labels.
-_CALL_DEFAULTS = {
-    "ncpus": 1,
-    "thr_sib": False,
-    "backend": None,
-    "payload": "host",
-    "study": "adhoc",
-    "repetition": 0,
-    "stress": False,
-}
 
 
 def standin_target(target: str, ndevs: int | None) -> tuple[str, int]:
@@ -115,9 +105,21 @@ def resolve(target: str = _gpu.DEFAULT_TARGET, **given: Any) -> dict[str, Any]:
         raise ValueError(f"backend={asked['backend']!r}: cuda-run has one backend, {_gpu.BACKEND!r}")
     if asked.get("payload", "host") != "host":
         raise ValueError(f"payload={asked['payload']!r}: the stand-in's payload is host memory (payload='host')")
-    p = {**table, "sample_every": None, "seed": None, "ndevs": None, **_CALL_DEFAULTS, **OWN_PARAMS, **asked}
+    p = {**table, "sample_every": None, "seed": None, "ndevs": None, **_gpu.PY_DEFAULTS, **OWN_PARAMS, **asked}
     p["target"] = target
     return p
+
+
+def _as_run(p: dict[str, Any], ndevs: int) -> dict[str, Any]:
+    """The record's ``engine_params``: every row of cuda-run's table as the stand-in ran it: the rows it honours
+    as asked (``ndevs`` the devices it drove; ``sample_every`` None: the rule of nvme/bd_sample.h), the others at
+    the one value it runs them."""
+    fixed = {**AS_RUN, **{k: _gpu.default(k) for k in AS_DEFAULT}}
+    out = {
+        r["name"]: p[r["name"]] if r["name"] in HONOURED else fixed.get(r["name"], p[r["name"]]) for r in _gpu.params()
+    }
+    out.update(ndevs=ndevs, seed=p["seed"] or 1)
+    return out
 
 
 def run_cuda_standin(target: str = _gpu.DEFAULT_TARGET, **params: Any) -> dict:
@@ -190,6 +192,7 @@ def run_cuda_standin(target: str = _gpu.DEFAULT_TARGET, **params: Any) -> dict:
         verify=False,
         tool=TOOL,
         provenance=_prov.capture(info, standin_target=uri),
+        engine_params=_as_run(p, n),
     )
     rec.update(standin=True, standin_rounds=raw["rounds"], ndevs_requested=int(ndevs) if ndevs else None)
     # the window's edges are not reported by the stand-in: the call less its warm-up (never a GPU figure)

@@ -31,6 +31,7 @@ from ..host import cpus as _cpus
 from ..host import provenance as _prov
 from ..results import checks as _checks
 from ..results.records import engine_record, measured_fields, validate
+from . import table as _tables
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ KERNEL_SCHEMES = ("file", "blk")
 #: The driver's schemes and the backend name their records carry.
 _DRIVER_BACKENDS = {"emu": "nvmelab-emu", "pci": "nvmelab-pci", "vfio-user": "nvmelab-vfio-user"}
 PERCENT = 100.0
+#: The engine's native parameter table (engines.table).
+TABLE = "PERF_PARAMS"
 #: Chunk written by make_file.
 MAKE_FILE_CHUNK = 1 << 20
 #: A run's keys beyond the engine's C table (perf_params.h, `params()`): the target and what Python resolves
@@ -111,24 +114,17 @@ def _int(name: str, v: Any, lo: int = 1, hi: int | None = None) -> int:
 def params() -> list[dict]:
     """The engine's run parameters as declared once in C (src/engine/perf_params.h): name, type,
     min, max, default, doc. The CLI options and `nvmelab perf params` are made from this list."""
-    return [dict(p) for p in _native().PERF_PARAMS]
+    return _tables.rows(TABLE)
 
 
 def default(name: str) -> Any:
     """The table's default of one run parameter."""
-    for p in _native().PERF_PARAMS:
-        if p["name"] == name:
-            return p["default"]
-    raise KeyError(name)
+    return _tables.default(TABLE, name)
 
 
 def params_markdown() -> str:
     """The parameter reference as a Markdown table, made from params()."""
-    rows = ["| parameter | type | range | default | meaning |", "|---|---|---|---|---|"]
-    for p in params():
-        rng = "" if p["min"] is None else f"{p['min']}..{'' if p['max'] is None else p['max']}"
-        rows.append(f"| `{p['name']}` | {p['type']} | {rng} | {p['default']} | {p['doc']} |")
-    return "\n".join(rows)
+    return _tables.markdown(TABLE)
 
 
 def check_params(p: dict[str, Any]) -> list[int]:
@@ -237,26 +233,16 @@ def fill(
 
 def _table() -> dict[str, Any]:
     """The engine's table: each run parameter's default, by name (perf_params.h)."""
-    return {p["name"]: p["default"] for p in _native().PERF_PARAMS}
+    return _tables.defaults(TABLE)
 
 
 def resolve(target: str = "emu://", **given: Any) -> dict[str, Any]:
-    """One run's parameters as one mapping: every table row (its default where not given or None), every
-    key of PYTHON_PARAMS and CALL_KEYS (theirs, _PY_DEFAULTS), seed 1 + repetition unless given. A key that
-    is none of these is refused (TypeError naming it): the engine cannot honour it. Values are checked by
-    `check_params`, not here."""
-    table = _table()
-    unknown = sorted(set(given) - set(table) - set(PYTHON_PARAMS) - set(CALL_KEYS))
-    if unknown:
-        raise TypeError(
-            f"perf.run: unknown parameter(s) {', '.join(unknown)}; it takes the table's "
-            f"({', '.join(table)}) and {', '.join(PYTHON_PARAMS + CALL_KEYS)}"
-        )
-    p = {**table, **_PY_DEFAULTS, "nthreads": None}
-    p.update({k: v for k, v in given.items() if v is not None}, target=target)
-    if given.get("seed") is None:
-        p["seed"] = 1 + p["repetition"] if isinstance(p["repetition"], int) else None
-    return p
+    """One run's parameters as one mapping (engines.table.resolve): every table row (its default where not
+    given or None), every key of PYTHON_PARAMS and CALL_KEYS (theirs, _PY_DEFAULTS), seed 1 + repetition unless
+    given. A key that is none of these is refused (TypeError naming it): the engine cannot honour it. Values
+    are checked by `check_params`, not here."""
+    extra = {**_PY_DEFAULTS, "nthreads": None}
+    return _tables.resolve("perf.run", _table(), extra, PYTHON_PARAMS + CALL_KEYS, target, given)
 
 
 def run(target: str = "emu://", **params: Any) -> dict:
@@ -310,6 +296,7 @@ def run(target: str = "emu://", **params: Any) -> dict:
         cpus=pinned,
         cpu_freqs=sampler.result(),
         host=host,
+        engine_params={k: engine[k] for k in _table()},
     )
 
 
@@ -368,9 +355,11 @@ def make_record(
     warmup: float,
     alldevs: bool = False,
     runtime: float | None = None,
+    engine_params: dict | None = None,
 ) -> dict:
     """Turn the engine's raw result into a record (nvmelab.results.records format) and validate it.
-    `runtime`: the runtime asked (its ``window`` self-check: the window saw I/O and lasted half of it)."""
+    `runtime`: the runtime asked (its ``window`` self-check: the window saw I/O and lasted half of it).
+    `engine_params`: every row of the engine's table as it ran (the record's ``engine_params``)."""
     window = res["window_s"]
     lat = res["lat"]
     ndevs_used = len(res["dev_ios"]) or 1
@@ -411,6 +400,8 @@ def make_record(
             "provenance": _prov.capture(info),
         }
     )
+    if engine_params is not None:
+        rec["engine_params"] = dict(engine_params)
     if rw == "randrw":
         rec["rwmix"] = rwmix
     if verify:
@@ -464,10 +455,3 @@ def table(rec: dict) -> str:
         )
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
-
-
-def run_cuda(*args: Any, **kwargs: Any) -> dict:
-    """Device-initiated I/O (the cuda-run engine) -> one record; see nvmelab.engines.gpu.run_cuda."""
-    from .gpu import run_cuda as _run_cuda
-
-    return _run_cuda(*args, **kwargs)
