@@ -162,3 +162,19 @@ def test_includes_point_down() -> None:
                 bad.append(f"{path.relative_to(SRC)} includes {inc}")
     assert seen > 50, "no includes found: the scan looks broken"
     assert bad == []
+
+
+def test_the_book_states_the_enforced_layers() -> None:
+    """The framework chapter's layer block (book/framework.md, "How the code is layered") says what the tests
+    enforce: the Python line is the documented package order, the C line orders the ranked folders of _LAYERS."""
+    from tests.test_import_cycles import documented_layers
+
+    text = (ROOT / "book" / "framework.md").read_text()
+    block = text[text.index("(sec-framework-layers)=") :].split("```text\n", 1)[1].split("```", 1)[0]
+    python = [ln for ln in block.splitlines() if ln.startswith("Python ")]
+    assert python == ["Python  " + " < ".join(documented_layers())], python
+    c_part = block.split("Python ", 1)[0]
+    ranks = {"nvme": 0, "engine": 2, "blksum": 3}
+    assert {p.split("/")[0]: r for p, r in _LAYERS} == ranks, "the ranks changed: update the book's C line"
+    at = [c_part.index(w) for w in ("driver (src/nvme/", "< engines (src/engine/", "< blksum")]
+    assert at == sorted(at), c_part
