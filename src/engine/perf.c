@@ -495,6 +495,187 @@ out:
 
 /* ------------------------------------------------------------------ run */
 
+/* Phase 1: each device's LBA range as the run reads it (start, LBAs per I/O, alignment, blocks). */
+static void engine_plan_ranges(struct engine *e)
+{
+    const struct perf_config *cfg = &e->cfg;
+    for (uint32_t d = 0; d < e->ndevs; d++) {
+        const struct perf_dev_info *di = &e->t->dev[d];
+        struct range *r = &e->rg[d];
+        uint32_t align = cfg->align ? cfg->align : cfg->iosize;
+        uint64_t count = cfg->lba_count ? cfg->lba_count : di->nlbas - cfg->lba_start;
+        r->lba0 = cfg->lba_start;
+        r->lba_size = di->lba_size;
+        r->nlb = cfg->iosize / di->lba_size;
+        r->align_lbas = align / di->lba_size;
+        r->nblocks = (count * di->lba_size - cfg->iosize) / align + 1;
+    }
+}
+
+/* Phase 2: the workers and their channels: devices round-robin over threads (alldevs: every device to every
+ * thread), nqueues channels per device; then each channel's share of its device's sequential blocks.
+ * 0, or -ENOMEM (what was allocated is freed by engine_free). */
+static int engine_assign(struct engine *e, uint32_t nthr)
+{
+    const struct perf_config *cfg = &e->cfg;
+    for (uint32_t i = 0; i < nthr; i++) {
+        struct worker *w = &e->w[i];
+        w->idx = i;
+        w->e = e;
+        w->cpu = cfg->cpus ? cfg->cpus[i] : -1;
+        w->lat = cfg->lat && !e->fill;
+        w->rng = (cfg->seed ^ 0x9E3779B97F4A7C15ull * (i + 1)) | 1u;
+        w->hist = malloc(sizeof(*w->hist));
+        w->bd = calloc(PERF_BD_NPHASES, sizeof(*w->bd));
+        uint32_t ndev_w = 0;
+        uint32_t devs[PERF_MAX_DEVS];
+        if (cfg->alldevs) {
+            for (uint32_t d = 0; d < e->ndevs; d++)
+                devs[ndev_w++] = d;
+        } else if (e->ndevs >= nthr) {
+            for (uint32_t d = i; d < e->ndevs; d += nthr)
+                devs[ndev_w++] = d;
+        } else {
+            devs[ndev_w++] = i % e->ndevs;
+        }
+        w->nchans = ndev_w * cfg->nqueues;
+        w->chans = calloc(w->nchans, sizeof(*w->chans));
+        if (!w->hist || !w->bd || !w->chans)
+            return -ENOMEM;
+        stats_hist_reset(w->hist);
+        for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+            stats_hist_reset(&w->bd[p]);
+        for (uint32_t j = 0; j < w->nchans; j++) {
+            struct eng_chan *c = &w->chans[j];
+            c->w = w;
+            c->dev = devs[j / cfg->nqueues];
+            c->qdepth = cfg->qdepth;
+            c->k = e->rg[c->dev].nchans++;
+        }
+    }
+    for (uint32_t i = 0; i < nthr; i++)
+        for (uint32_t j = 0; j < e->w[i].nchans; j++) {
+            struct eng_chan *c = &e->w[i].chans[j];
+            const struct range *r = &e->rg[c->dev];
+            c->seq_begin = r->nblocks * c->k / r->nchans;
+            c->seq_end = r->nblocks * (c->k + 1) / r->nchans;
+            c->seq_next = c->seq_begin;
+        }
+    return 0;
+}
+
+/* Phase 3: start the workers (none when rc != 0 already), wait until every started one is set up, release them
+ * together (go = 1; -1 when a start or a setup failed: each unwinds) and join them. Returns rc, or the
+ * pthread_create failure (-errno, named in err). */
+static int engine_start_join(struct engine *e, uint32_t nthr, int rc, char *err, size_t errlen)
+{
+    uint32_t started = 0;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    for (; !rc && started < nthr; started++) {
+        int prc = pthread_create(&e->w[started].th, NULL, worker_main, &e->w[started]);
+        if (prc) {
+            snprintf(err, errlen, "cannot start worker thread %u: %s", started, strerror(prc));
+            rc = -prc;
+            break;
+        }
+    }
+    pthread_mutex_lock(&e->mu);
+    while (e->ready < started)
+        pthread_cond_wait(&e->cv, &e->mu);
+    e->t0 = now_ns();
+    e->t_meas = e->t0 + e->cfg.warmup_ns;
+    e->t_end = e->t_meas + e->cfg.runtime_ns;
+    e->go = (rc || atomic_load(&e->setup_failed)) ? -1 : 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(e->w[i].th, NULL);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    return rc;
+}
+
+/* Phase 4: the workers' counts merged into res (the first worker error, named in err, is the run's). */
+static int engine_collect(struct engine *e, uint32_t nthr, struct perf_result *res, char *err, size_t errlen)
+{
+    const struct perf_config *cfg = &e->cfg;
+    int rc = 0;
+    memset(res, 0, sizeof(*res));
+    stats_hist_reset(&res->lat);
+    for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+        stats_hist_reset(&res->bd[p]);
+    res->ndevs = e->ndevs;
+    res->nthreads = nthr;
+    double wsum = 0;
+    for (uint32_t i = 0; i < nthr; i++) {
+        struct worker *w = &e->w[i];
+        if (w->rc && !rc) {
+            rc = w->rc;
+            snprintf(err, errlen, "thread %u: %s", i, w->err[0] ? w->err : strerror(-w->rc));
+        }
+        struct perf_thread_result *tr = &res->thr[i];
+        tr->cpu = w->cpu;
+        tr->cpu_last = w->cpu_last;
+        memcpy(tr->affinity, w->affinity, sizeof(tr->affinity));
+        tr->nchans = w->nchans;
+        tr->ios = w->ios;
+        tr->bytes = w->ios * cfg->iosize;
+        tr->errors = w->errors;
+        tr->polls = w->polls;
+        tr->empty_polls = w->empty_polls;
+        tr->window_s = w->t_stop > w->t_start ? (double)(w->t_stop - w->t_start) / 1e9 : 0.0;
+        tr->cpu_s = w->cpu_stop - w->cpu_start;
+        res->ios += w->ios;
+        res->writes += w->writes;
+        res->errors += w->errors;
+        if (w->verify_errors && !res->verify_errors) {
+            res->first_bad_dev = w->first_bad_dev;
+            res->first_bad_lba = w->first_bad_lba;
+        }
+        res->verify_errors += w->verify_errors;
+        if (w->errors && !res->first_err)
+            res->first_err = w->first_err;
+        for (uint32_t d = 0; d < e->ndevs; d++)
+            res->dev_ios[d] += w->dev_ios[d];
+        if (tr->window_s > 0)
+            res->iops += (double)w->ios / tr->window_s;
+        wsum += tr->window_s;
+        res->cpu_s += tr->cpu_s;
+        stats_hist_merge(&res->lat, w->hist);
+        for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+            stats_hist_merge(&res->bd[p], &w->bd[p]);
+    }
+    for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
+        stats_hist_settle(&res->bd[p]); /* recorded with stats_hist_add_bucket */
+    res->reads = res->ios - res->writes;
+    res->bytes = res->ios * cfg->iosize;
+    res->bytes_per_s = res->iops * cfg->iosize;
+    res->window_s = wsum / nthr;
+    res->proc_cpu_s = e->w[0].proc_stop - e->w[0].proc_start;
+    res->lat_sample_every = cfg->lat && !e->fill ? perf_lat_sample_every(cfg->qdepth) : 0;
+    res->bd_sample_every = cfg->bd ? res->lat_sample_every * perf_bd_of_timed(cfg->qdepth) : 0u;
+    if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
+        res->interrupted = 1;
+        rc = -EINTR;
+        snprintf(err, errlen, "interrupted");
+    }
+    return rc;
+}
+
+/* Teardown of what engine_run and engine_assign allocated (workers partly set up included). */
+static void engine_free(struct engine *e, uint32_t nthr)
+{
+    for (uint32_t i = 0; i < nthr; i++) {
+        free(e->w[i].hist);
+        free(e->w[i].bd);
+        free(e->w[i].chans);
+    }
+    free(e->w);
+    free(e);
+}
+
+/* One run (fill: the stamp pass over the range): check, plan, assign, start/join, collect, free. */
 static int engine_run(struct perf_target *t, const struct perf_config *cfg, int fill, struct perf_result *res,
                       char *err, size_t errlen)
 {
@@ -519,166 +700,19 @@ static int engine_run(struct perf_target *t, const struct perf_config *cfg, int 
     e->ndevs = cfg->ndevs ? cfg->ndevs : t->ndevs;
     e->seed32 = fold_seed(cfg->seed);
     const uint32_t nthr = cfg->nthreads;
-    for (uint32_t d = 0; d < e->ndevs; d++) {
-        const struct perf_dev_info *di = &t->dev[d];
-        struct range *r = &e->rg[d];
-        uint32_t align = e->cfg.align ? e->cfg.align : cfg->iosize;
-        uint64_t count = cfg->lba_count ? cfg->lba_count : di->nlbas - cfg->lba_start;
-        r->lba0 = cfg->lba_start;
-        r->lba_size = di->lba_size;
-        r->nlb = cfg->iosize / di->lba_size;
-        r->align_lbas = align / di->lba_size;
-        r->nblocks = (count * di->lba_size - cfg->iosize) / align + 1;
-    }
+    engine_plan_ranges(e);
     e->w = calloc(nthr, sizeof(*e->w));
     if (!e->w) {
         free(e);
         return -ENOMEM;
     }
-    /* assign channels: devices round-robin over threads (alldevs: every device to every thread), nqueues per device */
-    rc = 0;
-    for (uint32_t i = 0; i < nthr && !rc; i++) {
-        struct worker *w = &e->w[i];
-        w->idx = i;
-        w->e = e;
-        w->cpu = cfg->cpus ? cfg->cpus[i] : -1;
-        w->lat = cfg->lat && !fill;
-        w->rng = (cfg->seed ^ 0x9E3779B97F4A7C15ull * (i + 1)) | 1u;
-        w->hist = malloc(sizeof(*w->hist));
-        w->bd = calloc(PERF_BD_NPHASES, sizeof(*w->bd));
-        uint32_t ndev_w = 0;
-        uint32_t devs[PERF_MAX_DEVS];
-        if (cfg->alldevs) {
-            for (uint32_t d = 0; d < e->ndevs; d++)
-                devs[ndev_w++] = d;
-        } else if (e->ndevs >= nthr) {
-            for (uint32_t d = i; d < e->ndevs; d += nthr)
-                devs[ndev_w++] = d;
-        } else {
-            devs[ndev_w++] = i % e->ndevs;
-        }
-        w->nchans = ndev_w * cfg->nqueues;
-        w->chans = calloc(w->nchans, sizeof(*w->chans));
-        if (!w->hist || !w->bd || !w->chans) {
-            rc = -ENOMEM;
-            break;
-        }
-        stats_hist_reset(w->hist);
-        for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
-            stats_hist_reset(&w->bd[p]);
-        for (uint32_t j = 0; j < w->nchans; j++) {
-            struct eng_chan *c = &w->chans[j];
-            c->w = w;
-            c->dev = devs[j / cfg->nqueues];
-            c->qdepth = cfg->qdepth;
-            c->k = e->rg[c->dev].nchans++;
-        }
-    }
-    if (!rc) {
-        for (uint32_t i = 0; i < nthr; i++)
-            for (uint32_t j = 0; j < e->w[i].nchans; j++) {
-                struct eng_chan *c = &e->w[i].chans[j];
-                const struct range *r = &e->rg[c->dev];
-                c->seq_begin = r->nblocks * c->k / r->nchans;
-                c->seq_end = r->nblocks * (c->k + 1) / r->nchans;
-                c->seq_next = c->seq_begin;
-            }
-    }
-    uint32_t started = 0;
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
-    for (; !rc && started < nthr; started++) {
-        int prc = pthread_create(&e->w[started].th, NULL, worker_main, &e->w[started]);
-        if (prc) {
-            snprintf(err, errlen, "cannot start worker thread %u: %s", started, strerror(prc));
-            rc = -prc;
-            break;
-        }
-    }
-    pthread_mutex_lock(&e->mu);
-    while (e->ready < started)
-        pthread_cond_wait(&e->cv, &e->mu);
-    e->t0 = now_ns();
-    e->t_meas = e->t0 + cfg->warmup_ns;
-    e->t_end = e->t_meas + cfg->runtime_ns;
-    e->go = (rc || atomic_load(&e->setup_failed)) ? -1 : 1;
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
-    for (uint32_t i = 0; i < started; i++)
-        pthread_join(e->w[i].th, NULL);
-    pthread_cond_destroy(&e->cv);
-    pthread_mutex_destroy(&e->mu);
-
-    if (!rc) {
-        memset(res, 0, sizeof(*res));
-        stats_hist_reset(&res->lat);
-        for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
-            stats_hist_reset(&res->bd[p]);
-        res->ndevs = e->ndevs;
-        res->nthreads = nthr;
-        double wsum = 0;
-        for (uint32_t i = 0; i < nthr; i++) {
-            struct worker *w = &e->w[i];
-            if (w->rc && !rc) {
-                rc = w->rc;
-                snprintf(err, errlen, "thread %u: %s", i, w->err[0] ? w->err : strerror(-w->rc));
-            }
-            struct perf_thread_result *tr = &res->thr[i];
-            tr->cpu = w->cpu;
-            tr->cpu_last = w->cpu_last;
-            memcpy(tr->affinity, w->affinity, sizeof(tr->affinity));
-            tr->nchans = w->nchans;
-            tr->ios = w->ios;
-            tr->bytes = w->ios * cfg->iosize;
-            tr->errors = w->errors;
-            tr->polls = w->polls;
-            tr->empty_polls = w->empty_polls;
-            tr->window_s = w->t_stop > w->t_start ? (double)(w->t_stop - w->t_start) / 1e9 : 0.0;
-            tr->cpu_s = w->cpu_stop - w->cpu_start;
-            res->ios += w->ios;
-            res->writes += w->writes;
-            res->errors += w->errors;
-            if (w->verify_errors && !res->verify_errors) {
-                res->first_bad_dev = w->first_bad_dev;
-                res->first_bad_lba = w->first_bad_lba;
-            }
-            res->verify_errors += w->verify_errors;
-            if (w->errors && !res->first_err)
-                res->first_err = w->first_err;
-            for (uint32_t d = 0; d < e->ndevs; d++)
-                res->dev_ios[d] += w->dev_ios[d];
-            if (tr->window_s > 0)
-                res->iops += (double)w->ios / tr->window_s;
-            wsum += tr->window_s;
-            res->cpu_s += tr->cpu_s;
-            stats_hist_merge(&res->lat, w->hist);
-            for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
-                stats_hist_merge(&res->bd[p], &w->bd[p]);
-        }
-        for (uint32_t p = 0; p < PERF_BD_NPHASES; p++)
-            stats_hist_settle(&res->bd[p]); /* recorded with stats_hist_add_bucket */
-        res->reads = res->ios - res->writes;
-        res->bytes = res->ios * cfg->iosize;
-        res->bytes_per_s = res->iops * cfg->iosize;
-        res->window_s = wsum / nthr;
-        res->proc_cpu_s = e->w[0].proc_stop - e->w[0].proc_start;
-        res->lat_sample_every = cfg->lat && !fill ? perf_lat_sample_every(cfg->qdepth) : 0;
-        res->bd_sample_every = cfg->bd ? res->lat_sample_every * perf_bd_of_timed(cfg->qdepth) : 0u;
-        if (!rc && cfg->stop && __atomic_load_n(cfg->stop, __ATOMIC_ACQUIRE)) {
-            res->interrupted = 1;
-            rc = -EINTR;
-            snprintf(err, errlen, "interrupted");
-        }
-    } else if (!err[0]) {
+    rc = engine_assign(e, nthr);
+    rc = engine_start_join(e, nthr, rc, err, errlen);
+    if (!rc)
+        rc = engine_collect(e, nthr, res, err, errlen);
+    else if (!err[0])
         snprintf(err, errlen, "setup failed: %s", strerror(-rc));
-    }
-    for (uint32_t i = 0; i < nthr; i++) {
-        free(e->w[i].hist);
-        free(e->w[i].bd);
-        free(e->w[i].chans);
-    }
-    free(e->w);
-    free(e);
+    engine_free(e, nthr);
     return rc;
 }
 
