@@ -93,7 +93,9 @@ def test_table_parses():
 
 def test_readme_table_is_the_c_table():
     """The key table in src/README.md is the C table rendered (render() here prints it: paste it over the old)."""
-    assert render() in README.read_text(encoding="utf-8"), "src/README.md's emulator key table differs from:\n" + render()
+    assert render() in README.read_text(encoding="utf-8"), (
+        "src/README.md's emulator key table differs from:\n" + render()
+    )
 
 
 def test_fuzz_key_sets_come_from_the_table():
@@ -105,7 +107,9 @@ def test_fuzz_key_sets_come_from_the_table():
 
 
 def test_fuzz_corpus_has_both_spellings():
-    corpus = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in (ROOT / "tests/fuzz/corpus/uri").iterdir())
+    corpus = "\n".join(
+        p.read_text(encoding="utf-8", errors="replace") for p in (ROOT / "tests/fuzz/corpus/uri").iterdir()
+    )
     for want in ("gpu-emu://?nsze=", "&lbads=", "data=ram", "emu://?ns="):
         assert want in corpus, want
 
@@ -135,3 +139,25 @@ def test_gpu_emu_takes_canonical_and_old_spellings():
         nat.cuda_target_check("gpu-emu://?colour=blue")
     with pytest.raises(ValueError, match="'nsze'"):
         nat.cuda_target_check("gpu-emu://?nsze=1000")
+
+
+def test_emu_internal_inlines_call_nothing_above():
+    """emu_internal.h (the types every emulator file shares) has no inline that calls a function of an emulator
+    .c file: the fast paths that do (emu_ns_read, emu_dma_ok/emu_dma_ptr, emu_sq_doorbell) live in their owners'
+    headers (ns.h, prp.h, io.h), issue 37 item 5."""
+    emu = ROOT / "src" / "nvme" / "emu"
+    shared = (emu / "emu_internal.h").read_text(encoding="utf-8")
+    defined = set()
+    for c in emu.glob("*.c"):
+        defined |= set(re.findall(r"^[a-z][\w \*]*?\b(emu_\w+)\(", c.read_text(encoding="utf-8"), re.M))
+    bodies = re.findall(r"static inline[^{;]*\{(.*?)\n\}", shared, re.S)
+    assert bodies, "no inline found in emu_internal.h: the test reads it wrongly"
+    calls = {name for b in bodies for name in re.findall(r"\b(emu_\w+)\(", b)}
+    assert not calls & defined, f"emu_internal.h's inlines call into emulator .c files: {sorted(calls & defined)}"
+    for owner, fn in (
+        ("ns.h", "emu_ns_read"),
+        ("prp.h", "emu_dma_ptr"),
+        ("prp.h", "emu_dma_ok"),
+        ("io.h", "emu_sq_doorbell"),
+    ):
+        assert re.search(rf"static inline [^(]*\b{fn}\(", (emu / owner).read_text(encoding="utf-8")), (owner, fn)

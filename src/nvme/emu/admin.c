@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "nvme/emu/emu_internal.h"
+#include "nvme/emu/ns.h"
+#include "nvme/emu/prp.h"
 
 #define EMU_MN                  "nvmelab emulated controller"
 #define EMU_FR                  "0.1.0"

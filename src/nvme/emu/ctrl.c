@@ -22,6 +22,9 @@
 #include <unistd.h>
 
 #include "nvme/emu/emu_internal.h"
+#include "nvme/emu/io.h"
+#include "nvme/emu/ns.h"
+#include "nvme/emu/prp.h"
 #include "nvme/uri.h"
 
 /* ---------------------------------------------------------------- registers in BAR memory */

@@ -10,8 +10,9 @@
  *             faults, stats, the service thread of mode=thread
  *   io.c      SQ fetch, NVM commands, PRP walking, completion posting
  *
- * Key functions: emu_parse_cfg(), emu_ns_*(), emu_model_*(), emu_sq_service(),
- * emu_cq_service(), emu_admin_exec().
+ * Key functions: emu_parse_cfg(), emu_model_*(), emu_admin_exec(). The functions of ns.c, prp.c and io.c,
+ * with their fast-path inlines (emu_ns_read, emu_dma_ok/emu_dma_ptr, emu_sq_doorbell), are in their owners'
+ * headers ns.h, prp.h and io.h: no inline here calls up into a file above (tests/test_emu_keys.py).
  *
  * Caveats: per-queue state (struct emu_sq, its heap and bucket) is touched only
  * by the thread that drives that queue; per-device buckets are lock-free
@@ -142,37 +143,6 @@ struct emu_ns {
     uint64_t cap_chunks; /* allocation limit (ncap) */
     atomic_uint_fast64_t used_chunks;
 };
-
-int emu_ns_init(struct emu_ns *ns, uint32_t nsid, const struct emu_ctrl_cfg *cc, int fd);
-void emu_ns_fini(struct emu_ns *ns);
-/* 0, -ENOSPC (capacity exceeded), -EIO */
-int emu_ns_read_any(struct emu_ns *ns, uint64_t off, void *dst, size_t len);
-/* A RAM access inside one chunk (the common case) inline, anything else through emu_ns_read_any. A RAM
- * namespace with no live chunk (used_chunks == 0: never written, or all of it deallocated) reads as zeros
- * without a look at its chunk table: the table is the emulated device's state, one random line per
- * command (16 tables overflow a 512 KiB L2; src/README.md, the 16-device footprint). used_chunks counts a
- * chunk before its pointer is published and after it is withdrawn, so 0 means none is live; a read issued
- * after a write's completion sees the count that write raised (the completion's release, the doorbell's
- * acquire). */
-static inline int emu_ns_read(struct emu_ns *ns, uint64_t off, void *dst, size_t len)
-{
-    if (ns->fd < 0 && len && ((off ^ (off + len - 1)) >> EMU_CHUNK_SHIFT) == 0) {
-        if (atomic_load_explicit(&ns->used_chunks, memory_order_relaxed) == 0) {
-            memset(dst, 0, len); /* nothing written: zeros */
-            return 0;
-        }
-        const uint8_t *p = atomic_load_explicit(&ns->chunks[off >> EMU_CHUNK_SHIFT], memory_order_acquire);
-        if (p && !((uintptr_t)p & EMU_CHUNK_DEALLOC)) /* a deallocated chunk reads as zeros (not through its tag) */
-            memcpy(dst, p + (off & (EMU_CHUNK_SIZE - 1)), len);
-        else
-            memset(dst, 0, len); /* never written: zeros */
-        return 0;
-    }
-    return emu_ns_read_any(ns, off, dst, len);
-}
-int emu_ns_write(struct emu_ns *ns, uint64_t off, const void *src, size_t len);
-int emu_ns_zero(struct emu_ns *ns, uint64_t off, uint64_t len);
-uint64_t emu_ns_used_lbas(const struct emu_ns *ns);
 
 struct emu_ctrl;
 struct emu_sq;
@@ -334,86 +304,10 @@ struct nvme_emu_set {
     struct emu_dma_dom dma; /* DMA windows shared by the controllers (the emulator's IOMMU, prp.c) */
 };
 
-/* ---- DMA windows (prp.c) ----
- * Every host address the controller touches (queue rings, PRP entries, PRP lists, admin and DSM data) is
- * checked with emu_dma_ok() inside a read-side section: enter/exit bracket every entry into the
- * controller from the host (a doorbell or register store, an idle poll, a service-thread sweep). */
-static inline unsigned emu_dma_enter(struct emu_dma_dom *d, unsigned shard)
-{
-    unsigned e = atomic_load_explicit(&d->epoch, memory_order_seq_cst) & 1u;
-    atomic_fetch_add_explicit(&d->rd[shard % EMU_DMA_SHARDS].n[e], 1, memory_order_seq_cst);
-    return e;
-}
-static inline void emu_dma_exit(struct emu_dma_dom *d, unsigned shard, unsigned e)
-{
-    atomic_fetch_sub_explicit(&d->rd[shard % EMU_DMA_SHARDS].n[e], 1, memory_order_release);
-}
-
-void emu_dma_dom_init(struct emu_dma_dom *d);
-void emu_dma_dom_fini(struct emu_dma_dom *d); /* frees its snapshot: no reader may be left */
-bool emu_dma_ok_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end);
-uint8_t *emu_dma_ptr_slow(const struct emu_dma_map *m, uint64_t addr, uint64_t end);
-
-/* true when [addr, addr+len) lies inside one registered window (false with none registered).
- * Only inside a read-side section. The last window hit is tried first: O(1) for the common case. */
-static inline bool emu_dma_ok(const struct emu_dma_dom *d, uint64_t addr, uint64_t len)
-{
-    const struct emu_dma_map *m = atomic_load_explicit(&((struct emu_dma_dom *)d)->map, memory_order_seq_cst);
-    uint64_t end = addr + (len ? len : 1);
-    if (!m || end < addr)
-        return false;
-    unsigned h = atomic_load_explicit(&((struct emu_dma_map *)m)->hint, memory_order_relaxed);
-    if (h < m->n && addr >= m->w[h].lo && end <= m->w[h].hi)
-        return true;
-    return emu_dma_ok_slow(m, addr, end);
-}
-
-/* The host pointer of controller address range [addr, addr+len) (len 0 taken as 1): addr translated through the
- * one window that holds the range whole, NULL when none does (then no byte may be touched). The one place a
- * controller address becomes a pointer. Only inside a read-side section; the pointer stays valid until it ends. */
-static inline uint8_t *emu_dma_ptr(const struct emu_dma_dom *d, uint64_t addr, uint64_t len)
-{
-    const struct emu_dma_map *m = atomic_load_explicit(&((struct emu_dma_dom *)d)->map, memory_order_seq_cst);
-    uint64_t end = addr + (len ? len : 1);
-    if (!m || end < addr)
-        return NULL;
-    unsigned h = atomic_load_explicit(&((struct emu_dma_map *)m)->hint, memory_order_relaxed);
-    if (h < m->n && addr >= m->w[h].lo && end <= m->w[h].hi)
-        return (uint8_t *)(uintptr_t)(addr + m->w[h].delta);
-    return emu_dma_ptr_slow(m, addr, end);
-}
-
-/* The window holding [addr, addr+len) into *out; false when none does. Only inside a read-side section. */
-bool emu_dma_window(const struct emu_dma_dom *d, uint64_t addr, uint64_t len, struct emu_dma_win *out);
-
-/* Rings of sq (and of its CQ) still inside windows after a map change; false: the controller is
- * put in fatal status (a real device whose queue fetch faults in the IOMMU). */
-bool emu_sq_rings_ok(struct emu_ctrl *c, struct emu_sq *sq);
-
-/* io.c */
-void emu_sq_service(struct emu_ctrl *c, struct emu_sq *sq);
-/* One new command (io.c): a Read/Write on a fast-path queue executed and posted at once, anything else through
- * emu_sq_service. */
-void emu_sq_one(struct emu_ctrl *c, struct emu_sq *sq);
-/* The SQ tail doorbell's entry (sq->tail just written): exactly one new command (QD 1) takes emu_sq_one, more take
- * the service (the test inline, so that a batch's doorbell pays one compare for it). */
-static inline void emu_sq_doorbell(struct emu_ctrl *c, struct emu_sq *sq)
-{
-    if (sq->tail == (sq->head + 1u == sq->size ? 0 : sq->head + 1u))
-        emu_sq_one(c, sq);
-    else
-        emu_sq_service(c, sq);
-}
-void emu_cq_service(struct emu_ctrl *c, struct emu_cq *cq);
 /* Post the held completions now due; returns how many were posted. */
 uint64_t emu_sq_drain(struct emu_ctrl *c, struct emu_sq *sq, uint64_t now);
 /* complete a command: post now (or hold when the CQ is full / model says later) */
 void emu_complete(struct emu_ctrl *c, struct emu_sq *sq, uint16_t cid, uint16_t status, uint32_t dw0, uint64_t due);
-/* Walk the PRPs of a transfer of len bytes; calls fn for each contiguous host segment (fn returns a
- * status too, e.g. Capacity Exceeded). Returns a status without phase (EMU_ST) or EMU_ST_OK. */
-typedef int (*emu_seg_fn)(void *arg, uint8_t *host, size_t len, uint64_t xfer_off);
-uint16_t emu_prp_walk(const struct emu_dma_dom *d, uint64_t prp1, uint64_t prp2, uint64_t len, emu_seg_fn fn,
-                      void *arg);
 
 /* ctrl.c */
 /* Execute one admin command; *hold = true keeps it outstanding (Async Event Request). */

@@ -12,11 +12,15 @@
  * completions of one fetch batch).  A due completion waits while its CQ is
  * full and is posted when the host frees a slot (CQ head doorbell) or polls.
  */
+#include "nvme/emu/io.h"
+
 #include <errno.h>
 #include <string.h>
 
 #include "nvme/emu/cmd_rules.h"
 #include "nvme/emu/emu_internal.h"
+#include "nvme/emu/ns.h"
+#include "nvme/emu/prp.h"
 
 #define EMU_DSM_BUF (NVME_DSM_MAX_RANGES * NVME_DSM_RANGE_SIZE)
 

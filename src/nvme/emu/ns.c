@@ -14,6 +14,8 @@
  * File: pread/pwrite at the byte offset; zeroing punches holes when the file
  * system can, else writes zeros.
  */
+#include "nvme/emu/ns.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

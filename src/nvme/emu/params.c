@@ -105,7 +105,7 @@ int emu_parse_cfg(const struct nvme_emu_kv *kv, size_t nkv, struct emu_cfg *cfg,
         err[0] = 0;
 
     /* unknown and duplicate keys, old spellings (the table of emu_keys.h) */
-    const char *names[NVME_URI_MAX_PARAMS];
+    const char *names[NVME_URI_MAX_PARAMS] = {NULL};
     if (nkv > NVME_URI_MAX_PARAMS)
         return nvme_errf(err, errlen, -EINVAL, "emu: more than %u parameters", NVME_URI_MAX_PARAMS);
     for (size_t i = 0; i < nkv; i++)

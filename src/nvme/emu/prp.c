@@ -12,6 +12,8 @@
  * snapshot (and, for unmap, the caller's memory) may go. Readers that start after the flip count in the
  * new parity and load the new snapshot (both are seq_cst, so they are ordered after its publication).
  */
+#include "nvme/emu/prp.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
