@@ -161,3 +161,31 @@ def test_emu_internal_inlines_call_nothing_above():
         ("io.h", "emu_sq_doorbell"),
     ):
         assert re.search(rf"static inline [^(]*\b{fn}\(", (emu / owner).read_text(encoding="utf-8")), (owner, fn)
+
+
+def _size(text: str) -> int:
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    m = re.fullmatch(r"(\d+)(KiB|MiB|GiB)?", text)
+    assert m, text
+    return int(m.group(1)) * units.get(m.group(2) or "", 1)
+
+
+def test_table_defaults_are_what_the_parsers_do():
+    """The defaults the table documents are the ones each emulator applies (a URI with no key at all)."""
+    d = {r["name"]: r for r in table()}
+    from nvmelab import driver
+
+    with driver.open("emu://") as t:
+        ns = t.namespace(1)
+        assert len(t) == int(d["ndev"]["def_cpu"]) and t.nsids == list(range(1, int(d["nns"]["def_cpu"]) + 1))
+        assert ns.lba_size == int(d["lbads"]["def_cpu"]) and ns.nsze * ns.lba_size == _size(d["nsze"]["def_cpu"])
+        assert t.mdts_bytes == _size(d["mdts"]["def_cpu"])
+    nat = pytest.importorskip("nvmelab._native")
+    if not hasattr(nat, "cuda_target_check"):
+        pytest.skip("built without the CUDA parts")
+    desc = nat.cuda_target_check("gpu-emu://")  # the record's description keeps its field names (ns=, lba=)
+    for field, key in (("blocks", "blocks"), ("warps", "warps"), ("ns", "nsze"), ("lba", "lbads"), ("fill", "fill")):
+        assert f" {field}={d[key]['def_gpu']} " in desc, (field, desc)
+    for key in ("profile", "scale", "ooo", "drop"):
+        assert f"{key}={d[key]['def_gpu']} " in desc, (key, desc)
+    assert "ndev=16 " in desc and "data=ram " in desc  # data=copy, described as before
