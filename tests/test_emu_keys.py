@@ -189,3 +189,35 @@ def test_table_defaults_are_what_the_parsers_do():
     for key in ("profile", "scale", "ooo", "drop"):
         assert f"{key}={d[key]['def_gpu']} " in desc, (key, desc)
     assert "ndev=16 " in desc and "data=ram " in desc  # data=copy, described as before
+
+
+def _ranged_rows():
+    """(row, lo, hi) of every row whose values are a plain integer range "lo..hi"."""
+    for r in table():
+        m = re.fullmatch(r"(\d+)\.\.(\d+)", r["values"])
+        if m:
+            yield r, int(m.group(1)), int(m.group(2))
+
+
+def test_table_bounds_are_what_the_parsers_take():
+    """An integer range the table documents is the one each emulator takes: lo and hi pass, lo-1 and hi+1 fail."""
+    from nvmelab import driver
+
+    nat = pytest.importorskip("nvmelab._native")
+    gpu = hasattr(nat, "cuda_target_check")
+    rows = list(_ranged_rows())
+    assert {r["name"] for r, _, _ in rows} >= {"ndev", "nns", "mqes", "nioq", "dstrd", "fetch", "blocks", "warps"}
+    for r, lo, hi in rows:
+        key = r["name"]
+        if r["who"] in ("NVME_EMU_CPU", "NVME_EMU_BOTH"):
+            for v in (lo, hi):
+                driver.open(f"emu://?nsze=1MiB&{key}={v}").close()
+            for v in (lo - 1, hi + 1) if lo else (hi + 1,):
+                with pytest.raises(ValueError, match=f"'{key}'"):
+                    driver.open(f"emu://?nsze=1MiB&{key}={v}")
+        if gpu and r["who"] in ("NVME_EMU_GPU", "NVME_EMU_BOTH"):
+            for v in (lo, hi):
+                nat.cuda_target_check(f"gpu-emu://?{key}={v}")
+            for v in (lo - 1, hi + 1) if lo else (hi + 1,):
+                with pytest.raises(ValueError, match=f"'{key}'"):
+                    nat.cuda_target_check(f"gpu-emu://?{key}={v}")
