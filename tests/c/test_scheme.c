@@ -89,7 +89,7 @@ static void lists_follow_the_table(void)
     CHECK_STREQ(nvme_scheme_list(NVME_SCHEME_CUDA_RUN, 0, buf, sizeof(buf)), "emu://, pci:// or gpu-emu://");
     CHECK_STREQ(nvme_scheme_list(NVME_SCHEME_EMULATED, 0, buf, sizeof(buf)), "emu:// or gpu-emu://");
     CHECK_STREQ(nvme_scheme_list(0, 0, buf, sizeof(buf)), "");
-    char tiny[8];
+    char tiny[sizeof("emu://")]; /* room for one name: the list is cut */
     nvme_scheme_list(NVME_SCHEME_PERF, 0, tiny, sizeof(tiny));
     CHECK_EQ(strlen(tiny), sizeof(tiny) - 1u); /* cut, NUL-terminated */
     unsigned all = 0;
