@@ -6,7 +6,7 @@ How the book is put together (see book/README.md for the reasoning):
 * Chapters are MyST markdown files in this directory; the study chapters are the
   notebooks themselves, reached through the symlink ``book/notebooks -> ../notebooks``
   (nothing is copied). ``STUDIES`` below is read from the study specs
-  (``src/nvmelab/studies/specs/*.toml``: study, ``label``, ``title``, in ``order``);
+  (``src/nvmelab/studies/*/spec.toml``: study, ``label``, ``title``, in ``order``);
   every study has a notebook of the same name, and the extension
   ``_ext/nvmelab_book.py`` fills the study toctree from the list.
 * The book publishes measured records. ``NVMELAB_PRESET`` (default ``standard``) names

@@ -8,7 +8,7 @@ caps) plus deterministic noise. Records say ``tool="fake"`` and target
 ``fake://crash`` and ``fake://error`` hang, abort the process, or raise OSError (isolation tests).
 
 `fake_spec` writes the TOML text of a small study spec over ``fake://dev`` for those tests to run
-with `fake_run`; `preset` and `sweep` build its presets.
+with `fake_run`; `preset` and `sweep` build its presets; `add_study_folder` adds one as a study folder (spec.toml).
 
 Import it as ``tests.fake_study``: the isolated executors name the run function by its module
 (``tests.fake_study:fake_run``) and import it back in a child process started in the repository root.
@@ -21,6 +21,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 #: Model constants of the fake device (arbitrary, for tests only).
@@ -168,3 +169,13 @@ def fake_spec(
         for sw in pre["sweeps"]:
             lines += _toml_table(f"[[presets.{name}.sweeps]]", sw)
     return "\n".join(lines) + "\n"
+
+
+def add_study_folder(studies: Path, study: str, text: str) -> Path:
+    """Add a study the way a contributor does: one folder ``<studies>/<study>/`` holding its ``spec.toml``
+    (`text`, e.g. from `fake_spec`) and an ``__init__.py``; nothing else names the study. Returns the folder."""
+    folder = studies / study
+    folder.mkdir(parents=True)
+    (folder / "spec.toml").write_text(text, encoding="utf-8")
+    (folder / "__init__.py").write_text(f'"""The {study} study (a test\'s)."""\n', encoding="utf-8")
+    return folder

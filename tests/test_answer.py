@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from nvmelab.book import answer
-from nvmelab.results import cpu_submit, reference
+from nvmelab.results import reference
+from nvmelab.studies.cpu_submit import analysis as cpu_submit
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +99,7 @@ def test_the_shown_row_keeps_every_resource() -> None:
 
 def _costs(host: str = "h1") -> pd.DataFrame:
     """Records of study tool_costs as the runner loads them: three stacks at 512 B, QD 128, two repetitions."""
-    from nvmelab.results import tool_costs
+    from nvmelab.studies.tool_costs import analysis as tool_costs
 
     rows = []
     for stack, iops in ((tool_costs.BDEVPERF, 2e6), (tool_costs.SPDK_PERF, 4e6), (tool_costs.NVMELAB, 8e6)):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The CPU-side study (specs/cpu_submit.toml): its spec, what a host lets it vary (hostvars), the
+"""The CPU-side study (studies/cpu_submit/spec.toml): its spec, what a host lets it vary (hostvars), the
 records leg that installs stress-ng, and the analysis and plot functions its chapter uses."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from nvmelab.host.hostvars import CONTROL_VARS, HostControl, controllability
-from nvmelab.results import cpu_submit, plots, reference
+from nvmelab.results import plots, reference
 from nvmelab.studies import load_spec
+from nvmelab.studies.cpu_submit import analysis as cpu_submit
 
 ROOT = Path(__file__).resolve().parents[1]
 

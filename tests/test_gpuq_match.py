@@ -84,7 +84,8 @@ def test_match_is_a_cuda_run_parameter():
 
 
 def test_the_study_analysis_reads_match_blocks_from_records_and_frames():
-    from nvmelab.results import analysis, matching
+    from nvmelab.results import analysis
+    from nvmelab.studies.cuda_match import analysis as matching
 
     recs = gpu_standin.match_grid(qdepths=(8,), windows=(0, 8), rounds=30, err_every=4)
     for rows in (recs, analysis.to_frame(recs)):  # records as dicts, and as the loader's frame

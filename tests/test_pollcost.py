@@ -250,7 +250,8 @@ def _rec(qdepth, per_sm, ratio=None, sm=None, **extra):
 
 
 def test_pollcost_table_per_queue_depth_leaves_out_what_did_not_run_under_load_and_counts_flagged_runs():
-    from nvmelab.results import analysis, pollcost
+    from nvmelab.results import analysis
+    from nvmelab.studies.cuda_pollcost import analysis as pollcost
 
     recs = [
         _rec(16, 0, sm=20.0),
@@ -276,7 +277,8 @@ def test_pollcost_table_per_queue_depth_leaves_out_what_did_not_run_under_load_a
 
 
 def test_published_sm_activity_beside_ours_only_at_the_queue_count_we_ran():
-    from nvmelab.results import analysis, pollcost, reference
+    from nvmelab.results import analysis, reference
+    from nvmelab.studies.cuda_pollcost import analysis as pollcost
 
     recs = [_rec(16, 0, sm=20.0), _rec(256, 0, sm=40.0), _rec(16, 4, ratio=0.9), _rec(256, 4, ratio=0.6)]
     b = pollcost.published_beside_ours(pollcost.table(analysis.to_frame(recs))).set_index("nqueues")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""nvmelab.results.tool_costs: the seeds' tools measured here, against the published tool comparison."""
+"""nvmelab.studies.tool_costs.analysis: the seeds' tools measured here, against the published tool comparison."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from nvmelab.results import reference, tool_costs
+from nvmelab.results import reference
+from nvmelab.studies.tool_costs import analysis as tool_costs
 
 
 def _records(rates: dict[str, float], iosize: int = 512, qdepth: int = 128) -> pd.DataFrame:

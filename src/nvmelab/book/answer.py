@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..results import analysis, cpu_submit, reference, status, tool_costs
+from ..results import analysis, reference, status
+from ..studies.cpu_submit import analysis as cpu_submit
+from ..studies.tool_costs import analysis as tool_costs
 
 #: The three ceilings, as the first column shows them.
 CEILING_IOPS = "16-drive roofline of 512 B random reads"

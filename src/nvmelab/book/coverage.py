@@ -180,7 +180,8 @@ def _emulated() -> dict[str, Any]:
 
 def _sweep_verdicts(agg: dict, roof: float, scale: float, ndevs: int, ncpus: int) -> dict[str, dict]:
     """The cpu_initiated chapter's own verdicts on its sweeps (cpu_submit.emulated_sweep_verdicts), by sweep."""
-    from nvmelab.results import cpu_submit, reference
+    from nvmelab.results import reference
+    from nvmelab.studies.cpu_submit import analysis as cpu_submit
 
     threads, pub_roof = cpu_submit.published_threads_to_roofline("upcie")
     v = cpu_submit.emulated_sweep_verdicts(
@@ -268,7 +269,7 @@ def _check_vram_balance() -> tuple[str, str]:
 
 def _check_busy_poll() -> tuple[str, str]:
     """What each polling thread of our cpu_initiated runs used of its CPU (cpu_submit.polling_share)."""
-    from nvmelab.results import cpu_submit
+    from nvmelab.studies.cpu_submit import analysis as cpu_submit
 
     ours = _emulated()["ours"]
     share = cpu_submit.polling_share(ours).dropna()

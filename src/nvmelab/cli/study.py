@@ -11,7 +11,7 @@ from . import UsageError
 COMMAND = "study"
 HELP = "run a study's sweep (records under data/results/<study>/<host>/)"
 DESCRIPTION = """\
-Run the sweep of a study (src/nvmelab/studies/specs/<study>.toml) on a target.
+Run the sweep of a study (src/nvmelab/studies/<study>/spec.toml) on a target.
 
   nvmelab study list
   nvmelab study plan cpu_initiated --preset standard

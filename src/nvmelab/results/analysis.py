@@ -64,8 +64,8 @@ CONFIG_COLUMNS = (
 
 
 #: Nested record fields to_frame keeps as they are (lists or dicts: per_device; the co-runner and NVML fields
-#: of cuda-run, results/pollcost.py; the cuda_match counters, results/matching.py); every other nested field
-#: is dropped.
+#: of cuda-run, studies/cuda_pollcost/analysis.py; the cuda_match counters, studies/cuda_match/analysis.py);
+#: every other nested field is dropped.
 NESTED_COLUMNS = ("per_device", "corun", "nvml", "match")
 
 

@@ -3,7 +3,7 @@
 
 Every claim in the book carries one of these words (issue 34): the chapters, the coverage page
 (nvmelab.book.coverage), the answer table (nvmelab.book.answer), the emulated sweeps' verdicts
-(nvmelab.results.cpu_submit) and the model's scoring (nvmelab.results.model_validation) import them
+(nvmelab.studies.cpu_submit.analysis) and the model's scoring (nvmelab.results.model_validation) import them
 from here, so no module types a status of its own.
 
 Key names:

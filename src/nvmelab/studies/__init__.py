@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Study sweeps: specs (TOML), the runner, host variables, and a Dask executor.
+"""Study sweeps: one folder per study (<study>/spec.toml, its analysis and figures), the runner, host
+variables, and a Dask executor. Adding a study means adding a folder (spec.list_specs finds it).
 
     from nvmelab.studies import load_spec, run_study, load_results
-    spec = load_spec("cpu_initiated")          # specs/cpu_initiated.toml
+    spec = load_spec("cpu_initiated")          # cpu_initiated/spec.toml
     plan = spec.plan("quick")                  # the runs of a preset
     report = run_study("cpu_initiated", "quick", target="emu://?profile=pm1753")
     df = load_results("cpu_initiated", "quick")

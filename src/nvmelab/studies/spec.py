@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Study specifications: one TOML file per study, expanded into a list of runs.
 
-A spec (``specs/<study>.toml``) names the study, its engine and default target,
+A spec (``<study>/spec.toml``, one folder per study) names the study, its engine and default target,
 the fixed parameters, exclusions, and presets. A preset (``quick``, ``standard``,
 ``paper``) overrides fixed parameters and lists one or more *sweeps*; each sweep
 is the Cartesian product of its variables' values. The runs of a preset are the
@@ -496,13 +496,19 @@ def parse_spec(data: dict[str, Any], path: Path | None = None) -> StudySpec:
     )
 
 
-def _spec_dir():
-    return resources.files("nvmelab.studies") / "specs"
+#: A study's spec file, in its folder under nvmelab/studies/ (``<study>/spec.toml``).
+SPEC_FILE = "spec.toml"
+
+
+def studies_dir():
+    """The folder that holds one folder per study (its ``spec.toml``, analysis and figures): adding a study
+    means adding a folder here; nothing else lists the studies."""
+    return resources.files("nvmelab.studies")
 
 
 def list_specs() -> list[str]:
-    """Names of the studies that have a spec."""
-    return sorted(p.name[:-5] for p in _spec_dir().iterdir() if p.name.endswith(".toml"))
+    """Names of the studies that have a spec: the folders of studies_dir() holding a spec.toml."""
+    return sorted(p.name for p in studies_dir().iterdir() if p.is_dir() and (p / SPEC_FILE).is_file())
 
 
 def book_studies() -> list[tuple[str, str, str]]:
@@ -542,8 +548,8 @@ def load_spec(name_or_path: str | Path) -> StudySpec:
         text = _read_text(p)
     else:
         name = str(name_or_path).replace("-", "_")
-        res = _spec_dir() / f"{name}.toml"
-        if not res.is_file():
+        res = studies_dir() / name / SPEC_FILE
+        if not name.isidentifier() or not res.is_file():
             raise SpecError(f"unknown study {name_or_path!r}; known: {', '.join(list_specs())}")
         path = Path(str(res))
         text = _read_text(res)

@@ -28,7 +28,7 @@ import re
 
 import pandas as pd
 
-from . import analysis, reference
+from ...results import analysis, reference
 
 #: Our stacks as the tables name them (engines.stacks.stack_label), in the order they are shown.
 STACKS = (

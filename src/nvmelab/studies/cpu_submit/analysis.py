@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import status
-from .analysis import aggregate, roofline, saturation
-from .model import PROFILE_PATH
-from .reference import data_root, headline_value, published
+from ...results import status
+from ...results.analysis import aggregate, roofline, saturation
+from ...results.model import PROFILE_PATH
+from ...results.reference import data_root, headline_value, published
 
 # --- the CPU side of CPU-initiated I/O (study cpu_submit; seed 004's host variables) ----------
 #: Seed 004's host-variable comparisons, as (name, sweep of study cpu_submit, variable, new value,

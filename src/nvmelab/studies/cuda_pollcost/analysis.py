@@ -107,7 +107,7 @@ def published_beside_ours(ours: pd.DataFrame) -> pd.DataFrame:
     same queue count: NVML's SM activity of the I/O alone (median over the depths, ``sm_active_p50`` of
     ``table``) and the co-runner's lost rate (smallest and largest ``cost_mean`` over the depths). Our study
     runs one queue per device only: the other rows have no measurement of ours (None)."""
-    from . import reference
+    from ...results import reference
 
     pub = reference.polling_cost("cuda-qdepth")
     sm = pub[pub["quantity"] == "sm_active_depth_mean"].set_index("nqueues")["value"]

@@ -18,7 +18,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from ..driver import uri as _uri
+from ...driver import uri as _uri
 
 #: Matching modes in the order the figure and tables show them (src/nvme/nvme_gpuq_match.h).
 MODES = ("cid", "positional", "scan")
