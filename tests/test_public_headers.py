@@ -8,7 +8,8 @@ component nvmelab-driver-headers). This test fails when
 - a C test or fuzz harness includes a private header without being named in WHITE_BOX below (white-box tests
   of internals are allowed, by name, and an entry that is no longer needed fails too, so the list stays exact).
 The include root `src/` stays exported by nvmelab_driver (headers live beside their sources); this test, not
-the compiler's search path, is what keeps the private headers private.
+the compiler's search path, is what keeps the private headers private. The build adds one check of its own:
+tests/c/CMakeLists.txt compiles every public header with only the public ones on the include path.
 """
 
 from __future__ import annotations
