@@ -175,7 +175,7 @@ def test_device_record_with_an_idle_block_fails_its_check():
 @pytest.mark.gpu
 def test_gpu_record_proves_itself_and_carries_the_breakdown():
     rec = gpu.run_cuda(
-        target="gpu-emu://?ndev=2&profile=null&ns=4MiB&fill=stamp",
+        target="gpu-emu://?ndev=2&profile=null&nsze=4MiB&fill=stamp",
         rw="randread",
         iosize=4096,
         qdepth=32,

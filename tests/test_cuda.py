@@ -84,8 +84,8 @@ def test_parameters_checked_before_the_gpu(kw, word):
         ("gpu-emu://?scale=-2", "scale"),
         ("gpu-emu://?blocks=0", "blocks"),
         ("gpu-emu://?warps=33", "warps"),
-        ("gpu-emu://?ns=1000", "ns"),
-        ("gpu-emu://?lba=1024", "lba"),
+        ("gpu-emu://?nsze=1000", "nsze"),
+        ("gpu-emu://?lbads=1024", "lbads"),
         ("gpu-emu://?data=maybe", "data"),
         ("gpu-emu://?fill=stamp&data=none", "fill"),
         ("gpu-emu://?ooo=perhaps", "ooo"),
@@ -281,7 +281,7 @@ def test_read_after_write_many_threads_wraparound():
     # phase move every round; 40 write rounds sweep the 4 MiB namespaces 10 times, then the same LBAs are
     # read back and checked
     rec = gpu.run_cuda(
-        target="gpu-emu://?ndev=4&profile=null&ns=4MiB",
+        target="gpu-emu://?ndev=4&profile=null&nsze=4MiB",
         rw="write",
         iosize=4096,
         qdepth=64,
@@ -300,7 +300,7 @@ def test_read_after_write_many_threads_wraparound():
 def test_verify_detects_unwritten_data():
     # the negative control: reading a zeroed namespace with verify must report mismatches
     rec = gpu.run_cuda(
-        target="gpu-emu://?ndev=1&profile=null&ns=1MiB", rw="read", iosize=512, qdepth=8, ndevs=1, rounds=2, verify=True
+        target="gpu-emu://?ndev=1&profile=null&nsze=1MiB", rw="read", iosize=512, qdepth=8, ndevs=1, rounds=2, verify=True
     )
     assert rec["verify_errors"] == 2 * 8 * 512 // 8
 
@@ -308,7 +308,7 @@ def test_verify_detects_unwritten_data():
 @pytest.mark.gpu
 def test_cid_matching_under_out_of_order_completion():
     rec = gpu.run_cuda(
-        target="gpu-emu://?ndev=2&profile=null&ooo=1&fill=stamp&ns=8MiB",
+        target="gpu-emu://?ndev=2&profile=null&ooo=1&fill=stamp&nsze=8MiB",
         rw="randread",
         iosize=512,
         qdepth=256,
@@ -324,7 +324,7 @@ def test_cid_matching_under_out_of_order_completion():
 @pytest.mark.gpu
 def test_prp_lists_and_large_io():
     rec = gpu.run_cuda(
-        target="gpu-emu://?ndev=2&profile=null&ns=16MiB",
+        target="gpu-emu://?ndev=2&profile=null&nsze=16MiB",
         rw="randwrite",
         iosize=65536,
         qdepth=16,
@@ -378,7 +378,7 @@ def test_timed_run_record_and_model_caps():
 @pytest.mark.gpu
 def test_numba_checksum_of_blocks_just_read():
     blocks, res = gpu.read_blocks(
-        "gpu-emu://?ndev=2&profile=null&fill=stamp&ns=4MiB", iosize=4096, qdepth=32, nqueues=2, ndevs=2
+        "gpu-emu://?ndev=2&profile=null&fill=stamp&nsze=4MiB", iosize=4096, qdepth=32, nqueues=2, ndevs=2
     )
     assert res["errors"] == 0
     got = gpu.block_checksums(blocks).copy_to_host()
@@ -392,7 +392,7 @@ def test_cupy_wraps_the_buffer_without_a_copy():
     size, _ = nat.cuda_buf_size(512, 8, 1, 1)
     buf = cupy.zeros(size, dtype=cupy.uint8)
     blocks, res = gpu.read_blocks(
-        "gpu-emu://?ndev=1&profile=null&fill=stamp&ns=1MiB", iosize=512, qdepth=8, ndevs=1, buf=buf
+        "gpu-emu://?ndev=1&profile=null&fill=stamp&nsze=1MiB", iosize=512, qdepth=8, ndevs=1, buf=buf
     )
     view = cupy.asarray(blocks)
     assert view.data.ptr == buf.data.ptr + res["buf_offset"]

@@ -130,7 +130,7 @@ def test_dropped_completion_ends_in_the_watchdog_error():
 def test_verified_reads_are_poisoned_first():
     # write + readback over the same buffers: without poisoning, a read that moved no data would verify
     rec = gpu.run_cuda(
-        target="gpu-emu://?ndev=1&profile=null&ns=16MiB",
+        target="gpu-emu://?ndev=1&profile=null&nsze=16MiB",
         rw="write",
         iosize=4096,
         qdepth=64,

@@ -129,7 +129,7 @@ def test_emulator_reports_its_headroom_and_fetch_lag(iosize):
     # profile=null reports its own numbers too; every size path (lane per command up to 1 KiB, warp with
     # prefetched PRP entries above) moves data that verifies
     rec = gpu.run_cuda(
-        target="gpu-emu://?ndev=2&profile=null&ns=64MiB",
+        target="gpu-emu://?ndev=2&profile=null&nsze=64MiB",
         rw="write",
         iosize=iosize,
         qdepth=64,

@@ -221,3 +221,29 @@ def test_table_bounds_are_what_the_parsers_take():
             for v in (lo - 1, hi + 1) if lo else (hi + 1,):
                 with pytest.raises(ValueError, match=f"'{key}'"):
                     nat.cuda_target_check(f"gpu-emu://?{key}={v}")
+
+
+def test_old_spellings_are_named_once_per_uri_where_users_see_them(caplog):
+    """The emulators accept the old spellings and say so: the Python layer logs the emulator's own words once
+    per URI (driver.errors.check_uri, the gate of every target), nvmelab-serve prints them on stderr."""
+    from nvmelab import _native
+    from nvmelab.driver import errors
+    from nvmelab.host import serve
+
+    old = "emu://?nsze=1MiB&lba=4096&data=ram"
+    got = _native.emu_uri_warnings(old)
+    assert "'lba' is now 'lbads'" in got and "'data=ram' is now 'data=copy'" in got and "'nsze'" not in got
+    gpu = _native.emu_uri_warnings("gpu-emu://?ns=4MiB")
+    assert gpu.startswith("gpu-emu: parameter 'ns' is now 'nsze'")
+    for quiet in ("emu://?nsze=1MiB&lbads=4096", "pci://0000:01:00.0", "gpu-emu://?bogus=1", "not a uri"):
+        assert _native.emu_uri_warnings(quiet) == "", quiet
+    errors._warn_old_spellings.cache_clear()
+    with caplog.at_level("WARNING", logger="nvmelab.driver.errors"):
+        errors.check_uri(old)
+        errors.check_uri(old)
+        errors.check_uri("emu://?nsze=1MiB")
+    said = [r.getMessage() for r in caplog.records if r.name == "nvmelab.driver.errors"]
+    assert said == [got]
+    with serve.Server("emu://?ns=1MiB") as s:
+        pass
+    assert "nvmelab-serve: emu: parameter 'ns' is now 'nsze'" in s.stderr

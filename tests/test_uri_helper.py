@@ -97,7 +97,7 @@ def test_kind() -> None:
     assert uri.kind("/tmp/data.img") == "" and uri.kind("-") == "" and uri.kind("") == ""
     assert uri.kind("/tmp/a://b") == ""  # a file name, not a scheme
     assert uri.kind("://x") == ""
-    assert uri.is_emulated("emu://") and uri.is_emulated("gpu-emu://?ns=1") and not uri.is_emulated("pci://x")
+    assert uri.is_emulated("emu://") and uri.is_emulated("gpu-emu://?nsze=1MiB") and not uri.is_emulated("pci://x")
     assert not uri.is_emulated("emu") and not uri.is_emulated("/emu://")
 
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "nvme/emu/emu_keys.h"
 #include "nvme/scheme.h"
 
 namespace py = pybind11;
@@ -54,6 +55,17 @@ static void bind_uri_schemes(py::module_ &m)
 void bind_uri(py::module_ &m)
 {
     bind_uri_schemes(m);
+    m.def(
+        "emu_uri_warnings",
+        [](const py::object &uri_arg) {
+            const std::string uri = nvmelab::uri_text(uri_arg);
+            char warn[NVME_EMU_WARN_LEN] = "";
+            nvme_emu_uri_warnings(uri.c_str(), warn, sizeof(warn));
+            return std::string(warn);
+        },
+        py::arg("uri"),
+        "The old key or value spellings an emu:// or gpu-emu:// URI uses, as the emulator words its warnings\n"
+        "(nvme/emu/emu_keys.h; '; '-joined), '' when none or for any other URI. Opens nothing.");
     m.def(
         "uri_parse",
         [](const py::object &uri_arg) {

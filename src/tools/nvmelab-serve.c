@@ -95,6 +95,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "nvmelab-serve: %s\n", err);
         return r == -EINVAL || r == -ENAMETOOLONG ? SERVE_EXIT_USAGE : SERVE_EXIT_SYS;
     }
+    const char *old = nvme_emu_set_warnings(vfu_server_set(s)); /* old key spellings: still served, named */
+    if (old && *old)
+        fprintf(stderr, "nvmelab-serve: %s\n", old);
     if ((r = vfu_server_start(s, err, sizeof(err)))) {
         fprintf(stderr, "nvmelab-serve: %s\n", err);
         vfu_server_close(s);

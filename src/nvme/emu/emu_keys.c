@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nvme/errbuf.h"
+#include "nvme/uri.h"
 
 #define EMU_KEYS_LIST_LEN 512u /* the "known keys" list of one emulator */
 
@@ -126,4 +127,33 @@ int nvme_emu_profile_scale(const char *prefix, const char *profile, const char *
         *s = v;
     }
     return 0;
+}
+
+void nvme_emu_uri_warnings(const char *uri, char *warn, size_t warnlen)
+{
+    if (!warn || !warnlen)
+        return;
+    warn[0] = '\0';
+    struct nvme_uri *u = NULL;
+    char err[NVME_EMU_WARN_LEN];
+    if (!uri || nvme_uri_parse(uri, &u, err, sizeof(err)))
+        return;
+    const bool cpu = !strcmp(u->scheme, "emu"), gpu = !strcmp(u->scheme, "gpu-emu");
+    if (cpu || gpu) {
+        const char *prefix = cpu ? "emu: " : "gpu-emu: ";
+        const char *keys_given[NVME_URI_MAX_PARAMS];
+        for (unsigned i = 0; i < u->nparams; i++)
+            keys_given[i] = u->params[i].key;
+        if (nvme_emu_keys_check(prefix, cpu ? NVME_EMU_CPU : NVME_EMU_GPU, keys_given, u->nparams, warn, warnlen, err,
+                                sizeof(err)) == 0) {
+            for (unsigned i = 0; i < u->nparams; i++) {
+                const struct nvme_emu_key *row = nvme_emu_key_find(u->params[i].key, NVME_EMU_BOTH, NULL);
+                if (row)
+                    (void)nvme_emu_value(prefix, row->name, u->params[i].value, warn, warnlen);
+            }
+        } else {
+            warn[0] = '\0';
+        }
+    }
+    nvme_uri_free(u);
 }

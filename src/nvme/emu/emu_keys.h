@@ -125,7 +125,7 @@ struct nvme_emu_key {
     const char *values, *def_cpu, *def_gpu, *doc;
 };
 
-#define NVME_EMU_WARN_LEN 256u /* room for the warnings of one URI */
+#define NVME_EMU_WARN_LEN 1024u /* room for the warnings of one URI */
 
 /* Row i (0-based) of the table, NULL past the end. */
 const struct nvme_emu_key *nvme_emu_key_at(unsigned i);
@@ -144,6 +144,12 @@ int nvme_emu_keys_check(const char *prefix, unsigned who, const char *const *key
 const char *nvme_emu_key_name(const char *name, const char *const *keys, size_t n);
 /* `val` of canonical key `name`, its old spelling replaced by the new one (warning into warn), else val. */
 const char *nvme_emu_value(const char *prefix, const char *name, const char *val, char *warn, size_t warnlen);
+
+/* The old spellings URI text `uri` uses, if it is an emu:// or gpu-emu:// URI: the warnings the emulator will
+ * give when it opens (keys and values, "; "-joined, "" when none) into warn, without opening anything; a URI
+ * that does not parse, is of another scheme or has a bad key leaves warn "" (opening it names the error). For
+ * callers that log where the emulator cannot: the tools, the Python binding. */
+void nvme_emu_uri_warnings(const char *uri, char *warn, size_t warnlen);
 
 /* Profile and scale of either emulator, parsed once: `profile` NULL -> "null"; `scale` NULL -> the
  * profile's default_scale when profile_scale is true (emu://), else 1 (gpu-emu:// runs profiles unscaled).

@@ -19,7 +19,11 @@ naming the argument. Using a closed object raises :class:`ClosedError`.
 from __future__ import annotations
 
 import errno as _errno
+import functools
+import logging
 import os
+
+log = logging.getLogger(__name__)
 
 
 class ClosedError(ValueError):
@@ -88,4 +92,19 @@ def check_uri(uri: str, what: str = "URI") -> str:
         except UnicodeEncodeError:
             shown = uri
         raise ValueError(f"{what} {shown!r}: not UTF-8 text (character {exc.start + 1})") from None
+    _warn_old_spellings(uri)
     return uri
+
+
+@functools.lru_cache(maxsize=256)
+def _warn_old_spellings(uri: str) -> None:
+    """Log, once per URI, the old key spellings an emulated target uses (nsze's old 'ns', ...; the table of
+    src/nvme/emu/emu_keys.h words them): still accepted, gone in the next release."""
+    try:
+        from .. import _native
+
+        warn = _native.emu_uri_warnings(uri)
+    except (ImportError, AttributeError, ValueError):
+        return
+    if warn:
+        log.warning("%s", warn)

@@ -156,8 +156,14 @@ def check_params(target: str, ndevs: int | None = None, **table: Any) -> None:
     (rw, iosize, qdepth, nqueues, runtime, warmup, rounds, timeout, poll, occupancy, ...) by the engine's
     own check (_native.crun_params_check, the table in src/engine/crun_params.h). ValueError names the
     first bad one."""
-    if not isinstance(target, str) or _uri.kind(target) not in ("gpu-emu", "pci", "emu"):
-        raise ValueError(f"target={target!r}: cuda-run drives gpu-emu://..., pci://... or emu://?mode=thread&...")
+    served = _uri.schemes("cuda_run")  # the one table of schemes (src/nvme/scheme.h)
+    if not isinstance(target, str) or _uri.kind(target) not in served:
+        names = [s + "://" for s in served]
+        listed = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+        raise ValueError(f"target={target!r}: cuda-run drives {listed} (emu:// with mode=thread)")
+    from ..driver.errors import check_uri
+
+    check_uri(target, "target")  # whole text, and old emulator spellings named once
     if _uri.kind(target) == "emu" and _uri.get(target, "mode") != "thread":  # as the driver, before any CUDA call
         raise ValueError(
             f"target={target!r}: the CPU emulator needs mode=thread (a service thread polls the doorbells)"
