@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* errbuf.h — the one helper that fills a caller's error buffer (internal).
+/* errbuf.h — the one helper that fills a caller's error buffer; public, as the err/errlen convention is
+ * the house's beyond the driver too (the vfio-user server, src/tools/vfu_server.c, reports through it).
  *
  * Purpose: functions that take `char *err, size_t errlen` report a failure with
  *   return nvme_errf(err, errlen, -EINVAL, "nsid=%u: no such namespace", nsid);
