@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * gpu_emu.h — the GPU-resident emulated NVMe controller behind `gpu-emu://` (internal to libnvmelab-gpu-emu).
+ * gpu_emu.h — the GPU-resident emulated NVMe controller behind `gpu-emu://` (libnvmelab-gpu-emu; a public header:
+ * the engines use it, NVMELAB_DRIVER_PUBLIC_HEADERS).
  *
  * Purpose: emulated controllers whose queues, doorbells, namespaces and device model all live in GPU
  * memory, served by a persistent kernel (a few blocks, one warp per queue at a time), so device-initiated
