@@ -363,7 +363,7 @@ def test_host_load_counts_qemu_nbd_as_the_servers_share_not_background() -> None
     (issue 34, item 7): it is reported as the server's share, the file-mode runs giving the background."""
     import pandas as pd
 
-    from nvmelab.results import analysis
+    from nvmelab.studies.blksum_qdepth import analysis as blksum_qdepth
 
     ours = pd.DataFrame(
         {
@@ -372,16 +372,17 @@ def test_host_load_counts_qemu_nbd_as_the_servers_share_not_background() -> None
             "host_cpu_usage": [102.0, 102.0, 150.0, 150.0],
         }
     )
-    load = analysis.blksum_host_load(ours)
+    load = blksum_qdepth.blksum_host_load(ours)
     assert load["file_beside_median"] == 2.0 and load["nbd_beside_median"] == 90.0
     assert load["nbd_server_median"] == 88.0 and load["nbd_client_median"] == 60.0
-    assert analysis.blksum_host_load(ours.drop(columns=["host_cpu_usage"])) == {}
+    assert blksum_qdepth.blksum_host_load(ours.drop(columns=["host_cpu_usage"])) == {}
 
 
 def test_gain_over_q1_carries_its_run_to_run_spread() -> None:
     import pandas as pd
 
-    from nvmelab.results import analysis, reference
+    from nvmelab.results import reference
+    from nvmelab.studies.blksum_qdepth import analysis as blksum_qdepth
 
     agg = pd.DataFrame(
         {
@@ -393,7 +394,7 @@ def test_gain_over_q1_carries_its_run_to_run_spread() -> None:
             "runtime_s_std": [0.2, 0.1],
         }
     )
-    best = analysis.blksum_best(agg, reference.blksum_qdepth())
+    best = blksum_qdepth.blksum_best(agg, reference.blksum_qdepth())
     mine = best[best.source == "ours"].iloc[0]
     assert mine.speedup == 2.0 and mine.spread == pytest.approx(2.0 * (0.1**2 + 0.1**2) ** 0.5)
     assert best[best.source == "seed"]["spread"].notna().all()  # from hyperfine's sigma

@@ -72,7 +72,7 @@ def test_hyperfine_summary_and_seed_layout() -> None:
 
     import pandas as pd
 
-    from nvmelab.results import analysis
+    from nvmelab.studies.blksum_qdepth import analysis as blksum_qdepth
 
     runs = pd.DataFrame(
         {
@@ -87,11 +87,11 @@ def test_hyperfine_summary_and_seed_layout() -> None:
             "system_s": [0.4, 0.5, 0.6, 0.2, 0.2],
         }
     )
-    hf = analysis.hyperfine_summary(runs)
+    hf = blksum_qdepth.hyperfine_summary(runs)
     q1 = hf[hf.qdepth == 1].iloc[0]
     assert (q1.mean_s, q1.std_s, q1.min_s, q1.max_s, q1.runs) == (2.0, 1.0, 1.0, 3.0, 3)  # sample σ, as hyperfine
     assert math.isclose(q1.user_s, 0.2) and math.isclose(q1.system_s, 0.5)
-    t = analysis.seed_layout(hf, reference.blksum_qdepth(), "null", pm=".3f")
+    t = blksum_qdepth.seed_layout(hf, reference.blksum_qdepth(), "null", pm=".3f")
     assert list(t.index) == [1, 2, 4, 8, 16, 32]
     groups = list(dict.fromkeys(a for a, _ in t.columns))
     assert groups == ["seed: laptop, file", "seed: server, file", "ours: psync, 2 threads"]
@@ -103,18 +103,18 @@ def test_hyperfine_summary_and_seed_layout() -> None:
 def test_blksum_speedups_ours_beside_the_seeds() -> None:
     import pandas as pd
 
-    from nvmelab.results import analysis
+    from nvmelab.studies.blksum_qdepth import analysis as blksum_qdepth
 
     agg = pd.DataFrame(
         {"digest": "null", "io": "psync", "threads": 2, "qdepth": [1, 2, 4], "runtime_s_mean": [2.0, 1.0, 4.0]}
     )
-    both = analysis.blksum_speedups(agg, reference.blksum_qdepth())
+    both = blksum_qdepth.blksum_speedups(agg, reference.blksum_qdepth())
     ours = both[both.source == "ours"].set_index("qdepth")["speedup"]
     assert list(ours) == [1.0, 2.0, 0.5] and set(both[both.source == "ours"]["series"]) == {"ours: psync, 2 thr"}
     seed = both[both.source != "ours"]
     assert {"seed: laptop (file)", "seed: server (NBD)"} <= set(seed["series"])
     assert (seed[seed.qdepth == 1]["speedup"] == 1.0).all()
-    best = analysis.blksum_best(agg, reference.blksum_qdepth())
+    best = blksum_qdepth.blksum_best(agg, reference.blksum_qdepth())
     mine = best[best.source == "ours"].iloc[0]
     assert (mine.qdepth, mine.speedup) == (2, 2.0)
 

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""nvmelab.results.analysis.vram_seed_findings: seed 003's claims against our records, whichever way they go."""
+"""nvmelab.studies.vram_cache.analysis.vram_seed_findings: seed 003's claims against our records, whichever way they go."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from nvmelab.results import analysis, reference
+from nvmelab.results import reference
+from nvmelab.studies.vram_cache import analysis as vram_cache
 
 
 @pytest.mark.parametrize(
@@ -19,7 +20,7 @@ from nvmelab.results import analysis, reference
     ],
 )
 def test_verdict(ratios, want) -> None:
-    assert analysis.verdict(ratios) == want
+    assert vram_cache.verdict(ratios) == want
 
 
 def _agg(cache_mibs: dict[str, float]) -> pd.DataFrame:
@@ -79,7 +80,7 @@ def _dev(spread: float, write_spread: float = 1.0) -> pd.DataFrame:
 
 
 def findings(agg: pd.DataFrame, dev: pd.DataFrame) -> dict:
-    return analysis.vram_seed_findings(
+    return vram_cache.vram_seed_findings(
         agg, dev, reference.seed003_disk_io(), reference.seed003_statements(), reference.seed003_bcache()
     )
 

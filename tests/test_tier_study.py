@@ -10,6 +10,7 @@ import pytest
 from nvmelab.engines.tier import engine, gpu_available
 from nvmelab.results import analysis, records
 from nvmelab.studies import load_spec, parse_spec, run_study
+from nvmelab.studies.vram_cache import analysis as vram_cache
 
 #: pm1753 at scale 4 keeps the emulated latency short so the tests are quick.
 TARGET = "emu://?profile=pm1753&scale=4"
@@ -97,8 +98,8 @@ def test_runner_sweeps_resumes_and_skips_the_gpu_with_a_reason(tmp_path):
     again = run_study(spec, "quick", results_root=tmp_path, progress=False)
     assert again.already_done == rep.ran and again.ran == 0
     df = analysis.to_frame(recs)
-    assert set(analysis.vram_per_device(df)["ndevs"]) == {1, 2}
-    agg = analysis.vram_summary(df)
+    assert set(vram_cache.vram_per_device(df)["ndevs"]) == {1, 2}
+    agg = vram_cache.vram_summary(df)
     assert set(agg["fraction_value"]) == {0.25}
 
 

@@ -16,7 +16,7 @@ not testable here, with the reason in its note) or names its ``basis``, and the 
 * ``emulated: <check>``: a comparator of ``CHECKS`` over our records (data/results/cpu_initiated/vm and
   vram_cache/vm, preset standard) and the pm1753 profile (data/results/model/pm1753-profile.csv). Where
   a chapter derives the verdict itself, the check takes the chapter's (cpu_submit.emulated_sweep_verdicts,
-  analysis.vram_seed_findings); otherwise a value within ``model_validation.AT_CAP`` of a profile input
+  vram_cache.vram_seed_findings); otherwise a value within ``model_validation.AT_CAP`` of a profile input
   times the scale ``restates an input``, and any other value is set beside the seed's: ``emulated`` when
   equal, else ``emulated — disagrees``.
 * ``measured: <check>``: a check of ``CHECKS`` that reads a quantity our own runs measure.
@@ -247,14 +247,15 @@ def vram_records_file() -> Path:
 
 
 def _check_vram_balance() -> tuple[str, str]:
-    """The vram_cache chapter's balance verdict (analysis.vram_seed_findings: the load spread over the
+    """The vram_cache chapter's balance verdict (vram_cache.vram_seed_findings: the load spread over the
     largest array's devices, reads and writes, against BALANCED_SPREAD) beside the seed's mdadm sticks."""
     from nvmelab.results import analysis, records, reference
+    from nvmelab.studies.vram_cache import analysis as vram_cache
 
     df = analysis.to_frame(records.load_records(vram_records_file()))
     ok = df[df["status"] == "ok"] if "status" in df.columns else df
     disk, st, bc = reference.seed003_disk_io(), reference.seed003_statements(), reference.seed003_bcache()
-    f = analysis.vram_seed_findings(analysis.vram_summary(ok), analysis.vram_per_device(ok), disk, st, bc)
+    f = vram_cache.vram_seed_findings(vram_cache.vram_summary(ok), vram_cache.vram_per_device(ok), disk, st, bc)
     sticks = disk[(disk["setup"] == "mdadm-raid0-swap") & ~disk["partition"] & disk["device"].str.startswith("nvme")]
     seed = {k: float(sticks[f"{k}_bytes_s"].max() / sticks[f"{k}_bytes_s"].min()) for k in ("read", "write")}
     limit = f["balanced_spread"]
