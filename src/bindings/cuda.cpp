@@ -361,7 +361,8 @@ py::dict cuda_run(py::kwargs kw)
 void bind_cuda(py::module_ &m)
 {
     m.attr("CRUN_PARAMS") = crun_params_list();
-    m.attr("CRUN_CORUN_SHARE") = CRUN_CORUN_SHARE; // the co-runner's work: share of warmup + runtime
+    m.attr("CRUN_DEFAULT_NDEVS") = CRUN_DEFAULT_NDEVS; // gpu-emu:// without ndev (crun_params.h)
+    m.attr("CRUN_CORUN_SHARE") = CRUN_CORUN_SHARE;     // the co-runner's work: share of warmup + runtime
     m.def(
         "crun_params_check", [](py::kwargs kw) { (void)crun_from_kwargs(kw, false); },
         "Check cuda-run parameters against the engine table alone (no target, no GPU): ValueError naming one.");
@@ -418,7 +419,8 @@ void bind_cuda(py::module_ &m)
         "cuda_target_check",
         [](const std::string &target, uint32_t ndevs) {
             char desc[NVME_CUDA_DESC_LEN] = {0}, err[CUDA_ERR_LEN] = {0};
-            int rc = nvme_cuda_target_check(target.c_str(), ndevs ? ndevs : 16u, desc, sizeof(desc), err, sizeof(err));
+            int rc = nvme_cuda_target_check(target.c_str(), ndevs ? ndevs : CRUN_DEFAULT_NDEVS, desc, sizeof(desc), err,
+                                            sizeof(err));
             if (rc)
                 cuda_raise(rc, err);
             return std::string(desc);

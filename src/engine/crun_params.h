@@ -37,6 +37,7 @@ extern "C" {
 #define CRUN_MAX_QDEPTH      1024u                /* one CUDA thread per command, one block per queue */
 #define CRUN_MAX_NQUEUES     64u                  /* queues per device */
 #define CRUN_MAX_NDEVS       64u                  /* devices per run */
+#define CRUN_DEFAULT_NDEVS   16u                  /* gpu-emu:// without ndev: the published server's device count */
 #define CRUN_MAX_IOSIZE      (2u * 1024u * 1024u) /* PRP1 + one PRP list page of 4 KiB pages */
 #define CRUN_LBA_MIN         512u
 #define CRUN_MAX_SECONDS     86400.0

@@ -27,8 +27,7 @@
 #include "nvme/nvme_gpuq.h"
 #include "nvme/scheme.h"
 
-#define CRUN_NSID_FIRST    0u  // the first active namespace of each controller
-#define CRUN_DEFAULT_NDEVS 16u // gpu-emu://: the published server's device count
+#define CRUN_NSID_FIRST 0u // the first active namespace of each controller
 
 static const char CRUN_GPU_PAYLOAD_MSG[] =
     "payload=gpu: the controller would need the bus (IOVA) addresses of GPU memory for its PRPs. Two ways "

@@ -44,8 +44,6 @@ PATTERNS = ("read", "randread", "write", "randwrite")
 #: Where the payload of the real-controller path lives ("gpu" is refused with the reason).
 PAYLOADS = ("host", "gpu")
 DEFAULT_TARGET = "gpu-emu://?profile=null"
-#: Devices when neither the call nor the URI says (the published server's count).
-DEFAULT_NDEVS = 16
 #: run_cuda's keys beyond cuda-run's C table (crun_params.h, `params()`): the target, and what lets a study
 #: spec shared with the CPU engine call it (ncpus 1, thr_sib, backend: one host thread, one backend) and
 #: where the real-controller path keeps its payload. The study specs admit these and every table row.

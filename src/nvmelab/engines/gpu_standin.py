@@ -72,7 +72,9 @@ def standin_target(target: str, ndevs: int | None) -> tuple[str, int]:
     if not _uri.is_emulated(str(target)):
         raise ValueError(f"target={target!r}: the CPU stand-in replaces gpu-emu:// and emu:// targets only")
     u = _uri.parse(target)
-    n = int(ndevs or u.get("ndev", _gpu.DEFAULT_NDEVS))
+    from .. import _native
+
+    n = int(ndevs or u.get("ndev", _native.CRUN_DEFAULT_NDEVS))  # the published server's count (crun_params.h)
     n = max(1, min(n, STANDIN_MAX_NDEVS))
     keep = {k: v for k, v in u.params if k not in _GPU_ONLY_KEYS}
     return _uri.with_params("emu://", **keep, ndev=n), n
