@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from nvmelab.host.hostvars import CONTROL_VARS, HostControl, controllability
-from nvmelab.results import plots, reference
+from nvmelab.results import reference
 from nvmelab.studies import load_spec
 from nvmelab.studies.cpu_submit import analysis as cpu_submit
+from nvmelab.studies.cpu_submit import figures as cpu_submit_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -237,7 +238,7 @@ def test_cpu_samples_host_control_and_sweep_rows():
 def test_cpu_side_sweeps_plot():
     df = _records_frame()
     q = cpu_submit.sweep_change_table(df[(df.stress == 0) & (df.ncpus == 1)], "qdepth", 128)
-    chart = plots.cpu_side_sweeps([("qdepth", q), ("ncpus", q.iloc[0:0])])
+    chart = cpu_submit_figures.cpu_side_sweeps([("qdepth", q), ("ncpus", q.iloc[0:0])])
     spec = chart.to_dict()
     assert len(spec["vconcat"]) == 1  # an empty table draws no panel
     assert "IOPS per physical core" in str(spec)

@@ -7,6 +7,11 @@ import pandas as pd
 import pytest
 
 from nvmelab.results import analysis, plots, reference
+from nvmelab.studies.cpu_initiated import figures as cpu_initiated_figures
+from nvmelab.studies.cuda_iosize import figures as cuda_iosize_figures
+from nvmelab.studies.cuda_qdepth import figures as cuda_qdepth_figures
+from nvmelab.studies.pcie_saturation import figures as pcie_saturation_figures
+from nvmelab.studies.tool_comparison import figures as tool_comparison_figures
 
 
 def _agg():
@@ -38,7 +43,7 @@ def test_scaling_lines_band_points_tooltips_roofline():
 
 
 def test_panels_beside_each_other_name_their_source():
-    ch = plots.cpu_initiated(
+    ch = cpu_initiated_figures.cpu_initiated(
         [("published (AiSIO)", _agg(), 10.0), ("nvmelab, emulated pm1753 (scale 64)", _agg(), 5.0)], "qdepth", log2=True
     )
     d = ch.to_dict()
@@ -57,7 +62,7 @@ def test_pcie_bars_stack_payload_and_overhead_with_rules():
     agg = analysis.aggregate(
         reference.published("pcie-bandwidth-saturation"), by=["iosize"], metrics=["gbps", "dcgm_gbps"]
     )
-    d = plots.pcie_saturation(agg, line_rate_gbps=64.0, p2p_gbps=56.1).to_dict()
+    d = pcie_saturation_figures.pcie_saturation(agg, line_rate_gbps=64.0, p2p_gbps=56.1).to_dict()
     rows = [r for ds in d["datasets"].values() for r in ds]
     parts = {r["part"] for r in rows if "part" in r}
     assert parts == {"payload (application)", "link overhead (DCGM - payload)"}
@@ -67,24 +72,24 @@ def test_pcie_bars_stack_payload_and_overhead_with_rules():
 
 def test_pcie_bars_without_dcgm_hold_payload_only():
     agg = pd.DataFrame({"iosize": [512, 4096], "gbps_mean": [1.0, 2.0], "gbps_std": [0.0, 0.0], "n": [2, 2]})
-    d = plots.pcie_saturation(agg).to_dict()
+    d = pcie_saturation_figures.pcie_saturation(agg).to_dict()
     rows = [r for ds in d["datasets"].values() for r in ds]
     assert {r["part"] for r in rows} == {"payload (application)"}
 
 
 def test_tool_comparison_grouped_bars():
     agg = analysis.aggregate(reference.published("tool-comparison"), by=["stack", "ncpus"])
-    d = plots.tool_comparison(agg, title="x").to_dict()
+    d = tool_comparison_figures.tool_comparison(agg, title="x").to_dict()
     bar = d["layer"][0]
     assert bar["encoding"]["xOffset"]["field"] == "stack" and bar["encoding"]["x"]["field"] == "ncpus"
 
 
 def test_cuda_charts_with_published_points():
     pts = pd.DataFrame({"qdepth": [128], "iops": [41.9e6], "label": ["nqueues=1 qd=128"]})
-    d = plots.cuda_qdepth(_agg(), roofline=61.7e6, published_points=pts).to_dict()
+    d = cuda_qdepth_figures.cuda_qdepth(_agg(), roofline=61.7e6, published_points=pts).to_dict()
     assert d["layer"][-1]["mark"]["shape"] == "cross"
     agg = _agg().assign(iosize=[512, 1024, 2048], gbps_mean=[1.0, 2.0, 3.0], gbps_std=[0.0, 0.0, 0.0])
-    d = plots.cuda_iosize(agg, p2p_gbps=56.1).to_dict()
+    d = cuda_iosize_figures.cuda_iosize(agg, p2p_gbps=56.1).to_dict()
     assert any(layer["mark"]["type"] == "rule" for layer in d["layer"] if isinstance(layer["mark"], dict))
 
 

@@ -9,7 +9,9 @@ import statistics
 import pandas as pd
 import pytest
 
-from nvmelab.results import analysis, plots, reference
+from nvmelab.results import analysis, reference
+from nvmelab.studies.pcie_saturation import figures as pcie_saturation_figures
+from nvmelab.studies.tool_comparison import figures as tool_comparison_figures
 
 
 @pytest.mark.parametrize(
@@ -77,7 +79,7 @@ def test_tool_comparison_figure_regenerated_exactly():
         mean, std = raw[(r.tool, r.backend, r.ncpus)]
         assert r.iops_mean == pytest.approx(mean, rel=1e-12)
         assert r.iops_std == pytest.approx(std, rel=1e-9, abs=1e-6)
-    chart = plots.tool_comparison(agg).to_dict()
+    chart = tool_comparison_figures.tool_comparison(agg).to_dict()
     data = next(iter(chart["datasets"].values()))
     assert sorted(d["iops_mean"] for d in data) == pytest.approx(sorted(m for m, _ in raw.values()), rel=1e-12)
     # the ranking of the published figure at every core count
@@ -93,7 +95,7 @@ def test_pcie_figure_regenerated_exactly():
     raw = _raw_means("pcie-bandwidth-saturation.jsonl", ("iosize",), "mibs")
     for r in agg.itertuples():
         assert r.gbps_mean == pytest.approx(raw[(r.iosize,)][0] * analysis.MIB / analysis.GB, rel=1e-12)
-    chart = plots.pcie_saturation(agg, line_rate_gbps=64.0, p2p_gbps=56.1).to_dict()
+    chart = pcie_saturation_figures.pcie_saturation(agg, line_rate_gbps=64.0, p2p_gbps=56.1).to_dict()
     payload = [d["gbps"] for ds in chart["datasets"].values() for d in ds if d.get("part", "").startswith("payload")]
     assert sorted(payload) == pytest.approx(sorted(agg["gbps_mean"]), rel=1e-12)
 

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Altair figures of the studies, with the published figures' axes and series.
+"""Altair figures every study shares, with the published figures' axes and series; a study's own figures
+live in its folder (nvmelab.studies.<study>.figures: cpu_initiated, tool_comparison, pcie_saturation,
+cuda_qdepth, cuda_iosize, cpu_submit's sweeps, blksum_qdepth, vram_cache), built on these.
 
 Key functions (inputs are tables from nvmelab.results.analysis.aggregate):
     scaling_lines(agg, x, ...)        y vs x per series, ±std band, roofline rule, tooltips
-    cpu_initiated(panels, x, ...)     one panel per source (published | ours), side by side
-    tool_comparison(agg, ...)         grouped bars of IOPS per stack and core count
-    pcie_saturation(agg, ...)         stacked bars payload + link overhead, line-rate/P2P rules
-    cuda_qdepth(agg, ...)             IOPS vs queue depth per nqueues
-    cuda_iosize(agg, ...)             bandwidth vs I/O size per queue depth; save / svg: vl-convert export
+    beside(panels)                    panels stacked, each with its own scales
+    model_curves(...), cpu_model(...) the model beside the published numbers; marks_caption for their captions
+    save / svg                        vl-convert export
 
 Conventions: every chart says where its data came from in its title (a published panel and ours are
 never mixed in one panel without a legend entry naming the source); emulated panels name profile and
@@ -153,173 +153,6 @@ def beside(panels: Sequence[alt.TopLevelMixin], title: str = "") -> alt.VConcatC
     )
 
 
-def cpu_initiated(
-    panels: Sequence[tuple[str, pd.DataFrame, float | None]],
-    x: str,
-    *,
-    y: str = "iops",
-    series: str | None = None,
-    log2: bool = False,
-    title: str = "",
-) -> alt.HConcatChart:
-    """The CPU-initiated line plots: one panel per (label, aggregated data, roofline); `series`
-    colours the lines of the panels whose data has that column (e.g. the published backends)."""
-    charts = [
-        scaling_lines(
-            agg, x, y, series=series if series in agg.columns else None, log2=log2, roofline=roof, title=label
-        )
-        for label, agg, roof in panels
-        if agg is not None and not agg.empty
-    ]
-    return beside(charts, title)
-
-
-def tool_comparison(
-    agg: pd.DataFrame,
-    *,
-    y: str = "iops",
-    stack: str = "stack",
-    x: str = "ncpus",
-    title: str = "",
-    y_title: str | None = None,
-) -> alt.LayerChart:
-    """Grouped bars: `y` mean per CPU-thread count (x), one bar per stack, ±std error bars; a
-    logarithmic y axis when the stacks differ by more than LOG_SPAN (auto_log)."""
-    d = _with_band(agg, y)
-    ylog = auto_log(d[f"{y}_mean"])
-    yscale = alt.Scale(type="log") if ylog else alt.Scale()
-    xe = alt.X(f"{x}:O", title=TITLES.get(x, x), axis=alt.Axis(labelAngle=0))
-    off = alt.XOffset(f"{stack}:N")
-    color = alt.Color(f"{stack}:N", title="Stack")
-    tips = [
-        alt.Tooltip(f"{stack}:N", title="Stack"),
-        alt.Tooltip(f"{x}:O", title=TITLES.get(x, x)),
-        alt.Tooltip(f"{y}_mean:Q", title="mean", format=",.0f"),
-        alt.Tooltip(f"{y}_std:Q", title="std (population)", format=",.0f"),
-        alt.Tooltip("n:Q", title="repetitions"),
-    ]
-    base = alt.Chart(d)
-    yt = (y_title or TITLES.get(y, y)) + (" (log scale)" if ylog else "")
-    if ylog:  # a log axis has no zero: bars and error bars start at a positive floor
-        floor = float(d[f"{y}_mean"].min()) / 2
-        d = d.assign(lo=d["lo"].clip(lower=floor), floor=floor)
-        base = alt.Chart(d)
-    benc = {"y2": alt.Y2("floor:Q")} if ylog else {}
-    bars = base.mark_bar().encode(
-        x=xe, xOffset=off, color=color, tooltip=tips, y=alt.Y(f"{y}_mean:Q", title=yt, scale=yscale), **benc
-    )
-    err = base.mark_rule(color="black").encode(x=xe, xOffset=off, y=alt.Y("lo:Q", scale=yscale), y2="hi:Q")
-    return alt.layer(bars, err).properties(width=WIDTH + 40, height=HEIGHT, title=title)
-
-
-def pcie_saturation(
-    agg: pd.DataFrame,
-    *,
-    line_rate_gbps: float | None = None,
-    p2p_gbps: float | None = None,
-    title: str = "",
-    references: Sequence[tuple[str, float]] = (),
-) -> alt.LayerChart:
-    """Stacked bars per I/O size: payload GB/s plus the extra bytes the link carried (DCGM - payload).
-
-    Without DCGM numbers (our emulated runs) the bars hold the payload only.
-    Rules: the PCIe line rate and the P2P reference bandwidth, when given, and any other
-    (label, GB/s) in `references` (e.g. an emulated profile's payload ceiling), each with its own dash.
-    """
-    rows = []
-    for _, r in agg.iterrows():
-        rows.append(
-            {
-                "iosize": int(r["iosize"]),
-                "part": "payload (application)",
-                "gbps": r["gbps_mean"],
-                "order": 0,
-                "total": r.get("dcgm_gbps_mean", r["gbps_mean"]),
-            }
-        )
-        dc = r.get("dcgm_gbps_mean")
-        if dc is not None and dc == dc:
-            rows.append(
-                {
-                    "iosize": int(r["iosize"]),
-                    "part": "link overhead (DCGM - payload)",
-                    "gbps": dc - r["gbps_mean"],
-                    "order": 1,
-                    "total": dc,
-                }
-            )
-    d = pd.DataFrame(rows)
-    tips = [
-        alt.Tooltip("iosize:O", title="I/O size"),
-        alt.Tooltip("part:N"),
-        alt.Tooltip("gbps:Q", title="GB/s", format=".2f"),
-        alt.Tooltip("total:Q", title="link total GB/s", format=".2f"),
-    ]
-    bars = (
-        alt.Chart(d)
-        .mark_bar()
-        .encode(
-            x=alt.X("iosize:O", title=TITLES["iosize"], axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("gbps:Q", title="GB/s", stack="zero"),
-            color=alt.Color(
-                "part:N",
-                title="Bytes",
-                sort=["payload (application)", "link overhead (DCGM - payload)"],
-                legend=alt.Legend(orient="bottom", direction="vertical"),
-            ),
-            order=alt.Order("order:Q"),
-            tooltip=tips,
-        )
-    )
-    layers: list = [bars]
-    refs = [(n, v) for n, v in (("PCIe line rate", line_rate_gbps), ("P2P reference", p2p_gbps)) if v is not None]
-    refs += [(n, v) for n, v in references]
-    if refs:
-        rd = pd.DataFrame({"reference": [n for n, _ in refs], "gbps": [float(v) for _, v in refs]})
-        names = list(rd["reference"])
-        layers.append(
-            alt.Chart(rd)
-            .mark_rule(color="black", strokeWidth=1.5)
-            .encode(
-                y="gbps:Q",
-                strokeDash=alt.StrokeDash(
-                    "reference:N",
-                    title="Reference",
-                    sort=names,
-                    legend=alt.Legend(orient="bottom", direction="vertical"),
-                    scale=alt.Scale(domain=names, range=DASHES[1 : 1 + len(names)]),
-                ),
-                tooltip=[alt.Tooltip("reference:N"), alt.Tooltip("gbps:Q", format=".1f")],
-            )
-        )
-    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title_lines(title))
-
-
-def cuda_qdepth(
-    agg: pd.DataFrame, *, roofline: float | None = None, title: str = "", published_points: pd.DataFrame | None = None
-) -> alt.LayerChart:
-    """IOPS vs queue depth (log2), one line per nqueues; published points as crosses when given."""
-    ch = scaling_lines(agg, "qdepth", "iops", series="nqueues", log2=True, roofline=roofline, title=title)
-    return _with_points(ch, published_points, "qdepth", "iops")
-
-
-def cuda_iosize(
-    agg: pd.DataFrame, *, p2p_gbps: float | None = None, title: str = "", published_points: pd.DataFrame | None = None
-) -> alt.LayerChart:
-    """Bandwidth (GB/s) vs I/O size (log2), one line per queue depth; P2P reference rule."""
-    ch = scaling_lines(
-        agg,
-        "iosize",
-        "gbps",
-        series="qdepth",
-        log2=True,
-        roofline=p2p_gbps,
-        roofline_label="P2P reference",
-        title=title,
-    )
-    return _with_points(ch, published_points, "iosize", "gbps")
-
-
 def _with_points(chart: alt.LayerChart, pts: pd.DataFrame | None, x: str, y: str) -> alt.LayerChart:
     """Add published numbers (from headline.csv) as labelled crosses."""
     if pts is None or pts.empty:
@@ -361,30 +194,6 @@ def save(chart: alt.TopLevelMixin, path: str | Path) -> Path:
     else:
         raise ValueError(f"save: unsupported figure format {suffix!r} (use .svg, .png, .html or .json)")
     return path
-
-
-def cpu_side_sweeps(
-    tables: Sequence[tuple[str, pd.DataFrame]], *, y: str = "iops_per_core", series: str = "backend", title: str = ""
-) -> alt.HConcatChart:
-    """The CPU-side sweeps (study cpu_submit) beside each other: one panel per (x column, table of
-    cpu_submit.sweep_change_table), `y` (default IOPS per physical core) against x, one line per `series`;
-    queue depth and I/O size on a log2 axis."""
-    y_title = "IOPS per physical core" if y == "iops_per_core" else TITLES.get(y, y)
-    charts = [
-        scaling_lines(
-            agg,
-            x,
-            y,
-            series=series,
-            log2=x in ("qdepth", "iosize"),
-            y_title=y_title,
-            series_title="Path",
-            title=f"{y_title} vs {TITLES.get(x, x).lower()}",
-        )
-        for x, agg in tables
-        if agg is not None and not agg.empty
-    ]
-    return beside(charts, title)
 
 
 # ------------------------------------------------------------------ model beside published ---
