@@ -247,3 +247,15 @@ def test_old_spellings_are_named_once_per_uri_where_users_see_them(caplog):
     with serve.Server("emu://?ns=1MiB") as s:
         pass
     assert "nvmelab-serve: emu: parameter 'ns' is now 'nsze'" in s.stderr
+
+
+def test_the_binding_hands_up_the_same_table():
+    """_native.emu_keys() (what Python reads: the stand-in's dropped keys) is the header's table, row for row."""
+    from nvmelab import _native
+
+    who = {"NVME_EMU_CPU": ("emu",), "NVME_EMU_GPU": ("gpu-emu",), "NVME_EMU_BOTH": ("emu", "gpu-emu")}
+    rows = _native.emu_keys()
+    assert [r["name"] for r in rows] == [r["name"] for r in table()]
+    for got, want in zip(rows, table()):
+        assert got["old"] == want["old"] and got["emulators"] == who[want["who"]], got["name"]
+        assert (got["default_emu"], got["default_gpu_emu"]) == (want["def_cpu"], want["def_gpu"]), got["name"]

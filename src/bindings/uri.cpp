@@ -56,6 +56,31 @@ void bind_uri(py::module_ &m)
 {
     bind_uri_schemes(m);
     m.def(
+        "emu_keys",
+        []() {
+            py::list rows;
+            const struct nvme_emu_key *k;
+            for (unsigned i = 0; (k = nvme_emu_key_at(i)); i++) {
+                py::list who;
+                if (k->who & NVME_EMU_CPU)
+                    who.append("emu");
+                if (k->who & NVME_EMU_GPU)
+                    who.append("gpu-emu");
+                py::dict d;
+                d["name"] = k->name;
+                d["old"] = k->old ? py::object(py::str(k->old)) : py::object(py::none());
+                d["emulators"] = py::tuple(who);
+                d["values"] = k->values;
+                d["default_emu"] = k->def_cpu;
+                d["default_gpu_emu"] = k->def_gpu;
+                d["doc"] = k->doc;
+                rows.append(d);
+            }
+            return rows;
+        },
+        "The emulators' key table (nvme/emu/emu_keys.h), one dict per row: name, old (its old spelling or None),\n"
+        "emulators ('emu', 'gpu-emu'), values, default_emu, default_gpu_emu, doc.");
+    m.def(
         "emu_uri_warnings",
         [](const py::object &uri_arg) {
             const std::string uri = nvmelab::uri_text(uri_arg);

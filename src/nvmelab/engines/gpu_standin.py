@@ -36,9 +36,21 @@ log = logging.getLogger(__name__)
 TOOL = "nvmelab-gpuq-cpu"
 #: Devices the stand-in emulates at most (one CPU thread drives every queue of every device).
 STANDIN_MAX_NDEVS = 4
-#: gpu-emu:// keys the CPU emulator does not take (GPU launch shape, payload handling); `mode`: an emu:// target
-#: of the GPU engine serves from a thread of its own (mode=thread), the stand-in drives it inline.
-_GPU_ONLY_KEYS = ("blocks", "warps", "data", "fill", "ooo", "drop", "ndev", "mode")
+#: Target keys the stand-in sets its own way besides the gpu-emu-only rows (_dropped_keys): the payload handling
+#: (data, ooo: the stand-in's reads take the CPU emulator's defaults), ndev (from ndevs), and `mode` (an emu://
+#: target of the GPU engine serves from a thread of its own, mode=thread; the stand-in drives it inline).
+_STANDIN_SETS = ("data", "ooo", "ndev", "mode")
+
+
+def _dropped_keys() -> frozenset[str]:
+    """The target keys the stand-in drops: the key table's gpu-emu-only rows (src/nvme/emu/emu_keys.h), and
+    the ones it sets itself (_STANDIN_SETS)."""
+    from .. import _native
+
+    gpu_only = {r["name"] for r in _native.emu_keys() if r["emulators"] == ("gpu-emu",)}
+    return frozenset(gpu_only | set(_STANDIN_SETS))
+
+
 #: cuda-run's table rows (src/engine/crun_params.h) the stand-in runs as asked (rw: reads only, checked).
 HONOURED = (
     "rw",
@@ -76,7 +88,7 @@ def standin_target(target: str, ndevs: int | None) -> tuple[str, int]:
 
     n = int(ndevs or u.get("ndev", _native.CRUN_DEFAULT_NDEVS))  # the published server's count (crun_params.h)
     n = max(1, min(n, STANDIN_MAX_NDEVS))
-    keep = {k: v for k, v in u.params if k not in _GPU_ONLY_KEYS}
+    keep = {k: v for k, v in u.params if k not in _dropped_keys()}
     return _uri.with_params("emu://", **keep, ndev=n), n
 
 
