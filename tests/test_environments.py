@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""nvmelab.results.environments: host summaries from record provenance (the book's environments chapter)."""
+"""nvmelab.book.environments: host summaries from record provenance (the book's environments chapter)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nvmelab.results import environments
+from nvmelab.book import environments
 from nvmelab.results.records import RecordError, write_records
 
 
@@ -110,7 +110,7 @@ def test_corrupt_record_names_file_and_line(tmp_path):
 def test_the_environments_chapter_states_what_the_committed_records_say():
     """book/environments.md says every 'ours' number comes from a 2-vCPU guest without SMT or
     cpufreq: every committed host's records must say so too (layout and host_control)."""
-    from nvmelab.results import environments
+    from nvmelab.book import environments
 
     root = Path(__file__).resolve().parents[1]
     text = (root / "book" / "environments.md").read_text(encoding="utf-8")

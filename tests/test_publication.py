@@ -220,7 +220,7 @@ def test_legend_symbols_are_drawn_at_full_strength() -> None:
 
 def test_environments_page_states_unsettable_variables_in_plain_words() -> None:
     """The environments page names what a host would not let a sweep set without sysfs paths or raw values."""
-    from nvmelab.results import environments
+    from nvmelab.book import environments
 
     env = environments.HostEnvironment("h")
     env.uncontrolled = {

@@ -17,7 +17,7 @@ What it adds (all configured from book/conf.py):
   CDN; every such URL in a page's raw HTML is pointed at the vendored bundle
   ``_static/vega/vega-bundle.js`` (see ``vendor_vega.py``).
 * ``{nvmelab-environments}`` directive: the hosts that produced the committed records
-  under ``data/results`` (from their provenance; code in ``nvmelab.results.environments``);
+  under ``data/results`` (from their provenance; code in ``nvmelab.book.environments``);
   with ``:published:``, the published experiments' environments from ``data/reference/methods.csv``.
 * ``{published}`` role: a published number from ``data/reference/headline.csv``,
   written ``{published}`experiment|quantity|config|format```` (config and format
@@ -207,7 +207,7 @@ def _counts(d: dict[str, int]) -> str:
 
 
 class EnvironmentsDirective(SphinxDirective):
-    """Tables of the hosts behind the committed records (nvmelab.results.environments); with
+    """Tables of the hosts behind the committed records (nvmelab.book.environments); with
     ``:published:``, the published experiments' environments as their sources state them (the
     ``environment`` rows of data/reference/methods.csv, one per study chapter)."""
 
@@ -236,7 +236,7 @@ class EnvironmentsDirective(SphinxDirective):
         ]
 
     def run(self) -> list[nodes.Node]:
-        from nvmelab.results import environments
+        from nvmelab.book import environments
         from nvmelab.results.records import RecordError
 
         if "published" in self.options:

@@ -12,7 +12,7 @@ Packages, by concern (each imports only those listed before it, and the driver n
     results   records, reference, checks, status, aggregation (analysis), plot style and helpers, bench
     engines   perf, gpu, blksum, tier (what makes a measurement)
     studies   spec, runner, distributed, paths, and one folder per study (<name>/spec.toml, its analysis)
-    book      how results appear in the book: publication, coverage, answer
+    book      how results appear in the book: publication, coverage, answer, environments
     lease     the GPU lease plan (plan, host, gpu_tests; python -m nvmelab.lease)
     cli       the `nvmelab` command
 """

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..driver import uri as _uri
-from .records import load_records, validate
+from ..results.records import load_records, validate
 
 #: Shown where no record of a host names a value.
 UNKNOWN = "unknown"
