@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Adding a study means adding one folder (issue 37): a folder with a spec.toml under nvmelab/studies/ is a
-study to the spec loader, the runner, the CLI and the book's chapter list, with no other edit; every study
+study to the spec loader, the runner, the CLI (list, plan, run) and the book's chapter list, with no other edit; every study
 folder holds its spec, and the old specs/ folder is gone."""
 
 from __future__ import annotations
@@ -65,3 +65,15 @@ def test_a_new_folder_is_a_chapter_of_the_book(studies_copy):
 def test_a_study_name_is_a_folder_name_not_a_path(studies_copy):
     with pytest.raises(spec_mod.SpecError, match="unknown study"):
         spec_mod.load_spec("runner")  # a module of the package, not a study folder
+
+
+def test_a_new_folder_runs_from_the_cli(studies_copy, tmp_path, capsys):
+    """`nvmelab study run` on the added study: the perf engine over an emulated controller, records under --results."""
+    from nvmelab.cli import main
+    from nvmelab.results.records import load_records
+
+    res = tmp_path / "res"
+    argv = ["study", "run", "t_folder", "--preset", "quick", "--target", "emu://", "--results", str(res)]
+    assert main([*argv, "--no-host-changes"]) == 0
+    files = sorted(res.glob("t_folder/*/quick.jsonl"))
+    assert len(files) == 1 and sorted(r["qdepth"] for r in load_records(files[0])) == [1, 2, 4]
