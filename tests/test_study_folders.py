@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Adding a study means adding one folder (issue 37): a folder with a spec.toml under nvmelab/studies/ is a
-study to the spec loader, the runner, the CLI (list, plan, run) and the book's chapter list, with no other edit; every study
-folder holds its spec, and the old specs/ folder is gone."""
+study to the spec loader, the runner, the CLI (list, plan, run) and the book's chapter list, with no other
+edit; every study folder holds its spec, and the old specs/ folder is gone."""
 
 from __future__ import annotations
 
