@@ -77,3 +77,16 @@ def test_a_new_folder_runs_from_the_cli(studies_copy, tmp_path, capsys):
     assert main([*argv, "--no-host-changes"]) == 0
     files = sorted(res.glob("t_folder/*/quick.jsonl"))
     assert len(files) == 1 and sorted(r["qdepth"] for r in load_records(files[0])) == [1, 2, 4]
+
+
+def test_results_keeps_only_what_the_studies_share():
+    """A study's own analysis and figures live in its folder: results/ holds no module named after a study or
+    one of the old per-study modules, and its shared analysis and plots hold no blksum_/vram_ functions."""
+    import nvmelab.results
+    from nvmelab.results import analysis, plots
+
+    results = Path(nvmelab.results.__file__).parent
+    names = {p.stem for p in results.glob("*.py")}
+    assert not names & (set(spec_mod.list_specs()) | {"matching", "pollcost", "publication", "answer", "environments"})
+    for mod in (analysis, plots):
+        assert not [n for n in vars(mod) if n.startswith(("blksum_", "vram_"))], mod.__name__
