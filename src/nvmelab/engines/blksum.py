@@ -459,7 +459,7 @@ def cpu_usage(user_s: float | None, system_s: float | None, elapsed_s: float) ->
 
 
 # --------------------------------------------------------------------------- the study engine
-# The blksum_qdepth study (experiments/specs/blksum_qdepth.toml) runs through the sweep runner like
+# The blksum_qdepth study (src/nvmelab/studies/blksum_qdepth/spec.toml) runs through the sweep runner like
 # every study; this is its engine: one checksum run, one record. The target ``image://generated``
 # is an image made in the scratch folder (data, written zeros, holes; memory-backed where
 # possible), read once to warm the page cache (the seed's runs read a cached image too) and

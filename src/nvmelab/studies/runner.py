@@ -28,7 +28,7 @@ Behaviour:
 * Whatever ends a sweep, guard.SweepGuard gives back what it holds: stress-ng stopped,
   host variables restored, generated scratch files removed, locks released.
 * The run function is injectable (tests pass a fake one); by default it is the
-  spec's engine (``nvmelab.engines.perf.run`` or ``nvmelab.engines.perf.run_cuda``).
+  spec's engine (``nvmelab.engines.perf.run`` or ``nvmelab.engines.gpu.run_cuda``).
 * Host variables (hostvars.HostControl) are applied when the host allows it and
   restored in ``finally`` (also on Ctrl-C). A run whose requested host value
   cannot be set is skipped and listed in the report; never mislabelled.

@@ -5,7 +5,7 @@ Modules:
     volume    Volume (raid0 | single | linear over namespaces of one target), Request, TierIOError
     cache     Cache (write-back, LRU/CLOCK, read-ahead, coalesced write-back; host or GPU memory)
     workload  the state-vector paging workload (gates on qubits, random page mix) and its pagers
-    engine    one run of the vram_cache study (spec experiments/specs/vram_cache.toml), one record
+    engine    one run of the vram_cache study (spec src/nvmelab/studies/vram_cache/spec.toml), one record
 """
 
 from __future__ import annotations

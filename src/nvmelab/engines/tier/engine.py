@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The tier engine: one configuration of the vram_cache study, run once, one record.
 
-The study itself (configurations, presets, resume) is ``experiments/specs/vram_cache.toml``, run by
+The study itself (configurations, presets, resume) is ``src/nvmelab/studies/vram_cache/spec.toml``, run by
 the sweep runner like every study; this module is the engine its spec names (spec.ENGINES["tier"]).
 
 A run pages the state-vector workload of :mod:`nvmelab.engines.tier.workload` through a volume of
