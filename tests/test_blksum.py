@@ -411,3 +411,22 @@ def test_bench_summary_compares_whole_processes_on_both_sides() -> None:
     assert (table["least"] <= table["median"]).all() and (table["median"] <= table["most"]).all()
     assert (table["rounds_least"] <= table["least"]).all() and facts["image_bytes"] > 0
     assert blksum.bench_summary("no-such-host") is None
+
+
+def test_profile_share_is_the_range_of_one_part_over_the_runs():
+    import pandas as pd
+
+    from nvmelab.studies.blksum_qdepth import analysis as blksum_qdepth
+
+    prof = pd.DataFrame(
+        {
+            "image": ["dense", "dense", "dense", "sparse"],
+            "mode": ["file", "file", "file", "file"],
+            "digest": ["sha256"] * 4,
+            "threads": [1, 4, 4, 4],
+            "part": ["hash (OpenSSL)", "hash (OpenSSL)", "copies", "hash (OpenSSL)"],
+            "pct": [61.0, 55.5, 12.0, 3.0],
+        }
+    )
+    assert blksum_qdepth.profile_share(prof, "file", "sha256", "hash") == (55.5, 61.0)
+    assert blksum_qdepth.profile_share(prof, "file", "sha256", "hash", image="sparse") == (3.0, 3.0)

@@ -69,3 +69,18 @@ def test_method_table_before_the_data(path: Path) -> None:
         return
     assert calls, f"{path.name}: the published method (data/reference/methods.csv) is not shown"
     assert calls[0] < min(loads, default=len(cells)), f"{path.name}: the method table comes after the data"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_logic_that_belongs_in_the_package(path: Path) -> None:
+    """A notebook calls the package; it defines no function or class of its own (those live in the study's folder,
+    src/nvmelab/studies/<study>/, where they are tested)."""
+    defined = []
+    for cell in _cells(path):
+        if cell["cell_type"] != "code":
+            continue
+        src = "\n".join(ln for ln in _src(cell).splitlines() if not ln.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):  # a pandas lambda is an idiom
+                defined.append(node.name)
+    assert not defined, f"{path.name} defines {', '.join(defined)}: move it into the package"

@@ -289,3 +289,15 @@ def test_published_sm_activity_beside_ours_only_at_the_queue_count_we_ran():
     assert b.drop(index=1)[["ours_sm_active", "ours_cost_min"]].isna().all().all()
     empty = pollcost.published_beside_ours(pollcost.table(analysis.to_frame([])))
     assert empty["ours_sm_active"].isna().all() and len(empty) == len(b)
+
+
+def test_published_value_reads_one_stated_number():
+    from nvmelab.results import reference
+    from nvmelab.studies.cuda_pollcost import analysis as pollcost
+
+    pub = reference.polling_cost("cuda-qdepth")
+    row = pub[pub["quantity"] == "sm_active"].iloc[0]
+    got = pollcost.published_value(pub, "sm_active", nqueues=row["nqueues"], qdepth=row["qdepth"])
+    assert got == float(row["value"])
+    with pytest.raises(IndexError):
+        pollcost.published_value(pub, "no such quantity")

@@ -182,3 +182,11 @@ def blksum_host_load(ours: pd.DataFrame) -> dict[str, float]:
     if "nbd_beside_median" in out and "file_beside_median" in out:
         out["nbd_server_median"] = out["nbd_beside_median"] - out["file_beside_median"]
     return out
+
+
+def profile_share(prof: pd.DataFrame, mode: str, digest: str, part: str, image: str = "dense") -> tuple[float, float]:
+    """The smallest and largest share (%) of the CPU samples the profile's `part` (a prefix of its name: "hash",
+    "copies", "NBD", ...) took over the runs of one mode, digest and image (blksum.load_profile's frame)."""
+    v = prof[(prof["mode"] == mode) & (prof["digest"] == digest) & (prof["image"] == image)]
+    v = v[v["part"].str.startswith(part)]["pct"]
+    return float(v.min()), float(v.max())

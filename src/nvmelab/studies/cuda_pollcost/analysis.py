@@ -129,3 +129,12 @@ def published_beside_ours(ours: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=PUBLISHED_COLUMNS)
+
+
+def published_value(pub: pd.DataFrame, quantity: str, **where: Any) -> float:
+    """One number the published polling-cost set states (results.reference.polling_cost's frame): the row of
+    `quantity` whose columns equal `where` (nqueues=2, qdepth=128, ...); IndexError when none does."""
+    sel = pub[pub["quantity"] == quantity]
+    for k, v in where.items():
+        sel = sel[sel[k] == v]
+    return float(sel["value"].iloc[0])
