@@ -33,6 +33,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -59,7 +60,8 @@ REQUIRED_LABELS = (
 )
 #: Study pages the browser check opens (label -> notebook stem): every study of the book.
 sys.path.insert(0, str(BOOK))
-from conf import STUDIES  # noqa: E402  (book/conf.py: the study list)
+with mock.patch.dict(os.environ):  # conf.py exports NVMELAB_PRESET/NVMELAB_RUN for its kernels: not for our tests
+    from conf import STUDIES  # noqa: E402  (book/conf.py: the study list)
 
 BROWSER_PAGES = {label: stem for stem, label, _ in STUDIES}
 #: Where the browser check saves a screenshot of every study page (CI keeps this folder).

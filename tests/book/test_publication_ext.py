@@ -12,8 +12,10 @@ the data files, which the build copies into the site.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
+from unittest import mock
 
 import pandas as pd
 from test_result_role import _build, _glue_output  # the same stored-output notebook and -W build
@@ -341,7 +343,8 @@ def test_every_study_notebook_glues_the_files_it_read() -> None:
     import sys
 
     sys.path.insert(0, str(BOOK))
-    from conf import STUDIES
+    with mock.patch.dict(os.environ):  # conf.py's exported NVMELAB_* settings stay out of the other tests
+        from conf import STUDIES
 
     missing = []
     for stem, _, _ in STUDIES:
