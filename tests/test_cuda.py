@@ -300,7 +300,13 @@ def test_read_after_write_many_threads_wraparound():
 def test_verify_detects_unwritten_data():
     # the negative control: reading a zeroed namespace with verify must report mismatches
     rec = gpu.run_cuda(
-        target="gpu-emu://?ndev=1&profile=null&nsze=1MiB", rw="read", iosize=512, qdepth=8, ndevs=1, rounds=2, verify=True
+        target="gpu-emu://?ndev=1&profile=null&nsze=1MiB",
+        rw="read",
+        iosize=512,
+        qdepth=8,
+        ndevs=1,
+        rounds=2,
+        verify=True,
     )
     assert rec["verify_errors"] == 2 * 8 * 512 // 8
 
