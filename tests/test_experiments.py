@@ -505,3 +505,20 @@ def test_cli_study_all(capsys, monkeypatch):
     assert main(["study", "run", "all", "--preset", "standard", "--results", "/nonexistent"]) == 2
     captured = capsys.readouterr()
     assert "host busy" in captured.err and "--busy-ok" in captured.err
+
+
+def test_where_resolves_a_sweeps_records_place_once(tmp_path, monkeypatch):
+    from nvmelab.studies.paths import Where, host_id
+
+    monkeypatch.setenv("NVMELAB_RESULTS", str(tmp_path / "env-root"))
+    w = Where.of("t_where", "quick")
+    assert w.root == tmp_path / "env-root" and w.here() == w.path(host_id())
+    assert Where.of("t_where", "quick", tmp_path).path("h1") == tmp_path / "t_where" / "h1" / "quick.jsonl"
+    for h in ("h2", "h1"):
+        p = Where.of("t_where", "quick", tmp_path).path(h)
+        p.parent.mkdir(parents=True)
+        p.write_text("")
+    (tmp_path / "t_where" / "h1" / "standard.jsonl").write_text("")
+    assert Where.of("t_where", "quick", tmp_path).all_hosts() == [
+        tmp_path / "t_where" / h / "quick.jsonl" for h in ("h1", "h2")
+    ]

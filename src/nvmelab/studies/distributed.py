@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..host.hostvars import HostControl
+from .paths import Where
 from .runner import Outcome, RunFn, execute_run, host_id
 from .spec import Run
 
@@ -116,8 +117,8 @@ class DaskExecutor:
             for fut in inflight.values():
                 fut.cancel()
 
-    def done_paths(self, root: Path, study: str, preset: str) -> list[Path]:
-        return sorted(Path(root, study).glob(f"*/{preset}.jsonl"))
+    def done_paths(self, where: Where) -> list[Path]:
+        return where.all_hosts()
 
 
 def _takes_n(client: Any) -> bool:

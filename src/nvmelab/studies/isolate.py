@@ -61,7 +61,7 @@ from typing import Any
 
 from ..driver import uri as _uri
 from ..results import records as _records
-from .paths import host_id, results_path
+from .paths import Where, host_id
 from .spec import Run
 
 log = logging.getLogger(__name__)
@@ -143,8 +143,8 @@ class IsolatedExecutor:
         if self.budget_s is not None and not self.budget_s > 0:
             raise ValueError(f"budget_s={self.budget_s}: must be > 0 seconds")
 
-    def done_paths(self, root: Path, study: str, preset: str) -> list[Path]:
-        return [results_path(root, study, host_id(), preset)]
+    def done_paths(self, where: Where) -> list[Path]:
+        return [where.here()]
 
     def execute(self, runs: list[Run], run_fn: Any, file_mib: int) -> Iterator[Any]:
         from .runner import Outcome
@@ -218,8 +218,8 @@ class BatchExecutor:
     isolated: int = 0  # runs that went through the isolated mop-up
     events: list[str] = dataclasses.field(default_factory=list)  # why the batch child ended early, if it did
 
-    def done_paths(self, root: Path, study: str, preset: str) -> list[Path]:
-        return [results_path(root, study, host_id(), preset)]
+    def done_paths(self, where: Where) -> list[Path]:
+        return [where.here()]
 
     def _tick(self) -> None:
         if self.after is not None:

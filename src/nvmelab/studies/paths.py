@@ -6,6 +6,8 @@
     default_results_root(preset)           $NVMELAB_RESULTS, else data/results (quick: build/results);
                                            an installed package (no checkout) needs $NVMELAB_RESULTS
     results_path(root, study, host, preset) data/results/<study>/<host>/<preset>.jsonl
+    Where(root, study, preset)             one sweep's records place, resolved once: .path(host), .here(),
+                                           .all_hosts(); Where.of(study, preset, root=None) applies the default
 
 Below both spec.py and runner.py, so neither
 imports the other for these.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..host.scratch import scratch_dir  # noqa: F401 (re-exported: the scratch folder belongs to the host layer)
@@ -59,3 +62,30 @@ def results_path(root: Path, study: str, host: str, preset: str) -> Path:
         if not isinstance(part, str) or not _PART_RE.fullmatch(part) or ".." in part:
             raise ValueError(f"{what} name {part!r} cannot name a folder of the results tree under {root}")
     return Path(root) / study / host / f"{preset}.jsonl"
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where one sweep's records live: the results root, the study and the preset, resolved once and handed to
+    the runner, its executors and the records (instead of the three passed apart)."""
+
+    root: Path
+    study: str
+    preset: str
+
+    @classmethod
+    def of(cls, study: str, preset: str, root: str | os.PathLike | None = None) -> Where:
+        """The place of `study`/`preset` under `root`, else under default_results_root(preset)."""
+        return cls(Path(root) if root is not None else default_results_root(preset), study, preset)
+
+    def path(self, host: str) -> Path:
+        """The records file of `host` (results_path)."""
+        return results_path(self.root, self.study, host, self.preset)
+
+    def here(self) -> Path:
+        """The records file of this host."""
+        return self.path(host_id())
+
+    def all_hosts(self) -> list[Path]:
+        """Every host's records file of this study and preset that exists, sorted."""
+        return sorted(Path(self.root, self.study).glob(f"*/{self.preset}.jsonl"))

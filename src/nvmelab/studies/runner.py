@@ -58,7 +58,7 @@ from ..host.hostvars import HostControl, used_cpus
 from ..host.signals import signal_name
 from ..results import records as _records
 from .guard import SweepGuard
-from .paths import default_results_root, host_id, results_path, scratch_dir  # noqa: F401 (re-exported)
+from .paths import Where, default_results_root, host_id, results_path, scratch_dir  # noqa: F401 (re-exported)
 from .spec import ENGINES, OPTIONAL_PRESETS, PRESETS, Plan, Run, StudySpec, load_spec
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def set_aside(root: str | Path, study: str, preset: str) -> Path | None:
     """Move this host's records of `study`/`preset` to ``<preset>.jsonl.replaced-<utc>`` next to
     them (git ignores those), so the next run measures every run of the plan afresh; the old
     file is kept, never deleted. Returns its new path, or None when there was none."""
-    path = results_path(Path(root), study, host_id(), preset)
+    path = Where(Path(root), study, preset).here()
     if not path.exists():
         return None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -310,8 +310,8 @@ class LocalExecutor:
         finally:
             self.host.close()
 
-    def done_paths(self, root: Path, study: str, preset: str) -> list[Path]:
-        return [results_path(root, study, host_id(), preset)]
+    def done_paths(self, where: Where) -> list[Path]:
+        return [where.here()]
 
 
 def run_study(
@@ -340,20 +340,19 @@ def run_study(
     """
     spec = study if isinstance(study, StudySpec) else load_spec(study)
     plan: Plan = spec.plan(preset, target=target, overrides=overrides)
-    root = Path(results_root) if results_root is not None else default_results_root(preset)
+    where = Where.of(spec.study, preset, results_root)
     if run_fn is None:
         run_fn = resolve_engine(spec.engine)
     executor = executor or LocalExecutor(allow_host_changes)
     with SweepGuard(wait=wait) as guard:
-        guard.lock(executor.done_paths(root, spec.study, preset))  # before reading what is done
-        return _sweep(spec, preset, plan, root, run_fn, executor, guard, max_runs, progress, select)
+        guard.lock(executor.done_paths(where))  # before reading what is done
+        return _sweep(spec, where, plan, run_fn, executor, guard, max_runs, progress, select)
 
 
 def _sweep(
     spec: StudySpec,
-    preset: str,
+    where: Where,
     plan: Plan,
-    root: Path,
     run_fn: RunFn,
     executor: Any,
     guard: SweepGuard,
@@ -362,17 +361,17 @@ def _sweep(
     select: Callable[[Run], bool] | None = None,
 ) -> SweepReport:
     """The body of run_study, under its guard."""
-    done = done_keys(executor.done_paths(root, spec.study, preset))
+    done = done_keys(executor.done_paths(where))
     runs = [r for r in plan.runs if select(r)] if select is not None else plan.runs
     pending = [r for r in runs if r.key not in done]
-    rep = SweepReport(spec.study, preset, root, len(runs), len(runs) - len(pending))
+    rep = SweepReport(spec.study, where.preset, where.root, len(runs), len(runs) - len(pending))
     if max_runs is not None:
         pending = pending[:max_runs]
     per_run = sum(float(r.params.get("runtime", 0) or 0) + float(r.params.get("warmup", 0) or 0) for r in pending)
     log.info(
         "%s/%s: %d runs to do (%d recorded); about %.0f s",
         spec.study,
-        preset,
+        where.preset,
         len(pending),
         rep.already_done,
         per_run + len(pending) * EST_OVERHEAD_S,
@@ -380,7 +379,7 @@ def _sweep(
     file_mib = int(spec.extra.get("file_mib", DEFAULT_FILE_MIB))
     from tqdm import tqdm
 
-    bar = tqdm(total=len(pending), desc=f"{spec.study}/{preset}", unit="run", disable=not progress, leave=False)
+    bar = tqdm(total=len(pending), desc=f"{spec.study}/{where.preset}", unit="run", disable=not progress, leave=False)
     try:
         for out in guard.closing(executor.execute(pending, run_fn, file_mib)):
             rep.notes.extend(n for n in out.notes if n not in rep.notes)
@@ -388,7 +387,7 @@ def _sweep(
                 rep.skipped.append((out.run.label(), out.skipped or "skipped"))
                 log.warning("skipped %s: %s", out.run.label(), out.skipped)
             else:
-                path = results_path(root, spec.study, out.host, preset)
+                path = where.path(out.host)
                 guard.lock([path])  # a host folder the executor had no records in yet (Dask)
                 _records.append_records(path, [out.record])
                 rep.paths.add(path)
@@ -458,8 +457,8 @@ def load_gpu_results(
     for pr in dict.fromkeys((preset, LEASE_PRESET)):
         df = load_results(study, pr, root)
         if not df.empty:
-            base = Path(root) if root is not None else default_results_root(pr)
-            return df, pr, sorted({results_path(base, study, h, pr) for h in df["results_host"]})
+            where = Where.of(study, pr, root)
+            return df, pr, sorted({where.path(h) for h in df["results_host"]})
     return df, preset, []
 
 
@@ -491,7 +490,8 @@ def study_results(
     if not reuse and mode == "auto":
         mode = "missing"
     spec = study if isinstance(study, StudySpec) else load_spec(study)
-    root = Path(results_root) if results_root is not None else default_results_root(preset)
+    where = Where.of(spec.study, preset, results_root)
+    root = where.root
     keys = {r.key for r in spec.plan(preset, target=target).runs}
 
     def of_plan(df: pd.DataFrame) -> pd.DataFrame:  # only records of this plan (same target, parameters)
@@ -499,7 +499,7 @@ def study_results(
 
     def with_path(df: pd.DataFrame) -> pd.DataFrame:
         df = df.reset_index(drop=True)
-        df["results_path"] = [str(results_path(root, spec.study, h, preset)) for h in df.get("results_host", [])]
+        df["results_path"] = [str(where.path(h)) for h in df.get("results_host", [])]
         return df
 
     if mode in ("auto", "never"):
