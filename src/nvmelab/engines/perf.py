@@ -132,7 +132,7 @@ def check_params(p: dict[str, Any]) -> list[int]:
 
     The engine's own parameters are checked by the one C check of the parameter table
     (perf_params.h); this adds only what the engine does not see: the URI, the CPUs, the backend."""
-    target, backend, qdepth = p["target"], p["backend"], p["qdepth"]
+    target, backend = p["target"], p["backend"]
     if not isinstance(target, str) or _uri.kind(target) not in SCHEMES:
         raise ValueError(
             f"target={target!r}: use emu://..., pci://..., vfio-user:///socket, file:///path or blk:///dev/X"
@@ -148,10 +148,6 @@ def check_params(p: dict[str, Any]) -> list[int]:
             raise ValueError(f"backend={backend!r}: only file:// and blk:// targets take a backend")
         if backend not in KERNEL_BACKENDS:
             raise ValueError(f"backend={backend!r}: must be one of {', '.join(KERNEL_BACKENDS)}")
-    if (backend or "io_uring") == "psync" and _uri.kind(target) in KERNEL_SCHEMES and qdepth != 1:
-        raise ValueError(
-            f"qdepth={qdepth}: the psync backend keeps one I/O in flight per thread; use qdepth=1 or backend='io_uring'"
-        )
     cpus = p["cpus"]
     if cpus is not None:
         cpus = _cpus.check_cpus(list(cpus))
