@@ -454,3 +454,38 @@ def test_a_raw_file_qemu_pads_gets_one_warning_in_nbd_mode(tmp_path):
     py = subprocess.run(PYTHON + ["--mode", "nbd", str(odd)], capture_output=True, text=True, check=True)
     assert py.stdout.split()[0] == want.stdout.split()[0]
     assert len(py.stderr.splitlines()) == 1 and "not a multiple of 512" in py.stderr, py.stderr
+
+
+CAUGHT_ELSEWHERE = """
+import signal, sys, threading, time
+from nvmelab import _native
+signal.signal(signal.SIGTERM, lambda *a: None)  # a Python-level handler: its C part writes the wakeup fd
+threading.Thread(target=lambda: time.sleep(60), daemon=True).start()  # a thread that may catch SIGTERM
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # the opening thread never does
+t0 = time.monotonic()
+try:
+    _native.blksum_image(sys.argv[1], "auto", "sha256", 1, 16, 262144, "psync", None)
+    print("digest")
+except (ValueError, OSError) as exc:
+    print(f"ended after {time.monotonic() - t0:.1f} s: {exc}", file=sys.stderr)
+"""
+
+
+def test_a_signal_another_thread_catches_still_ends_the_opening(fake, monkeypatch):
+    """The race behind a hang seen beside a CPU hog: the opening thread blocks the stop signals between its polls,
+    so the kernel may hand SIGTERM to another thread (numpy's, say); Python's handler then runs there, and the
+    opening thread polled on until the connect timeout. Its waits now poll Python's wakeup descriptor too
+    (blksum_set_interrupt_fd). Here the opening thread blocks SIGTERM throughout: only that path can end it."""
+    server = fake("silent")
+    monkeypatch.setenv("NVMELAB_BLKSUM_NBD_TIMEOUT", "120")
+    proc = start([sys.executable, "-c", CAUGHT_ELSEWHERE, server.uri])
+    wait_for(server.reached.is_set, "silent server reached", proc)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=WAIT_S)
+        pytest.fail(f"the opening did not end within {WAIT_S} s of a SIGTERM another thread caught")
+    assert proc.returncode == 0 and out == "", err
+    assert "ended after" in err and "did not answer" not in err, err  # ended by the signal, not the timeout

@@ -5,8 +5,10 @@
 // GIL in short slices, so Ctrl-C (and a progress callback) are served while it runs:
 // on a signal the job is cancelled, joined, and the KeyboardInterrupt propagates.
 #include <cerrno>
+#include <fcntl.h>
 #include <functional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "bindings.h"
@@ -117,6 +119,48 @@ py::dict run_job(const blksum_source &src, const blksum_opts &o, const std::stri
 }
 
 // The options every entry point takes, checked once (the digest string must outlive the options).
+// While a source is opened (connecting to an NBD server and its handshake, a qemu-nbd starting), a signal must
+// end the wait whichever thread of the process catches it (numpy's BLAS threads, say, when the opening thread
+// has the stop signals blocked between two polls): Python's C-level handler writes to its wakeup descriptor from
+// that thread, and blksum's waits poll it (blksum_set_interrupt_fd). signal.set_wakeup_fd works in the main
+// thread only: elsewhere nothing changes. The previous wakeup descriptor is restored afterwards.
+class OpenInterrupt {
+  public:
+    OpenInterrupt()
+    {
+        if (pipe2(fds_, O_NONBLOCK | O_CLOEXEC) != 0) {
+            fds_[0] = fds_[1] = -1;
+            return;
+        }
+        try {
+            old_ = py::module_::import("signal").attr("set_wakeup_fd")(fds_[1]);
+            blksum_set_interrupt_fd(fds_[0]);
+        } catch (py::error_already_set &) { // not the main thread
+            old_ = py::object();
+        }
+    }
+    ~OpenInterrupt()
+    {
+        blksum_set_interrupt_fd(-1);
+        if (old_) {
+            try {
+                py::module_::import("signal").attr("set_wakeup_fd")(old_);
+            } catch (py::error_already_set &e) {
+                e.discard_as_unraisable("restoring signal.set_wakeup_fd after opening a blksum source");
+            }
+        }
+        for (int fd : fds_)
+            if (fd >= 0)
+                close(fd);
+    }
+    OpenInterrupt(const OpenInterrupt &) = delete;
+    OpenInterrupt &operator=(const OpenInterrupt &) = delete;
+
+  private:
+    int fds_[2] = {-1, -1};
+    py::object old_;
+};
+
 blksum_opts checked_opts(const std::string &digest, int threads, int queue_depth, size_t read_size, blksum_io io)
 {
     blksum_opts o;
@@ -208,6 +252,7 @@ void bind_blksum(py::module_ &m)
             blksum_source src;
             msg[0] = '\0';
             {
+                OpenInterrupt interruptible;
                 py::gil_scoped_release nogil;
                 rc = blksum_source_open_image(&src, name.c_str(), m, msg, sizeof(msg));
             }

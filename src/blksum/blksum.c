@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -604,10 +605,25 @@ void blksum_set_interrupt(volatile sig_atomic_t *flag)
     interrupt_flag = flag;
 }
 
+static atomic_int interrupt_fd = -1;
+
+void blksum_set_interrupt_fd(int fd)
+{
+    atomic_store(&interrupt_fd, fd);
+}
+
+int blksum_interrupt_fd(void)
+{
+    return atomic_load(&interrupt_fd);
+}
+
 bool blksum_interrupted(void)
 {
     volatile sig_atomic_t *f = interrupt_flag;
-    return f && *f;
+    if (f && *f)
+        return true;
+    struct pollfd p = {.fd = blksum_interrupt_fd(), .events = POLLIN};
+    return p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
 void blksum_cancel(struct blksum_job *j)

@@ -153,6 +153,10 @@ void blksum_cancel(struct blksum_job *job);
  * *flag is nonzero (a signal handler sets it), such a wait ends with -EINTR within 100 ms; a signal
  * caught by the thread while it waits ends it at once. NULL: no flag. */
 void blksum_set_interrupt(volatile sig_atomic_t *flag);
+/** Process-wide, the same waits: a descriptor that becomes readable when a signal arrives, whichever thread
+ * caught it (Python's signal.set_wakeup_fd; the Python bindings set one while they open a source): once it is
+ * readable such a wait ends with -EINTR at once. Never read or closed here. -1: none. */
+void blksum_set_interrupt_fd(int fd);
 /** Join the job, fill res (on success) and free it. Returns 0 or -errno. */
 int blksum_finish(struct blksum_job *job, struct blksum_result *res);
 /** Start and finish in one call. */

@@ -24,8 +24,11 @@
 /* The digest by name: *owned is the fetched object to free with EVP_MD_free() (may be NULL). */
 const EVP_MD *blksum_fetch_md(const char *name, EVP_MD **owned);
 bool blksum_is_null_digest(const char *name);
-/* Whether the process's interrupt flag (blksum_set_interrupt) is set. */
+/* Whether the process's interrupt flag (blksum_set_interrupt) is set or its interrupt descriptor
+ * (blksum_set_interrupt_fd) is readable. */
 bool blksum_interrupted(void);
+/* The interrupt descriptor (blksum_set_interrupt_fd), -1 when none: a wait polls it beside its own. */
+int blksum_interrupt_fd(void);
 
 /* ---------------------------------------------------------------- the image readers' common part
  * What the target-backed image readers (qcow2.c, nbd.c; image.h) share, in reader.c: a read channel of

@@ -235,9 +235,10 @@ static void stop_signals_block(sigset_t *old)
 
 /* Run n->h's state machine until done() says so. It ends early: -ECANCELED once the run is cancelled
  * (nbd_interrupt: it writes wake_fd); with sigmask (opening a source: the mask to poll with, see
- * stop_signals_block), -EINTR on a signal or on the process's interrupt flag (blksum_set_interrupt; looked
- * at every NBD_POLL_STEP_MS); -ETIMEDOUT after timeout_ms (< 0: none). A wake() (a hash thread freed a
- * buffer) is taken and the wait goes on. */
+ * stop_signals_block), -EINTR on a signal, on the process's interrupt flag (blksum_set_interrupt; looked
+ * at every NBD_POLL_STEP_MS) or once its interrupt descriptor is readable (blksum_set_interrupt_fd, polled
+ * beside the socket: a signal another thread caught); -ETIMEDOUT after timeout_ms (< 0: none). A wake() (a hash thread
+ * freed a buffer) is taken and the wait goes on. */
 static int nbd_wait(struct nbd_src *n, nbd_done_fn done, int64_t arg, int timeout_ms, const sigset_t *sigmask)
 {
     struct timespec t0, t1;
@@ -259,8 +260,9 @@ static int nbd_wait(struct nbd_src *n, nbd_done_fn done, int64_t arg, int timeou
             if (left < step)
                 step = (int)left;
         }
-        struct pollfd p[2] = {{.fd = nbd_aio_get_fd(n->h), .events = nbd_events(n->h)},
-                              {.fd = n->wake_fd, .events = POLLIN}};
+        struct pollfd p[3] = {{.fd = nbd_aio_get_fd(n->h), .events = nbd_events(n->h)},
+                              {.fd = n->wake_fd, .events = POLLIN},
+                              {.fd = sigmask ? blksum_interrupt_fd() : -1, .events = POLLIN}};
         if (p[0].fd < 0)
             return nbd_errno();
         if (!p[0].events) { /* nothing to wait for on the socket: let libnbd say why */
@@ -269,11 +271,13 @@ static int nbd_wait(struct nbd_src *n, nbd_done_fn done, int64_t arg, int timeou
             continue;
         }
         struct timespec ts = {.tv_sec = step / 1000, .tv_nsec = (long)(step % 1000) * 1000000L};
-        if (ppoll(p, 2, &ts, sigmask) < 0) {
+        if (ppoll(p, 3, &ts, sigmask) < 0) {
             if (errno == EINTR && !sigmask)
                 continue;
             return errno == EINTR ? -EINTR : -errno;
         }
+        if (p[2].revents & POLLIN)
+            return -EINTR;
         if (p[1].revents & POLLIN) {
             uint64_t v;
             if (read(n->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
