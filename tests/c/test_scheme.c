@@ -117,7 +117,7 @@ static void the_driver_takes_its_rows(void)
             CHECK_CONTAINS(err, "is a kernel I/O path");
         } else {
             CHECK_EQ(rc, -EINVAL);
-            char want[URI_LEN];
+            char want[URI_LEN + ERR_LEN]; /* the URI and the message after it */
             snprintf(want, sizeof(want), "unsupported scheme '%s://' (the driver takes emu://, pci:// or vfio-user://)",
                      r->name);
             CHECK_STREQ(err, want);
@@ -142,7 +142,7 @@ static void the_perf_engine_takes_its_rows(void)
             CHECK(strstr(err, "unknown target scheme") == NULL);
         } else {
             CHECK_EQ(rc, -EINVAL);
-            char want[URI_LEN];
+            char want[URI_LEN + ERR_LEN]; /* the URI and the message after it */
             snprintf(want, sizeof(want),
                      "%s: unknown target scheme (use emu://, pci://, vfio-user://, file:// or blk://)", uri);
             CHECK_STREQ(err, want);
